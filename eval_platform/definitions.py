@@ -1,0 +1,41 @@
+"""The code location: `dagster dev -w workspace.yaml` and `dagster definitions validate` load this."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from eval_platform.defs.costs import build_judge_cost_daily
+from eval_platform.defs.datasets import dataset_job, dataset_versions, new_dataset_files_sensor
+from eval_platform.defs.judging import build_judge_scores
+from eval_platform.defs.resources import JudgeResource, WarehouseResource
+from eval_platform.defs.traces import daily_scoring_schedule, new_trace_files_sensor, quarantine, traces, traces_job
+from eval_platform.judging.config import load_evaluators
+from eval_platform.settings import data_root
+
+
+def build_definitions(root: Path | None = None) -> dg.Definitions:
+    """Definitions for a data root; the evaluator partition values are the YAML files found now."""
+    root = root or data_root()
+    evaluators = load_evaluators(root / "evaluators")
+    judge_scores = build_judge_scores(evaluators)
+    judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
+    return dg.Definitions(
+        assets=[traces, quarantine, dataset_versions, judge_scores, judge_cost_daily],
+        jobs=[traces_job, dataset_job],
+        schedules=[daily_scoring_schedule],
+        sensors=[
+            new_trace_files_sensor,
+            new_dataset_files_sensor,
+            dg.AutomationConditionSensorDefinition(
+                "judge_scores_automation",
+                target=dg.AssetSelection.assets(judge_scores),
+                default_status=dg.DefaultSensorStatus.RUNNING,
+            ),
+        ],
+        resources={"warehouse": WarehouseResource(data_dir=str(root)), "judge": JudgeResource()},
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,54 @@
+"""The DuckDB catalog: one view per warehouse table, named as DESIGN.md lists them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from eval_platform.schemas import JUDGE_SCORE_SCHEMA, QUARANTINE_SCHEMA, TRACE_SCHEMA, UTC_TS
+from eval_platform.storage.warehouse import refresh_catalog
+
+TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
+    "dataset": pl.String(),
+    "version": pl.Int64(),
+    "case_id": pl.String(),
+    "input": pl.String(),
+    "expected_output": pl.String(),
+    "metadata": pl.String(),
+    "source_file": pl.String(),
+    "source_line": pl.Int64(),
+}
+
+JUDGE_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
+    "day": pl.String(),
+    "evaluator": pl.String(),
+    "model": pl.String(),
+    "project_id": pl.String(),
+    "rows": pl.Int64(),
+    "calls": pl.Int64(),
+    "cache_hits": pl.Int64(),
+    "completed": pl.Int64(),
+    "failed": pl.Int64(),
+    "skipped": pl.Int64(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "spend_usd": pl.Float64(),
+    "avoided_by_cache_usd": pl.Float64(),
+    "budget_daily_usd": pl.Float64(),
+    "ledger_spend_usd": pl.Float64(),
+    "budget_used_pct": pl.Float64(),
+    "computed_at": UTC_TS,
+}
+
+TABLES: dict[str, dict[str, pl.DataType]] = {
+    "traces": TRACE_SCHEMA,
+    "quarantine": QUARANTINE_SCHEMA,
+    "judge_scores": JUDGE_SCORE_SCHEMA,
+    "test_cases": TEST_CASE_SCHEMA,
+    "judge_cost_daily": JUDGE_COST_DAILY_SCHEMA,
+}
+
+
+def refresh(root: Path) -> bool:
+    return refresh_catalog(root, TABLES)

@@ -1,0 +1,91 @@
+"""`judge_scores`: LLM-as-judge verdicts, one partition per evaluator × day."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from eval_platform.defs.catalog import refresh
+from eval_platform.defs.partitions import judge_partitions
+from eval_platform.defs.resources import JudgeResource, WarehouseResource
+from eval_platform.defs.traces import traces
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.runner import judge_day
+from eval_platform.storage.warehouse import read_partition, write_partition
+
+# Score a day as soon as its traces are (re)ingested, never while they are still being written.
+SCORE_WHEN_TRACES_UPDATE = (
+    dg.AutomationCondition.any_deps_updated()
+    & ~dg.AutomationCondition.any_deps_missing()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+)
+
+
+class JudgeScoresConfig(dg.Config):
+    trace_ids: list[str] = Field(
+        default_factory=list, description="For evaluators with trigger 'manual': the traces to judge."
+    )
+
+
+def build_judge_scores(evaluators: dict[str, EvaluatorConfig]) -> dg.AssetsDefinition:
+    partitions = judge_partitions(sorted(evaluators))
+
+    @dg.asset(
+        partitions_def=partitions,
+        deps=[traces],
+        kinds={"python", "parquet"},
+        group_name="judging",
+        pool="llm_judge",
+        automation_condition=SCORE_WHEN_TRACES_UPDATE,
+        check_specs=[dg.AssetCheckSpec("every_trace_has_one_status", asset="judge_scores")],
+    )
+    def judge_scores(
+        context: dg.AssetExecutionContext,
+        config: JudgeScoresConfig,
+        warehouse: WarehouseResource,
+        judge: JudgeResource,
+    ):
+        """One row per (evaluator, trace or pair, sample): COMPLETED with score/label/reasoning, FAILED with
+        reason and raw reply (never a score), or SKIPPED with reason. Re-materializing replaces the partition;
+        identical judge requests are served from the cache, so an unchanged partition costs nothing."""
+        keys = context.partition_key.keys_by_dimension
+        day, name = keys["date"], keys["evaluator"]
+        evaluator = evaluators[name]
+        root = warehouse.root
+        day_traces = read_partition(root, "traces", {"date": day})
+        if day_traces is None:
+            raise dg.Failure(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
+        result = judge_day(evaluator, day, day_traces, judge.runtime(root), set(config.trace_ids))
+        write_partition(root, "judge_scores", {"evaluator": name, "date": day}, result.rows)
+        refresh(root)
+        summary = result.summary
+        judged_traces = set(result.rows["trace_id"].to_list()) | set(result.rows["trace_id_b"].drop_nulls().to_list())
+        missing = set(day_traces["trace_id"].to_list()) - judged_traces
+        context.log.info(f"{name} {day}: {summary}")
+        yield dg.MaterializeResult(
+            metadata={
+                "evaluator": name,
+                "model": evaluator.model,
+                "config_hash": evaluator.config_hash,
+                "traces_in_partition": summary["traces_in_partition"],
+                "rows": summary["rows"],
+                "completed": summary["completed"],
+                "failed": summary["failed"],
+                "skipped": summary["skipped"],
+                "reasons": dg.MetadataValue.json(summary["reasons"]),
+                "mean_score": dg.MetadataValue.float(summary["mean_score"]) if summary["mean_score"] is not None else None,
+                "cost_usd": dg.MetadataValue.float(summary["cost_usd"]),
+                "calls": summary["calls"],
+                "cache_hits": summary["cache_hits"],
+                "dagster/row_count": summary["rows"],
+            }
+        )
+        yield dg.AssetCheckResult(
+            check_name="every_trace_has_one_status",
+            passed=not missing and summary["rows"] == summary["completed"] + summary["failed"] + summary["skipped"],
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"traces_without_a_row": len(missing)},
+        )
+
+    return judge_scores

@@ -1,0 +1,46 @@
+"""Resources: where the data root is, and how judges are reached."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from eval_platform.judging.budget import BudgetLedger
+from eval_platform.judging.cache import JudgeCache
+from eval_platform.judging.client import LiteLLMJudgeClient
+from eval_platform.judging.runner import JudgeRuntime
+from eval_platform.settings import DATA_DIR_ENV, state_dir
+
+LOCAL_JUDGE_URL_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_URL"
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The data root: inputs under it, Parquet warehouse and DuckDB catalog written under it."""
+
+    data_dir: str | None = Field(None, description=f"Defaults to ${DATA_DIR_ENV}, else ./data.")
+
+    @property
+    def root(self) -> Path:
+        return Path(self.data_dir or os.environ.get(DATA_DIR_ENV, "data")).resolve()
+
+
+class JudgeResource(dg.ConfigurableResource):
+    """LLM judges through litellm. Provider keys come from each evaluator's `api_key_env` variable.
+
+    When an evaluator's key is not set, its traces are SKIPPED (no_credentials), unless a local judge
+    URL is configured: then the local judge server answers (replayed recordings or labelled mock verdicts).
+    """
+
+    local_judge_url: str | None = Field(None, description=f"Defaults to ${LOCAL_JUDGE_URL_ENV} when set.")
+    max_concurrency_per_model: int = Field(16, description="Calls in flight per model string within one run.")
+
+    def runtime(self, root: Path) -> JudgeRuntime:
+        return JudgeRuntime(
+            client=LiteLLMJudgeClient(max_concurrency=self.max_concurrency_per_model),
+            cache=JudgeCache(state_dir(root) / "judge_cache"),
+            ledger=BudgetLedger(state_dir(root) / "budget.sqlite"),
+            local_judge_url=self.local_judge_url or os.environ.get(LOCAL_JUDGE_URL_ENV) or None,
+        )

@@ -1,0 +1,104 @@
+"""Trace ingest: the daily `traces` asset, the `quarantine` rollup, the new-files sensor and the daily schedule."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+import polars as pl
+
+from eval_platform.defs.catalog import refresh
+from eval_platform.defs.partitions import trace_days
+from eval_platform.defs.resources import WarehouseResource
+from eval_platform.ingest.traces import read_trace_day
+from eval_platform.storage.warehouse import has_files, table_glob, write_partition, write_quarantine
+
+
+@dg.asset(
+    partitions_def=trace_days,
+    kinds={"python", "parquet"},
+    group_name="ingest",
+)
+def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Normalized traces of one UTC day, from every export file in `traces/<day>/` (JSONL, JSON, CSV,
+    Parquet, OTLP/JSON GenAI spans). Rejected rows go to `quarantine` with file, line and reason."""
+    day = context.partition_key
+    root = warehouse.root
+    result = read_trace_day(root, day)
+    write_partition(root, "traces", {"date": day}, result.traces)
+    write_quarantine(root, "traces", day, result.quarantine)
+    refresh(root)
+    reasons = result.quarantine.group_by("reason").len().sort("reason").rows() if result.quarantine.height else []
+    if result.quarantine.height:
+        context.log.warning(f"{result.quarantine.height} rows of {day} quarantined: {dict(reasons)}")
+    return dg.MaterializeResult(
+        metadata={
+            "traces": result.traces.height,
+            "quarantined": result.quarantine.height,
+            "quarantine_reasons": dg.MetadataValue.json(dict(reasons)),
+            "files": dg.MetadataValue.json(result.files),
+            "dagster/row_count": result.traces.height,
+        }
+    )
+
+
+@dg.asset(deps=[traces], kinds={"duckdb"}, group_name="ingest")
+def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Every rejected input row (file, line, reason, raw text) across all sources and partitions.
+    Fix the file and re-materialize its partition: the partition's quarantine rows are replaced."""
+    root = warehouse.root
+    refresh(root)
+    if not has_files(root, "quarantine"):
+        return dg.MaterializeResult(metadata={"rows": 0})
+    frame = pl.read_parquet(table_glob(root, "quarantine"))
+    by_reason = frame.group_by("source", "reason").len().sort("source", "reason")
+    return dg.MaterializeResult(
+        metadata={
+            "rows": frame.height,
+            "by_source_and_reason": dg.MetadataValue.md(
+                "\n".join(["| source | reason | rows |", "|---|---|---|"] + [f"| {s} | {r} | {n} |" for s, r, n in by_reason.rows()])
+            ),
+        }
+    )
+
+
+traces_job = dg.define_asset_job("ingest_traces", selection=[traces], partitions_def=trace_days)
+
+
+@dg.schedule(job=traces_job, cron_schedule="0 1 * * *", execution_timezone="UTC")
+def daily_scoring_schedule(context: dg.ScheduleEvaluationContext):
+    """Every day at 01:00 UTC: ingest yesterday's exports. Each evaluator's `judge_scores` partition of that
+    day then runs through its automation condition (scored as soon as the day's traces are updated)."""
+    yesterday = (context.scheduled_execution_time.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
+    return dg.RunRequest(run_key=f"scheduled-{yesterday}", partition_key=yesterday)
+
+
+def _file_states(root) -> dict[str, str]:
+    states = {}
+    base = root / "traces"
+    if base.is_dir():
+        for path in sorted(base.glob("*/*")):
+            if path.is_file() and not path.name.startswith("."):
+                stat = path.stat()
+                states[str(path.relative_to(root))] = f"{stat.st_mtime_ns}:{stat.st_size}"
+    return states
+
+
+@dg.sensor(job=traces_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
+def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
+    """Notices new or changed export files under `traces/<day>/` and re-ingests those days."""
+    states = _file_states(warehouse.root)
+    previous = json.loads(context.cursor) if context.cursor else {}
+    changed_days = sorted({path.split("/")[1] for path, state in states.items() if previous.get(path) != state})
+    valid = set(trace_days.get_partition_keys(current_time=datetime.now(UTC)))
+    requests = []
+    for day in changed_days:
+        if day not in valid:
+            context.log.warning(f"traces/{day}/ is not a valid day partition (YYYY-MM-DD, not in the future); ignored")
+            continue
+        files = {p: s for p, s in states.items() if p.split("/")[1] == day}
+        run_key = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+        requests.append(dg.RunRequest(run_key=f"{day}-{run_key}", partition_key=day))
+    return dg.SensorResult(run_requests=requests, cursor=json.dumps(states))

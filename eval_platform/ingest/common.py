@@ -1,0 +1,57 @@
+"""Small types shared by the trace readers: a rejected-row error and a candidate row.
+
+A reader turns a file into `Candidate`s, one per input row (JSONL line, JSON array element, CSV data row,
+Parquet row, OTLP trace). A candidate either carries a parsed `record` (a dict still to be normalized into
+the canonical trace) or a `RowError` saying why the row could not even be parsed. Nothing is dropped on the
+way: every candidate ends up either as a trace or as a quarantine row.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+RAW_LIMIT = 10_000  # characters of raw text kept per quarantine row
+
+
+class RowError(Exception):
+    """Why one input row was rejected.
+
+    `reason` is the short machine-readable code stored in the quarantine table (e.g. `invalid_type:latency_ms`);
+    `message` is a sentence naming the field and the offending value, without the file and line (the caller
+    prefixes those).
+    """
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class Candidate:
+    """One input row as read from a file, before validation."""
+
+    line: int | None  # 1-based line / row / element number; None when the whole file is the row
+    raw: str  # the raw text of the row (the caller truncates it)
+    record: dict[str, Any] | None = None
+    error: RowError | None = None
+
+
+def truncate(text: str | None, limit: int = RAW_LIMIT) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= limit else text[:limit]
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON that keeps non-ASCII text readable; unknown objects (datetimes, decimals) become strings."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def preview(value: Any, limit: int = 80) -> str:
+    """A short, quoted rendering of a value for an error message."""
+    text = value if isinstance(value, str) else dumps(value)
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return json.dumps(text, ensure_ascii=False) if isinstance(value, str) else text

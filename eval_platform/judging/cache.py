@@ -1,0 +1,52 @@
+"""Content-addressed cache of judge replies: an identical request is answered without calling the provider.
+
+The key covers everything that shapes the reply (model, endpoint, messages, temperature, max_tokens and
+the sample index, so several samples stay several calls). One small JSON file per entry, written to a
+temporary name and renamed, so concurrent runs in different processes never see half an entry.
+Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from eval_platform.judging.client import JudgeRequest
+
+
+def cache_key(request: JudgeRequest, sample: int) -> str:
+    material = {
+        "model": request.model,
+        "api_base": request.api_base,
+        "messages": request.messages,
+        "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+        "sample": sample,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+class JudgeCache:
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def _path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(entry, handle)
+        os.replace(tmp, path)

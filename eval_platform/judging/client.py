@@ -1,0 +1,148 @@
+"""The one door to LLM providers: litellm, async, with retries, timeouts and bounded concurrency per model.
+
+`JudgeClient` is the interface the runner depends on; `LiteLLMJudgeClient` is the real one. Tests point
+evaluators at an OpenAI-compatible server on 127.0.0.1 instead of replacing this code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import litellm
+
+litellm.suppress_debug_info = True
+
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    model: str  # litellm model string
+    messages: list[dict[str, str]]
+    api_base: str | None
+    api_key: str | None
+    temperature: float
+    max_tokens: int
+    timeout_s: float
+    max_retries: int
+
+
+@dataclass
+class CallOutcome:
+    """What one logical call produced after retries: a reply, or an error with a reason."""
+
+    content: str | None = None
+    provider_model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    error_reason: str | None = None  # timeout | rate_limited | provider_error:<status> | connection_error
+    error_detail: str | None = None
+    attempts: int = 0
+    latency_ms: float = 0.0
+    retry_waits_s: list[float] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_reason is None
+
+
+class JudgeClient(Protocol):
+    async def complete(self, request: JudgeRequest) -> CallOutcome: ...
+
+
+@dataclass
+class RetryPolicy:
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    jitter: float = 0.25  # fraction of the delay added at random, so clients do not retry in lockstep
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float:
+        backoff = min(self.max_delay_s, self.base_delay_s * (2**attempt))
+        backoff += random.uniform(0, self.jitter * backoff)
+        # Retry-After is the provider saying when it will accept us again: never retry earlier.
+        return max(backoff, retry_after_s) if retry_after_s is not None else backoff
+
+
+def _retry_after_s(exc: Exception) -> float | None:
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None  # an HTTP-date Retry-After: fall back to our own backoff
+
+
+def _classify(exc: Exception) -> tuple[str, bool]:
+    """(reason, retryable) for an exception raised by litellm."""
+    if isinstance(exc, (litellm.Timeout, asyncio.TimeoutError)):
+        return "timeout", True
+    status = getattr(exc, "status_code", None)
+    if status == 429:
+        return "rate_limited", True
+    if isinstance(exc, litellm.APIConnectionError) and status in (None, 500):
+        return "connection_error", True
+    if status is not None:
+        return f"provider_error:{status}", int(status) in RETRYABLE_STATUS
+    return f"provider_error:{type(exc).__name__}", False
+
+
+class LiteLLMJudgeClient:
+    """Calls any litellm model; at most `max_concurrency` calls in flight per model string."""
+
+    def __init__(self, max_concurrency: int = 16, retry: RetryPolicy | None = None):
+        self.max_concurrency = max_concurrency
+        self.retry = retry or RetryPolicy()
+        self._semaphores: dict[str, asyncio.Semaphore] = {}
+
+    def _semaphore(self, model: str) -> asyncio.Semaphore:
+        if model not in self._semaphores:
+            self._semaphores[model] = asyncio.Semaphore(self.max_concurrency)
+        return self._semaphores[model]
+
+    async def complete(self, request: JudgeRequest) -> CallOutcome:
+        outcome = CallOutcome()
+        started = time.perf_counter()
+        for attempt in range(request.max_retries + 1):
+            outcome.attempts = attempt + 1
+            try:
+                async with self._semaphore(request.model):
+                    response = await litellm.acompletion(
+                        model=request.model,
+                        messages=request.messages,
+                        api_base=request.api_base,
+                        api_key=request.api_key,
+                        temperature=request.temperature,
+                        max_tokens=request.max_tokens,
+                        timeout=request.timeout_s,
+                        max_retries=0,  # retries are ours, so Retry-After and the budget stay in our hands
+                    )
+            except Exception as exc:  # litellm maps every provider failure to an exception
+                reason, retryable = _classify(exc)
+                outcome.error_reason, outcome.error_detail = reason, f"{type(exc).__name__}: {exc}"[:2000]
+                if not retryable or attempt == request.max_retries:
+                    break
+                wait = self.retry.delay(attempt, _retry_after_s(exc))
+                outcome.retry_waits_s.append(wait)
+                await asyncio.sleep(wait)
+                continue
+            choice = response.choices[0]
+            usage = getattr(response, "usage", None)
+            outcome.content = choice.message.content or ""
+            outcome.finish_reason = choice.finish_reason
+            outcome.provider_model = getattr(response, "model", None)
+            outcome.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+            outcome.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+            outcome.error_reason = outcome.error_detail = None
+            break
+        outcome.latency_ms = (time.perf_counter() - started) * 1000
+        return outcome

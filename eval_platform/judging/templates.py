@@ -1,0 +1,84 @@
+"""Prompt templates: `{{variable}}` and `{{#if variable}} ... {{/if}}` blocks (may nest).
+
+Parsing happens at load time so an unknown variable or an unbalanced block is an evaluator-file error,
+not a failure in the middle of a run. Substituted values are fenced (see `fencing`): the evaluated
+content is declared data inside an unguessable delimiter.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from eval_platform.judging.fencing import fence
+
+_TOKEN_RE = re.compile(r"\{\{\s*(#if\s+[a-z_]+|/if|[a-z_]+)\s*\}\}")
+
+
+class TemplateError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class _Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class _Var:
+    name: str
+
+
+@dataclass(frozen=True)
+class _If:
+    name: str
+    body: tuple
+
+
+def parse_template(template: str, allowed: set[str]) -> tuple:
+    """Parse into a small tree; raise TemplateError naming the unknown variable or the unbalanced block."""
+    stack: list[tuple[str | None, list]] = [(None, [])]
+    pos = 0
+    for match in _TOKEN_RE.finditer(template):
+        if match.start() > pos:
+            stack[-1][1].append(_Text(template[pos : match.start()]))
+        token = match.group(1)
+        if token.startswith("#if"):
+            name = token.split()[1]
+            _check(name, allowed)
+            stack.append((name, []))
+        elif token == "/if":
+            if len(stack) == 1:
+                raise TemplateError("'{{/if}}' without a matching '{{#if ...}}'")
+            name, body = stack.pop()
+            stack[-1][1].append(_If(name, tuple(body)))
+        else:
+            _check(token, allowed)
+            stack[-1][1].append(_Var(token))
+        pos = match.end()
+    if len(stack) > 1:
+        raise TemplateError(f"'{{{{#if {stack[-1][0]}}}}}' is never closed with '{{{{/if}}}}'")
+    if pos < len(template):
+        stack[0][1].append(_Text(template[pos:]))
+    stray = re.search(r"\{\{[^}]*\}\}", "".join(n.text for n in stack[0][1] if isinstance(n, _Text)))
+    if stray:
+        raise TemplateError(f"unrecognised template tag {stray.group(0)!r}")
+    return tuple(stack[0][1])
+
+
+def _check(name: str, allowed: set[str]) -> None:
+    if name not in allowed:
+        raise TemplateError(f"unknown variable '{{{{{name}}}}}'; known: {', '.join(sorted(allowed))}")
+
+
+def render(tree: tuple, values: dict[str, str | None]) -> str:
+    """Render with every substituted value fenced; `#if` keeps its body when the value is non-empty."""
+    parts: list[str] = []
+    for node in tree:
+        if isinstance(node, _Text):
+            parts.append(node.text)
+        elif isinstance(node, _Var):
+            parts.append(fence(node.name, values.get(node.name) or ""))
+        elif values.get(node.name):
+            parts.append(render(node.body, values))
+    return "".join(parts)

@@ -1,0 +1,42 @@
+"""Run the local judge server until killed: `python -m eval_platform.local_judge [--port 8765] ...`."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from eval_platform.local_judge.server import LocalJudgeServer
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command-line options."""
+    parser = argparse.ArgumentParser(prog="python -m eval_platform.local_judge", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before every chat completion")
+    parser.add_argument(
+        "--data-root", type=Path, default=None, help="holds sources/pandalm/ (default: $EVAL_PLATFORM_DATA_DIR or ./data)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until SIGINT or SIGTERM, announcing the base URL on one line once ready."""
+    args = parse_args(argv)
+    server = LocalJudgeServer(data_root=args.data_root, latency_ms=args.latency_ms, host=args.host, port=args.port)
+    stopping = threading.Event()
+    # SIGTERM would otherwise end the process without closing the listening socket cleanly.
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    with server:
+        # Callers wait for this exact line to know the port is accepting connections.
+        print(f"local judge listening on {server.base_url}", flush=True)
+        try:
+            stopping.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

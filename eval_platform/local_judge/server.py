@@ -1,0 +1,272 @@
+"""An OpenAI-compatible chat-completions server that judges without a model, for demos, tests and benchmarks.
+
+The requested model name picks the behaviour:
+- `mock` or `mock/<anything>`: a deterministic placeholder verdict that satisfies the prompt's reply schema;
+- `replay/gpt-3.5-turbo`, `replay/pandalm-7b`: the verdict recorded for this exact item in the PandaLM study;
+- `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`).
+
+Every chat-completions request is counted in `/v1/stats`, so tests can prove that no judge call was made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from eval_platform.local_judge.answers import Answer, JudgeRequestError
+from eval_platform.local_judge.faults import FAULT_KINDS, FirstSeen, fault_answer
+from eval_platform.local_judge.mock_verdict import mock_verdict
+from eval_platform.local_judge.pandalm_replay import RECORDED_JUDGES, PandaLMRecordings
+from eval_platform.judging.fencing import unfence_all
+from eval_platform.settings import data_root as default_data_root
+
+REPLAY_MISS_MESSAGE = "replay: no recorded verdict for this prompt (item not found)"
+MOCK_REPLY_MODEL = "local/mock"
+
+# In-flight requests (a `slow` fault, say) get this long to finish when the server stops.
+_SHUTDOWN_TIMEOUT_S = 1.0
+
+
+def approx_tokens(text: str) -> int:
+    """A deterministic token estimate: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of one chat message, whether its content is a string or a list of content parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+class LocalJudgeServer:
+    """The local judge served by aiohttp on a daemon thread with its own event loop.
+
+    Use `start()`/`stop()` or a `with` block; `base_url` is the OpenAI-style base URL ending in `/v1`.
+    """
+
+    def __init__(
+        self,
+        data_root: Path | None = None,
+        latency_ms: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        retry_after_s: float = 1.0,
+        slow_s: float = 5.0,
+    ):
+        self.data_root = Path(data_root) if data_root is not None else default_data_root()
+        self.latency_ms = latency_ms
+        self.host = host
+        self.port = port
+        self.retry_after_s = retry_after_s
+        self.slow_s = slow_s
+        self.base_url: str | None = None
+
+        self._requests = 0
+        self._requests_by_model: Counter[str] = Counter()
+        self._stats_lock = threading.Lock()
+        self._first_seen = FirstSeen()
+        self._recordings: PandaLMRecordings | None = None
+        self._recordings_lock = threading.Lock()
+
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Bind, serve in the background and return the base URL (`http://host:port/v1`)."""
+        if self._thread is not None:
+            raise RuntimeError("local judge server already started")
+        ready = threading.Event()
+        startup_errors: list[BaseException] = []
+        loop = asyncio.new_event_loop()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._open())
+            except BaseException as error:  # noqa: BLE001 - handed to the starting thread, which re-raises
+                startup_errors.append(error)
+                loop.close()
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=serve, name="local-judge-server", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if startup_errors:
+            self._thread.join()
+            self._thread = self._loop = None
+            raise startup_errors[0]
+        return self.base_url
+
+    def stop(self) -> None:
+        """Stop serving and wait for the server thread to exit; a no-op if not running."""
+        if self._thread is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._thread = self._loop = self._runner = None
+        self.base_url = None
+
+    def __enter__(self) -> LocalJudgeServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def _open(self) -> None:
+        self._runner = web.AppRunner(self.build_app(), access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        self.port = self._runner.addresses[0][1]
+        self.base_url = f"http://{self.host}:{self.port}/v1"
+
+    def build_app(self) -> web.Application:
+        """The aiohttp application, for serving it some other way (e.g. aiohttp's test client)."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_post("/chat/completions", self._chat_completions)
+        app.router.add_get("/v1/stats", self._stats)
+        app.router.add_post("/v1/stats/reset", self._reset_stats)
+        return app
+
+    # --- handlers --------------------------------------------------------------------------------------
+
+    async def _stats(self, _request: web.Request) -> web.Response:
+        with self._stats_lock:
+            return web.json_response({"requests": self._requests, "by_model": dict(self._requests_by_model)})
+
+    async def _reset_stats(self, _request: web.Request) -> web.Response:
+        with self._stats_lock:
+            self._requests = 0
+            self._requests_by_model.clear()
+        return web.json_response({"requests": 0, "by_model": {}})
+
+    async def _chat_completions(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        model = body.get("model") if isinstance(body, dict) else None
+        self._count(model if isinstance(model, str) else "")
+
+        if self.latency_ms > 0:
+            await asyncio.sleep(self.latency_ms / 1000)
+        try:
+            messages = self._validated_messages(body)
+            prompt = "\n".join(message_text(message) for message in messages)
+            answer = await self._answer(model, prompt)
+        except JudgeRequestError as error:
+            return web.json_response(error.body(), status=error.status, headers=error.headers)
+        return web.json_response(self._completion(answer, messages))
+
+    def _count(self, model: str) -> None:
+        with self._stats_lock:
+            self._requests += 1
+            self._requests_by_model[model] += 1
+
+    @staticmethod
+    def _validated_messages(body: Any) -> list[dict[str, Any]]:
+        if not isinstance(body, dict):
+            raise JudgeRequestError(400, "request body must be a JSON object", code="invalid_body")
+        if not isinstance(body.get("model"), str):
+            raise JudgeRequestError(400, "missing required parameter: 'model'", code="missing_model")
+        if body.get("stream"):
+            raise JudgeRequestError(400, "the local judge does not stream; send stream=false", code="unsupported")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise JudgeRequestError(400, "'messages' must be a non-empty list of objects", code="invalid_messages")
+        return messages
+
+    async def _answer(self, model: str, prompt: str) -> Answer:
+        if model == "mock" or model.startswith("mock/"):
+            return Answer(json.dumps(mock_verdict(prompt)), MOCK_REPLY_MODEL)
+        if model.startswith("replay/"):
+            return self._replay(model.removeprefix("replay/"), prompt)
+        if model.startswith("fault/"):
+            digest = hashlib.sha256(prompt.encode()).hexdigest()
+            kind = model.removeprefix("fault/")
+            return await fault_answer(kind, prompt, digest, self._first_seen, self.retry_after_s, self.slow_s)
+        valid = ["mock", "mock/<any>", *(f"replay/{name}" for name in RECORDED_JUDGES)]
+        valid += [f"fault/{kind}" for kind in FAULT_KINDS]
+        raise JudgeRequestError(
+            404, f"the local judge has no model {model!r}; valid: {', '.join(valid)}", code="model_not_found"
+        )
+
+    def _replay(self, judge_name: str, prompt: str) -> Answer:
+        if judge_name not in RECORDED_JUDGES:
+            raise JudgeRequestError(
+                404,
+                f"replay: no recordings for {judge_name!r}; recorded judges: {', '.join(RECORDED_JUDGES)}",
+                code="model_not_found",
+            )
+        blocks = unfence_all(prompt)
+        if not all(blocks.get(name) for name in ("input", "output_a", "output_b")):
+            raise JudgeRequestError(
+                400, "replay: the prompt needs fenced input, output_a and output_b blocks", code="replay_miss"
+            )
+        verdict = self._pandalm().lookup(judge_name, blocks["input"][0], blocks["output_a"][0], blocks["output_b"][0])
+        if verdict is None:
+            raise JudgeRequestError(400, REPLAY_MISS_MESSAGE, code="replay_miss")
+
+        reply_model = RECORDED_JUDGES[judge_name].reply_model
+        if verdict.winner is None:
+            # The authors could not parse the judge's reply either; pass that on for the parser to fail.
+            return Answer(f"[recorded verdict unusable: {verdict.raw_result}]", reply_model)
+        return Answer(json.dumps({"winner": verdict.winner, "reasoning": verdict.reasoning}), reply_model)
+
+    def _pandalm(self) -> PandaLMRecordings:
+        with self._recordings_lock:
+            if self._recordings is None:
+                try:
+                    self._recordings = PandaLMRecordings.load(self.data_root)
+                except FileNotFoundError as error:
+                    raise JudgeRequestError(
+                        400, f"replay: PandaLM recordings not found ({error.filename})", code="replay_unavailable"
+                    ) from error
+            return self._recordings
+
+    @staticmethod
+    def _completion(answer: Answer, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        prompt_tokens = sum(approx_tokens(message_text(message)) for message in messages)
+        completion_tokens = approx_tokens(answer.content)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": answer.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer.content},
+                    "finish_reason": answer.finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
