@@ -37,6 +37,7 @@ class Candidate:
     raw: str  # the raw text of the row (the caller truncates it)
     record: dict[str, Any] | None = None
     error: RowError | None = None
+    unit: str = "line"  # what `line` counts, for messages: line, element, row or span
 
 
 def truncate(text: str | None, limit: int = RAW_LIMIT) -> str | None:

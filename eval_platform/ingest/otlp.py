@@ -8,11 +8,12 @@ line (the collector's file exporter) are all read.
 
 Spans are grouped by `traceId`; each group becomes one canonical trace (one candidate row). A *GenAI span* is
 a span with at least one `gen_ai.*` attribute; the trace's *root GenAI span* is the GenAI span with no GenAI
-ancestor (the earliest, if several).
+ancestor (if several, e.g. a retrieval span and a chat span under one HTTP span, the earliest one that is not
+a retrieval, tool or embeddings span).
 
 | canonical field | from |
 | --- | --- |
-| `trace_id` | `traceId` (lower-cased hex) |
+| `trace_id` | attribute `eval.trace_id` (the application's own id for the trace) if set, else `traceId` (lower-cased hex) |
 | `timestamp`, `latency_ms` | root GenAI span start; its end minus start |
 | `input` / `output` | root's `gen_ai.input.messages` / `gen_ai.output.messages` (JSON strings or structured values; `gen_ai.system_instructions` become a leading system message). If the root has none (e.g. an `invoke_agent` span without content), the first / last GenAI span below it that has them. Deprecated `gen_ai.prompt` / `gen_ai.completion` are read as plain text |
 | `model` | root's `gen_ai.response.model`, else `gen_ai.request.model`, else the first model below the root |
@@ -43,11 +44,14 @@ from typing import Any
 
 from eval_platform.ingest.common import Candidate, RowError, dumps, preview
 from eval_platform.ingest.messages import document_text, maybe_json
+from eval_platform.ingest.otlp_values import decode_attributes
 from eval_platform.ingest.records import EPOCH, text_and_messages
 
 GENAI_PREFIX = "gen_ai."
 INFERENCE_OPERATIONS = {"chat", "text_completion", "generate_content"}
 RETRIEVAL_OPERATIONS = {"retrieval"}
+AUXILIARY_OPERATIONS = {"retrieval", "execute_tool", "embeddings"}  # never preferred as the root
+ATTR_TRACE_ID = "eval.trace_id"
 ATTR_PROJECT = "eval.project_id"
 ATTR_EXPERIMENT = "eval.experiment_id"
 ATTR_VARIANT = "eval.variant"
@@ -59,66 +63,6 @@ _HEX = re.compile(r"^[0-9a-fA-F]+$")
 
 def is_otlp_document(value: Any) -> bool:
     return isinstance(value, dict) and "resourceSpans" in value
-
-
-# --- OTLP attribute values ----------------------------------------------------------------------------
-
-
-def decode_value(value: Any, where: str) -> Any:
-    """An OTLP/JSON AnyValue -> a plain Python value."""
-    bad = RowError("invalid_otlp:attributes", f"{where} is not a valid OTLP AnyValue: {preview(value)}")
-    if value is None or value == {}:
-        return None
-    if not isinstance(value, dict):
-        raise bad
-    if "stringValue" in value:
-        if not isinstance(value["stringValue"], str):
-            raise bad
-        return value["stringValue"]
-    if "boolValue" in value:
-        if not isinstance(value["boolValue"], bool):
-            raise bad
-        return value["boolValue"]
-    if "intValue" in value:
-        raw = value["intValue"]
-        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-            raise bad
-        try:
-            return int(raw)
-        except ValueError:
-            raise bad from None
-    if "doubleValue" in value:
-        raw = value["doubleValue"]
-        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-            raise bad
-        try:
-            return float(raw)
-        except ValueError:
-            raise bad from None
-    if "bytesValue" in value:
-        return value["bytesValue"]
-    if "arrayValue" in value:
-        items = (value["arrayValue"] or {}).get("values") or []
-        if not isinstance(items, list):
-            raise bad
-        return [decode_value(item, where) for item in items]
-    if "kvlistValue" in value:
-        return decode_attributes((value["kvlistValue"] or {}).get("values") or [], where)
-    raise bad
-
-
-def decode_attributes(attributes: Any, where: str) -> dict[str, Any]:
-    """An OTLP attribute list `[{key, value}]` -> dict."""
-    if attributes is None:
-        return {}
-    if not isinstance(attributes, list):
-        raise RowError("invalid_otlp:attributes", f"{where} attributes are not a list")
-    decoded: dict[str, Any] = {}
-    for item in attributes:
-        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
-            raise RowError("invalid_otlp:attributes", f"{where} has an attribute without a string key: {preview(item)}")
-        decoded[item["key"]] = decode_value(item.get("value"), f"{where} attribute '{item['key']}'")
-    return decoded
 
 
 # --- spans --------------------------------------------------------------------------------------------
@@ -355,7 +299,8 @@ def _trace_record(spans: list[Span]) -> tuple[dict[str, Any], Span]:
             chain.append(current)
         return chain
 
-    root = next(span for span in genai if not any(parent.is_genai for parent in ancestors(span)))
+    roots = [span for span in genai if not any(parent.is_genai for parent in ancestors(span))]
+    root = next((span for span in roots if span.operation not in AUXILIARY_OPERATIONS and not span.is_retrieval), roots[0])
     below = [span for span in genai if span is not root and root in ancestors(span)]
     talkers = [span for span in below if not span.is_retrieval and span.operation != "execute_tool"]
 
@@ -380,7 +325,8 @@ def _trace_record(spans: list[Span]) -> tuple[dict[str, Any], Span]:
     cost = root.attrs.get(ATTR_COST, root.resource.get(ATTR_COST))
     if cost is None:
         costs = [span.attrs[ATTR_COST] for span in others if span.attrs.get(ATTR_COST) is not None]
-        cost = sum(costs) if costs and all(isinstance(c, (int, float)) for c in costs) else (costs[0] if costs else None)
+        numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in costs)
+        cost = (sum(costs) if numeric else next(c for c in costs if not isinstance(c, (int, float)))) if costs else None
 
     metadata: Any = lookup(ATTR_METADATA)
     metadata = maybe_json(metadata) if isinstance(metadata, str) else metadata
@@ -397,8 +343,8 @@ def _trace_record(spans: list[Span]) -> tuple[dict[str, Any], Span]:
     contexts = [span for span in genai if span.is_retrieval]
     latency = (root.end_ns - root.start_ns) / 1e6 if root.end_ns and root.start_ns else None
     record = {
-        "trace_id": trace_id,
-        "timestamp": EPOCH + timedelta(microseconds=(root.start_ns or 0) // 1000),
+        "trace_id": lookup(ATTR_TRACE_ID) or trace_id,
+        "timestamp": datetime_from_nanos(root.start_ns or 0),
         "input": record_input,
         "output": record_output,
         "context": [text for span in contexts for text in (_span_context(span) or [])] if contexts else None,
@@ -422,6 +368,7 @@ def otlp_candidates(document: dict[str, Any], line: int | None = None) -> list[C
     `line` (a JSONL line number) replaces the span positions as the rows' line numbers.
     """
     spans, candidates = _walk(document, line)
+    unit = "line" if line is not None else "span"
     groups: dict[str, list[Span]] = {}
     for span in spans:
         groups.setdefault(span.trace_id, []).append(span)
@@ -439,6 +386,8 @@ def otlp_candidates(document: dict[str, Any], line: int | None = None) -> list[C
             candidates.append(Candidate(line=first_line, raw=raw, error=error))
             continue
         candidates.append(Candidate(line=line or root.position, raw=raw, record=record))
+    for candidate in candidates:
+        candidate.unit = unit
     return sorted(candidates, key=lambda candidate: candidate.line or 0)
 
 

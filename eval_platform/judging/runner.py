@@ -67,7 +67,10 @@ def resolve_endpoint(config: EvaluatorConfig, runtime: JudgeRuntime) -> Endpoint
             api_key="local",
             prices=pricing.FREE,
         )
-    return Endpoint(config.model, config.model, config.api_base, key, config.prices())
+    # OpenAI-compatible servers that need no key (vLLM, llama.cpp, the local judge) still get a placeholder,
+    # because the OpenAI client refuses to send a request without one.
+    api_key = key or ("no-key" if config.api_base else None)
+    return Endpoint(config.model, config.model, config.api_base, api_key, config.prices())
 
 
 def unit_hash(*parts: str) -> float:

@@ -17,7 +17,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before every chat completion")
     parser.add_argument(
-        "--data-root", type=Path, default=None, help="holds sources/pandalm/ (default: $EVAL_PLATFORM_DATA_DIR or ./data)"
+        "--data-root",
+        type=Path,
+        default=None,
+        help="holds sources/pandalm/ (default: $EVAL_PLATFORM_DATA_DIR or ./data)",
     )
     return parser.parse_args(argv)
 

@@ -56,6 +56,8 @@ async def fault_answer(
 ) -> Answer:
     """The reply of fault mode `kind` for this prompt; raises JudgeRequestError for error statuses."""
     if kind not in FAULT_KINDS:
+        # litellm reports this as a RateLimitError because the list mentions rate_limit; the message
+        # still names the mistake, and naming the valid kinds is what makes it quick to fix.
         raise JudgeRequestError(
             400,
             f"unknown fault kind {kind!r}; valid kinds: {', '.join(FAULT_KINDS)}",

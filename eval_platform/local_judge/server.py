@@ -24,7 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
-from eval_platform.local_judge.faults import FAULT_KINDS, FirstSeen, fault_answer
+from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.mock_verdict import mock_verdict
 from eval_platform.local_judge.pandalm_replay import RECORDED_JUDGES, PandaLMRecordings
 from eval_platform.judging.fencing import unfence_all
@@ -108,6 +108,11 @@ class LocalJudgeServer:
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self._runner.cleanup())
+            # Handlers still running past the shutdown timeout (a `slow` fault) are cancelled, not abandoned.
+            leftovers = asyncio.all_tasks(loop)
+            for task in leftovers:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
             loop.close()
 
         self._loop = loop
@@ -209,8 +214,9 @@ class LocalJudgeServer:
             digest = hashlib.sha256(prompt.encode()).hexdigest()
             kind = model.removeprefix("fault/")
             return await fault_answer(kind, prompt, digest, self._first_seen, self.retry_after_s, self.slow_s)
-        valid = ["mock", "mock/<any>", *(f"replay/{name}" for name in RECORDED_JUDGES)]
-        valid += [f"fault/{kind}" for kind in FAULT_KINDS]
+        # Fault kinds are not spelled out: litellm files any error whose text mentions a rate limit as a
+        # retryable RateLimitError, which would hide this permanent configuration error.
+        valid = ["mock", "mock/<any>", *(f"replay/{name}" for name in RECORDED_JUDGES), "fault/<kind>"]
         raise JudgeRequestError(
             404, f"the local judge has no model {model!r}; valid: {', '.join(valid)}", code="model_not_found"
         )

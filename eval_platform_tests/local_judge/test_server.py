@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -17,8 +16,6 @@ import pytest
 from eval_platform.judging.fencing import REPLY_SCHEMA_MARKER, fence
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform.local_judge.mock_verdict import MOCK_REASONING
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 DATA_ROOT = Path(__file__).parents[2] / "data"
 PANDALM_DIR = DATA_ROOT / "sources" / "pandalm"
@@ -129,7 +126,8 @@ def test_mock_is_deterministic_per_prompt_and_varies_across_prompts(base_url):
     assert content_of(first) == content_of(again)
     assert first.json()["usage"] == again.json()["usage"]
 
-    verdicts = [json.loads(content_of(chat(base_url, "mock", judge_prompt(SCORE_SCHEMA, output=str(n))))) for n in range(40)]
+    prompts = [judge_prompt(SCORE_SCHEMA, output=str(n)) for n in range(40)]
+    verdicts = [json.loads(content_of(chat(base_url, "mock", messages))) for messages in prompts]
     for verdict in verdicts:
         jsonschema.validate(verdict, SCORE_SCHEMA)
     # Forty prompts spread over the whole ranges, so the hash really drives each field.
@@ -181,13 +179,15 @@ SWAP = {"A": "B", "B": "A", "tie": "tie"}
 def test_replay_returns_the_recorded_verdict_mapped_to_the_presentation_order(
     base_url, pandalm, idx, judge, recorded, winner, swapped
 ):
-    result_field, reason_field = ("gpt_result", "gpt_reason") if judge == "gpt-3.5-turbo" else ("pandalm_result", "pandalm_reason")
+    prefix = "gpt" if judge == "gpt-3.5-turbo" else "pandalm"
+    result_field, reason_field = f"{prefix}_result", f"{prefix}_reason"
     assert pandalm[judge][idx][result_field] == recorded  # the case still describes the data
 
     response = chat(base_url, f"replay/{judge}", pandalm_messages(pandalm["items"][idx], swapped))
     assert response.json()["model"] == f"{judge} (PandaLM recording)"
     expected_winner = SWAP[winner] if swapped else winner
-    assert json.loads(content_of(response)) == {"winner": expected_winner, "reasoning": pandalm[judge][idx][reason_field]}
+    expected = {"winner": expected_winner, "reasoning": pandalm[judge][idx][reason_field]}
+    assert json.loads(content_of(response)) == expected
 
 
 def test_replay_of_a_garbage_recording_is_an_unparseable_200(base_url, pandalm):
@@ -309,7 +309,10 @@ def test_unknown_fault_kind_and_unknown_model_are_rejected(base_url):
     response = chat(base_url, "fault/meltdown", unique_prompt())
     assert response.status_code == 400
     assert "rate_limit_once" in response.json()["error"]["message"]
-    assert chat(base_url, "gpt-4o", unique_prompt()).status_code == 404
+    unknown_model = chat(base_url, "gpt-4o", unique_prompt())
+    assert unknown_model.status_code == 404
+    # Any mention of a rate limit would make litellm retry this permanent error as a RateLimitError.
+    assert "rate" not in unknown_model.json()["error"]["message"]
 
 
 # --- stats, routes, latency ---------------------------------------------------------------------------------

@@ -1,0 +1,137 @@
+"""Run the daily scoring job on the bundled sample data and print what happened.
+
+    python -m eval_platform.demo
+
+It ingests every sample day under `<data root>/traces/`, scores each enabled evaluator's partition of
+each day, rolls up judge costs, and prints a summary. Runs are recorded in a real Dagster instance
+(`$DAGSTER_HOME`, default `<data root>/dagster_home`), so `dagster dev` shows them afterwards.
+
+When an evaluator's provider key is not set, the bundled local judge answers instead, over real HTTP on
+127.0.0.1: the pairwise evaluator gets the GPT-3.5-turbo verdicts recorded by the PandaLM authors
+(`local/replay/...` rows), the others get deterministic placeholder verdicts (`local/mock` rows), which
+are a dry run of prompts, tokens and plumbing, not a judgment of quality.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from eval_platform.settings import DATA_DIR_ENV, data_root, duckdb_path
+
+
+def _sample_days(root: Path) -> list[str]:
+    folder = root / "traces"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", p.name))
+
+
+def _materialize(defs: dg.Definitions, asset_key: str, partition_key, instance) -> None:
+    result = dg.materialize(
+        assets=list(defs.assets),
+        selection=[asset_key],
+        partition_key=partition_key,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
+    )
+    if not result.success:
+        raise SystemExit(f"materializing {asset_key} [{partition_key}] failed; see the run in the Dagster UI")
+
+
+def _summary(root: Path) -> str:
+    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+        rows = conn.execute(
+            """
+            SELECT evaluator, any_value(model) AS model,
+                   count(*) FILTER (status <> 'SKIPPED' OR reason <> 'not_sampled') AS judged,
+                   count(*) FILTER (status = 'COMPLETED') AS completed,
+                   count(*) FILTER (status = 'FAILED') AS failed,
+                   count(*) FILTER (status = 'SKIPPED') AS skipped,
+                   avg(score) FILTER (status = 'COMPLETED') AS mean_score,
+                   sum(coalesce(cost_usd, 0)) AS cost_usd,
+                   sum(calls) AS calls, sum(cache_hit::INT) AS cache_hits
+            FROM judge_scores GROUP BY evaluator ORDER BY evaluator
+            """
+        ).fetchall()
+        traces, quarantined = conn.execute(
+            "SELECT (SELECT count(*) FROM traces), (SELECT count(*) FROM quarantine)"
+        ).fetchone()
+    lines = [
+        f"traces ingested: {traces}   quarantined rows: {quarantined}",
+        "",
+        f"{'evaluator':<22}{'model':<30}{'judged':>7}{'done':>7}{'failed':>7}{'skipped':>8}{'mean':>7}{'cost $':>10}{'calls':>7}{'cached':>7}",
+    ]
+    for evaluator, model, judged, completed, failed, skipped, mean, cost, calls, hits in rows:
+        mean_text = f"{mean:.3f}" if mean is not None else "-"
+        lines.append(
+            f"{evaluator:<22}{model:<30}{judged:>7}{completed:>7}{failed:>7}{skipped:>8}{mean_text:>7}{cost:>10.4f}{calls:>7}{hits:>7}"
+        )
+    if any(model == "local/mock" for _, model, *_ in rows):
+        lines.append("\nlocal/mock rows are placeholder verdicts from the local judge (no API key set): not a quality judgment.")
+    if any(model.startswith("local/replay/") for _, model, *_ in rows):
+        lines.append("local/replay rows are real GPT-3.5-turbo verdicts recorded by the PandaLM authors, replayed over HTTP.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--days", type=int, default=None, help="score only the first N sample days")
+    args = parser.parse_args(argv)
+
+    root = data_root()
+    os.environ.setdefault(DATA_DIR_ENV, str(root))
+    dagster_home = Path(os.environ.setdefault("DAGSTER_HOME", str(root / "dagster_home")))
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    (dagster_home / "dagster.yaml").touch()
+
+    from eval_platform.definitions import build_definitions
+    from eval_platform.judging.config import load_evaluators
+    from eval_platform.local_judge import LocalJudgeServer
+
+    evaluators = load_evaluators(root / "evaluators")
+    enabled = [name for name, cfg in evaluators.items() if cfg.enabled]
+    keyless = [n for n in enabled if evaluators[n].api_key_env and not os.environ.get(evaluators[n].api_key_env)]
+    server = None
+    if keyless and not os.environ.get("EVAL_PLATFORM_LOCAL_JUDGE_URL"):
+        server = LocalJudgeServer(data_root=root)
+        os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"] = server.start()
+        print(f"no provider key for {', '.join(keyless)}: using the local judge at {server.base_url}")
+
+    defs = build_definitions(root)
+    days = _sample_days(root)[: args.days]
+    started = time.perf_counter()
+    try:
+        with dg.DagsterInstance.get() as instance:
+            for day in days:
+                _materialize(defs, "traces", day, instance)
+                print(f"  traces[{day}] ingested", flush=True)
+            _materialize(defs, "quarantine", None, instance)
+            for name in enabled:
+                for day in days:
+                    _materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": day, "evaluator": name}), instance)
+                print(f"  judge_scores[{name}] scored for {len(days)} days", flush=True)
+            _materialize(defs, "judge_cost_daily", None, instance)
+    finally:
+        if server is not None:
+            server.stop()
+    print(f"\nDone in {time.perf_counter() - started:.0f}s. Data root: {root}\n")
+    print(_summary(root))
+    print(
+        f"""
+Open the Dagster UI (assets, partitions, runs, backfills):
+  DAGSTER_HOME={dagster_home} .venv/bin/dagster dev -w workspace.yaml      # then http://127.0.0.1:3000
+Query the results with SQL:
+  .venv/bin/python -c "import duckdb; print(duckdb.connect('{duckdb_path(root)}', read_only=True).sql('SELECT evaluator, status, count(*) FROM judge_scores GROUP BY ALL'))\""""
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

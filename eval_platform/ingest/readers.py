@@ -1,0 +1,193 @@
+"""Split one trace export file into candidate rows (no validation of the trace fields yet).
+
+| extension | rows | `line` |
+| --- | --- | --- |
+| `.jsonl`, `.ndjson` | one JSON object per line; blank lines are skipped; a line holding an OTLP/JSON export is expanded into its traces | physical line |
+| `.json` | a JSON array of trace objects; an OTLP/JSON export (`resourceSpans`) or an array of them; a `{"data": [...]}` / `{"traces": [...]}` wrapper; any other object is one trace | array element (OTLP: span position) |
+| `.csv` | header + one row per record (quoted fields may span lines) | data row, the header being line 1 |
+| `.parquet` | one row per record | row |
+
+Text formats may also be gzip-compressed (`.jsonl.gz`, `.json.gz`, `.csv.gz`). Text is UTF-8 (a BOM is
+accepted). A file that cannot be opened, decompressed or decoded, or a JSON document that does not parse,
+becomes a single file-level row with a null line.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from eval_platform.ingest.common import Candidate, RowError, dumps
+from eval_platform.ingest.otlp import is_otlp_document, otlp_candidates
+
+KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+GZIP_KINDS = {"jsonl", "json", "csv"}
+_WRAPPER_KEYS = ("data", "traces")
+_ID_KEYS = ("trace_id", "traceId", "id")
+
+
+def file_kind(path: Path) -> str | None:
+    """jsonl / json / csv / parquet, or None for an unsupported file type."""
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    if len(suffixes) >= 2 and suffixes[-1] == ".gz" and KINDS.get(suffixes[-2]) in GZIP_KINDS:
+        return KINDS[suffixes[-2]]
+    return KINDS.get(suffixes[-1]) if suffixes else None
+
+
+def _file_error(reason: str, message: str, raw: str = "") -> list[Candidate]:
+    return [Candidate(line=None, raw=raw, error=RowError(reason, message))]
+
+
+def _read_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.suffix.lower() == ".gz":
+        data = gzip.decompress(data)
+    return data
+
+
+def head_text(path: Path, limit: int = 10_000) -> str:
+    """The first characters of a file as text (undecodable bytes replaced), for a quarantine row's raw."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(limit * 4).decode("utf-8", errors="replace")[:limit]
+    except OSError:
+        return ""
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8-sig")
+
+
+def _object_candidate(value: Any, line: int, raw: str, unit: str) -> list[Candidate]:
+    if is_otlp_document(value):
+        return _with_unit(otlp_candidates(value, line=line), unit)
+    if isinstance(value, dict):
+        return [Candidate(line=line, raw=raw, record=value, unit=unit)]
+    kind = "array" if isinstance(value, list) else "null" if value is None else type(value).__name__
+    return [Candidate(line=line, raw=raw, error=RowError("not_an_object", f"the {unit} is a JSON {kind}, not an object"), unit=unit)]
+
+
+def _with_unit(candidates: list[Candidate], unit: str) -> list[Candidate]:
+    for candidate in candidates:
+        candidate.unit = unit
+    return candidates
+
+
+def read_jsonl(data: bytes) -> list[Candidate]:
+    candidates: list[Candidate] = []
+    for number, raw_bytes in enumerate(data.split(b"\n"), start=1):
+        raw_bytes = raw_bytes.removesuffix(b"\r")
+        if number == 1:
+            raw_bytes = raw_bytes.removeprefix(b"\xef\xbb\xbf")
+        try:
+            text = raw_bytes.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raw = raw_bytes.decode("utf-8", errors="replace")
+            candidates.append(Candidate(line=number, raw=raw, error=RowError("invalid_encoding", f"the line is not valid UTF-8 ({exc.reason})")))
+            continue
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            message = f"the line is not valid JSON ({getattr(exc, 'msg', exc)} at column {getattr(exc, 'colno', '?')})"
+            candidates.append(Candidate(line=number, raw=text, error=RowError("invalid_json", message)))
+            continue
+        candidates.extend(_object_candidate(value, number, text, "line"))
+    return candidates
+
+
+def read_json(data: bytes) -> list[Candidate]:
+    try:
+        text = _decode(data)
+    except UnicodeDecodeError as exc:
+        return _file_error("invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace"))
+    if not text.strip():
+        return _file_error("invalid_json", "the file is empty, not a JSON document")
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        return _file_error("invalid_json", f"the file is not valid JSON ({getattr(exc, 'msg', exc)}{where})", text)
+    if is_otlp_document(document):
+        return otlp_candidates(document)
+    if isinstance(document, dict) and not any(key in document for key in _ID_KEYS):
+        wrapped = next((document[key] for key in _WRAPPER_KEYS if isinstance(document.get(key), list)), None)
+        if wrapped is not None:
+            document = wrapped
+    if isinstance(document, dict):
+        return [Candidate(line=1, raw=text, record=document, unit="element")]
+    if not isinstance(document, list):
+        return _file_error("not_an_object", f"the file holds a JSON {type(document).__name__}, not an array or object", text)
+    candidates: list[Candidate] = []
+    for number, element in enumerate(document, start=1):
+        candidates.extend(_object_candidate(element, number, dumps(element), "element"))
+    return candidates
+
+
+def read_csv(data: bytes) -> list[Candidate]:
+    try:
+        text = _decode(data)
+    except UnicodeDecodeError as exc:
+        return _file_error("invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace"))
+    lines = list(io.StringIO(text, newline=""))
+    reader = csv.reader(iter(lines))
+    candidates: list[Candidate] = []
+    header: list[str] | None = None
+    consumed = 0
+    record_number = 0  # the header is record 1
+    while True:
+        try:
+            row = next(reader)
+            error = None
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            row, error = None, exc
+        raw = "".join(lines[consumed : reader.line_num]).rstrip("\r\n")
+        consumed = reader.line_num
+        if row == [] or (row is not None and not raw.strip()):
+            continue  # a blank line is not a row
+        record_number += 1
+        if header is None:
+            if row is None:
+                return _file_error("malformed_csv_row", f"the header line is not valid CSV ({error})", text)
+            header = [name.strip() for name in row]
+            continue
+        if row is None:
+            candidates.append(Candidate(line=record_number, raw=raw, error=RowError("malformed_csv_row", f"the row is not valid CSV ({error})")))
+        elif len(row) != len(header):
+            message = f"the row has {len(row)} fields but the header has {len(header)}"
+            candidates.append(Candidate(line=record_number, raw=raw, error=RowError("malformed_csv_row", message)))
+        else:
+            candidates.append(Candidate(line=record_number, raw=raw, record=dict(zip(header, row))))
+    return candidates
+
+
+def read_parquet(path: Path) -> list[Candidate]:
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as exc:  # pyarrow raises several types for corrupt or non-Parquet files
+        return _file_error("unreadable_file", f"the file is not a readable Parquet file ({type(exc).__name__}: {exc})", head_text(path))
+    return [Candidate(line=number, raw=dumps(row), record=row, unit="row") for number, row in enumerate(rows, start=1)]
+
+
+def read_candidates(path: Path, kind: str) -> list[Candidate]:
+    """All candidate rows of one file of a supported kind; OSError/gzip errors become a file-level row."""
+    if kind == "parquet":
+        return read_parquet(path)
+    try:
+        data = _read_bytes(path)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        return _file_error("unreadable_file", f"the file cannot be read ({type(exc).__name__}: {exc})", head_text(path))
+    if kind == "jsonl":
+        return read_jsonl(data)
+    if kind == "json":
+        return read_json(data)
+    return read_csv(data)

@@ -1,0 +1,187 @@
+"""Read one UTC day of trace exports into canonical traces plus a quarantine of rejected rows.
+
+`read_trace_day(data_root, day)` reads every file under `<data_root>/traces/<day>/` (recursively, sorted by
+relative path; hidden files and folders are skipped; a missing folder is an empty day). Supported files and
+how they split into rows are described in `readers.py` (JSONL, JSON, CSV, Parquet, OTLP/JSON, optionally
+gzip-compressed); how a row becomes a canonical trace, the field aliases and the value rules in
+`records.py`; the OTLP GenAI mapping in `otlp.py`.
+
+Nothing is dropped silently. Each rejected row becomes a quarantine row (source `traces`, partition = day)
+with its file (relative to the data root), 1-based line (null when the whole file is rejected), a reason
+code, a detail sentence naming the file, line and field, and the raw text (first 10,000 characters).
+
+Reason codes:
+- file level: `unsupported_file_type`, `unreadable_file`, `invalid_encoding`, `invalid_json` (a `.json` file
+  that does not parse), `not_an_object` (a `.json` file holding a scalar);
+- row level: `invalid_json`, `invalid_encoding`, `not_an_object`, `malformed_csv_row`,
+  `missing_field:trace_id`, `missing_field:timestamp`, `invalid_timestamp`, `invalid_type:<field>`,
+  `negative_value:<field>`, `duplicate_trace_id` (the first occurrence in file/line order wins);
+- OTLP: `invalid_otlp:<what>`, `no_genai_span`;
+- `unexpected_error`: a bug in the ingest itself met this row (it is kept rather than crashing the day).
+
+`counts` conserves rows: for every file and in total, `read == accepted + quarantined` (a file rejected as
+a whole counts as one row read). Its layout: `{"read", "accepted", "quarantined", "by_reason": {reason: n},
+"files": {file: {"read", "accepted", "quarantined", "by_reason"}}}`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from eval_platform.ingest.common import Candidate, RowError
+from eval_platform.ingest.quarantine import quarantine_frame, quarantine_row, utc_now
+from eval_platform.ingest.readers import file_kind, head_text, read_candidates
+from eval_platform.ingest.records import normalize_record
+from eval_platform.schemas import TRACE_SCHEMA, conform, empty_frame
+
+SOURCE = "traces"
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass
+class TraceDay:
+    """The traces of one day partition, its quarantine, the files read and the row counts."""
+
+    day: str
+    traces: pl.DataFrame
+    quarantine: pl.DataFrame
+    files: list[str] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+def traces_dir(data_root: Path, day: str) -> Path:
+    return Path(data_root) / "traces" / day
+
+
+def list_trace_files(data_root: Path, day: str) -> list[Path]:
+    """The files `read_trace_day` reads for `day`, in reading order."""
+    folder = traces_dir(data_root, day)
+    if not folder.is_dir():
+        return []
+    files = [
+        path
+        for path in folder.rglob("*")
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    ]
+    return sorted(files, key=lambda path: path.relative_to(folder).as_posix())
+
+
+def _check_day(day: str) -> None:
+    try:
+        if not _DAY.match(day):
+            raise ValueError
+        date.fromisoformat(day)
+    except (TypeError, ValueError):
+        raise ValueError(f"trace day partition must be a UTC date YYYY-MM-DD, got {day!r}") from None
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.total: dict[str, Any] = {"read": 0, "accepted": 0, "quarantined": 0, "by_reason": {}, "files": {}}
+
+    def add(self, file: str, reason: str | None) -> None:
+        per_file = self.total["files"].setdefault(file, {"read": 0, "accepted": 0, "quarantined": 0, "by_reason": {}})
+        for bucket in (self.total, per_file):
+            bucket["read"] += 1
+            if reason is None:
+                bucket["accepted"] += 1
+            else:
+                bucket["quarantined"] += 1
+                bucket["by_reason"][reason] = bucket["by_reason"].get(reason, 0) + 1
+
+    def touch(self, file: str) -> None:
+        self.total["files"].setdefault(file, {"read": 0, "accepted": 0, "quarantined": 0, "by_reason": {}})
+
+
+def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) -> TraceDay:
+    """Canonical traces (TRACE_SCHEMA) and quarantine rows (QUARANTINE_SCHEMA) of `<data_root>/traces/<day>/`.
+
+    `now` stamps `quarantined_at` (default: the current UTC time). Raises ValueError only for a malformed
+    `day`; bad files and rows never raise.
+    """
+    _check_day(day)
+    data_root = Path(data_root)
+    at = now or utc_now()
+    traces: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
+    first_seen: dict[str, tuple[str, int | None]] = {}
+    tally = _Tally()
+    files: list[str] = []
+
+    def reject(file: str, line: int | None, unit: str, error: RowError, raw: str | None) -> None:
+        where = f"{file} {unit} {line}" if line is not None else file
+        rejected.append(
+            quarantine_row(
+                source=SOURCE,
+                partition=day,
+                file=file,
+                line=line,
+                reason=error.reason,
+                detail=f"{where}: {error.message}",
+                raw=raw,
+                at=at,
+            )
+        )
+        tally.add(file, error.reason)
+
+    for path in list_trace_files(data_root, day):
+        rel = path.relative_to(data_root).as_posix()
+        files.append(rel)
+        tally.touch(rel)
+        kind = file_kind(path)
+        if kind is None:
+            message = f"files of type '{''.join(path.suffixes) or path.name}' are not trace exports (expected .jsonl, .json, .csv or .parquet)"
+            reject(rel, None, "line", RowError("unsupported_file_type", message), head_text(path))
+            continue
+        try:
+            candidates = read_candidates(path, kind)
+        except Exception as exc:  # a reader bug must not crash the partition
+            reject(rel, None, "line", RowError("unexpected_error", f"the file could not be read ({type(exc).__name__}: {exc})"), head_text(path))
+            continue
+        for candidate in candidates:
+            _ingest_candidate(candidate, rel, kind, day, traces, first_seen, reject, tally)
+
+    trace_frame = (
+        conform(pl.DataFrame(traces, schema=TRACE_SCHEMA), TRACE_SCHEMA) if traces else empty_frame(TRACE_SCHEMA)
+    )
+    return TraceDay(day=day, traces=trace_frame, quarantine=quarantine_frame(rejected), files=files, counts=tally.total)
+
+
+def _ingest_candidate(
+    candidate: Candidate,
+    rel: str,
+    kind: str,
+    day: str,
+    traces: list[dict[str, Any]],
+    first_seen: dict[str, tuple[str, int | None]],
+    reject: Any,
+    tally: _Tally,
+) -> None:
+    if candidate.error is not None:
+        reject(rel, candidate.line, candidate.unit, candidate.error, candidate.raw)
+        return
+    try:
+        row = normalize_record(candidate.record or {}, from_text=kind == "csv")
+    except RowError as error:
+        reject(rel, candidate.line, candidate.unit, error, candidate.raw)
+        return
+    except Exception as exc:  # an ingest bug must not crash the partition nor lose the row
+        error = RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})")
+        reject(rel, candidate.line, candidate.unit, error, candidate.raw)
+        return
+    trace_id = row["trace_id"]
+    if trace_id in first_seen:
+        first_file, first_line = first_seen[trace_id]
+        message = f"trace_id {trace_id!r} already appeared in {first_file} line {first_line}; the first occurrence is kept"
+        reject(rel, candidate.line, candidate.unit, RowError("duplicate_trace_id", message), candidate.raw)
+        return
+    first_seen[trace_id] = (rel, candidate.line)
+    row.update(date=day, source_file=rel, source_line=candidate.line)
+    traces.append(row)
+    tally.add(rel, None)

@@ -1,0 +1,50 @@
+"""Shared fixtures: a temporary data root and a real local judge server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+REPO_DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture(scope="session")
+def local_judge():
+    """The project's local judge, serving the PandaLM recordings shipped in data/ (read only)."""
+    from eval_platform.local_judge import LocalJudgeServer
+
+    server = LocalJudgeServer(data_root=REPO_DATA, retry_after_s=1.0, slow_s=3.0)
+    server.start()
+    yield server
+    server.stop()
+
+
+def judge_requests(server) -> int:
+    return httpx.get(f"{server.base_url}/stats").json()["requests"]
+
+
+@pytest.fixture
+def data_root(tmp_path, monkeypatch) -> Path:
+    """An empty data root in a temp folder; nothing is written into the checkout."""
+    root = tmp_path / "data"
+    (root / "evaluators").mkdir(parents=True)
+    monkeypatch.setenv("EVAL_PLATFORM_DATA_DIR", str(root))
+    return root
+
+
+def write_evaluator(root: Path, file_stem: str, **fields) -> Path:
+    path = root / "evaluators" / f"{file_stem}.yaml"
+    path.write_text(yaml.safe_dump(fields, sort_keys=False))
+    return path
+
+
+def copy_sample_days(root: Path, days: list[str]) -> None:
+    for day in days:
+        shutil.copytree(REPO_DATA / "traces" / day, root / "traces" / day)

@@ -1,0 +1,77 @@
+"""Evaluator files: a mistake is a clear error naming the file and the field."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from eval_platform.judging.config import EvaluatorConfigError, load_evaluator, load_evaluators
+from eval_platform_tests.conftest import REPO_DATA, write_evaluator
+
+BASE = {"mode": "score", "model": "openai/gpt-4o-mini", "prompt": "Rate {{output}} for {{input}}"}
+
+
+def test_builtin_evaluators_load():
+    evaluators = load_evaluators(REPO_DATA / "evaluators")
+    builtins = {"relevance", "hallucination", "faithfulness", "toxicity", "helpfulness", "coherence", "accuracy", "clarity"}
+    assert builtins <= set(evaluators)
+    assert evaluators["accuracy"].score_scale.max == 10
+    assert evaluators["pairwise_preference"].mode == "pairwise"
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({**BASE, "temprature": 0.2}, "field 'temprature': Extra inputs are not permitted"),
+        ({**BASE, "mode": "rank"}, "field 'mode'"),
+        ({**BASE, "prompt": "Judge {{answer}}"}, "unknown variable '{{answer}}'"),
+        ({**BASE, "prompt": "{{#if context}}x"}, "never closed"),
+        ({**BASE, "trigger": "sampled"}, "needs sample_rate"),
+        ({**BASE, "model": "openai/my-private-model", "max_daily_cost_usd": 1.0}, "no known price"),
+        ({**BASE, "mode": "categorical"}, "needs `labels`"),
+        ({**BASE, "score_scale": {"min": 5, "max": 1}}, "must be greater"),
+        ({**BASE, "max_tokens": 0}, "field 'max_tokens'"),
+    ],
+)
+def test_error_names_file_and_field(data_root, fields, expected):
+    path = write_evaluator(data_root, "broken", **fields)
+    with pytest.raises(EvaluatorConfigError) as err:
+        load_evaluator(path)
+    assert str(path) in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_name_must_match_file(data_root):
+    path = write_evaluator(data_root, "relevance", name="other", **BASE)
+    with pytest.raises(EvaluatorConfigError, match="field 'name' is 'other'"):
+        load_evaluator(path)
+
+
+def test_invalid_yaml_names_file(data_root):
+    path = data_root / "evaluators" / "bad.yaml"
+    path.write_text("mode: score\n  prompt: [unclosed\n")
+    with pytest.raises(EvaluatorConfigError, match="bad.yaml: not valid YAML"):
+        load_evaluator(path)
+
+
+def test_budget_allowed_with_price_override(data_root):
+    path = write_evaluator(
+        data_root, "priced", **{**BASE, "model": "openai/my-private-model"}, max_daily_cost_usd=1.0,
+        input_cost_per_million=2.0, output_cost_per_million=8.0,
+    )
+    prices = load_evaluator(path).prices()
+    assert (prices.input_per_million, prices.output_per_million) == (2.0, 8.0)
+
+
+def test_samples_clamped_to_ten_with_warning(data_root, caplog):
+    path = write_evaluator(data_root, "many", **BASE, samples=25)
+    with caplog.at_level(logging.WARNING):
+        assert load_evaluator(path).samples == 10
+    assert "clamped" in caplog.text
+
+
+def test_config_hash_changes_with_prompt(data_root):
+    a = load_evaluator(write_evaluator(data_root, "a", **BASE))
+    b = load_evaluator(write_evaluator(data_root, "a", **{**BASE, "prompt": "Rate {{output}}"}))
+    assert a.config_hash != b.config_hash
