@@ -1,6 +1,5 @@
 """The DuckDB catalog: one view per warehouse table, named as DESIGN.md lists them."""
 
-from __future__ import annotations
 
 from pathlib import Path
 

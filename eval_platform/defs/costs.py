@@ -1,6 +1,5 @@
 """`judge_cost_daily`: what judging cost, by day, evaluator, model and project."""
 
-from __future__ import annotations
 
 from datetime import UTC, datetime
 
@@ -23,7 +22,7 @@ def cost_rollup(root, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
     if not has_files(root, "judge_scores"):
         return conform(pl.DataFrame(), JUDGE_COST_DAILY_SCHEMA)
     with duckdb.connect() as conn:
-        frame = conn.execute(
+        frame = conn.sql(
             f"""
             SELECT strftime(judged_at AT TIME ZONE 'UTC', '%Y-%m-%d') AS day, evaluator, model, project_id,
                    count(*) AS rows, sum(calls) AS calls, sum(cache_hit::INT) AS cache_hits,

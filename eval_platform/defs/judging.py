@@ -1,6 +1,5 @@
 """`judge_scores`: LLM-as-judge verdicts, one partition per evaluator × day."""
 
-from __future__ import annotations
 
 import dagster as dg
 from pydantic import Field

@@ -1,6 +1,5 @@
 """Trace ingest: the daily `traces` asset, the `quarantine` rollup, the new-files sensor and the daily schedule."""
 
-from __future__ import annotations
 
 import hashlib
 import json

@@ -94,7 +94,7 @@ def read_jsonl(data: bytes) -> list[Candidate]:
         try:
             value = json.loads(text)
         except ValueError as exc:
-            message = f"the line is not valid JSON ({getattr(exc, 'msg', exc)} at column {getattr(exc, 'colno', '?')})"
+            message = f"the line is not valid JSON: {getattr(exc, 'msg', exc)} (column {getattr(exc, 'colno', '?')})"
             candidates.append(Candidate(line=number, raw=text, error=RowError("invalid_json", message)))
             continue
         candidates.extend(_object_candidate(value, number, text, "line"))
@@ -111,8 +111,8 @@ def read_json(data: bytes) -> list[Candidate]:
     try:
         document = json.loads(text)
     except ValueError as exc:
-        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-        return _file_error("invalid_json", f"the file is not valid JSON ({getattr(exc, 'msg', exc)}{where})", text)
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        return _file_error("invalid_json", f"the file is not valid JSON: {getattr(exc, 'msg', exc)}{where}", text)
     if is_otlp_document(document):
         return otlp_candidates(document)
     if isinstance(document, dict) and not any(key in document for key in _ID_KEYS):

@@ -1,0 +1,173 @@
+"""The Dagster project end to end: a real instance in a temp DAGSTER_HOME, Parquet + DuckDB in a temp data root,
+and the local judge over HTTP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from eval_platform.definitions import build_definitions
+from eval_platform.defs.traces import daily_scoring_schedule, new_trace_files_sensor
+from eval_platform.judging.config import EvaluatorConfigError
+from eval_platform.storage.warehouse import partition_dir
+from eval_platform_tests.conftest import judge_requests, write_evaluator
+
+DAYS = ["2026-11-09", "2026-11-10"]
+
+
+def write_day(root: Path, day: str, n: int = 6, bad: bool = True) -> None:
+    folder = root / "traces" / day
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        json.dumps(
+            {
+                "trace_id": f"{day}-t{i}",
+                "timestamp": f"{day}T10:00:{i:02d}Z",
+                "input": f"Say {i} on {day}",
+                "output": f"{i}",
+                "variant": "a" if i % 2 else "b",
+                "metadata": {"item_id": f"{day}-item{i // 2}"},
+                "cost_usd": 0.001,
+            }
+        )
+        for i in range(n)
+    ]
+    if bad:
+        lines += ['{"timestamp": "2026-11-09T10:00:00Z", "input": "no id"}', "{not json"]
+    (folder / "export.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def project(data_root, local_judge, tmp_path):
+    for day in DAYS:
+        write_day(data_root, day)
+    common = {"model": "openai/mock", "api_base": local_judge.base_url, "temperature": 0.0}
+    write_evaluator(data_root, "helpfulness", mode="score", score_scale={"min": 0, "max": 1}, prompt="{{input}} -> {{output}}", **common)
+    write_evaluator(data_root, "preference", mode="pairwise", prompt="{{input}}: {{output_a}} vs {{output_b}}", **common)
+    write_evaluator(data_root, "strict", mode="binary", enabled=False, prompt="{{output}}", **common)
+    (tmp_path / "dagster_home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        yield data_root, build_definitions(data_root), instance
+
+
+def materialize(defs, asset: str, partition, instance) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        assets=list(defs.assets), selection=[asset], partition_key=partition, instance=instance, resources=defs.resources
+    )
+
+
+def key(day: str, evaluator: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"date": day, "evaluator": evaluator})
+
+
+def query(root: Path, sql: str):
+    with duckdb.connect(str(root / "eval_platform.duckdb"), read_only=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_definitions_have_the_contracted_names(project):
+    _, defs, _ = project
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"traces", "judge_scores", "quarantine", "dataset_versions", "judge_cost_daily"} <= keys
+    judge = defs.resolve_assets_def("judge_scores")
+    evaluators = judge.partitions_def.get_partitions_def_for_dimension("evaluator").get_partition_keys()
+    assert evaluators == ["helpfulness", "preference", "strict"]
+    assert defs.resolve_schedule_def("daily_scoring_schedule")
+    assert defs.resolve_sensor_def("new_trace_files_sensor")
+
+
+def test_daily_scoring_end_to_end(project, local_judge):
+    root, defs, instance = project
+    for day in DAYS:
+        assert materialize(defs, "traces", day, instance).success
+    for evaluator in ("helpfulness", "preference", "strict"):
+        for day in DAYS:
+            assert materialize(defs, "judge_scores", key(day, evaluator), instance).success
+    assert materialize(defs, "judge_cost_daily", None, instance).success
+
+    assert query(root, "SELECT count(*) FROM traces") == [(12,)]
+    assert sorted(query(root, "SELECT reason, count(*) FROM quarantine GROUP BY reason")) == [
+        ("invalid_json", 2),
+        ("missing_field:trace_id", 2),
+    ]
+    by_status = dict(query(root, "SELECT evaluator || ':' || status, count(*) FROM judge_scores GROUP BY 1"))
+    assert by_status == {"helpfulness:COMPLETED": 12, "preference:COMPLETED": 6, "strict:SKIPPED": 12}
+    cols = {c[0] for c in query(root, "DESCRIBE judge_scores")}
+    assert {"evaluator", "date", "trace_id", "model", "provider_model", "sample", "status", "reason", "score",
+            "raw_score", "label", "passed", "reasoning", "raw_response", "prompt_tokens", "completion_tokens",
+            "cost_usd", "latency_ms", "cache_hit", "config_hash", "judged_at"} <= cols
+    cost = query(root, "SELECT evaluator, sum(calls), sum(completed) FROM judge_cost_daily GROUP BY 1 ORDER BY 1")
+    assert cost == [("helpfulness", 12, 12), ("preference", 12, 6), ("strict", 0, 0)]
+
+    # The materialization reports conserved counts.
+    event = instance.get_latest_materialization_event(dg.AssetKey("judge_scores"))
+    metadata = event.asset_materialization.metadata
+    assert metadata["rows"].value == metadata["completed"].value + metadata["failed"].value + metadata["skipped"].value
+
+    # Re-materializing replaces the partition: same rows, no duplicates, and no LLM call (cache).
+    before = judge_requests(local_judge)
+    assert materialize(defs, "judge_scores", key(DAYS[0], "helpfulness"), instance).success
+    assert judge_requests(local_judge) == before
+    rows = query(root, f"SELECT count(*), count(DISTINCT trace_id), bool_and(cache_hit) FROM judge_scores "
+                       f"WHERE evaluator = 'helpfulness' AND date = '{DAYS[0]}'")
+    assert rows == [(6, 6, True)]
+    files = list(partition_dir(root, "judge_scores", {"evaluator": "helpfulness", "date": DAYS[0]}).iterdir())
+    assert [f.name for f in files] == ["part.parquet"]  # no temp file left behind
+
+
+def test_judge_scores_needs_its_traces(project):
+    _, defs, instance = project
+    result = dg.materialize(
+        assets=list(defs.assets), selection=["judge_scores"], partition_key=key(DAYS[1], "helpfulness"),
+        instance=instance, resources=defs.resources, raise_on_error=False,
+    )
+    assert not result.success
+
+
+def test_new_evaluator_file_is_a_new_partition_value(project):
+    root, _, _ = project
+    write_evaluator(root, "concise", mode="binary", model="openai/mock", api_base="http://127.0.0.1:1/v1", prompt="{{output}}")
+    judge = build_definitions(root).resolve_assets_def("judge_scores")
+    assert "concise" in judge.partitions_def.get_partitions_def_for_dimension("evaluator").get_partition_keys()
+    write_evaluator(root, "broken", mode="binary", model="openai/mock", prompt="{{nope}}")
+    with pytest.raises(EvaluatorConfigError, match="broken.yaml.*unknown variable"):
+        build_definitions(root)
+
+
+def test_sensor_requests_days_with_new_files(project):
+    root, defs, instance = project
+    context = dg.build_sensor_context(instance=instance, resources={"warehouse": defs.resources["warehouse"]})
+    first = new_trace_files_sensor(context)
+    assert sorted(r.partition_key for r in first.run_requests) == DAYS
+    context = dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"warehouse": defs.resources["warehouse"]})
+    assert new_trace_files_sensor(context).run_requests == []
+    (root / "traces" / DAYS[1] / "late.jsonl").write_text(
+        json.dumps({"trace_id": "late", "timestamp": f"{DAYS[1]}T23:00:00Z"}) + "\n"
+    )
+    context = dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"warehouse": defs.resources["warehouse"]})
+    assert [r.partition_key for r in new_trace_files_sensor(context).run_requests] == [DAYS[1]]
+
+
+def test_schedule_ingests_yesterday():
+    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 16, 1, 0, tzinfo=UTC))
+    request = daily_scoring_schedule(context)
+    assert request.partition_key == "2026-11-15"
+
+
+def test_definitions_validate_cli(project):
+    root, _, _ = project
+    repo = Path(__file__).resolve().parents[2]
+    env = {"EVAL_PLATFORM_DATA_DIR": str(root), "PATH": str(Path(sys.executable).parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "DAGSTER_HOME": str(root.parent / "dagster_home")}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
