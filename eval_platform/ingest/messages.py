@@ -28,9 +28,7 @@ _DOCUMENT_TEXT_KEYS = ("content", "text", "page_content", "pageContent", "docume
 def is_message_list(value: Any) -> bool:
     """A non-empty list whose every element is an object with a `role`."""
     return (
-        isinstance(value, list)
-        and len(value) > 0
-        and all(isinstance(item, dict) and "role" in item for item in value)
+        isinstance(value, list) and len(value) > 0 and all(isinstance(item, dict) and "role" in item for item in value)
     )
 
 

@@ -126,25 +126,37 @@ def _parse_span(span: dict[str, Any], trace_id: str, position: int, resource: di
     where = f"span #{position}"
     parsed.span_id = _hex_id(span.get("spanId"), 16)
     if parsed.span_id is None:
-        parsed.errors.append(RowError("invalid_otlp:spanId", f"{where} has spanId {preview(span.get('spanId'))}, not 16 hex digits"))
+        parsed.errors.append(
+            RowError("invalid_otlp:spanId", f"{where} has spanId {preview(span.get('spanId'))}, not 16 hex digits")
+        )
     where = f"span {parsed.span_id or '#' + str(position)}"
     parent = span.get("parentSpanId")
     if parent not in (None, ""):
         parsed.parent_span_id = _hex_id(parent, 16)
         if parsed.parent_span_id is None:
-            parsed.errors.append(RowError("invalid_otlp:parentSpanId", f"{where} has parentSpanId {preview(parent)}, not 16 hex digits"))
+            parsed.errors.append(
+                RowError("invalid_otlp:parentSpanId", f"{where} has parentSpanId {preview(parent)}, not 16 hex digits")
+            )
     name = span.get("name", "")
     parsed.name = name if isinstance(name, str) else str(name)
     parsed.start_ns = _nanos(span.get("startTimeUnixNano"))
     if not parsed.start_ns:
         parsed.errors.append(
-            RowError("invalid_otlp:startTimeUnixNano", f"{where} has startTimeUnixNano {preview(span.get('startTimeUnixNano'))}, not a positive integer")
+            RowError(
+                "invalid_otlp:startTimeUnixNano",
+                f"{where} has startTimeUnixNano {preview(span.get('startTimeUnixNano'))}, not a positive integer",
+            )
         )
     end = span.get("endTimeUnixNano")
     if end not in (None, "", 0, "0"):
         parsed.end_ns = _nanos(end)
         if parsed.end_ns is None or (parsed.start_ns and parsed.end_ns < parsed.start_ns):
-            parsed.errors.append(RowError("invalid_otlp:endTimeUnixNano", f"{where} has endTimeUnixNano {preview(end)}, not an integer at or after its start"))
+            parsed.errors.append(
+                RowError(
+                    "invalid_otlp:endTimeUnixNano",
+                    f"{where} has endTimeUnixNano {preview(end)}, not an integer at or after its start",
+                )
+            )
             parsed.end_ns = None
     try:
         parsed.attrs = decode_attributes(span.get("attributes"), where)
@@ -184,12 +196,22 @@ def _walk(document: dict[str, Any], line: int | None) -> tuple[list[Span], list[
             ss_where = f"{where}.scopeSpans[{ss_index}]"
             raw_spans = ss.get("spans", []) if isinstance(ss, dict) else None
             if not isinstance(raw_spans, list):
-                fail(ss, "invalid_otlp:spans" if isinstance(ss, dict) else "invalid_otlp:scopeSpans", f"{ss_where} has no list of spans")
+                fail(
+                    ss,
+                    "invalid_otlp:spans" if isinstance(ss, dict) else "invalid_otlp:scopeSpans",
+                    f"{ss_where} has no list of spans",
+                )
                 continue
             for span in raw_spans:
                 position += 1
                 if not isinstance(span, dict):
-                    errors.append(Candidate(line=line or position, raw=dumps(span), error=RowError("invalid_otlp:span", f"span #{position} is not an object")))
+                    errors.append(
+                        Candidate(
+                            line=line or position,
+                            raw=dumps(span),
+                            error=RowError("invalid_otlp:span", f"span #{position} is not an object"),
+                        )
+                    )
                     continue
                 trace_id = _hex_id(span.get("traceId"), 32)
                 if trace_id is None:
@@ -197,7 +219,10 @@ def _walk(document: dict[str, Any], line: int | None) -> tuple[list[Span], list[
                         Candidate(
                             line=line or position,
                             raw=dumps(span),
-                            error=RowError("invalid_otlp:traceId", f"span #{position} has traceId {preview(span.get('traceId'))}, not 32 hex digits"),
+                            error=RowError(
+                                "invalid_otlp:traceId",
+                                f"span #{position} has traceId {preview(span.get('traceId'))}, not 32 hex digits",
+                            ),
                         )
                     )
                     continue
@@ -223,7 +248,9 @@ def _span_input(span: Span) -> Any:
     instructions = _messages_value(attrs.get("gen_ai.system_instructions"))
     if instructions in (None, "", []):
         return messages
-    parts = instructions if isinstance(instructions, list) else [{"type": "text", "content": document_text(instructions)}]
+    parts = (
+        instructions if isinstance(instructions, list) else [{"type": "text", "content": document_text(instructions)}]
+    )
     if messages is None:
         messages = []
     elif not isinstance(messages, list):
@@ -300,7 +327,9 @@ def _trace_record(spans: list[Span]) -> tuple[dict[str, Any], Span]:
         return chain
 
     roots = [span for span in genai if not any(parent.is_genai for parent in ancestors(span))]
-    root = next((span for span in roots if span.operation not in AUXILIARY_OPERATIONS and not span.is_retrieval), roots[0])
+    root = next(
+        (span for span in roots if span.operation not in AUXILIARY_OPERATIONS and not span.is_retrieval), roots[0]
+    )
     below = [span for span in genai if span is not root and root in ancestors(span)]
     talkers = [span for span in below if not span.is_retrieval and span.operation != "execute_tool"]
 
@@ -313,7 +342,10 @@ def _trace_record(spans: list[Span]) -> tuple[dict[str, Any], Span]:
     model = root.model or next((span.model for span in talkers if span.model), None)
     inference = [span for span in below if span.operation in INFERENCE_OPERATIONS]
     usage = {}
-    for canonical, key in (("prompt_tokens", "gen_ai.usage.input_tokens"), ("completion_tokens", "gen_ai.usage.output_tokens")):
+    for canonical, key in (
+        ("prompt_tokens", "gen_ai.usage.input_tokens"),
+        ("completion_tokens", "gen_ai.usage.output_tokens"),
+    ):
         usage[canonical] = root.attrs[key] if root.attrs.get(key) is not None else _sum_usage(inference, key)
 
     others = sorted((span for span in spans if span is not root), key=lambda span: span.sort_key)

@@ -68,7 +68,14 @@ def _object_candidate(value: Any, line: int, raw: str, unit: str) -> list[Candid
     if isinstance(value, dict):
         return [Candidate(line=line, raw=raw, record=value, unit=unit)]
     kind = "array" if isinstance(value, list) else "null" if value is None else type(value).__name__
-    return [Candidate(line=line, raw=raw, error=RowError("not_an_object", f"the {unit} is a JSON {kind}, not an object"), unit=unit)]
+    return [
+        Candidate(
+            line=line,
+            raw=raw,
+            error=RowError("not_an_object", f"the {unit} is a JSON {kind}, not an object"),
+            unit=unit,
+        )
+    ]
 
 
 def _with_unit(candidates: list[Candidate], unit: str) -> list[Candidate]:
@@ -87,7 +94,13 @@ def read_jsonl(data: bytes) -> list[Candidate]:
             text = raw_bytes.decode("utf-8")
         except UnicodeDecodeError as exc:
             raw = raw_bytes.decode("utf-8", errors="replace")
-            candidates.append(Candidate(line=number, raw=raw, error=RowError("invalid_encoding", f"the line is not valid UTF-8 ({exc.reason})")))
+            candidates.append(
+                Candidate(
+                    line=number,
+                    raw=raw,
+                    error=RowError("invalid_encoding", f"the line is not valid UTF-8 ({exc.reason})"),
+                )
+            )
             continue
         if not text.strip():
             continue
@@ -105,7 +118,9 @@ def read_json(data: bytes) -> list[Candidate]:
     try:
         text = _decode(data)
     except UnicodeDecodeError as exc:
-        return _file_error("invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace"))
+        return _file_error(
+            "invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace")
+        )
     if not text.strip():
         return _file_error("invalid_json", "the file is empty, not a JSON document")
     try:
@@ -122,7 +137,9 @@ def read_json(data: bytes) -> list[Candidate]:
     if isinstance(document, dict):
         return [Candidate(line=1, raw=text, record=document, unit="element")]
     if not isinstance(document, list):
-        return _file_error("not_an_object", f"the file holds a JSON {type(document).__name__}, not an array or object", text)
+        return _file_error(
+            "not_an_object", f"the file holds a JSON {type(document).__name__}, not an array or object", text
+        )
     candidates: list[Candidate] = []
     for number, element in enumerate(document, start=1):
         candidates.extend(_object_candidate(element, number, dumps(element), "element"))
@@ -133,7 +150,9 @@ def read_csv(data: bytes) -> list[Candidate]:
     try:
         text = _decode(data)
     except UnicodeDecodeError as exc:
-        return _file_error("invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace"))
+        return _file_error(
+            "invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace")
+        )
     lines = list(io.StringIO(text, newline=""))
     reader = csv.reader(iter(lines))
     candidates: list[Candidate] = []
@@ -159,12 +178,18 @@ def read_csv(data: bytes) -> list[Candidate]:
             header = [name.strip() for name in row]
             continue
         if row is None:
-            candidates.append(Candidate(line=record_number, raw=raw, error=RowError("malformed_csv_row", f"the row is not valid CSV ({error})")))
+            candidates.append(
+                Candidate(
+                    line=record_number,
+                    raw=raw,
+                    error=RowError("malformed_csv_row", f"the row is not valid CSV ({error})"),
+                )
+            )
         elif len(row) != len(header):
             message = f"the row has {len(row)} fields but the header has {len(header)}"
             candidates.append(Candidate(line=record_number, raw=raw, error=RowError("malformed_csv_row", message)))
         else:
-            candidates.append(Candidate(line=record_number, raw=raw, record=dict(zip(header, row))))
+            candidates.append(Candidate(line=record_number, raw=raw, record=dict(zip(header, row, strict=True))))
     return candidates
 
 
@@ -174,7 +199,9 @@ def read_parquet(path: Path) -> list[Candidate]:
     try:
         rows = pq.read_table(path).to_pylist()
     except Exception as exc:  # pyarrow raises several types for corrupt or non-Parquet files
-        return _file_error("unreadable_file", f"the file is not a readable Parquet file ({type(exc).__name__}: {exc})", head_text(path))
+        return _file_error(
+            "unreadable_file", f"the file is not a readable Parquet file ({type(exc).__name__}: {exc})", head_text(path)
+        )
     return [Candidate(line=number, raw=dumps(row), record=row, unit="row") for number, row in enumerate(rows, start=1)]
 
 

@@ -306,7 +306,12 @@ def normalize_record(record: dict[str, Any], *, from_text: bool = False) -> dict
         value, key = _first(record, field)
         row[field] = None if value is None else _label(value, field)
 
-    for field, integer in (("latency_ms", False), ("prompt_tokens", True), ("completion_tokens", True), ("cost_usd", False)):
+    for field, integer in (
+        ("latency_ms", False),
+        ("prompt_tokens", True),
+        ("completion_tokens", True),
+        ("cost_usd", False),
+    ):
         value, key = _first(record, field)
         row[field] = None if value is None else _number(value, field, integer=integer)
     if row["latency_ms"] is None:

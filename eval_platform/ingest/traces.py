@@ -19,6 +19,9 @@ Reason codes:
 - OTLP: `invalid_otlp:<what>`, `no_genai_span`;
 - `unexpected_error`: a bug in the ingest itself met this row (it is kept rather than crashing the day).
 
+A trace is kept under the day folder it was exported to, even if its own timestamp falls on another day
+(late or early exports); `date` is always the partition day.
+
 `counts` conserves rows: for every file and in total, `read == accepted + quarantined` (a file rejected as
 a whole counts as one row read). Its layout: `{"read", "accepted", "quarantined", "by_reason": {reason: n},
 "files": {file: {"read", "accepted", "quarantined", "by_reason"}}}`.
@@ -48,11 +51,11 @@ _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 class TraceDay:
     """The traces of one day partition, its quarantine, the files read and the row counts."""
 
-    day: str
     traces: pl.DataFrame
     quarantine: pl.DataFrame
     files: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
+    day: str = ""
 
 
 def traces_dir(data_root: Path, day: str) -> Path:
@@ -110,7 +113,7 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
     at = now or utc_now()
     traces: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
-    first_seen: dict[str, tuple[str, int | None]] = {}
+    first_seen: dict[str, str] = {}
     tally = _Tally()
     files: list[str] = []
 
@@ -136,13 +139,20 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
         tally.touch(rel)
         kind = file_kind(path)
         if kind is None:
-            message = f"files of type '{''.join(path.suffixes) or path.name}' are not trace exports (expected .jsonl, .json, .csv or .parquet)"
+            kind_name = "".join(path.suffixes) or path.name
+            message = f"files of type '{kind_name}' are not trace exports (expected .jsonl, .json, .csv or .parquet)"
             reject(rel, None, "line", RowError("unsupported_file_type", message), head_text(path))
             continue
         try:
             candidates = read_candidates(path, kind)
         except Exception as exc:  # a reader bug must not crash the partition
-            reject(rel, None, "line", RowError("unexpected_error", f"the file could not be read ({type(exc).__name__}: {exc})"), head_text(path))
+            reject(
+                rel,
+                None,
+                "line",
+                RowError("unexpected_error", f"the file could not be read ({type(exc).__name__}: {exc})"),
+                head_text(path),
+            )
             continue
         for candidate in candidates:
             _ingest_candidate(candidate, rel, kind, day, traces, first_seen, reject, tally)
@@ -150,7 +160,7 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
     trace_frame = (
         conform(pl.DataFrame(traces, schema=TRACE_SCHEMA), TRACE_SCHEMA) if traces else empty_frame(TRACE_SCHEMA)
     )
-    return TraceDay(day=day, traces=trace_frame, quarantine=quarantine_frame(rejected), files=files, counts=tally.total)
+    return TraceDay(traces=trace_frame, quarantine=quarantine_frame(rejected), files=files, counts=tally.total, day=day)
 
 
 def _ingest_candidate(
@@ -159,7 +169,7 @@ def _ingest_candidate(
     kind: str,
     day: str,
     traces: list[dict[str, Any]],
-    first_seen: dict[str, tuple[str, int | None]],
+    first_seen: dict[str, str],
     reject: Any,
     tally: _Tally,
 ) -> None:
@@ -177,11 +187,10 @@ def _ingest_candidate(
         return
     trace_id = row["trace_id"]
     if trace_id in first_seen:
-        first_file, first_line = first_seen[trace_id]
-        message = f"trace_id {trace_id!r} already appeared in {first_file} line {first_line}; the first occurrence is kept"
+        message = f"trace_id {trace_id!r} already appeared in {first_seen[trace_id]}; the first occurrence is kept"
         reject(rel, candidate.line, candidate.unit, RowError("duplicate_trace_id", message), candidate.raw)
         return
-    first_seen[trace_id] = (rel, candidate.line)
+    first_seen[trace_id] = f"{rel} {candidate.unit} {candidate.line}" if candidate.line is not None else rel
     row.update(date=day, source_file=rel, source_line=candidate.line)
     traces.append(row)
     tally.add(rel, None)

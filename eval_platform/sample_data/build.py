@@ -66,8 +66,20 @@ BAD_ROWS_FILE = "zz_bad_rows.jsonl"  # sorts after traces.jsonl, so the duplicat
 NOTES_FILE = "notes.txt"
 ANNOTATIONS_FILE = Path("annotations") / "pandalm_human.jsonl"
 JUDGMENT_FILES = {
-    "gpt-3.5-turbo": (Path("judgments") / "pandalm_gpt-3.5-turbo.jsonl", "gpt-3.5-turbo (PandaLM study)", GPT_FILE, "gpt_result", "gpt_reason"),
-    "pandalm-7b": (Path("judgments") / "pandalm_pandalm-7b.jsonl", "pandalm-7b (PandaLM study)", PANDALM_FILE, "pandalm_result", "pandalm_reason"),
+    "gpt-3.5-turbo": (
+        Path("judgments") / "pandalm_gpt-3.5-turbo.jsonl",
+        "gpt-3.5-turbo (PandaLM study)",
+        GPT_FILE,
+        "gpt_result",
+        "gpt_reason",
+    ),
+    "pandalm-7b": (
+        Path("judgments") / "pandalm_pandalm-7b.jsonl",
+        "pandalm-7b (PandaLM study)",
+        PANDALM_FILE,
+        "pandalm_result",
+        "pandalm_reason",
+    ),
 }
 OTLP_RAG_ITEMS, OTLP_AGENT_RETRIEVAL_ITEMS, OTLP_AGENT_ITEMS = 6, 2, 2
 
@@ -122,7 +134,7 @@ def _write_csv(path: Path, traces: list[Trace]) -> None:
 
 def _write_parquet(path: Path, traces: list[Trace]) -> None:
     rows = [trace.canonical() for trace in traces]
-    for row, trace in zip(rows, traces):
+    for row, trace in zip(rows, traces, strict=True):
         row["timestamp"] = trace.start
         row["metadata"] = json.dumps(row["metadata"], ensure_ascii=False)
     schema = pa.schema(
@@ -207,7 +219,10 @@ def build(data_dir: Path, seed: int = SEED) -> dict[str, Any]:
             elif fmt == "parquet":
                 _write_parquet(path, traces)
             elif fmt == "json":
-                path.write_text(json.dumps([_chat_export_element(t) for t in traces], ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+                path.write_text(
+                    json.dumps([_chat_export_element(t) for t in traces], ensure_ascii=False, indent=2) + "\n",
+                    encoding="utf-8",
+                )
             elif fmt == "otlp":
                 shapes = _otlp_shapes(fmt_items)
                 document = otlp_document([(t, *shapes[t.idx]) for t in traces], seed + 1)
@@ -228,21 +243,27 @@ def build(data_dir: Path, seed: int = SEED) -> dict[str, Any]:
     all_idx = {item["idx"] for item in items}
     wrong = {idx: written[idx] for idx in all_idx | set(written) if written[idx] != 2}
     if wrong or summary["traces"] != 2 * len(items):
-        raise SystemExit(f"sample data count check failed: {summary['traces']} traces; items not written twice: {wrong}")
+        raise SystemExit(
+            f"sample data count check failed: {summary['traces']} traces; items not written twice: {wrong}"
+        )
 
     annotations = data_dir / ANNOTATIONS_FILE
     annotations.parent.mkdir(parents=True, exist_ok=True)
     _write_jsonl(annotations, annotation_rows(items))
     for path, source_name, file_name, result_key, reason_key in JUDGMENT_FILES.values():
         (data_dir / path).parent.mkdir(parents=True, exist_ok=True)
-        _write_jsonl(data_dir / path, judgment_rows(items, load_json(source / file_name), source_name, result_key, reason_key))
+        _write_jsonl(
+            data_dir / path, judgment_rows(items, load_json(source / file_name), source_name, result_key, reason_key)
+        )
     summary["annotations"] = 3 * len(items)
     return summary
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, default=default_data_dir(), help="the data folder (default: the checkout's data/)")
+    parser.add_argument(
+        "--data-dir", type=Path, default=default_data_dir(), help="the data folder (default: the checkout's data/)"
+    )
     parser.add_argument("--seed", type=int, default=SEED)
     args = parser.parse_args(argv)
     summary = build(args.data_dir.resolve(), args.seed)

@@ -52,7 +52,16 @@ class _Ids:
         return f"{self.rng.getrandbits(64):016x}"
 
 
-def _span(trace_hex: str, span_id: str, parent: str, name: str, kind: int, start: datetime, end: datetime, attributes: dict[str, Any]) -> dict[str, Any]:
+def _span(
+    trace_hex: str,
+    span_id: str,
+    parent: str,
+    name: str,
+    kind: int,
+    start: datetime,
+    end: datetime,
+    attributes: dict[str, Any],
+) -> dict[str, Any]:
     return {
         "traceId": trace_hex,
         "spanId": span_id,
@@ -97,10 +106,24 @@ def _chat_attributes(trace: Trace, rng: random.Random, *, instructions: str | No
     }
 
 
-def _retrieval_span(trace: Trace, trace_hex: str, span_id: str, parent: str, start: datetime, rng: random.Random) -> tuple[dict[str, Any], datetime]:
+def _retrieval_span(
+    trace: Trace, trace_hex: str, span_id: str, parent: str, start: datetime, rng: random.Random
+) -> tuple[dict[str, Any], datetime]:
     end = start + timedelta(milliseconds=round(rng.uniform(8, 60), 3))
-    documents = [{"id": f"pandalm-{trace.idx:04d}-input", "score": round(rng.uniform(0.80, 0.97), 3), "content": trace.item["input"]}]
-    documents.append({"id": f"pandalm-{trace.idx:04d}-instruction", "score": round(rng.uniform(0.45, 0.75), 3), "content": trace.item["instruction"]})
+    documents = [
+        {
+            "id": f"pandalm-{trace.idx:04d}-input",
+            "score": round(rng.uniform(0.80, 0.97), 3),
+            "content": trace.item["input"],
+        }
+    ]
+    documents.append(
+        {
+            "id": f"pandalm-{trace.idx:04d}-instruction",
+            "score": round(rng.uniform(0.45, 0.75), 3),
+            "content": trace.item["instruction"],
+        }
+    )
     attributes = {
         "gen_ai.operation.name": "retrieval",
         "gen_ai.data_source.id": "pandalm-kb",
@@ -117,17 +140,41 @@ def trace_spans(trace: Trace, shape: str, rng: random.Random, *, retrieval: bool
     trace_hex = ids.trace()
     if shape == "chat":
         attributes = {**_chat_attributes(trace, rng), **_trace_attributes(trace)}
-        return [_span(trace_hex, ids.span(), "", f"chat {trace.model}", SPAN_KIND_CLIENT, trace.start, trace.end, attributes)]
+        return [
+            _span(
+                trace_hex, ids.span(), "", f"chat {trace.model}", SPAN_KIND_CLIENT, trace.start, trace.end, attributes
+            )
+        ]
     if shape == "rag":
         http_id, retrieval_id, chat_id = ids.span(), ids.span(), ids.span()
         http_start = trace.start - timedelta(milliseconds=80)
-        retrieval_span, _ = _retrieval_span(trace, trace_hex, retrieval_id, http_id, http_start + timedelta(milliseconds=2), rng)
+        retrieval_span, _ = _retrieval_span(
+            trace, trace_hex, retrieval_id, http_id, http_start + timedelta(milliseconds=2), rng
+        )
         chat_attributes = {**_chat_attributes(trace, rng), **_trace_attributes(trace)}
         http_attributes = {"http.request.method": "POST", "http.route": "/v1/answer", "http.response.status_code": 200}
         return [
-            _span(trace_hex, http_id, "", "POST /v1/answer", SPAN_KIND_SERVER, http_start, trace.end + timedelta(milliseconds=3), http_attributes),
+            _span(
+                trace_hex,
+                http_id,
+                "",
+                "POST /v1/answer",
+                SPAN_KIND_SERVER,
+                http_start,
+                trace.end + timedelta(milliseconds=3),
+                http_attributes,
+            ),
             retrieval_span,
-            _span(trace_hex, chat_id, http_id, f"chat {trace.model}", SPAN_KIND_CLIENT, trace.start, trace.end, chat_attributes),
+            _span(
+                trace_hex,
+                chat_id,
+                http_id,
+                f"chat {trace.model}",
+                SPAN_KIND_CLIENT,
+                trace.start,
+                trace.end,
+                chat_attributes,
+            ),
         ]
     if shape == "agent":
         agent_id = ids.span()
@@ -140,7 +187,18 @@ def trace_spans(trace: Trace, shape: str, rng: random.Random, *, retrieval: bool
             "gen_ai.output.messages": _text_messages("assistant", trace.output, "stop"),
             **_trace_attributes(trace),
         }
-        spans = [_span(trace_hex, agent_id, "", f"invoke_agent {AGENT_NAME}", SPAN_KIND_INTERNAL, trace.start, trace.end, agent_attributes)]
+        spans = [
+            _span(
+                trace_hex,
+                agent_id,
+                "",
+                f"invoke_agent {AGENT_NAME}",
+                SPAN_KIND_INTERNAL,
+                trace.start,
+                trace.end,
+                agent_attributes,
+            )
+        ]
         chat_start = trace.start + timedelta(milliseconds=5)
         if retrieval:
             retrieval_span, retrieval_end = _retrieval_span(trace, trace_hex, ids.span(), agent_id, chat_start, rng)
@@ -148,7 +206,18 @@ def trace_spans(trace: Trace, shape: str, rng: random.Random, *, retrieval: bool
             chat_start = retrieval_end + timedelta(milliseconds=1)
         chat_end = max(chat_start, trace.end - timedelta(milliseconds=4))
         chat_attributes = _chat_attributes(trace, rng, instructions=AGENT_INSTRUCTIONS)
-        spans.append(_span(trace_hex, ids.span(), agent_id, f"chat {trace.model}", SPAN_KIND_CLIENT, chat_start, chat_end, chat_attributes))
+        spans.append(
+            _span(
+                trace_hex,
+                ids.span(),
+                agent_id,
+                f"chat {trace.model}",
+                SPAN_KIND_CLIENT,
+                chat_start,
+                chat_end,
+                chat_attributes,
+            )
+        )
         return spans
     raise ValueError(f"unknown span shape {shape!r}")
 
@@ -156,13 +225,21 @@ def trace_spans(trace: Trace, shape: str, rng: random.Random, *, retrieval: bool
 def otlp_document(traces_with_shapes: list[tuple[Trace, str, bool]], seed: int) -> dict[str, Any]:
     """An ExportTraceServiceRequest with every trace's spans under one resource and scope."""
     rng = random.Random(seed)
-    spans = [span for trace, shape, retrieval in traces_with_shapes for span in trace_spans(trace, shape, rng, retrieval=retrieval)]
+    spans = [
+        span
+        for trace, shape, retrieval in traces_with_shapes
+        for span in trace_spans(trace, shape, rng, retrieval=retrieval)
+    ]
     return {
         "resourceSpans": [
             {
                 "resource": {
                     "attributes": encode_attributes(
-                        {"service.name": PROJECT_ID, "service.version": "1.4.2", "deployment.environment.name": "production"}
+                        {
+                            "service.name": PROJECT_ID,
+                            "service.version": "1.4.2",
+                            "deployment.environment.name": "production",
+                        }
                     )
                 },
                 "scopeSpans": [

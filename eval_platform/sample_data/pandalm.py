@@ -89,7 +89,11 @@ class Trace:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        return {"item_id": item_id(self.idx), "motivation_app": self.item["motivation_app"], "cmp_key": self.item["cmp_key"]}
+        return {
+            "item_id": item_id(self.idx),
+            "motivation_app": self.item["motivation_app"],
+            "cmp_key": self.item["cmp_key"],
+        }
 
     @property
     def end(self) -> datetime:
@@ -175,7 +179,9 @@ def annotation_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def judgment_rows(items: list[dict[str, Any]], results: list[dict[str, Any]], source: str, result_key: str, reason_key: str) -> list[dict[str, Any]]:
+def judgment_rows(
+    items: list[dict[str, Any]], results: list[dict[str, Any]], source: str, result_key: str, reason_key: str
+) -> list[dict[str, Any]]:
     by_idx = {item["idx"]: item for item in items}
     rows = []
     for result in sorted(results, key=lambda entry: entry["idx"]):

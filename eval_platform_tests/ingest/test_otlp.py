@@ -18,7 +18,16 @@ def msgs(role: str, text: str, **extra: object) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}], **extra}])
 
 
-def span(span_id: str, name: str, attrs: dict, *, parent: str = "", trace: str = TRACE, start_ms: float = 0, end_ms: float = 1000) -> dict:
+def span(
+    span_id: str,
+    name: str,
+    attrs: dict,
+    *,
+    parent: str = "",
+    trace: str = TRACE,
+    start_ms: float = 0,
+    end_ms: float = 1000,
+) -> dict:
     return {
         "traceId": trace,
         "spanId": span_id,
@@ -33,7 +42,11 @@ def span(span_id: str, name: str, attrs: dict, *, parent: str = "", trace: str =
 
 def export(*spans: dict, resource: dict | None = None) -> dict:
     attrs = encode_attributes(resource if resource is not None else {"service.name": "shop-assistant"})
-    return {"resourceSpans": [{"resource": {"attributes": attrs}, "scopeSpans": [{"scope": {"name": "test"}, "spans": list(spans)}]}]}
+    return {
+        "resourceSpans": [
+            {"resource": {"attributes": attrs}, "scopeSpans": [{"scope": {"name": "test"}, "spans": list(spans)}]}
+        ]
+    }
 
 
 def chat_attrs(**extra: object) -> dict:
@@ -50,7 +63,9 @@ def chat_attrs(**extra: object) -> dict:
                 {"role": "user", "parts": [{"type": "text", "content": "Tell me a joke about OpenTelemetry"}]},
             ]
         ),
-        "gen_ai.output.messages": msgs("assistant", "Why did the developer bring OpenTelemetry to the party?", finish_reason="stop"),
+        "gen_ai.output.messages": msgs(
+            "assistant", "Why did the developer bring OpenTelemetry to the party?", finish_reason="stop"
+        ),
         **extra,
     }
 
@@ -91,7 +106,12 @@ def test_a_chat_span_maps_to_a_canonical_trace(tmp_path):
     assert row["model"] == "gpt-4-0613"  # the response model wins over the request model
     assert (row["prompt_tokens"], row["completion_tokens"]) == (52, 47)
     assert row["project_id"] == "shop-assistant"
-    assert (row["experiment_id"], row["variant"], row["expected_output"], row["cost_usd"]) == ("exp-7", "B", "a good joke", 0.0042)
+    assert (row["experiment_id"], row["variant"], row["expected_output"], row["cost_usd"]) == (
+        "exp-7",
+        "B",
+        "a good joke",
+        0.0042,
+    )
     assert json.loads(row["metadata"]) == {"customer_tier": "gold", "retries": 2, "conversation_id": "conv_1"}
     assert row["context"] is None
     spans = json.loads(row["spans"])
@@ -138,7 +158,11 @@ def test_system_instructions_become_a_leading_system_message(tmp_path):
 
 def test_structured_attribute_values_are_read_like_json_strings(tmp_path):
     messages = [{"role": "user", "parts": [{"type": "text", "content": "structured"}]}]
-    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": messages, "gen_ai.output.messages": [{"role": "assistant", "parts": [{"type": "text", "content": "ok"}]}]}
+    attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": messages,
+        "gen_ai.output.messages": [{"role": "assistant", "parts": [{"type": "text", "content": "ok"}]}],
+    }
     encoded = encode_attributes(attrs)
     assert "arrayValue" in encoded[1]["value"] and decode_attributes(encoded, "x") == attrs
     row = only_trace(ingest(tmp_path, export(span("00000000000000a1", "chat", attrs))))
@@ -169,7 +193,14 @@ def test_agent_root_with_a_named_child_chat_span(tmp_path):
             "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Use the weather tool."}]),
             "gen_ai.input.messages": msgs("user", "Weather in Paris?"),
             "gen_ai.output.messages": json.dumps(
-                [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"location": "Paris"}}]}]
+                [
+                    {
+                        "role": "assistant",
+                        "parts": [
+                            {"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"location": "Paris"}}
+                        ],
+                    }
+                ]
             ),
         },
         parent="00000000000000a1",
@@ -179,7 +210,12 @@ def test_agent_root_with_a_named_child_chat_span(tmp_path):
     tool = span(
         "00000000000000c3",
         "execute_tool get_weather",
-        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.arguments": {"location": "Paris"}, "gen_ai.tool.call.result": "rainy, 57°F"},
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_weather",
+            "gen_ai.tool.call.arguments": {"location": "Paris"},
+            "gen_ai.tool.call.result": "rainy, 57°F",
+        },
         parent="00000000000000a1",
         start_ms=950,
         end_ms=1000,
@@ -187,7 +223,12 @@ def test_agent_root_with_a_named_child_chat_span(tmp_path):
     chat2 = span(
         "00000000000000d4",
         "chat gpt-4",
-        {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4", "gen_ai.usage.input_tokens": 60, "gen_ai.usage.output_tokens": 15},
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4",
+            "gen_ai.usage.input_tokens": 60,
+            "gen_ai.usage.output_tokens": 15,
+        },
         parent="00000000000000a1",
         start_ms=1100,
         end_ms=2900,
@@ -208,24 +249,58 @@ def test_agent_root_with_a_named_child_chat_span(tmp_path):
     ]
     assert spans[1]["input"] == "system: Use the weather tool.\nuser: Weather in Paris?"
     assert spans[1]["output"] == '[tool_call get_weather({"location": "Paris"})]'
-    assert (spans[2]["operation"], spans[2]["input"], spans[2]["output"]) == ("execute_tool", '{"location": "Paris"}', "rainy, 57°F")
+    assert (spans[2]["operation"], spans[2]["input"], spans[2]["output"]) == (
+        "execute_tool",
+        '{"location": "Paris"}',
+        "rainy, 57°F",
+    )
 
 
 def test_an_agent_root_without_content_falls_back_to_its_chat_spans(tmp_path):
     agent = span("00000000000000a1", "invoke_agent x", {"gen_ai.operation.name": "invoke_agent"}, end_ms=2000)
-    first = span("00000000000000b2", "chat m", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": msgs("user", "first question"), "gen_ai.output.messages": msgs("assistant", "draft")}, parent="00000000000000a1", start_ms=1, end_ms=500)
-    last = span("00000000000000c3", "chat m", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": msgs("user", "refine"), "gen_ai.output.messages": msgs("assistant", "final answer")}, parent="00000000000000a1", start_ms=600, end_ms=1500)
+    first = span(
+        "00000000000000b2",
+        "chat m",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": msgs("user", "first question"),
+            "gen_ai.output.messages": msgs("assistant", "draft"),
+        },
+        parent="00000000000000a1",
+        start_ms=1,
+        end_ms=500,
+    )
+    last = span(
+        "00000000000000c3",
+        "chat m",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": msgs("user", "refine"),
+            "gen_ai.output.messages": msgs("assistant", "final answer"),
+        },
+        parent="00000000000000a1",
+        start_ms=600,
+        end_ms=1500,
+    )
     row = only_trace(ingest(tmp_path, export(agent, first, last)))
     assert (row["input"], row["output"]) == ("first question", "final answer")
 
 
 def test_retrieval_documents_become_the_context(tmp_path):
     http = span("00000000000000a1", "POST /answer", {"http.request.method": "POST"}, end_ms=2000)
-    documents = [{"id": "doc_123", "score": 0.95, "content": "Paris is the capital of France."}, {"id": "doc_456", "score": 0.87}]
+    documents = [
+        {"id": "doc_123", "score": 0.95, "content": "Paris is the capital of France."},
+        {"id": "doc_456", "score": 0.87},
+    ]
     retrieval = span(
         "00000000000000b2",
         "retrieval kb",
-        {"gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "kb", "gen_ai.retrieval.query.text": "capital of France", "gen_ai.retrieval.documents": json.dumps(documents)},
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.data_source.id": "kb",
+            "gen_ai.retrieval.query.text": "capital of France",
+            "gen_ai.retrieval.documents": json.dumps(documents),
+        },
         parent="00000000000000a1",
         start_ms=1,
         end_ms=40,
@@ -262,12 +337,16 @@ def test_invalid_otlp_is_quarantined_with_clear_reasons(tmp_path):
     no_trace_id = {**span("00000000000000a2", "chat", chat_attrs()), "traceId": "xyz"}
     bad_time_child = span("00000000000000b2", "chat", chat_attrs(), trace="b" * 32, parent="00000000000000b1")
     bad_time_child["startTimeUnixNano"] = "soon"
-    bad_time_root = span("00000000000000b1", "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, trace="b" * 32)
+    bad_time_root = span(
+        "00000000000000b1", "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, trace="b" * 32
+    )
     not_genai = span("00000000000000c1", "GET /health", {"http.request.method": "GET"}, trace="c" * 32)
     bad_attr = span("00000000000000d1", "chat", {}, trace="d" * 32)
     bad_attr["attributes"] = [{"key": "gen_ai.operation.name", "value": {"stringValue": 5}}]
     negative = span("00000000000000e1", "chat", chat_attrs(**{"gen_ai.usage.input_tokens": -5}), trace="e" * 32)
-    day = ingest(tmp_path, export(good, no_trace_id, bad_time_root, bad_time_child, not_genai, bad_attr, "not a span", negative))
+    day = ingest(
+        tmp_path, export(good, no_trace_id, bad_time_root, bad_time_child, not_genai, bad_attr, "not a span", negative)
+    )
     assert day.traces["trace_id"].to_list() == [TRACE]
     got = [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()]
     assert got == [
@@ -296,14 +375,20 @@ def test_a_broken_envelope_is_one_quarantine_row(tmp_path):
 
 def test_otlp_lines_in_jsonl_keep_their_line_numbers(tmp_path):
     first = export(span("00000000000000a1", "chat", chat_attrs()))
-    second = export(span("00000000000000b1", "chat", chat_attrs(), trace="f" * 32), span("00000000000000b2", "GET /", {}, trace="e" * 32))
+    second = export(
+        span("00000000000000b1", "chat", chat_attrs(), trace="f" * 32),
+        span("00000000000000b2", "GET /", {}, trace="e" * 32),
+    )
     day = ingest(tmp_path, json.dumps(first) + "\n" + json.dumps(second) + "\n", name="collector.jsonl")
-    assert dict(zip(day.traces["trace_id"], day.traces["source_line"])) == {TRACE: 1, "f" * 32: 2}
+    assert dict(zip(day.traces["trace_id"], day.traces["source_line"], strict=True)) == {TRACE: 1, "f" * 32: 2}
     assert [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()] == [(2, "no_genai_span")]
     assert day.quarantine["detail"][0].startswith(f"traces/{DAY}/collector.jsonl line 2: ")
 
 
 def test_an_array_of_otlp_exports(tmp_path):
-    documents = [export(span("00000000000000a1", "chat", chat_attrs())), export(span("00000000000000b1", "chat", chat_attrs(), trace="f" * 32))]
+    documents = [
+        export(span("00000000000000a1", "chat", chat_attrs())),
+        export(span("00000000000000b1", "chat", chat_attrs(), trace="f" * 32)),
+    ]
     day = ingest(tmp_path, documents)
     assert sorted(day.traces["trace_id"]) == sorted([TRACE, "f" * 32])

@@ -42,7 +42,10 @@ def traces(days) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def items() -> dict[int, dict]:
-    return {item["idx"]: item for item in json.loads((DATA / "sources" / "pandalm" / "testset-v1.json").read_text(encoding="utf-8"))}
+    return {
+        item["idx"]: item
+        for item in json.loads((DATA / "sources" / "pandalm" / "testset-v1.json").read_text(encoding="utf-8"))
+    }
 
 
 def test_all_1998_pandalm_traces_are_accepted(days, traces):
@@ -63,7 +66,9 @@ def test_every_item_has_exactly_its_two_traces_on_one_day(traces, items):
     for idx, item in items.items():
         pair = per_item[f"pandalm-{idx:04d}"]
         first, second = item["cmp_key"].split("_")
-        assert sorted(row["trace_id"] for row in pair) == sorted([f"pandalm-{idx:04d}-{first}", f"pandalm-{idx:04d}-{second}"])
+        assert sorted(row["trace_id"] for row in pair) == sorted(
+            [f"pandalm-{idx:04d}-{first}", f"pandalm-{idx:04d}-{second}"]
+        )
         assert len({row["date"] for row in pair}) == 1
         assert all(row["model"] == row["variant"] == row["trace_id"][len("pandalm-0000-") :] for row in pair)
 
@@ -79,7 +84,12 @@ def test_inputs_and_outputs_are_the_pandalm_texts_in_every_format(traces, items)
         assert row["input"] == expected_input, row["trace_id"]
         assert row["output"] == (response if isinstance(response, str) else str(response)), row["trace_id"]
         assert (row["project_id"], row["experiment_id"]) == ("pandalm-demo", "pandalm-model-comparison")
-        assert row["latency_ms"] > 0 and row["prompt_tokens"] > 0 and row["completion_tokens"] >= 0 and 0 < row["cost_usd"] < 0.01
+        assert (
+            row["latency_ms"] > 0
+            and row["prompt_tokens"] > 0
+            and row["completion_tokens"] >= 0
+            and 0 < row["cost_usd"] < 0.01
+        )
         formats[Path(row["source_file"]).suffix] += 1
     assert set(formats) == {".jsonl", ".csv", ".parquet", ".json"}
 
@@ -88,7 +98,7 @@ def test_only_the_bad_rows_file_and_the_notes_are_quarantined(days):
     quarantine = pl.concat([day.quarantine for day in days.values()])
     assert set(quarantine["file"]) == {BAD_FILE, NOTES_FILE}
     bad = quarantine.filter(pl.col("file") == BAD_FILE).sort("line")
-    assert list(zip(bad["line"], bad["reason"])) == EXPECTED_BAD_ROWS
+    assert list(zip(bad["line"], bad["reason"], strict=True)) == EXPECTED_BAD_ROWS
     assert all(detail.startswith(f"{BAD_FILE} line ") for detail in bad["detail"])
     notes = quarantine.filter(pl.col("file") == NOTES_FILE).row(0, named=True)
     assert (notes["line"], notes["reason"]) == (None, "unsupported_file_type")
@@ -119,7 +129,10 @@ def test_the_otlp_file_maps_with_spans_and_context(days):
 
 def test_annotations_and_judgments_refer_to_sample_traces(traces):
     trace_ids = set(traces["trace_id"])
-    annotations = [json.loads(line) for line in (DATA / "annotations" / "pandalm_human.jsonl").read_text(encoding="utf-8").splitlines()]
+    annotations = [
+        json.loads(line)
+        for line in (DATA / "annotations" / "pandalm_human.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert len(annotations) == 2997
     assert Counter(row["annotator"] for row in annotations) == {"annotator1": 999, "annotator2": 999, "annotator3": 999}
     assert {row["label"] for row in annotations} == {0, 1, 2}

@@ -122,7 +122,12 @@ def test_every_bad_jsonl_row_is_quarantined_with_file_line_and_reason(tmp_path):
     assert "'latency_ms'" in details["invalid_type:latency_ms"] and '"fast"' in details["invalid_type:latency_ms"]
     assert "line 1" in details["duplicate_trace_id"]
     assert quarantine[0]["raw"] == '{"trace_id": "broken", "timestamp": '
-    assert day.counts["files"][rel] == {"read": 18, "accepted": 2, "quarantined": 16, "by_reason": day.counts["by_reason"]}
+    assert day.counts["files"][rel] == {
+        "read": 18,
+        "accepted": 2,
+        "quarantined": 16,
+        "by_reason": day.counts["by_reason"],
+    }
     assert_conserved(day)
 
 
@@ -194,7 +199,14 @@ def test_field_aliases(tmp_path):
                 "session_id": "s-9",
                 "metadata": {"k": "v"},
             },
-            {"traceId": "alias-2", "created_at": TS, "duration_ms": 5, "input_tokens": 1, "output_tokens": 2, "response": "r"},
+            {
+                "traceId": "alias-2",
+                "created_at": TS,
+                "duration_ms": 5,
+                "input_tokens": 1,
+                "output_tokens": 2,
+                "response": "r",
+            },
             {"trace_id": "canonical-wins", "id": "ignored", "timestamp": TS, "start_time": "garbage"},
         ),
     )
@@ -215,19 +227,36 @@ def test_chat_messages_are_kept_as_json_and_rendered_as_text(tmp_path):
     conversation = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "image_url", "image_url": {"url": "x"}}]},
-        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "lookup", "arguments": '{"q": 1}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"function": {"name": "lookup", "arguments": '{"q": 1}'}}],
+        },
         {"role": "tool", "content": "42"},
     ]
     write(
         tmp_path,
         "a.jsonl",
         jsonl(
-            good("single", input=[{"role": "user", "content": "Only me"}], output=[{"role": "assistant", "content": "Sure"}]),
-            good("multi", input=conversation, output=[{"role": "assistant", "content": [{"type": "text", "content": "Done"}]}]),
+            good(
+                "single",
+                input=[{"role": "user", "content": "Only me"}],
+                output=[{"role": "assistant", "content": "Sure"}],
+            ),
+            good(
+                "multi",
+                input=conversation,
+                output=[{"role": "assistant", "content": [{"type": "text", "content": "Done"}]}],
+            ),
             good(
                 "parts",
                 input={"messages": [{"role": "user", "content": "wrapped"}]},
-                output=[{"role": "assistant", "parts": [{"type": "reasoning", "content": "hmm"}, {"type": "text", "content": "Yes"}]}],
+                output=[
+                    {
+                        "role": "assistant",
+                        "parts": [{"type": "reasoning", "content": "hmm"}, {"type": "text", "content": "Yes"}],
+                    }
+                ],
             ),
             good("two-choices", output=[{"role": "assistant", "content": "A"}, {"role": "assistant", "content": "B"}]),
             good("plain-object", input={"question": "q1", "k": 2}),
@@ -236,7 +265,10 @@ def test_chat_messages_are_kept_as_json_and_rendered_as_text(tmp_path):
     rows = by_id(read_trace_day(tmp_path, DAY))
     assert rows["single"]["input"] == "Only me" and rows["single"]["output"] == "Sure"
     assert json.loads(rows["single"]["input_messages"]) == [{"role": "user", "content": "Only me"}]
-    assert rows["multi"]["input"] == "system: Be brief.\nuser: Hi\n[image_url]\nassistant: [tool_call lookup({\"q\": 1})]\ntool: 42"
+    assert (
+        rows["multi"]["input"]
+        == 'system: Be brief.\nuser: Hi\n[image_url]\nassistant: [tool_call lookup({"q": 1})]\ntool: 42'
+    )
     assert json.loads(rows["multi"]["input_messages"]) == conversation
     assert rows["multi"]["output"] == "Done"
     assert rows["parts"]["input"] == "wrapped"
@@ -289,7 +321,12 @@ def test_csv_rows_count_the_header_as_line_one(tmp_path):
     assert c1["source_line"] == 2
     assert (rows["c6"]["input"], rows["c6"]["output"], rows["c6"]["source_line"]) == (" keep spaces ", "  ", 7)
     got = [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()]
-    assert got == [(3, "missing_field:timestamp"), (4, "invalid_type:latency_ms"), (5, "malformed_csv_row"), (6, "negative_value:prompt_tokens")]
+    assert got == [
+        (3, "missing_field:timestamp"),
+        (4, "invalid_type:latency_ms"),
+        (5, "malformed_csv_row"),
+        (6, "negative_value:prompt_tokens"),
+    ]
     malformed = day.quarantine.to_dicts()[2]
     assert malformed["raw"] == "c4,2026-03-04T10:00:00Z,too,few"
     assert malformed["detail"] == f"{rel} line 5: the row has 4 fields but the header has 9"
@@ -297,7 +334,11 @@ def test_csv_rows_count_the_header_as_line_one(tmp_path):
 
 
 def test_csv_chat_cells_are_decoded(tmp_path):
-    write(tmp_path, "e.csv", 'trace_id,timestamp,output\nx,2026-03-04T10:00:00Z,"[{""role"": ""assistant"", ""content"": ""hi""}]"\n')
+    write(
+        tmp_path,
+        "e.csv",
+        'trace_id,timestamp,output\nx,2026-03-04T10:00:00Z,"[{""role"": ""assistant"", ""content"": ""hi""}]"\n',
+    )
     row = read_trace_day(tmp_path, DAY).traces.row(0, named=True)
     assert row["output"] == "hi" and row["output_messages"] is not None
 
@@ -308,7 +349,8 @@ def test_parquet_rows_with_typed_columns(tmp_path):
             "trace_id": ["p1", "p2", None, "p4"],
             "timestamp": pa.array([datetime(2026, 3, 4, 10, tzinfo=timezone.utc)] * 4, pa.timestamp("ms", tz="UTC")),
             "input": ["i1", "i2", "i3", "i4"],
-            "usage": [{"prompt_tokens": 3, "completion_tokens": 4}] * 3 + [{"prompt_tokens": -1, "completion_tokens": 4}],
+            "usage": [{"prompt_tokens": 3, "completion_tokens": 4}] * 3
+            + [{"prompt_tokens": -1, "completion_tokens": 4}],
             "metadata": ['{"k": 1}', None, None, None],
         }
     )
@@ -342,7 +384,10 @@ def test_json_array_elements_are_rows(tmp_path):
     day = read_trace_day(tmp_path, DAY)
     assert sorted(by_id(day)) == ["j1", "j4"]
     assert by_id(day)["j4"]["source_line"] == 4
-    assert [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()] == [(2, "not_an_object"), (3, "missing_field:timestamp")]
+    assert [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()] == [
+        (2, "not_an_object"),
+        (3, "missing_field:timestamp"),
+    ]
     assert day.quarantine["detail"][0].startswith(f"{rel} element 2: ")
     assert day.quarantine["raw"][0] == '"oops"'
 
@@ -374,7 +419,12 @@ def test_unsupported_files_are_reported_and_hidden_files_skipped(tmp_path):
     day = read_trace_day(tmp_path, DAY)
     assert day.files == [f"traces/{DAY}/good.jsonl", rel]
     row = day.quarantine.row(0, named=True)
-    assert (row["file"], row["line"], row["reason"], row["raw"]) == (rel, None, "unsupported_file_type", "just some notes")
+    assert (row["file"], row["line"], row["reason"], row["raw"]) == (
+        rel,
+        None,
+        "unsupported_file_type",
+        "just some notes",
+    )
     assert day.traces.height == 1
     assert_conserved(day)
 
@@ -391,11 +441,18 @@ def test_duplicates_across_files_keep_the_first_in_file_order(tmp_path):
 
 def test_gzip_exports_and_bad_encoding(tmp_path):
     write(tmp_path, "a.jsonl.gz", gzip.compress(jsonl(good("gz-1")).encode()))
-    write(tmp_path, "b.jsonl", b'{"trace_id": "caf\xe9", "timestamp": "2026-03-04T10:00:00Z"}\n' + jsonl(good("ok")).encode())
+    write(
+        tmp_path,
+        "b.jsonl",
+        b'{"trace_id": "caf\xe9", "timestamp": "2026-03-04T10:00:00Z"}\n' + jsonl(good("ok")).encode(),
+    )
     write(tmp_path, "c.jsonl.gz", b"not gzip at all")
     day = read_trace_day(tmp_path, DAY)
     assert sorted(by_id(day)) == ["gz-1", "ok"]
-    assert [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()] == [(1, "invalid_encoding"), (None, "unreadable_file")]
+    assert [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()] == [
+        (1, "invalid_encoding"),
+        (None, "unreadable_file"),
+    ]
     assert_conserved(day)
 
 
