@@ -53,20 +53,14 @@ class BudgetLedger:
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the totals
             try:
-                if max_daily_usd is not None:
+                for column, period, limit in (("day", day, max_daily_usd), ("month", month, max_monthly_usd)):
+                    if limit is None:
+                        continue
                     (spent,) = conn.execute(
-                        "SELECT COALESCE(SUM(amount_usd), 0) FROM judge_spend WHERE evaluator = ? AND day = ?",
-                        (evaluator, day),
+                        f"SELECT COALESCE(SUM(amount_usd), 0) FROM judge_spend WHERE evaluator = ? AND {column} = ?",
+                        (evaluator, period),
                     ).fetchone()
-                    if spent + amount_usd > max_daily_usd + 1e-12:
-                        conn.execute("ROLLBACK")
-                        return None
-                if max_monthly_usd is not None:
-                    (spent,) = conn.execute(
-                        "SELECT COALESCE(SUM(amount_usd), 0) FROM judge_spend WHERE evaluator = ? AND month = ?",
-                        (evaluator, month),
-                    ).fetchone()
-                    if spent + amount_usd > max_monthly_usd + 1e-12:
+                    if spent + amount_usd > limit + 1e-12:
                         conn.execute("ROLLBACK")
                         return None
                 cursor = conn.execute(
