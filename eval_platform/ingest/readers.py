@@ -58,8 +58,14 @@ def head_text(path: Path, limit: int = 10_000) -> str:
         return ""
 
 
-def _decode(data: bytes) -> str:
-    return data.decode("utf-8-sig")
+def _decode(data: bytes) -> str | list[Candidate]:
+    """The file's text, or the whole-file quarantine row when it is not UTF-8."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return _file_error(
+            "invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace")
+        )
 
 
 def _object_candidate(value: Any, line: int, raw: str, unit: str) -> list[Candidate]:
@@ -115,12 +121,9 @@ def read_jsonl(data: bytes) -> list[Candidate]:
 
 
 def read_json(data: bytes) -> list[Candidate]:
-    try:
-        text = _decode(data)
-    except UnicodeDecodeError as exc:
-        return _file_error(
-            "invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace")
-        )
+    text = _decode(data)
+    if isinstance(text, list):
+        return text
     if not text.strip():
         return _file_error("invalid_json", "the file is empty, not a JSON document")
     try:
@@ -147,12 +150,9 @@ def read_json(data: bytes) -> list[Candidate]:
 
 
 def read_csv(data: bytes) -> list[Candidate]:
-    try:
-        text = _decode(data)
-    except UnicodeDecodeError as exc:
-        return _file_error(
-            "invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace")
-        )
+    text = _decode(data)
+    if isinstance(text, list):
+        return text
     lines = list(io.StringIO(text, newline=""))
     reader = csv.reader(iter(lines))
     candidates: list[Candidate] = []

@@ -76,10 +76,10 @@ class BudgetLedger:
                 raise
 
     def settle(self, reservation_id: int, actual_usd: float) -> None:
-        """Replace a reservation by the actual cost of the call (never more than reserved)."""
+        """Replace a reservation by the actual cost of the call, as billed."""
         with closing(self._connect()) as conn:
             conn.execute(
-                "UPDATE judge_spend SET amount_usd = MIN(amount_usd, ?), state = 'settled' WHERE id = ?",
+                "UPDATE judge_spend SET amount_usd = ?, state = 'settled' WHERE id = ?",
                 (actual_usd, reservation_id),
             )
 

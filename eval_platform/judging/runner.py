@@ -110,6 +110,15 @@ class _Judge:
         prices = self.endpoint.prices
         return prices.cost(outcome.prompt_tokens, outcome.completion_tokens) if prices else None
 
+    def _parse_cached(self, cached: dict | None) -> Verdict | None:
+        # An entry written before a parser change may no longer parse: then the call is made again.
+        if cached is None:
+            return None
+        try:
+            return parse_reply(self.config, cached.get("content") or "")
+        except ParseFailure:
+            return None
+
     async def call(self, messages: list[dict[str, str]], sample: int) -> _CallResult:
         config, endpoint = self.config, self.endpoint
         request = JudgeRequest(
@@ -124,9 +133,10 @@ class _Judge:
         )
         key = cache_key(request, sample)
         cached = self.runtime.cache.get(key)
-        if cached is not None:
+        verdict = self._parse_cached(cached)
+        if verdict is not None:
             return _CallResult(
-                verdict=parse_reply(config, cached["content"]),
+                verdict=verdict,
                 raw=cached["content"],
                 provider_model=cached.get("provider_model"),
                 prompt_tokens=cached.get("prompt_tokens", 0),

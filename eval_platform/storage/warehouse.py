@@ -8,7 +8,6 @@ never half of either, and parallel partition runs never share a writer.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -42,10 +41,6 @@ def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.Data
         if os.path.exists(tmp):
             os.unlink(tmp)
     return folder / PARTITION_FILE
-
-
-def delete_partition(root: Path, table: str, keys: dict[str, str]) -> None:
-    shutil.rmtree(partition_dir(root, table, keys), ignore_errors=True)
 
 
 def read_partition(root: Path, table: str, keys: dict[str, str]) -> pl.DataFrame | None:
