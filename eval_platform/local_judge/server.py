@@ -2,7 +2,8 @@
 
 The requested model name picks the behaviour:
 - `mock` or `mock/<anything>`: a deterministic placeholder verdict that satisfies the prompt's reply schema;
-- `replay/gpt-3.5-turbo`, `replay/pandalm-7b`: the verdict recorded for this exact item in the PandaLM study;
+- `replay/gpt-3.5-turbo`, `replay/pandalm-7b`: the verdict recorded for this item in the PandaLM study, found
+  by the `item_id` of the prompt's fenced metadata, else by the fenced texts (see `pandalm_replay`);
 - `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`).
 
 Every chat-completions request is counted in `/v1/stats`, so tests can prove that no judge call was made.
@@ -26,7 +27,12 @@ from aiohttp import web
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
 from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.mock_verdict import mock_verdict
-from eval_platform.local_judge.pandalm_replay import RECORDED_JUDGES, PandaLMRecordings
+from eval_platform.local_judge.pandalm_replay import (
+    RECORDED_JUDGES,
+    PandaLMRecordings,
+    ReplayMismatch,
+    item_id_from_metadata,
+)
 from eval_platform.judging.fencing import unfence_all
 from eval_platform.settings import data_root as default_data_root
 
@@ -233,7 +239,13 @@ class LocalJudgeServer:
             raise JudgeRequestError(
                 400, "replay: the prompt needs fenced input, output_a and output_b blocks", code="replay_miss"
             )
-        verdict = self._pandalm().lookup(judge_name, blocks["input"][0], blocks["output_a"][0], blocks["output_b"][0])
+        item_id = item_id_from_metadata(blocks.get("metadata", [None])[0])
+        try:
+            verdict = self._pandalm().lookup(
+                judge_name, blocks["input"][0], blocks["output_a"][0], blocks["output_b"][0], item_id=item_id
+            )
+        except ReplayMismatch as error:
+            raise JudgeRequestError(400, f"replay: {error}", code="replay_miss") from error
         if verdict is None:
             raise JudgeRequestError(400, REPLAY_MISS_MESSAGE, code="replay_miss")
 
