@@ -1,0 +1,24 @@
+"""Turning label or value arrays of any type (ints, floats, strings; None/NaN missing) into dense codes."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+
+def as_series(values) -> pl.Series:
+    """A polars Series with NaN turned into null, so missing has one spelling."""
+    if not isinstance(values, pl.Series):
+        numeric_array = isinstance(values, np.ndarray) and values.dtype != object
+        values = pl.Series(values=values if numeric_array else list(values), strict=False)
+    return values.fill_nan(None) if values.dtype.is_float() else values
+
+
+def encode(*arrays) -> tuple[list[np.ndarray], np.ndarray]:
+    """Codes 0..k-1 (in sorted order of the distinct values across all arrays, -1 = missing), and those values."""
+    series = [as_series(a) for a in arrays]
+    joined = pl.concat([s.to_frame("v") for s in series], how="vertical_relaxed").to_series()
+    codes = (joined.rank("dense") - 1).fill_null(-1).to_numpy().astype(np.int64)
+    categories = joined.drop_nulls().unique().sort().to_numpy()
+    bounds = np.cumsum([len(s) for s in series])[:-1]
+    return np.split(codes, bounds), categories

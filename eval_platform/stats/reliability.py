@@ -1,0 +1,102 @@
+"""Krippendorff's alpha from the coincidence matrix (Krippendorff 2011), with missing values.
+
+Cost is linear in the number of values plus O(V²) in the number V of distinct values (the coincidence and
+distance matrices), so bin continuous scores to a rubric scale before calling these on millions of rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+import numpy as np
+import polars as pl
+from scipy import sparse
+
+from eval_platform.stats._labels import as_series, encode
+from eval_platform.stats.results import Agreement, interpret_alpha, undefined
+
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
+
+
+def krippendorff_alpha(reliability_data, level: Level = "nominal") -> Agreement:
+    """Alpha for a coders × units matrix (NaN or None = not coded).
+
+    `n` is the number of pairable values (values in units coded at least twice), Krippendorff's n.
+    """
+    matrix = np.asarray(reliability_data, dtype=object if level == "nominal" else float)
+    if matrix.ndim != 2:
+        raise ValueError(f"reliability_data must be a coders × units matrix, got shape {matrix.shape}")
+    units = np.tile(np.arange(matrix.shape[1]), matrix.shape[0])
+    return _alpha(units, matrix.ravel(), level)
+
+
+def krippendorff_alpha_long(units, coders, values, level: Level = "nominal") -> Agreement:
+    """Alpha from long form: one row per (unit, coder, value); null values are missing.
+
+    A coder counts once per unit: repeated (unit, coder) rows keep the first value, and the note says so.
+    """
+    frame = pl.DataFrame({"unit": as_series(units), "coder": as_series(coders), "value": as_series(values)})
+    frame = frame.drop_nulls()
+    deduplicated = frame.unique(subset=["unit", "coder"], keep="first", maintain_order=True)
+    [unit_codes], _ = encode(deduplicated["unit"])
+    result = _alpha(unit_codes, deduplicated["value"], level)
+    dropped = frame.height - deduplicated.height
+    if dropped:
+        note = f"{dropped} repeated (unit, coder) values ignored"
+        result = replace(result, note=f"{result.note}; {note}" if result.note else note)
+    return result
+
+
+def _alpha(unit_codes: np.ndarray, values, level: Level) -> Agreement:
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    statistic = f"krippendorff_alpha_{level}"
+    [value_codes], categories = encode(values)
+    coded = value_codes >= 0
+    unit_codes, value_codes = unit_codes[coded], value_codes[coded]
+    if level != "nominal" and categories.dtype.kind not in "iuf":
+        raise ValueError(f"{level} alpha needs numeric values, got {categories.dtype}")
+    if unit_codes.size == 0:
+        return undefined(statistic, 0, "no coded values")
+
+    counts = sparse.csr_matrix(
+        (np.ones(unit_codes.size), (unit_codes, value_codes)), shape=(unit_codes.max() + 1, categories.size)
+    )
+    per_unit = np.asarray(counts.sum(axis=1)).ravel()
+    pairable = per_unit >= 2
+    counts, per_unit = counts[pairable], per_unit[pairable]
+    n = int(per_unit.sum())
+    if n == 0:
+        return undefined(statistic, 0, "no unit was coded by two or more coders")
+
+    scaled = sparse.diags(1.0 / (per_unit - 1)) @ counts
+    coincidences = (counts.T @ scaled).toarray() - np.diag(np.asarray(scaled.sum(axis=0)).ravel())
+    marginals = coincidences.sum(axis=1)
+    distance = _distance(categories, marginals, level)
+    expected = float((np.outer(marginals, marginals) * distance).sum())
+    if expected == 0:
+        return undefined(statistic, n, "every pairable value is the same: no variation, so alpha is undefined")
+    alpha = 1.0 - (n - 1) * float((coincidences * distance).sum()) / expected
+    return Agreement(statistic=statistic, value=alpha, n=n, interpretation=interpret_alpha(alpha))
+
+
+def _distance(categories: np.ndarray, marginals: np.ndarray, level: Level) -> np.ndarray:
+    """Squared difference function δ²(c, k) between the sorted category values."""
+    if level == "nominal":
+        return 1.0 - np.eye(categories.size)
+    if level == "ordinal":
+        # Krippendorff's ordinal metric: the coincidence mass between c and k, less half of each end.
+        cumulative = np.cumsum(marginals)
+        low = np.minimum.outer(np.arange(categories.size), np.arange(categories.size))
+        high = np.maximum.outer(np.arange(categories.size), np.arange(categories.size))
+        between = cumulative[high] - cumulative[low] + marginals[low]
+        return (between - np.add.outer(marginals, marginals) / 2) ** 2
+    values = categories.astype(float)
+    difference = np.subtract.outer(values, values)
+    if level == "interval":
+        return difference**2
+    total = np.add.outer(values, values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total == 0, 0.0, (difference / total) ** 2)

@@ -1,0 +1,97 @@
+"""Krippendorff's alpha against the `krippendorff` package, its invariances, long form, and degenerate input."""
+
+from __future__ import annotations
+
+import krippendorff
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eval_platform.stats.reliability import LEVELS, krippendorff_alpha, krippendorff_alpha_long
+
+
+def _random_matrix(seed: int) -> np.ndarray:
+    """Coders × units, values 1..k, about 30% missing, at least two distinct pairable values."""
+    rng = np.random.default_rng(seed)
+    coders, units, k = rng.integers(2, 7), rng.integers(5, 60), rng.integers(2, 8)
+    truth = rng.integers(1, k + 1, size=units)
+    noise = rng.integers(1, k + 1, size=(coders, units))
+    matrix = np.where(rng.random((coders, units)) < 0.6, truth, noise).astype(float)
+    matrix[rng.random(matrix.shape) < 0.3] = np.nan
+    matrix[:2, :2] = [[1, 2], [1, 2]]
+    return matrix
+
+
+def _long(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    coders, units = np.indices(matrix.shape)
+    coded = ~np.isnan(matrix)
+    return units[coded], coders[coded], matrix[coded]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("seed", range(25))
+def test_matches_the_krippendorff_package_with_missing_values(seed, level):
+    matrix = _random_matrix(seed)
+    expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement=level)
+    assert krippendorff_alpha(matrix, level).value == pytest.approx(expected, abs=1e-10)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_long_form_gives_the_matrix_result(level):
+    matrix = _random_matrix(7)
+    assert krippendorff_alpha_long(*_long(matrix), level).value == pytest.approx(
+        krippendorff_alpha(matrix, level).value, abs=1e-12
+    )
+
+
+def test_long_form_counts_a_coder_once_per_unit_and_says_so():
+    units, coders, values = _long(_random_matrix(3))
+    repeated = krippendorff_alpha_long(np.append(units, units[0]), np.append(coders, coders[0]), np.append(values, 99.0))
+    assert repeated.value == krippendorff_alpha_long(units, coders, values).value
+    assert "1 repeated (unit, coder)" in repeated.note
+
+
+def test_nominal_alpha_takes_string_labels_in_long_form():
+    units, coders, values = _long(_random_matrix(5))
+    names = np.array(["", "bad", "fair", "good", "great", "superb", "sublime", "divine"], dtype=object)
+    as_text = krippendorff_alpha_long(units, coders, names[values.astype(int)])
+    assert as_text.value == pytest.approx(krippendorff_alpha_long(units, coders, values).value, abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), level=st.sampled_from(LEVELS), data=st.data())
+def test_alpha_does_not_depend_on_the_order_of_coders_or_units(seed, level, data):
+    matrix = _random_matrix(seed)
+    coders = data.draw(st.permutations(range(matrix.shape[0])))
+    units = data.draw(st.permutations(range(matrix.shape[1])))
+    shuffled = matrix[np.array(coders)][:, np.array(units)]
+    assert krippendorff_alpha(shuffled, level).value == pytest.approx(krippendorff_alpha(matrix, level).value, abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), data=st.data())
+def test_nominal_alpha_is_invariant_to_relabelling(seed, data):
+    matrix = _random_matrix(seed)
+    mapping = np.array([0, *data.draw(st.permutations([10, 20, 30, 40, 50, 60, 70]))], dtype=float)
+    relabelled = np.where(np.isnan(matrix), np.nan, mapping[np.nan_to_num(matrix).astype(int)])
+    assert krippendorff_alpha(relabelled).value == pytest.approx(krippendorff_alpha(matrix).value, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("matrix", "reason"),
+    [
+        ([[1, 2, 3, 2]], "no unit was coded by two or more coders"),
+        ([[1, np.nan], [np.nan, 2]], "no unit was coded by two or more coders"),
+        ([[np.nan, np.nan], [np.nan, np.nan]], "no coded values"),
+        ([[3, 3, 3], [3, 3, np.nan]], "no variation"),
+        (np.empty((0, 0)), "no coded values"),
+    ],
+    ids=["single coder", "no overlapping units", "nothing coded", "all values equal", "empty"],
+)
+@pytest.mark.parametrize("level", LEVELS)
+def test_degenerate_input_is_undefined_with_a_reason(matrix, reason, level):
+    result = krippendorff_alpha(matrix, level)
+    assert result.value is None and not result.defined
+    assert reason in result.note
+    assert result.interpretation is None
