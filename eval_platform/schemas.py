@@ -57,6 +57,8 @@ JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.String(),  # the configured model (or local/replay/..., local/mock)
     "provider_model": pl.String(),  # what the provider reported answering
     "sample": pl.Int64(),
+    "role": pl.String(),  # verdict (the only judge) | member (one of several) | consensus (their combination)
+    "is_final": pl.Boolean(),  # one final row per trace/pair/candidate: role <> 'member'
     "status": pl.String(),  # COMPLETED | FAILED | SKIPPED
     "reason": pl.String(),
     "score": pl.Float64(),  # normalized 0..1; null unless COMPLETED
@@ -68,6 +70,11 @@ JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "winner_variant": pl.String(),
     "verdict_ab": pl.String(),  # pairwise: verdict with A shown first
     "verdict_ba": pl.String(),  # pairwise: verdict with B shown first (mapped back to A/B names)
+    "position_consistent": pl.Boolean(),  # pairwise/n_wise: all presentation orders agreed (null: one order)
+    "confidence": pl.Float64(),  # the judge's reported confidence in 0..1, when it gives one
+    "flags": pl.String(),  # comma-separated: low_confidence, inconsistent_order, rank_inconsistent, disagreement
+    "agreement": pl.Float64(),  # consensus rows: how much the members agreed (0..1)
+    "votes": pl.Int64(),  # consensus rows: members that completed
     "reasoning": pl.String(),
     "raw_response": pl.String(),
     "prompt_tokens": pl.Int64(),

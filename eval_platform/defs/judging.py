@@ -65,7 +65,7 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig]) -> dg.AssetsDefin
         yield dg.MaterializeResult(
             metadata={
                 "evaluator": name,
-                "model": evaluator.model,
+                "model": evaluator.model_label,
                 "config_hash": evaluator.config_hash,
                 "traces_in_partition": summary["traces_in_partition"],
                 "rows": summary["rows"],

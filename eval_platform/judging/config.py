@@ -8,22 +8,29 @@ partition dimension of `judge_scores`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 from pathlib import Path
 from typing import Any, Literal
 
+import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from eval_platform.judging import pricing
-from eval_platform.judging.templates import TemplateError, parse_template
+from eval_platform.judging.templates import TemplateError, parse_template, template_names
 
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 10
-Mode = Literal["score", "binary", "categorical", "pairwise"]
+MAX_CANDIDATES = 10
+Mode = Literal["score", "binary", "assertion", "categorical", "pairwise", "n_wise", "reference"]
 Trigger = Literal["all", "sampled", "manual"]
+Consensus = Literal["median", "mean", "majority_vote", "unanimous"]
+BOOLEAN_MODES = frozenset({"binary", "assertion"})
+LABEL_MODES = frozenset({"binary", "assertion", "categorical", "pairwise"})
+SCALED_MODES = frozenset({"score", "reference"})
 
 
 class EvaluatorConfigError(ValueError):
@@ -54,6 +61,111 @@ class PairwiseOptions(_Strict):
         "both", description="both: judge A/B and B/A, a flipped verdict is a tie; random: one seeded order."
     )
     seed: int = 0
+    allow_ties: bool = Field(True, description="false: the judge must pick one; a 'tie' reply is FAILED.")
+    candidate_names: tuple[str, str] = Field(
+        ("A", "B"), description="What the prompt calls the two candidates, first-shown first."
+    )
+
+    @field_validator("candidate_names")
+    @classmethod
+    def _distinct_names(cls, names: tuple[str, str]) -> tuple[str, str]:
+        if names[0].strip().lower() == names[1].strip().lower() or not all(n.strip() for n in names):
+            raise ValueError(f"candidate_names must be two different non-empty names, got {list(names)}")
+        if any(n.strip().lower() in TIE_WORDS for n in names):
+            raise ValueError(f"candidate_names may not be a tie word ({sorted(TIE_WORDS)})")
+        return names
+
+
+TIE_WORDS = frozenset({"tie", "draw", "equal", "c"})
+
+
+class NWiseOptions(_Strict):
+    group_by: str = Field("metadata.item_id", description="Traces of one day sharing this value are ranked together.")
+    permutations: int = Field(
+        2, ge=1, le=MAX_CANDIDATES, description="Presentation orders per group: as found, reversed, then seeded shuffles."
+    )
+    seed: int = 0
+    min_candidates: int = Field(2, ge=2, le=MAX_CANDIDATES)
+
+
+class RubricLevel(_Strict):
+    score: float | None = None
+    range: tuple[float, float] | None = None
+    description: str
+
+    @model_validator(mode="after")
+    def _one_of(self) -> RubricLevel:
+        if (self.score is None) == (self.range is None):
+            raise ValueError("a rubric level has either `score` or `range: [low, high]`")
+        if self.range is not None and self.range[0] > self.range[1]:
+            raise ValueError(f"rubric range {list(self.range)} is reversed")
+        return self
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return self.range if self.range is not None else (self.score, self.score)
+
+
+class Rubric(_Strict):
+    """Either scored levels (single scores or ranges) or G-Eval style criteria with evaluation steps."""
+
+    levels: list[RubricLevel] = Field(default_factory=list)
+    criteria: str | None = None
+    steps: list[str] = Field(default_factory=list, description="G-Eval evaluation steps, followed in order.")
+    chain_of_thought: bool = Field(False, description="Ask for step-by-step reasoning before the verdict.")
+
+    @model_validator(mode="after")
+    def _something(self) -> Rubric:
+        if not self.levels and not self.criteria:
+            raise ValueError("a rubric needs `levels` or `criteria`")
+        spans = sorted(level.bounds for level in self.levels)
+        for (lo1, hi1), (lo2, hi2) in itertools.pairwise(spans):
+            if lo2 <= hi1:
+                raise ValueError(f"rubric levels overlap: {lo1}..{hi1} and {lo2}..{hi2}")
+        return self
+
+
+class ReferenceOptions(_Strict):
+    source: Literal["trace", "dataset"] = Field(
+        "trace", description="trace: the trace's expected_output; dataset: a test case's expected_output."
+    )
+    dataset: str | None = None
+    version: int | None = Field(None, description="Dataset version; the newest materialized one when omitted.")
+    match_on: str = Field("metadata.case_id", description="The trace field (or metadata.<key>) holding the case_id.")
+
+    @model_validator(mode="after")
+    def _dataset_named(self) -> ReferenceOptions:
+        if self.source == "dataset" and not self.dataset:
+            raise ValueError("reference.source 'dataset' needs reference.dataset (the dataset name)")
+        if self.source == "trace" and (self.dataset or self.version):
+            raise ValueError("reference.dataset/version only apply to source 'dataset'")
+        return self
+
+
+class FewShotExample(_Strict):
+    """A worked example shown to the judge: the content it would see and the reply it should give."""
+
+    input: str | None = None
+    output: str | None = None
+    output_a: str | None = None
+    output_b: str | None = None
+    expected: str | None = None
+    verdict: dict[str, Any]
+
+
+class ModelSpec(_Strict):
+    model: str = Field(description="Any litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku.")
+    api_base: str | None = None
+    api_key_env: str | None = None
+    local_judge: str | None = None
+    input_cost_per_million: float | None = Field(None, ge=0)
+    output_cost_per_million: float | None = Field(None, ge=0)
+
+    def prices(self) -> pricing.Prices | None:
+        """USD per million input/output tokens: the override, else litellm's bundled price map."""
+        if self.input_cost_per_million is not None and self.output_cost_per_million is not None:
+            return pricing.Prices(self.input_cost_per_million, self.output_cost_per_million)
+        return pricing.lookup(self.model, self.api_base)
 
 
 class EvaluatorConfig(_Strict):
@@ -64,7 +176,13 @@ class EvaluatorConfig(_Strict):
     enabled: bool = True
     mode: Mode
     prompt: str
-    model: str = Field(description="Any litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku.")
+    model: str | None = Field(None, description="One judge model (litellm string); or give `models`.")
+    models: list[ModelSpec] | None = Field(None, description="Several judges; their verdicts are combined by `consensus`.")
+    consensus: Consensus | None = None
+    min_agreement_threshold: float | None = Field(
+        None, ge=0, le=1, description="Below this agreement among members, the consensus row is FAILED (low_agreement)."
+    )
+    flag_on_disagreement: bool = Field(False, description="Flag consensus rows whose members did not all agree.")
     api_base: str | None = None
     api_key_env: str | None = Field(
         None, description="Name of the environment variable holding the provider key; unset means no key needed."
@@ -80,8 +198,17 @@ class EvaluatorConfig(_Strict):
     max_retries: int = Field(4, ge=0, le=20)
     samples: int = 1
     score_scale: ScoreScale | None = None
+    rubric: Rubric | None = None
     labels: dict[str, float] | None = None
+    expect: bool = Field(True, description="assertion: the answer that passes; false flips the polarity.")
+    strict: bool = Field(False, description="Accept only a JSON reply with exactly typed fields; no lenient shapes.")
     pairwise: PairwiseOptions | None = None
+    n_wise: NWiseOptions | None = None
+    reference: ReferenceOptions | None = None
+    few_shot: list[FewShotExample] = Field(default_factory=list)
+    output_schema: dict[str, Any] | None = Field(None, description="JSON Schema every reply must satisfy.")
+    request_confidence: bool = Field(False, description="Ask the judge for a confidence in 0..1 with each verdict.")
+    min_confidence: float = Field(0.5, ge=0, le=1, description="Reported confidence below this flags the row.")
     trigger: Trigger = "all"
     sample_rate: float | None = Field(None, gt=0.0, le=1.0)
     span: str | None = Field(None, description="Judge this named span of an OTLP trace instead of the whole trace.")
@@ -103,45 +230,128 @@ class EvaluatorConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> EvaluatorConfig:
-        if self.mode == "score" and self.score_scale is None:
-            object.__setattr__(self, "score_scale", ScoreScale())
-        if self.mode != "score" and self.score_scale is not None:
-            raise ValueError(f"score_scale only applies to mode 'score', not '{self.mode}'")
-        if self.mode == "categorical":
-            if not self.labels:
-                raise ValueError("mode 'categorical' needs `labels`: a mapping label -> score in 0..1")
-            bad = {k: v for k, v in self.labels.items() if not 0.0 <= v <= 1.0}
-            if bad:
-                raise ValueError(f"labels map to scores in 0..1; out of range: {bad}")
-        elif self.labels is not None:
-            raise ValueError(f"labels only apply to mode 'categorical', not '{self.mode}'")
-        if self.mode == "pairwise" and self.pairwise is None:
-            object.__setattr__(self, "pairwise", PairwiseOptions())
-        if self.mode != "pairwise" and self.pairwise is not None:
-            raise ValueError(f"pairwise options only apply to mode 'pairwise', not '{self.mode}'")
+        self._check_models()
+        self._check_mode_options()
         if self.trigger == "sampled" and self.sample_rate is None:
             raise ValueError("trigger 'sampled' needs sample_rate (a fraction in (0, 1])")
         if self.trigger != "sampled" and self.sample_rate is not None:
             raise ValueError(f"sample_rate only applies to trigger 'sampled', not '{self.trigger}'")
         try:
-            parse_template(self.prompt, allowed=template_variables(self.mode))
+            tree = parse_template(self.prompt, allowed=template_variables(self.mode))
         except TemplateError as exc:
             raise ValueError(f"prompt: {exc}") from exc
-        if (self.input_cost_per_million is None) != (self.output_cost_per_million is None):
-            raise ValueError("set both input_cost_per_million and output_cost_per_million, or neither")
-        has_budget = self.max_daily_cost_usd is not None or self.max_monthly_cost_usd is not None
-        if has_budget and self.prices() is None:
-            raise ValueError(
-                f"model '{self.model}' has no known price in litellm's price map, so a budget cannot be enforced; "
-                "set input_cost_per_million and output_cost_per_million"
-            )
+        if self.mode == "reference" and "expected" not in template_names(tree):
+            raise ValueError("mode 'reference' needs {{expected}} in the prompt: the gold answer the judge compares with")
+        if self.mode == "n_wise" and "candidates" not in template_names(tree):
+            raise ValueError("mode 'n_wise' needs {{candidates}} in the prompt: where the candidates are listed")
+        if self.output_schema is not None:
+            try:
+                jsonschema.Draft202012Validator.check_schema(self.output_schema)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"output_schema is not a valid JSON Schema: {exc.message}") from None
+        self._check_few_shot()
         return self
 
-    def prices(self) -> pricing.Prices | None:
-        """USD per million input/output tokens: the override, else litellm's bundled price map."""
-        if self.input_cost_per_million is not None and self.output_cost_per_million is not None:
-            return pricing.Prices(self.input_cost_per_million, self.output_cost_per_million)
-        return pricing.lookup(self.model, self.api_base)
+    def _check_models(self) -> None:
+        if (self.model is None) == (self.models is None):
+            raise ValueError("give exactly one of `model` (one judge) or `models` (a list of judges)")
+        if self.models is not None and not self.models:
+            raise ValueError("`models` is empty")
+        if (self.input_cost_per_million is None) != (self.output_cost_per_million is None):
+            raise ValueError("set both input_cost_per_million and output_cost_per_million, or neither")
+        members = len(self.judge_models()) * self.samples
+        if self.consensus is None:
+            object.__setattr__(self, "consensus", default_consensus(self.mode))
+        if self.mode in LABEL_MODES and self.consensus in {"mean", "median"}:
+            raise ValueError(
+                f"consensus '{self.consensus}' averages numbers; mode '{self.mode}' gives labels: "
+                "use majority_vote or unanimous"
+            )
+        if self.mode == "n_wise" and self.consensus in {"majority_vote", "unanimous"}:
+            raise ValueError("mode 'n_wise' combines ranks: use consensus mean or median")
+        if members < 2 and (self.min_agreement_threshold is not None or self.flag_on_disagreement):
+            raise ValueError("min_agreement_threshold / flag_on_disagreement need several models or samples")
+        has_budget = self.max_daily_cost_usd is not None or self.max_monthly_cost_usd is not None
+        for spec in self.judge_models():
+            if has_budget and spec.prices() is None:
+                raise ValueError(
+                    f"model '{spec.model}' has no known price in litellm's price map, so a budget cannot be "
+                    "enforced; set input_cost_per_million and output_cost_per_million"
+                )
+
+    def _check_mode_options(self) -> None:
+        mode = self.mode
+        if mode in SCALED_MODES and self.score_scale is None:
+            object.__setattr__(self, "score_scale", ScoreScale())
+        _only_for(self.score_scale, "score_scale", mode, SCALED_MODES)
+        _only_for(self.rubric, "rubric", mode, SCALED_MODES)
+        if self.rubric is not None:
+            scale = self.score_scale
+            for level in self.rubric.levels:
+                low, high = level.bounds
+                if low < scale.min or high > scale.max:
+                    raise ValueError(f"rubric level {low}..{high} lies outside score_scale {scale.min}..{scale.max}")
+        if mode == "categorical":
+            if not self.labels:
+                raise ValueError("mode 'categorical' needs `labels`: a mapping label -> score in 0..1")
+            bad = {k: v for k, v in self.labels.items() if not 0.0 <= v <= 1.0}
+            if bad:
+                raise ValueError(f"labels map to scores in 0..1; out of range: {bad}")
+        _only_for(self.labels, "labels", mode, {"categorical"})
+        if mode == "pairwise" and self.pairwise is None:
+            object.__setattr__(self, "pairwise", PairwiseOptions())
+        _only_for(self.pairwise, "pairwise", mode, {"pairwise"})
+        if mode == "n_wise" and self.n_wise is None:
+            object.__setattr__(self, "n_wise", NWiseOptions())
+        _only_for(self.n_wise, "n_wise", mode, {"n_wise"})
+        if mode == "reference" and self.reference is None:
+            object.__setattr__(self, "reference", ReferenceOptions())
+        _only_for(self.reference, "reference", mode, {"reference"})
+        if mode != "assertion" and not self.expect:
+            raise ValueError("expect only applies to mode 'assertion'")
+
+    def _check_few_shot(self) -> None:
+        from eval_platform.judging.prompts import reply_schema  # prompts builds on this module
+
+        if self.few_shot and self.mode == "n_wise":
+            raise ValueError("few_shot is not supported for mode 'n_wise'")
+        validators = [jsonschema.Draft202012Validator(reply_schema(self))]
+        if self.output_schema is not None:
+            validators.append(jsonschema.Draft202012Validator(self.output_schema))
+        pair = self.mode == "pairwise"
+        for i, example in enumerate(self.few_shot):
+            shown = {"output_a": example.output_a, "output_b": example.output_b} if pair else {"output": example.output}
+            if not all(value is not None for value in shown.values()):
+                raise ValueError(f"few_shot[{i}] needs {' and '.join(shown)} for mode '{self.mode}'")
+            for validator in validators:
+                error = jsonschema.exceptions.best_match(validator.iter_errors(example.verdict))
+                if error is not None:
+                    raise ValueError(f"few_shot[{i}].verdict does not match the reply schema: {error.message}")
+
+    def judge_models(self) -> list[ModelSpec]:
+        """The judges, with evaluator-level api_base / key / local judge / prices filled in."""
+        specs = self.models if self.models is not None else [ModelSpec(model=self.model)]
+        inherited = {
+            "api_base": self.api_base,
+            "api_key_env": self.api_key_env,
+            "local_judge": self.local_judge,
+            "input_cost_per_million": self.input_cost_per_million,
+            "output_cost_per_million": self.output_cost_per_million,
+        }
+        filled = []
+        for spec in specs:
+            updates = {k: v for k, v in inherited.items() if getattr(spec, k) is None}
+            filled.append(spec.model_copy(update=updates))
+        return filled
+
+    @property
+    def members(self) -> int:
+        """How many verdicts each trace (pair, group) gets: models x samples."""
+        return len(self.judge_models()) * self.samples
+
+    @property
+    def model_label(self) -> str:
+        return ",".join(spec.model for spec in self.judge_models())
 
     @property
     def config_hash(self) -> str:
@@ -150,10 +360,21 @@ class EvaluatorConfig(_Strict):
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def default_consensus(mode: str) -> Consensus:
+    return "majority_vote" if mode in LABEL_MODES else "mean"
+
+
+def _only_for(value: Any, field: str, mode: str, modes: set[str] | frozenset[str]) -> None:
+    if value is not None and mode not in modes:
+        raise ValueError(f"`{field}` only applies to mode {' / '.join(sorted(modes))}, not '{mode}'")
+
+
 def template_variables(mode: str) -> set[str]:
     base = {"input", "output", "context", "expected", "metadata"}
     if mode == "pairwise":
         return (base - {"output"}) | {"output_a", "output_b"}
+    if mode == "n_wise":
+        return (base - {"output"}) | {"candidates"}
     return base
 
 

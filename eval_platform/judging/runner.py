@@ -1,8 +1,10 @@
 """Judge one day of traces with one evaluator: selection, calls, cache, budget, and one status per row.
 
-Framework-free: the `judge_scores` asset calls `judge_day` and writes what it returns. Every trace of the
-day gets exactly one row per model sample with status COMPLETED, FAILED (reason and raw reply kept, never
-a score) or SKIPPED (reason), so counts are conserved and visible.
+Framework-free: the `judge_scores` asset calls `judge_day` and writes what it returns. A unit is a trace
+(score, binary, assertion, categorical, reference), a pair (pairwise) or a group (n_wise). Every unit gets
+one row per slot (trace, pair or candidate) and member (model x sample) with status COMPLETED, FAILED
+(reason and raw reply kept, never a score) or SKIPPED (reason). With several members a `consensus` row
+per slot combines them (see `consensus`); `role <> 'member'` selects the one final row per slot.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import hashlib
 import itertools
 import json
+import math
 import os
 import random
 from collections import Counter
@@ -25,13 +28,12 @@ from eval_platform.judging import pricing
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.cache import JudgeCache, cache_key
 from eval_platform.judging.client import CallOutcome, JudgeClient, JudgeRequest
-from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.config import MAX_CANDIDATES, EvaluatorConfig, ModelSpec
+from eval_platform.judging.consensus import COMPLETED, FAILED, PAIRWISE_SCORE, SKIPPED, consensus_row
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
-from eval_platform.judging.prompts import build_messages, trace_values
+from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
 
-COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
-_PAIRWISE_SCORE = {"A": 1.0, "B": 0.0, "tie": 0.5}
 
 
 @dataclass(frozen=True)
@@ -54,23 +56,23 @@ class JudgeRuntime:
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
 
 
-def resolve_endpoint(config: EvaluatorConfig, runtime: JudgeRuntime) -> Endpoint | None:
-    """The endpoint to call, or None when the evaluator's key is missing and no local judge is configured."""
-    key = runtime.env.get(config.api_key_env) if config.api_key_env else None
-    if config.api_key_env and not key:
+def resolve_endpoint(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
+    """The endpoint to call, or None when the judge's key is missing and no local judge is configured."""
+    key = runtime.env.get(spec.api_key_env) if spec.api_key_env else None
+    if spec.api_key_env and not key:
         if not runtime.local_judge_url:
             return None
         return Endpoint(
-            model=f"openai/{config.local_judge}",
-            label=f"local/{config.local_judge}",
+            model=f"openai/{spec.local_judge}",
+            label=f"local/{spec.local_judge}",
             api_base=runtime.local_judge_url,
             api_key="local",
             prices=pricing.FREE,
         )
     # OpenAI-compatible servers that need no key (vLLM, llama.cpp, the local judge) still get a placeholder,
     # because the OpenAI client refuses to send a request without one.
-    api_key = key or ("no-key" if config.api_base else None)
-    return Endpoint(config.model, config.model, config.api_base, api_key, config.prices())
+    api_key = key or ("no-key" if spec.api_base else None)
+    return Endpoint(spec.model, spec.model, spec.api_base, api_key, spec.prices())
 
 
 def unit_hash(*parts: str) -> float:
@@ -110,16 +112,16 @@ class _Judge:
         prices = self.endpoint.prices
         return prices.cost(outcome.prompt_tokens, outcome.completion_tokens) if prices else None
 
-    def _parse_cached(self, cached: dict | None) -> Verdict | None:
+    def _parse_cached(self, cached: dict | None, n_candidates: int | None) -> Verdict | None:
         # An entry written before a parser change may no longer parse: then the call is made again.
         if cached is None:
             return None
         try:
-            return parse_reply(self.config, cached.get("content") or "")
+            return parse_reply(self.config, cached.get("content") or "", n_candidates)
         except ParseFailure:
             return None
 
-    async def call(self, messages: list[dict[str, str]], sample: int) -> _CallResult:
+    async def call(self, messages: list[dict[str, str]], sample: int, n_candidates: int | None = None) -> _CallResult:
         config, endpoint = self.config, self.endpoint
         request = JudgeRequest(
             model=endpoint.model,
@@ -133,7 +135,7 @@ class _Judge:
         )
         key = cache_key(request, sample)
         cached = self.runtime.cache.get(key)
-        verdict = self._parse_cached(cached)
+        verdict = self._parse_cached(cached, n_candidates)
         if verdict is not None:
             return _CallResult(
                 verdict=verdict,
@@ -172,7 +174,7 @@ class _Judge:
             result.raw = outcome.error_detail
             return result
         try:
-            result.verdict = parse_reply(config, outcome.content or "")
+            result.verdict = parse_reply(config, outcome.content or "", n_candidates)
         except ParseFailure as failure:
             code = "truncated" if outcome.finish_reason == "length" else failure.reason
             result.status, result.reason = FAILED, f"{code}: {failure.detail}"
@@ -190,21 +192,21 @@ class _Judge:
         return result
 
 
-def _pair_value(trace: dict[str, Any], pair_by: str) -> str | None:
-    if pair_by.startswith("metadata."):
+def _key_value(trace: dict[str, Any], key: str) -> str | None:
+    """A trace column, or `metadata.<key>` from its metadata object, as text."""
+    if key.startswith("metadata."):
         metadata = json.loads(trace.get("metadata") or "{}")
-        value = metadata.get(pair_by.removeprefix("metadata."))
+        value = metadata.get(key.removeprefix("metadata."))
     else:
-        value = trace.get(pair_by)
+        value = trace.get(key)
     return None if value is None else str(value)
 
 
-def _base_row(config: EvaluatorConfig, day: str, trace: dict[str, Any], model: str, judged_at: datetime) -> dict:
+def _base_row(config: EvaluatorConfig, day: str, trace: dict[str, Any], judged_at: datetime) -> dict:
     return {
         "evaluator": config.name,
         "date": day,
         "trace_id": trace["trace_id"],
-        "model": model,
         "sample": 0,
         "config_hash": config.config_hash,
         "experiment_id": trace.get("experiment_id"),
@@ -220,7 +222,12 @@ def _base_row(config: EvaluatorConfig, day: str, trace: dict[str, Any], model: s
     }
 
 
-def _fill_from_call(row: dict, result: _CallResult) -> dict:
+def add_flag(row: dict, flag: str) -> None:
+    flags = set(filter(None, (row.get("flags") or "").split(",")))
+    row["flags"] = ",".join(sorted(flags | {flag}))
+
+
+def _fill_from_call(config: EvaluatorConfig, row: dict, result: _CallResult) -> dict:
     row.update(
         status=result.status,
         reason=result.reason,
@@ -236,7 +243,16 @@ def _fill_from_call(row: dict, result: _CallResult) -> dict:
     )
     if result.status == COMPLETED and result.verdict is not None:
         v = result.verdict
-        row.update(score=v.score, raw_score=v.raw_score, label=v.label, passed=v.passed, reasoning=v.reasoning)
+        row.update(
+            score=v.score,
+            raw_score=v.raw_score,
+            label=v.label,
+            passed=v.passed,
+            reasoning=v.reasoning,
+            confidence=v.confidence,
+        )
+        if v.confidence is not None and v.confidence < config.min_confidence:
+            add_flag(row, "low_confidence")
     return row
 
 
@@ -246,6 +262,23 @@ class DayResult:
     summary: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class _Member:
+    label: str  # what rows show in `model`
+    judge: _Judge | None  # None: the model's key is missing and no local judge is configured
+    sample: int
+
+
+@dataclass
+class _Unit:
+    """What one member judges at once: a trace, a pair or a group; one output row per slot."""
+
+    unit_id: str  # what trigger sampling hashes
+    slots: list[dict]  # base rows, one per output row
+    judge: Any = None  # async (judge, sample) -> list[dict], one row per slot
+    skip: str | None = None  # skipped whatever the member: no pair, span missing, no reference...
+
+
 def judge_day(
     config: EvaluatorConfig,
     day: str,
@@ -253,132 +286,187 @@ def judge_day(
     runtime: JudgeRuntime,
     manual_trace_ids: set[str] | None = None,
 ) -> DayResult:
-    """Judge every selected trace (or pair) of `day`; every trace ends with exactly one status per sample."""
+    """Judge every selected trace (pair, group) of `day`; every slot ends with exactly one status per member."""
     return asyncio.run(_judge_day(config, day, traces, runtime, manual_trace_ids or set()))
 
 
 async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResult:
     judged_at = datetime.now(UTC)
     records = traces.to_dicts()
-    endpoint = resolve_endpoint(config, runtime)
-    model_label = endpoint.label if endpoint else config.model
+    members = []
+    for spec in config.judge_models():
+        endpoint = resolve_endpoint(spec, runtime)
+        judge = _Judge(config, endpoint, runtime) if endpoint else None
+        members.extend(_Member(endpoint.label if endpoint else spec.model, judge, s) for s in range(config.samples))
+    several = len(members) > 1
+    final_label = f"consensus:{config.consensus}" if several else members[0].label
+    final_role = "consensus" if several else "verdict"
 
-    def skip_reason(item_id: str) -> str | None:
+    def skip_reason(unit_id: str) -> str | None:
         if not config.enabled:
             return "disabled"
-        if config.trigger == "sampled" and unit_hash(config.name, item_id) >= config.sample_rate:
+        if config.trigger == "sampled" and unit_hash(config.name, unit_id) >= config.sample_rate:
             return "not_sampled"
-        if config.trigger == "manual" and item_id not in manual_trace_ids:
+        if config.trigger == "manual" and unit_id not in manual_trace_ids:
             return "not_selected"
-        if endpoint is None:
+        if all(member.judge is None for member in members):
             return "no_credentials"
         return None
 
-    if config.mode == "pairwise":
-        tasks = _pairwise_tasks(config, day, records, endpoint, runtime, model_label, judged_at, skip_reason)
-    else:
-        tasks = _single_tasks(config, day, records, endpoint, runtime, model_label, judged_at, skip_reason)
-    rows = [row for group in await asyncio.gather(*tasks) for row in group]
+    async def member_rows(unit: _Unit, member: _Member) -> list[dict]:
+        if member.judge is None:
+            rows = [{**slot, "status": SKIPPED, "reason": "no_credentials"} for slot in unit.slots]
+        else:
+            rows = await unit.judge(member.judge, member.sample)
+        for row in rows:
+            row.update(model=member.label, sample=member.sample, role="member" if several else "verdict")
+        return rows
+
+    async def run(unit: _Unit) -> list[dict]:
+        reason = unit.skip or skip_reason(unit.unit_id)
+        if reason:
+            return [
+                {**slot, "model": final_label, "role": final_role, "status": SKIPPED, "reason": reason}
+                for slot in unit.slots
+            ]
+        per_member = await asyncio.gather(*(member_rows(unit, m) for m in members))
+        rows = [row for group in per_member for row in group]
+        if several:
+            for i, slot in enumerate(unit.slots):
+                votes = [group[i] for group in per_member]
+                rows.append(consensus_row(config, {**slot, "model": final_label, "role": "consensus", "sample": None}, votes))
+        return rows
+
+    planners = {"pairwise": _pair_units, "n_wise": _group_units}
+    units = planners.get(config.mode, _single_units)(config, day, records, judged_at)
+    rows = [row for group in await asyncio.gather(*(run(u) for u in units)) for row in group]
+    for row in rows:
+        row["is_final"] = row["role"] != "member"
     frame = conform(pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA)
     return DayResult(frame, summarize(frame, len(records)))
 
 
-def _skipped(row: dict, reason: str) -> list[dict]:
-    row.update(status=SKIPPED, reason=reason)
-    return [row]
-
-
-def _single_tasks(config, day, records, endpoint, runtime, model_label, judged_at, skip_reason):
-    judge = _Judge(config, endpoint, runtime) if endpoint else None
-
-    async def one(trace: dict) -> list[dict]:
-        reason = skip_reason(trace["trace_id"])
-        if reason:
-            return _skipped(_base_row(config, day, trace, model_label, judged_at), reason)
+def _single_units(config, day, records, judged_at) -> list[_Unit]:
+    units = []
+    for trace in records:
+        unit = _Unit(trace["trace_id"], [_base_row(config, day, trace, judged_at)])
         try:
-            messages = build_messages(config, trace_values(trace, config.span))
+            values = trace_values(trace, config.span)
         except LookupError as exc:
-            return _skipped(_base_row(config, day, trace, model_label, judged_at), f"span_not_found: {exc}")
-        rows = []
-        for sample in range(config.samples):
-            row = _base_row(config, day, trace, model_label, judged_at)
-            row["sample"] = sample
-            rows.append(_fill_from_call(row, await judge.call(messages, sample)))
-        return rows
+            unit.skip = f"span_not_found: {exc}"
+            units.append(unit)
+            continue
+        if config.mode == "reference" and not values["expected"]:
+            unit.skip = "no_reference: the trace has no expected_output (nor a matching dataset case)"
+        messages = build_messages(config, values)
 
-    return [one(trace) for trace in records]
+        async def one(judge: _Judge, sample: int, slot=unit.slots[0], messages=messages) -> list[dict]:
+            return [_fill_from_call(config, dict(slot), await judge.call(messages, sample))]
+
+        unit.judge = one
+        units.append(unit)
+    return units
 
 
-def _pairwise_tasks(config, day, records, endpoint, runtime, model_label, judged_at, skip_reason):
-    options = config.pairwise
-    judge = _Judge(config, endpoint, runtime) if endpoint else None
+def _grouped(records, key: str, day: str):
+    """Traces of the day by their `key` value (sorted by variant, trace_id), and the traces without one."""
     groups: dict[str, list[dict]] = {}
     lone: list[tuple[dict, str]] = []
     for trace in records:
-        value = _pair_value(trace, options.pair_by)
+        value = _key_value(trace, key)
         if value is None:
-            lone.append((trace, f"no_pair_key: {options.pair_by} is missing"))
+            lone.append((trace, f"no_group_key: {key} is missing"))
         else:
             groups.setdefault(value, []).append(trace)
-    pairs = []
-    for value, members in sorted(groups.items()):
+    for members in groups.values():
         members.sort(key=lambda t: (t.get("variant") or "", t["trace_id"]))
-        if len(members) < 2:
-            lone.append((members[0], f"no_pair: no other trace of {day} shares {options.pair_by}={value}"))
-        pairs.extend((value, a, b) for a, b in itertools.combinations(members, 2))
-
-    async def lone_row(trace: dict, reason: str) -> list[dict]:
-        return _skipped(_base_row(config, day, trace, model_label, judged_at), reason)
-
-    async def pair(value: str, a: dict, b: dict) -> list[dict]:
-        pair_id = f"{value}|{a['trace_id']}|{b['trace_id']}"
-        reason = skip_reason(pair_id)
-        rows = []
-        for sample in range(config.samples if not reason else 1):
-            row = _base_row(config, day, a, model_label, judged_at)
-            row.update(trace_id_b=b["trace_id"], pair_key=value, sample=sample)
-            if reason:
-                return _skipped(row, reason)
-            rows.append(await _judge_pair(judge, config, row, a, b, sample, pair_id))
-        return rows
-
-    return [lone_row(t, r) for t, r in lone] + [pair(v, a, b) for v, a, b in pairs]
+    return dict(sorted(groups.items())), lone
 
 
-async def _judge_pair(judge: _Judge, config, row: dict, a: dict, b: dict, sample: int, pair_id: str) -> dict:
+def _pair_units(config, day, records, judged_at) -> list[_Unit]:
     options = config.pairwise
-    try:
-        va, vb = trace_values(a, config.span), trace_values(b, config.span)
-    except LookupError as exc:
-        return _skipped(row, f"span_not_found: {exc}")[0]
-    orders = ["AB", "BA"]
-    if options.orders == "random":
-        orders = [random.Random(f"{options.seed}|{pair_id}|{sample}").choice(orders)]
+    groups, lone = _grouped(records, options.pair_by, day)
+    units = [_Unit(t["trace_id"], [_base_row(config, day, t, judged_at)], skip=r) for t, r in lone]
+    for value, members in groups.items():
+        if len(members) < 2:
+            reason = f"no_pair: no other trace of {day} shares {options.pair_by}={value}"
+            units.append(_Unit(members[0]["trace_id"], [_base_row(config, day, members[0], judged_at)], skip=reason))
+        for a, b in itertools.combinations(members, 2):
+            pair_id = f"{value}|{a['trace_id']}|{b['trace_id']}"
+            slot = {**_base_row(config, day, a, judged_at), "trace_id_b": b["trace_id"], "pair_key": value}
+            unit = _Unit(pair_id, [slot])
+            try:
+                va, vb = trace_values(a, config.span), trace_values(b, config.span)
+            except LookupError as exc:
+                unit.skip = f"span_not_found: {exc}"
+                units.append(unit)
+                continue
 
+            async def one(judge, sample, slot=slot, a=a, b=b, va=va, vb=vb, pair_id=pair_id) -> list[dict]:
+                return [await _judge_pair(judge, config, dict(slot), a, b, va, vb, sample, pair_id)]
+
+            unit.judge = one
+            units.append(unit)
+    return units
+
+
+def presentation_orders(config: EvaluatorConfig, pair_id: str, sample: int) -> list[str]:
+    """AB, BA or both: the orders a pair is shown in."""
+    if config.pairwise.orders == "random":
+        return [random.Random(f"{config.pairwise.seed}|{pair_id}|{sample}").choice(["AB", "BA"])]
+    return ["AB", "BA"]
+
+
+def combine_orders(verdict_ab: str | None, verdict_ba: str | None) -> tuple[str, bool | None]:
+    """The pair's winner from its verdicts per order (both in A/B terms), and whether they agree.
+
+    A verdict that flips with the presentation order is a tie (FastChat's both-order rule); with one order
+    judged, that verdict stands and consistency is unknown (None).
+    """
+    verdicts = [v for v in (verdict_ab, verdict_ba) if v is not None]
+    if len(verdicts) < 2:
+        return verdicts[0], None
+    consistent = verdicts[0] == verdicts[1]
+    return (verdicts[0] if consistent else "tie"), consistent
+
+
+def unswap(winner: str) -> str:
+    """A verdict given with B shown first, in A/B terms."""
+    return {"A": "B", "B": "A"}.get(winner, winner)
+
+
+def _merge_calls(results: list[_CallResult]) -> _CallResult:
+    """Tokens, spend and calls of several calls made for one row."""
+    combined = _CallResult(cost_usd=0.0)
+    for result in results:
+        combined.prompt_tokens += result.prompt_tokens
+        combined.completion_tokens += result.completion_tokens
+        unknown = result.cost_usd is None or combined.cost_usd is None
+        combined.cost_usd = None if unknown else combined.cost_usd + result.cost_usd
+        combined.cached_cost_usd += result.cached_cost_usd
+        combined.latency_ms = max(combined.latency_ms, result.latency_ms)
+        combined.calls += result.calls
+        combined.provider_model = combined.provider_model or result.provider_model
+    combined.cache_hit = all(r.cache_hit for r in results)
+    return combined
+
+
+async def _judge_pair(judge: _Judge, config, row: dict, a: dict, b: dict, va, vb, sample: int, pair_id: str) -> dict:
     async def judge_order(order: str) -> tuple[str, _CallResult]:
         first, second = (va, vb) if order == "AB" else (vb, va)
         values = {**first, "output_a": first["output"], "output_b": second["output"]}
         return order, await judge.call(build_messages(config, values), sample)
 
+    orders = presentation_orders(config, pair_id, sample)
     results = dict(await asyncio.gather(*(judge_order(o) for o in orders)))
-    combined = _CallResult(cost_usd=0.0)
-    for result in results.values():
-        combined.prompt_tokens += result.prompt_tokens
-        combined.completion_tokens += result.completion_tokens
-        combined.cost_usd = None if result.cost_usd is None or combined.cost_usd is None else combined.cost_usd + result.cost_usd
-        combined.cached_cost_usd += result.cached_cost_usd
-        combined.latency_ms = max(combined.latency_ms, result.latency_ms)
-        combined.calls += result.calls
-        combined.provider_model = combined.provider_model or result.provider_model
-    combined.cache_hit = all(r.cache_hit for r in results.values())
+    combined = _merge_calls(list(results.values()))
     combined.raw = "\n---\n".join(f"[{o}] {r.raw}" for o, r in results.items() if r.raw is not None) or None
 
     def mapped(order: str) -> str | None:
         result = results.get(order)
         if result is None or result.status != COMPLETED:
             return None
-        winner = result.verdict.winner
-        return {"A": "B", "B": "A"}.get(winner, winner) if order == "BA" else winner
+        return unswap(result.verdict.winner) if order == "BA" else result.verdict.winner
 
     row.update(verdict_ab=mapped("AB"), verdict_ba=mapped("BA"))
     bad = [(o, r) for o, r in results.items() if r.status != COMPLETED]
@@ -386,21 +474,140 @@ async def _judge_pair(judge: _Judge, config, row: dict, a: dict, b: dict, sample
         order, worst = bad[0]
         combined.status = worst.status
         combined.reason = f"{worst.reason} (order {order})"
-        return _fill_from_call(row, combined)
-    verdicts = [v for v in (row["verdict_ab"], row["verdict_ba"]) if v is not None]
-    winner = verdicts[0] if len(set(verdicts)) == 1 else "tie"
-    reasons = [r.verdict.reasoning for r in results.values() if r.verdict and r.verdict.reasoning]
-    combined.verdict = Verdict(_PAIRWISE_SCORE[winner], None, winner, None, winner, "\n---\n".join(reasons) or None)
-    row = _fill_from_call(row, combined)
-    if len(set(verdicts)) > 1:
-        row["reason"] = "inconsistent_order: the verdict flipped with the presentation order, counted as a tie"
-    winner_trace = {"A": a, "B": b}.get(winner)
-    row.update(
-        winner=winner,
-        winner_trace_id=winner_trace["trace_id"] if winner_trace else None,
-        winner_variant=winner_trace.get("variant") if winner_trace else None,
+        return _fill_from_call(config, row, combined)
+    winner, consistent = combine_orders(row["verdict_ab"], row["verdict_ba"])
+    verdicts = [r.verdict for r in results.values()]
+    reasons = [v.reasoning for v in verdicts if v.reasoning]
+    confidences = [v.confidence for v in verdicts if v.confidence is not None]
+    combined.verdict = Verdict(
+        PAIRWISE_SCORE[winner],
+        None,
+        winner,
+        None,
+        winner,
+        "\n---\n".join(reasons) or None,
+        confidence=min(confidences) if confidences else None,
     )
+    row = _fill_from_call(config, row, combined)
+    row["position_consistent"] = consistent
+    if consistent is False:
+        row["reason"] = "inconsistent_order: the verdict flipped with the presentation order, counted as a tie"
+        add_flag(row, "inconsistent_order")
+    row.update(_winner_columns(winner, a, b))
     return row
+
+
+def _winner_columns(winner: str | None, a: dict, b: dict) -> dict:
+    winner_trace = {"A": a, "B": b}.get(winner)
+    return {
+        "winner": winner,
+        "winner_trace_id": winner_trace["trace_id"] if winner_trace else None,
+        "winner_variant": winner_trace.get("variant") if winner_trace else None,
+    }
+
+
+def _group_units(config, day, records, judged_at) -> list[_Unit]:
+    options = config.n_wise
+    groups, lone = _grouped(records, options.group_by, day)
+    units = [_Unit(t["trace_id"], [_base_row(config, day, t, judged_at)], skip=r) for t, r in lone]
+    for value, members in groups.items():
+        slots = [{**_base_row(config, day, t, judged_at), "pair_key": value} for t in members]
+        unit = _Unit(f"{value}|" + "|".join(t["trace_id"] for t in members), slots)
+        if not options.min_candidates <= len(members) <= MAX_CANDIDATES:
+            unit.skip = (
+                f"group_size: {len(members)} traces share {options.group_by}={value}; "
+                f"n_wise ranks {options.min_candidates}..{MAX_CANDIDATES}"
+            )
+            units.append(unit)
+            continue
+        try:
+            values = [trace_values(t, config.span) for t in members]
+        except LookupError as exc:
+            unit.skip = f"span_not_found: {exc}"
+            units.append(unit)
+            continue
+
+        async def rank(judge, sample, slots=slots, values=values, group_id=unit.unit_id) -> list[dict]:
+            return await _judge_group(judge, config, [dict(s) for s in slots], values, sample, group_id)
+
+        unit.judge = rank
+        units.append(unit)
+    return units
+
+
+def group_orders(n: int, permutations: int, seed: int, group_id: str, sample: int) -> list[tuple[int, ...]]:
+    """Presentation orders of n candidates: as found, reversed, then seeded shuffles; no order twice."""
+    orders: list[tuple[int, ...]] = []
+    candidates = [tuple(range(n)), tuple(reversed(range(n)))]
+    rng = random.Random(f"{seed}|{group_id}|{sample}")
+    limit = min(permutations, math.factorial(n))
+    while len(orders) < limit:
+        order = candidates.pop(0) if candidates else tuple(rng.sample(range(n), n))
+        if order not in orders:
+            orders.append(order)
+    return orders
+
+
+def mean_ranks(rankings: list[list[int]], n: int) -> list[float]:
+    """Each candidate's mean rank (1 = best) over rankings given as candidate indices, best first."""
+    totals = [0.0] * n
+    for ranking in rankings:
+        for position, candidate in enumerate(ranking, start=1):
+            totals[candidate] += position
+    return [total / len(rankings) for total in totals]
+
+
+def competition_ranks(values: list[float]) -> list[int]:
+    """1 + how many candidates have a strictly better (lower) mean rank: ties share a rank."""
+    return [1 + sum(other < value for other in values) for value in values]
+
+
+async def _judge_group(judge: _Judge, config, rows: list[dict], values: list[dict], sample: int, group_id: str):
+    n = len(rows)
+    orders = group_orders(n, config.n_wise.permutations, config.n_wise.seed, group_id, sample)
+
+    async def judge_order(order: tuple[int, ...]) -> _CallResult:
+        shown = {**values[order[0]], "candidates": candidates_text([values[i]["output"] for i in order])}
+        return await judge.call(build_messages(config, shown, n_candidates=n), sample, n_candidates=n)
+
+    results = await asyncio.gather(*(judge_order(o) for o in orders))
+    combined = _merge_calls(results)
+    combined.raw = "\n---\n".join(f"[{''.join(map(str, o))}] {r.raw}" for o, r in zip(orders, results, strict=True) if r.raw)
+    bad = [(o, r) for o, r in zip(orders, results, strict=True) if r.status != COMPLETED]
+    # The group's calls are accounted on its first row, so sums over rows count each call once.
+    accounted = [_fill_from_call(config, rows[0], combined)] + [
+        {**row, "status": combined.status, "latency_ms": combined.latency_ms, "cache_hit": combined.cache_hit}
+        for row in rows[1:]
+    ]
+    if bad:
+        order, worst = bad[0]
+        for row in accounted:
+            row.update(status=worst.status, reason=f"{worst.reason} (order {''.join(map(str, order))})")
+        return accounted
+    rankings = [
+        [order[ord(letter) - ord("A")] for letter in result.verdict.ranking]
+        for order, result in zip(orders, results, strict=True)
+    ]
+    means = mean_ranks(rankings, n)
+    final = competition_ranks(means)
+    consistent = all(r == rankings[0] for r in rankings) if len(rankings) > 1 else None
+    reasons = "\n---\n".join(r.verdict.reasoning for r in results if r.verdict.reasoning) or None
+    confidences = [r.verdict.confidence for r in results if r.verdict.confidence is not None]
+    for i, row in enumerate(accounted):
+        row.update(
+            status=COMPLETED,
+            raw_score=means[i],
+            score=1.0 - (means[i] - 1.0) / (n - 1),
+            label=str(final[i]),
+            reasoning=reasons,
+            confidence=min(confidences) if confidences else None,
+            position_consistent=consistent,
+        )
+        if consistent is False:
+            add_flag(row, "rank_inconsistent")
+        if confidences and min(confidences) < config.min_confidence:
+            add_flag(row, "low_confidence")
+    return accounted
 
 
 def summarize(rows: pl.DataFrame, traces_in_partition: int) -> dict[str, Any]:
@@ -411,11 +618,12 @@ def summarize(rows: pl.DataFrame, traces_in_partition: int) -> dict[str, Any]:
         for r, s in zip(rows["reason"].to_list(), rows["status"].to_list(), strict=True)
         if s != COMPLETED
     )
-    completed = rows.filter(pl.col("status") == COMPLETED)
+    completed = rows.filter((pl.col("status") == COMPLETED) & pl.col("is_final"))
     return {
         "traces_in_partition": traces_in_partition,
         "rows": rows.height,
         "completed": status.get(COMPLETED, 0),
+        "final_rows": int(rows["is_final"].sum()),
         "failed": status.get(FAILED, 0),
         "skipped": status.get(SKIPPED, 0),
         "reasons": dict(sorted(reasons.items())),

@@ -71,14 +71,29 @@ def _check(name: str, allowed: set[str]) -> None:
         raise TemplateError(f"unknown variable '{{{{{name}}}}}'; known: {', '.join(sorted(allowed))}")
 
 
-def render(tree: tuple, values: dict[str, str | None]) -> str:
-    """Render with every substituted value fenced; `#if` keeps its body when the value is non-empty."""
+def render(tree: tuple, values: dict[str, str | None], prefenced: frozenset[str] | set[str] = frozenset()) -> str:
+    """Render with every substituted value fenced; `#if` keeps its body when the value is non-empty.
+
+    Values named in `prefenced` are inserted as given: they were built from fenced parts already.
+    """
     parts: list[str] = []
     for node in tree:
         if isinstance(node, _Text):
             parts.append(node.text)
         elif isinstance(node, _Var):
-            parts.append(fence(node.name, values.get(node.name) or ""))
+            value = values.get(node.name) or ""
+            parts.append(value if node.name in prefenced else fence(node.name, value))
         elif values.get(node.name):
-            parts.append(render(node.body, values))
+            parts.append(render(node.body, values, prefenced))
     return "".join(parts)
+
+
+def template_names(tree: tuple) -> set[str]:
+    """Every variable a parsed template substitutes or tests."""
+    names: set[str] = set()
+    for node in tree:
+        if isinstance(node, _Var):
+            names.add(node.name)
+        elif isinstance(node, _If):
+            names |= {node.name} | template_names(node.body)
+    return names

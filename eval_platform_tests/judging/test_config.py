@@ -60,7 +60,7 @@ def test_budget_allowed_with_price_override(data_root):
         data_root, "priced", **{**BASE, "model": "openai/my-private-model"}, max_daily_cost_usd=1.0,
         input_cost_per_million=2.0, output_cost_per_million=8.0,
     )
-    prices = load_evaluator(path).prices()
+    prices = load_evaluator(path).judge_models()[0].prices()
     assert (prices.input_per_million, prices.output_per_million) == (2.0, 8.0)
 
 

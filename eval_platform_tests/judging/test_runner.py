@@ -188,10 +188,13 @@ def test_manual_trigger_judges_only_named_traces(local_judge, runtime):
     assert set(rows.filter(pl.col("status") == "SKIPPED")["reason"]) == {"not_selected"}
 
 
-def test_samples_make_one_row_each(local_judge, runtime):
+def test_samples_make_one_row_each_plus_a_consensus_row(local_judge, runtime):
     rows = judge_day(evaluator(local_judge, samples=3, temperature=0.7), DAY, make_traces(2), runtime).rows
-    assert rows.height == 6
-    assert sorted(rows.filter(pl.col("trace_id") == "t0")["sample"].to_list()) == [0, 1, 2]
+    members = rows.filter(pl.col("role") == "member")
+    assert members.height == 6 and not members["is_final"].any()
+    assert sorted(members.filter(pl.col("trace_id") == "t0")["sample"].to_list()) == [0, 1, 2]
+    final = rows.filter(pl.col("is_final"))
+    assert final["role"].to_list() == ["consensus", "consensus"] and final["votes"].to_list() == [3, 3]
 
 
 def test_named_span_missing_is_skipped_with_reason(local_judge, runtime):
