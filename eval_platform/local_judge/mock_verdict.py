@@ -85,7 +85,13 @@ def _instance(schema: dict[str, Any], seed: bytes, path: str) -> Any:
         return obj
     if kind == "array":
         item_schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-        return [_instance(item_schema, seed, f"{path}/{i}") for i in range(schema.get("minItems", 0))]
+        count = schema.get("minItems", 0)
+        if schema.get("uniqueItems") and item_schema.get("enum"):
+            # e.g. a ranking: distinct options in a seeded order
+            options = list(item_schema["enum"])
+            ordered = sorted(options, key=lambda option: _draw(seed, f"{path}/{option}"))
+            return ordered[:count]
+        return [_instance(item_schema, seed, f"{path}/{i}") for i in range(count)]
     if kind == "integer":
         return _integer_in_range(schema, _draw(seed, path))
     if kind == "number":

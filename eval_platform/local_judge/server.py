@@ -4,7 +4,8 @@ The requested model name picks the behaviour:
 - `mock` or `mock/<anything>`: a deterministic placeholder verdict that satisfies the prompt's reply schema;
 - `replay/gpt-3.5-turbo`, `replay/pandalm-7b`: the verdict recorded for this item in the PandaLM study, found
   by the `item_id` of the prompt's fenced metadata, else by the fenced texts (see `pandalm_replay`);
-- `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`).
+- `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`);
+- `fixed/<reply>`, `echo/<block>`, `longest`: replies a test scripts (see `scripted`).
 
 Every chat-completions request is counted in `/v1/stats`, so tests can prove that no judge call was made.
 """
@@ -33,6 +34,7 @@ from eval_platform.local_judge.pandalm_replay import (
     ReplayMismatch,
     item_id_from_metadata,
 )
+from eval_platform.local_judge.scripted import SCRIPTED_PREFIXES, scripted_answer
 from eval_platform.judging.fencing import unfence_all
 from eval_platform.settings import data_root as default_data_root
 
@@ -216,6 +218,8 @@ class LocalJudgeServer:
             return Answer(json.dumps(mock_verdict(prompt)), MOCK_REPLY_MODEL)
         if model.startswith("replay/"):
             return self._replay(model.removeprefix("replay/"), prompt)
+        if model.startswith(SCRIPTED_PREFIXES):
+            return scripted_answer(model, prompt)
         if model.startswith("fault/"):
             digest = hashlib.sha256(prompt.encode()).hexdigest()
             kind = model.removeprefix("fault/")
@@ -223,6 +227,7 @@ class LocalJudgeServer:
         # Fault kinds are not spelled out: litellm files any error whose text mentions a rate limit as a
         # retryable RateLimitError, which would hide this permanent configuration error.
         valid = ["mock", "mock/<any>", *(f"replay/{name}" for name in RECORDED_JUDGES), "fault/<kind>"]
+        valid += ["fixed/<reply>", "echo/<block>", "longest"]
         raise JudgeRequestError(
             404, f"the local judge has no model {model!r}; valid: {', '.join(valid)}", code="model_not_found"
         )

@@ -1,0 +1,1 @@
+"""Recorded judge outputs published by others, replayed through our parser and verdict logic."""
