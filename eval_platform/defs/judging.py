@@ -8,8 +8,10 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import judge_partitions
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import traces
-from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.config import EvaluatorConfig, ReferenceOptions
+from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import judge_day
+from eval_platform.settings import warehouse_dir
 from eval_platform.storage.warehouse import read_partition, write_partition
 
 # Score a day as soon as its traces are (re)ingested, never while they are still being written.
@@ -55,6 +57,9 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig]) -> dg.AssetsDefin
         day_traces = read_partition(root, "traces", {"date": day})
         if day_traces is None:
             raise dg.Failure(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
+        if evaluator.reference is not None and evaluator.reference.source == "dataset":
+            cases = reference_cases(root, evaluator.reference)
+            day_traces = attach_dataset_references(day_traces, cases, evaluator.reference.match_on)
         result = judge_day(evaluator, day, day_traces, judge.runtime(root), set(config.trace_ids))
         write_partition(root, "judge_scores", {"evaluator": name, "date": day}, result.rows)
         refresh(root)
@@ -88,3 +93,17 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig]) -> dg.AssetsDefin
         )
 
     return judge_scores
+
+
+def reference_cases(root, options: ReferenceOptions):
+    """The test cases of the reference dataset: the version named, else the newest materialized one."""
+    folder = warehouse_dir(root) / "test_cases" / f"dataset={options.dataset}"
+    versions = sorted(int(p.name.removeprefix("version=")) for p in folder.glob("version=*"))
+    version = options.version if options.version is not None else (versions[-1] if versions else None)
+    cases = read_partition(root, "test_cases", {"dataset": options.dataset, "version": str(version)}) if version else None
+    if cases is None:
+        raise dg.Failure(
+            f"reference dataset {options.dataset}@v{version or '?'} is not materialized: "
+            f"materialize dataset_versions for it first"
+        )
+    return cases

@@ -192,7 +192,7 @@ class _Judge:
         return result
 
 
-def _key_value(trace: dict[str, Any], key: str) -> str | None:
+def key_value(trace: dict[str, Any], key: str) -> str | None:
     """A trace column, or `metadata.<key>` from its metadata object, as text."""
     if key.startswith("metadata."):
         metadata = json.loads(trace.get("metadata") or "{}")
@@ -373,7 +373,7 @@ def _grouped(records, key: str, day: str):
     groups: dict[str, list[dict]] = {}
     lone: list[tuple[dict, str]] = []
     for trace in records:
-        value = _key_value(trace, key)
+        value = key_value(trace, key)
         if value is None:
             lone.append((trace, f"no_group_key: {key} is missing"))
         else:
