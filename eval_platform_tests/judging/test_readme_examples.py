@@ -1,0 +1,25 @@
+"""The evaluator examples in README.md are valid evaluator files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from eval_platform.judging.config import load_evaluator
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BLOCKS = re.findall(r"```yaml\n# evaluator: (\w+)\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def test_every_mode_has_an_example():
+    modes = {re.search(r"^mode: (\w+)", body, re.MULTILINE).group(1) for _, body in BLOCKS}
+    assert modes == {"score", "binary", "assertion", "categorical", "reference", "pairwise", "n_wise"}
+
+
+@pytest.mark.parametrize(("name", "body"), BLOCKS, ids=[name for name, _ in BLOCKS])
+def test_readme_example_loads(tmp_path, name, body):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(body, encoding="utf-8")
+    assert load_evaluator(path).name == name
