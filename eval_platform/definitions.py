@@ -6,6 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.costs import build_judge_cost_daily
 from eval_platform.defs.datasets import dataset_job, dataset_versions, new_dataset_files_sensor
 from eval_platform.defs.judging import build_judge_scores
@@ -22,7 +23,15 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     judge_scores = build_judge_scores(evaluators)
     judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
     return dg.Definitions(
-        assets=[traces, quarantine, dataset_versions, judge_scores, judge_cost_daily],
+        assets=[
+            traces,
+            quarantine,
+            dataset_versions,
+            human_annotations,
+            imported_judgments,
+            judge_scores,
+            judge_cost_daily,
+        ],
         jobs=[traces_job, dataset_job],
         schedules=[daily_scoring_schedule],
         sensors=[

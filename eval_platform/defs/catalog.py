@@ -5,6 +5,8 @@ from pathlib import Path
 
 import polars as pl
 
+from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
+from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, QUARANTINE_SCHEMA, TRACE_SCHEMA, UTC_TS
 from eval_platform.storage.warehouse import refresh_catalog
 
@@ -46,6 +48,8 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     "judge_scores": JUDGE_SCORE_SCHEMA,
     "test_cases": TEST_CASE_SCHEMA,
     "judge_cost_daily": JUDGE_COST_DAILY_SCHEMA,
+    "human_annotations": HUMAN_ANNOTATION_SCHEMA,
+    "imported_judgments": IMPORTED_JUDGMENT_SCHEMA,
 }
 
 
