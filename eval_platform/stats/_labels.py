@@ -22,3 +22,14 @@ def encode(*arrays) -> tuple[list[np.ndarray], np.ndarray]:
     categories = joined.drop_nulls().unique().sort().to_numpy()
     bounds = np.cumsum([len(s) for s in series])[:-1]
     return np.split(codes, bounds), categories
+
+
+def paired(first, second) -> tuple[pl.Series, pl.Series]:
+    """The two arrays restricted to positions where both have a value (an all-missing side takes the other's type)."""
+    a, b = as_series(first), as_series(second)
+    if a.dtype == pl.Null:
+        a = a.cast(b.dtype if b.dtype != pl.Null else pl.String)
+    if b.dtype == pl.Null:
+        b = b.cast(a.dtype)
+    both = a.is_not_null() & b.is_not_null()
+    return a.filter(both), b.filter(both)

@@ -1,0 +1,180 @@
+"""How well a judge agrees with humans (or another judge): labels, scores and pairwise verdicts.
+
+Inputs are aligned arrays, one entry per item; items where either side is missing are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from eval_platform.stats._labels import as_series, encode, paired
+from eval_platform.stats.kappa import CohenKappa, cohen_kappa_table, contingency_table
+
+PREFERENCES = {"1": "A", "a": "A", "2": "B", "b": "B", "0": "tie", "tie": "tie"}
+
+
+def preference_labels(verdicts, unusable_as_tie: bool = False) -> pl.Series:
+    """Pairwise verdicts in the judge's vocabulary: "A" (first response better), "B" or "tie".
+
+    Accepts PandaLM codes 1 / 2 / 0 (as numbers or text) and A / B / tie in any case. Anything else (PandaLM's
+    "garbage", an empty reply) is unusable: null, or "tie" with `unusable_as_tie`, which is how PandaLM's
+    published metrics count it.
+    """
+    normalized = as_series(verdicts).cast(pl.String).str.strip_chars().str.to_lowercase()
+    labels = normalized.replace_strict(PREFERENCES, default=None, return_dtype=pl.String)
+    return labels.fill_null("tie") if unusable_as_tie else labels
+
+
+@dataclass(frozen=True)
+class LabelAgreement:
+    """Judge labels against reference labels (human majority or another judge).
+
+    Precision, recall and F1 are macro averages over `labels`, each class weighted equally, with 0 for a
+    class whose denominator is empty (scikit-learn's zero_division=0). `confusion[i][j]` counts items with
+    reference label `labels[i]` and judge label `labels[j]`.
+    """
+
+    n: int
+    accuracy: float | None
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    kappa: CohenKappa
+    labels: tuple
+    confusion: tuple[tuple[int, ...], ...]
+    interpretation: str | None = None
+    note: str | None = None
+
+
+def label_agreement(reference, judge, labels=None) -> LabelAgreement:
+    """Accuracy, macro precision/recall/F1, Cohen's kappa and the confusion matrix of `judge` vs `reference`.
+
+    The classes are `labels` if given, else every label present in either array (scikit-learn's default).
+    """
+    table = contingency_table(reference, judge, labels)
+    classes = tuple(labels) if labels is not None else tuple(encode(reference, judge)[1].tolist())
+    kappa = cohen_kappa_table(table)
+    n = int(table.sum())
+    confusion = tuple(tuple(int(c) for c in row) for row in table)
+    if n == 0:
+        return LabelAgreement(0, None, None, None, None, kappa, classes, confusion, note="no item has both labels")
+    hits = np.diag(table).astype(float)
+    predicted, actual = table.sum(axis=0), table.sum(axis=1)
+    precision = np.divide(hits, predicted, out=np.zeros_like(hits), where=predicted > 0)
+    recall = np.divide(hits, actual, out=np.zeros_like(hits), where=actual > 0)
+    f1_denominator = predicted + actual
+    f1 = np.divide(2 * hits, f1_denominator, out=np.zeros_like(hits), where=f1_denominator > 0)
+    return LabelAgreement(
+        n=n,
+        accuracy=float(hits.sum() / n),
+        precision=float(precision.mean()),
+        recall=float(recall.mean()),
+        f1=float(f1.mean()),
+        kappa=kappa,
+        labels=classes,
+        confusion=confusion,
+        interpretation=kappa.interpretation,
+        note=kappa.note,
+    )
+
+
+@dataclass(frozen=True)
+class ScoreAgreement:
+    """Judge scores against reference scores: rank and linear correlation, and mean absolute error."""
+
+    n: int
+    spearman: float | None
+    pearson: float | None
+    mae: float | None
+    note: str | None = None
+
+
+def score_agreement(reference, judge) -> ScoreAgreement:
+    """Spearman, Pearson and MAE; correlations are undefined for n < 2 or when either side is constant."""
+    (x, y) = (as_series(reference).cast(pl.Float64).to_numpy(), as_series(judge).cast(pl.Float64).to_numpy())
+    both = ~np.isnan(x) & ~np.isnan(y)
+    x, y = x[both], y[both]
+    if x.size == 0:
+        return ScoreAgreement(0, None, None, None, note="no item has both scores")
+    mae = float(np.abs(x - y).mean())
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        note = "correlation undefined: fewer than two items" if x.size < 2 else "correlation undefined: constant scores"
+        return ScoreAgreement(int(x.size), None, None, mae, note=note)
+    return ScoreAgreement(
+        n=int(x.size),
+        spearman=float(stats.spearmanr(x, y).statistic),
+        pearson=float(stats.pearsonr(x, y).statistic),
+        mae=mae,
+    )
+
+
+@dataclass(frozen=True)
+class PairwiseAgreement:
+    """Agreement of two pairwise judges, as in the MT-Bench paper (Zheng et al. 2023).
+
+    S1 (`with_ties`): all items, three classes (A, B, tie); random agreement 1/3.
+    S2 (`without_ties`): only items where both judges picked a side; random agreement 1/2.
+    """
+
+    n_with_ties: int
+    with_ties: float | None
+    n_without_ties: int
+    without_ties: float | None
+    note: str | None = None
+
+
+def pairwise_agreement(first, second, tie="tie") -> PairwiseAgreement:
+    """Share of items on which two judges' pairwise verdicts agree, with and without ties.
+
+    A verdict that flips with the presentation order (position inconsistency) should be passed as a tie,
+    as MT-Bench's S1 counts it.
+    """
+    a, b = paired(first, second)
+    decisive = (a != tie) & (b != tie)
+    same = (a == b).to_numpy()
+    n_all, n_decisive = len(same), int(decisive.sum())
+    note = None if n_decisive else ("no item has verdicts from both judges" if n_all == 0 else "no item without a tie")
+    return PairwiseAgreement(
+        n_with_ties=n_all,
+        with_ties=float(same.mean()) if n_all else None,
+        n_without_ties=n_decisive,
+        without_ties=float(same[decisive.to_numpy()].mean()) if n_decisive else None,
+        note=note,
+    )
+
+
+@dataclass(frozen=True)
+class PositionConsistency:
+    """How often a pairwise judge gives the same winner in both presentation orders.
+
+    `first_position_share` is the share of the inconsistent items on which the judge picked whichever
+    response was shown first both times: 0.5 is no positional preference, 1.0 a pure first-position bias.
+    """
+
+    n: int
+    consistency: float | None
+    inconsistent: int
+    first_position_share: float | None
+    note: str | None = None
+
+
+def position_consistency(shown_in_order, shown_swapped, first="A", second="B", tie="tie") -> PositionConsistency:
+    """Consistency of verdicts given in presentation terms: `shown_in_order` judged (A, B), `shown_swapped`
+    judged (B, A), so its `first` means B. Consistent when the swapped verdict, mirrored, equals the first."""
+    a, b = paired(shown_in_order, shown_swapped)
+    if a.len() == 0:
+        return PositionConsistency(0, None, 0, None, note="no item was judged in both orders")
+    mirrored = b.replace_strict({first: second, second: first, tie: tie}, default=None, return_dtype=a.dtype)
+    consistent = (a == mirrored).fill_null(False)
+    inconsistent = int((~consistent).sum())
+    prefers_first = ((a == first) & (b == first)).filter(~consistent)
+    return PositionConsistency(
+        n=a.len(),
+        consistency=float(consistent.mean()),
+        inconsistent=inconsistent,
+        first_position_share=float(prefers_first.mean()) if inconsistent else None,
+    )
