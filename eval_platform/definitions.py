@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_platform.defs.annotations import human_annotations, imported_judgments
-from eval_platform.defs.costs import build_judge_cost_daily
+from eval_platform.defs.costs import app_cost_daily, build_judge_cost_daily, build_judge_cost_monthly
 from eval_platform.defs.datasets import dataset_job, dataset_versions, new_dataset_files_sensor
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
@@ -22,6 +22,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     evaluators = load_evaluators(root / "evaluators")
     judge_scores = build_judge_scores(evaluators)
     judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
+    judge_cost_monthly = build_judge_cost_monthly(evaluators, judge_cost_daily)
     return dg.Definitions(
         assets=[
             traces,
@@ -31,6 +32,8 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             imported_judgments,
             judge_scores,
             judge_cost_daily,
+            judge_cost_monthly,
+            app_cost_daily,
         ],
         jobs=[traces_job, dataset_job],
         schedules=[daily_scoring_schedule],

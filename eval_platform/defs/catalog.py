@@ -42,12 +42,48 @@ JUDGE_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
     "computed_at": UTC_TS,
 }
 
+JUDGE_COST_MONTHLY_SCHEMA: dict[str, pl.DataType] = {
+    "month": pl.String(),  # YYYY-MM (UTC)
+    "evaluator": pl.String(),
+    "model": pl.String(),
+    "project_id": pl.String(),
+    "days": pl.Int64(),
+    "rows": pl.Int64(),
+    "calls": pl.Int64(),
+    "cache_hits": pl.Int64(),
+    "completed": pl.Int64(),
+    "failed": pl.Int64(),
+    "skipped": pl.Int64(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "spend_usd": pl.Float64(),
+    "avoided_by_cache_usd": pl.Float64(),
+    "budget_monthly_usd": pl.Float64(),
+    "ledger_spend_usd": pl.Float64(),
+    "budget_used_pct": pl.Float64(),
+    "computed_at": UTC_TS,
+}
+
+APP_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
+    "day": pl.String(),
+    "project_id": pl.String(),
+    "model": pl.String(),
+    "traces": pl.Int64(),
+    "traces_with_cost": pl.Int64(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "app_cost_usd": pl.Float64(),  # the traced application's own spend; never judge spend
+    "computed_at": UTC_TS,
+}
+
 TABLES: dict[str, dict[str, pl.DataType]] = {
     "traces": TRACE_SCHEMA,
     "quarantine": QUARANTINE_SCHEMA,
     "judge_scores": JUDGE_SCORE_SCHEMA,
     "test_cases": TEST_CASE_SCHEMA,
     "judge_cost_daily": JUDGE_COST_DAILY_SCHEMA,
+    "judge_cost_monthly": JUDGE_COST_MONTHLY_SCHEMA,
+    "app_cost_daily": APP_COST_DAILY_SCHEMA,
     "human_annotations": HUMAN_ANNOTATION_SCHEMA,
     "imported_judgments": IMPORTED_JUDGMENT_SCHEMA,
 }

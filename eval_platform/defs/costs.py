@@ -1,4 +1,8 @@
-"""`judge_cost_daily`: what judging cost, by day, evaluator, model and project."""
+"""What judging cost (`judge_cost_daily`, `judge_cost_monthly`) and, apart, what the traced app spent.
+
+Judge spend and the traced application's own spend (`traces.cost_usd`) are never added together: the
+app's spend has its own table, `app_cost_daily`.
+"""
 
 
 from datetime import UTC, datetime
@@ -7,13 +11,13 @@ import dagster as dg
 import duckdb
 import polars as pl
 
-from eval_platform.defs.catalog import JUDGE_COST_DAILY_SCHEMA, refresh
+from eval_platform.defs.catalog import APP_COST_DAILY_SCHEMA, JUDGE_COST_DAILY_SCHEMA, JUDGE_COST_MONTHLY_SCHEMA, refresh
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import conform
 from eval_platform.settings import state_dir
-from eval_platform.storage.warehouse import has_files, table_glob, write_partition
+from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition
 
 
 def cost_rollup(root, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
@@ -66,3 +70,81 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
         )
 
     return judge_cost_daily
+
+
+def monthly_rollup(daily: pl.DataFrame, ledger: BudgetLedger, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
+    """`judge_cost_daily` summed per UTC month, with the month's ledger spend against the monthly budget."""
+    sums = [
+        "rows", "calls", "cache_hits", "completed", "failed", "skipped",
+        "prompt_tokens", "completion_tokens", "spend_usd", "avoided_by_cache_usd",
+    ]
+    frame = (
+        daily.with_columns(pl.col("day").str.slice(0, 7).alias("month"))
+        .group_by("month", "evaluator", "model", "project_id")
+        .agg(pl.col(sums).sum(), pl.col("day").n_unique().alias("days"))
+    )
+    spend: dict[tuple[str, str], float] = {}
+    for evaluator, day, amount, _calls in ledger.totals():
+        spend[(evaluator, day[:7])] = spend.get((evaluator, day[:7]), 0.0) + amount
+    budgets = {name: cfg.max_monthly_cost_usd for name, cfg in evaluators.items()}
+    frame = frame.with_columns(
+        pl.col("evaluator").replace_strict(budgets, default=None, return_dtype=pl.Float64).alias("budget_monthly_usd"),
+        pl.struct("evaluator", "month")
+        .map_elements(lambda r: spend.get((r["evaluator"], r["month"]), 0.0), return_dtype=pl.Float64)
+        .alias("ledger_spend_usd"),
+        pl.lit(datetime.now(UTC)).alias("computed_at"),
+    ).with_columns((100 * pl.col("ledger_spend_usd") / pl.col("budget_monthly_usd")).alias("budget_used_pct"))
+    return conform(frame.sort("month", "evaluator", "model", "project_id", nulls_last=True), JUDGE_COST_MONTHLY_SCHEMA)
+
+
+def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_daily: dg.AssetsDefinition):
+    @dg.asset(deps=[judge_cost_daily], kinds={"duckdb", "parquet"}, group_name="costs")
+    def judge_cost_monthly(warehouse: WarehouseResource) -> dg.MaterializeResult:
+        """Judge spend per UTC month, evaluator, model and project, with the month's budget use from the
+        spend ledger (`ledger_spend_usd` against `max_monthly_cost_usd`)."""
+        root = warehouse.root
+        daily = read_partition(root, "judge_cost_daily", {})
+        if daily is None:
+            raise dg.Failure("judge_cost_daily is not materialized yet: materialize it first")
+        frame = monthly_rollup(daily, BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators)
+        write_partition(root, "judge_cost_monthly", {}, frame)
+        refresh(root)
+        return dg.MaterializeResult(
+            metadata={
+                "rows": frame.height,
+                "months": frame["month"].n_unique(),
+                "spend_usd": dg.MetadataValue.float(float(frame["spend_usd"].sum() or 0.0)),
+            }
+        )
+
+    return judge_cost_monthly
+
+
+def app_cost_rollup(root) -> pl.DataFrame:
+    """The traced application's own spend and tokens per trace day, project and model."""
+    if not has_files(root, "traces"):
+        return conform(pl.DataFrame(), APP_COST_DAILY_SCHEMA)
+    with duckdb.connect() as conn:
+        frame = conn.sql(
+            f"""
+            SELECT date AS day, project_id, model, count(*) AS traces,
+                   count(cost_usd) AS traces_with_cost, sum(prompt_tokens) AS prompt_tokens,
+                   sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS app_cost_usd
+            FROM read_parquet('{table_glob(root, "traces")}', union_by_name = true)
+            GROUP BY ALL ORDER BY ALL
+            """
+        ).pl()
+    return conform(frame.with_columns(pl.lit(datetime.now(UTC)).alias("computed_at")), APP_COST_DAILY_SCHEMA)
+
+
+@dg.asset(deps=["traces"], kinds={"duckdb", "parquet"}, group_name="costs")
+def app_cost_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """The traced application's own spend (`traces.cost_usd`) per day, project and model: reported here,
+    apart from judge spend, and never added to it."""
+    root = warehouse.root
+    frame = app_cost_rollup(root)
+    write_partition(root, "app_cost_daily", {}, frame)
+    refresh(root)
+    return dg.MaterializeResult(
+        metadata={"rows": frame.height, "app_cost_usd": dg.MetadataValue.float(float(frame["app_cost_usd"].sum() or 0.0))}
+    )

@@ -106,6 +106,21 @@ def test_daily_scoring_end_to_end(project, local_judge):
     cost = query(root, "SELECT evaluator, sum(calls), sum(completed) FROM judge_cost_daily GROUP BY 1 ORDER BY 1")
     assert cost == [("helpfulness", 12, 12), ("preference", 12, 6), ("strict", 0, 0)]
 
+    # Monthly rollup: the same totals per month; the app's own spend is reported apart, never added.
+    assert materialize(defs, "judge_cost_monthly", None, instance).success
+    assert materialize(defs, "app_cost_daily", None, instance).success
+    monthly = query(root, "SELECT month, evaluator, sum(calls), sum(completed), sum(days) FROM judge_cost_monthly "
+                          "GROUP BY ALL ORDER BY ALL")
+    # Spend is counted by the UTC day of judging: the months of the days the test judged on.
+    from_daily = query(root, "SELECT substr(day, 1, 7), evaluator, sum(calls), sum(completed), count(DISTINCT day) "
+                             "FROM judge_cost_daily GROUP BY ALL ORDER BY ALL")
+    assert monthly == from_daily and [row[1:4] for row in monthly][:3] == [("helpfulness", 12, 12), ("preference", 12, 6), ("strict", 0, 0)]
+    app = query(root, "SELECT sum(traces), sum(app_cost_usd) FROM app_cost_daily")
+    traced = query(root, "SELECT count(*), sum(cost_usd) FROM traces")
+    assert app == traced
+    judge_cols = {c[0] for c in query(root, "DESCRIBE judge_cost_monthly")}
+    assert "app_cost_usd" not in judge_cols and "budget_monthly_usd" in judge_cols
+
     # The materialization reports conserved counts.
     event = instance.get_latest_materialization_event(dg.AssetKey("judge_scores"))
     metadata = event.asset_materialization.metadata
