@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from eval_platform.stats._labels import as_series, encode, paired
+from eval_platform.stats._labels import as_series, paired
 from eval_platform.stats.kappa import CohenKappa, cohen_kappa_table, contingency_table
 
 PREFERENCES = {"1": "A", "a": "A", "2": "B", "b": "B", "0": "tie", "tie": "tie"}
@@ -55,8 +55,7 @@ def label_agreement(reference, judge, labels=None) -> LabelAgreement:
 
     The classes are `labels` if given, else every label present in either array (scikit-learn's default).
     """
-    table = contingency_table(reference, judge, labels)
-    classes = tuple(labels) if labels is not None else tuple(encode(reference, judge)[1].tolist())
+    table, classes = contingency_table(reference, judge, labels)
     kappa = cohen_kappa_table(table)
     n = int(table.sum())
     confusion = tuple(tuple(int(c) for c in row) for row in table)
@@ -106,10 +105,15 @@ def score_agreement(reference, judge) -> ScoreAgreement:
         return ScoreAgreement(int(x.size), None, None, mae, note=note)
     return ScoreAgreement(
         n=int(x.size),
-        spearman=float(stats.spearmanr(x, y).statistic),
+        spearman=float(stats.pearsonr(_average_ranks(x), _average_ranks(y)).statistic),
         pearson=float(stats.pearsonr(x, y).statistic),
         mae=mae,
     )
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks with ties averaged (scipy's rankdata), by polars: several times faster on millions of scores."""
+    return pl.Series(values).rank("average").to_numpy()
 
 
 @dataclass(frozen=True)

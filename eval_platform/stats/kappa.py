@@ -35,20 +35,20 @@ def cohen_kappa(rater_a, rater_b, weights: Weights = None, labels=None, confiden
     the sorted labels seen in either array. Linear and quadratic weights use the category's position in that
     order, as scikit-learn and R's irr do.
     """
-    return cohen_kappa_table(contingency_table(rater_a, rater_b, labels), weights, confidence)
+    return cohen_kappa_table(contingency_table(rater_a, rater_b, labels)[0], weights, confidence)
 
 
-def contingency_table(rater_a, rater_b, labels=None) -> np.ndarray:
-    """Counts of (rater_a label, rater_b label): rows are rater_a's categories, columns rater_b's."""
-    (codes_a, codes_b), categories = encode(rater_a, rater_b)
+def contingency_table(rater_a, rater_b, labels=None) -> tuple[np.ndarray, tuple]:
+    """Counts of (rater_a label, rater_b label), rows rater_a's, and the categories in table order."""
+    (codes_a, codes_b), seen = encode(rater_a, rater_b)
+    categories = tuple(seen.tolist())
     if labels is not None:
         position = {value: i for i, value in enumerate(labels)}
-        remap = np.array([position.get(value, -1) for value in categories.tolist()] + [-1])
-        codes_a, codes_b, k = remap[codes_a], remap[codes_b], len(labels)
-    else:
-        k = categories.size
+        remap = np.array([position.get(value, -1) for value in categories] + [-1])
+        codes_a, codes_b, categories = remap[codes_a], remap[codes_b], tuple(labels)
+    k = len(categories)
     both = (codes_a >= 0) & (codes_b >= 0)
-    return np.bincount(codes_a[both] * k + codes_b[both], minlength=k * k).reshape(k, k)
+    return np.bincount(codes_a[both] * k + codes_b[both], minlength=k * k).reshape(k, k), categories
 
 
 def cohen_kappa_table(table, weights: Weights = None, confidence: float = 0.95) -> CohenKappa:

@@ -47,7 +47,7 @@ def test_cohen_kappa_matches_scikit_learn(seed, weights):
 @pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
 @pytest.mark.parametrize("seed", range(30))
 def test_cohen_kappa_standard_errors_match_statsmodels(seed, weights):
-    table = contingency_table(*_two_raters(seed))
+    table, _ = contingency_table(*_two_raters(seed))
     ours = cohen_kappa_table(table, weights=weights)
     peer = inter_rater.cohens_kappa(table, wt=weights) if weights else inter_rater.cohens_kappa(table)
     assert ours.value == pytest.approx(peer.kappa, abs=1e-12)
