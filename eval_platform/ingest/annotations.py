@@ -181,7 +181,7 @@ def normalize_annotation(row: ExportRow, tasks: AnnotationTasks | None) -> list[
         try:
             criterion_spec = _criterion_spec(spec, task, criterion)
             schema = label_schema(criterion_spec, row_schema, criterion, value)
-            for label, number in _normalized_labels(schema, criterion_spec, criterion, value):
+            for label, number in normalized_labels(schema, criterion_spec, criterion, value):
                 out.append({**base, "criterion": criterion, "schema": schema, "label": label, "value": number})
         except RowError as error:
             problems.append(error)
