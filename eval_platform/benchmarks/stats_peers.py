@@ -1,0 +1,136 @@
+"""Speed and agreement of eval_platform.stats with the peer packages, at production-like sizes.
+
+    python -m eval_platform.benchmarks.stats_peers [--annotations 1000000] [--labels 10000000] [--seed 0]
+
+Needs the test extras (krippendorff, scikit-learn, statsmodels, evalica). Data is synthetic and seeded:
+three coders per unit on a 5-point scale with 30% noise and 10% missing for the annotation statistics,
+three-class judge and human labels and continuous scores for the judge statistics. Each row prints our
+time, the peer's time, and the largest absolute difference between the two results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import evalica
+import krippendorff
+import numpy as np
+import polars as pl
+from scipy import stats
+from sklearn.metrics import cohen_kappa_score, precision_recall_fscore_support
+from statsmodels.stats import inter_rater
+
+from eval_platform.stats.experiments import welch_t_test
+from eval_platform.stats.judge_agreement import label_agreement, score_agreement
+from eval_platform.stats.kappa import category_counts, cohen_kappa, fleiss_kappa
+from eval_platform.stats.ranking import bradley_terry
+from eval_platform.stats.reliability import krippendorff_alpha_long
+
+
+def _timed(run: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    result = run()
+    return result, time.perf_counter() - start
+
+
+def _annotation_cases(n: int, rng: np.random.Generator):
+    coders = 3
+    units = n // coders
+    truth = rng.integers(1, 6, units)
+    unit = np.repeat(np.arange(units), coders)
+    coder = np.tile(np.arange(coders), units)
+    value = np.where(rng.random(unit.size) < 0.7, truth[unit], rng.integers(1, 6, unit.size)).astype(float)
+    matrix = value.reshape(units, coders).T.copy()
+    missing = rng.random(value.size) < 0.1
+    matrix.T.flat[np.flatnonzero(missing)] = np.nan
+    kept = ~missing
+    for level in ("nominal", "ordinal", "interval", "ratio"):
+        yield (
+            f"Krippendorff alpha, {level} ({n:,} values)",
+            lambda level=level: krippendorff_alpha_long(unit[kept], coder[kept], value[kept], level).value,
+            lambda level=level: krippendorff.alpha(reliability_data=matrix, level_of_measurement=level),
+        )
+    full = value.reshape(units, coders).astype(int)
+    yield (
+        f"Fleiss kappa ({n:,} ratings)",
+        lambda: fleiss_kappa(category_counts(unit, value)).value,
+        lambda: inter_rater.fleiss_kappa(inter_rater.aggregate_raters(full)[0]),
+    )
+
+
+def _judge_cases(n: int, rng: np.random.Generator):
+    human = rng.integers(0, 3, n)
+    judge = np.where(rng.random(n) < 0.7, human, rng.integers(0, 3, n))
+    yield (
+        f"Cohen kappa, quadratic ({n:,} items)",
+        lambda: cohen_kappa(human, judge, weights="quadratic").value,
+        lambda: cohen_kappa_score(human, judge, weights="quadratic"),
+    )
+    yield (
+        f"macro precision/recall/F1 ({n:,} items)",
+        lambda: (lambda r: (r.precision, r.recall, r.f1))(label_agreement(human, judge)),
+        lambda: precision_recall_fscore_support(human, judge, average="macro", zero_division=0)[:3],
+    )
+    score_h, score_j = rng.random(n), rng.random(n)
+    score_j = 0.5 * score_h + 0.5 * score_j
+    yield (
+        f"Spearman ({n:,} scores)",
+        lambda: score_agreement(score_h, score_j).spearman,
+        lambda: stats.spearmanr(score_h, score_j).statistic,
+    )
+    yield (
+        f"Welch t-test ({n:,} + {n:,} scores)",
+        lambda: (lambda r: (r.t, r.df, r.p_value))(welch_t_test(score_h, score_j)),
+        lambda: (lambda r: (r.statistic, r.df, r.pvalue))(stats.ttest_ind(score_j, score_h, equal_var=False)),
+    )
+
+
+def _ranking_case(n: int, rng: np.random.Generator):
+    models = 60
+    strength = rng.normal(0, 1, models)
+    left, right = rng.integers(0, models, n), rng.integers(0, models, n)
+    right = np.where(left == right, (right + 1) % models, right)
+    gap = strength[left] - strength[right] + rng.logistic(size=n)
+    winner = np.where(gap > 0.4, "left", np.where(gap < -0.4, "right", "tie"))
+    names = np.array([f"model-{i:02d}" for i in range(models)])
+    draws = {"left": evalica.Winner.X, "right": evalica.Winner.Y, "tie": evalica.Winner.Draw}
+
+    def ours():
+        return bradley_terry(names[left], names[right], winner).table.sort("model")["score"].to_numpy()
+
+    def peer():
+        result = evalica.bradley_terry(
+            names[left], names[right], [draws[w] for w in winner], tolerance=1e-12, limit=100_000
+        )
+        return (result.scores / result.scores.sum()).sort_index().to_numpy()
+
+    yield f"Bradley-Terry, {models} models ({n:,} comparisons)", ours, peer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--annotations", type=int, default=1_000_000)
+    parser.add_argument("--labels", type=int, default=10_000_000)
+    parser.add_argument("--comparisons", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    cases = [
+        *_annotation_cases(args.annotations, rng),
+        *_judge_cases(args.labels, rng),
+        *_ranking_case(args.comparisons, rng),
+    ]
+    rows = []
+    for name, ours, peer in cases:
+        our_value, our_seconds = _timed(ours)
+        peer_value, peer_seconds = _timed(peer)
+        difference = float(np.max(np.abs(np.asarray(our_value, float) - np.asarray(peer_value, float))))
+        rows.append({"statistic": name, "ours_s": our_seconds, "peer_s": peer_seconds, "max_abs_diff": difference})
+    with pl.Config(tbl_rows=-1, fmt_str_lengths=60, tbl_hide_dataframe_shape=True):
+        print(pl.DataFrame(rows).with_columns(pl.col("ours_s", "peer_s").round(2)))
+
+
+if __name__ == "__main__":
+    main()
