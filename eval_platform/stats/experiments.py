@@ -18,6 +18,7 @@ from eval_platform.stats._labels import as_series
 
 INSUFFICIENT = "insufficient sample"
 UNDEFINED = "undefined"
+MAX_CLOSED_FORM_TERMS = 1_000_000  # beyond this Miller's sum costs more memory than sampling is worth
 
 
 def _observations(values) -> np.ndarray:
@@ -49,6 +50,11 @@ class WelchTest:
     ci_high: float | None = None
     note: str | None = None
 
+    @property
+    def n(self) -> int:
+        """Observations in both groups."""
+        return self.n_control + self.n_treatment
+
 
 def welch_t_test(control, treatment, alpha: float = 0.05, min_n: int = 2) -> WelchTest:
     """t, Welch–Satterthwaite df, two-sided p and the (1 − alpha) confidence interval of the difference.
@@ -67,7 +73,8 @@ def welch_t_test(control, treatment, alpha: float = 0.05, min_n: int = 2) -> Wel
         note = "both groups have zero variance"
         return WelchTest(c.size, t.size, alpha, UNDEFINED, **means, difference=difference, note=note)
     t_stat = difference / standard_error
-    df = (var_c + var_t) ** 2 / (var_c**2 / (c.size - 1) + var_t**2 / (t.size - 1))
+    share_c, share_t = var_c / standard_error**2, var_t / standard_error**2  # shares cannot underflow
+    df = 1.0 / (share_c**2 / (c.size - 1) + share_t**2 / (t.size - 1))
     p_value = float(2 * stats.t.sf(abs(t_stat), df))
     half_width = stats.t.ppf(1 - alpha / 2, df) * standard_error
     return WelchTest(
@@ -133,6 +140,11 @@ class BayesianComparison:
     expected_loss_control: float | None = None
     note: str | None = None
 
+    @property
+    def n(self) -> int:
+        """Observations in both groups."""
+        return self.n_control + self.n_treatment
+
 
 def bayesian_mean_comparison(
     control,
@@ -148,9 +160,11 @@ def bayesian_mean_comparison(
 
     "student_t": the exact posterior under the non-informative prior p(μ, σ²) ∝ 1/σ², for which each mean
     is x̄ + s/√n · t(n − 1); the difference of two such has no closed form, so it is summarized from `draws`
-    seeded Monte Carlo samples (n ≥ 3 so the posterior mean exists; the expected lift is exact). "normal": the large-sample
-    approximation μ ~ N(x̄, s²/n), summarized in closed form.
+    seeded Monte Carlo samples (n ≥ 3 so the posterior mean exists; the expected lift is exact).
+    "normal": the large-sample approximation μ ~ N(x̄, s²/n), summarized in closed form.
     """
+    if method not in ("student_t", "normal"):
+        raise ValueError(f"method must be 'student_t' or 'normal', got {method!r}")
     c, t = _observations(control), _observations(treatment)
     floor = 3 if method == "student_t" else 2
     too_small = _too_small(c.size, t.size, max(min_n, floor))
@@ -162,14 +176,12 @@ def bayesian_mean_comparison(
         return BayesianComparison(c.size, t.size, method, UNDEFINED, note=note)
     if method == "normal":
         summary = _normal_difference(t.mean() - c.mean(), np.hypot(scale_c, scale_t), credible)
-    elif method == "student_t":
+    else:
         rng = np.random.default_rng(seed)
         posterior_c = c.mean() + scale_c * rng.standard_t(c.size - 1, size=draws)
         posterior_t = t.mean() + scale_t * rng.standard_t(t.size - 1, size=draws)
         summary = _sampled_difference(posterior_t - posterior_c, credible)
         summary["expected_lift"] = t.mean() - c.mean()
-    else:
-        raise ValueError(f"method must be 'student_t' or 'normal', got {method!r}")
     return _comparison(c.size, t.size, method, float(c.mean()), summary, decision_threshold)
 
 
@@ -187,9 +199,9 @@ def beta_binomial_comparison(
 ) -> BayesianComparison:
     """Posterior comparison of two success rates with Beta(prior) priors and binomial likelihoods.
 
-    P(θ_t > θ_c) and the expected lift are closed-form (Miller's sum over the treatment's posterior alpha,
-    when it is an integer); the credible interval and expected losses, and P(θ_t > θ_c) for a fractional
-    alpha, come from `draws` seeded Monte Carlo samples.
+    The expected lift is closed-form, and so is P(θ_t > θ_c) (Miller's sum, one term per unit of the
+    treatment's posterior alpha) when that alpha is an integer up to a million; otherwise P(θ_t > θ_c), and
+    always the credible interval and expected losses, come from `draws` seeded Monte Carlo samples.
     """
     for successes, n in ((successes_control, n_control), (successes_treatment, n_treatment)):
         if not 0 <= successes <= n:
@@ -202,7 +214,7 @@ def beta_binomial_comparison(
     rng = np.random.default_rng(seed)
     summary = _sampled_difference(rng.beta(a_t, b_t, size=draws) - rng.beta(a_c, b_c, size=draws), credible)
     summary["expected_lift"] = a_t / (a_t + b_t) - a_c / (a_c + b_c)
-    if float(a_t).is_integer():
+    if float(a_t).is_integer() and a_t <= MAX_CLOSED_FORM_TERMS:
         summary["prob_treatment_better"] = _prob_beta_greater(a_t, b_t, a_c, b_c)
     mean_control = a_c / (a_c + b_c)
     return _comparison(n_control, n_treatment, "beta_binomial", mean_control, summary, decision_threshold)

@@ -94,9 +94,7 @@ class ScoreAgreement:
 
 def score_agreement(reference, judge) -> ScoreAgreement:
     """Spearman, Pearson and MAE; correlations are undefined for n < 2 or when either side is constant."""
-    (x, y) = (as_series(reference).cast(pl.Float64).to_numpy(), as_series(judge).cast(pl.Float64).to_numpy())
-    both = ~np.isnan(x) & ~np.isnan(y)
-    x, y = x[both], y[both]
+    x, y = (side.cast(pl.Float64).to_numpy() for side in paired(reference, judge))
     if x.size == 0:
         return ScoreAgreement(0, None, None, None, note="no item has both scores")
     mae = float(np.abs(x - y).mean())

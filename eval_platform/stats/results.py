@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 
@@ -25,12 +24,6 @@ class Agreement:
 
 def undefined(statistic: str, n: int, note: str) -> Agreement:
     return Agreement(statistic=statistic, value=None, n=n, note=note)
-
-
-def finite_or_none(value: float) -> float | None:
-    """A plain float, or None for NaN/inf, so results serialize cleanly to JSON and Parquet."""
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def interpret_alpha(alpha: float | None) -> str | None:

@@ -80,7 +80,12 @@ def test_fleiss_vs_randolph(counts, field, expected, atol):
     assert FLEISS_RANDOLPH_FIELDS[field](counts) == pytest.approx(expected, abs=atol)
 
 
-ARTSTEIN_POESIO_WEIGHTS = {"kappa": None, "kappa_unweighted": None, "kappa_linear": "linear", "kappa_quadratic": "quadratic"}
+ARTSTEIN_POESIO_WEIGHTS = {
+    "kappa": None,
+    "kappa_unweighted": None,
+    "kappa_linear": "linear",
+    "kappa_quadratic": "quadratic",
+}
 ARTSTEIN_POESIO_CASES = [
     pytest.param(case, key, expected, id=f"{case['name']}-{key}")
     for case in _load("cohen_kappa_artstein_poesio_sklearn")["cases"]
