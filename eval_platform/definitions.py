@@ -9,9 +9,11 @@ import dagster as dg
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.costs import app_cost_daily, build_judge_cost_daily, build_judge_cost_monthly
 from eval_platform.defs.datasets import dataset_job, dataset_versions, new_dataset_files_sensor
+from eval_platform.defs.experiments import build_alerts, build_experiment_results
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import daily_scoring_schedule, new_trace_files_sensor, quarantine, traces, traces_job
+from eval_platform.experiments.config import load_experiments
 from eval_platform.judging.config import load_evaluators
 from eval_platform.settings import data_root
 
@@ -23,6 +25,9 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     judge_scores = build_judge_scores(evaluators)
     judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
     judge_cost_monthly = build_judge_cost_monthly(evaluators, judge_cost_daily)
+    experiments = load_experiments(root / "experiments", evaluators)
+    experiment_results = build_experiment_results(experiments, judge_scores)
+    alerts = build_alerts(evaluators, judge_scores)
     return dg.Definitions(
         assets=[
             traces,
@@ -34,6 +39,8 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             judge_cost_daily,
             judge_cost_monthly,
             app_cost_daily,
+            experiment_results,
+            alerts,
         ],
         jobs=[traces_job, dataset_job],
         schedules=[daily_scoring_schedule],

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import polars as pl
 
+from eval_platform.experiments.analysis import EXPERIMENT_RESULT_SCHEMA
+from eval_platform.experiments.regressions import ALERT_SCHEMA
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
 from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, QUARANTINE_SCHEMA, TRACE_SCHEMA, UTC_TS
@@ -86,6 +88,8 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     "app_cost_daily": APP_COST_DAILY_SCHEMA,
     "human_annotations": HUMAN_ANNOTATION_SCHEMA,
     "imported_judgments": IMPORTED_JUDGMENT_SCHEMA,
+    "experiment_results": EXPERIMENT_RESULT_SCHEMA,
+    "alerts": ALERT_SCHEMA,
 }
 
 

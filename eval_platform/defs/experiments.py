@@ -1,0 +1,139 @@
+"""`experiment_results` (A/B analyses from `experiments/*.yaml`) and `alerts` (daily quality regressions)."""
+
+
+import dagster as dg
+import polars as pl
+from pydantic import Field
+
+from eval_platform.defs.catalog import refresh
+from eval_platform.defs.resources import WarehouseResource
+from eval_platform.defs.traces import traces
+from eval_platform.experiments.analysis import experiment_results as analyze
+from eval_platform.experiments.config import ExperimentConfig
+from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
+from eval_platform.experiments.regressions import (
+    DEFAULT_ALPHA,
+    DEFAULT_BASELINE_DAYS,
+    DEFAULT_MIN_N,
+    current_alerts,
+    latest_days,
+    regressions,
+)
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.storage.warehouse import write_partition
+
+# Their per-trace score is relative to the other candidates of a pair or group, so a daily mean says nothing.
+NO_DAILY_MEAN_MODES = frozenset({"pairwise", "n_wise"})
+
+
+def _md_table(frame: pl.DataFrame, columns: list[str]) -> dg.MetadataValue:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.select(columns).rows()]
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def build_experiment_results(
+    experiments: dict[str, ExperimentConfig], judge_scores: dg.AssetsDefinition
+) -> dg.AssetsDefinition:
+    needed = sorted(
+        {m.evaluator for e in experiments.values() for _, m in e.metrics}
+        | {e.pairwise_evaluator for e in experiments.values() if e.pairwise_evaluator}
+    )
+
+    @dg.asset(deps=[judge_scores, traces], kinds={"duckdb", "parquet"}, group_name="experiments")
+    def experiment_results(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        """Every experiment in `experiments/*.yaml`, recomputed from all final completed judge scores: per variant
+        and metric n, mean, std and interval; per treatment and metric the comparison with the control (Welch's
+        t-test and/or the Bayesian posterior, Cohen's d, guardrail verdicts, a recommendation); for a pairwise
+        evaluator, win rates with Wilson intervals and a Bradley–Terry ranking. View `experiment_results`."""
+        root = warehouse.root
+        frame = analyze(experiments.values(), read_final_scores(root, needed), read_trace_variants(root))
+        write_partition(root, "experiment_results", {}, frame)
+        refresh(root)
+        decisions = frame.filter((pl.col("kind") == "comparison") & (pl.col("metric_role") == "primary"))
+        comparisons = frame.filter(pl.col("kind") == "comparison")
+        for experiment, variant, text in decisions.select("experiment", "variant", "recommendation").rows():
+            context.log.info(f"{experiment} / {variant}: {text}")
+        return dg.MaterializeResult(
+            metadata={
+                "experiments": len(experiments),
+                "comparisons": comparisons.height,
+                "significant": int(comparisons["significant"].fill_null(False).sum()),
+                "guardrails_failed": int((~comparisons["guardrail_passed"]).sum()),
+                "insufficient_sample": int(comparisons["insufficient_sample"].sum()),
+                "recommendations": _md_table(decisions, ["experiment", "variant", "metric", "outcome", "recommendation"]),
+                "dagster/row_count": frame.height,
+            }
+        )
+
+    return experiment_results
+
+
+class AlertsConfig(dg.Config):
+    baseline_days: int = Field(
+        DEFAULT_BASELINE_DAYS, ge=1, description="Days before each day whose scores form its baseline."
+    )
+    baseline_days_by_evaluator: dict[str, int] = Field(
+        default_factory=dict, description="Per-evaluator overrides of baseline_days."
+    )
+    alpha: float = Field(DEFAULT_ALPHA, gt=0, lt=1, description="Significance level of Welch's test (two-sided).")
+    min_n: int = Field(DEFAULT_MIN_N, ge=2, description="Scores needed on the day and in the baseline to test.")
+
+
+def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    monitored = sorted(name for name, cfg in evaluators.items() if cfg.mode not in NO_DAILY_MEAN_MODES)
+
+    @dg.asset(
+        deps=[judge_scores],
+        kinds={"duckdb", "parquet"},
+        group_name="monitoring",
+        check_specs=[
+            dg.AssetCheckSpec(
+                "no_quality_regression",
+                asset="alerts",
+                description="No evaluator's latest day scores significantly below its trailing baseline.",
+            )
+        ],
+    )
+    def alerts(context: dg.AssetExecutionContext, config: AlertsConfig, warehouse: WarehouseResource):
+        """Quality regressions: for each evaluator (pairwise and n_wise excepted) and trace day, the day's mean
+        final score against the previous `baseline_days` days (Welch's t-test); a significantly lower day is an
+        alert row. The check `no_quality_regression` (WARN) fails when an evaluator's latest day has an alert.
+        View `alerts`."""
+        root = warehouse.root
+        scores = read_final_scores(root, monitored)
+        frame = regressions(
+            scores,
+            evaluators=monitored,
+            baseline_days=config.baseline_days,
+            alpha=config.alpha,
+            min_n=config.min_n,
+            baseline_days_by_evaluator=config.baseline_days_by_evaluator,
+        )
+        write_partition(root, "alerts", {}, frame)
+        refresh(root)
+        latest = latest_days(scores, monitored)
+        current = current_alerts(frame, latest)
+        for message in current["message"]:
+            context.log.warning(message)
+        yield dg.MaterializeResult(
+            metadata={
+                "alerts": frame.height,
+                "alerts_on_latest_day": current.height,
+                "evaluators_checked": dg.MetadataValue.json(monitored),
+                "latest_days": dg.MetadataValue.json(latest),
+                "baseline_days": config.baseline_days,
+                "dagster/row_count": frame.height,
+            }
+        )
+        yield dg.AssetCheckResult(
+            check_name="no_quality_regression",
+            passed=current.height == 0,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "regressions": current.height,
+                "alerts": _md_table(current, ["evaluator", "day", "mean", "baseline_mean", "p_value", "severity", "message"]),
+            },
+        )
+
+    return alerts
