@@ -157,3 +157,19 @@ def test_small_or_constant_groups_are_reported_not_raised():
     assert beta_binomial_comparison(0, 0, 1, 2).interpretation == "insufficient sample"
     with pytest.raises(ValueError, match="between 0 and n"):
         beta_binomial_comparison(5, 3, 1, 2)
+
+
+short_samples = st.lists(st.one_of(st.floats(-10, 10), st.just(float("nan"))), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(control=short_samples, treatment=short_samples)
+def test_tiny_or_constant_samples_never_raise(control, treatment):
+    for result in (
+        welch_t_test(control, treatment),
+        cohens_d(control, treatment),
+        bayesian_mean_comparison(control, treatment, draws=1000),
+        bayesian_mean_comparison(control, treatment, method="normal"),
+    ):
+        if result.interpretation in ("insufficient sample", "undefined"):
+            assert result.note

@@ -141,3 +141,20 @@ def test_degenerate_cohen_kappa_is_undefined_with_a_reason(a, b, reason, weights
 def test_degenerate_fleiss_kappa_is_undefined_with_a_reason(counts, reason):
     result = fleiss_kappa(counts)
     assert result.value is None and reason in result.note
+
+
+label_lists = st.lists(st.sampled_from(["x", "y", "z", None]), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=label_lists, b=label_lists, weights=st.sampled_from([None, "linear", "quadratic"]))
+def test_any_short_label_lists_give_the_peer_value_or_an_explained_undefined(a, b, weights):
+    n = min(len(a), len(b))
+    a, b = a[:n], b[:n]
+    ours = cohen_kappa(a, b, weights=weights)
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    if ours.value is None:
+        assert ours.note
+    else:
+        expected = cohen_kappa_score([x for x, _ in pairs], [y for _, y in pairs], weights=weights)
+        assert ours.value == pytest.approx(expected, abs=1e-12)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from eval_platform.stats.reliability import LEVELS, krippendorff_alpha, krippendorff_alpha_long
 
@@ -98,3 +99,24 @@ def test_degenerate_input_is_undefined_with_a_reason(matrix, reason, level):
     assert result.value is None and not result.defined
     assert reason in result.note
     assert result.interpretation is None
+
+
+small_matrices = hnp.arrays(
+    float, hnp.array_shapes(min_dims=2, max_dims=2, max_side=5), elements=st.sampled_from([1.0, 2.0, 3.0, np.nan])
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(matrix=small_matrices, level=st.sampled_from(LEVELS))
+def test_any_small_matrix_gives_the_peer_value_or_an_explained_undefined(matrix, level):
+    """Where the `krippendorff` package refuses the data or divides 0 by 0, ours is undefined with a note."""
+    ours = krippendorff_alpha(matrix, level)
+    try:
+        with np.errstate(invalid="ignore"):
+            expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement=level)
+    except ValueError:
+        expected = np.nan
+    if np.isnan(expected):
+        assert ours.value is None and ours.note
+    else:
+        assert ours.value == pytest.approx(expected, abs=1e-10)
