@@ -80,6 +80,27 @@ def _summary(root: Path) -> str:
     return "\n".join(lines)
 
 
+def _experiments_summary(root: Path) -> str:
+    """Two lines on `experiment_results` and `alerts`; the README's "Experiments" section explains them."""
+    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+        experiments, comparisons, significant = conn.execute(
+            "SELECT count(DISTINCT experiment), count(*) FILTER (kind = 'comparison'), "
+            "count(*) FILTER (kind = 'comparison' AND significant) FROM experiment_results"
+        ).fetchone()
+        rankings = conn.execute(
+            "SELECT experiment, evaluator, string_agg(variant, ' > ' ORDER BY rank, variant) FROM experiment_results "
+            "WHERE kind = 'bradley_terry' GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+        alerts, latest = conn.execute(
+            "SELECT count(*), count(*) FILTER (day = (SELECT max(date) FROM judge_scores s WHERE s.evaluator = a.evaluator "
+            "AND s.is_final AND s.status = 'COMPLETED')) FROM alerts a"
+        ).fetchone()
+    lines = [f"\nexperiment_results: {experiments} experiment(s), {comparisons} comparisons, {significant} significant"]
+    lines += [f"  {name}: Bradley-Terry ranking by {evaluator}: {order}" for name, evaluator, order in rankings]
+    lines.append(f"alerts: {alerts} quality regression(s), {latest} on the latest day")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=None, help="score only the first N sample days")
@@ -118,11 +139,14 @@ def main(argv: list[str] | None = None) -> int:
                     _materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": day, "evaluator": name}), instance)
                 print(f"  judge_scores[{name}] scored for {len(days)} days", flush=True)
             _materialize(defs, "judge_cost_daily", None, instance)
+            _materialize(defs, "experiment_results", None, instance)
+            _materialize(defs, "alerts", None, instance)
     finally:
         if server is not None:
             server.stop()
     print(f"\nDone in {time.perf_counter() - started:.0f}s. Data root: {root}\n")
     print(_summary(root))
+    print(_experiments_summary(root))
     print(
         f"""
 Open the Dagster UI (assets, partitions, runs, backfills):

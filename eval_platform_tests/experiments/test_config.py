@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,13 @@ def test_the_shipped_sample_experiment_is_valid():
     experiments = load_experiments(REPO_DATA / "experiments", load_evaluators(REPO_DATA / "evaluators"))
     sample = experiments["pandalm_models"]
     assert sample.control == "llama-7b" and sample.pairwise_evaluator == "pairwise_preference"
+
+
+def test_the_readme_example_is_a_valid_experiment(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    [(stem, body)] = re.findall(r"```yaml\n# experiments/(\w+)\.yaml\n(.*?)```", readme, re.DOTALL)
+    path = tmp_path / f"{stem}.yaml"
+    path.write_text(body, encoding="utf-8")
+    known = {**EVALUATORS, "faithfulness": evaluator("faithfulness", "score")}
+    config = load_experiment(path, known)
+    assert (config.method, config.pairwise_evaluator, len(config.guardrails)) == ("both", "preference", 2)
