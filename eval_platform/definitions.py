@@ -6,6 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_platform.defs.agreement import build_agreement
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.costs import app_cost_daily, build_judge_cost_daily, build_judge_cost_monthly
 from eval_platform.defs.datasets import dataset_job, dataset_versions, new_dataset_files_sensor
@@ -25,6 +26,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     judge_scores = build_judge_scores(evaluators)
     judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
     judge_cost_monthly = build_judge_cost_monthly(evaluators, judge_cost_daily)
+    agreement = build_agreement(evaluators, judge_scores)
     experiments = load_experiments(root / "experiments", evaluators)
     experiment_results = build_experiment_results(experiments, judge_scores)
     alerts = build_alerts(evaluators, judge_scores)
@@ -38,6 +40,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             judge_scores,
             judge_cost_daily,
             judge_cost_monthly,
+            agreement,
             app_cost_daily,
             experiment_results,
             alerts,

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import polars as pl
 
+from eval_platform.agreement import AGREEMENT_SCHEMA, GROUND_TRUTH_SCHEMA
 from eval_platform.experiments.analysis import EXPERIMENT_RESULT_SCHEMA
 from eval_platform.experiments.regressions import ALERT_SCHEMA
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
@@ -87,6 +88,8 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     "judge_cost_monthly": JUDGE_COST_MONTHLY_SCHEMA,
     "app_cost_daily": APP_COST_DAILY_SCHEMA,
     "human_annotations": HUMAN_ANNOTATION_SCHEMA,
+    "agreement": AGREEMENT_SCHEMA,
+    "ground_truth": GROUND_TRUTH_SCHEMA,
     "imported_judgments": IMPORTED_JUDGMENT_SCHEMA,
     "experiment_results": EXPERIMENT_RESULT_SCHEMA,
     "alerts": ALERT_SCHEMA,

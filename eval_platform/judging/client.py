@@ -102,12 +102,15 @@ class LiteLLMJudgeClient:
     def __init__(self, max_concurrency: int = 16, retry: RetryPolicy | None = None):
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
-        self._semaphores: dict[str, asyncio.Semaphore] = {}
+        # Per event loop: each judge_day is its own asyncio.run, and a semaphore belongs to one loop.
+        self._semaphores: dict[tuple[int, str], asyncio.Semaphore] = {}
 
     def _semaphore(self, model: str) -> asyncio.Semaphore:
-        if model not in self._semaphores:
-            self._semaphores[model] = asyncio.Semaphore(self.max_concurrency)
-        return self._semaphores[model]
+        key = (id(asyncio.get_running_loop()), model)
+        if key not in self._semaphores:
+            self._semaphores = {k: v for k, v in self._semaphores.items() if k[0] == key[0]}
+            self._semaphores[key] = asyncio.Semaphore(self.max_concurrency)
+        return self._semaphores[key]
 
     async def complete(self, request: JudgeRequest) -> CallOutcome:
         outcome = CallOutcome()

@@ -153,6 +153,16 @@ class FewShotExample(_Strict):
     verdict: dict[str, Any]
 
 
+class HumanAgreementOptions(_Strict):
+    """Which human annotations this evaluator's verdicts are checked against in the `agreement` table."""
+
+    task: str = Field(description="The annotation task (annotations' `task`) labelling the same items.")
+    criterion: str | None = Field(None, description="The task's criterion; all criteria when omitted.")
+    floor: float | None = Field(
+        None, ge=-1, le=1, description="Minimum Cohen's kappa with the human majority; below it a WARN check fails."
+    )
+
+
 class ModelSpec(_Strict):
     model: str = Field(description="Any litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku.")
     api_base: str | None = None
@@ -207,6 +217,7 @@ class EvaluatorConfig(_Strict):
     reference: ReferenceOptions | None = None
     few_shot: list[FewShotExample] = Field(default_factory=list)
     output_schema: dict[str, Any] | None = Field(None, description="JSON Schema every reply must satisfy.")
+    human_agreement: HumanAgreementOptions | None = None
     request_confidence: bool = Field(False, description="Ask the judge for a confidence in 0..1 with each verdict.")
     min_confidence: float = Field(0.5, ge=0, le=1, description="Reported confidence below this flags the row.")
     trigger: Trigger = "all"

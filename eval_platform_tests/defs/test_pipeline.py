@@ -115,9 +115,9 @@ def test_daily_scoring_end_to_end(project, local_judge):
     from_daily = query(root, "SELECT substr(day, 1, 7), evaluator, sum(calls), sum(completed), count(DISTINCT day) "
                              "FROM judge_cost_daily GROUP BY ALL ORDER BY ALL")
     assert monthly == from_daily and [row[1:4] for row in monthly][:3] == [("helpfulness", 12, 12), ("preference", 12, 6), ("strict", 0, 0)]
-    app = query(root, "SELECT sum(traces), sum(app_cost_usd) FROM app_cost_daily")
-    traced = query(root, "SELECT count(*), sum(cost_usd) FROM traces")
-    assert app == traced
+    app = query(root, "SELECT sum(traces), round(sum(app_cost_usd), 9) FROM app_cost_daily")
+    traced = query(root, "SELECT count(*), round(sum(cost_usd), 9) FROM traces")
+    assert app == traced == [(12, 0.012)]
     judge_cols = {c[0] for c in query(root, "DESCRIBE judge_cost_monthly")}
     assert "app_cost_usd" not in judge_cols and "budget_monthly_usd" in judge_cols
 

@@ -205,3 +205,11 @@ def test_named_span_missing_is_skipped_with_reason(local_judge, runtime):
 def test_counts_are_conserved(local_judge, runtime):
     summary = judge_day(evaluator(local_judge, trigger="sampled", sample_rate=0.5), DAY, make_traces(10), runtime).summary
     assert summary["rows"] == summary["completed"] + summary["failed"] + summary["skipped"] == 10
+
+
+def test_one_runtime_serves_several_days(local_judge, runtime):
+    """Each judge_day runs its own event loop; the client's concurrency limits must follow it."""
+    config = evaluator(local_judge, max_retries=0)
+    for day in range(3):
+        rows = judge_day(config, DAY, make_traces(20, input=f"day {day}"), runtime).rows  # no cache hits
+        assert set(rows["status"]) == {"COMPLETED"} and rows["calls"].sum() == 20

@@ -1,0 +1,396 @@
+"""The `agreement` table: can this judge be trusted? Framework-free; the asset writes what `compute` returns.
+
+One long table, one row per statistic:
+
+- `inter_annotator`: per annotation task and criterion, Krippendorff's alpha (nominal for classification;
+  nominal, ordinal, interval and ratio for ratings and ranks; missing ratings allowed), Fleiss' and
+  Randolph's kappa, and per annotator pair Cohen's kappa (unweighted; also linear and quadratic for
+  ratings and ranks). `annotator` rows: each annotator's agreement with the others' majority and quality
+  score (kappa against that majority).
+- `judge_vs_human`: an evaluator's final COMPLETED verdicts (or an imported judge's verdicts) against the
+  human majority label (or mean rating) of the task its `human_agreement` names: accuracy, macro
+  precision/recall/F1, Cohen's kappa and the confusion matrix for labels; Spearman, Pearson and MAE for
+  scores; for pairwise judges, the MT-Bench S1 (ties kept) and S2 (ties left out) agreement.
+- `judge_vs_judge`: the member models of a consensus evaluator against each other, evaluators of the same
+  mode judging the same traces, and each evaluator against each imported judge of its task.
+- `position_consistency`: for pairwise evaluators judged in both orders.
+
+Periods (`period`): `all`, every `day` of judge_scores, and a `trailing` window of `trailing_days` days ending on
+each day. A judge verdict the judge could not give (FAILED, or an unusable imported verdict) is left out
+(`convention = failed_excluded`); pairwise agreement is also reported the way PandaLM counts it, with an
+unusable verdict as a tie (`convention = unusable_as_tie`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+import polars as pl
+
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.schemas import conform
+from eval_platform.stats.annotators import annotator_agreement, ground_truth, majority_labels
+from eval_platform.stats.judge_agreement import (
+    label_agreement,
+    pairwise_agreement,
+    position_consistency,
+    preference_labels,
+    score_agreement,
+)
+from eval_platform.stats.kappa import category_counts, cohen_kappa, fleiss_kappa, randolph_kappa
+from eval_platform.stats.reliability import krippendorff_alpha_long
+from eval_platform.stats.results import interpret_alpha, interpret_kappa
+
+AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
+    "section": pl.String(),  # inter_annotator | annotator | judge_vs_human | judge_vs_judge | position_consistency
+    "task": pl.String(),  # the annotation task (null for judge_vs_judge between evaluators without one)
+    "criterion": pl.String(),
+    "subject": pl.String(),  # the evaluator, imported judge (source), annotator or annotator pair judged
+    "reference": pl.String(),  # what it is compared with: human_majority, an annotator, another judge
+    "period": pl.String(),  # all | day | trailing
+    "period_start": pl.String(),  # YYYY-MM-DD, null for `all`
+    "period_end": pl.String(),
+    "convention": pl.String(),  # failed_excluded | unusable_as_tie (judge rows); null otherwise
+    "statistic": pl.String(),
+    "value": pl.Float64(),  # null when undefined: see `note`
+    "n": pl.Int64(),  # items (units, pairs) the value is computed over
+    "interpretation": pl.String(),  # Landis & Koch bands for kappas, Krippendorff's for alpha
+    "note": pl.String(),
+    "floor": pl.Float64(),  # the evaluator's configured minimum kappa with humans
+    "below_floor": pl.Boolean(),
+    "details": pl.String(),  # JSON: confusion matrix and its labels, label counts, ...
+    "computed_at": pl.Datetime("us", "UTC"),
+}
+
+GROUND_TRUTH_SCHEMA: dict[str, pl.DataType] = {
+    "task": pl.String(),
+    "criterion": pl.String(),
+    "item_id": pl.String(),
+    "label": pl.String(),  # the majority label
+    "votes": pl.Int64(),
+    "top_votes": pl.Int64(),
+    "consensus": pl.Float64(),  # top_votes / votes
+}
+
+ORDERED_SCHEMAS = {"rating", "ranking"}
+PAIRWISE_LABELS = ["tie", "A", "B"]  # A: response1 (first in the annotation), B: response2
+MIN_GROUND_TRUTH_CONSENSUS = 2 / 3
+TRAILING_DAYS = 7
+
+
+@dataclass
+class _Rows:
+    """Accumulates agreement rows sharing some fields."""
+
+    out: list[dict]
+
+    def add(self, statistic: str, value, n: int, **fields) -> None:
+        interpretation = fields.pop("interpretation", None)
+        if interpretation is None and value is not None:
+            if "alpha" in statistic:
+                interpretation = interpret_alpha(value)
+            elif "kappa" in statistic:
+                interpretation = interpret_kappa(value)
+        self.out.append({"statistic": statistic, "value": value, "n": n, "interpretation": interpretation, **fields})
+
+
+def _task_key(annotations: pl.DataFrame) -> list[tuple[str, str, str]]:
+    keys = annotations.select("task", "criterion", "schema").unique().sort("task", "criterion")
+    return [tuple(row) for row in keys.iter_rows()]
+
+
+# ------------------------------------------------------------------------------------------ humans
+
+
+def inter_annotator(annotations: pl.DataFrame, rows: _Rows) -> None:
+    for task, criterion, schema in _task_key(annotations):
+        part = annotations.filter((pl.col("task") == task) & (pl.col("criterion") == criterion))
+        base = {"section": "inter_annotator", "task": task, "criterion": criterion, "period": "all"}
+        ordered = schema in ORDERED_SCHEMAS
+        value_col = "value" if ordered or part["value"].null_count() < part.height else "label"
+        units, coders, values = part["item_id"], part["annotator"], part[value_col]
+        levels = ("nominal", "ordinal", "interval", "ratio") if ordered else ("nominal",)
+        for level in levels:
+            alpha = krippendorff_alpha_long(units, coders, values if ordered else part["label"], level)
+            rows.add(f"krippendorff_alpha_{level}", alpha.value, alpha.n, note=alpha.note, subject="annotators",
+                     reference="annotators", **base)
+        counts = category_counts(units, part["label"] if not ordered else values)
+        for kappa in (fleiss_kappa(counts), randolph_kappa(counts)):
+            rows.add(kappa.statistic, kappa.value, kappa.n, note=kappa.note, subject="annotators",
+                     reference="annotators", **base)
+        majority = majority_labels(part)
+        label_counts = dict(majority.group_by("label").len().sort("label").iter_rows())
+        rows.add("items_with_majority", float(majority["label"].is_not_null().sum()), majority.height,
+                 subject="annotators", reference="annotators",
+                 details=json.dumps({"majority_label_counts": {str(k): v for k, v in label_counts.items()}}), **base)
+        _annotator_pairs(part, ordered, value_col, rows, base)
+        for row in annotator_agreement(part).iter_rows(named=True):
+            fields = {**base, "section": "annotator", "subject": row["annotator"], "reference": "others_majority"}
+            rows.add("agreement_with_majority", row["agreement_with_majority"], row["n"], **fields)
+            rows.add("quality_kappa", row["quality_kappa"], row["n"], **fields)
+
+
+def _annotator_pairs(part: pl.DataFrame, ordered: bool, value_col: str, rows: _Rows, base: dict) -> None:
+    wide = part.unique(["item_id", "annotator"], keep="first").pivot(
+        on="annotator", index="item_id", values=value_col if ordered else "label"
+    )
+    annotators = sorted(c for c in wide.columns if c != "item_id")
+    weightings = (None, "linear", "quadratic") if ordered else (None,)
+    for a, b in itertools.combinations(annotators, 2):
+        for weights in weightings:
+            kappa = cohen_kappa(wide[a], wide[b], weights=weights)
+            name = "cohen_kappa" if weights is None else f"cohen_kappa_{weights}"
+            rows.add(name, kappa.value, kappa.n, note=kappa.note, subject=a, reference=b, **base)
+
+
+def human_reference(annotations: pl.DataFrame, task: str, criterion: str | None) -> pl.DataFrame:
+    """Per item: the majority `label`, mean `value`, and (pairwise tasks) the two responses' trace ids."""
+    part = annotations.filter(pl.col("task") == task)
+    if criterion is not None:
+        part = part.filter(pl.col("criterion") == criterion)
+    majority = majority_labels(part).select("item_id", "label")
+    extra = part.group_by("item_id").agg(
+        pl.col("value").mean().alias("value"),
+        pl.col("trace_id").drop_nulls().first(),
+        pl.col("response1_trace_id").drop_nulls().first(),
+        pl.col("response2_trace_id").drop_nulls().first(),
+    )
+    return majority.join(extra, on="item_id", how="left")
+
+
+# ------------------------------------------------------------------------------------------ judges
+
+
+def _pairwise_human_labels(reference: pl.DataFrame) -> pl.DataFrame:
+    """Human majority in A/B/tie terms: 1 -> A (response1), 2 -> B (response2), 0 -> tie."""
+    return reference.with_columns(preference_labels(reference["label"]).alias("human"))
+
+
+def evaluator_pairwise_labels(scores: pl.DataFrame, reference: pl.DataFrame) -> pl.DataFrame:
+    """An evaluator's final pairwise rows as item labels in the annotation's terms (A = response1).
+
+    A pair judged with response2 as its A side has its winner mirrored. FAILED rows give a null verdict
+    (left out, or a tie under PandaLM's convention). Columns: item_id, date, human, judge.
+    """
+    pairs = reference.select("item_id", "human", r1="response1_trace_id", r2="response2_trace_id")
+    lookup = pl.concat(
+        [
+            pairs.select("item_id", "human", first="r1", second="r2", mirrored=pl.lit(False)),
+            pairs.select("item_id", "human", first="r2", second="r1", mirrored=pl.lit(True)),
+        ]
+    )
+    joined = scores.join(lookup, left_on=["trace_id", "trace_id_b"], right_on=["first", "second"], how="inner")
+    winner = pl.when(pl.col("status") == "COMPLETED").then(pl.col("winner"))
+    mirrored = winner.replace({"A": "B", "B": "A"})
+    judge = pl.when(pl.col("mirrored")).then(mirrored).otherwise(winner)
+    return joined.select("item_id", "date", "human", judge.alias("judge"))
+
+
+def imported_pairwise_labels(judgments: pl.DataFrame, reference: pl.DataFrame) -> pl.DataFrame:
+    """An imported judge's verdicts (PandaLM codes 1 / 2 / 0 or A / B / tie) beside the human majority."""
+    frame = judgments.select("item_id", verdict="verdict").join(reference.select("item_id", "human"), on="item_id")
+    return frame.with_columns(preference_labels(frame["verdict"]).alias("judge"), pl.lit(None, pl.String).alias("date"))
+
+
+def _pairwise_stats(frame: pl.DataFrame, rows: _Rows, base: dict) -> None:
+    """Judge vs human (or judge vs judge) on A/B/tie labels, under both conventions."""
+    for convention in ("failed_excluded", "unusable_as_tie"):
+        judge = frame["judge"] if convention == "failed_excluded" else frame["judge"].fill_null("tie")
+        labels = label_agreement(frame["human"], judge, labels=PAIRWISE_LABELS)
+        fields = {**base, "convention": convention}
+        _label_rows(labels, rows, fields)
+        s = pairwise_agreement(frame["human"], judge)
+        rows.add("agreement_with_ties_s1", s.with_ties, s.n_with_ties, note=s.note, **fields)
+        rows.add("agreement_without_ties_s2", s.without_ties, s.n_without_ties, note=s.note, **fields)
+
+
+def _label_rows(labels, rows: _Rows, fields: dict) -> None:
+    details = json.dumps({"labels": [str(v) for v in labels.labels], "confusion": labels.confusion})
+    rows.add("accuracy", labels.accuracy, labels.n, note=labels.note, **fields)
+    rows.add("macro_precision", labels.precision, labels.n, **fields)
+    rows.add("macro_recall", labels.recall, labels.n, **fields)
+    rows.add("macro_f1", labels.f1, labels.n, **fields)
+    rows.add("cohen_kappa", labels.kappa.value, labels.n, note=labels.kappa.note, details=details, **fields)
+
+
+def _windows(dates: list[str], trailing_days: int) -> list[tuple[str, str | None, str | None]]:
+    """(window, start, end): all, each day, and the trailing window ending on each day."""
+    windows: list[tuple[str, str | None, str | None]] = [("all", None, None)]
+    for day in sorted(set(dates)):
+        start = (date.fromisoformat(day) - timedelta(days=trailing_days - 1)).isoformat()
+        windows += [("day", day, day), ("trailing", start, day)]
+    return windows
+
+
+def _in_window(frame: pl.DataFrame, start: str | None, end: str | None) -> pl.DataFrame:
+    if start is None:
+        return frame
+    return frame.filter(pl.col("date").is_between(pl.lit(start), pl.lit(end)))
+
+
+def judge_vs_human(
+    config: EvaluatorConfig, scores: pl.DataFrame, annotations: pl.DataFrame, rows: _Rows, trailing_days: int
+) -> None:
+    options = config.human_agreement
+    reference = human_reference(annotations, options.task, options.criterion)
+    final = scores.filter(pl.col("is_final"))
+    base = {
+        "section": "judge_vs_human", "task": options.task, "criterion": options.criterion,
+        "subject": config.name, "reference": "human_majority", "floor": options.floor,
+    }
+    if config.mode == "pairwise":
+        frame = evaluator_pairwise_labels(final, _pairwise_human_labels(reference))
+    elif config.mode in {"score", "reference", "n_wise"}:
+        frame = final.join(reference.select("item_id", "value", "trace_id"), on="trace_id").select(
+            "item_id", "date", pl.col("value").alias("human"),
+            pl.when(pl.col("status") == "COMPLETED").then(pl.col("raw_score")).alias("judge"),
+        )
+    else:
+        judge = pl.col("label") if config.mode == "categorical" else pl.col("passed").cast(pl.String)
+        frame = final.join(reference.select("item_id", "label", "trace_id"), on="trace_id").select(
+            "item_id", "date", pl.col("label").str.to_lowercase().alias("human"),
+            pl.when(pl.col("status") == "COMPLETED").then(judge.str.to_lowercase()).alias("judge"),
+        )
+    for window, start, end in _windows(frame["date"].to_list(), trailing_days):
+        part = _in_window(frame, start, end)
+        fields = {**base, "period": window, "period_start": start, "period_end": end}
+        if config.mode == "pairwise":
+            _pairwise_stats(part, rows, fields)
+        elif config.mode in {"score", "reference", "n_wise"}:
+            result = score_agreement(part["human"], part["judge"])
+            fields["convention"] = "failed_excluded"
+            rows.add("spearman", result.spearman, result.n, note=result.note, **fields)
+            rows.add("pearson", result.pearson, result.n, note=result.note, **fields)
+            rows.add("mae", result.mae, result.n, note=result.note, **fields)
+        else:
+            _label_rows(label_agreement(part["human"], part["judge"]), rows, {**fields, "convention": "failed_excluded"})
+
+
+def imported_vs_human(judgments: pl.DataFrame, annotations: pl.DataFrame, rows: _Rows) -> None:
+    """Each imported judge against the human majority of its task (pairwise verdicts)."""
+    for (source, task, criterion), part in judgments.group_by("source", "task", "criterion", maintain_order=True):
+        task = task or _only_task(annotations)
+        if task is None:
+            continue
+        reference = _pairwise_human_labels(human_reference(annotations, task, criterion))
+        frame = imported_pairwise_labels(part, reference)
+        base = {"section": "judge_vs_human", "task": task, "criterion": criterion, "subject": source,
+                "reference": "human_majority", "period": "all"}
+        _pairwise_stats(frame, rows, base)
+
+
+def _only_task(annotations: pl.DataFrame) -> str | None:
+    tasks = annotations["task"].unique().to_list()
+    return tasks[0] if len(tasks) == 1 else None
+
+
+def position(config: EvaluatorConfig, scores: pl.DataFrame, rows: _Rows, trailing_days: int) -> None:
+    both = scores.filter(pl.col("is_final") & pl.col("verdict_ab").is_not_null() & pl.col("verdict_ba").is_not_null())
+    mirrored = pl.col("verdict_ba").replace({"A": "B", "B": "A"})  # back to presentation terms
+    frame = both.select("date", "verdict_ab", mirrored.alias("shown_swapped"))
+    for window, start, end in _windows(scores["date"].to_list(), trailing_days):
+        part = _in_window(frame, start, end)
+        result = position_consistency(part["verdict_ab"], part["shown_swapped"])
+        rows.add("position_consistency", result.consistency, result.n, note=result.note,
+                 section="position_consistency", subject=config.name, reference="swapped_order",
+                 period=window, period_start=start, period_end=end,
+                 details=json.dumps({"inconsistent": result.inconsistent, "first_position_share": result.first_position_share}))
+
+
+def judge_vs_judge(evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame, rows: _Rows) -> None:
+    """Members of a consensus evaluator against each other, and same-mode evaluators on the same slots."""
+    slot = ["trace_id", "trace_id_b"]
+    verdict = {"pairwise": "winner", "binary": "passed", "assertion": "passed", "categorical": "label"}
+    for name, config in evaluators.items():
+        part = scores.filter((pl.col("evaluator") == name) & (pl.col("role") == "member") & (pl.col("status") == "COMPLETED"))
+        if part.is_empty():
+            continue
+        column = verdict.get(config.mode, "raw_score")
+        wide = part.filter(pl.col("sample") == 0).pivot(on="model", index=slot, values=column, aggregate_function="first")
+        models = sorted(c for c in wide.columns if c not in slot)
+        for a, b in itertools.combinations(models, 2):
+            _compare(config.mode, wide[a], wide[b], rows, {"section": "judge_vs_judge", "subject": f"{name}:{a}",
+                     "reference": f"{name}:{b}", "period": "all"})
+    final = scores.filter(pl.col("is_final") & (pl.col("status") == "COMPLETED"))
+    for (a, ca), (b, cb) in itertools.combinations(sorted(evaluators.items()), 2):
+        if ca.mode != cb.mode:
+            continue
+        column = verdict.get(ca.mode, "score")
+        left = final.filter(pl.col("evaluator") == a).select(*slot, pl.col(column).alias("a"))
+        right = final.filter(pl.col("evaluator") == b).select(*slot, pl.col(column).alias("b"))
+        both = left.join(right, on=slot, nulls_equal=True)
+        if both.height:
+            _compare(ca.mode, both["a"], both["b"], rows, {"section": "judge_vs_judge", "subject": a, "reference": b, "period": "all"})
+
+
+def _compare(mode: str, a: pl.Series, b: pl.Series, rows: _Rows, fields: dict) -> None:
+    if mode in {"score", "reference", "n_wise"}:
+        result = score_agreement(a, b)
+        rows.add("spearman", result.spearman, result.n, note=result.note, **fields)
+        rows.add("pearson", result.pearson, result.n, note=result.note, **fields)
+        rows.add("mae", result.mae, result.n, note=result.note, **fields)
+        return
+    kappa = cohen_kappa(a.cast(pl.String), b.cast(pl.String))
+    rows.add("cohen_kappa", kappa.value, kappa.n, note=kappa.note, **fields)
+    if mode == "pairwise":
+        s = pairwise_agreement(a, b)
+        rows.add("agreement_with_ties_s1", s.with_ties, s.n_with_ties, note=s.note, **fields)
+        rows.add("agreement_without_ties_s2", s.without_ties, s.n_without_ties, note=s.note, **fields)
+
+
+def imported_vs_evaluators(
+    evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame, judgments: pl.DataFrame,
+    annotations: pl.DataFrame, rows: _Rows,
+) -> None:
+    """Each pairwise evaluator with a human task against each imported judge of that task."""
+    for name, config in evaluators.items():
+        options = config.human_agreement
+        if config.mode != "pairwise" or options is None:
+            continue
+        reference = _pairwise_human_labels(human_reference(annotations, options.task, options.criterion))
+        ours = evaluator_pairwise_labels(scores.filter((pl.col("evaluator") == name) & pl.col("is_final")), reference)
+        for source, part in judgments.group_by("source", maintain_order=True):
+            theirs = imported_pairwise_labels(part, reference).select("item_id", theirs="judge")
+            both = ours.join(theirs, on="item_id")
+            _compare("pairwise", both["judge"], both["theirs"], rows, {
+                "section": "judge_vs_judge", "task": options.task, "subject": name, "reference": source[0],
+                "period": "all", "convention": "failed_excluded"})
+
+
+# ------------------------------------------------------------------------------------------ entry
+
+
+def compute(
+    evaluators: dict[str, EvaluatorConfig],
+    scores: pl.DataFrame,
+    annotations: pl.DataFrame,
+    judgments: pl.DataFrame,
+    trailing_days: int = TRAILING_DAYS,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The `agreement` rows and the `ground_truth` items."""
+    rows = _Rows([])
+    inter_annotator(annotations, rows)
+    for name, config in sorted(evaluators.items()):
+        own = scores.filter(pl.col("evaluator") == name)
+        if config.human_agreement is not None and not own.is_empty():
+            judge_vs_human(config, own, annotations, rows, trailing_days)
+        if config.mode == "pairwise" and not own.is_empty():
+            position(config, own, rows, trailing_days)
+    if not judgments.is_empty() and not annotations.is_empty():
+        imported_vs_human(judgments, annotations, rows)
+        imported_vs_evaluators(evaluators, scores, judgments, annotations, rows)
+    if not scores.is_empty():
+        judge_vs_judge(evaluators, scores, rows)
+    frame = conform(pl.DataFrame(rows.out, infer_schema_length=None), AGREEMENT_SCHEMA).with_columns(
+        pl.lit(datetime.now(UTC)).alias("computed_at"),
+        ((pl.col("statistic") == "cohen_kappa") & (pl.col("value") < pl.col("floor"))).alias("below_floor"),
+    )
+    truth = [
+        ground_truth(part, MIN_GROUND_TRUTH_CONSENSUS).with_columns(pl.lit(task).alias("task"), pl.lit(criterion).alias("criterion"))
+        for (task, criterion), part in annotations.group_by("task", "criterion", maintain_order=True)
+    ]
+    truth_frame = pl.concat(truth, how="diagonal_relaxed") if truth else pl.DataFrame()
+    return frame, conform(truth_frame, GROUND_TRUTH_SCHEMA)

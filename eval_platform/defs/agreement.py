@@ -1,0 +1,90 @@
+"""`agreement` and `ground_truth`: inter-annotator, judge-vs-human and judge-vs-judge agreement."""
+
+
+import dagster as dg
+import polars as pl
+
+from eval_platform.agreement import AGREEMENT_SCHEMA, compute
+from eval_platform.defs.annotations import human_annotations, imported_judgments
+from eval_platform.defs.catalog import refresh
+from eval_platform.defs.resources import WarehouseResource
+from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
+from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.schemas import JUDGE_SCORE_SCHEMA, empty_frame
+from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition
+
+SCORE_COLUMNS = [
+    "evaluator", "date", "trace_id", "trace_id_b", "model", "sample", "role", "is_final", "status",
+    "score", "raw_score", "label", "passed", "winner", "verdict_ab", "verdict_ba",
+]
+
+
+def read_scores(root) -> pl.DataFrame:
+    """The judge_scores columns agreement needs, from every partition (lazily: only those columns)."""
+    if not has_files(root, "judge_scores"):
+        return empty_frame(JUDGE_SCORE_SCHEMA).select(SCORE_COLUMNS)
+    return pl.scan_parquet(table_glob(root, "judge_scores"), hive_partitioning=False).select(SCORE_COLUMNS).collect()
+
+
+def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):
+    floors = {name: c.human_agreement.floor for name, c in evaluators.items() if c.human_agreement and c.human_agreement.floor is not None}
+
+    @dg.asset(
+        deps=[judge_scores, human_annotations, imported_judgments],
+        kinds={"polars", "parquet"},
+        group_name="analysis",
+        check_specs=[dg.AssetCheckSpec("judges_agree_with_humans", asset="agreement")],
+    )
+    def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+        """Inter-annotator agreement (Krippendorff's alpha, Fleiss', Randolph's and Cohen's kappa, annotator
+        quality), judge vs human (accuracy, macro P/R/F1, kappa, confusion; Spearman/Pearson/MAE; MT-Bench
+        S1/S2), judge vs judge and position consistency, per evaluator and window (all, day, trailing 7 days).
+        Items with a clear human majority go to `ground_truth`."""
+        root = warehouse.root
+        annotations = read_partition(root, "human_annotations", {})
+        judgments = read_partition(root, "imported_judgments", {})
+        rows, truth = compute(
+            evaluators,
+            read_scores(root),
+            annotations if annotations is not None else empty_frame(HUMAN_ANNOTATION_SCHEMA),
+            judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
+        )
+        write_partition(root, "agreement", {}, rows)
+        write_partition(root, "ground_truth", {}, truth)
+        refresh(root)
+        latest = latest_kappas(rows)
+        below = latest.filter(pl.col("below_floor"))
+        yield dg.MaterializeResult(
+            metadata={
+                "rows": rows.height,
+                "ground_truth_items": truth.height,
+                "evaluators_checked": dg.MetadataValue.json(sorted(latest["subject"].unique().to_list())),
+            }
+        )
+        yield dg.AssetCheckResult(
+            check_name="judges_agree_with_humans",
+            passed=below.is_empty(),
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "floors": dg.MetadataValue.json(floors),
+                "below_floor": dg.MetadataValue.json(
+                    [{k: row[k] for k in ("subject", "period_end", "value", "floor", "n")} for row in below.iter_rows(named=True)]
+                ),
+            },
+        )
+
+    return agreement
+
+
+def latest_kappas(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per evaluator with a floor: Cohen's kappa with humans over the latest trailing window, judge
+    verdicts that FAILED left out."""
+    kappas = rows.filter(
+        (pl.col("section") == "judge_vs_human")
+        & (pl.col("statistic") == "cohen_kappa")
+        & (pl.col("period") == "trailing")
+        & (pl.col("convention") == "failed_excluded")
+        & pl.col("floor").is_not_null()
+    )
+    return kappas.sort("period_end").group_by("subject").last().select(list(AGREEMENT_SCHEMA))
