@@ -296,7 +296,7 @@ def recommendation(config: ExperimentConfig, treatment: str, primary: dict, guar
             f"per variant ({treatment}: {primary['n']}, {config.control}: {primary['n_control']})"
         )
     if primary["outcome"] == UNDEFINED:
-        return f"no decision: {metric} has no variance in either variant"
+        return f"no decision: {metric} cannot be tested ({primary['note'] or 'no variance'})"
     failed = [g for g in guardrails if g["guardrail_passed"] is False]
     unknown = [g for g in guardrails if g["guardrail_passed"] is None]
     failed_text = ", ".join(f"{g['metric']} ({_evidence(config, g)}; rule: {g['guardrail_rule']})" for g in failed)

@@ -303,3 +303,10 @@ def test_bradley_terry_with_two_variants_is_the_win_share_and_equal_strengths_sh
     one_sided = experiment(control="b", treatments=["c"], pairwise_evaluator="preference")  # b–c: c 4, b 1
     ranking = experiment_results([one_sided], scores, traces).filter(pl.col("kind") == "bradley_terry").sort("variant")
     assert ranking["strength"].to_list() == pytest.approx([0.2, 0.8])
+
+
+def test_constant_scores_give_no_decision_instead_of_an_error():
+    scores = frame(score_rows("helpfulness", "a", [1.0] * 10) + score_rows("helpfulness", "b", [1.0] * 10))
+    row = one(experiment_results([experiment()], scores, NO_TRACES), kind="comparison")
+    assert row["outcome"] == "undefined" and row["significant"] is None and row["p_value"] is None
+    assert row["recommendation"] == "no decision: helpfulness.score cannot be tested (both groups have zero variance)"
