@@ -18,10 +18,12 @@ from typing import Any
 from eval_platform.judging.client import JudgeRequest
 
 
-def cache_key(request: JudgeRequest, sample: int) -> str:
+def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -> str:
+    """`endpoint` names where the reply comes from when the URL does not (the local judge's port changes
+    from run to run); by default the request's api_base."""
     material = {
         "model": request.model,
-        "api_base": request.api_base,
+        "api_base": endpoint or request.api_base,
         "messages": request.messages,
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-FENCE_RE = re.compile(r"<<<([a-z_]+) ([0-9a-f]{12})>>>\n(.*?)\n<<<end \1 \2>>>", re.DOTALL)
+FENCE_RE = re.compile(r"<<<([a-z0-9_]+) ([0-9a-f]{12})>>>\n(.*?)\n<<<end \1 \2>>>", re.DOTALL)
 
 # The marker line after which a prompt states the JSON Schema the reply must match (one line of JSON).
 REPLY_SCHEMA_MARKER = "Reply with only a JSON object matching this JSON Schema:"

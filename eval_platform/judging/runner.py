@@ -133,7 +133,8 @@ class _Judge:
             timeout_s=config.timeout_s,
             max_retries=config.max_retries,
         )
-        key = cache_key(request, sample)
+        local = endpoint.label.startswith("local/")
+        key = cache_key(request, sample, endpoint="local-judge" if local else None)
         cached = self.runtime.cache.get(key)
         verdict = self._parse_cached(cached, n_candidates)
         if verdict is not None:

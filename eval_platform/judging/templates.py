@@ -1,5 +1,8 @@
 """Prompt templates: `{{variable}}` and `{{#if variable}} ... {{/if}}` blocks (may nest).
 
+`{{metadata.key}}` is one key of the trace's metadata object (fenced as `metadata_key`), so a prompt
+can show an id without showing the rest of the metadata.
+
 Parsing happens at load time so an unknown variable or an unbalanced block is an evaluator-file error,
 not a failure in the middle of a run. Substituted values are fenced (see `fencing`): the evaluated
 content is declared data inside an unguessable delimiter.
@@ -7,12 +10,14 @@ content is declared data inside an unguessable delimiter.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 from eval_platform.judging.fencing import fence
 
-_TOKEN_RE = re.compile(r"\{\{\s*(#if\s+[a-z_]+|/if|[a-z_]+)\s*\}\}")
+_NAME = r"[a-z_]+(?:\.[A-Za-z0-9_]+)?"
+_TOKEN_RE = re.compile(rf"\{{\{{\s*(#if\s+{_NAME}|/if|{_NAME})\s*\}}\}}")
 
 
 class TemplateError(ValueError):
@@ -67,6 +72,9 @@ def parse_template(template: str, allowed: set[str]) -> tuple:
 
 
 def _check(name: str, allowed: set[str]) -> None:
+    base, dot, _key = name.partition(".")
+    if dot and base == "metadata" and base in allowed:
+        return
     if name not in allowed:
         raise TemplateError(f"unknown variable '{{{{{name}}}}}'; known: {', '.join(sorted(allowed))}")
 
@@ -81,11 +89,27 @@ def render(tree: tuple, values: dict[str, str | None], prefenced: frozenset[str]
         if isinstance(node, _Text):
             parts.append(node.text)
         elif isinstance(node, _Var):
-            value = values.get(node.name) or ""
-            parts.append(value if node.name in prefenced else fence(node.name, value))
-        elif values.get(node.name):
+            value = _value(values, node.name) or ""
+            name = node.name.replace(".", "_").lower()
+            parts.append(value if node.name in prefenced else fence(name, value))
+        elif _value(values, node.name):
             parts.append(render(node.body, values, prefenced))
     return "".join(parts)
+
+
+def _value(values: dict[str, str | None], name: str) -> str | None:
+    """A variable's text; `metadata.key` reads one key of the metadata JSON object."""
+    base, dot, key = name.partition(".")
+    if not dot:
+        return values.get(name)
+    try:
+        metadata = json.loads(values.get(base) or "{}")
+    except ValueError:
+        return None
+    value = metadata.get(key) if isinstance(metadata, dict) else None
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 def template_names(tree: tuple) -> set[str]:

@@ -3,7 +3,7 @@
 The requested model name picks the behaviour:
 - `mock` or `mock/<anything>`: a deterministic placeholder verdict that satisfies the prompt's reply schema;
 - `replay/gpt-3.5-turbo`, `replay/pandalm-7b`: the verdict recorded for this item in the PandaLM study, found
-  by the `item_id` of the prompt's fenced metadata, else by the fenced texts (see `pandalm_replay`);
+  by the prompt's fenced `item_id` (or metadata object), else by the fenced texts (see `pandalm_replay`);
 - `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`);
 - `fixed/<reply>`, `echo/<block>`, `longest`: replies a test scripts (see `scripted`).
 
@@ -244,7 +244,10 @@ class LocalJudgeServer:
             raise JudgeRequestError(
                 400, "replay: the prompt needs fenced input, output_a and output_b blocks", code="replay_miss"
             )
-        item_id = item_id_from_metadata(blocks.get("metadata", [None])[0])
+        # `{{metadata.item_id}}` fences the id alone; `{{metadata}}` fences the whole object.
+        item_id = (blocks.get("metadata_item_id") or [None])[0] or item_id_from_metadata(
+            blocks.get("metadata", [None])[0]
+        )
         try:
             verdict = self._pandalm().lookup(
                 judge_name, blocks["input"][0], blocks["output_a"][0], blocks["output_b"][0], item_id=item_id

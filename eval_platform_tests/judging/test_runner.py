@@ -213,3 +213,23 @@ def test_one_runtime_serves_several_days(local_judge, runtime):
     for day in range(3):
         rows = judge_day(config, DAY, make_traces(20, input=f"day {day}"), runtime).rows  # no cache hits
         assert set(rows["status"]) == {"COMPLETED"} and rows["calls"].sum() == 20
+
+
+def test_local_judge_cache_survives_a_new_port(local_judge, tmp_path):
+    """The demo starts the local judge on a free port each run; its replies stay cached across runs."""
+    from eval_platform.local_judge import LocalJudgeServer
+    from eval_platform_tests.conftest import REPO_DATA
+
+    config = evaluator(local_judge, api_base=None, api_key_env="EVAL_PLATFORM_TEST_NO_KEY")
+
+    def run(url: str) -> pl.DataFrame:
+        runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=4), JudgeCache(tmp_path / "cache"),
+                               BudgetLedger(tmp_path / "budget.sqlite"), local_judge_url=url, env={})
+        return judge_day(config, DAY, make_traces(3), runtime).rows
+
+    first = run(local_judge.base_url)
+    assert first["model"].to_list() == ["local/mock"] * 3 and not first["cache_hit"].any()
+    with LocalJudgeServer(data_root=REPO_DATA) as other:
+        assert other.base_url != local_judge.base_url
+        second = run(other.base_url)
+        assert second["cache_hit"].all() and judge_requests(other) == 0
