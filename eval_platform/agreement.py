@@ -105,7 +105,10 @@ def _task_key(annotations: pl.DataFrame) -> list[tuple[str, str, str]]:
 # ------------------------------------------------------------------------------------------ humans
 
 
-def inter_annotator(annotations: pl.DataFrame, rows: _Rows) -> None:
+def inter_annotator(annotations: pl.DataFrame, rows: _Rows, categories: dict | None = None) -> None:
+    """`categories`: (task, criterion) -> the labels declared for a classification (tasks.yaml). Randolph's
+    kappa takes chance agreement as 1 / number of categories the annotators could choose, so a declared label
+    nobody used still counts."""
     for task, criterion, schema in _task_key(annotations):
         part = annotations.filter((pl.col("task") == task) & (pl.col("criterion") == criterion))
         base = {"section": "inter_annotator", "task": task, "criterion": criterion, "period": "all"}
@@ -117,7 +120,8 @@ def inter_annotator(annotations: pl.DataFrame, rows: _Rows) -> None:
             alpha = krippendorff_alpha_long(units, coders, values if ordered else part["label"], level)
             rows.add(f"krippendorff_alpha_{level}", alpha.value, alpha.n, note=alpha.note, subject="annotators",
                      reference="annotators", **base)
-        counts = category_counts(units, part["label"] if not ordered else values)
+        declared = None if ordered else (categories or {}).get((task, criterion))
+        counts = category_counts(units, part["label"] if not ordered else values, declared)
         for kappa in (fleiss_kappa(counts), randolph_kappa(counts)):
             rows.add(kappa.statistic, kappa.value, kappa.n, note=kappa.note, subject="annotators",
                      reference="annotators", **base)
@@ -369,10 +373,11 @@ def compute(
     annotations: pl.DataFrame,
     judgments: pl.DataFrame,
     trailing_days: int = TRAILING_DAYS,
+    categories: dict[tuple[str, str], list[str]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The `agreement` rows and the `ground_truth` items."""
+    """The `agreement` rows and the `ground_truth` items; `categories` as in `inter_annotator`."""
     rows = _Rows([])
-    inter_annotator(annotations, rows)
+    inter_annotator(annotations, rows, categories)
     for name, config in sorted(evaluators.items()):
         own = scores.filter(pl.col("evaluator") == name)
         if config.human_agreement is not None and not own.is_empty():

@@ -8,6 +8,8 @@ from eval_platform.agreement import AGREEMENT_SCHEMA, compute
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.resources import WarehouseResource
+from eval_platform.ingest.annotation_tasks import AnnotationTasksError, find_annotation_tasks
+from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
 from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.judging.config import EvaluatorConfig
@@ -49,6 +51,7 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
             read_scores(root),
             annotations if annotations is not None else empty_frame(HUMAN_ANNOTATION_SCHEMA),
             judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
+            categories=declared_categories(root),
         )
         write_partition(root, "agreement", {}, rows)
         write_partition(root, "ground_truth", {}, truth)
@@ -75,6 +78,24 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
         )
 
     return agreement
+
+
+def declared_categories(root) -> dict[tuple[str, str], list[str]]:
+    """(task, criterion) -> the labels tasks.yaml allows for each classification criterion that lists them
+    (Randolph's kappa counts every category the annotators could choose). A broken file already failed
+    `human_annotations`; here it only means no declared categories."""
+    try:
+        _, tasks = find_annotation_tasks(root / ANNOTATIONS_FOLDER)
+    except AnnotationTasksError:
+        return {}
+    if tasks is None:
+        return {}
+    return {
+        (task, criterion): spec.allowed
+        for task, task_spec in tasks.tasks.items()
+        for criterion, spec in task_spec.criteria.items()
+        if spec.schema_ == "classification" and spec.allowed is not None
+    }
 
 
 def latest_kappas(rows: pl.DataFrame) -> pl.DataFrame:
