@@ -54,7 +54,7 @@ def _summary(root: Path) -> str:
                    count(*) FILTER (status = 'COMPLETED') AS completed,
                    count(*) FILTER (status = 'FAILED') AS failed,
                    count(*) FILTER (status = 'SKIPPED') AS skipped,
-                   avg(score) FILTER (status = 'COMPLETED') AS mean_score,
+                   avg(score) FILTER (status = 'COMPLETED' AND is_final) AS mean_score,
                    sum(coalesce(cost_usd, 0)) AS cost_usd,
                    sum(calls) AS calls, sum(cache_hit::INT) AS cache_hits
             FROM judge_scores GROUP BY evaluator ORDER BY evaluator
@@ -77,6 +77,30 @@ def _summary(root: Path) -> str:
         lines.append("\nlocal/mock rows are placeholder verdicts from the local judge (no API key set): not a quality judgment.")
     if any(model.startswith("local/replay/") for _, model, *_ in rows):
         lines.append("local/replay rows are real GPT-3.5-turbo verdicts recorded by the PandaLM authors, replayed over HTTP.")
+    return "\n".join(lines)
+
+
+def _agreement_summary(root: Path) -> str:
+    """Judge vs human accuracy and kappa per judge, under both conventions for unusable verdicts."""
+    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+        rows = conn.execute(
+            """
+            SELECT subject, convention,
+                   max(value) FILTER (statistic = 'accuracy') AS accuracy,
+                   max(value) FILTER (statistic = 'macro_f1') AS f1,
+                   max(value) FILTER (statistic = 'cohen_kappa') AS kappa,
+                   max(n) FILTER (statistic = 'accuracy') AS n
+            FROM agreement WHERE section = 'judge_vs_human' AND period = 'all'
+            GROUP BY ALL ORDER BY subject, convention
+            """
+        ).fetchall()
+        annotators = conn.execute(
+            "SELECT string_agg(printf('%.2f', value), ' / ' ORDER BY subject, reference) FROM agreement "
+            "WHERE section = 'inter_annotator' AND statistic = 'cohen_kappa'"
+        ).fetchone()[0]
+    lines = [f"\nagreement: annotator pairwise Cohen's kappa {annotators}", f"  {'judge vs human majority':<34}{'convention':<18}{'n':>5}{'acc':>8}{'macro F1':>10}{'kappa':>8}"]
+    for subject, convention, accuracy, f1, kappa, n in rows:
+        lines.append(f"  {subject:<34}{convention:<18}{n:>5}{100 * accuracy:>7.2f}%{100 * f1:>9.2f}%{kappa:>8.3f}")
     return "\n".join(lines)
 
 
@@ -138,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                 for day in days:
                     _materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": day, "evaluator": name}), instance)
                 print(f"  judge_scores[{name}] scored for {len(days)} days", flush=True)
-            _materialize(defs, "judge_cost_daily", None, instance)
+            for asset in ("judge_cost_daily", "judge_cost_monthly", "app_cost_daily", "human_annotations",
+                          "imported_judgments", "agreement"):
+                _materialize(defs, asset, None, instance)
             _materialize(defs, "experiment_results", None, instance)
             _materialize(defs, "alerts", None, instance)
     finally:
@@ -146,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     print(f"\nDone in {time.perf_counter() - started:.0f}s. Data root: {root}\n")
     print(_summary(root))
+    print(_agreement_summary(root))
     print(_experiments_summary(root))
     print(
         f"""

@@ -285,3 +285,13 @@ def test_config_errors_name_the_file_and_field(tmp_path, local_judge):
     path = write_evaluator(tmp_path, "cons", mode="binary", models=[{"model": "openai/y"}, {"model": "openai/z"}], consensus="median", prompt="{{output}}")
     with pytest.raises(EvaluatorConfigError, match=r"cons\.yaml.*consensus 'median'"):
         load_evaluator(path)
+
+
+def test_metadata_key_shows_one_field_only(local_judge):
+    config = judge(local_judge, "score", prompt="{{output}}{{#if metadata.item_id}} (item {{metadata.item_id}}){{/if}}")
+    metadata = json.dumps({"item_id": "pandalm-0042", "models": ["llama-7b", "opt-7b"]})
+    user = build_messages(config, {"output": "x", "metadata": metadata})[1]["content"]
+    assert unfence_all(user)["metadata_item_id"] == ["pandalm-0042"] and "llama" not in user
+    assert "item" not in build_messages(config, {"output": "x", "metadata": "{}"})[1]["content"]
+    with pytest.raises(ValueError, match="unknown variable"):
+        judge(local_judge, "score", prompt="{{output}} {{context.source}}")
