@@ -14,15 +14,15 @@ from scipy import stats
 from eval_platform.stats._labels import as_series, paired
 from eval_platform.stats.kappa import CohenKappa, cohen_kappa_table, contingency_table
 
-PREFERENCES = {"1": "A", "a": "A", "2": "B", "b": "B", "0": "tie", "tie": "tie"}
+PREFERENCES = {"1": "A", "a": "A", "left": "A", "2": "B", "b": "B", "right": "B", "0": "tie", "tie": "tie"}
 
 
 def preference_labels(verdicts, unusable_as_tie: bool = False) -> pl.Series:
     """Pairwise verdicts in the judge's vocabulary: "A" (first response better), "B" or "tie".
 
-    Accepts PandaLM codes 1 / 2 / 0 (as numbers or text) and A / B / tie in any case. Anything else (PandaLM's
-    "garbage", an empty reply) is unusable: null, or "tie" with `unusable_as_tie`, which is how PandaLM's
-    published metrics count it.
+    Accepts PandaLM codes 1 / 2 / 0 (as numbers or text), A / B / tie and LLMFAO's left / right / tie, in any
+    case. Anything else (PandaLM's "garbage", an empty reply) is unusable: null, or "tie" with
+    `unusable_as_tie`, which is how PandaLM's published metrics count it.
     """
     normalized = as_series(verdicts).cast(pl.String).str.strip_chars().str.to_lowercase()
     labels = normalized.replace_strict(PREFERENCES, default=None, return_dtype=pl.String)
