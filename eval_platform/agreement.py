@@ -139,14 +139,15 @@ def inter_annotator(annotations: pl.DataFrame, rows: _Rows, categories: dict | N
 
 
 def _annotator_pairs(part: pl.DataFrame, ordered: bool, value_col: str, rows: _Rows, base: dict) -> None:
-    wide = part.unique(["item_id", "annotator"], keep="first").pivot(
-        on="annotator", index="item_id", values=value_col if ordered else "label"
-    )
-    annotators = sorted(c for c in wide.columns if c != "item_id")
+    """Cohen's kappa for every pair of annotators sharing at least one item (over the items they share)."""
+    labelled = part.unique(["item_id", "annotator"], keep="first").select(
+        "item_id", "annotator", pl.col(value_col if ordered else "label").alias("v")
+    ).drop_nulls("v")
+    pairs = labelled.join(labelled, on="item_id", suffix="_b").filter(pl.col("annotator") < pl.col("annotator_b"))
     weightings = (None, "linear", "quadratic") if ordered else (None,)
-    for a, b in itertools.combinations(annotators, 2):
+    for (a, b), shared in sorted(pairs.group_by("annotator", "annotator_b"), key=lambda group: group[0]):
         for weights in weightings:
-            kappa = cohen_kappa(wide[a], wide[b], weights=weights)
+            kappa = cohen_kappa(shared["v"], shared["v_b"], weights=weights)
             name = "cohen_kappa" if weights is None else f"cohen_kappa_{weights}"
             rows.add(name, kappa.value, kappa.n, note=kappa.note, subject=a, reference=b, **base)
 
