@@ -14,6 +14,9 @@ One long table, one row per statistic:
 - `judge_vs_judge`: the member models of a consensus evaluator against each other, evaluators of the same
   mode judging the same traces, and each evaluator against each imported judge of its task.
 - `position_consistency`: for pairwise evaluators judged in both orders.
+- `ranking`: when pairwise annotations and imported verdicts name their candidates (`candidate_a` /
+  `candidate_b`), Bradley–Terry rankings of the candidates from human votes and from each judge, and the
+  Pearson (LLMFAO's published method) and Spearman correlation of the ranks.
 
 Periods (`period`): `all`, every `day` of judge_scores, and a `trailing` window of `trailing_days` days ending on
 each day. A judge verdict the judge could not give (FAILED, or an unusable imported verdict) is left out
@@ -46,7 +49,7 @@ from eval_platform.stats.reliability import krippendorff_alpha_long
 from eval_platform.stats.results import interpret_alpha, interpret_kappa
 
 AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
-    "section": pl.String(),  # inter_annotator | annotator | judge_vs_human | judge_vs_judge | position_consistency
+    "section": pl.String(),  # inter_annotator | annotator | judge_vs_human | judge_vs_judge | position_consistency | ranking
     "task": pl.String(),  # the annotation task (null for judge_vs_judge between evaluators without one)
     "criterion": pl.String(),
     "subject": pl.String(),  # the evaluator, imported judge (source), annotator or annotator pair judged
