@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from eval_platform.config_files import load_named
 from eval_platform.judging.config import BOOLEAN_MODES, EvaluatorConfig
 
 Method = Literal["frequentist", "bayesian", "both"]
@@ -173,29 +173,10 @@ class ExperimentConfig(_Strict):
         return problems
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "(file)"
-
-
 def load_experiment(path: Path, evaluators: dict[str, EvaluatorConfig] | None = None) -> ExperimentConfig:
     """Load and validate one experiment file; with `evaluators`, also check the evaluators it names exist
     and fit the metric. Errors name the file and the field."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ExperimentConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ExperimentConfigError(f"{path}: expected a mapping of experiment fields, got {type(raw).__name__}")
-    raw.setdefault("name", path.stem)
-    if raw["name"] != path.stem:
-        raise ExperimentConfigError(
-            f"{path}: field 'name' is '{raw['name']}' but the file is named '{path.name}'; they must match"
-        )
-    try:
-        config = ExperimentConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(f"field '{_field_path(err['loc'])}': {err['msg']}" for err in exc.errors())
-        raise ExperimentConfigError(f"{path}: {problems}") from None
+    config = load_named(path, ExperimentConfig, ExperimentConfigError, "experiment")
     if evaluators is not None:
         problems = config.check_evaluators(evaluators)
         if problems:

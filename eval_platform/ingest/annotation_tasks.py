@@ -26,8 +26,9 @@ import math
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from eval_platform.config_files import read_mapping, validate
 
 TASKS_FILE_NAMES = frozenset({"tasks.yaml", "tasks.yml"})
 Schema = Literal["classification", "rating", "ranking"]
@@ -115,23 +116,10 @@ def _label_text(value) -> str:
     return str(value)
 
 
-def _field_path(loc: tuple) -> str:
-    return ".".join(str(part) for part in loc) or "(file)"
-
-
 def load_annotation_tasks(path: Path) -> AnnotationTasks:
     """Load and validate a tasks file; errors name the file and the field."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise AnnotationTasksError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise AnnotationTasksError(f"{path}: expected a mapping with a 'tasks' key, got {type(raw).__name__}")
-    try:
-        return AnnotationTasks.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(f"field '{_field_path(err['loc'])}': {err['msg']}" for err in exc.errors())
-        raise AnnotationTasksError(f"{path}: {problems}") from None
+    raw = read_mapping(path, AnnotationTasksError, "a mapping with a 'tasks' key")
+    return validate(path, AnnotationTasks, raw, AnnotationTasksError)
 
 
 def find_annotation_tasks(annotations_dir: Path) -> tuple[Path | None, AnnotationTasks | None]:

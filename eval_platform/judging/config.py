@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from eval_platform.config_files import load_named
 from eval_platform.judging import pricing
 from eval_platform.judging.templates import TemplateError, parse_template, template_names
 
@@ -389,29 +389,9 @@ def template_variables(mode: str) -> set[str]:
     return base
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "(file)"
-
-
 def load_evaluator(path: Path) -> EvaluatorConfig:
     """Load and validate one evaluator file; errors name the file and the field."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise EvaluatorConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise EvaluatorConfigError(f"{path}: expected a mapping of evaluator fields, got {type(raw).__name__}")
-    raw.setdefault("name", path.stem)
-    if raw["name"] != path.stem:
-        raise EvaluatorConfigError(
-            f"{path}: field 'name' is '{raw['name']}' but the file is named '{path.name}'; "
-            "they must match (the name is the partition key)"
-        )
-    try:
-        return EvaluatorConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(f"field '{_field_path(err['loc'])}': {err['msg']}" for err in exc.errors())
-        raise EvaluatorConfigError(f"{path}: {problems}") from None
+    return load_named(path, EvaluatorConfig, EvaluatorConfigError, "evaluator", " (the name is the partition key)")
 
 
 def load_evaluators(directory: Path) -> dict[str, EvaluatorConfig]:

@@ -18,7 +18,7 @@ from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import judge_day
 from eval_platform.local_judge.mock_verdict import find_reply_schema
 from eval_platform_tests.conftest import write_evaluator
-from eval_platform_tests.judging.test_runner import DAY, make_traces, runtime  # noqa: F401  (fixture)
+from eval_platform_tests.judging.test_runner import DAY, make_traces
 
 
 def judge(local_judge, mode: str, model: str = "mock", **fields) -> EvaluatorConfig:

@@ -10,7 +10,7 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import TRACE_SCHEMA, conform
 from eval_platform.judging.runner import judge_day
 from eval_platform_tests.conftest import REPO_DATA
-from eval_platform_tests.judging.test_runner import DAY, make_traces, runtime  # noqa: F401
+from eval_platform_tests.judging.test_runner import DAY, make_traces
 
 PROMPT = "Instruction: {{input}}\nA: {{output_a}}\nB: {{output_b}}"
 

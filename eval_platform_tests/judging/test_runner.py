@@ -9,7 +9,7 @@ import pytest
 
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.judging.client import LiteLLMJudgeClient
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import JudgeRuntime, judge_day, unit_hash
 from eval_platform.schemas import TRACE_SCHEMA, conform
@@ -48,16 +48,6 @@ def evaluator(local_judge, model="mock", **fields) -> EvaluatorConfig:
         "timeout_s": 5,
     }
     return EvaluatorConfig.model_validate({**base, **fields})
-
-
-@pytest.fixture
-def runtime(tmp_path):
-    return JudgeRuntime(
-        client=LiteLLMJudgeClient(max_concurrency=8, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.2)),
-        cache=JudgeCache(tmp_path / "cache"),
-        ledger=BudgetLedger(tmp_path / "budget.sqlite"),
-        env={},
-    )
 
 
 def test_mock_scores_are_normalized_and_complete(local_judge, runtime):

@@ -1,0 +1,46 @@
+"""Reading YAML configuration files into pydantic models, with errors that name the file and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def read_mapping(path: Path, error: type[Exception], expected: str) -> dict[str, Any]:
+    """The YAML file's top-level mapping; `error` naming the file when it is not valid YAML or not a mapping."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise error(f"{path}: expected {expected}, got {type(raw).__name__}")
+    return raw
+
+
+def validate(path: Path, model: type[Model], raw: dict[str, Any], error: type[Exception]) -> Model:
+    """`model` from `raw`; every validation problem is listed as `field '<dotted path>': <message>`."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"field '{_field_path(err['loc'])}': {err['msg']}" for err in exc.errors())
+        raise error(f"{path}: {problems}") from None
+
+
+def load_named(path: Path, model: type[Model], error: type[Exception], what: str, why: str = "") -> Model:
+    """A config file whose `name` is the file's stem (filled in when absent, an error when different)."""
+    raw = read_mapping(path, error, f"a mapping of {what} fields")
+    raw.setdefault("name", path.stem)
+    if raw["name"] != path.stem:
+        raise error(
+            f"{path}: field 'name' is '{raw['name']}' but the file is named '{path.name}'; they must match{why}"
+        )
+    return validate(path, model, raw, error)
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(file)"
