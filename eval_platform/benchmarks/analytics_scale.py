@@ -1,0 +1,314 @@
+"""The analysis assets at production scale, beside the peer packages on the same annotations and scores.
+
+    python -m eval_platform.benchmarks.analytics_scale [--rows 10000000] [--annotations 1000000] [--repeat 3]
+
+Writes a seeded synthetic data root (see `synthetic_warehouse`) into a temporary directory, never the checkout,
+then runs each computation in a fresh interpreter: the `agreement` asset's body, the `experiment_results`
+asset's body, the two cost rollups, and the statistics the peers also compute (Krippendorff's alpha,
+Fleiss' and Cohen's kappa, Welch's t-test), ours and the peer's in separate processes. Each reports the wall
+time of the computation alone (imports and input preparation are not timed) and the process's peak RSS, and
+every peer row the largest absolute difference between our values and the peer's. The peers are the test
+extras (krippendorff, statsmodels, scipy). `--keep` keeps the data root, `--root DIR` reuses it, `--only`
+runs some computations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from eval_platform.benchmarks.synthetic_warehouse import PER_ITEM, VARIANTS, generate
+from eval_platform.judging.budget import BudgetLedger
+from eval_platform.settings import state_dir
+from eval_platform.storage.warehouse import read_partition, write_partition
+
+# ------------------------------------------------------------------------------------------ computations
+# Each runs in its own child process and imports only what it needs (litellm, which the judging configs import,
+# costs about 100 MB of RSS), then prepares its inputs and returns the computation, the only part timed, whose
+# values are checked against the peer's.
+
+
+def _evaluators(root: Path):
+    from eval_platform.judging.config import load_evaluators
+
+    return load_evaluators(root / "evaluators")
+
+
+def agreement(root: Path):
+    """The `agreement` asset's body: read judge_scores, annotations and judgments, compute, write both tables."""
+    from eval_platform.agreement import compute
+    from eval_platform.defs.agreement import declared_categories, read_scores
+
+    evaluators = _evaluators(root)
+
+    def run():
+        rows, truth = compute(evaluators, read_scores(root), read_partition(root, "human_annotations", {}),
+                              read_partition(root, "imported_judgments", {}), categories=declared_categories(root))
+        write_partition(root, "agreement", {}, rows)
+        write_partition(root, "ground_truth", {}, truth)
+        return {"rows": rows.height, "ground_truth": truth.height}
+
+    return run
+
+
+def experiments(root: Path):
+    """The `experiment_results` asset's body: load the experiments, read final scores and trace variants, analyze."""
+    from eval_platform.experiments.analysis import experiment_results
+    from eval_platform.experiments.config import load_experiments
+    from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
+
+    configs = load_experiments(root / "experiments", _evaluators(root))
+    needed = sorted({m.evaluator for e in configs.values() for _, m in e.metrics}
+                    | {e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator})
+
+    def run():
+        frame = experiment_results(configs.values(), read_final_scores(root, needed), read_trace_variants(root))
+        write_partition(root, "experiment_results", {}, frame)
+        return {"rows": frame.height}
+
+    return run
+
+
+def costs(root: Path):
+    """`judge_cost_daily` then `judge_cost_monthly`, as their assets do it (the ledger has a row per call)."""
+    from eval_platform.defs.costs import cost_rollup, monthly_rollup
+
+    evaluators = _evaluators(root)
+
+    def run():
+        daily = cost_rollup(root, evaluators)
+        write_partition(root, "judge_cost_daily", {}, daily)
+        monthly = monthly_rollup(read_partition(root, "judge_cost_daily", {}),
+                                 BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators)
+        write_partition(root, "judge_cost_monthly", {}, monthly)
+        return {"daily_rows": daily.height, "monthly_rows": monthly.height}
+
+    return run
+
+
+def _tasks(root: Path, level: str = "nominal") -> dict[str, tuple[pl.DataFrame, str]]:
+    """Each task's annotations and the column its alpha is computed on, as `inter_annotator` does: the rating
+    for the rating task, the label for the classifications (which have no interval alpha)."""
+    annotations = read_partition(root, "human_annotations", {})
+    tasks = {task: part for (task,), part in annotations.sort("task").group_by("task", maintain_order=True)}
+    return {t: (p, "value" if t == "quality" else "label") for t, p in tasks.items() if level == "nominal" or t == "quality"}
+
+
+def alpha_ours(root: Path, level: str):
+    from eval_platform.stats.reliability import krippendorff_alpha_long
+
+    tasks = _tasks(root, level).values()
+    return lambda: [krippendorff_alpha_long(p["item_id"], p["annotator"], p[column], level).value for p, column in tasks]
+
+
+def alpha_peer(root: Path, level: str):
+    import krippendorff
+
+    matrices = []
+    for part, column in _tasks(root, level).values():  # coders × units, NaN where not rated; labels as codes
+        codes = part.with_columns(pl.col(column).rank("dense").cast(pl.Float64) if column == "label" else pl.col(column))
+        wide = codes.pivot(on="annotator", index="item_id", values=column, aggregate_function="first")
+        matrices.append(wide.drop("item_id").to_numpy().T.astype(float))
+    return lambda: [krippendorff.alpha(reliability_data=m, level_of_measurement=level) for m in matrices]
+
+
+def _fully_rated(root: Path) -> list[pl.DataFrame]:
+    """Per task, the items all PER_ITEM annotators rated: Fleiss' kappa needs as many ratings on every item."""
+    return [part.filter(pl.len().over("item_id") == PER_ITEM) for part, _ in _tasks(root).values()]
+
+
+def fleiss_ours(root: Path):
+    from eval_platform.stats.kappa import category_counts, fleiss_kappa
+
+    parts = _fully_rated(root)
+    return lambda: [fleiss_kappa(category_counts(p["item_id"], p["label"])).value for p in parts]
+
+
+def fleiss_peer(root: Path):
+    from statsmodels.stats import inter_rater
+
+    wides = [  # items × raters of label codes, statsmodels' input
+        part.with_columns(pl.col("label").rank("dense"), pl.col("annotator").rank("ordinal").over("item_id"))
+        .pivot(on="annotator", index="item_id", values="label").drop("item_id").to_numpy()
+        for part in _fully_rated(root)
+    ]
+    return lambda: [inter_rater.fleiss_kappa(inter_rater.aggregate_raters(w)[0]) for w in wides]
+
+
+def _pairs(root: Path) -> list[tuple[pl.Series, pl.Series, str | None]]:
+    """Every annotator pair of every task aligned on items (cohen_kappa leaves out the items one did not rate),
+    with the weightings the agreement asset reports."""
+    out = []
+    for part, column in _tasks(root).values():
+        wide = part.pivot(on="annotator", index="item_id", values=column, aggregate_function="first")
+        names = sorted(c for c in wide.columns if c != "item_id")
+        weightings = (None, "linear", "quadratic") if column == "value" else (None,)
+        out += [(wide[a], wide[b], w) for i, a in enumerate(names) for b in names[i + 1:] for w in weightings]
+    return out
+
+
+def cohen_ours(root: Path):
+    from eval_platform.stats.kappa import cohen_kappa
+
+    pairs = _pairs(root)
+    return lambda: [cohen_kappa(a, b, weights=w).value for a, b, w in pairs]
+
+
+def cohen_peer(root: Path):
+    from statsmodels.stats import inter_rater
+
+    # to_table codes the labels of both raters together (np.unique), as our contingency table does
+    pairs = [(pl.DataFrame({"a": a, "b": b}).drop_nulls().to_numpy(), w) for a, b, w in _pairs(root)]
+    return lambda: [inter_rater.cohens_kappa(inter_rater.to_table(x)[0], wt=w).kappa for x, w in pairs]
+
+
+def _groups(root: Path) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(control, treatment) final scores of three evaluators, for each of the two treatments."""
+    from eval_platform.experiments.inputs import read_final_scores
+
+    scores = read_final_scores(root, ["helpfulness", "toxicity", "relevance"])
+    out = []
+    for _, part in scores.sort("evaluator").group_by("evaluator", maintain_order=True):
+        control = part.filter(pl.col("variant") == VARIANTS[0])["score"].to_numpy()
+        out += [(control, part.filter(pl.col("variant") == v)["score"].to_numpy()) for v in VARIANTS[1:]]
+    return out
+
+
+def welch_ours(root: Path):
+    from eval_platform.stats.experiments import welch_t_test
+
+    groups = _groups(root)
+    return lambda: [(r.t, r.df, r.p_value) for r in (welch_t_test(c, t) for c, t in groups)]
+
+
+def welch_peer(root: Path):
+    from scipy import stats
+
+    groups = _groups(root)
+    return lambda: [(r.statistic, r.df, r.pvalue) for r in (stats.ttest_ind(t, c, equal_var=False) for c, t in groups)]
+
+
+# name -> (what, ours, peer, the peer's name); ours or peer None when there is nothing to put beside it.
+COMPUTATIONS = {
+    "agreement": ("agreement asset (read + compute + write)", agreement, None, None),
+    "experiments": ("experiment_results asset (read + analyze + write)", experiments, None, None),
+    "costs": ("judge_cost_daily + judge_cost_monthly", costs, None, None),
+    "alpha_nominal": ("Krippendorff's alpha, nominal, 4 tasks", lambda r: alpha_ours(r, "nominal"),
+                      lambda r: alpha_peer(r, "nominal"), "krippendorff.alpha"),
+    "alpha_interval": ("Krippendorff's alpha, interval, rating task", lambda r: alpha_ours(r, "interval"),
+                       lambda r: alpha_peer(r, "interval"), "krippendorff.alpha"),
+    "fleiss": ("Fleiss' kappa, 4 tasks (fully rated items)", fleiss_ours, fleiss_peer,
+               "statsmodels fleiss_kappa + aggregate_raters"),
+    "cohen": ("Cohen's kappa, every annotator pair and weighting", cohen_ours, cohen_peer,
+              "statsmodels cohens_kappa + to_table"),
+    "welch": ("Welch's t-test, 3 metrics × 2 treatments", welch_ours, welch_peer, "scipy.stats.ttest_ind"),
+}
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS. Not ru_maxrss: Linux carries the parent's RSS at fork over exec into it."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+
+
+def _cpu_seconds() -> float:
+    """User and system CPU time of this process, all threads: steadier than wall time on a shared machine."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _child(name: str, side: str, root: Path) -> None:
+    _, ours, peer, _ = COMPUTATIONS[name]
+    started = time.perf_counter()
+    run = (ours if side == "ours" else peer)(root)
+    prepared, prepared_rss, cpu = time.perf_counter(), _peak_rss_mb(), _cpu_seconds()
+    result = run()
+    seconds = time.perf_counter() - prepared
+    report = {"prepare_s": prepared - started, "prepared_rss_mb": prepared_rss, "seconds": seconds,
+              "cpu_s": _cpu_seconds() - cpu, "peak_rss_mb": _peak_rss_mb(), "result": result}
+    print(json.dumps(report, default=float))
+
+
+def _measure(name: str, side: str, root: Path, repeat: int) -> dict:
+    """Run one computation `repeat` times, each in a fresh interpreter so that its peak RSS is its own: the
+    median time and the largest peak (the machine is shared, so one run can be slowed by a neighbour)."""
+    command = [sys.executable, "-m", "eval_platform.benchmarks.analytics_scale", "--child", name, side, str(root)]
+    runs = [json.loads(subprocess.run(command, stdout=subprocess.PIPE, check=True).stdout.decode().splitlines()[-1])
+            for _ in range(repeat)]
+    return {
+        "seconds": float(np.median([r["seconds"] for r in runs])),
+        "runs_s": [round(r["seconds"], 2) for r in runs],
+        "cpu_s": float(np.median([r["cpu_s"] for r in runs])),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "before_rss_mb": max(r["prepared_rss_mb"] for r in runs),
+        "result": runs[0]["result"],
+    }
+
+
+def _cell(seconds: float | None, peak_mb: float | None) -> str:
+    return "" if seconds is None else f"{seconds:.2f} s, {peak_mb:,.0f} MB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000, help="judge_scores rows (about)")
+    parser.add_argument("--annotations", type=int, default=1_000_000, help="human_annotations rows (about)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per computation; the median time is reported")
+    parser.add_argument("--keep", action="store_true", help="keep the generated data root and print where it is")
+    parser.add_argument("--root", type=Path, help="reuse a data root kept by an earlier --keep instead of generating")
+    parser.add_argument("--only", nargs="+", choices=list(COMPUTATIONS), help="run only these computations")
+    parser.add_argument("--child", nargs=3, metavar=("NAME", "SIDE", "ROOT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch litellm's price map
+    if args.child:
+        _child(args.child[0], args.child[1], Path(args.child[2]))
+        return 0
+
+    checkout = Path(__file__).resolve().parents[2]
+    root = (args.root or Path(tempfile.mkdtemp(prefix="analytics_scale-")) / "data").resolve()
+    if root.is_relative_to(checkout):
+        parser.error(f"--root {root} is inside the checkout; the benchmark writes only outside it")
+    try:
+        if args.root is None:
+            started = time.perf_counter()
+            written = generate(root, args.rows, args.annotations, args.seed)
+            print(f"generated in {time.perf_counter() - started:.0f} s under {root}: "
+                  + ", ".join(f"{count:,} {table}" for table, count in written.items()))
+        print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, polars {pl.__version__}; "
+              f"median of {args.repeat} run(s) per computation, peak RSS the largest")
+        lines = ["| computation | ours | peer | peer | max abs difference |", "| --- | --- | --- | --- | --- |"]
+        for name in args.only or COMPUTATIONS:
+            what, _, peer, peer_name = COMPUTATIONS[name]
+            ours = _measure(name, "ours", root, args.repeat)
+            theirs = _measure(name, "peer", root, args.repeat) if peer is not None else None
+            difference = None
+            if theirs is not None:
+                ours_values, peer_values = (np.asarray(x["result"], float) for x in (ours, theirs))
+                difference = float(np.max(np.abs(ours_values - peer_values)))
+            report = {"name": name, "ours": ours, "peer": theirs, "max_abs_difference": difference}
+            print(json.dumps(report), flush=True)
+            compared = f"{_cell(theirs['seconds'], theirs['peak_rss_mb'])} | {difference:.1e}" if theirs else "— | —"
+            lines.append(f"| {what} | {_cell(ours['seconds'], ours['peak_rss_mb'])} | {peer_name or '—'} | {compared} |")
+        print("\n".join(lines))
+    finally:
+        if args.keep:
+            print(f"kept {root}")
+        elif args.root is None:
+            shutil.rmtree(root.parent, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
