@@ -31,7 +31,7 @@ import polars as pl
 from eval_platform.benchmarks.synthetic_warehouse import PER_ITEM, VARIANTS, generate
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.settings import state_dir
-from eval_platform.storage.warehouse import read_partition, write_partition
+from eval_platform.storage.warehouse import PARTITION_FILE, partition_dir, read_partition, table_glob, write_partition
 
 # ------------------------------------------------------------------------------------------ computations
 # Each runs in its own child process and imports only what it needs (litellm, which the judging configs import,
@@ -100,9 +100,12 @@ def costs(root: Path):
 def _tasks(root: Path, level: str = "nominal") -> dict[str, tuple[pl.DataFrame, str]]:
     """Each task's annotations and the column its alpha is computed on, as `inter_annotator` does: the rating
     for the rating task, the label for the classifications (which have no interval alpha)."""
-    annotations = read_partition(root, "human_annotations", {})
-    tasks = {task: part for (task,), part in annotations.sort("task").group_by("task", maintain_order=True)}
-    return {t: (p, "value" if t == "quality" else "label") for t, p in tasks.items() if level == "nominal" or t == "quality"}
+    path = partition_dir(root, "human_annotations", {}) / PARTITION_FILE
+    columns = ["task", "item_id", "annotator", "label", "value"]  # only these, so that loading sets no peak
+    annotations = pl.scan_parquet(path).select(columns).collect()
+    tasks = {task: part for (task,), part in annotations.partition_by("task", as_dict=True).items()}
+    return {t: (p, "value" if t == "quality" else "label") for t, p in sorted(tasks.items())
+            if level == "nominal" or t == "quality"}
 
 
 def alpha_ours(root: Path, level: str):
@@ -146,40 +149,57 @@ def fleiss_peer(root: Path):
     return lambda: [inter_rater.fleiss_kappa(inter_rater.aggregate_raters(w)[0]) for w in wides]
 
 
-def _pairs(root: Path) -> list[tuple[pl.Series, pl.Series, str | None]]:
-    """Every annotator pair of every task aligned on items (cohen_kappa leaves out the items one did not rate),
-    with the weightings the agreement asset reports."""
+def _pairs(root: Path) -> list[tuple[pl.Series, pl.Series, tuple]]:
+    """Every pair of annotators of every task: their labels on the items both rated, and the weightings the
+    agreement asset reports for the task."""
     out = []
     for part, column in _tasks(root).values():
         wide = part.pivot(on="annotator", index="item_id", values=column, aggregate_function="first")
         names = sorted(c for c in wide.columns if c != "item_id")
         weightings = (None, "linear", "quadratic") if column == "value" else (None,)
-        out += [(wide[a], wide[b], w) for i, a in enumerate(names) for b in names[i + 1:] for w in weightings]
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                shared = wide.select(a, b).drop_nulls()
+                out.append((shared[a], shared[b], weightings))
     return out
 
 
 def cohen_ours(root: Path):
-    from eval_platform.stats.kappa import cohen_kappa
+    """As the agreement asset does it: one contingency table per pair, every weighting from it."""
+    from eval_platform.stats.kappa import cohen_kappa_table, contingency_table
 
     pairs = _pairs(root)
-    return lambda: [cohen_kappa(a, b, weights=w).value for a, b, w in pairs]
+
+    def run():
+        tables = [(contingency_table(a, b)[0], weightings) for a, b, weightings in pairs]
+        return [cohen_kappa_table(table, weights=w).value for table, weightings in tables for w in weightings]
+
+    return run
 
 
 def cohen_peer(root: Path):
     from statsmodels.stats import inter_rater
 
-    # to_table codes the labels of both raters together (np.unique), as our contingency table does
-    pairs = [(pl.DataFrame({"a": a, "b": b}).drop_nulls().to_numpy(), w) for a, b, w in _pairs(root)]
-    return lambda: [inter_rater.cohens_kappa(inter_rater.to_table(x)[0], wt=w).kappa for x, w in pairs]
+    pairs = [(np.column_stack([a.to_numpy(), b.to_numpy()]), weightings) for a, b, weightings in _pairs(root)]
+
+    def run():  # to_table codes both raters' labels together (np.unique), as our contingency table does
+        tables = [(inter_rater.to_table(x)[0], weightings) for x, weightings in pairs]
+        return [inter_rater.cohens_kappa(table, wt=w).kappa for table, weightings in tables for w in weightings]
+
+    return run
 
 
 def _groups(root: Path) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(control, treatment) final scores of three evaluators, for each of the two treatments."""
-    from eval_platform.experiments.inputs import read_final_scores
-
-    scores = read_final_scores(root, ["helpfulness", "toxicity", "relevance"])
+    """(control, treatment) final completed scores of three evaluators, for each of the two treatments."""
+    scores = (
+        pl.scan_parquet(table_glob(root, "judge_scores"), hive_partitioning=False)
+        .filter(pl.col("is_final") & (pl.col("status") == "COMPLETED")
+                & pl.col("evaluator").is_in(["helpfulness", "relevance", "toxicity"]))
+        .select("evaluator", "variant", "score")
+        .collect()
+    )
     out = []
-    for _, part in scores.sort("evaluator").group_by("evaluator", maintain_order=True):
+    for _, part in sorted(scores.partition_by("evaluator", as_dict=True).items()):
         control = part.filter(pl.col("variant") == VARIANTS[0])["score"].to_numpy()
         out += [(control, part.filter(pl.col("variant") == v)["score"].to_numpy()) for v in VARIANTS[1:]]
     return out
@@ -210,8 +230,8 @@ COMPUTATIONS = {
                        lambda r: alpha_peer(r, "interval"), "krippendorff.alpha"),
     "fleiss": ("Fleiss' kappa, 4 tasks (fully rated items)", fleiss_ours, fleiss_peer,
                "statsmodels fleiss_kappa + aggregate_raters"),
-    "cohen": ("Cohen's kappa, every annotator pair and weighting", cohen_ours, cohen_peer,
-              "statsmodels cohens_kappa + to_table"),
+    "cohen": ("Cohen's kappa, 180 annotator pairs, 270 kappas", cohen_ours, cohen_peer,
+              "statsmodels to_table + cohens_kappa"),
     "welch": ("Welch's t-test, 3 metrics × 2 treatments", welch_ours, welch_peer, "scipy.stats.ttest_ind"),
 }
 
