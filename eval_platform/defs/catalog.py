@@ -24,11 +24,8 @@ TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
     "source_line": pl.Int64(),
 }
 
-JUDGE_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
-    "day": pl.String(),
-    "evaluator": pl.String(),
-    "model": pl.String(),
-    "project_id": pl.String(),
+# What judging cost, summed over rows of judge_scores; the daily and monthly rollups share these.
+JUDGE_COST_MEASURES: dict[str, pl.DataType] = {
     "rows": pl.Int64(),
     "calls": pl.Int64(),
     "cache_hits": pl.Int64(),
@@ -39,6 +36,13 @@ JUDGE_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
     "completion_tokens": pl.Int64(),
     "spend_usd": pl.Float64(),
     "avoided_by_cache_usd": pl.Float64(),
+}
+_JUDGE_COST_KEYS: dict[str, pl.DataType] = {"evaluator": pl.String(), "model": pl.String(), "project_id": pl.String()}
+
+JUDGE_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
+    "day": pl.String(),
+    **_JUDGE_COST_KEYS,
+    **JUDGE_COST_MEASURES,
     "budget_daily_usd": pl.Float64(),
     "ledger_spend_usd": pl.Float64(),
     "budget_used_pct": pl.Float64(),
@@ -47,20 +51,9 @@ JUDGE_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
 
 JUDGE_COST_MONTHLY_SCHEMA: dict[str, pl.DataType] = {
     "month": pl.String(),  # YYYY-MM (UTC)
-    "evaluator": pl.String(),
-    "model": pl.String(),
-    "project_id": pl.String(),
+    **_JUDGE_COST_KEYS,
     "days": pl.Int64(),
-    "rows": pl.Int64(),
-    "calls": pl.Int64(),
-    "cache_hits": pl.Int64(),
-    "completed": pl.Int64(),
-    "failed": pl.Int64(),
-    "skipped": pl.Int64(),
-    "prompt_tokens": pl.Int64(),
-    "completion_tokens": pl.Int64(),
-    "spend_usd": pl.Float64(),
-    "avoided_by_cache_usd": pl.Float64(),
+    **JUDGE_COST_MEASURES,
     "budget_monthly_usd": pl.Float64(),
     "ledger_spend_usd": pl.Float64(),
     "budget_used_pct": pl.Float64(),

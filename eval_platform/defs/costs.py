@@ -11,7 +11,13 @@ import dagster as dg
 import duckdb
 import polars as pl
 
-from eval_platform.defs.catalog import APP_COST_DAILY_SCHEMA, JUDGE_COST_DAILY_SCHEMA, JUDGE_COST_MONTHLY_SCHEMA, refresh
+from eval_platform.defs.catalog import (
+    APP_COST_DAILY_SCHEMA,
+    JUDGE_COST_DAILY_SCHEMA,
+    JUDGE_COST_MEASURES,
+    JUDGE_COST_MONTHLY_SCHEMA,
+    refresh,
+)
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.config import EvaluatorConfig
@@ -45,20 +51,35 @@ def cost_rollup(root, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
             ORDER BY day, evaluator, model, project_id
             """
         ).pl()
-    ledger = BudgetLedger(state_dir(root) / "budget.sqlite")
-    spend = pl.DataFrame(
+    budgets = {name: cfg.max_daily_cost_usd for name, cfg in evaluators.items()}
+    spend = ledger_spend(BudgetLedger(state_dir(root) / "budget.sqlite"))
+    frame = with_budget_use(frame, spend, "day", budgets, "budget_daily_usd")
+    return conform(frame, JUDGE_COST_DAILY_SCHEMA)
+
+
+def ledger_spend(ledger: BudgetLedger) -> pl.DataFrame:
+    """The ledger's spend per evaluator and UTC day of the call (all runs, cache hits cost nothing)."""
+    return pl.DataFrame(
         [(e, d, s) for e, d, s, _ in ledger.totals()],
         schema={"evaluator": pl.String, "day": pl.String, "ledger_spend_usd": pl.Float64},
         orient="row",
         strict=False,
     )
-    budgets = {name: cfg.max_daily_cost_usd for name, cfg in evaluators.items()}
-    frame = frame.join(spend, on=["evaluator", "day"], how="left", maintain_order="left").with_columns(
-        pl.col("evaluator").replace_strict(budgets, default=None, return_dtype=pl.Float64).alias("budget_daily_usd"),
-        pl.col("ledger_spend_usd").fill_null(0.0),
-        pl.lit(datetime.now(UTC)).alias("computed_at"),
-    ).with_columns((100 * pl.col("ledger_spend_usd") / pl.col("budget_daily_usd")).alias("budget_used_pct"))
-    return conform(frame, JUDGE_COST_DAILY_SCHEMA)
+
+
+def with_budget_use(
+    frame: pl.DataFrame, spend: pl.DataFrame, period: str, budgets: dict[str, float | None], budget_column: str
+) -> pl.DataFrame:
+    """Adds the period's ledger spend, the evaluator's budget for that period and the percentage used."""
+    return (
+        frame.join(spend, on=["evaluator", period], how="left", maintain_order="left")
+        .with_columns(
+            pl.col("evaluator").replace_strict(budgets, default=None, return_dtype=pl.Float64).alias(budget_column),
+            pl.col("ledger_spend_usd").fill_null(0.0),
+            pl.lit(datetime.now(UTC)).alias("computed_at"),
+        )
+        .with_columns((100 * pl.col("ledger_spend_usd") / pl.col(budget_column)).alias("budget_used_pct"))
+    )
 
 
 def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):
@@ -83,30 +104,18 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
 
 def monthly_rollup(daily: pl.DataFrame, ledger: BudgetLedger, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
     """`judge_cost_daily` summed per UTC month, with the month's ledger spend against the monthly budget."""
-    sums = [
-        "rows", "calls", "cache_hits", "completed", "failed", "skipped",
-        "prompt_tokens", "completion_tokens", "spend_usd", "avoided_by_cache_usd",
-    ]
     frame = (
         daily.with_columns(pl.col("day").str.slice(0, 7).alias("month"))
         .group_by("month", "evaluator", "model", "project_id")
-        .agg(pl.col(sums).sum(), pl.col("day").n_unique().alias("days"))
+        .agg(pl.col(list(JUDGE_COST_MEASURES)).sum(), pl.col("day").n_unique().alias("days"))
     )
-    spend: dict[tuple[str, str], float] = {}
-    for evaluator, day, amount, _calls in ledger.totals():
-        spend[(evaluator, day[:7])] = spend.get((evaluator, day[:7]), 0.0) + amount
-    ledger_spend = pl.DataFrame(
-        [(e, m, s) for (e, m), s in spend.items()],
-        schema={"evaluator": pl.String, "month": pl.String, "ledger_spend_usd": pl.Float64},
-        orient="row",
-        strict=False,
+    monthly_spend = (
+        ledger_spend(ledger)
+        .group_by("evaluator", pl.col("day").str.slice(0, 7).alias("month"))
+        .agg(pl.col("ledger_spend_usd").sum())
     )
     budgets = {name: cfg.max_monthly_cost_usd for name, cfg in evaluators.items()}
-    frame = frame.join(ledger_spend, on=["evaluator", "month"], how="left", maintain_order="left").with_columns(
-        pl.col("evaluator").replace_strict(budgets, default=None, return_dtype=pl.Float64).alias("budget_monthly_usd"),
-        pl.col("ledger_spend_usd").fill_null(0.0),
-        pl.lit(datetime.now(UTC)).alias("computed_at"),
-    ).with_columns((100 * pl.col("ledger_spend_usd") / pl.col("budget_monthly_usd")).alias("budget_used_pct"))
+    frame = with_budget_use(frame, monthly_spend, "month", budgets, "budget_monthly_usd")
     return conform(frame.sort("month", "evaluator", "model", "project_id", nulls_last=True), JUDGE_COST_MONTHLY_SCHEMA)
 
 
