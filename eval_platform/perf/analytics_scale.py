@@ -1,6 +1,6 @@
 """The analysis assets at production scale, beside the peer packages on the same annotations and scores.
 
-    python -m eval_platform.benchmarks.analytics_scale [--rows 10000000] [--annotations 1000000] [--repeat 3]
+    python -m eval_platform.perf.analytics_scale [--rows 10000000] [--annotations 1000000] [--repeat 3]
 
 Writes a seeded synthetic data root (see `synthetic_warehouse`) into a temporary directory, never the checkout,
 then runs each computation in a fresh interpreter: the `agreement` asset's body, the `experiment_results`
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from eval_platform.benchmarks.synthetic_warehouse import PER_ITEM, VARIANTS, generate
+from eval_platform.perf.synthetic_warehouse import PER_ITEM, VARIANTS, generate
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import PARTITION_FILE, partition_dir, read_partition, table_glob, write_partition
@@ -263,7 +263,7 @@ def _child(name: str, side: str, root: Path) -> None:
 def _measure(name: str, side: str, root: Path, repeat: int) -> dict:
     """Run one computation `repeat` times, each in a fresh interpreter so that its peak RSS is its own: the
     median time and the largest peak (the machine is shared, so one run can be slowed by a neighbour)."""
-    command = [sys.executable, "-m", "eval_platform.benchmarks.analytics_scale", "--child", name, side, str(root)]
+    command = [sys.executable, "-m", "eval_platform.perf.analytics_scale", "--child", name, side, str(root)]
     runs = [json.loads(subprocess.run(command, stdout=subprocess.PIPE, check=True).stdout.decode().splitlines()[-1])
             for _ in range(repeat)]
     return {

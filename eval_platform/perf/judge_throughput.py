@@ -1,6 +1,6 @@
 """Judge-path throughput against the local judge, beside a bare async HTTP client's ceiling in the same run.
 
-    python -m eval_platform.benchmarks.judge_throughput [--traces 2000] [--concurrency 32] [--latency-ms 250]
+    python -m eval_platform.perf.judge_throughput [--traces 2000] [--concurrency 32] [--latency-ms 250]
 
 The local judge runs in its own process and answers every call after a fixed artificial latency, so the
 ceiling is about concurrency / latency calls per second. The bare client (aiohttp, same concurrency, same

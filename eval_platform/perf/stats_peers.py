@@ -1,6 +1,6 @@
 """Speed and agreement of eval_platform.stats with the peer packages, at production-like sizes.
 
-    python -m eval_platform.benchmarks.stats_peers [--annotations 1000000] [--labels 10000000] [--seed 0]
+    python -m eval_platform.perf.stats_peers [--annotations 1000000] [--labels 10000000] [--seed 0]
 
 Needs the test extras (krippendorff, scikit-learn, statsmodels, evalica). Data is synthetic and seeded:
 three coders per unit on a 5-point scale with 30% noise and 10% missing for the annotation statistics,
