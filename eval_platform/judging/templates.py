@@ -42,6 +42,7 @@ class _If:
 
 def parse_template(template: str, allowed: set[str]) -> tuple:
     """Parse into a small tree; raise TemplateError naming the unknown variable or the unbalanced block."""
+    _check_stray_tags(template, allowed)
     stack: list[tuple[str | None, list]] = [(None, [])]
     pos = 0
     for match in _TOKEN_RE.finditer(template):
@@ -65,10 +66,18 @@ def parse_template(template: str, allowed: set[str]) -> tuple:
         raise TemplateError(f"'{{{{#if {stack[-1][0]}}}}}' is never closed with '{{{{/if}}}}'")
     if pos < len(template):
         stack[0][1].append(_Text(template[pos:]))
-    stray = re.search(r"\{\{[^}]*\}\}", "".join(n.text for n in stack[0][1] if isinstance(n, _Text)))
-    if stray:
-        raise TemplateError(f"unrecognised template tag {stray.group(0)!r}")
     return tuple(stack[0][1])
+
+
+def _check_stray_tags(template: str, allowed: set[str]) -> None:
+    """Every `{{...}}` anywhere in the template, inside `#if` blocks too, must be a tag this module knows."""
+    for tag in re.finditer(r"\{\{(.*?)\}\}", template, re.DOTALL):
+        if _TOKEN_RE.fullmatch(tag.group(0)):
+            continue
+        inner = tag.group(1).strip()
+        if re.fullmatch(r"#if\s+[\w.]+|[\w.]+", inner):
+            _check(inner.removeprefix("#if").strip(), allowed)  # raises: not a known name (e.g. a typo)
+        raise TemplateError(f"unrecognised template tag {tag.group(0)!r}")
 
 
 def _check(name: str, allowed: set[str]) -> None:

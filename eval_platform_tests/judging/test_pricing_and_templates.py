@@ -42,3 +42,29 @@ def test_content_cannot_close_its_fence():
 def test_unknown_tag_rejected():
     with pytest.raises(TemplateError):
         parse_template("{{ input | upper }}", {"input"})
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{#if context}}{{Inptu}}{{/if}}",
+        "{{#if context}}C: {{contxt}}{{/if}}",
+        "{{#if context}}{{#if input}}{{ Outptu }}{{/if}}{{/if}}",
+        "{{#if Context}}x{{/if}}",
+    ],
+)
+def test_unknown_variable_inside_a_conditional_is_rejected(template):
+    with pytest.raises(TemplateError, match="unknown variable"):
+        parse_template(template, {"input", "output", "context"})
+
+
+def test_evaluator_with_a_typo_inside_a_conditional_does_not_load(tmp_path):
+    from eval_platform.judging.config import EvaluatorConfigError, load_evaluator
+
+    path = tmp_path / "typo.yaml"
+    path.write_text(
+        "model: openai/gpt-4o-mini\nmode: score\n"
+        "prompt: 'Rate it. {{output}} {{#if context}}{{Inptu}}{{/if}}'\n"
+    )
+    with pytest.raises(EvaluatorConfigError, match=r"typo\.yaml.*Inptu"):
+        load_evaluator(path)
