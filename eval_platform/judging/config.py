@@ -177,6 +177,11 @@ class ModelSpec(_Strict):
             return pricing.Prices(self.input_cost_per_million, self.output_cost_per_million)
         return pricing.lookup(self.model, self.api_base)
 
+    def has_price(self) -> bool:
+        """Explicit prices, or a price litellm knows: what a budget needs (a local model's 'free' is a guess)."""
+        explicit = self.input_cost_per_million is not None and self.output_cost_per_million is not None
+        return explicit or pricing.known(self.model) is not None
+
 
 class EvaluatorConfig(_Strict):
     """One LLM-as-judge evaluator."""
@@ -284,7 +289,7 @@ class EvaluatorConfig(_Strict):
             raise ValueError("min_agreement_threshold / flag_on_disagreement need several models or samples")
         has_budget = self.max_daily_cost_usd is not None or self.max_monthly_cost_usd is not None
         for spec in self.judge_models():
-            if has_budget and spec.prices() is None:
+            if has_budget and not spec.has_price():
                 raise ValueError(
                     f"model '{spec.model}' has no known price in litellm's price map, so a budget cannot be "
                     "enforced; set input_cost_per_million and output_cost_per_million"

@@ -1,6 +1,12 @@
 """Judge prices in USD per million tokens, from litellm's bundled price map.
 
-Models served from this machine (an api_base on localhost, or the local judge's `local/...` names) cost 0.
+The rule (conservative, so that spend is never under-counted): a model whose price litellm knows is
+charged that price wherever it is served. A localhost `api_base` is how people reach the LiteLLM proxy,
+an SSH tunnel or a corporate gateway in front of a paid provider, so it does not make a known model free.
+A call is free only when the evaluator says so (explicit prices of 0) or when the model is local and
+has no known price (the local judge's `local/...` names, `ollama/...`, or an unknown model behind a
+loopback `api_base`). Budgets need a price: see `EvaluatorConfig` (a budget on a model without one is a
+load-time error).
 """
 
 from __future__ import annotations
@@ -31,10 +37,8 @@ def is_local(model: str, api_base: str | None) -> bool:
     return bool(api_base) and urlparse(api_base).hostname in _LOCAL_HOSTS
 
 
-def lookup(model: str, api_base: str | None = None) -> Prices | None:
-    """Prices for a litellm model string, or None when litellm's map does not know the model."""
-    if is_local(model, api_base):
-        return FREE
+def known(model: str) -> Prices | None:
+    """litellm's bundled price for a model string, or None when its map does not know the model."""
     candidates = [model]
     if "/" in model:
         candidates.append(model.split("/", 1)[1])
@@ -46,3 +50,11 @@ def lookup(model: str, api_base: str | None = None) -> Prices | None:
                 float(entry.get("output_cost_per_token") or 0.0) * 1e6,
             )
     return None
+
+
+def lookup(model: str, api_base: str | None = None) -> Prices | None:
+    """The price to charge: litellm's where known (wherever served), FREE for an unknown local model, else None."""
+    prices = known(model)
+    if prices is not None:
+        return prices
+    return FREE if is_local(model, api_base) else None

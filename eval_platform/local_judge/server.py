@@ -74,7 +74,11 @@ class LocalJudgeServer:
         port: int = 0,
         retry_after_s: float = 1.0,
         slow_s: float = 5.0,
+        aliases: dict[str, str] | None = None,
     ):
+        # A provider's model name served as one of ours (e.g. {"gpt-4o-mini": "mock"}), the way a LiteLLM
+        # proxy or a gateway on localhost answers for a paid model: tests of pricing and budgets use it.
+        self.aliases = dict(aliases or {})
         self.data_root = Path(data_root) if data_root is not None else default_data_root()
         self.latency_ms = latency_ms
         self.host = host
@@ -214,6 +218,7 @@ class LocalJudgeServer:
         return messages
 
     async def _answer(self, model: str, prompt: str) -> Answer:
+        model = self.aliases.get(model, model)
         if model == "mock" or model.startswith("mock/"):
             return Answer(json.dumps(mock_verdict(prompt)), MOCK_REPLY_MODEL)
         if model.startswith("replay/"):

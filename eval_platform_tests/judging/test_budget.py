@@ -7,12 +7,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.cache import JudgeCache
 from eval_platform.judging.client import LiteLLMJudgeClient
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform_tests.conftest import REPO_DATA
 from eval_platform_tests.judging.test_runner import make_traces
 
 # 1000 $ per million tokens makes one call cost about 0.1-0.3 $ (prompt ~150 tokens, reply ~40).
@@ -85,3 +87,42 @@ def test_cost_is_tokens_times_price_per_million(local_judge, tmp_path):
     expected = (rows["prompt_tokens"] * 1000.0 + rows["completion_tokens"] * 1000.0) / 1e6
     assert (rows["cost_usd"] - expected).abs().max() < 1e-12
     assert (rows["prompt_tokens"] > 0).all()
+
+
+@pytest.fixture(scope="module")
+def proxy():
+    """A gateway on localhost answering as gpt-4o-mini (the local judge's mock behind a paid model's name)."""
+    from eval_platform.local_judge import LocalJudgeServer
+
+    server = LocalJudgeServer(data_root=REPO_DATA, aliases={"gpt-4o-mini": "mock"})
+    server.start()
+    yield server
+    server.stop()
+
+
+def proxied(base_url: str, **fields) -> EvaluatorConfig:
+    return EvaluatorConfig.model_validate(
+        {"name": "proxied", "mode": "score", "model": "openai/gpt-4o-mini", "api_base": base_url,
+         "prompt": "Q: {{input}} A: {{output}}", "max_tokens": 100, **fields}
+    )
+
+
+def test_known_model_behind_a_localhost_api_base_is_charged_its_price(proxy, tmp_path):
+    # A localhost api_base is how people run the LiteLLM proxy or a tunnel in front of a paid provider.
+    import litellm
+
+    config = proxied(proxy.base_url)
+    runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={})
+    rows = judge_day(config, "2026-11-10", make_traces(3), runtime).rows
+    entry = litellm.model_cost["gpt-4o-mini"]
+    expected = rows["prompt_tokens"] * entry["input_cost_per_token"] + rows["completion_tokens"] * entry["output_cost_per_token"]
+    assert (rows["status"] == "COMPLETED").all() and (rows["cost_usd"] > 0).all()
+    assert (rows["cost_usd"] - expected).abs().max() < 1e-15
+
+
+def test_budget_on_a_local_model_without_a_price_is_a_load_error():
+    with pytest.raises(ValueError, match="no known price"):
+        EvaluatorConfig.model_validate(
+            {"name": "x", "mode": "score", "model": "openai/my-finetune", "api_base": "http://127.0.0.1:4000/v1",
+             "prompt": "{{output}}", "max_daily_cost_usd": 1.0}
+        )

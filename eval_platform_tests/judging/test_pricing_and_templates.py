@@ -68,3 +68,8 @@ def test_evaluator_with_a_typo_inside_a_conditional_does_not_load(tmp_path):
     )
     with pytest.raises(EvaluatorConfigError, match=r"typo\.yaml.*Inptu"):
         load_evaluator(path)
+
+
+def test_a_known_price_applies_wherever_the_model_is_served():
+    assert pricing.lookup("openai/gpt-4o-mini", "http://127.0.0.1:4000/v1") == pricing.lookup("openai/gpt-4o-mini")
+    assert pricing.lookup("openai/gpt-4o-mini", "http://localhost:4000/v1") != pricing.FREE
