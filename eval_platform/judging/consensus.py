@@ -47,15 +47,17 @@ def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> di
     if not done:
         failed = [m for m in members if m["status"] == FAILED]
         if failed:
-            return {**row, "status": FAILED, "reason": f"all_members_failed: {failed[0]['reason']}"}
-        return {**row, "status": SKIPPED, "reason": members[0]["reason"]}
+            first = failed[0]
+            detail = f"{first['reason']}: {first.get('reason_detail')}" if first.get("reason_detail") else first["reason"]
+            return {**row, "status": FAILED, "reason": "all_members_failed", "reason_detail": detail}
+        return {**row, "status": SKIPPED, "reason": members[0]["reason"], "reason_detail": members[0].get("reason_detail")}
     if config.mode in {"score", "reference", "n_wise"} and config.consensus in {"mean", "median"}:
         row.update(_numeric(config, done))
     else:
         outcome = _by_vote(config, done)
         if outcome is None:
             counts = Counter(str(_vote(config, m)) for m in done)
-            return {**row, "status": FAILED, "reason": f"no_consensus: votes {dict(counts)}"}
+            return {**row, "status": FAILED, "reason": "no_consensus", "reason_detail": f"votes {dict(counts)}"}
         row.update(outcome)
     row["status"] = COMPLETED
     confidences = [m["confidence"] for m in done if m.get("confidence") is not None]
@@ -68,7 +70,8 @@ def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> di
         return {
             **row,
             "status": FAILED,
-            "reason": f"low_agreement: {row['agreement']:.2f} < min_agreement_threshold {threshold}",
+            "reason": "low_agreement",
+            "reason_detail": f"{row['agreement']:.2f} < min_agreement_threshold {threshold}",
         }
     if config.flag_on_disagreement and row["agreement"] < 1.0:
         row["flags"] = "disagreement"

@@ -90,7 +90,8 @@ def worst_case_prompt_tokens(messages: list[dict[str, str]]) -> int:
 class _CallResult:
     verdict: Verdict | None = None
     status: str = COMPLETED
-    reason: str | None = None
+    reason: str | None = None  # a stable code: timeout, unparseable, budget_exhausted, ...
+    detail: str | None = None  # the human message that goes with it (reason_detail)
     raw: str | None = None
     provider_model: str | None = None
     prompt_tokens: int = 0
@@ -171,14 +172,15 @@ class _Judge:
         )
         if not outcome.ok:
             result.status = FAILED
-            result.reason = f"{outcome.error_reason} after {outcome.attempts} attempt(s): {outcome.error_detail}"
+            result.reason = outcome.error_reason
+            result.detail = f"after {outcome.attempts} attempt(s): {outcome.error_detail}"
             result.raw = outcome.error_detail
             return result
         try:
             result.verdict = parse_reply(config, outcome.content or "", n_candidates)
         except ParseFailure as failure:
             code = "truncated" if outcome.finish_reason == "length" else failure.reason
-            result.status, result.reason = FAILED, f"{code}: {failure.detail}"
+            result.status, result.reason, result.detail = FAILED, code, failure.detail
             return result
         self.runtime.cache.put(
             key,
@@ -191,6 +193,11 @@ class _Judge:
             },
         )
         return result
+
+
+def _no_credentials_detail(config: EvaluatorConfig) -> str:
+    names = sorted({spec.api_key_env for spec in config.judge_models() if spec.api_key_env})
+    return f"{' / '.join(names) or 'the key variable'} not set and no local judge configured"
 
 
 def key_value(trace: dict[str, Any], key: str) -> str | None:
@@ -232,6 +239,7 @@ def _fill_from_call(config: EvaluatorConfig, row: dict, result: _CallResult) -> 
     row.update(
         status=result.status,
         reason=result.reason,
+        reason_detail=result.detail,
         raw_response=result.raw,
         provider_model=result.provider_model,
         prompt_tokens=result.prompt_tokens,
@@ -277,7 +285,7 @@ class _Unit:
     unit_id: str  # what trigger sampling hashes
     slots: list[dict]  # base rows, one per output row
     judge: Any = None  # async (judge, sample) -> list[dict], one row per slot
-    skip: str | None = None  # skipped whatever the member: no pair, span missing, no reference...
+    skip: tuple[str, str | None] | None = None  # (code, detail) when skipped whatever the member: no pair, ...
 
 
 def judge_day(
@@ -303,20 +311,21 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
     final_label = f"consensus:{config.consensus}" if several else members[0].label
     final_role = "consensus" if several else "verdict"
 
-    def skip_reason(unit_id: str) -> str | None:
+    def skip_reason(unit_id: str) -> tuple[str, str | None] | None:
         if not config.enabled:
-            return "disabled"
+            return "disabled", "the evaluator has enabled: false"
         if config.trigger == "sampled" and unit_hash(config.name, unit_id) >= config.sample_rate:
-            return "not_sampled"
+            return "not_sampled", f"outside sample_rate {config.sample_rate}"
         if config.trigger == "manual" and unit_id not in manual_trace_ids:
-            return "not_selected"
+            return "not_selected", "trigger 'manual' and the trace was not named in the run config"
         if all(member.judge is None for member in members):
-            return "no_credentials"
+            return "no_credentials", _no_credentials_detail(config)
         return None
 
     async def member_rows(unit: _Unit, member: _Member) -> list[dict]:
         if member.judge is None:
-            rows = [{**slot, "status": SKIPPED, "reason": "no_credentials"} for slot in unit.slots]
+            detail = _no_credentials_detail(config)
+            rows = [{**slot, "status": SKIPPED, "reason": "no_credentials", "reason_detail": detail} for slot in unit.slots]
         else:
             rows = await unit.judge(member.judge, member.sample)
         for row in rows:
@@ -324,10 +333,11 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
         return rows
 
     async def run(unit: _Unit) -> list[dict]:
-        reason = unit.skip or skip_reason(unit.unit_id)
-        if reason:
+        skipped = unit.skip or skip_reason(unit.unit_id)
+        if skipped:
+            code, detail = skipped
             return [
-                {**slot, "model": final_label, "role": final_role, "status": SKIPPED, "reason": reason}
+                {**slot, "model": final_label, "role": final_role, "status": SKIPPED, "reason": code, "reason_detail": detail}
                 for slot in unit.slots
             ]
         per_member = await asyncio.gather(*(member_rows(unit, m) for m in members))
@@ -354,11 +364,11 @@ def _single_units(config, day, records, judged_at) -> list[_Unit]:
         try:
             values = trace_values(trace, config.span)
         except LookupError as exc:
-            unit.skip = f"span_not_found: {exc}"
+            unit.skip = ("span_not_found", str(exc))
             units.append(unit)
             continue
         if config.mode == "reference" and not values["expected"]:
-            unit.skip = "no_reference: the trace has no expected_output (nor a matching dataset case)"
+            unit.skip = ("no_reference", "the trace has no expected_output (nor a matching dataset case)")
         messages = build_messages(config, values)
 
         async def one(judge: _Judge, sample: int, slot=unit.slots[0], messages=messages) -> list[dict]:
@@ -376,7 +386,7 @@ def _grouped(records, key: str, day: str):
     for trace in records:
         value = key_value(trace, key)
         if value is None:
-            lone.append((trace, f"no_group_key: {key} is missing"))
+            lone.append((trace, ("no_group_key", f"{key} is missing")))
         else:
             groups.setdefault(value, []).append(trace)
     for members in groups.values():
@@ -390,7 +400,7 @@ def _pair_units(config, day, records, judged_at) -> list[_Unit]:
     units = [_Unit(t["trace_id"], [_base_row(config, day, t, judged_at)], skip=r) for t, r in lone]
     for value, members in groups.items():
         if len(members) < 2:
-            reason = f"no_pair: no other trace of {day} shares {options.pair_by}={value}"
+            reason = ("no_pair", f"no other trace of {day} shares {options.pair_by}={value}")
             units.append(_Unit(members[0]["trace_id"], [_base_row(config, day, members[0], judged_at)], skip=reason))
         for a, b in itertools.combinations(members, 2):
             pair_id = f"{value}|{a['trace_id']}|{b['trace_id']}"
@@ -399,7 +409,7 @@ def _pair_units(config, day, records, judged_at) -> list[_Unit]:
             try:
                 va, vb = trace_values(a, config.span), trace_values(b, config.span)
             except LookupError as exc:
-                unit.skip = f"span_not_found: {exc}"
+                unit.skip = ("span_not_found", str(exc))
                 units.append(unit)
                 continue
 
@@ -474,7 +484,7 @@ async def _judge_pair(judge: _Judge, config, row: dict, a: dict, b: dict, va, vb
     if bad:
         order, worst = bad[0]
         combined.status = worst.status
-        combined.reason = f"{worst.reason} (order {order})"
+        combined.reason, combined.detail = worst.reason, f"{worst.detail} (order {order})"
         return _fill_from_call(config, row, combined)
     winner, consistent = combine_orders(row["verdict_ab"], row["verdict_ba"])
     verdicts = [r.verdict for r in results.values()]
@@ -492,7 +502,8 @@ async def _judge_pair(judge: _Judge, config, row: dict, a: dict, b: dict, va, vb
     row = _fill_from_call(config, row, combined)
     row["position_consistent"] = consistent
     if consistent is False:
-        row["reason"] = "inconsistent_order: the verdict flipped with the presentation order, counted as a tie"
+        row["reason"] = "inconsistent_order"
+        row["reason_detail"] = "the verdict flipped with the presentation order, counted as a tie"
         add_flag(row, "inconsistent_order")
     row.update(_winner_columns(winner, a, b))
     return row
@@ -516,15 +527,16 @@ def _group_units(config, day, records, judged_at) -> list[_Unit]:
         unit = _Unit(f"{value}|" + "|".join(t["trace_id"] for t in members), slots)
         if not options.min_candidates <= len(members) <= MAX_CANDIDATES:
             unit.skip = (
-                f"group_size: {len(members)} traces share {options.group_by}={value}; "
-                f"n_wise ranks {options.min_candidates}..{MAX_CANDIDATES}"
+                "group_size",
+                f"{len(members)} traces share {options.group_by}={value}; "
+                f"n_wise ranks {options.min_candidates}..{MAX_CANDIDATES}",
             )
             units.append(unit)
             continue
         try:
             values = [trace_values(t, config.span) for t in members]
         except LookupError as exc:
-            unit.skip = f"span_not_found: {exc}"
+            unit.skip = ("span_not_found", str(exc))
             units.append(unit)
             continue
 
@@ -583,7 +595,11 @@ async def _judge_group(judge: _Judge, config, rows: list[dict], values: list[dic
     if bad:
         order, worst = bad[0]
         for row in accounted:
-            row.update(status=worst.status, reason=f"{worst.reason} (order {''.join(map(str, order))})")
+            row.update(
+                status=worst.status,
+                reason=worst.reason,
+                reason_detail=f"{worst.detail} (order {''.join(map(str, order))})",
+            )
         return accounted
     rankings = [
         [order[ord(letter) - ord("A")] for letter in result.verdict.ranking]
@@ -615,9 +631,7 @@ def summarize(rows: pl.DataFrame, traces_in_partition: int) -> dict[str, Any]:
     """Counts per status and reason code, mean score, spend: what the materialization reports."""
     status = Counter(rows["status"].to_list())
     reasons = Counter(
-        (r or "").split(":")[0].split(" after ")[0]
-        for r, s in zip(rows["reason"].to_list(), rows["status"].to_list(), strict=True)
-        if s != COMPLETED
+        r for r, s in zip(rows["reason"].to_list(), rows["status"].to_list(), strict=True) if s != COMPLETED
     )
     completed = rows.filter((pl.col("status") == COMPLETED) & pl.col("is_final"))
     return {

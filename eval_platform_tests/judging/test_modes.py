@@ -246,7 +246,8 @@ def test_output_schema_violation_is_failed_not_scored(local_judge, runtime):
     schema = {"type": "object", "required": ["evidence"]}
     config = judge(local_judge, "binary", model='fixed/{"passed": true, "reasoning": "x"}', output_schema=schema)
     row = judge_day(config, DAY, make_traces(1), runtime).rows.row(0, named=True)
-    assert row["status"] == "FAILED" and "evidence" in row["reason"] and row["passed"] is None
+    assert row["status"] == "FAILED" and row["reason"] == "schema_violation" and row["passed"] is None
+    assert "evidence" in row["reason_detail"]
     assert row["raw_response"] == '{"passed": true, "reasoning": "x"}'
     with pytest.raises(ValueError, match="not a valid JSON Schema"):
         judge(local_judge, "binary", output_schema={"type": "no-such-type"})
