@@ -1,18 +1,33 @@
 """Per-evaluator spend budgets by UTC day and month, safe across concurrent runs and processes.
 
-Before a call, the runner reserves the call's worst-case cost (every prompt byte a token, the full
-`max_tokens` of completion); after it, the reservation is settled to the actual cost. A reservation
-that would take the day's or month's total over the budget is refused, so spend can never pass the
-budget, even with several partitions of one evaluator running at once in different processes. The
-ledger is one SQLite file; SQLite's write lock serialises the check-and-reserve step.
+A call reserves its worst-case cost (every prompt byte a token, the full `max_tokens` of completion) at
+the moment it is about to be sent (it holds a concurrency slot), and settles to the actual cost when the
+reply is in. The rules, chosen so that money is never spent blindly and budgets are still used fully:
+
+- A reservation that would take the day's or month's spend (settled + reserved) over its limit is refused.
+- A refused call whose worst case would still fit once the calls in flight settle (they usually cost less
+  than they reserved) waits for them and tries again (`Refusal.can_wait`); it gives up only when nothing
+  is in flight, or when the settled spend alone leaves no room. So a partition spends at least the budget
+  minus one call's worst case before anything is skipped for budget, and never more than the budget.
+- Settled spend is recorded as billed, even above its reservation (a reply longer than `max_tokens`);
+  when that takes a period over its limit, every further reservation is refused at once.
+- Reservations expire: after `ttl_s` (the call's timeout × attempts plus backoff), or at once when the
+  process that took them is gone (kill -9), so a crash never eats the day's or the month's budget.
+
+The ledger is one SQLite file; SQLite's write lock serialises check-and-reserve. Settled spend is
+compacted into one row per evaluator and UTC day as it settles, so reading totals and checking a
+budget cost the same after ten calls or ten million.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 import time
 from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,12 +38,73 @@ CREATE TABLE IF NOT EXISTS judge_spend (
     day TEXT NOT NULL,
     month TEXT NOT NULL,
     amount_usd REAL NOT NULL,
-    state TEXT NOT NULL,          -- reserved | settled
+    state TEXT NOT NULL,          -- reserved (settled rows are folded into judge_spend_daily)
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS judge_spend_eval_day ON judge_spend (evaluator, day);
 CREATE INDEX IF NOT EXISTS judge_spend_eval_month ON judge_spend (evaluator, month);
+CREATE TABLE IF NOT EXISTS judge_spend_daily (
+    evaluator TEXT NOT NULL,
+    day TEXT NOT NULL,
+    month TEXT NOT NULL,
+    spend_usd REAL NOT NULL,
+    calls INTEGER NOT NULL,
+    PRIMARY KEY (evaluator, day)
+);
+CREATE INDEX IF NOT EXISTS judge_spend_daily_month ON judge_spend_daily (evaluator, month);
 """
+
+# Columns added after the first release; an older ledger file gets them on open.
+_ADDED_COLUMNS = {"expires_at": "REAL", "pid": "INTEGER", "host": "TEXT"}
+_HOST = socket.gethostname()
+_LEGACY_TTL_S = 3600.0  # reservations written before expiry existed count for an hour
+
+
+@dataclass(frozen=True)
+class Reservation:
+    id: int
+    evaluator: str
+    day: str
+    month: str
+    amount_usd: float
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a reservation did not fit, and whether waiting for calls in flight could make it fit."""
+
+    period: str  # daily | monthly
+    limit_usd: float
+    settled_usd: float
+    in_flight_usd: float
+    amount_usd: float
+
+    @property
+    def remaining_usd(self) -> float:
+        return self.limit_usd - self.settled_usd - self.in_flight_usd
+
+    @property
+    def can_wait(self) -> bool:
+        return self.in_flight_usd > 0 and self.settled_usd + self.amount_usd <= self.limit_usd + 1e-12
+
+    def describe(self) -> str:
+        return (
+            f"{self.period} limit {self.limit_usd:.6g} USD: {self.settled_usd:.6g} spent, "
+            f"{max(0.0, self.limit_usd - self.settled_usd):.6g} remaining, "
+            f"this call needs up to {self.amount_usd:.6g}"
+        )
+
+
+def _alive(pid: int | None, host: str | None) -> bool:
+    if pid is None or host != _HOST:
+        return True  # another machine's reservation: only its expiry can free it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class BudgetLedger:
@@ -38,64 +114,121 @@ class BudgetLedger:
         path.parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as conn:
             conn.executescript(_SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(judge_spend)")}
+            for name, sql_type in _ADDED_COLUMNS.items():
+                if name not in columns:
+                    conn.execute(f"ALTER TABLE judge_spend ADD COLUMN {name} {sql_type}")
+            self._compact(conn)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         return conn
 
+    @staticmethod
+    def _compact(conn: sqlite3.Connection) -> None:
+        """Fold settled per-call rows (a ledger written before compaction existed) into per-day totals."""
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO judge_spend_daily (evaluator, day, month, spend_usd, calls) "
+            "SELECT evaluator, day, month, SUM(amount_usd), COUNT(*) FROM judge_spend WHERE state = 'settled' "
+            "GROUP BY evaluator, day, month "
+            "ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = spend_usd + excluded.spend_usd, "
+            "calls = calls + excluded.calls"
+        )
+        conn.execute("DELETE FROM judge_spend WHERE state = 'settled'")
+        # Reservations that expired or were abandoned a day ago no longer count for anything.
+        conn.execute("DELETE FROM judge_spend WHERE COALESCE(expires_at, created_at + ?) < ?", (_LEGACY_TTL_S, time.time() - 86400))
+        conn.execute("COMMIT")
+
+    def _outstanding(self, conn: sqlite3.Connection, evaluator: str, column: str, period: str, now: float) -> float:
+        """Reserved spend still counted: neither expired nor left by a process that is gone."""
+        rows = conn.execute(
+            f"SELECT id, amount_usd, pid, host FROM judge_spend "
+            f"WHERE evaluator = ? AND {column} = ? AND state = 'reserved' AND COALESCE(expires_at, created_at + ?) > ?",
+            (evaluator, period, _LEGACY_TTL_S, now),
+        ).fetchall()
+        dead = [row_id for row_id, _, pid, host in rows if not _alive(pid, host)]
+        if dead:
+            conn.executemany("UPDATE judge_spend SET state = 'abandoned' WHERE id = ?", [(i,) for i in dead])
+        return sum(amount for row_id, amount, _, _ in rows if row_id not in set(dead))
+
+    def _settled(self, conn: sqlite3.Connection, evaluator: str, column: str, period: str) -> float:
+        (total,) = conn.execute(
+            f"SELECT COALESCE(SUM(spend_usd), 0) FROM judge_spend_daily WHERE evaluator = ? AND {column} = ?",
+            (evaluator, period),
+        ).fetchone()
+        return float(total)
+
     def reserve(
-        self, evaluator: str, amount_usd: float, max_daily_usd: float | None, max_monthly_usd: float | None
-    ) -> int | None:
-        """Reserve `amount_usd` of today's and this month's budget; None when it does not fit."""
-        now = self.clock()
-        day, month = now.strftime("%Y-%m-%d"), now.strftime("%Y-%m")
+        self,
+        evaluator: str,
+        amount_usd: float,
+        max_daily_usd: float | None,
+        max_monthly_usd: float | None,
+        ttl_s: float = 3600.0,
+    ) -> Reservation | Refusal:
+        """Reserve `amount_usd` of today's and this month's budget, or say which limit it does not fit."""
+        now_dt = self.clock()
+        day, month = now_dt.strftime("%Y-%m-%d"), now_dt.strftime("%Y-%m")
+        now = time.time()
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the totals
             try:
-                for column, period, limit in (("day", day, max_daily_usd), ("month", month, max_monthly_usd)):
+                for column, period, name, limit in (
+                    ("day", day, "daily", max_daily_usd),
+                    ("month", month, "monthly", max_monthly_usd),
+                ):
                     if limit is None:
                         continue
-                    (spent,) = conn.execute(
-                        f"SELECT COALESCE(SUM(amount_usd), 0) FROM judge_spend WHERE evaluator = ? AND {column} = ?",
-                        (evaluator, period),
-                    ).fetchone()
-                    if spent + amount_usd > limit + 1e-12:
-                        conn.execute("ROLLBACK")
-                        return None
+                    settled = self._settled(conn, evaluator, column, period)
+                    in_flight = self._outstanding(conn, evaluator, column, period, now)
+                    if settled + in_flight + amount_usd > limit + 1e-12:
+                        conn.execute("COMMIT")  # keeps the abandoned marks
+                        return Refusal(name, limit, settled, in_flight, amount_usd)
                 cursor = conn.execute(
-                    "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at) "
-                    "VALUES (?, ?, ?, ?, 'reserved', ?)",
-                    (evaluator, day, month, amount_usd, time.time()),
+                    "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at, expires_at, pid, host) "
+                    "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
+                    (evaluator, day, month, amount_usd, now, now + ttl_s, os.getpid(), _HOST),
                 )
                 conn.execute("COMMIT")
-                return int(cursor.lastrowid)
+                return Reservation(int(cursor.lastrowid), evaluator, day, month, amount_usd)
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
 
-    def settle(self, reservation_id: int, actual_usd: float) -> None:
-        """Replace a reservation by the actual cost of the call, as billed."""
+    def settle(self, reservation: Reservation, actual_usd: float) -> None:
+        """Replace a reservation by the actual cost of the call, as billed (even above what was reserved)."""
         with closing(self._connect()) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("DELETE FROM judge_spend WHERE id = ?", (reservation.id,))
             conn.execute(
-                "UPDATE judge_spend SET amount_usd = ?, state = 'settled' WHERE id = ?",
-                (actual_usd, reservation_id),
+                "INSERT INTO judge_spend_daily (evaluator, day, month, spend_usd, calls) VALUES (?, ?, ?, ?, 1) "
+                "ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = spend_usd + excluded.spend_usd, "
+                "calls = calls + 1",
+                (reservation.evaluator, reservation.day, reservation.month, actual_usd),
             )
+            conn.execute("COMMIT")
 
     def spent(self, evaluator: str, day: str | None = None, month: str | None = None) -> float:
         """Settled plus outstanding spend of an evaluator on a UTC day (YYYY-MM-DD) or month (YYYY-MM)."""
         column, value = ("day", day) if day else ("month", month)
         with closing(self._connect()) as conn:
-            (total,) = conn.execute(
-                f"SELECT COALESCE(SUM(amount_usd), 0) FROM judge_spend WHERE evaluator = ? AND {column} = ?",
-                (evaluator, value),
-            ).fetchone()
-        return float(total)
+            return self._settled(conn, evaluator, column, value) + self._outstanding(
+                conn, evaluator, column, value, time.time()
+            )
 
     def totals(self) -> list[tuple[str, str, float, int]]:
-        """(evaluator, day, spend_usd, calls) for every day with spend."""
+        """(evaluator, day, spend_usd, calls) for every day with settled spend: one row per day, not per call."""
         with closing(self._connect()) as conn:
             return conn.execute(
-                "SELECT evaluator, day, SUM(amount_usd), COUNT(*) FROM judge_spend GROUP BY evaluator, day"
+                "SELECT evaluator, day, spend_usd, calls FROM judge_spend_daily ORDER BY evaluator, day"
             ).fetchall()
+
+    def rows(self) -> int:
+        """How many rows the ledger holds (per-day totals plus reservations in flight)."""
+        with closing(self._connect()) as conn:
+            (daily,) = conn.execute("SELECT COUNT(*) FROM judge_spend_daily").fetchone()
+            (open_,) = conn.execute("SELECT COUNT(*) FROM judge_spend").fetchone()
+        return int(daily) + int(open_)

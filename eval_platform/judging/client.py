@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,8 +52,18 @@ class CallOutcome:
         return self.error_reason is None
 
 
+class SendRefused(Exception):
+    """Raised by a `before_send` hook to stop a call before anything is sent (e.g. no budget left)."""
+
+
+BeforeSend = Callable[[], Awaitable[None]]
+
+
 class JudgeClient(Protocol):
-    async def complete(self, request: JudgeRequest) -> CallOutcome: ...
+    async def complete(self, request: JudgeRequest, before_send: BeforeSend | None = None) -> CallOutcome:
+        """One logical call with retries. `before_send` runs once, when the call holds a concurrency slot
+        and is about to be sent; it may raise `SendRefused`, which propagates with nothing sent."""
+        ...
 
 
 @dataclass
@@ -112,13 +123,16 @@ class LiteLLMJudgeClient:
             self._semaphores[key] = asyncio.Semaphore(self.max_concurrency)
         return self._semaphores[key]
 
-    async def complete(self, request: JudgeRequest) -> CallOutcome:
+    async def complete(self, request: JudgeRequest, before_send: BeforeSend | None = None) -> CallOutcome:
         outcome = CallOutcome()
         started = time.perf_counter()
         for attempt in range(request.max_retries + 1):
             outcome.attempts = attempt + 1
             try:
                 async with self._semaphore(request.model):
+                    if before_send is not None:
+                        await before_send()  # a budget reservation: taken when the call is about to go out
+                        before_send = None
                     response = await litellm.acompletion(
                         model=request.model,
                         messages=request.messages,
@@ -129,6 +143,8 @@ class LiteLLMJudgeClient:
                         timeout=request.timeout_s,
                         max_retries=0,  # retries are ours, so Retry-After and the budget stay in our hands
                     )
+            except SendRefused:
+                raise
             except Exception as exc:  # litellm maps every provider failure to an exception
                 reason, retryable = _classify(exc)
                 outcome.error_reason, outcome.error_detail = reason, f"{type(exc).__name__}: {exc}"[:2000]

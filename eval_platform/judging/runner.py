@@ -25,9 +25,9 @@ from typing import Any
 import polars as pl
 
 from eval_platform.judging import pricing
-from eval_platform.judging.budget import BudgetLedger
+from eval_platform.judging.budget import BudgetLedger, Refusal, Reservation
 from eval_platform.judging.cache import JudgeCache, cache_key
-from eval_platform.judging.client import CallOutcome, JudgeClient, JudgeRequest
+from eval_platform.judging.client import CallOutcome, JudgeClient, JudgeRequest, SendRefused
 from eval_platform.judging.config import MAX_CANDIDATES, EvaluatorConfig, ModelSpec
 from eval_platform.judging.consensus import COMPLETED, FAILED, PAIRWISE_SCORE, SKIPPED, consensus_row
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
@@ -103,11 +103,36 @@ class _CallResult:
     cache_hit: bool = False
 
 
+class BudgetRefused(SendRefused):
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.describe())
+        self.refusal = refusal
+
+
+# How often a call refused for budget looks again while other calls' reservations are in flight.
+BUDGET_RECHECK_S = 0.05
+
+
 class _Judge:
     def __init__(self, config: EvaluatorConfig, endpoint: Endpoint, runtime: JudgeRuntime):
         self.config, self.endpoint, self.runtime = config, endpoint, runtime
         limits = (config.max_daily_cost_usd, config.max_monthly_cost_usd)
         self.budgeted = any(limit is not None for limit in limits)
+
+    async def _reserve(self, worst_usd: float) -> Reservation:
+        """A reservation of the call's worst case; waits while calls in flight may settle below theirs."""
+        config = self.config
+        # Longest a call can hold its reservation: every attempt timing out, plus the backoff between them.
+        ttl_s = max(900.0, (config.max_retries + 1) * config.timeout_s + config.max_retries * 30.0 + 60.0)
+        while True:
+            result = self.runtime.ledger.reserve(
+                config.name, worst_usd, config.max_daily_cost_usd, config.max_monthly_cost_usd, ttl_s=ttl_s
+            )
+            if isinstance(result, Reservation):
+                return result
+            if not result.can_wait:
+                raise BudgetRefused(result)
+            await asyncio.sleep(BUDGET_RECHECK_S)
 
     def _cost(self, outcome: CallOutcome) -> float | None:
         prices = self.endpoint.prices
@@ -149,15 +174,19 @@ class _Judge:
                 cached_cost_usd=cached.get("cost_usd") or 0.0,
                 cache_hit=True,
             )
-        reservation = None
+        reservation: Reservation | None = None
+        before_send = None
         if self.budgeted and endpoint.prices is not None and endpoint.prices != pricing.FREE:
             worst = endpoint.prices.cost(worst_case_prompt_tokens(messages), config.max_tokens)
-            reservation = self.runtime.ledger.reserve(
-                config.name, worst, config.max_daily_cost_usd, config.max_monthly_cost_usd
-            )
-            if reservation is None:
-                return _CallResult(status=SKIPPED, reason="budget_exhausted", cost_usd=0.0)
-        outcome = await self.runtime.client.complete(request)
+
+            async def before_send() -> None:
+                nonlocal reservation
+                reservation = await self._reserve(worst)
+
+        try:
+            outcome = await self.runtime.client.complete(request, before_send=before_send)
+        except BudgetRefused as refused:
+            return _CallResult(status=SKIPPED, reason="budget_exhausted", detail=str(refused), cost_usd=0.0)
         cost = self._cost(outcome)
         if reservation is not None:
             self.runtime.ledger.settle(reservation, cost or 0.0)

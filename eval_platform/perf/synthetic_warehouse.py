@@ -327,14 +327,11 @@ def _judge_scores(world: World, name: str, d: int, day: str) -> pl.DataFrame:
 
 
 def _ledger_rows(scores: pl.DataFrame) -> list[tuple]:
-    """One settled ledger row per judge call, as the runner's reserve/settle leaves them."""
-    calls = scores.filter(pl.col("calls") > 0).select(
-        "evaluator", day=pl.col("judged_at").dt.strftime("%Y-%m-%d"), amount=pl.col("cost_usd") / pl.col("calls"),
-        created=pl.col("judged_at").dt.epoch("s").cast(pl.Float64), calls="calls",
-    )
-    repeated = calls.select(pl.all().repeat_by("calls").explode()).drop("calls")
+    """The ledger's per-day totals for these calls, as the runner's settle leaves them (one row per day)."""
+    calls = scores.filter(pl.col("calls") > 0).with_columns(day=pl.col("judged_at").dt.strftime("%Y-%m-%d"))
+    daily = calls.group_by("evaluator", "day").agg(pl.col("cost_usd").sum(), pl.col("calls").sum())
     month = pl.col("day").str.slice(0, 7).alias("month")
-    return repeated.select("evaluator", "day", month, "amount", pl.lit("settled"), "created").rows()
+    return daily.select("evaluator", "day", month, "cost_usd", "calls").rows()
 
 
 def _annotations(world: World, count: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -413,8 +410,12 @@ def generate(root: Path, rows: int, annotations: int, seed: int) -> dict:
             for name in EVALUATORS:
                 scores = _judge_scores(world, name, d, day)
                 write_partition(root, "judge_scores", {"evaluator": name, "date": day}, scores)
-                ledger.executemany("INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at) "
-                                   "VALUES (?, ?, ?, ?, ?, ?)", _ledger_rows(scores))
+                ledger.executemany(
+                    "INSERT INTO judge_spend_daily (evaluator, day, month, spend_usd, calls) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = spend_usd + excluded.spend_usd, "
+                    "calls = calls + excluded.calls",
+                    _ledger_rows(scores),
+                )
                 total += scores.height
             ledger.commit()
     human, imported = _annotations(world, annotations)

@@ -1,0 +1,182 @@
+"""Budgets are used fully and never passed: reservations at send time, waiting for calls in flight,
+expiry of reservations a dead process left, and an overspend that stops further calls at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from eval_platform.judging.budget import BudgetLedger, Refusal, Reservation
+from eval_platform.judging.cache import JudgeCache
+from eval_platform.judging.client import LiteLLMJudgeClient
+from eval_platform.judging.prompts import build_messages, trace_values
+from eval_platform.judging.runner import JudgeRuntime, judge_day, worst_case_prompt_tokens
+from eval_platform_tests.conftest import REPO_DATA
+from eval_platform_tests.judging.test_budget import PRICED, budgeted
+from eval_platform_tests.judging.test_runner import make_traces
+
+TODAY = lambda: datetime.now(UTC).strftime("%Y-%m-%d")  # noqa: E731  (budgets count the UTC day of the call)
+
+
+@pytest.fixture(scope="module")
+def slow_judge():
+    """The local judge answering after 40 ms, so that calls of concurrent runs overlap."""
+    from eval_platform.local_judge import LocalJudgeServer
+
+    server = LocalJudgeServer(data_root=REPO_DATA, latency_ms=40)
+    server.start()
+    yield server
+    server.stop()
+
+
+def worst_case(config, traces: pl.DataFrame) -> float:
+    """The largest reservation any of these traces makes (the runner's own formula)."""
+    prices = config.judge_models()[0].prices()
+    return max(
+        prices.cost(worst_case_prompt_tokens(build_messages(config, trace_values(t, None))), config.max_tokens)
+        for t in traces.to_dicts()
+    )
+
+
+def runtime_at(state: Path, concurrency: int = 8) -> JudgeRuntime:
+    return JudgeRuntime(
+        client=LiteLLMJudgeClient(max_concurrency=concurrency),
+        cache=JudgeCache(state / f"cache-{os.getpid()}-{time.monotonic_ns()}"),
+        ledger=BudgetLedger(state / "budget.sqlite"),
+        env={},
+    )
+
+
+def test_one_partition_spends_the_budget_down_to_less_than_one_call(slow_judge, tmp_path):
+    traces = make_traces(40)
+    probe = budgeted(slow_judge.base_url)
+    worst = worst_case(probe, traces)
+    budget = 6.5 * worst  # room for six worst cases; real calls cost about a third of theirs, so more fit
+    rows = judge_day(budgeted(slow_judge.base_url, max_daily_cost_usd=budget), "2026-11-10", traces, runtime_at(tmp_path)).rows
+    spent = rows["cost_usd"].sum()
+    assert spent <= budget
+    assert spent >= budget - worst  # before today's fix, concurrent reservations stopped it at about a third
+    skipped = rows.filter(pl.col("status") == "SKIPPED")
+    assert skipped.height > 0 and set(skipped["reason"]) == {"budget_exhausted"}
+    assert skipped["reason_detail"].str.contains("daily limit").all()
+    assert skipped["reason_detail"].str.contains("remaining").all()
+
+
+def _run(args: tuple[str, str, str, float, int]) -> list[dict]:
+    base_url, state, day, budget, n = args
+    traces = make_traces(n).with_columns(pl.col("trace_id") + f"-{day}", pl.lit(day).alias("date"))
+    config = budgeted(base_url, max_daily_cost_usd=budget)
+    rows = judge_day(config, day, traces, runtime_at(Path(state))).rows
+    return rows.select("status", "reason", "cost_usd").to_dicts()
+
+
+def test_four_concurrent_runs_use_the_budget_and_never_pass_it(slow_judge, tmp_path):
+    traces = make_traces(30)
+    worst = worst_case(budgeted(slow_judge.base_url), traces.with_columns(pl.col("trace_id") + "-2026-11-09-x"))
+    budget = 15.5 * worst
+    days = ["2026-11-09", "2026-11-10", "2026-11-11", "2026-11-12"]
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        results = pool.map(_run, [(slow_judge.base_url, str(tmp_path), d, budget, 30) for d in days])
+    rows = [row for result in results for row in result]
+    spent = sum(r["cost_usd"] or 0 for r in rows)
+    assert len(rows) == 120
+    assert all(r["status"] == "COMPLETED" or r["reason"] == "budget_exhausted" for r in rows)
+    assert any(r["reason"] == "budget_exhausted" for r in rows)
+    assert spent <= budget
+    assert spent >= budget - 1.05 * worst  # trace ids differ per day by a few bytes: 5 % slack on the worst case
+    assert abs(BudgetLedger(tmp_path / "budget.sqlite").spent("budgeted", day=TODAY()) - spent) < 1e-9
+
+
+def _reserve_and_hang(path: str, amount: float, ready) -> None:
+    ledger = BudgetLedger(Path(path))
+    result = ledger.reserve("budgeted", amount, 1.0, None)
+    assert isinstance(result, Reservation)
+    ready.set()
+    time.sleep(600)
+
+
+def test_reservations_of_a_killed_process_stop_counting(tmp_path):
+    ledger_path = tmp_path / "budget.sqlite"
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    child = ctx.Process(target=_reserve_and_hang, args=(str(ledger_path), 0.9, ready))
+    child.start()
+    try:
+        assert ready.wait(60)
+        ledger = BudgetLedger(ledger_path)
+        refused = ledger.reserve("budgeted", 0.5, 1.0, None)
+        assert isinstance(refused, Refusal) and refused.in_flight_usd == pytest.approx(0.9)
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+        granted = ledger.reserve("budgeted", 0.5, 1.0, None)
+        assert isinstance(granted, Reservation)  # the dead process's 0.9 no longer eats the day's budget
+    finally:
+        if child.is_alive():
+            child.kill()
+
+
+def test_reservations_expire(tmp_path):
+    ledger = BudgetLedger(tmp_path / "budget.sqlite")
+    assert isinstance(ledger.reserve("e", 0.9, 1.0, None, ttl_s=0.2), Reservation)
+    assert isinstance(ledger.reserve("e", 0.5, 1.0, None), Refusal)
+    time.sleep(0.3)
+    assert isinstance(ledger.reserve("e", 0.5, 1.0, None), Reservation)
+
+
+def test_a_reply_longer_than_reserved_is_recorded_and_stops_further_calls(local_judge, tmp_path):
+    long_reply = '{"score": 3, "reasoning": "' + "words " * 2000 + '"}'
+    config = budgeted(local_judge.base_url, max_tokens=1)
+    config = config.model_copy(update={"model": f"openai/fixed/{long_reply}"})
+    traces = make_traces(5)
+    worst = worst_case(config, traces)
+    limit = 1.5 * worst
+    limited = budgeted(local_judge.base_url, max_tokens=1, max_daily_cost_usd=limit)
+    limited = limited.model_copy(update={"model": f"openai/fixed/{long_reply}"})
+    rows = judge_day(limited, "2026-11-10", traces, runtime_at(tmp_path, concurrency=1)).rows
+    completed = rows.filter(pl.col("status") == "COMPLETED")
+    assert completed.height == 1  # the first reply overspent: nothing else was sent
+    assert completed["cost_usd"][0] > limit  # recorded as billed, above its reservation
+    skipped = rows.filter(pl.col("status") == "SKIPPED")
+    assert skipped.height == 4 and set(skipped["reason"]) == {"budget_exhausted"}
+    ledger = BudgetLedger(tmp_path / "budget.sqlite")
+    assert ledger.spent("budgeted", day=TODAY()) == pytest.approx(completed["cost_usd"][0])
+
+
+def test_settled_spend_is_one_row_per_day_however_many_calls(local_judge, tmp_path):
+    runtime = runtime_at(tmp_path)
+    judge_day(budgeted(local_judge.base_url, max_daily_cost_usd=1000.0), "2026-11-10", make_traces(30), runtime)
+    ledger = BudgetLedger(tmp_path / "budget.sqlite")
+    ((evaluator, day, spend, calls),) = ledger.totals()
+    assert (evaluator, day, calls) == ("budgeted", TODAY(), 30)
+    assert ledger.rows() == 1  # 30 settled calls are one row, not thirty
+
+
+def test_a_ledger_written_per_call_is_compacted_on_open(tmp_path):
+    import sqlite3
+    from contextlib import closing
+
+    path = tmp_path / "budget.sqlite"
+    with closing(sqlite3.connect(path)) as conn:  # the layout of ledgers written before compaction
+        conn.executescript(
+            "CREATE TABLE judge_spend (id INTEGER PRIMARY KEY AUTOINCREMENT, evaluator TEXT NOT NULL, day TEXT NOT NULL, "
+            "month TEXT NOT NULL, amount_usd REAL NOT NULL, state TEXT NOT NULL, created_at REAL NOT NULL);"
+        )
+        conn.executemany(
+            "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at) VALUES (?, ?, ?, ?, 'settled', 0)",
+            [("e", "2026-11-10", "2026-11", 0.25)] * 8 + [("e", "2026-11-11", "2026-11", 0.5)] * 2,
+        )
+        conn.commit()
+    ledger = BudgetLedger(path)
+    assert ledger.totals() == [("e", "2026-11-10", 2.0, 8), ("e", "2026-11-11", 1.0, 2)]
+    assert ledger.spent("e", month="2026-11") == pytest.approx(3.0)
+    assert ledger.rows() == 2
+
+
+assert PRICED  # the prices these tests rely on: 1000 USD per million tokens each way
