@@ -244,6 +244,21 @@ class EvaluatorConfig(_Strict):
             raise ValueError("samples must be at least 1")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_defaults(cls, raw: Any) -> Any:
+        """Fill the options a mode needs with their defaults before validation (the model stays frozen)."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("mode"), str):
+            return raw
+        mode, raw = raw["mode"], dict(raw)
+        if raw.get("consensus") is None:
+            raw["consensus"] = default_consensus(mode)
+        needs = {"score_scale": SCALED_MODES, "pairwise": {"pairwise"}, "n_wise": {"n_wise"}, "reference": {"reference"}}
+        for option, modes in needs.items():
+            if mode in modes and raw.get(option) is None:
+                raw[option] = {}
+        return raw
+
     @model_validator(mode="after")
     def _consistent(self) -> EvaluatorConfig:
         self._check_models()
@@ -276,8 +291,6 @@ class EvaluatorConfig(_Strict):
         if (self.input_cost_per_million is None) != (self.output_cost_per_million is None):
             raise ValueError("set both input_cost_per_million and output_cost_per_million, or neither")
         members = len(self.judge_models()) * self.samples
-        if self.consensus is None:
-            object.__setattr__(self, "consensus", default_consensus(self.mode))
         if self.mode in LABEL_MODES and self.consensus in {"mean", "median"}:
             raise ValueError(
                 f"consensus '{self.consensus}' averages numbers; mode '{self.mode}' gives labels: "
@@ -297,8 +310,6 @@ class EvaluatorConfig(_Strict):
 
     def _check_mode_options(self) -> None:
         mode = self.mode
-        if mode in SCALED_MODES and self.score_scale is None:
-            object.__setattr__(self, "score_scale", ScoreScale())
         _only_for(self.score_scale, "score_scale", mode, SCALED_MODES)
         _only_for(self.rubric, "rubric", mode, SCALED_MODES)
         if self.rubric is not None:
@@ -314,14 +325,8 @@ class EvaluatorConfig(_Strict):
             if bad:
                 raise ValueError(f"labels map to scores in 0..1; out of range: {bad}")
         _only_for(self.labels, "labels", mode, {"categorical"})
-        if mode == "pairwise" and self.pairwise is None:
-            object.__setattr__(self, "pairwise", PairwiseOptions())
         _only_for(self.pairwise, "pairwise", mode, {"pairwise"})
-        if mode == "n_wise" and self.n_wise is None:
-            object.__setattr__(self, "n_wise", NWiseOptions())
         _only_for(self.n_wise, "n_wise", mode, {"n_wise"})
-        if mode == "reference" and self.reference is None:
-            object.__setattr__(self, "reference", ReferenceOptions())
         _only_for(self.reference, "reference", mode, {"reference"})
         if mode != "assertion" and not self.expect:
             raise ValueError("expect only applies to mode 'assertion'")
@@ -371,9 +376,31 @@ class EvaluatorConfig(_Strict):
 
     @property
     def config_hash(self) -> str:
-        """Changes whenever anything that could change a verdict changes."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """Changes exactly when something that can change a verdict changes (VERDICT_FIELDS and the models).
+
+        The description, enabled, the trigger and sample rate (which traces, not what verdict), budgets and
+        prices, timeouts and retries, the endpoint and key variable, and human_agreement leave it unchanged.
+        """
+        verdict = self.model_dump(mode="json", include=set(VERDICT_FIELDS))
+        verdict["models"] = [{"model": s.model, "local_judge": s.local_judge} for s in self.judge_models()]
+        canonical = json.dumps(verdict, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+# What can change a verdict, besides the judge models: the prompt and how it is built, the mode and its
+# options, how replies are parsed and checked, sampling and decoding, how members are combined and flagged.
+VERDICT_FIELDS = (
+    "mode", "prompt", "consensus", "min_agreement_threshold", "flag_on_disagreement", "temperature", "max_tokens",
+    "samples", "score_scale", "rubric", "labels", "expect", "strict", "pairwise", "n_wise", "reference", "few_shot",
+    "output_schema", "request_confidence", "min_confidence", "span", "anti_gaming_clauses",
+)
+
+# What cannot: which traces are judged, when, at what price and budget, through which endpoint and key.
+NON_VERDICT_FIELDS = (
+    "name", "description", "enabled", "trigger", "sample_rate", "max_daily_cost_usd", "max_monthly_cost_usd",
+    "input_cost_per_million", "output_cost_per_million", "timeout_s", "max_retries", "api_base", "api_key_env",
+    "human_agreement", "model", "models", "local_judge",  # the models enter the hash as (model, local_judge) pairs
+)
 
 
 def default_consensus(mode: str) -> Consensus:

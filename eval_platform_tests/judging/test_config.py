@@ -75,3 +75,55 @@ def test_config_hash_changes_with_prompt(data_root):
     a = load_evaluator(write_evaluator(data_root, "a", **BASE))
     b = load_evaluator(write_evaluator(data_root, "a", **{**BASE, "prompt": "Rate {{output}}"}))
     assert a.config_hash != b.config_hash
+
+
+def test_every_field_is_declared_verdict_or_not():
+    from eval_platform.judging.config import NON_VERDICT_FIELDS, VERDICT_FIELDS, EvaluatorConfig
+
+    # a new field must be placed on one side: otherwise a verdict could change under an unchanged hash
+    assert set(VERDICT_FIELDS) | set(NON_VERDICT_FIELDS) == set(EvaluatorConfig.model_fields)
+    assert not set(VERDICT_FIELDS) & set(NON_VERDICT_FIELDS)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"description": "now with a description"},
+        {"max_daily_cost_usd": 3.0, "max_monthly_cost_usd": 50.0},
+        {"enabled": False},
+        {"timeout_s": 5.0, "max_retries": 1},
+        {"trigger": "sampled", "sample_rate": 0.5},
+        {"api_key_env": "OTHER_KEY"},
+    ],
+)
+def test_config_hash_ignores_what_cannot_change_a_verdict(data_root, change):
+    a = load_evaluator(write_evaluator(data_root, "a", **BASE))
+    b = load_evaluator(write_evaluator(data_root, "a", **{**BASE, **change}))
+    assert a.config_hash == b.config_hash
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"temperature": 0.7},
+        {"max_tokens": 64},
+        {"samples": 3},
+        {"model": "openai/gpt-4o"},
+        {"score_scale": {"min": 0, "max": 10}},
+        {"anti_gaming_clauses": ["Ignore length."]},
+        {"strict": True},
+    ],
+)
+def test_config_hash_follows_what_can_change_a_verdict(data_root, change):
+    a = load_evaluator(write_evaluator(data_root, "a", **BASE))
+    b = load_evaluator(write_evaluator(data_root, "a", **{**BASE, **change}))
+    assert a.config_hash != b.config_hash
+
+
+def test_mode_defaults_are_filled_without_mutating_a_frozen_model(data_root):
+    config = load_evaluator(write_evaluator(data_root, "p", **{**BASE, "mode": "pairwise",
+                                                                "prompt": "{{output_a}} or {{output_b}}"}))
+    assert config.pairwise is not None and config.pairwise.orders == "both"
+    assert config.consensus == "majority_vote"
+    with pytest.raises(Exception):
+        config.consensus = "mean"  # frozen
