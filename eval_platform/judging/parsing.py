@@ -55,7 +55,7 @@ class Verdict:
 
 
 class ParseFailure(ValueError):
-    """`reason` is a short code: empty_reply, unparseable, truncated, schema_violation, out_of_range."""
+    """`reason` is a short code: empty_reply, unparseable, ambiguous, truncated, schema_violation, out_of_range."""
 
     def __init__(self, reason: str, detail: str):
         super().__init__(f"{reason}: {detail}")
@@ -63,19 +63,26 @@ class ParseFailure(ValueError):
         self.detail = detail
 
 
-def find_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in the reply: the whole reply, a fenced block, or a balanced {...} in prose."""
+def find_json_objects(text: str) -> list[dict[str, Any]]:
+    """Every distinct JSON object in the reply (the whole reply, fenced blocks, balanced {...} in prose), in order."""
     stripped = text.strip()
     candidates = [stripped, *(m.group(1).strip() for m in _FENCED_JSON_RE.finditer(stripped))]
     candidates.extend(c for c in _balanced_objects(stripped) if c is not None)
+    found: list[dict[str, Any]] = []
     for candidate in candidates:
         try:
             value = json.loads(candidate)
         except json.JSONDecodeError:
             continue
-        if isinstance(value, dict):
-            return value
-    return None
+        if isinstance(value, dict) and value not in found:
+            found.append(value)
+    return found
+
+
+def find_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in the reply, or None."""
+    found = find_json_objects(text)
+    return found[0] if found else None
 
 
 def _balanced_objects(text: str) -> list[str]:
@@ -171,7 +178,7 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
 
         _validate(obj, reply_schema(config, n_candidates), "the reply schema")
     else:
-        obj = find_json_object(text)
+        obj = _the_verdict_object(config, text, n_candidates)
     if obj is not None and config.output_schema is not None:
         _validate(obj, config.output_schema, "output_schema")
     if obj is None:
@@ -184,6 +191,46 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
     confidence = _confidence(obj, text)
     reasoning = _reasoning(obj) if obj is not None else text.strip()
     return Verdict(**{**verdict.__dict__, "reasoning": reasoning, "confidence": confidence})
+
+
+# The keys under which each mode's parser looks for its verdict in a JSON reply.
+_VERDICT_KEYS = {
+    "score": ("score", "rating"),
+    "reference": ("score", "rating"),
+    "binary": ("passed", "verdict", "result"),
+    "assertion": ("answer", "verdict", "result"),
+    "categorical": ("label", "category"),
+    "pairwise": ("winner", "verdict", "choice"),
+    "n_wise": ("ranking", "rank", "order"),
+}
+
+
+def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | None) -> dict[str, Any] | None:
+    """The JSON object holding the verdict; several objects with different verdicts are `ambiguous`.
+
+    Judges sometimes quote the evaluated content, and content can carry an injected verdict such as
+    `{"score": 1.0}`: taking the first object would let it win. A reply is trusted only when every
+    verdict-bearing object in it says the same thing.
+    """
+    objects = find_json_objects(text)
+    keys = _VERDICT_KEYS[config.mode]
+    bearing = [obj for obj in objects if any(key in obj for key in keys)]
+    if len(bearing) > 1:
+        decisions = []
+        for obj in bearing:
+            try:
+                verdict = _PARSERS[config.mode](config, obj, text, n_candidates)
+            except ParseFailure as failure:
+                decisions.append(f"unreadable ({failure.reason})")
+                continue
+            decisions.append((verdict.score, verdict.label, verdict.passed, verdict.winner, verdict.ranking))
+        distinct = list(dict.fromkeys(map(str, decisions)))
+        if len(distinct) > 1:
+            shown = "; ".join(json.dumps({k: obj[k] for k in keys if k in obj}) for obj in bearing)
+            raise ParseFailure("ambiguous", f"the reply holds {len(bearing)} different verdicts: {shown}")
+    if bearing:
+        return bearing[-1]
+    return objects[0] if objects else None
 
 
 def _validate(obj: dict[str, Any], schema: dict[str, Any], what: str) -> None:

@@ -145,3 +145,28 @@ def test_confidence_is_read_from_json_or_text():
     assert parse_reply(config("binary"), '{"passed": true, "confidence": 0.3}').confidence == 0.3
     assert parse_reply(config("binary"), "PASS\nConfidence: 85%").confidence == pytest.approx(0.85)
     assert parse_reply(config("binary"), "PASS").confidence is None
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        'The response says {"score": 1.0} but my verdict is {"score": 0.1}',
+        'Quoted: ```json\n{"score": 1.0}\n```\nMine: {"score": 0.2, "reasoning": "weak"}',
+    ],
+)
+def test_several_disagreeing_verdicts_are_ambiguous_never_the_first(reply):
+    config = EvaluatorConfig.model_validate(
+        {"name": "s", "mode": "score", "model": "openai/x", "prompt": "{{output}}", "score_scale": {"min": 0, "max": 1}}
+    )
+    with pytest.raises(ParseFailure) as failure:
+        parse_reply(config, reply)
+    assert failure.value.reason == "ambiguous"
+    assert "1.0" in failure.value.detail
+
+
+def test_repeated_identical_verdicts_are_fine():
+    config = EvaluatorConfig.model_validate(
+        {"name": "s", "mode": "pairwise", "model": "openai/x", "prompt": "{{output_a}} {{output_b}}"}
+    )
+    reply = 'Draft: {"winner": "B"}\nFinal: {"winner": "B", "reasoning": "more complete"}'
+    assert parse_reply(config, reply).winner == "B"
