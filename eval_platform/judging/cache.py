@@ -21,10 +21,14 @@ from eval_platform.judging.client import JudgeRequest
 def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -> str:
     """`endpoint` names where the reply comes from when the URL does not (the local judge's port changes
     from run to run); by default the request's api_base."""
+    messages = json.dumps(request.messages, sort_keys=True)
+    if request.fence_secret:
+        # The fence secret is drawn per request; the same content must still find its cached reply.
+        messages = messages.replace(request.fence_secret, "fence")
     material = {
         "model": request.model,
         "api_base": endpoint or request.api_base,
-        "messages": request.messages,
+        "messages": messages,
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
         "sample": sample,

@@ -30,6 +30,7 @@ class JudgeRequest:
     max_tokens: int
     timeout_s: float
     max_retries: int
+    fence_secret: str | None = None  # the per-request secret in the messages' fence tags (not sent)
 
 
 @dataclass

@@ -1,35 +1,38 @@
 """How evaluated content is fenced inside a judge prompt.
 
 Every value substituted into a template (the trace's input, output, context, ...) is wrapped in a block
-whose delimiter carries a tag derived from the value itself. The content's author cannot close the block
-early because the tag is a hash of the very text they would have to write it into. The tag is
-deterministic, so identical requests stay identical and the judge-call cache keeps working.
+whose delimiter carries a per-request secret: 64 random bits drawn when the prompt is built. The content's
+author wrote the text before the secret existed, so no content can close its block early or forge a
+well-formed block of its own (a tag derived from the content could be computed by the attacker).
+The judge-call cache stays content-addressed: its key replaces the request's secret by a fixed word.
 
-    <<<output 3f9a1c0d2b7e>>>
+    <<<output 3f9a1c0d2b7e55a1>>>
     ...the evaluated text, verbatim...
-    <<<end output 3f9a1c0d2b7e>>>
+    <<<end output 3f9a1c0d2b7e55a1>>>
 
 The local judge server finds the blocks with `FENCE_RE`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
+import secrets
 
-FENCE_RE = re.compile(r"<<<([a-z0-9_]+) ([0-9a-f]{12})>>>\n(.*?)\n<<<end \1 \2>>>", re.DOTALL)
+FENCE_RE = re.compile(r"<<<([a-z0-9_]+) ([0-9a-f]{12,32})>>>\n(.*?)\n<<<end \1 \2>>>", re.DOTALL)
 
 # The marker line after which a prompt states the JSON Schema the reply must match (one line of JSON).
 REPLY_SCHEMA_MARKER = "Reply with only a JSON object matching this JSON Schema:"
 
 
-def fence_tag(name: str, value: str) -> str:
-    return hashlib.sha256(f"{name}\x00{value}".encode()).hexdigest()[:12]
+def new_secret() -> str:
+    """A fresh fence secret for one request."""
+    return secrets.token_hex(8)
 
 
-def fence(name: str, value: str) -> str:
-    tag = fence_tag(name, value)
-    return f"<<<{name} {tag}>>>\n{value}\n<<<end {name} {tag}>>>"
+def fence(name: str, value: str, secret: str | None = None) -> str:
+    """`value` in a block tagged with the request's secret (a fresh one when not given)."""
+    secret = secret or new_secret()
+    return f"<<<{name} {secret}>>>\n{value}\n<<<end {name} {secret}>>>"
 
 
 def unfence_all(text: str) -> dict[str, list[str]]:

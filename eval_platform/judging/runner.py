@@ -30,6 +30,7 @@ from eval_platform.judging.cache import JudgeCache, cache_key
 from eval_platform.judging.client import CallOutcome, JudgeClient, JudgeRequest, SendRefused
 from eval_platform.judging.config import MAX_CANDIDATES, EvaluatorConfig, ModelSpec
 from eval_platform.judging.consensus import COMPLETED, FAILED, PAIRWISE_SCORE, SKIPPED, consensus_row
+from eval_platform.judging.fencing import new_secret
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
@@ -158,6 +159,7 @@ class _Judge:
             max_tokens=config.max_tokens,
             timeout_s=config.timeout_s,
             max_retries=config.max_retries,
+            fence_secret=getattr(messages, "fence_secret", None),
         )
         local = endpoint.label.startswith("local/")
         key = cache_key(request, sample, endpoint="local-judge" if local else None)
@@ -609,8 +611,10 @@ async def _judge_group(judge: _Judge, config, rows: list[dict], values: list[dic
     orders = group_orders(n, config.n_wise.permutations, config.n_wise.seed, group_id, sample)
 
     async def judge_order(order: tuple[int, ...]) -> _CallResult:
-        shown = {**values[order[0]], "candidates": candidates_text([values[i]["output"] for i in order])}
-        return await judge.call(build_messages(config, shown, n_candidates=n), sample, n_candidates=n)
+        secret = new_secret()
+        shown = {**values[order[0]], "candidates": candidates_text([values[i]["output"] for i in order], secret)}
+        messages = build_messages(config, shown, n_candidates=n, secret=secret)
+        return await judge.call(messages, sample, n_candidates=n)
 
     results = await asyncio.gather(*(judge_order(o) for o in orders))
     combined = _merge_calls(results)

@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from eval_platform.judging.fencing import fence
+from eval_platform.judging.fencing import fence, new_secret
 
 _NAME = r"[a-z_]+(?:\.[A-Za-z0-9_]+)?"
 _TOKEN_RE = re.compile(rf"\{{\{{\s*(#if\s+{_NAME}|/if|{_NAME})\s*\}}\}}")
@@ -88,11 +88,18 @@ def _check(name: str, allowed: set[str]) -> None:
         raise TemplateError(f"unknown variable '{{{{{name}}}}}'; known: {', '.join(sorted(allowed))}")
 
 
-def render(tree: tuple, values: dict[str, str | None], prefenced: frozenset[str] | set[str] = frozenset()) -> str:
+def render(
+    tree: tuple,
+    values: dict[str, str | None],
+    prefenced: frozenset[str] | set[str] = frozenset(),
+    secret: str | None = None,
+) -> str:
     """Render with every substituted value fenced; `#if` keeps its body when the value is non-empty.
 
     Values named in `prefenced` are inserted as given: they were built from fenced parts already.
+    `secret` is the request's fence secret (a fresh one when not given).
     """
+    secret = secret or new_secret()
     parts: list[str] = []
     for node in tree:
         if isinstance(node, _Text):
@@ -100,9 +107,9 @@ def render(tree: tuple, values: dict[str, str | None], prefenced: frozenset[str]
         elif isinstance(node, _Var):
             value = _value(values, node.name) or ""
             name = node.name.replace(".", "_").lower()
-            parts.append(value if node.name in prefenced else fence(name, value))
+            parts.append(value if node.name in prefenced else fence(name, value, secret))
         elif _value(values, node.name):
-            parts.append(render(node.body, values, prefenced))
+            parts.append(render(node.body, values, prefenced, secret))
     return "".join(parts)
 
 
