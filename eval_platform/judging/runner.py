@@ -33,6 +33,7 @@ from eval_platform.judging.consensus import COMPLETED, FAILED, PAIRWISE_SCORE, S
 from eval_platform.judging.fencing import new_secret
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
+from eval_platform.judging.redaction import redact
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
 
 
@@ -119,6 +120,10 @@ class _Judge:
         self.config, self.endpoint, self.runtime = config, endpoint, runtime
         limits = (config.max_daily_cost_usd, config.max_monthly_cost_usd)
         self.budgeted = any(limit is not None for limit in limits)
+        # Every key this evaluator may send (its models' api_key_env values), and the endpoint's own key.
+        names = {spec.api_key_env for spec in config.judge_models() if spec.api_key_env}
+        self.secrets = {runtime.env.get(name) for name in names} | {endpoint.api_key}
+        self.secrets = {s for s in self.secrets if s}
 
     async def _reserve(self, worst_usd: float) -> Reservation:
         """A reservation of the call's worst case; waits while calls in flight may settle below theirs."""
@@ -187,6 +192,9 @@ class _Judge:
 
         try:
             outcome = await self.runtime.client.complete(request, before_send=before_send)
+            # A provider may echo the Authorization header: no key reaches a row, the cache or a log.
+            outcome.content = redact(outcome.content, self.secrets)
+            outcome.error_detail = redact(outcome.error_detail, self.secrets)
         except BudgetRefused as refused:
             return _CallResult(status=SKIPPED, reason="budget_exhausted", detail=str(refused), cost_usd=0.0)
         cost = self._cost(outcome)

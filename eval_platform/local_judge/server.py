@@ -60,6 +60,18 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
+# A careless provider or gateway that echoes the request's Authorization header: in an error body
+# (`fault/echo_key`) or in a reply that otherwise parses (`fault/echo_key_reply`). Tests use them to prove
+# that no key reaches judge_scores.
+ECHO_KEY_MODELS = ("fault/echo_key", "fault/echo_key_reply")
+
+
+def echo_key_answer(model: str, authorization: str) -> Answer:
+    if model == "fault/echo_key":
+        raise JudgeRequestError(400, f"malformed request from client with Authorization: {authorization}", code="bad_request")
+    return Answer(json.dumps({"score": 3, "reasoning": f"request authorised by {authorization}"}), "fault-echo")
+
+
 class LocalJudgeServer:
     """The local judge served by aiohttp on a daemon thread with its own event loop.
 
@@ -194,7 +206,10 @@ class LocalJudgeServer:
         try:
             messages = self._validated_messages(body)
             prompt = "\n".join(message_text(message) for message in messages)
-            answer = await self._answer(model, prompt)
+            if model in ECHO_KEY_MODELS:
+                answer = echo_key_answer(model, request.headers.get("Authorization", ""))
+            else:
+                answer = await self._answer(model, prompt)
         except JudgeRequestError as error:
             return web.json_response(error.body(), status=error.status, headers=error.headers)
         return web.json_response(self._completion(answer, messages))
