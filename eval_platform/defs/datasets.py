@@ -115,7 +115,7 @@ def dataset_versions(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     )
 
 
-dataset_job = dg.define_asset_job("ingest_dataset_versions", selection=[dataset_versions], partitions_def=dataset_versions_partitions)
+dataset_job = dg.define_asset_job("ingest_dataset_versions", selection=[dataset_versions])
 
 
 @dg.sensor(job=dataset_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)

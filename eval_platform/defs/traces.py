@@ -11,7 +11,7 @@ import polars as pl
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import trace_days
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.traces import read_trace_day
+from eval_platform.ingest.traces import list_trace_files, read_trace_day
 from eval_platform.storage.warehouse import has_files, table_glob, write_partition, write_quarantine
 
 
@@ -63,7 +63,7 @@ def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) 
     )
 
 
-traces_job = dg.define_asset_job("ingest_traces", selection=[traces], partitions_def=trace_days)
+traces_job = dg.define_asset_job("ingest_traces", selection=[traces])
 
 
 @dg.schedule(job=traces_job, cron_schedule="0 1 * * *", execution_timezone="UTC")
@@ -75,13 +75,14 @@ def daily_scoring_schedule(context: dg.ScheduleEvaluationContext):
 
 
 def _file_states(root) -> dict[str, str]:
+    """Every file ingest would read, per day folder (the same function decides it), with mtime and size."""
     states = {}
     base = root / "traces"
     if base.is_dir():
-        for path in sorted(base.glob("*/*")):
-            if path.is_file() and not path.name.startswith("."):
+        for day in sorted(p.name for p in base.iterdir() if p.is_dir()):
+            for path in list_trace_files(root, day):
                 stat = path.stat()
-                states[str(path.relative_to(root))] = f"{stat.st_mtime_ns}:{stat.st_size}"
+                states[path.relative_to(root).as_posix()] = f"{stat.st_mtime_ns}:{stat.st_size}"
     return states
 
 

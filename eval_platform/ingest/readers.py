@@ -8,8 +8,9 @@
 | `.parquet` | one row per record | row |
 
 Text formats may also be gzip-compressed (`.jsonl.gz`, `.json.gz`, `.csv.gz`). Text is UTF-8 (a BOM is
-accepted). A file that cannot be opened, decompressed or decoded, or a JSON document that does not parse,
-becomes a single file-level row with a null line.
+accepted). Bytes that are not UTF-8 cost only the row (line, element) they are in: that row is quarantined
+as `invalid_encoding`, the others are read. A file that cannot be opened or decompressed, a CSV header that
+is not UTF-8, or a JSON document that does not parse, becomes a single file-level row with a null line.
 """
 
 from __future__ import annotations
@@ -56,16 +57,6 @@ def head_text(path: Path, limit: int = 10_000) -> str:
             return handle.read(limit * 4).decode("utf-8", errors="replace")[:limit]
     except OSError:
         return ""
-
-
-def _decode(data: bytes) -> str | list[Candidate]:
-    """The file's text, or the whole-file quarantine row when it is not UTF-8."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        return _file_error(
-            "invalid_encoding", f"the file is not valid UTF-8 ({exc.reason})", data.decode("utf-8", errors="replace")
-        )
 
 
 def _object_candidate(value: Any, line: int, raw: str, unit: str) -> list[Candidate]:
@@ -121,16 +112,29 @@ def read_jsonl(data: bytes) -> list[Candidate]:
 
 
 def read_json(data: bytes) -> list[Candidate]:
-    text = _decode(data)
-    if isinstance(text, list):
-        return text
+    """Candidates of a JSON document; a trace holding bytes that are not UTF-8 is quarantined on its own."""
+    candidates = _read_json(data)
+    for candidate in candidates:
+        if candidate.record is not None:
+            raw = json.dumps(candidate.record, ensure_ascii=False, default=str)
+            if _undecodable(raw):
+                candidate.record = None
+                candidate.raw = _shown(raw)
+                candidate.error = RowError("invalid_encoding", f"the {candidate.unit or 'element'} is not valid UTF-8")
+    return candidates
+
+
+def _read_json(data: bytes) -> list[Candidate]:
+    # A bad byte inside one element's strings costs that element; bytes that break the JSON itself
+    # make the document unreadable, and the whole file is one quarantine row (its raw text kept).
+    text = data.decode("utf-8-sig", errors="surrogateescape")
     if not text.strip():
         return _file_error("invalid_json", "the file is empty, not a JSON document")
     try:
         document = json.loads(text)
     except ValueError as exc:
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        return _file_error("invalid_json", f"the file is not valid JSON: {getattr(exc, 'msg', exc)}{where}", text)
+        return _file_error("invalid_json", f"the file is not valid JSON: {getattr(exc, 'msg', exc)}{where}", _shown(text))
     if is_otlp_document(document):
         return otlp_candidates(document)
     if isinstance(document, dict) and not any(key in document for key in _ID_KEYS):
@@ -145,14 +149,28 @@ def read_json(data: bytes) -> list[Candidate]:
         )
     candidates: list[Candidate] = []
     for number, element in enumerate(document, start=1):
+        raw = json.dumps(element, ensure_ascii=False)
+        if _undecodable(raw):
+            error = RowError("invalid_encoding", "the element is not valid UTF-8 (bytes shown as U+FFFD in raw)")
+            candidates.append(Candidate(line=number, raw=_shown(raw), error=error, unit="element"))
+            continue
         candidates.extend(_object_candidate(element, number, dumps(element), "element"))
     return candidates
 
 
+def _undecodable(text: str) -> bool:
+    """Whether text decoded with surrogateescape holds bytes that were not UTF-8."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def _shown(text: str) -> str:
+    """Text decoded with surrogateescape, with each bad byte shown as U+FFFD (for a quarantine row's raw)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
+
+
 def read_csv(data: bytes) -> list[Candidate]:
-    text = _decode(data)
-    if isinstance(text, list):
-        return text
+    # Decode leniently and judge each row on its own: one bad byte costs its row, not the file.
+    text = data.decode("utf-8-sig", errors="surrogateescape")
     lines = list(io.StringIO(text, newline=""))
     reader = csv.reader(iter(lines))
     candidates: list[Candidate] = []
@@ -174,10 +192,15 @@ def read_csv(data: bytes) -> list[Candidate]:
         record_number += 1
         if header is None:
             if row is None:
-                return _file_error("malformed_csv_row", f"the header line is not valid CSV ({error})", text)
+                return _file_error("malformed_csv_row", f"the header line is not valid CSV ({error})", _shown(text))
+            if _undecodable(raw):
+                return _file_error("invalid_encoding", "the header line is not valid UTF-8", _shown(text))
             header = [name.strip() for name in row]
             continue
-        if row is None:
+        if _undecodable(raw):
+            message = "the row is not valid UTF-8 (bytes shown as U+FFFD in raw)"
+            candidates.append(Candidate(line=record_number, raw=_shown(raw), error=RowError("invalid_encoding", message)))
+        elif row is None:
             candidates.append(
                 Candidate(
                     line=record_number,

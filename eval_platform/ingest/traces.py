@@ -154,37 +154,57 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
                 head_text(path),
             )
             continue
-        for candidate in candidates:
-            _ingest_candidate(candidate, rel, kind, day, traces, first_seen, reject, tally)
+        normalized = [(c, row) for c in candidates if (row := _normalize(c, rel, kind, reject)) is not None]
+        if normalized and not any(_has_text(row) for _, row in normalized):
+            # A file with no text in any row (a CSV without input/output columns, say) is quarantined whole,
+            # row by row with its raw text: judging it would cost money and say nothing.
+            error = RowError(
+                "missing_field:input_output",
+                "no row of the file has 'input' or 'output' text (nor spans): there is nothing for a judge to read",
+            )
+            for candidate, _ in normalized:
+                reject(rel, candidate.line, candidate.unit, error, candidate.raw)
+            continue
+        for candidate, row in normalized:
+            _accept(candidate, row, rel, day, traces, first_seen, reject, tally)
 
+    order = {file: i for i, file in enumerate(files)}
+    rejected.sort(key=lambda row: (order.get(row["file"], -1), row["line"] or 0))  # stable: by file, then line
     trace_frame = (
         conform(pl.DataFrame(traces, schema=TRACE_SCHEMA), TRACE_SCHEMA) if traces else empty_frame(TRACE_SCHEMA)
     )
     return TraceDay(traces=trace_frame, quarantine=quarantine_frame(rejected), files=files, counts=tally.total, day=day)
 
 
-def _ingest_candidate(
+def _has_text(row: dict[str, Any]) -> bool:
+    return bool((row.get("input") or "").strip() or (row.get("output") or "").strip() or row.get("spans"))
+
+
+def _normalize(candidate: Candidate, rel: str, kind: str, reject: Any) -> dict[str, Any] | None:
+    """The canonical trace fields of a candidate, or None after quarantining it with its reason."""
+    if candidate.error is not None:
+        reject(rel, candidate.line, candidate.unit, candidate.error, candidate.raw)
+        return None
+    try:
+        return normalize_record(candidate.record or {}, from_text=kind == "csv")
+    except RowError as error:
+        reject(rel, candidate.line, candidate.unit, error, candidate.raw)
+    except Exception as exc:  # an ingest bug must not crash the partition nor lose the row
+        error = RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})")
+        reject(rel, candidate.line, candidate.unit, error, candidate.raw)
+    return None
+
+
+def _accept(
     candidate: Candidate,
+    row: dict[str, Any],
     rel: str,
-    kind: str,
     day: str,
     traces: list[dict[str, Any]],
     first_seen: dict[str, str],
     reject: Any,
     tally: _Tally,
 ) -> None:
-    if candidate.error is not None:
-        reject(rel, candidate.line, candidate.unit, candidate.error, candidate.raw)
-        return
-    try:
-        row = normalize_record(candidate.record or {}, from_text=kind == "csv")
-    except RowError as error:
-        reject(rel, candidate.line, candidate.unit, error, candidate.raw)
-        return
-    except Exception as exc:  # an ingest bug must not crash the partition nor lose the row
-        error = RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})")
-        reject(rel, candidate.line, candidate.unit, error, candidate.raw)
-        return
     trace_id = row["trace_id"]
     if trace_id in first_seen:
         message = f"trace_id {trace_id!r} already appeared in {first_seen[trace_id]}; the first occurrence is kept"

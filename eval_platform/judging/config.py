@@ -233,6 +233,11 @@ class EvaluatorConfig(_Strict):
     input_cost_per_million: float | None = Field(None, ge=0)
     output_cost_per_million: float | None = Field(None, ge=0)
     anti_gaming_clauses: list[str] = Field(default_factory=list)
+    max_prompt_chars: int = Field(
+        200_000,
+        gt=0,
+        description="A request whose prompt (with the fenced content) is longer is SKIPPED (prompt_too_large), never sent.",
+    )
 
     @field_validator("samples", mode="before")
     @classmethod
@@ -399,7 +404,7 @@ VERDICT_FIELDS = (
 NON_VERDICT_FIELDS = (
     "name", "description", "enabled", "trigger", "sample_rate", "max_daily_cost_usd", "max_monthly_cost_usd",
     "input_cost_per_million", "output_cost_per_million", "timeout_s", "max_retries", "api_base", "api_key_env",
-    "human_agreement", "model", "models", "local_judge",  # the models enter the hash as (model, local_judge) pairs
+    "human_agreement", "model", "models", "local_judge", "max_prompt_chars",  # the models enter the hash as (model, local_judge) pairs
 )
 
 

@@ -166,6 +166,11 @@ class _Judge:
             max_retries=config.max_retries,
             fence_secret=getattr(messages, "fence_secret", None),
         )
+        size = sum(len(m["content"]) for m in messages)
+        if size > config.max_prompt_chars:
+            # A 5 MB output is not sent blindly: the trace stays whole in `traces`, this verdict is SKIPPED.
+            detail = f"the prompt is {size:,} characters, over max_prompt_chars {config.max_prompt_chars:,}"
+            return _CallResult(status=SKIPPED, reason="prompt_too_large", detail=detail, cost_usd=0.0)
         local = endpoint.label.startswith("local/")
         key = cache_key(request, sample, endpoint="local-judge" if local else None)
         cached = self.runtime.cache.get(key)

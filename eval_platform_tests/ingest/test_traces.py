@@ -165,7 +165,7 @@ def test_trace_frame_is_exactly_the_canonical_schema(tmp_path):
     ],
 )
 def test_timestamps_are_iso_8601_or_epoch_and_stored_in_utc(tmp_path, value, expected):
-    write(tmp_path, "a.jsonl", jsonl({"trace_id": "t", "timestamp": value}))
+    write(tmp_path, "a.jsonl", jsonl({"trace_id": "t", "timestamp": value, "input": "q"}))
     day = read_trace_day(tmp_path, DAY)
     assert day.traces["timestamp"].to_list() == [expected]
 

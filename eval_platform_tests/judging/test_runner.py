@@ -225,3 +225,16 @@ def test_local_judge_cache_survives_a_new_port(local_judge, tmp_path):
         assert other.base_url != local_judge.base_url
         second = run(other.base_url)
         assert second["cache_hit"].all() and judge_requests(other) == 0
+
+
+def test_an_oversized_output_is_skipped_not_sent(local_judge, runtime):
+    from eval_platform_tests.conftest import judge_requests
+
+    traces = make_traces(2).with_columns(
+        pl.when(pl.col("trace_id") == "t1").then(pl.lit("x" * 5_000_000)).otherwise(pl.col("output")).alias("output")
+    )
+    before = judge_requests(local_judge)
+    rows = judge_day(evaluator(local_judge, "mock"), DAY, traces, runtime).rows.sort("trace_id")
+    assert rows["status"].to_list() == ["COMPLETED", "SKIPPED"]
+    assert rows["reason"][1] == "prompt_too_large" and "max_prompt_chars" in rows["reason_detail"][1]
+    assert judge_requests(local_judge) - before == 1  # the 5 MB output never reached the provider

@@ -1,0 +1,63 @@
+"""One bad byte costs one row, in every text format; a file with nothing to judge is quarantined;
+the new-files sensor and ingest agree on which files belong to a day."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from eval_platform.ingest import read_trace_day
+from eval_platform_tests.ingest.test_traces import DAY, TS, assert_conserved, write
+
+
+def test_a_latin1_byte_in_one_csv_row_costs_only_that_row(tmp_path):
+    lines = ["trace_id,timestamp,input,output"]
+    lines += [f"t{i},{TS},question {i},answer {i}" for i in range(1, 51)]
+    data = "\n".join(lines).encode()
+    data = data.replace(b"answer 25\n", "r\xe9ponse 25\n".encode("latin-1"))  # data row 25 = line 26
+    rel = write(tmp_path, "export.csv", data)
+    day = read_trace_day(tmp_path, DAY)
+    assert day.traces.height == 49
+    (bad,) = day.quarantine.to_dicts()
+    assert (bad["file"], bad["line"], bad["reason"]) == (rel, 26, "invalid_encoding")
+    assert "t25" in bad["raw"] and "\ufffd" in bad["raw"]
+    assert_conserved(day)
+
+
+def test_a_bad_byte_inside_one_json_element_costs_only_that_element(tmp_path):
+    rows = [{"trace_id": f"j{i}", "timestamp": TS, "input": "q", "output": f"a{i}"} for i in range(5)]
+    data = json.dumps(rows).encode().replace(b'"a2"', b'"a\xff2"')
+    write(tmp_path, "export.json", data)
+    day = read_trace_day(tmp_path, DAY)
+    assert sorted(day.traces["trace_id"]) == ["j0", "j1", "j3", "j4"]
+    assert day.quarantine.select("line", "reason").rows() == [(3, "invalid_encoding")]
+
+
+def test_a_file_without_input_or_output_is_quarantined_not_judged(tmp_path):
+    rel = write(tmp_path, "no_text.csv", "\n".join(["trace_id,timestamp,user"] + [f"n{i},{TS},u{i}" for i in range(5)]))
+    write(tmp_path, "fine.jsonl", json.dumps({"trace_id": "ok", "timestamp": TS, "output": "hi"}) + "\n")
+    day = read_trace_day(tmp_path, DAY)
+    assert day.traces["trace_id"].to_list() == ["ok"]
+    rejected = day.quarantine.filter(day.quarantine["file"] == rel)
+    assert rejected.height == 5 and set(rejected["reason"]) == {"missing_field:input_output"}
+    assert rejected["raw"].str.contains("u3").any()  # each row kept with its raw text: nothing lost
+
+
+def test_the_sensor_sees_every_file_ingest_reads(tmp_path):
+    from eval_platform.defs.resources import WarehouseResource
+    from eval_platform.defs.traces import new_trace_files_sensor
+
+    day = "2026-11-10"
+    write(tmp_path, "top.jsonl", json.dumps({"trace_id": "a", "timestamp": TS, "input": "q"}) + "\n", day=day)
+    warehouse = WarehouseResource(data_dir=str(tmp_path))
+    first = new_trace_files_sensor(dg.build_sensor_context(cursor=None, resources={"warehouse": warehouse}))
+    assert [r.partition_key for r in first.run_requests] == [day]
+    nested = tmp_path / "traces" / day / "region-eu" / "more.jsonl"
+    nested.parent.mkdir()
+    nested.write_text(json.dumps({"trace_id": "b", "timestamp": TS, "input": "q"}) + "\n")
+    second = new_trace_files_sensor(dg.build_sensor_context(cursor=first.cursor, resources={"warehouse": warehouse}))
+    assert [r.partition_key for r in second.run_requests] == [day]  # a file in a subfolder of the day
+    assert sorted(read_trace_day(tmp_path, day).traces["trace_id"]) == ["a", "b"]
+    third = new_trace_files_sensor(dg.build_sensor_context(cursor=second.cursor, resources={"warehouse": warehouse}))
+    assert third.run_requests == []
