@@ -22,13 +22,16 @@ from eval_platform.settings import data_root
 def build_definitions(root: Path | None = None) -> dg.Definitions:
     """Definitions for a data root; the evaluator partition values are the YAML files found now."""
     root = root or data_root()
-    evaluators = load_evaluators(root / "evaluators")
-    judge_scores = build_judge_scores(evaluators)
+    # A broken config file breaks only itself: its error is shown on the assets it would feed.
+    broken_evaluators: dict[str, str] = {}
+    evaluators = load_evaluators(root / "evaluators", broken=broken_evaluators)
+    judge_scores = build_judge_scores(evaluators, broken=broken_evaluators)
     judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
     judge_cost_monthly = build_judge_cost_monthly(evaluators, judge_cost_daily)
     agreement = build_agreement(evaluators, judge_scores)
-    experiments = load_experiments(root / "experiments", evaluators)
-    experiment_results = build_experiment_results(experiments, judge_scores)
+    broken_experiments: dict[str, str] = {}
+    experiments = load_experiments(root / "experiments", evaluators, broken=broken_experiments)
+    experiment_results = build_experiment_results(experiments, judge_scores, broken=broken_experiments)
     alerts = build_alerts(evaluators, judge_scores)
     return dg.Definitions(
         assets=[

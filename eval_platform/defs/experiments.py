@@ -6,6 +6,7 @@ import polars as pl
 from pydantic import Field
 
 from eval_platform.defs.catalog import refresh
+from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.experiments.analysis import experiment_results as analyze
@@ -32,20 +33,30 @@ def _md_table(frame: pl.DataFrame, columns: list[str]) -> dg.MetadataValue:
     return dg.MetadataValue.md("\n".join(lines))
 
 
+EXPERIMENT_RESULTS_DOC = (
+    "Every experiment in `experiments/*.yaml`, recomputed from all final completed judge scores: per variant and "
+    "metric n, mean, std and interval; per treatment and metric the comparison with the control (Welch's t-test "
+    "and/or the Bayesian posterior, Cohen's d, guardrail verdicts, a recommendation); for a pairwise evaluator, "
+    "win rates with Wilson intervals and a Bradley–Terry ranking. View `experiment_results`."
+)
+
+
 def build_experiment_results(
-    experiments: dict[str, ExperimentConfig], judge_scores: dg.AssetsDefinition
+    experiments: dict[str, ExperimentConfig], judge_scores: dg.AssetsDefinition, broken: dict[str, str] | None = None
 ) -> dg.AssetsDefinition:
     needed = sorted(
         {m.evaluator for e in experiments.values() for _, m in e.metrics}
         | {e.pairwise_evaluator for e in experiments.values() if e.pairwise_evaluator}
     )
 
-    @dg.asset(deps=[judge_scores, traces], kinds={"duckdb", "parquet"}, group_name="experiments")
+    @dg.asset(
+        deps=[judge_scores, traces],
+        kinds={"duckdb", "parquet"},
+        group_name="experiments",
+        description=EXPERIMENT_RESULTS_DOC + broken_files_text("experiment", broken or {}),
+        metadata={"broken_config_files": dg.MetadataValue.json(broken or {})},
+    )
     def experiment_results(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
-        """Every experiment in `experiments/*.yaml`, recomputed from all final completed judge scores: per variant
-        and metric n, mean, std and interval; per treatment and metric the comparison with the control (Welch's
-        t-test and/or the Bayesian posterior, Cohen's d, guardrail verdicts, a recommendation); for a pairwise
-        evaluator, win rates with Wilson intervals and a Bradley–Terry ranking. View `experiment_results`."""
         root = warehouse.root
         frame = analyze(experiments.values(), read_final_scores(root, needed), read_trace_variants(root))
         write_partition(root, "experiment_results", {}, frame)

@@ -29,10 +29,26 @@ class JudgeScoresConfig(dg.Config):
     )
 
 
-def build_judge_scores(evaluators: dict[str, EvaluatorConfig]) -> dg.AssetsDefinition:
+def broken_files_text(kind: str, broken: dict[str, str]) -> str:
+    """What the UI shows for config files that did not load: each file with its field and message."""
+    if not broken:
+        return ""
+    lines = [f"\n\nBROKEN {kind} files (not loaded; every other one works). Fix them and reload:"]
+    lines += [f"- {name}: {message}" for name, message in sorted(broken.items())]
+    return "\n".join(lines)
+
+
+def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str, str] | None = None) -> dg.AssetsDefinition:
     partitions = judge_partitions(sorted(evaluators))
+    description = (
+        "One row per (evaluator, trace or pair, sample): COMPLETED with score/label/reasoning, FAILED with reason "
+        "and raw reply (never a score), or SKIPPED with reason. Re-materializing replaces the partition; identical "
+        "judge requests are served from the cache, so an unchanged partition costs nothing."
+    ) + broken_files_text("evaluator", broken or {})
 
     @dg.asset(
+        description=description,
+        metadata={"broken_config_files": dg.MetadataValue.json(broken or {})},
         partitions_def=partitions,
         deps=[traces],
         kinds={"python", "parquet"},
@@ -47,9 +63,6 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig]) -> dg.AssetsDefin
         warehouse: WarehouseResource,
         judge: JudgeResource,
     ):
-        """One row per (evaluator, trace or pair, sample): COMPLETED with score/label/reasoning, FAILED with
-        reason and raw reply (never a score), or SKIPPED with reason. Re-materializing replaces the partition;
-        identical judge requests are served from the cache, so an unchanged partition costs nothing."""
         keys = context.partition_key.keys_by_dimension
         day, name = keys["date"], keys["evaluator"]
         evaluator = evaluators[name]

@@ -56,7 +56,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import polars as pl
-from scipy import stats
+from eval_platform.lazy_modules import lazy
 
 from eval_platform.experiments.config import ExperimentConfig, Guardrail, Metric
 from eval_platform.schemas import UTC_TS, conform
@@ -69,6 +69,8 @@ from eval_platform.stats.experiments import (
     welch_t_test,
 )
 from eval_platform.stats.ranking import bradley_terry, win_rates, wilson_interval
+
+stats = lazy("scipy.stats")
 
 _F, _I, _S, _B = pl.Float64(), pl.Int64(), pl.String(), pl.Boolean()
 EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {

@@ -185,13 +185,22 @@ def load_experiment(path: Path, evaluators: dict[str, EvaluatorConfig] | None = 
 
 
 def load_experiments(
-    directory: Path, evaluators: dict[str, EvaluatorConfig] | None = None
+    directory: Path, evaluators: dict[str, EvaluatorConfig] | None = None, broken: dict[str, str] | None = None
 ) -> dict[str, ExperimentConfig]:
-    """All experiments in a folder, by name, sorted. A missing folder has none."""
+    """All experiments in a folder, by name, sorted. A missing folder has none.
+
+    As for evaluators, a broken file raises unless `broken` collects its error (by file name).
+    """
     if not directory.is_dir():
         return {}
     experiments = {}
     for path in sorted(directory.glob("*.y*ml")):
-        config = load_experiment(path, evaluators)
+        try:
+            config = load_experiment(path, evaluators)
+        except ExperimentConfigError as exc:
+            if broken is None:
+                raise
+            broken[path.name] = str(exc)
+            continue
         experiments[config.name] = config
     return experiments

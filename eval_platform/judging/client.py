@@ -7,15 +7,21 @@ evaluators at an OpenAI-compatible server on 127.0.0.1 instead of replacing this
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-import litellm
 
-litellm.suppress_debug_info = True
+@functools.cache
+def _litellm() -> Any:
+    """litellm, imported on the first call: it takes seconds, and the code location must load fast."""
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 
@@ -96,6 +102,7 @@ def _retry_after_s(exc: Exception) -> float | None:
 
 def _classify(exc: Exception) -> tuple[str, bool]:
     """(reason, retryable) for an exception raised by litellm."""
+    litellm = _litellm()
     if isinstance(exc, (litellm.Timeout, asyncio.TimeoutError)):
         return "timeout", True
     status = getattr(exc, "status_code", None)
@@ -134,7 +141,7 @@ class LiteLLMJudgeClient:
                     if before_send is not None:
                         await before_send()  # a budget reservation: taken when the call is about to go out
                         before_send = None
-                    response = await litellm.acompletion(
+                    response = await _litellm().acompletion(
                         model=request.model,
                         messages=request.messages,
                         api_base=request.api_base,

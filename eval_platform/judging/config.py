@@ -431,12 +431,23 @@ def load_evaluator(path: Path) -> EvaluatorConfig:
     return load_named(path, EvaluatorConfig, EvaluatorConfigError, "evaluator", " (the name is the partition key)")
 
 
-def load_evaluators(directory: Path) -> dict[str, EvaluatorConfig]:
-    """All evaluators in a folder, by name, sorted. A missing folder has none."""
+def load_evaluators(directory: Path, broken: dict[str, str] | None = None) -> dict[str, EvaluatorConfig]:
+    """All evaluators in a folder, by name, sorted. A missing folder has none.
+
+    A file that does not validate raises, unless `broken` is given: then its error is recorded there
+    (by file name) and the other evaluators load, so one typo does not take the code location down.
+    """
     if not directory.is_dir():
         return {}
     evaluators = {}
     for path in sorted(directory.glob("*.y*ml")):
-        config = load_evaluator(path)
+        try:
+            config = load_evaluator(path)
+        except EvaluatorConfigError as exc:
+            if broken is None:
+                raise
+            broken[path.name] = str(exc)
+            log.error("evaluator file skipped: %s", exc)
+            continue
         evaluators[config.name] = config
     return evaluators

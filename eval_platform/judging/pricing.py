@@ -11,10 +11,13 @@ load-time error).
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
-
-import litellm
 
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
@@ -37,13 +40,22 @@ def is_local(model: str, api_base: str | None) -> bool:
     return bool(api_base) and urlparse(api_base).hostname in _LOCAL_HOSTS
 
 
+@functools.cache
+def model_cost() -> dict[str, Any]:
+    """litellm's bundled price map, read from its JSON file without importing litellm (2-3 s at start-up):
+    the same file litellm loads as `litellm.model_cost` with LITELLM_LOCAL_MODEL_COST_MAP=True."""
+    spec = importlib.util.find_spec("litellm")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    return json.loads((folder / "model_prices_and_context_window_backup.json").read_text(encoding="utf-8"))
+
+
 def known(model: str) -> Prices | None:
     """litellm's bundled price for a model string, or None when its map does not know the model."""
     candidates = [model]
     if "/" in model:
         candidates.append(model.split("/", 1)[1])
     for key in candidates:
-        entry = litellm.model_cost.get(key)
+        entry = model_cost().get(key)
         if entry and entry.get("input_cost_per_token") is not None:
             return Prices(
                 float(entry["input_cost_per_token"]) * 1e6,

@@ -12,9 +12,11 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
-from scipy import special, stats
+from eval_platform.lazy_modules import lazy
 
 from eval_platform.stats._labels import as_series
+
+special, stats = lazy("scipy.special"), lazy("scipy.stats")
 
 INSUFFICIENT = "insufficient sample"
 UNDEFINED = "undefined"

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import stats
+from eval_platform.lazy_modules import lazy
 
 from eval_platform.stats._labels import as_series, paired
 from eval_platform.stats.kappa import CohenKappa, cohen_kappa_table, contingency_table
+
+stats = lazy("scipy.stats")
 
 PREFERENCES = {"1": "A", "a": "A", "left": "A", "2": "B", "b": "B", "right": "B", "0": "tie", "tie": "tie"}
 

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
+from eval_platform.lazy_modules import lazy
 
 from eval_platform.stats._labels import encode
 from eval_platform.stats.results import Agreement, interpret_kappa, undefined
+
+stats = lazy("scipy.stats")
 
 Weights = Literal["linear", "quadratic"] | np.ndarray | None
 

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import stats
+from eval_platform.lazy_modules import lazy
 
 from eval_platform.stats._labels import as_series, encode
+
+stats = lazy("scipy.stats")
 
 WINNERS = ("left", "right", "tie")
 RANKING_SCHEMA = {"model": pl.String, "score": pl.Float64, "rank": pl.UInt32, "comparisons": pl.UInt32}

@@ -11,10 +11,12 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
-from scipy import sparse
+from eval_platform.lazy_modules import lazy
 
 from eval_platform.stats._labels import as_series, encode
 from eval_platform.stats.results import Agreement, interpret_alpha, undefined
+
+sparse = lazy("scipy.sparse")
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")

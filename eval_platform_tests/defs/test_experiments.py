@@ -4,6 +4,7 @@ judge scores materialized through the local judge over HTTP, results read back f
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import yaml
 
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.resources import JudgeResource
-from eval_platform.experiments.config import ExperimentConfigError
+from eval_platform.experiments.config import ExperimentConfigError, load_experiments
+from eval_platform.judging.config import load_evaluators
 from eval_platform_tests.conftest import REPO_DATA, copy_sample_days, write_evaluator
 
 SAMPLE_DAYS = ["2026-11-09", "2026-11-10"]
@@ -167,7 +169,7 @@ def test_a_treatment_that_wins_ships_and_a_bad_day_raises_an_alert(data_root, lo
     assert materialization.metadata["latest_days"].value == {"quality": days[-1]}
 
 
-def test_definitions_name_the_new_assets_and_reject_a_broken_experiment(data_root):
+def test_definitions_name_the_new_assets_and_show_a_broken_experiment(data_root):
     write_evaluator(data_root, "quality", mode="score", model="openai/mock", prompt="{{output}}")
     defs = build_definitions(data_root)
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
@@ -178,5 +180,9 @@ def test_definitions_name_the_new_assets_and_reject_a_broken_experiment(data_roo
     (data_root / "experiments").mkdir()
     broken = data_root / "experiments" / "typo.yaml"
     broken.write_text(yaml.safe_dump({"control": "a", "treatments": ["b"], "primary_metric": {"evaluator": "qualty"}}))
+    # A broken experiment breaks only itself (issue 10): it is named, with its field and message, on the asset.
+    defs = build_definitions(data_root)
+    description = defs.resolve_assets_def("experiment_results").descriptions_by_key[dg.AssetKey("experiment_results")]
+    assert re.search(r"typo\.yaml: .*typo\.yaml: field 'primary_metric\.evaluator': no evaluator named 'qualty'", description)
     with pytest.raises(ExperimentConfigError, match=r"typo\.yaml: field 'primary_metric\.evaluator': no evaluator named 'qualty'"):
-        build_definitions(data_root)
+        load_experiments(data_root / "experiments", load_evaluators(data_root / "evaluators"))

@@ -4,6 +4,7 @@ and the local judge over HTTP."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -15,7 +16,7 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.traces import daily_scoring_schedule, new_trace_files_sensor
-from eval_platform.judging.config import EvaluatorConfigError
+from eval_platform.judging.config import EvaluatorConfigError, load_evaluators
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 
@@ -152,8 +153,12 @@ def test_new_evaluator_file_is_a_new_partition_value(project):
     judge = build_definitions(root).resolve_assets_def("judge_scores")
     assert "concise" in judge.partitions_def.get_partitions_def_for_dimension("evaluator").get_partition_keys()
     write_evaluator(root, "broken", mode="binary", model="openai/mock", prompt="{{nope}}")
+    # A broken file breaks only itself (issue 10): the others stay partitions, the error shows on the asset.
+    judge = build_definitions(root).resolve_assets_def("judge_scores")
+    assert "concise" in judge.partitions_def.get_partitions_def_for_dimension("evaluator").get_partition_keys()
+    assert re.search("broken.yaml.*unknown variable", judge.descriptions_by_key[dg.AssetKey("judge_scores")])
     with pytest.raises(EvaluatorConfigError, match="broken.yaml.*unknown variable"):
-        build_definitions(root)
+        load_evaluators(root / "evaluators")
 
 
 def test_sensor_requests_days_with_new_files(project):

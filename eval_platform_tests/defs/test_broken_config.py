@@ -1,0 +1,34 @@
+"""A broken evaluator or experiment file breaks only itself: every other asset loads and runs, and the UI
+shows the broken file with its field and message."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from eval_platform.definitions import build_definitions
+from eval_platform_tests.conftest import copy_sample_days, write_evaluator
+
+
+def test_a_broken_evaluator_file_leaves_the_rest_working(data_root, local_judge, monkeypatch):
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    write_evaluator(data_root, "good", mode="score", model="openai/gpt-4o-mini", api_key_env="NO_SUCH_KEY_SET",
+                    prompt="Rate {{output}}", score_scale={"min": 0, "max": 1})
+    write_evaluator(data_root, "typo", mode="score", model="openai/gpt-4o-mini", temprature=0.2, prompt="{{output}}")
+    (data_root / "experiments").mkdir()
+    (data_root / "experiments" / "bad_exp.yaml").write_text("variants: not-a-list\n")
+    copy_sample_days(data_root, ["2026-11-09"])
+
+    defs = build_definitions(data_root)  # loads: the code location is not taken down
+    judge_scores = defs.resolve_assets_def("judge_scores")
+    description = judge_scores.descriptions_by_key[dg.AssetKey("judge_scores")]
+    assert "typo.yaml" in description and "temprature" in description
+    partitions = judge_scores.partitions_def.get_partition_keys()
+    assert all(key.keys_by_dimension["evaluator"] == "good" for key in partitions)
+    experiments = defs.resolve_assets_def("experiment_results")
+    assert "bad_exp.yaml" in experiments.descriptions_by_key[dg.AssetKey("experiment_results")]
+
+    with dg.instance_for_test() as instance:
+        for selection, key in (("traces", "2026-11-09"), ("judge_scores", dg.MultiPartitionKey({"date": "2026-11-09", "evaluator": "good"}))):
+            result = dg.materialize(list(defs.assets), selection=[selection], partition_key=key, instance=instance,
+                                    resources=defs.resources)
+            assert result.success
