@@ -19,8 +19,9 @@ from eval_platform.storage.warehouse import has_files, table_glob, write_partiti
     partitions_def=trace_days,
     kinds={"python", "parquet"},
     group_name="ingest",
+    check_specs=[dg.AssetCheckSpec("day_has_traces", asset="traces", description="WARN: a day with no trace files or no valid trace")],
 )
-def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     """Normalized traces of one UTC day, from every export file in `traces/<day>/` (JSONL, JSON, CSV,
     Parquet, OTLP/JSON GenAI spans). Rejected rows go to `quarantine` with file, line and reason."""
     day = context.partition_key
@@ -32,14 +33,25 @@ def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
     reasons = result.quarantine.group_by("reason").len().sort("reason").rows() if result.quarantine.height else []
     if result.quarantine.height:
         context.log.warning(f"{result.quarantine.height} rows of {day} quarantined: {dict(reasons)}")
-    return dg.MaterializeResult(
+    empty = result.traces.height == 0
+    if empty:
+        context.log.warning(f"traces/{day}/ has {len(result.files)} file(s) and no valid trace: an empty day")
+    yield dg.MaterializeResult(
         metadata={
             "traces": result.traces.height,
             "quarantined": result.quarantine.height,
             "quarantine_reasons": dg.MetadataValue.json(dict(reasons)),
             "files": dg.MetadataValue.json(result.files),
+            "empty_day": empty,
             "dagster/row_count": result.traces.height,
         }
+    )
+    yield dg.AssetCheckResult(
+        check_name="day_has_traces",
+        passed=not empty,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"files": len(result.files), "traces": result.traces.height},
+        description=None if not empty else f"traces/{day}/: {len(result.files)} file(s), no valid trace",
     )
 
 

@@ -233,6 +233,9 @@ class EvaluatorConfig(_Strict):
     input_cost_per_million: float | None = Field(None, ge=0)
     output_cost_per_million: float | None = Field(None, ge=0)
     anti_gaming_clauses: list[str] = Field(default_factory=list)
+    max_failed_rate: float = Field(
+        0.2, ge=0, le=1, description="A partition whose judged rows FAILED above this rate fails a WARN check."
+    )
     max_prompt_chars: int = Field(
         200_000,
         gt=0,
@@ -404,7 +407,7 @@ VERDICT_FIELDS = (
 NON_VERDICT_FIELDS = (
     "name", "description", "enabled", "trigger", "sample_rate", "max_daily_cost_usd", "max_monthly_cost_usd",
     "input_cost_per_million", "output_cost_per_million", "timeout_s", "max_retries", "api_base", "api_key_env",
-    "human_agreement", "model", "models", "local_judge", "max_prompt_chars",  # the models enter the hash as (model, local_judge) pairs
+    "human_agreement", "model", "models", "local_judge", "max_prompt_chars", "max_failed_rate",  # the models enter the hash as (model, local_judge) pairs
 )
 
 

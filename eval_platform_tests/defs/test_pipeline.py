@@ -79,7 +79,9 @@ def test_definitions_have_the_contracted_names(project):
     assert {"traces", "judge_scores", "quarantine", "dataset_versions", "judge_cost_daily"} <= keys
     judge = defs.resolve_assets_def("judge_scores")
     evaluators = judge.partitions_def.get_partitions_def_for_dimension("evaluator").get_partition_keys()
-    assert evaluators == ["helpfulness", "preference", "strict"]
+    # "strict" is disabled: not a partition, so neither automated nor offered in a backfill (issue 10)
+    assert evaluators == ["helpfulness", "preference"]
+    assert "strict" in judge.descriptions_by_key[dg.AssetKey("judge_scores")]
     assert defs.resolve_schedule_def("daily_scoring_schedule")
     assert defs.resolve_sensor_def("new_trace_files_sensor")
 
@@ -88,7 +90,7 @@ def test_daily_scoring_end_to_end(project, local_judge):
     root, defs, instance = project
     for day in DAYS:
         assert materialize(defs, "traces", day, instance).success
-    for evaluator in ("helpfulness", "preference", "strict"):
+    for evaluator in ("helpfulness", "preference"):
         for day in DAYS:
             assert materialize(defs, "judge_scores", key(day, evaluator), instance).success
     assert materialize(defs, "judge_cost_daily", None, instance).success
@@ -99,13 +101,13 @@ def test_daily_scoring_end_to_end(project, local_judge):
         ("missing_field:trace_id", 2),
     ]
     by_status = dict(query(root, "SELECT evaluator || ':' || status, count(*) FROM judge_scores GROUP BY 1"))
-    assert by_status == {"helpfulness:COMPLETED": 12, "preference:COMPLETED": 6, "strict:SKIPPED": 12}
+    assert by_status == {"helpfulness:COMPLETED": 12, "preference:COMPLETED": 6}
     cols = {c[0] for c in query(root, "DESCRIBE judge_scores")}
     assert {"evaluator", "date", "trace_id", "model", "provider_model", "sample", "status", "reason", "score",
             "raw_score", "label", "passed", "reasoning", "raw_response", "prompt_tokens", "completion_tokens",
             "cost_usd", "latency_ms", "cache_hit", "config_hash", "judged_at"} <= cols
     cost = query(root, "SELECT evaluator, sum(calls), sum(completed) FROM judge_cost_daily GROUP BY 1 ORDER BY 1")
-    assert cost == [("helpfulness", 12, 12), ("preference", 12, 6), ("strict", 0, 0)]
+    assert cost == [("helpfulness", 12, 12), ("preference", 12, 6)]
 
     # Monthly rollup: the same totals per month; the app's own spend is reported apart, never added.
     assert materialize(defs, "judge_cost_monthly", None, instance).success
@@ -115,7 +117,7 @@ def test_daily_scoring_end_to_end(project, local_judge):
     # Spend is counted by the UTC day of judging: the months of the days the test judged on.
     from_daily = query(root, "SELECT substr(day, 1, 7), evaluator, sum(calls), sum(completed), count(DISTINCT day) "
                              "FROM judge_cost_daily GROUP BY ALL ORDER BY ALL")
-    assert monthly == from_daily and [row[1:4] for row in monthly][:3] == [("helpfulness", 12, 12), ("preference", 12, 6), ("strict", 0, 0)]
+    assert monthly == from_daily and [row[1:4] for row in monthly][:2] == [("helpfulness", 12, 12), ("preference", 12, 6)]
     app = query(root, "SELECT sum(traces), round(sum(app_cost_usd), 9) FROM app_cost_daily")
     traced = query(root, "SELECT count(*), round(sum(cost_usd), 9) FROM traces")
     assert app == traced == [(12, 0.012)]

@@ -1,0 +1,55 @@
+"""What the UI shows at a glance tells the truth: the model that answered, FAILED rate, schema, location,
+preview; a WARN check on a high FAILED rate; an empty day flagged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from eval_platform.definitions import build_definitions
+from eval_platform_tests.conftest import copy_sample_days, write_evaluator
+
+DAY = "2026-11-09"
+
+
+def materialize(defs, selection, key, instance):
+    return dg.materialize(list(defs.assets), selection=[selection], partition_key=key, instance=instance,
+                          resources=defs.resources, raise_on_error=False)
+
+
+def test_metadata_and_checks_tell_the_truth(data_root, local_judge, monkeypatch):
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    write_evaluator(data_root, "keyless", mode="score", model="openai/gpt-4o-mini", api_key_env="NO_SUCH_KEY_SET",
+                    prompt="Rate {{output}}", score_scale={"min": 0, "max": 1}, trigger="sampled", sample_rate=0.05)
+    write_evaluator(data_root, "flaky", mode="score", model="openai/fault/malformed", api_base=local_judge.base_url,
+                    prompt="Rate {{output}}", score_scale={"min": 0, "max": 1}, trigger="sampled", sample_rate=0.02,
+                    max_failed_rate=0.1)
+    copy_sample_days(data_root, [DAY])
+    (data_root / "traces" / "2026-11-20").mkdir(parents=True)  # a day folder with no file
+    defs = build_definitions(data_root)
+    with dg.instance_for_test() as instance:
+        assert materialize(defs, "traces", DAY, instance).success
+        empty = materialize(defs, "traces", "2026-11-20", instance)
+        assert empty.success
+        (check,) = empty.get_asset_check_evaluations()
+        assert check.check_name == "day_has_traces" and not check.passed
+        assert check.severity == dg.AssetCheckSeverity.WARN
+
+        result = materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": DAY, "evaluator": "keyless"}), instance)
+        metadata = result.asset_materializations_for_node("judge_scores")[0].metadata
+        assert metadata["model"].value == "local/mock"  # the model that answered, not the configured one
+        assert metadata["configured_model"].value == "openai/gpt-4o-mini"
+        assert metadata["failed_rate"].value == 0.0
+        assert {c.name for c in metadata["dagster/column_schema"].schema.columns} >= {"status", "reason", "reason_detail"}
+        assert Path(metadata["parquet"].value).exists()
+        assert "| trace_id | status |" in metadata["preview"].value
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+        assert checks["failed_rate_below_threshold"].passed
+
+        flaky = materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": DAY, "evaluator": "flaky"}), instance)
+        checks = {c.check_name: c for c in flaky.get_asset_check_evaluations()}
+        failed = checks["failed_rate_below_threshold"]
+        assert not failed.passed and failed.severity == dg.AssetCheckSeverity.WARN
+        metadata = flaky.asset_materializations_for_node("judge_scores")[0].metadata
+        assert metadata["failed_rate"].value == 1.0
