@@ -55,8 +55,10 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             new_dataset_files_sensor,
             dg.AutomationConditionSensorDefinition(
                 "judge_scores_automation",
-                target=dg.AssetSelection.assets(judge_scores),
+                target=dg.AssetSelection.all(),
                 default_status=dg.DefaultSensorStatus.RUNNING,
+                description="Scores a day for every enabled evaluator as soon as its traces are (re)ingested, then "
+                "refreshes the rollups (costs, agreement, experiments, alerts) once the judging they read is done.",
             ),
         ],
         resources={"warehouse": WarehouseResource(data_dir=str(root)), "judge": JudgeResource()},

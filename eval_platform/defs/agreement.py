@@ -7,6 +7,7 @@ import polars as pl
 from eval_platform.agreement import AGREEMENT_SCHEMA, compute
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.catalog import refresh
+from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.annotation_tasks import AnnotationTasksError, find_annotation_tasks
 from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
@@ -34,6 +35,7 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
 
     @dg.asset(
         deps=[judge_scores, human_annotations, imported_judgments],
+        automation_condition=REFRESH_AFTER_UPDATES,
         kinds={"polars", "parquet"},
         group_name="analysis",
         check_specs=[dg.AssetCheckSpec("judges_agree_with_humans", asset="agreement")],

@@ -18,6 +18,7 @@ from eval_platform.defs.catalog import (
     JUDGE_COST_MONTHLY_SCHEMA,
     refresh,
 )
+from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.config import EvaluatorConfig
@@ -83,7 +84,7 @@ def with_budget_use(
 
 
 def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):
-    @dg.asset(deps=[judge_scores], kinds={"duckdb", "parquet"}, group_name="costs")
+    @dg.asset(deps=[judge_scores], kinds={"duckdb", "parquet"}, group_name="costs", automation_condition=REFRESH_AFTER_UPDATES)
     def judge_cost_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend and tokens per UTC day, evaluator, model and project: calls, cache hits, failures,
         and the day's budget use from the spend ledger (`ledger_spend_usd`, all runs of the day)."""
@@ -120,7 +121,7 @@ def monthly_rollup(daily: pl.DataFrame, ledger: BudgetLedger, evaluators: dict[s
 
 
 def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_daily: dg.AssetsDefinition):
-    @dg.asset(deps=[judge_cost_daily], kinds={"duckdb", "parquet"}, group_name="costs")
+    @dg.asset(deps=[judge_cost_daily], kinds={"duckdb", "parquet"}, group_name="costs", automation_condition=REFRESH_AFTER_UPDATES)
     def judge_cost_monthly(warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend per UTC month, evaluator, model and project, with the month's budget use from the
         spend ledger (`ledger_spend_usd` against `max_monthly_cost_usd`)."""
@@ -159,7 +160,7 @@ def app_cost_rollup(root) -> pl.DataFrame:
     return conform(frame.with_columns(pl.lit(datetime.now(UTC)).alias("computed_at")), APP_COST_DAILY_SCHEMA)
 
 
-@dg.asset(deps=["traces"], kinds={"duckdb", "parquet"}, group_name="costs")
+@dg.asset(deps=["traces"], kinds={"duckdb", "parquet"}, group_name="costs", automation_condition=REFRESH_AFTER_UPDATES)
 def app_cost_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """The traced application's own spend (`traces.cost_usd`) per day, project and model: reported here,
     apart from judge spend, and never added to it."""

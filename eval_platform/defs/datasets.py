@@ -118,7 +118,12 @@ def dataset_versions(context: dg.AssetExecutionContext, warehouse: WarehouseReso
 dataset_job = dg.define_asset_job("ingest_dataset_versions", selection=[dataset_versions])
 
 
-@dg.sensor(job=dataset_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
+@dg.sensor(
+    job=dataset_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Adds a dataset_versions partition for each new datasets/<name>/v<N>.<ext> file and ingests it.",
+)
 def new_dataset_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     """Adds a `dataset_versions` partition for each new `datasets/<name>/v<N>.<ext>` file and ingests it."""
     files = dataset_files(warehouse.root)

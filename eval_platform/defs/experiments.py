@@ -7,6 +7,7 @@ from pydantic import Field
 
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
+from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.experiments.analysis import experiment_results as analyze
@@ -51,6 +52,7 @@ def build_experiment_results(
 
     @dg.asset(
         deps=[judge_scores, traces],
+        automation_condition=REFRESH_AFTER_UPDATES,
         kinds={"duckdb", "parquet"},
         group_name="experiments",
         description=EXPERIMENT_RESULTS_DOC + broken_files_text("experiment", broken or {}),
@@ -96,6 +98,7 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
 
     @dg.asset(
         deps=[judge_scores],
+        automation_condition=REFRESH_AFTER_UPDATES,
         kinds={"duckdb", "parquet"},
         group_name="monitoring",
         check_specs=[

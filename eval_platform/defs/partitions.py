@@ -12,6 +12,15 @@ trace_days = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC")
 dataset_versions_partitions = dg.DynamicPartitionsDefinition(name="dataset_versions")
 
 
+# Rollups over judge_scores (costs, agreement, experiments, alerts): recomputed once the partitions they read
+# were updated and nothing they read is still running, so a 30-day backfill refreshes them once, at its end.
+REFRESH_AFTER_UPDATES = (
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("refresh after its inputs were updated")
+
+
 def judge_partitions(evaluator_names: list[str]) -> dg.MultiPartitionsDefinition:
     """evaluator × date; the evaluator values are the YAML files found when the code location loads."""
     return dg.MultiPartitionsDefinition(

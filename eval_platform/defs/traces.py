@@ -78,7 +78,13 @@ def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) 
 traces_job = dg.define_asset_job("ingest_traces", selection=[traces])
 
 
-@dg.schedule(job=traces_job, cron_schedule="0 1 * * *", execution_timezone="UTC")
+@dg.schedule(
+    job=traces_job,
+    cron_schedule="0 1 * * *",
+    execution_timezone="UTC",
+    description="01:00 UTC: ingest yesterday's exports; the automation sensor (on by default) then scores yesterday "
+    "for every enabled evaluator and refreshes the rollups.",
+)
 def daily_scoring_schedule(context: dg.ScheduleEvaluationContext):
     """Every day at 01:00 UTC: ingest yesterday's exports. Each evaluator's `judge_scores` partition of that
     day then runs through its automation condition (scored as soon as the day's traces are updated)."""
@@ -98,7 +104,12 @@ def _file_states(root) -> dict[str, str]:
     return states
 
 
-@dg.sensor(job=traces_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
+@dg.sensor(
+    job=traces_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Re-ingests a day when a file under traces/<day>/ (subfolders too) is added or changed.",
+)
 def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     """Notices new or changed export files under `traces/<day>/` and re-ingests those days."""
     states = _file_states(warehouse.root)

@@ -53,3 +53,21 @@ def test_metadata_and_checks_tell_the_truth(data_root, local_judge, monkeypatch)
         assert not failed.passed and failed.severity == dg.AssetCheckSeverity.WARN
         metadata = flaky.asset_materializations_for_node("judge_scores")[0].metadata
         assert metadata["failed_rate"].value == 1.0
+
+
+def test_rollups_are_requested_after_judging(data_root, local_judge, monkeypatch):
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    write_evaluator(data_root, "keyless", mode="score", model="openai/gpt-4o-mini", api_key_env="NO_SUCH_KEY_SET",
+                    prompt="Rate {{output}}", score_scale={"min": 0, "max": 1}, trigger="sampled", sample_rate=0.05)
+    copy_sample_days(data_root, [DAY])
+    defs = build_definitions(data_root)
+    rollups = {"judge_cost_daily", "judge_cost_monthly", "agreement", "experiment_results", "alerts"}
+    with dg.instance_for_test() as instance:
+        first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        assert materialize(defs, "traces", DAY, instance).success
+        assert materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": DAY, "evaluator": "keyless"}), instance).success
+        after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+        requested = {key.to_user_string() for key in after.get_requested_asset_keys()} if hasattr(after, "get_requested_asset_keys") \
+            else {r.key.to_user_string() for r in after.results if r.true_subset.size}
+        assert {"judge_cost_daily", "agreement", "experiment_results", "alerts"} <= requested
+        assert rollups >= requested - {"judge_scores", "traces", "app_cost_daily", "quarantine"}
