@@ -1,0 +1,66 @@
+"""A dry run counts exactly the calls a run would make, prices their worst case, and sends nothing."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from eval_platform.dry_run import estimate, main
+from eval_platform.judging.budget import BudgetLedger
+from eval_platform.judging.cache import JudgeCache
+from eval_platform.judging.client import LiteLLMJudgeClient
+from eval_platform.judging.config import load_evaluators
+from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.ingest.traces import read_trace_day
+from eval_platform.settings import state_dir
+from eval_platform_tests.conftest import copy_sample_days, judge_requests, write_evaluator
+
+DAYS = ["2026-11-09", "2026-11-10"]
+
+
+@pytest.mark.parametrize("mode", ["score", "pairwise"])
+def test_dry_run_counts_the_calls_a_run_makes_and_sends_nothing(data_root, local_judge, mode, capsys):
+    prompt = "Rate {{output}}" if mode == "score" else "{{output_a}} or {{output_b}}"
+    extra = {"score_scale": {"min": 0, "max": 1}, "samples": 2} if mode == "score" else {}
+    write_evaluator(data_root, "priced", mode=mode, model="openai/mock", api_base=local_judge.base_url,
+                    prompt=prompt, trigger="sampled", sample_rate=0.1, input_cost_per_million=1.0,
+                    output_cost_per_million=2.0, max_tokens=100, **extra)
+    copy_sample_days(data_root, DAYS)
+    config = load_evaluators(data_root / "evaluators")["priced"]
+
+    before = judge_requests(local_judge)
+    bill = estimate(config, DAYS, data_root)
+    assert judge_requests(local_judge) == before  # nothing was sent
+    assert bill.calls > 0 and bill.cached == 0 and bill.days == 2
+    assert bill.worst_case_usd > 0 and bill.unpriced_calls == 0
+
+    runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(state_dir(data_root) / "judge_cache"),
+                           BudgetLedger(data_root / "ledger.sqlite"), env={})
+    made, spent = 0, 0.0
+    for day in DAYS:
+        rows = judge_day(config, day, read_trace_day(data_root, day).traces, runtime).rows
+        made += int(rows["calls"].sum())
+        spent += float(rows["cost_usd"].fill_null(0).sum())
+    # every call the run made was counted; only identical requests within the run can be spared by the cache
+    assert bill.distinct <= made <= bill.calls
+    assert spent <= bill.worst_case_usd  # the worst case bounds the bill
+
+    again = estimate(config, DAYS, data_root)
+    assert again.calls == 0 and again.worst_case_usd == 0.0  # what the cache answers is free
+    assert again.cached == bill.calls  # every request is now answered by the cache
+
+    assert main(["--start", DAYS[0], "--end", DAYS[1]]) == 0
+    printed = capsys.readouterr().out
+    assert "nothing is sent" in printed and "priced" in printed
+    assert judge_requests(local_judge) == before + made
+
+
+def test_a_call_without_a_known_price_is_counted_as_unknown_not_free(data_root):
+    write_evaluator(data_root, "mystery", mode="score", model="openai/my-private-model", api_key_env="MYSTERY_KEY",
+                    prompt="Rate {{output}}", score_scale={"min": 0, "max": 1}, trigger="sampled", sample_rate=0.05)
+    copy_sample_days(data_root, DAYS[:1])
+    bill = estimate(load_evaluators(data_root / "evaluators")["mystery"], DAYS[:1], data_root)
+    assert bill.calls > 0 and bill.unpriced_calls == bill.calls and bill.worst_case_usd == 0.0
+
+
+assert pl  # polars is the frame library of the rows compared above
