@@ -38,8 +38,11 @@ CREATE TABLE IF NOT EXISTS judge_spend (
     day TEXT NOT NULL,
     month TEXT NOT NULL,
     amount_usd REAL NOT NULL,
-    state TEXT NOT NULL,          -- reserved (settled rows are folded into judge_spend_daily)
-    created_at REAL NOT NULL
+    state TEXT NOT NULL,          -- reserved | abandoned (settled rows are folded into judge_spend_daily)
+    created_at REAL NOT NULL,
+    expires_at REAL,
+    pid INTEGER,
+    host TEXT
 );
 CREATE INDEX IF NOT EXISTS judge_spend_eval_day ON judge_spend (evaluator, day);
 CREATE INDEX IF NOT EXISTS judge_spend_eval_month ON judge_spend (evaluator, month);
@@ -114,10 +117,12 @@ class BudgetLedger:
         path.parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as conn:
             conn.executescript(_SCHEMA)
+            conn.execute("BEGIN IMMEDIATE")  # several processes may open an older ledger at once
             columns = {row[1] for row in conn.execute("PRAGMA table_info(judge_spend)")}
             for name, sql_type in _ADDED_COLUMNS.items():
                 if name not in columns:
                     conn.execute(f"ALTER TABLE judge_spend ADD COLUMN {name} {sql_type}")
+            conn.execute("COMMIT")
             self._compact(conn)
 
     def _connect(self) -> sqlite3.Connection:
