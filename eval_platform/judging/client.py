@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from eval_platform.judging.concurrency import NEW, RETRY, EndpointLimiter
+
 
 @functools.cache
 def _litellm() -> Any:
@@ -53,6 +55,7 @@ class CallOutcome:
     attempts: int = 0
     latency_ms: float = 0.0
     retry_waits_s: list[float] = field(default_factory=list)
+    rate_limited: int = 0  # 429 answers met on the way
 
     @property
     def ok(self) -> bool:
@@ -116,28 +119,32 @@ def _classify(exc: Exception) -> tuple[str, bool]:
 
 
 class LiteLLMJudgeClient:
-    """Calls any litellm model; at most `max_concurrency` calls in flight per model string."""
+    """Calls any litellm model; at most `max_concurrency` calls in flight per model string, adapted to 429s
+    (see `concurrency`; `adaptive=False` keeps a fixed limit, the behaviour before, for comparison)."""
 
-    def __init__(self, max_concurrency: int = 16, retry: RetryPolicy | None = None):
+    def __init__(self, max_concurrency: int = 16, retry: RetryPolicy | None = None, adaptive: bool = True):
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
-        # Per event loop: each judge_day is its own asyncio.run, and a semaphore belongs to one loop.
-        self._semaphores: dict[tuple[int, str], asyncio.Semaphore] = {}
+        self.adaptive = adaptive
+        # Per event loop: each judge_day is its own asyncio.run, and a limiter's futures belong to one loop.
+        self._limiters: dict[tuple[int, str], EndpointLimiter] = {}
 
-    def _semaphore(self, model: str) -> asyncio.Semaphore:
+    def limiter(self, model: str) -> EndpointLimiter:
         key = (id(asyncio.get_running_loop()), model)
-        if key not in self._semaphores:
-            self._semaphores = {k: v for k, v in self._semaphores.items() if k[0] == key[0]}
-            self._semaphores[key] = asyncio.Semaphore(self.max_concurrency)
-        return self._semaphores[key]
+        if key not in self._limiters:
+            self._limiters = {k: v for k, v in self._limiters.items() if k[0] == key[0]}
+            self._limiters[key] = EndpointLimiter(self.max_concurrency, adaptive=self.adaptive)
+        return self._limiters[key]
 
     async def complete(self, request: JudgeRequest, before_send: BeforeSend | None = None) -> CallOutcome:
         outcome = CallOutcome()
         started = time.perf_counter()
         for attempt in range(request.max_retries + 1):
             outcome.attempts = attempt + 1
+            limiter = self.limiter(request.model)
+            await limiter.acquire(RETRY if attempt else NEW)
             try:
-                async with self._semaphore(request.model):
+                try:
                     if before_send is not None:
                         await before_send()  # a budget reservation: taken when the call is about to go out
                         before_send = None
@@ -151,17 +158,24 @@ class LiteLLMJudgeClient:
                         timeout=request.timeout_s,
                         max_retries=0,  # retries are ours, so Retry-After and the budget stay in our hands
                     )
+                finally:
+                    limiter.release()
             except SendRefused:
                 raise
             except Exception as exc:  # litellm maps every provider failure to an exception
                 reason, retryable = _classify(exc)
                 outcome.error_reason, outcome.error_detail = reason, f"{type(exc).__name__}: {exc}"[:2000]
+                retry_after = _retry_after_s(exc)
+                if reason == "rate_limited":
+                    limiter.rate_limited(retry_after)
+                    outcome.rate_limited += 1
                 if not retryable or attempt == request.max_retries:
                     break
-                wait = self.retry.delay(attempt, _retry_after_s(exc))
+                wait = self.retry.delay(attempt, retry_after)
                 outcome.retry_waits_s.append(wait)
                 await asyncio.sleep(wait)
                 continue
+            limiter.succeeded()
             choice = response.choices[0]
             usage = getattr(response, "usage", None)
             outcome.content = choice.message.content or ""

@@ -16,6 +16,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before every chat completion")
+    parser.add_argument("--rate-limit-rps", type=float, default=None, help="answer 429 above this many requests/s")
+    parser.add_argument("--rate-limit-burst", type=int, default=10, help="requests allowed at once before the limit")
     parser.add_argument(
         "--data-root",
         type=Path,
@@ -28,7 +30,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Serve until SIGINT or SIGTERM, announcing the base URL on one line once ready."""
     args = parse_args(argv)
-    server = LocalJudgeServer(data_root=args.data_root, latency_ms=args.latency_ms, host=args.host, port=args.port)
+    server = LocalJudgeServer(
+        data_root=args.data_root,
+        latency_ms=args.latency_ms,
+        host=args.host,
+        port=args.port,
+        rate_limit_rps=args.rate_limit_rps,
+        rate_limit_burst=args.rate_limit_burst,
+    )
     stopping = threading.Event()
     # SIGTERM would otherwise end the process without closing the listening socket cleanly.
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())

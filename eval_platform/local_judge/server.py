@@ -87,7 +87,16 @@ class LocalJudgeServer:
         retry_after_s: float = 1.0,
         slow_s: float = 5.0,
         aliases: dict[str, str] | None = None,
+        rate_limit_rps: float | None = None,
+        rate_limit_burst: int = 10,
     ):
+        # A provider's rate limit: a token bucket of `rate_limit_burst` requests refilled at `rate_limit_rps`;
+        # a request finding it empty gets 429 with the Retry-After until the next token.
+        self.rate_limit_rps = rate_limit_rps
+        self.rate_limit_burst = rate_limit_burst
+        self._bucket = float(rate_limit_burst)
+        self._bucket_at = time.monotonic()
+        self._rate_limited = 0
         # A provider's model name served as one of ours (e.g. {"gpt-4o-mini": "mock"}), the way a LiteLLM
         # proxy or a gateway on localhost answers for a paid model: tests of pricing and budgets use it.
         self.aliases = dict(aliases or {})
@@ -185,7 +194,9 @@ class LocalJudgeServer:
 
     async def _stats(self, _request: web.Request) -> web.Response:
         with self._stats_lock:
-            return web.json_response({"requests": self._requests, "by_model": dict(self._requests_by_model)})
+            return web.json_response(
+                {"requests": self._requests, "by_model": dict(self._requests_by_model), "rate_limited": self._rate_limited}
+            )
 
     async def _reset_stats(self, _request: web.Request) -> web.Response:
         with self._stats_lock:
@@ -204,6 +215,7 @@ class LocalJudgeServer:
         if self.latency_ms > 0:
             await asyncio.sleep(self.latency_ms / 1000)
         try:
+            self._take_token()
             messages = self._validated_messages(body)
             prompt = "\n".join(message_text(message) for message in messages)
             if model in ECHO_KEY_MODELS:
@@ -213,6 +225,26 @@ class LocalJudgeServer:
         except JudgeRequestError as error:
             return web.json_response(error.body(), status=error.status, headers=error.headers)
         return web.json_response(self._completion(answer, messages))
+
+    def _take_token(self) -> None:
+        if self.rate_limit_rps is None:
+            return
+        with self._stats_lock:
+            now = time.monotonic()
+            self._bucket = min(self.rate_limit_burst, self._bucket + (now - self._bucket_at) * self.rate_limit_rps)
+            self._bucket_at = now
+            if self._bucket >= 1:
+                self._bucket -= 1
+                return
+            self._rate_limited += 1
+            wait = max(0.1, round((1 - self._bucket) / self.rate_limit_rps, 1))
+        raise JudgeRequestError(
+            429,
+            f"Rate limit reached: {self.rate_limit_rps} requests per second; retry after {wait} s",
+            error_type="rate_limit_error",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(wait)},
+        )
 
     def _count(self, model: str) -> None:
         with self._stats_lock:
