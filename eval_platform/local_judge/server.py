@@ -194,9 +194,10 @@ class LocalJudgeServer:
 
     async def _stats(self, _request: web.Request) -> web.Response:
         with self._stats_lock:
-            return web.json_response(
-                {"requests": self._requests, "by_model": dict(self._requests_by_model), "rate_limited": self._rate_limited}
-            )
+            stats: dict[str, Any] = {"requests": self._requests, "by_model": dict(self._requests_by_model)}
+            if self.rate_limit_rps is not None:
+                stats["rate_limited"] = self._rate_limited  # 429s sent by the rate limit
+            return web.json_response(stats)
 
     async def _reset_stats(self, _request: web.Request) -> web.Response:
         with self._stats_lock:
