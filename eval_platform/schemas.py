@@ -80,6 +80,7 @@ JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "raw_response": pl.String(),
     "prompt_tokens": pl.Int64(),
     "completion_tokens": pl.Int64(),
+    "cached_prompt_tokens": pl.Int64(),  # of prompt_tokens, served from the provider's prompt cache (cheaper)
     "cost_usd": pl.Float64(),  # judge spend actually incurred by this materialization
     "cached_cost_usd": pl.Float64(),  # what the cached call(s) had cost when first made
     "latency_ms": pl.Float64(),

@@ -49,6 +49,7 @@ class CallOutcome:
     provider_model: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens the provider served from its prompt cache
     finish_reason: str | None = None
     error_reason: str | None = None  # timeout | rate_limited | provider_error:<status> | connection_error
     error_detail: str | None = None
@@ -101,6 +102,22 @@ def _retry_after_s(exc: Exception) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None  # an HTTP-date Retry-After: fall back to our own backoff
+
+
+def cached_prompt_tokens(usage: Any) -> int:
+    """Prompt tokens served from the provider's cache: OpenAI's prompt_tokens_details.cached_tokens, or
+    Anthropic's cache_read_input_tokens (both as litellm passes them on)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    if isinstance(details, dict):
+        cached = details.get("cached_tokens")
+    else:
+        cached = getattr(details, "cached_tokens", None)
+    if not cached:
+        cached = getattr(usage, "cache_read_input_tokens", None)
+    try:
+        return max(0, int(cached or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _classify(exc: Exception) -> tuple[str, bool]:
@@ -183,6 +200,7 @@ class LiteLLMJudgeClient:
             outcome.provider_model = getattr(response, "model", None)
             outcome.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
             outcome.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+            outcome.cached_prompt_tokens = cached_prompt_tokens(usage)
             outcome.error_reason = outcome.error_detail = None
             break
         outcome.latency_ms = (time.perf_counter() - started) * 1000

@@ -170,11 +170,16 @@ class ModelSpec(_Strict):
     local_judge: str | None = None
     input_cost_per_million: float | None = Field(None, ge=0)
     output_cost_per_million: float | None = Field(None, ge=0)
+    cached_input_cost_per_million: float | None = Field(
+        None, ge=0, description="Price of prompt tokens served from the provider's cache; default: litellm's, else input"
+    )
 
     def prices(self) -> pricing.Prices | None:
-        """USD per million input/output tokens: the override, else litellm's bundled price map."""
+        """USD per million input/output (and cached input) tokens: the override, else litellm's bundled price map."""
         if self.input_cost_per_million is not None and self.output_cost_per_million is not None:
-            return pricing.Prices(self.input_cost_per_million, self.output_cost_per_million)
+            return pricing.Prices(
+                self.input_cost_per_million, self.output_cost_per_million, self.cached_input_cost_per_million
+            )
         return pricing.lookup(self.model, self.api_base)
 
     def has_price(self) -> bool:
@@ -232,6 +237,7 @@ class EvaluatorConfig(_Strict):
     max_monthly_cost_usd: float | None = Field(None, ge=0)
     input_cost_per_million: float | None = Field(None, ge=0)
     output_cost_per_million: float | None = Field(None, ge=0)
+    cached_input_cost_per_million: float | None = Field(None, ge=0)
     anti_gaming_clauses: list[str] = Field(default_factory=list)
     max_failed_rate: float = Field(
         0.2, ge=0, le=1, description="A partition whose judged rows FAILED above this rate fails a WARN check."
@@ -366,6 +372,7 @@ class EvaluatorConfig(_Strict):
             "local_judge": self.local_judge,
             "input_cost_per_million": self.input_cost_per_million,
             "output_cost_per_million": self.output_cost_per_million,
+            "cached_input_cost_per_million": self.cached_input_cost_per_million,
         }
         filled = []
         for spec in specs:
@@ -406,7 +413,7 @@ VERDICT_FIELDS = (
 # What cannot: which traces are judged, when, at what price and budget, through which endpoint and key.
 NON_VERDICT_FIELDS = (
     "name", "description", "enabled", "trigger", "sample_rate", "max_daily_cost_usd", "max_monthly_cost_usd",
-    "input_cost_per_million", "output_cost_per_million", "timeout_s", "max_retries", "api_base", "api_key_env",
+    "input_cost_per_million", "output_cost_per_million", "cached_input_cost_per_million", "timeout_s", "max_retries", "api_base", "api_key_env",
     "human_agreement", "model", "models", "local_judge", "max_prompt_chars", "max_failed_rate",  # the models enter the hash as (model, local_judge) pairs
 )
 

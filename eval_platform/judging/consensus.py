@@ -40,7 +40,8 @@ def _vote(config: EvaluatorConfig, row: dict):
 
 def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> dict:
     """`row` (the slot's base fields) completed from the member rows of that slot."""
-    row = {**row, "calls": 0, "cost_usd": 0.0, "cached_cost_usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0}
+    row = {**row, "calls": 0, "cost_usd": 0.0, "cached_cost_usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0,
+           "cached_prompt_tokens": 0}
     done = [m for m in members if m["status"] == COMPLETED]
     row["votes"] = len(done)
     row["cache_hit"] = all(m.get("cache_hit") for m in members)

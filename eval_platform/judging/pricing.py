@@ -26,9 +26,17 @@ _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 class Prices:
     input_per_million: float
     output_per_million: float
+    # Input tokens the provider served from its prompt cache; None: no known discount, charged as input.
+    cached_input_per_million: float | None = None
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float:
+        cached = min(max(cached_prompt_tokens, 0), prompt_tokens)
+        cached_rate = self.input_per_million if self.cached_input_per_million is None else self.cached_input_per_million
+        return (
+            (prompt_tokens - cached) * self.input_per_million
+            + cached * cached_rate
+            + completion_tokens * self.output_per_million
+        ) / 1e6
 
 
 FREE = Prices(0.0, 0.0)
@@ -57,9 +65,11 @@ def known(model: str) -> Prices | None:
     for key in candidates:
         entry = model_cost().get(key)
         if entry and entry.get("input_cost_per_token") is not None:
+            cached = entry.get("cache_read_input_token_cost")
             return Prices(
                 float(entry["input_cost_per_token"]) * 1e6,
                 float(entry.get("output_cost_per_token") or 0.0) * 1e6,
+                None if cached is None else float(cached) * 1e6,
             )
     return None
 

@@ -98,6 +98,7 @@ class _CallResult:
     provider_model: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     cost_usd: float | None = 0.0
     cached_cost_usd: float = 0.0
     latency_ms: float = 0.0
@@ -142,7 +143,7 @@ class _Judge:
 
     def _cost(self, outcome: CallOutcome) -> float | None:
         prices = self.endpoint.prices
-        return prices.cost(outcome.prompt_tokens, outcome.completion_tokens) if prices else None
+        return prices.cost(outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_prompt_tokens) if prices else None
 
     def _parse_cached(self, cached: dict | None, n_candidates: int | None) -> Verdict | None:
         # An entry written before a parser change may no longer parse: then the call is made again.
@@ -182,6 +183,7 @@ class _Judge:
                 provider_model=cached.get("provider_model"),
                 prompt_tokens=cached.get("prompt_tokens", 0),
                 completion_tokens=cached.get("completion_tokens", 0),
+                cached_prompt_tokens=cached.get("cached_prompt_tokens", 0),
                 cost_usd=0.0,
                 cached_cost_usd=cached.get("cost_usd") or 0.0,
                 cache_hit=True,
@@ -210,6 +212,7 @@ class _Judge:
             provider_model=outcome.provider_model,
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
+            cached_prompt_tokens=outcome.cached_prompt_tokens,
             cost_usd=cost,
             latency_ms=outcome.latency_ms,
             calls=outcome.attempts,
@@ -233,6 +236,7 @@ class _Judge:
                 "provider_model": outcome.provider_model,
                 "prompt_tokens": outcome.prompt_tokens,
                 "completion_tokens": outcome.completion_tokens,
+                "cached_prompt_tokens": outcome.cached_prompt_tokens,
                 "cost_usd": cost,
             },
         )
@@ -271,6 +275,7 @@ def _base_row(config: EvaluatorConfig, day: str, trace: dict[str, Any], judged_a
         "cache_hit": False,
         "prompt_tokens": 0,
         "completion_tokens": 0,
+        "cached_prompt_tokens": 0,
     }
 
 
@@ -288,6 +293,7 @@ def _fill_from_call(config: EvaluatorConfig, row: dict, result: _CallResult) -> 
         provider_model=result.provider_model,
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
+        cached_prompt_tokens=result.cached_prompt_tokens,
         cost_usd=result.cost_usd,
         cached_cost_usd=result.cached_cost_usd,
         latency_ms=result.latency_ms,
@@ -496,6 +502,7 @@ def _merge_calls(results: list[_CallResult]) -> _CallResult:
     for result in results:
         combined.prompt_tokens += result.prompt_tokens
         combined.completion_tokens += result.completion_tokens
+        combined.cached_prompt_tokens += result.cached_prompt_tokens
         unknown = result.cost_usd is None or combined.cost_usd is None
         combined.cost_usd = None if unknown else combined.cost_usd + result.cost_usd
         combined.cached_cost_usd += result.cached_cost_usd

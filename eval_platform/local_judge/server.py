@@ -89,7 +89,12 @@ class LocalJudgeServer:
         aliases: dict[str, str] | None = None,
         rate_limit_rps: float | None = None,
         rate_limit_burst: int = 10,
+        prompt_cache: bool = False,
     ):
+        # Like OpenAI's automatic prompt caching: a system message seen before is reported as cached input
+        # tokens (usage.prompt_tokens_details.cached_tokens), so spend accounting can be tested.
+        self.prompt_cache = prompt_cache
+        self._seen_prefixes: set[str] = set()
         # A provider's rate limit: a token bucket of `rate_limit_burst` requests refilled at `rate_limit_rps`;
         # a request finding it empty gets 429 with the Retry-After until the next token.
         self.rate_limit_rps = rate_limit_rps
@@ -225,7 +230,14 @@ class LocalJudgeServer:
                 answer = await self._answer(model, prompt)
         except JudgeRequestError as error:
             return web.json_response(error.body(), status=error.status, headers=error.headers)
-        return web.json_response(self._completion(answer, messages))
+        completion = self._completion(answer, messages)
+        if self.prompt_cache:
+            prefix = message_text(messages[0]) if messages else ""
+            with self._stats_lock:
+                seen = prefix in self._seen_prefixes
+                self._seen_prefixes.add(prefix)
+            completion["usage"]["prompt_tokens_details"] = {"cached_tokens": approx_tokens(prefix) if seen else 0}
+        return web.json_response(completion)
 
     def _take_token(self) -> None:
         if self.rate_limit_rps is None:

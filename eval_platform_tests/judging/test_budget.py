@@ -126,3 +126,36 @@ def test_budget_on_a_local_model_without_a_price_is_a_load_error():
             {"name": "x", "mode": "score", "model": "openai/my-finetune", "api_base": "http://127.0.0.1:4000/v1",
              "prompt": "{{output}}", "max_daily_cost_usd": 1.0}
         )
+
+
+def test_cached_prompt_tokens_are_stored_and_priced_at_the_cached_rate(tmp_path):
+    from eval_platform.local_judge import LocalJudgeServer
+
+    server = LocalJudgeServer(data_root=REPO_DATA, prompt_cache=True)
+    server.start()
+    try:
+        config = EvaluatorConfig.model_validate(
+            {**budgeted(server.base_url).model_dump(), "cached_input_cost_per_million": 100.0}
+        )
+        runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=1), JudgeCache(tmp_path / "c"),
+                               BudgetLedger(tmp_path / "b.sqlite"), env={})
+        rows = judge_day(config, "2026-11-10", make_traces(3), runtime).rows.sort("trace_id")
+    finally:
+        server.stop()
+    cached = rows["cached_prompt_tokens"].to_list()
+    assert cached[0] == 0 and all(c > 0 for c in cached[1:])  # the fixed system prompt repeats: cached
+    expected = (
+        (rows["prompt_tokens"] - rows["cached_prompt_tokens"]) * 1000.0
+        + rows["cached_prompt_tokens"] * 100.0
+        + rows["completion_tokens"] * 1000.0
+    ) / 1e6
+    assert (rows["cost_usd"] - expected).abs().max() < 1e-12
+
+
+def test_litellm_cached_price_is_used_when_known():
+    from eval_platform.judging import pricing
+    from eval_platform.judging.pricing import model_cost
+
+    prices = pricing.lookup("openai/gpt-4o-mini")
+    assert prices.cached_input_per_million == model_cost()["gpt-4o-mini"]["cache_read_input_token_cost"] * 1e6
+    assert prices.cost(1000, 0, cached_prompt_tokens=1000) < prices.cost(1000, 0)
