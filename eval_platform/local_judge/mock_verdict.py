@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 from eval_platform.judging.fencing import FENCE_RE, REPLY_SCHEMA_MARKER
@@ -36,12 +37,17 @@ def find_reply_schema(prompt: str) -> dict[str, Any] | None:
     return None
 
 
+# A fence tag's secret is drawn per request; the mock's verdict must depend on the content only.
+_FENCE_TAG_RE = re.compile(r"<<<(end )?([a-z0-9_]+) [0-9a-f]{12,32}>>>")
+
+
 def mock_verdict(prompt: str) -> dict[str, Any]:
-    """A JSON object satisfying the prompt's reply schema, derived from the sha256 of the prompt."""
+    """A JSON object satisfying the prompt's reply schema, derived from the sha256 of the prompt (fence
+    secrets left out, so the same content always gets the same verdict)."""
     schema = find_reply_schema(prompt)
     if schema is None:
         return {"reasoning": MOCK_REASONING}
-    seed = hashlib.sha256(prompt.encode()).digest()
+    seed = hashlib.sha256(_FENCE_TAG_RE.sub(r"<<<\1\2>>>", prompt).encode()).digest()
     verdict = _instance(schema, seed, "")
     return verdict if isinstance(verdict, dict) else {"reasoning": MOCK_REASONING}
 

@@ -371,3 +371,17 @@ def test_litellm_round_trip_for_mock_and_replay(base_url, pandalm):
     assert json.loads(replay_reply.choices[0].message.content)["winner"] == "A"
 
     assert stats(base_url)["by_model"] == {"mock": 1, "replay/pandalm-7b": 1}
+
+
+def test_mock_verdicts_depend_on_the_content_not_the_fence_secret():
+    from eval_platform.judging.config import EvaluatorConfig
+    from eval_platform.judging.prompts import build_messages
+    from eval_platform.local_judge.mock_verdict import mock_verdict
+
+    config = EvaluatorConfig.model_validate({"name": "m", "mode": "score", "model": "openai/mock", "prompt": "{{output}}"})
+
+    def prompt(output: str) -> str:
+        return "\n".join(m["content"] for m in build_messages(config, {"output": output}))
+
+    assert prompt("same") != prompt("same")  # a fresh secret each time
+    assert mock_verdict(prompt("same")) == mock_verdict(prompt("same"))
