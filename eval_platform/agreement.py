@@ -34,6 +34,7 @@ from datetime import UTC, date, datetime, timedelta
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.modes import NUMERIC_MODES
 from eval_platform.schemas import conform
 from eval_platform.stats.annotators import annotator_agreement, ground_truth, majority_labels
 from eval_platform.stats.judge_agreement import (
@@ -260,7 +261,7 @@ def judge_vs_human(
     }
     if config.mode == "pairwise":
         frame = evaluator_pairwise_labels(final, _pairwise_human_labels(reference))
-    elif config.mode in {"score", "reference", "n_wise"}:
+    elif config.mode in NUMERIC_MODES:
         frame = final.join(reference.select("item_id", "value", "trace_id"), on="trace_id").select(
             "item_id", "date", pl.col("value").alias("human"),
             pl.when(pl.col("status") == "COMPLETED").then(pl.col("raw_score")).alias("judge"),
@@ -276,7 +277,7 @@ def judge_vs_human(
         fields = {**base, "period": window, "period_start": start, "period_end": end}
         if config.mode == "pairwise":
             _pairwise_stats(part, rows, fields)
-        elif config.mode in {"score", "reference", "n_wise"}:
+        elif config.mode in NUMERIC_MODES:
             result = score_agreement(part["human"], part["judge"])
             fields["convention"] = "failed_excluded"
             rows.add("spearman", result.spearman, result.n, note=result.note, **fields)
@@ -356,7 +357,7 @@ def judge_vs_judge(evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame,
 
 
 def _compare(mode: str, a: pl.Series, b: pl.Series, rows: _Rows, fields: dict) -> None:
-    if mode in {"score", "reference", "n_wise"}:
+    if mode in NUMERIC_MODES:
         result = score_agreement(a, b)
         rows.add("spearman", result.spearman, result.n, note=result.note, **fields)
         rows.add("pearson", result.pearson, result.n, note=result.note, **fields)

@@ -19,18 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from eval_platform.config_files import load_named
 from eval_platform.judging import pricing
+from eval_platform.judging.modes import BOOLEAN_MODES, LABEL_MODES, MODES, SCALED_MODES  # noqa: F401 (re-exported)
 from eval_platform.judging.templates import TemplateError, parse_template, template_names
 
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 10
 MAX_CANDIDATES = 10
-Mode = Literal["score", "binary", "assertion", "categorical", "pairwise", "n_wise", "reference"]
+Mode = Literal[tuple(MODES)]  # type: ignore[valid-type]  # the registry is the one list of modes
 Trigger = Literal["all", "sampled", "manual"]
 Consensus = Literal["median", "mean", "majority_vote", "unanimous"]
-BOOLEAN_MODES = frozenset({"binary", "assertion"})
-LABEL_MODES = frozenset({"binary", "assertion", "categorical", "pairwise"})
-SCALED_MODES = frozenset({"score", "reference"})
 
 
 class EvaluatorConfigError(ValueError):
@@ -267,9 +265,8 @@ class EvaluatorConfig(_Strict):
         mode, raw = raw["mode"], dict(raw)
         if raw.get("consensus") is None:
             raw["consensus"] = default_consensus(mode)
-        needs = {"score_scale": SCALED_MODES, "pairwise": {"pairwise"}, "n_wise": {"n_wise"}, "reference": {"reference"}}
-        for option, modes in needs.items():
-            if mode in modes and raw.get(option) is None:
+        for option in MODES[mode].options if mode in MODES else ():
+            if raw.get(option) is None:
                 raw[option] = {}
         return raw
 
@@ -428,12 +425,7 @@ def _only_for(value: Any, field: str, mode: str, modes: set[str] | frozenset[str
 
 
 def template_variables(mode: str) -> set[str]:
-    base = {"input", "output", "context", "expected", "metadata"}
-    if mode == "pairwise":
-        return (base - {"output"}) | {"output_a", "output_b"}
-    if mode == "n_wise":
-        return (base - {"output"}) | {"candidates"}
-    return base
+    return MODES[mode].template_variables()
 
 
 def load_evaluator(path: Path) -> EvaluatorConfig:

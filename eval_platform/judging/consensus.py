@@ -23,19 +23,14 @@ import statistics
 from collections import Counter
 
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.modes import MODES, NUMERIC_MODES
 
 COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
 PAIRWISE_SCORE = {"A": 1.0, "B": 0.0, "tie": 0.5}
 
 
 def _vote(config: EvaluatorConfig, row: dict):
-    if config.mode == "pairwise":
-        return row["winner"]
-    if config.mode in {"binary", "assertion"}:
-        return row["passed"]
-    if config.mode == "categorical":
-        return row["label"]
-    return row["raw_score"]
+    return row[MODES[config.mode].vote_column]
 
 
 def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> dict:
@@ -52,7 +47,7 @@ def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> di
             detail = f"{first['reason']}: {first.get('reason_detail')}" if first.get("reason_detail") else first["reason"]
             return {**row, "status": FAILED, "reason": "all_members_failed", "reason_detail": detail}
         return {**row, "status": SKIPPED, "reason": members[0]["reason"], "reason_detail": members[0].get("reason_detail")}
-    if config.mode in {"score", "reference", "n_wise"} and config.consensus in {"mean", "median"}:
+    if config.mode in NUMERIC_MODES and config.consensus in {"mean", "median"}:
         row.update(_numeric(config, done))
     else:
         outcome = _by_vote(config, done)

@@ -25,6 +25,7 @@ from typing import Any
 import jsonschema
 
 from eval_platform.judging.config import TIE_WORDS, EvaluatorConfig
+from eval_platform.judging.modes import MODES
 
 _FENCED_JSON_RE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _BRACKET_RE = re.compile(r"\[\[\s*([^\[\]]{1,80}?)\s*\]\]")
@@ -194,15 +195,7 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
 
 
 # The keys under which each mode's parser looks for its verdict in a JSON reply.
-_VERDICT_KEYS = {
-    "score": ("score", "rating"),
-    "reference": ("score", "rating"),
-    "binary": ("passed", "verdict", "result"),
-    "assertion": ("answer", "verdict", "result"),
-    "categorical": ("label", "category"),
-    "pairwise": ("winner", "verdict", "choice"),
-    "n_wise": ("ranking", "rank", "order"),
-}
+_VERDICT_KEYS = {name: mode.verdict_keys for name, mode in MODES.items()}
 
 
 def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | None) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from eval_platform.judging.config import EvaluatorConfig, Rubric, template_variables
 from eval_platform.judging.fencing import REPLY_SCHEMA_MARKER, fence, new_secret
+from eval_platform.judging.modes import SCALED_MODES
 from eval_platform.judging.templates import parse_template, render
 
 # Always present, whatever the evaluator adds: evaluated content is data, never instructions.
@@ -35,7 +36,7 @@ def reply_schema(config: EvaluatorConfig, n_candidates: int | None = None) -> di
     """The JSON Schema of the reply object this evaluator's mode expects."""
     reasoning = {"type": "string", "description": "the reasoning behind the verdict"}
     mode = config.mode
-    if mode in {"score", "reference"}:
+    if mode in SCALED_MODES:
         scale = config.score_scale
         verdict = {"score": {"type": "number", "minimum": scale.min, "maximum": scale.max}}
     elif mode == "binary":
