@@ -1,0 +1,1 @@
+"""Classical (non-judge) scorers for benchmark tasks: one module per metric, one registry of names."""

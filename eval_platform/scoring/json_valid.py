@@ -1,0 +1,54 @@
+"""Whether an output is valid JSON, and whether it satisfies a JSON Schema (jsonschema, Draft 2020-12)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import field_validator
+
+from eval_platform.scoring.registry import Scorer, ScorerOptions
+
+
+def _parsed(output: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(output)
+    except ValueError:
+        return False, None
+
+
+class JsonOptions(ScorerOptions):
+    pass
+
+
+def _valid_json(output: str, _case: Mapping[str, Any], _options: JsonOptions) -> float:
+    return float(_parsed(output)[0])
+
+
+class JsonSchemaOptions(ScorerOptions):
+    json_schema: dict[str, Any]
+
+    @field_validator("json_schema")
+    @classmethod
+    def _is_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        import jsonschema
+
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
+        return schema
+
+
+def _matches_schema(output: str, _case: Mapping[str, Any], options: JsonSchemaOptions) -> float:
+    import jsonschema
+
+    ok, value = _parsed(output)
+    return float(ok and jsonschema.Draft202012Validator(options.json_schema).is_valid(value))
+
+
+SCORERS = [
+    Scorer("valid_json", JsonOptions, _valid_json),
+    Scorer("json_schema", JsonSchemaOptions, _matches_schema),
+]

@@ -1,0 +1,71 @@
+"""Name -> scorer. A scorer owns its options model, the case fields it needs, its per-case value and its aggregate.
+
+Adding a metric is one module defining a `Scorer` plus a line in `SCORERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ScorerOptions(BaseModel):
+    """Base of every scorer's options: unknown options are an error, never ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MissingField(ValueError):
+    """A case lacks a field the scorer needs; the case is FAILED with this message, never scored 0."""
+
+
+def mean(values: Sequence[float]) -> float | None:
+    """Arithmetic mean; None for no values (nothing answered is not a score of 0)."""
+    return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """One metric: `value(output, case, options)` per case and `aggregate(values, outputs, cases, options)`."""
+
+    name: str
+    options: type[ScorerOptions]
+    value: Callable[[str, Mapping[str, Any], Any], float]
+    needs: Callable[[Any], tuple[str, ...]] = lambda _options: ()
+    aggregate: Callable[[Sequence[float], Sequence[str], Sequence[Mapping[str, Any]], Any], float | None] = (
+        lambda values, _outputs, _cases, _options: mean(values)
+    )
+
+    def score(self, output: str, case: Mapping[str, Any], options: ScorerOptions | None = None) -> float:
+        """The case's value; `MissingField` when the case lacks a field this scorer needs."""
+        options = options or self.options()
+        missing = [field for field in self.needs(options) if case.get(field) is None]
+        if missing:
+            raise MissingField(f"scorer '{self.name}' needs case field(s) {missing}, absent in this case")
+        return self.value(output, case, options)
+
+
+def reference_field(options: Any) -> tuple[str, ...]:
+    """`needs` of scorers comparing against the case field named by their `reference_field` option."""
+    return (options.reference_field,)
+
+
+def _registry() -> dict[str, Scorer]:
+    from eval_platform.scoring import json_valid, numeric, squad, text_match
+
+    scorers = [*squad.SCORERS, *text_match.SCORERS, *json_valid.SCORERS, *numeric.SCORERS]
+    return {scorer.name: scorer for scorer in scorers}
+
+
+SCORERS: dict[str, Scorer] = _registry()
+
+
+def get(name: str) -> Scorer:
+    """The scorer called `name`; a KeyError listing the known names otherwise."""
+    try:
+        return SCORERS[name]
+    except KeyError:
+        raise KeyError(f"unknown scorer '{name}'; known: {sorted(SCORERS)}") from None
