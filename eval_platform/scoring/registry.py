@@ -54,9 +54,10 @@ def reference_field(options: Any) -> tuple[str, ...]:
 
 
 def _registry() -> dict[str, Scorer]:
-    from eval_platform.scoring import json_valid, numeric, squad, text_match
+    from eval_platform.scoring import json_valid, numeric, rouge, sacrebleu_metrics, squad, text_match
 
-    scorers = [*squad.SCORERS, *text_match.SCORERS, *json_valid.SCORERS, *numeric.SCORERS]
+    modules = (squad, sacrebleu_metrics, rouge, text_match, json_valid, numeric)
+    scorers = [scorer for module in modules for scorer in module.SCORERS]
     return {scorer.name: scorer for scorer in scorers}
 
 

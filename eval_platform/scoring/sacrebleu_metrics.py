@@ -1,0 +1,69 @@
+"""BLEU and chrF from sacrebleu: per case the sentence score, per task the corpus score (as sacrebleu reports it).
+
+Scores are on sacrebleu's 0-100 scale divided by 100, so every scorer in a table is 0-1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
+from eval_platform.scoring.squad import references
+
+
+class BleuOptions(ScorerOptions):
+    reference_field: str = "expected_output"
+    tokenize: Literal["13a", "intl", "char", "zh", "none"] = "13a"
+    lowercase: bool = False
+
+
+class ChrfOptions(ScorerOptions):
+    reference_field: str = "expected_output"
+    char_order: int = 6
+    word_order: int = 0
+    beta: int = 2
+
+
+def _bleu(options: BleuOptions):
+    from sacrebleu.metrics import BLEU
+
+    return BLEU(tokenize=options.tokenize, lowercase=options.lowercase, effective_order=True)
+
+
+def _chrf(options: ChrfOptions):
+    from sacrebleu.metrics import CHRF
+
+    return CHRF(char_order=options.char_order, word_order=options.word_order, beta=options.beta)
+
+
+def _reference_streams(cases: Sequence[Mapping[str, Any]], field: str) -> list[list[str]]:
+    """sacrebleu's layout: one list per reference position, aligned with the outputs."""
+    per_case = [references(case, field) for case in cases]
+    counts = {len(refs) for refs in per_case}
+    if len(counts) > 1:
+        raise ValueError(f"corpus scores need the same number of references in every case; got {sorted(counts)}")
+    return [list(stream) for stream in zip(*per_case, strict=True)]
+
+
+def _sentence(metric):
+    def value(output: str, case: Mapping[str, Any], options) -> float:
+        return metric(options).sentence_score(output, references(case, options.reference_field)).score / 100
+
+    return value
+
+
+def _corpus(metric):
+    def aggregate(_values, outputs: Sequence[str], cases: Sequence[Mapping[str, Any]], options) -> float | None:
+        if not outputs:
+            return None
+        streams = _reference_streams(cases, options.reference_field)
+        return metric(options).corpus_score(list(outputs), streams).score / 100
+
+    return aggregate
+
+
+SCORERS = [
+    Scorer("bleu", BleuOptions, _sentence(_bleu), reference_field, _corpus(_bleu)),
+    Scorer("chrf", ChrfOptions, _sentence(_chrf), reference_field, _corpus(_chrf)),
+]
