@@ -1,0 +1,1 @@
+"""Benchmark suites: suite files, their tasks and dependencies (no Dagster here)."""

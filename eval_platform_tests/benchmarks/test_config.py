@@ -1,0 +1,88 @@
+"""Suite files: valid ones load; each kind of mistake is an error naming the file and the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eval_platform.benchmarks.config import SuiteError, load_suite, load_suites, upstream
+
+GOOD = """
+tasks:
+  smoke:
+    dataset: qa
+    version: 1
+    prompt: "Answer: {{input}}"
+    scorers: [{name: exact_match}]
+  full:
+    dataset: qa
+    prompt: "Think, then answer: {{input}}"
+    scorers: [{name: token_f1}, {name: numeric_match, options: {abs_tol: 0.5}}]
+    gate: {task: smoke, metric: exact_match, min: 0.6}
+  judged:
+    dataset: qa
+    outputs_from: output
+    depends_on: [full]
+    scorers: [{name: contains, options: {text: "because"}}]
+groups:
+  answers: {tasks: [smoke, full], aggregate: micro}
+"""
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "datasets" / "qa").mkdir(parents=True)
+    (tmp_path / "datasets" / "qa" / "v1.jsonl").write_text(json.dumps({"input": "q", "expected_output": "a"}) + "\n")
+    (tmp_path / "benchmarks").mkdir()
+    return tmp_path
+
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / "benchmarks" / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_valid_suite_loads_with_its_dependencies_and_groups(root):
+    suite = load_suite(write(root, "s", GOOD), root)
+    assert upstream(suite) == {"smoke": [], "full": ["smoke"], "judged": ["full"]}
+    assert suite.tasks["full"].version == "newest" and suite.groups["answers"].aggregate == "micro"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("{name: exact_match}", "{name: bluert}"), "field 'tasks.smoke.scorers.0.name': unknown scorer 'bluert'"),
+        (("{abs_tol: 0.5}", "{abs_tol: -1}"), "field 'tasks.full.scorers.1.options'"),
+        (("dataset: qa\n    version: 1", "dataset: qb\n    version: 1"), "field 'tasks.smoke.dataset': unknown dataset 'qb'"),
+        (("version: 1", "version: 3"), "field 'tasks.smoke.version': dataset 'qa' has no version 3"),
+        (("metric: exact_match", "metric: accuracy"), "field 'tasks.full.gate.metric': task 'smoke' does not produce 'accuracy'"),
+        (("{{input}}\"\n    scorers: [{name: exact_match}]", "{{inptu}}\"\n    scorers: [{name: exact_match}]"), "field 'tasks.smoke.prompt'"),
+        (("    outputs_from: output\n", "    outputs_from: output\n    seeds: 3\n"), "field 'tasks.judged.seeds'"),
+        (("tasks: [smoke, full]", "tasks: [smoke, ful]"), "field 'groups.answers.tasks': unknown task(s) ['ful']"),
+    ],
+)
+def test_each_mistake_names_file_and_field(root, change, message):
+    old, new = change
+    assert old in GOOD
+    path = write(root, "s", GOOD.replace(old, new))
+    with pytest.raises(SuiteError) as err:
+        load_suite(path, root)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_a_depends_on_cycle_is_named(root):
+    cyclic = GOOD.replace("    version: 1\n", "    version: 1\n    depends_on: [judged]\n")
+    with pytest.raises(SuiteError, match="depends_on cycle full -> smoke -> judged -> full"):
+        load_suite(write(root, "s", cyclic), root)
+
+
+def test_a_broken_suite_file_does_not_hide_the_others(root):
+    write(root, "good", GOOD)
+    write(root, "bad", "tasks: [1, 2]")
+    write(root, "models", "models: [a]")
+    suites, errors = load_suites(root / "benchmarks", root)
+    assert list(suites) == ["good"]
+    assert list(errors) == ["bad"] and "bad.yaml" in errors["bad"] and "field 'tasks'" in errors["bad"]
