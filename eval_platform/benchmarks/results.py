@@ -1,0 +1,57 @@
+"""A task's metric over its answered cases: mean, standard error and a 95% interval that stays honest at the edges.
+
+FAILED and SKIPPED cases are left out of `values` by the caller (counted as n_failed), never scored 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+Z_95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    value: float | None
+    stderr: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+
+
+def wilson_interval(successes: float, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (never zero width, also for 0/n and n/n)."""
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # At 0/n and n/n the bound is exactly 0 or 1; rounding would otherwise leave it a hair inside.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+def summarize(values: np.ndarray, seed: int = 0, resamples: int = 2000) -> MetricSummary:
+    """Mean with its 95% interval: Wilson for 0/1 values, else a seeded percentile bootstrap.
+
+    At the edges (all values equal) the bootstrap collapses, so the stderr is taken from the Wilson
+    interval's half width instead of reporting an impossible certainty of 0.
+    """
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n == 0:
+        return MetricSummary(None, None, None, None, 0)
+    mean = float(values.mean())
+    binary = bool(np.isin(values, (0.0, 1.0)).all())
+    if binary or np.ptp(values) == 0:
+        low, high = wilson_interval(mean * n, n) if 0 <= mean <= 1 else (mean, mean)
+        stderr = float(values.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+        if stderr == 0.0:
+            stderr = (high - low) / (2 * Z_95)
+        return MetricSummary(mean, stderr, low, high, n)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return MetricSummary(mean, float(values.std(ddof=1) / math.sqrt(n)), float(low), float(high), n)
