@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -136,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault(DATA_DIR_ENV, str(root))
     dagster_home = Path(os.environ.setdefault("DAGSTER_HOME", str(root / "dagster_home")))
     dagster_home.mkdir(parents=True, exist_ok=True)
-    (dagster_home / "dagster.yaml").touch()
+    if not (dagster_home / "dagster.yaml").exists():  # the shipped instance config: run queue and pool limits
+        shutil.copyfile(Path(__file__).resolve().parent.parent / "dagster.yaml", dagster_home / "dagster.yaml")
 
     from eval_platform.definitions import build_definitions
     from eval_platform.judging.config import load_evaluators

@@ -77,6 +77,9 @@ def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) 
 
 traces_job = dg.define_asset_job("ingest_traces", selection=[traces])
 
+# The run queue dequeues higher `dagster/priority` first; backfill runs carry none (0).
+SCHEDULE_PRIORITY = "1"
+
 
 @dg.schedule(
     job=traces_job,
@@ -89,7 +92,8 @@ def daily_scoring_schedule(context: dg.ScheduleEvaluationContext):
     """Every day at 01:00 UTC: ingest yesterday's exports. Each evaluator's `judge_scores` partition of that
     day then runs through its automation condition (scored as soon as the day's traces are updated)."""
     yesterday = (context.scheduled_execution_time.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
-    return dg.RunRequest(run_key=f"scheduled-{yesterday}", partition_key=yesterday)
+    # Above backfill runs (priority 0) in the run queue: yesterday's data is never stuck behind a backfill.
+    return dg.RunRequest(run_key=f"scheduled-{yesterday}", partition_key=yesterday, tags={"dagster/priority": SCHEDULE_PRIORITY})
 
 
 def _file_states(root) -> dict[str, str]:

@@ -1,0 +1,34 @@
+"""The shipped dagster.yaml: a real instance loaded from it queues runs with the limits the README promises."""
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+
+from eval_platform.defs.traces import daily_scoring_schedule
+
+SHIPPED = Path(__file__).resolve().parents[2] / "dagster.yaml"
+
+
+def test_shipped_instance_config_limits_runs_backfills_and_the_judge_pool(tmp_path, monkeypatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(SHIPPED, home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        config = instance.get_concurrency_config()
+        queue = config.run_queue_config
+        assert queue is not None, "runs must go through the queued run coordinator"
+        assert queue.max_concurrent_runs == 4
+        backfill_limits = [t for t in queue.tag_concurrency_limits if t["key"] == "dagster/backfill"]
+        assert backfill_limits and backfill_limits[0]["limit"] < queue.max_concurrent_runs
+        assert config.pool_config.default_pool_limit == 2  # applies to the llm_judge pool
+
+
+def test_schedule_runs_outrank_backfill_runs_in_the_queue():
+    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 13, 1, tzinfo=UTC))
+    request = daily_scoring_schedule(context)
+    assert request.partition_key == "2026-11-12"
+    # backfill runs carry no priority tag (0); the queue starts higher priorities first
+    assert int(request.tags["dagster/priority"]) > 0
