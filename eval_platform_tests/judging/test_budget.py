@@ -120,6 +120,36 @@ def test_known_model_behind_a_localhost_api_base_is_charged_its_price(proxy, tmp
     assert (rows["cost_usd"] - expected).abs().max() < 1e-15
 
 
+def test_daily_budget_of_a_known_model_behind_a_localhost_api_base_triggers(proxy, tmp_path):
+    # Before the pricing rule, these calls cost 0 and the budget never stopped anything.
+    from eval_platform.judging.prompts import build_messages, trace_values
+    from eval_platform.judging.runner import worst_case_prompt_tokens
+
+    entry = litellm_price_map_entry("gpt-4o-mini")
+    assert (entry["input_cost_per_token"], entry["output_cost_per_token"]) == (0.15e-6, 0.60e-6)
+    traces = make_traces(12)
+    probe = proxied(proxy.base_url)
+    worst = max(
+        (worst_case_prompt_tokens(build_messages(probe, trace_values(t, None))) * 0.15 + 100 * 0.60) / 1e6
+        for t in traces.to_dicts()
+    )
+    budget = 3.5 * worst
+    runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={})
+    rows = judge_day(proxied(proxy.base_url, max_daily_cost_usd=budget), "2026-11-10", traces, runtime).rows
+    completed = rows.filter(pl.col("status") == "COMPLETED")
+    expected = (completed["prompt_tokens"] * 0.15 + completed["completion_tokens"] * 0.60) / 1e6
+    assert (completed["cost_usd"] - expected).abs().max() < 1e-15
+    skipped = rows.filter(pl.col("status") == "SKIPPED")
+    assert skipped.height > 0 and set(skipped["reason"]) == {"budget_exhausted"}
+    assert budget - worst <= rows["cost_usd"].sum() <= budget
+
+
+def litellm_price_map_entry(model: str) -> dict:
+    import litellm
+
+    return litellm.model_cost[model]
+
+
 def test_budget_on_a_local_model_without_a_price_is_a_load_error():
     with pytest.raises(ValueError, match="no known price"):
         EvaluatorConfig.model_validate(
