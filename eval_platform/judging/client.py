@@ -14,7 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import aiohttp
+
 from eval_platform.judging.concurrency import NEW, RETRY, EndpointLimiter
+from eval_platform.judging.openai_compat import OpenAICompatTransport, ProviderHTTPError, is_openai_compatible
 
 
 @functools.cache
@@ -91,29 +94,32 @@ class RetryPolicy:
 
 
 def _retry_after_s(exc: Exception) -> float | None:
-    headers = getattr(exc, "litellm_response_headers", None)
-    if headers is None:
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after")
+    if isinstance(exc, ProviderHTTPError):
+        value = exc.retry_after
+    else:
+        headers = getattr(exc, "litellm_response_headers", None)
+        if headers is None:
+            response = getattr(exc, "response", None)
+            headers = getattr(response, "headers", None)
+        if not headers:
+            return None
+        value = headers.get("retry-after")
     try:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None  # an HTTP-date Retry-After: fall back to our own backoff
 
 
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
 def cached_prompt_tokens(usage: Any) -> int:
     """Prompt tokens served from the provider's cache: OpenAI's prompt_tokens_details.cached_tokens, or
-    Anthropic's cache_read_input_tokens (both as litellm passes them on)."""
-    details = getattr(usage, "prompt_tokens_details", None)
-    if isinstance(details, dict):
-        cached = details.get("cached_tokens")
-    else:
-        cached = getattr(details, "cached_tokens", None)
+    Anthropic's cache_read_input_tokens (as litellm passes them on, or as the JSON usage object)."""
+    cached = _field(_field(usage, "prompt_tokens_details"), "cached_tokens")
     if not cached:
-        cached = getattr(usage, "cache_read_input_tokens", None)
+        cached = _field(usage, "cache_read_input_tokens")
     try:
         return max(0, int(cached or 0))
     except (TypeError, ValueError):
@@ -121,9 +127,17 @@ def cached_prompt_tokens(usage: Any) -> int:
 
 
 def _classify(exc: Exception) -> tuple[str, bool]:
-    """(reason, retryable) for an exception raised by litellm."""
+    """(reason, retryable) for an exception raised by litellm or the lean path."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timeout", True
+    if isinstance(exc, ProviderHTTPError):
+        if exc.status == 429:
+            return "rate_limited", True
+        return f"provider_error:{exc.status}", exc.status in RETRYABLE_STATUS
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        return "connection_error", True
     litellm = _litellm()
-    if isinstance(exc, (litellm.Timeout, asyncio.TimeoutError)):
+    if isinstance(exc, litellm.Timeout):
         return "timeout", True
     status = getattr(exc, "status_code", None)
     if status == 429:
@@ -137,12 +151,20 @@ def _classify(exc: Exception) -> tuple[str, bool]:
 
 class LiteLLMJudgeClient:
     """Calls any litellm model; at most `max_concurrency` calls in flight per model string, adapted to 429s
-    (see `concurrency`; `adaptive=False` keeps a fixed limit, the behaviour before, for comparison)."""
+    (see `concurrency`; `adaptive=False` keeps a fixed limit, the behaviour before, for comparison).
 
-    def __init__(self, max_concurrency: int = 16, retry: RetryPolicy | None = None, adaptive: bool = True):
+    OpenAI-compatible endpoints go through the lean path (`openai_compat`) unless `lean=False`; everything
+    else through litellm. Both share the retries, Retry-After, timeouts, limiter and `before_send` below.
+    """
+
+    def __init__(
+        self, max_concurrency: int = 16, retry: RetryPolicy | None = None, adaptive: bool = True, lean: bool = True
+    ):
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
         self.adaptive = adaptive
+        self.lean = lean
+        self._transport = OpenAICompatTransport()
         # Per event loop: each judge_day is its own asyncio.run, and a limiter's futures belong to one loop.
         self._limiters: dict[tuple[int, str], EndpointLimiter] = {}
 
@@ -152,6 +174,33 @@ class LiteLLMJudgeClient:
             self._limiters = {k: v for k, v in self._limiters.items() if k[0] == key[0]}
             self._limiters[key] = EndpointLimiter(self.max_concurrency, adaptive=self.adaptive)
         return self._limiters[key]
+
+    async def aclose(self) -> None:
+        """Close the lean path's HTTP session of the running event loop (the runner calls it per day)."""
+        await self._transport.aclose()
+
+    async def _send(self, request: JudgeRequest) -> tuple[str, str | None, str | None, Any]:
+        """(content, finish_reason, provider model, usage) of one attempt; raises on any failure."""
+        if self.lean and is_openai_compatible(request.model, request.api_base):
+            reply = await self._transport.complete(
+                request.model, request.messages, request.api_base, request.api_key,
+                request.temperature, request.max_tokens, request.timeout_s,
+            )
+            return reply.content, reply.finish_reason, reply.model, reply.usage
+        response = await _litellm().acompletion(
+            model=request.model,
+            messages=request.messages,
+            api_base=request.api_base,
+            api_key=request.api_key,
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            timeout=request.timeout_s,
+            max_retries=0,  # retries are ours, so Retry-After and the budget stay in our hands
+        )
+        choice = response.choices[0]
+        return choice.message.content or "", choice.finish_reason, getattr(response, "model", None), getattr(
+            response, "usage", None
+        )
 
     async def complete(self, request: JudgeRequest, before_send: BeforeSend | None = None) -> CallOutcome:
         outcome = CallOutcome()
@@ -165,21 +214,12 @@ class LiteLLMJudgeClient:
                     if before_send is not None:
                         await before_send()  # a budget reservation: taken when the call is about to go out
                         before_send = None
-                    response = await _litellm().acompletion(
-                        model=request.model,
-                        messages=request.messages,
-                        api_base=request.api_base,
-                        api_key=request.api_key,
-                        temperature=request.temperature,
-                        max_tokens=request.max_tokens,
-                        timeout=request.timeout_s,
-                        max_retries=0,  # retries are ours, so Retry-After and the budget stay in our hands
-                    )
+                    content, finish_reason, provider_model, usage = await self._send(request)
                 finally:
                     limiter.release()
             except SendRefused:
                 raise
-            except Exception as exc:  # litellm maps every provider failure to an exception
+            except Exception as exc:  # both paths map every provider failure to an exception
                 reason, retryable = _classify(exc)
                 outcome.error_reason, outcome.error_detail = reason, f"{type(exc).__name__}: {exc}"[:2000]
                 retry_after = _retry_after_s(exc)
@@ -193,13 +233,11 @@ class LiteLLMJudgeClient:
                 await asyncio.sleep(wait)
                 continue
             limiter.succeeded()
-            choice = response.choices[0]
-            usage = getattr(response, "usage", None)
-            outcome.content = choice.message.content or ""
-            outcome.finish_reason = choice.finish_reason
-            outcome.provider_model = getattr(response, "model", None)
-            outcome.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-            outcome.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+            outcome.content = content
+            outcome.finish_reason = finish_reason
+            outcome.provider_model = provider_model
+            outcome.prompt_tokens = int(_field(usage, "prompt_tokens") or 0)
+            outcome.completion_tokens = int(_field(usage, "completion_tokens") or 0)
             outcome.cached_prompt_tokens = cached_prompt_tokens(usage)
             outcome.error_reason = outcome.error_detail = None
             break

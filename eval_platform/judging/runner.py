@@ -346,7 +346,18 @@ def judge_day(
     manual_trace_ids: set[str] | None = None,
 ) -> DayResult:
     """Judge every selected trace (pair, group) of `day`; every slot ends with exactly one status per member."""
-    return asyncio.run(_judge_day(config, day, traces, runtime, manual_trace_ids or set()))
+    return asyncio.run(_judge_day_closing(config, day, traces, runtime, manual_trace_ids or set()))
+
+
+async def _judge_day_closing(config, day, traces, runtime, manual_trace_ids) -> DayResult:
+    try:
+        return await _judge_day(config, day, traces, runtime, manual_trace_ids)
+    finally:
+        # The day's event loop ends here: its HTTP sessions close with it, and cache writes land.
+        close = getattr(runtime.client, "aclose", None)
+        if close is not None:
+            await close()
+        runtime.cache.flush()
 
 
 async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResult:

@@ -1,0 +1,112 @@
+"""The lean path to OpenAI-compatible endpoints: one POST /chat/completions on a shared aiohttp session.
+
+Measured (README, "Benchmark: judge throughput"): litellm spends several ms of CPU per call on its logging,
+cost calculation, the OpenAI SDK's request transform and pydantic response objects; on two cores that, not
+the provider, caps a fast judge. For endpoints that speak OpenAI's chat-completions wire format (an
+`api_base` to vLLM, llama.cpp, a gateway or the local judge; `openai/...` models) this module sends the same
+request body litellm would and reads the same fields back; every other provider still goes through litellm.
+Retries, Retry-After, timeouts, concurrency and budgets stay in `client`, shared by both paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from eval_platform.judging import pricing
+
+OPENAI_API_BASE = "https://api.openai.com/v1"
+
+
+def is_openai_compatible(model: str, api_base: str | None) -> bool:
+    """True for calls the lean path sends exactly as litellm would.
+
+    `openai/<name>` is litellm's own spelling of "an OpenAI-compatible server" (with `api_base`) or OpenAI
+    itself; an unprefixed name with an `api_base` is what litellm sends to that base as OpenAI too. Reasoning
+    models (o1, o3, ... as litellm's price map marks them) stay on litellm, which rewrites their parameters.
+    """
+    if model.startswith("openai/"):
+        name = model.removeprefix("openai/")
+    elif "/" not in model and api_base:
+        name = model
+    else:
+        return False
+    entry = pricing.model_cost().get(name) or {}
+    return not entry.get("supports_reasoning")
+
+
+@dataclass
+class ProviderHTTPError(Exception):
+    """A non-2xx answer (or a 2xx that is not a completion), with the Retry-After it carried."""
+
+    status: int | None
+    body: str
+    retry_after: str | None = None
+
+    def __str__(self) -> str:
+        return f"HTTP {self.status}: {self.body}" if self.status is not None else self.body
+
+
+@dataclass
+class Completion:
+    content: str
+    finish_reason: str | None
+    model: str | None
+    usage: dict[str, Any]
+
+
+class OpenAICompatTransport:
+    """One aiohttp session per event loop (each `judge_day` runs its own loop); `aclose()` ends the current one."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[int, aiohttp.ClientSession] = {}
+
+    def _session(self) -> aiohttp.ClientSession:
+        key = id(asyncio.get_running_loop())
+        session = self._sessions.get(key)
+        if session is None or session.closed:
+            # The endpoint limiter bounds concurrency; the connector must not add a second, hidden limit.
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=True)
+            self._sessions[key] = session
+        return session
+
+    async def aclose(self) -> None:
+        session = self._sessions.pop(id(asyncio.get_running_loop()), None)
+        if session is not None:
+            await session.close()
+
+    async def complete(
+        self, model: str, messages: list[dict[str, str]], api_base: str | None, api_key: str | None,
+        temperature: float, max_tokens: int, timeout_s: float,
+    ) -> Completion:
+        body = {
+            "model": model.removeprefix("openai/"),
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        url = f"{(api_base or OPENAI_API_BASE).rstrip('/')}/chat/completions"
+        async with asyncio.timeout(timeout_s):
+            async with self._session().post(url, data=json.dumps(body), headers=headers) as response:
+                text = await response.text()
+                status, retry_after = response.status, response.headers.get("retry-after")
+        if status >= 400:
+            raise ProviderHTTPError(status, text, retry_after)
+        try:
+            data = json.loads(text)
+            choice = data["choices"][0]
+            return Completion(
+                content=choice["message"].get("content") or "",
+                finish_reason=choice.get("finish_reason"),
+                model=data.get("model"),
+                usage=data.get("usage") or {},
+            )
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ProviderHTTPError(status, f"not a chat completion ({type(exc).__name__}): {text[:500]}") from exc
