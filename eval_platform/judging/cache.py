@@ -1,22 +1,21 @@
 """Content-addressed cache of judge replies: an identical request is answered without calling the provider.
 
 The key covers everything that shapes the reply (model, endpoint, messages, temperature, max_tokens and
-the sample index, so several samples stay several calls). One small JSON file per entry, written to a
-temporary name and renamed, so concurrent runs in different processes never see half an entry. The files are
-written by one background thread (the judge's event loop only hands entries over: at hundreds of calls per
-second the file writes were a measurable share of the judge path) and `flush()` waits for them; the runner
-flushes at the end of every day.
-Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
+the sample index, so several samples stay several calls). Entries live in one SQLite file (WAL, so runs in
+other processes read while one writes). Writes go through one background thread that commits whatever has
+queued up in one transaction: the judge's event loop only hands entries over. One JSON file per entry,
+written to a temporary name and renamed, was the format before; it cost about 1 ms of CPU per call, which at
+hundreds of calls per second was the largest share of our own overhead (README, judge throughput). Entries
+in that older layout are still read. `flush()` waits for the queued writes; the runner flushes at the end of
+every day. Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
+import sqlite3
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,49 +40,93 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
+_SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)"
+
+
 class JudgeCache:
     def __init__(self, directory: Path):
-        self.directory = directory
-        self._lock = threading.Lock()
-        self._writer: ThreadPoolExecutor | None = None
-        self._writes: list[Future] = []
-        self._unwritten: dict[str, dict[str, Any]] = {}  # handed to the writer, maybe not on disk yet
+        self.directory = Path(directory)
+        self._readers = threading.local()
+        self._cond = threading.Condition()
+        self._queue: list[tuple[str, str]] = []
+        self._queued = self._written = 0
+        self._error: BaseException | None = None
+        self._writer: threading.Thread | None = None
+        self._unwritten: dict[str, dict[str, Any]] = {}  # handed to the writer, maybe not committed yet
 
-    def _path(self, key: str) -> Path:
+    @property
+    def path(self) -> Path:
+        return self.directory / "replies.sqlite"
+
+    def _connect(self) -> sqlite3.Connection:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute(_SCHEMA)
+        return connection
+
+    def _reader(self) -> sqlite3.Connection | None:
+        connection = getattr(self._readers, "connection", None)
+        if connection is None:
+            if not self.path.exists():
+                return None  # nothing stored yet: do not create files on a read
+            connection = self._readers.connection = self._connect()
+        return connection
+
+    def _legacy_path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
         entry = self._unwritten.get(key)
         if entry is not None:
             return entry
+        reader = self._reader()
+        row = reader.execute("SELECT entry FROM replies WHERE key = ?", (key,)).fetchone() if reader else None
         try:
-            return json.loads(self._path(key).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
+            if row is not None:
+                return json.loads(row[0])
+            return json.loads(self._legacy_path(key).read_text(encoding="utf-8"))
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
             return None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        with self._lock:
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-cache")
+        with self._cond:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(target=self._write_loop, name="judge-cache-writer", daemon=True)
+                self._writer.start()
             self._unwritten[key] = entry
-            self._writes.append(self._writer.submit(self._write, key, entry))
+            self._queue.append((key, json.dumps(entry)))
+            self._queued += 1
+            self._cond.notify_all()
 
-    def _write(self, key: str, entry: dict[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle)
-        os.replace(tmp, path)
+    def _write_loop(self) -> None:
+        connection = None
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                batch, self._queue = self._queue, []
+            try:
+                connection = connection or self._connect()
+                connection.execute("BEGIN IMMEDIATE")
+                connection.executemany("INSERT OR REPLACE INTO replies (key, entry) VALUES (?, ?)", batch)
+                connection.execute("COMMIT")
+            except BaseException as error:  # noqa: BLE001 - reported by flush() in the judging thread
+                with self._cond:
+                    self._error = error
+            with self._cond:
+                self._written += len(batch)
+                self._cond.notify_all()
 
     def flush(self) -> None:
-        """Wait until every entry put so far is on disk; a failed write raises here."""
-        with self._lock:
-            writes, self._writes = self._writes, []
-        try:
-            for write in writes:
-                write.result()
-        finally:
-            with self._lock:
-                if not self._writes:
-                    self._unwritten.clear()
+        """Wait until every entry put so far is committed; a failed write raises here."""
+        with self._cond:
+            target = self._queued
+            while self._written < target:
+                self._cond.wait()
+            if self._written == self._queued:
+                self._unwritten.clear()
+            error, self._error = self._error, None
+        if error is not None:
+            raise RuntimeError(f"judge cache write failed ({self.path})") from error

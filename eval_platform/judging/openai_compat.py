@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,10 @@ class OpenAICompatTransport:
         session = self._sessions.get(key)
         if session is None or session.closed:
             # The endpoint limiter bounds concurrency; the connector must not add a second, hidden limit.
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=True)
+            # trust_env makes aiohttp look up ~/.netrc in a thread on every request (a measurable share of the
+            # path at hundreds of calls/s): only when proxy variables are set does the environment matter.
+            trust_env = bool(urllib.request.getproxies())
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=trust_env)
             self._sessions[key] = session
         return session
 
