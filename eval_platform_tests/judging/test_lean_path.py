@@ -1,0 +1,112 @@
+"""The lean OpenAI-compatible path and litellm give the same judge_scores rows on the same calls.
+
+Each evaluator is judged twice against the local judge, once with `lean=False` (every call through litellm)
+and once with the lean path, each with an empty cache; the rows must match in every column except the
+call's latency and the time it was judged. For a failed call the reason code, attempts and everything else
+must match too; only the free-text detail is worded by the client that raised it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from eval_platform.judging.budget import BudgetLedger
+from eval_platform.judging.cache import JudgeCache
+from eval_platform.judging.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.judging.openai_compat import is_openai_compatible
+from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform_tests.judging.test_modes import judge, models
+from eval_platform_tests.judging.test_runner import DAY, make_traces
+
+VARYING = ["latency_ms", "judged_at"]
+WORDED_BY_CLIENT = ["reason_detail", "raw_response"]
+
+CASES = {
+    "score": dict(mode="score", score_scale={"min": 1, "max": 5}),
+    "binary": dict(mode="binary"),
+    "assertion": dict(mode="assertion", expect="no"),
+    "categorical": dict(mode="categorical", labels={"good": 1.0, "partial": 0.5, "bad": 0.0}),
+    "reference": dict(mode="reference", score_scale={"min": 0, "max": 10}),
+    "pairwise_both_orders": dict(mode="pairwise", model="longest", pairwise={"pair_by": "metadata.item_id"}),
+    "n_wise": dict(mode="n_wise", model="longest", n_wise={"group_by": "metadata.item_id", "min_candidates": 2}),
+    "consensus_samples": dict(
+        mode="score", samples=2, consensus="median", score_scale={"min": 1, "max": 5}, temperature=0.7
+    ),
+    "priced_with_budget": dict(
+        mode="score", score_scale={"min": 1, "max": 5}, input_cost_per_million=2.0, output_cost_per_million=8.0,
+        max_daily_cost_usd=5.0,
+    ),
+    "retry_after_then_ok": dict(mode="score", model="fault/rate_limit_once", max_retries=2),
+    "server_error": dict(mode="score", model="fault/server_error", max_retries=1),
+    "unparseable": dict(mode="score", model="fault/malformed"),
+    "truncated": dict(mode="score", model="fault/truncated"),
+    "prose": dict(mode="score", model="fault/prose"),
+}
+
+
+def _rows(local_judge, tmp_path, name: str, lean: bool) -> pl.DataFrame:
+    fields = dict(CASES[name])
+    mode = fields.pop("mode")
+    config = judge(local_judge, mode, **fields)
+    traces = make_traces(4, expected_output="It is 2.")
+    state = tmp_path / ("lean" if lean else "litellm")
+    runtime = JudgeRuntime(
+        client=LiteLLMJudgeClient(max_concurrency=4, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.05), lean=lean),
+        cache=JudgeCache(state / "cache"),
+        ledger=BudgetLedger(state / "budget.sqlite"),
+        env={},
+    )
+    rows = judge_day(config, DAY, traces, runtime).rows
+    return rows.sort(["trace_id", "trace_id_b", "model", "sample", "role"], nulls_last=True)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_lean_path_and_litellm_give_identical_rows(local_judge, tmp_path, name):
+    through_litellm = _rows(local_judge, tmp_path, name, lean=False)
+    lean = _rows(local_judge, tmp_path, name, lean=True)
+    assert through_litellm.height == lean.height > 0
+    compared = [c for c in through_litellm.columns if c not in VARYING]
+    failed = pl.col("status") == "FAILED"
+    blank_worded = [pl.when(failed).then(None).otherwise(pl.col(c)).alias(c) for c in WORDED_BY_CLIENT]
+    a = through_litellm.select(compared).with_columns(blank_worded)
+    b = lean.select(compared).with_columns(blank_worded)
+    assert a.to_dicts() == b.to_dicts()
+    # Both runs did judge something: the comparison is not between two empty or all-skipped frames.
+    assert set(lean["status"].to_list()) & {"COMPLETED", "FAILED"}
+    if name == "priced_with_budget":
+        assert lean["cost_usd"].sum() > 0  # spend is computed, and equal, on both paths
+
+
+def test_fault_rows_keep_their_reason_codes_on_the_lean_path(local_judge, tmp_path):
+    rows = _rows(local_judge, tmp_path, "server_error", lean=True)
+    assert rows["reason"].to_list() == ["provider_error:500"] * rows.height
+    assert rows["calls"].to_list() == [2] * rows.height  # one retry, as max_retries says
+    assert all("internal error injected" in detail for detail in rows["reason_detail"].to_list())
+
+
+def test_which_calls_take_the_lean_path():
+    assert is_openai_compatible("openai/mock", "http://127.0.0.1:8000/v1")
+    assert is_openai_compatible("openai/gpt-4o-mini", None)
+    assert is_openai_compatible("my-vllm-model", "http://gpu-box:8000/v1")
+    # litellm keeps every other provider, and the reasoning models whose parameters it rewrites.
+    assert not is_openai_compatible("anthropic/claude-3-5-sonnet-20241022", None)
+    assert not is_openai_compatible("gpt-4o-mini", None)
+    assert not is_openai_compatible("openai/o1", None)
+    assert not is_openai_compatible("ollama/llama3", "http://127.0.0.1:11434")
+
+
+def test_lean_path_reports_cached_prompt_tokens(tmp_path):
+    from eval_platform.local_judge import LocalJudgeServer
+
+    with LocalJudgeServer(prompt_cache=True) as server:
+        config = judge(server, "score", score_scale={"min": 1, "max": 5})
+        runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=1), JudgeCache(tmp_path / "c"),
+                               BudgetLedger(tmp_path / "b.sqlite"), env={})
+        rows = judge_day(config, DAY, make_traces(3), runtime).rows
+    cached = rows.sort("trace_id")["cached_prompt_tokens"].to_list()
+    # One request at a time: the first pays for the system prompt, the next ones find it cached.
+    assert cached[0] == 0 and all(c > 0 for c in cached[1:])
+    assert json.dumps(cached)  # plain ints
