@@ -14,10 +14,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import aiohttp
-
 from eval_platform.judging.concurrency import NEW, RETRY, EndpointLimiter
-from eval_platform.judging.openai_compat import OpenAICompatTransport, ProviderHTTPError, is_openai_compatible
+from eval_platform.judging.openai_compat import (
+    OpenAICompatTransport,
+    ProviderHTTPError,
+    is_connection_error,
+    is_openai_compatible,
+)
 
 
 @functools.cache
@@ -134,7 +137,7 @@ def _classify(exc: Exception) -> tuple[str, bool]:
         if exc.status == 429:
             return "rate_limited", True
         return f"provider_error:{exc.status}", exc.status in RETRYABLE_STATUS
-    if isinstance(exc, (aiohttp.ClientError, OSError)):
+    if is_connection_error(exc):
         return "connection_error", True
     litellm = _litellm()
     if isinstance(exc, litellm.Timeout):

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from eval_platform.judging import pricing
+
+if TYPE_CHECKING:
+    import aiohttp
 
 OPENAI_API_BASE = "https://api.openai.com/v1"
 
@@ -60,6 +62,12 @@ class Completion:
     usage: dict[str, Any]
 
 
+def is_connection_error(exc: Exception) -> bool:
+    """An aiohttp connection failure or a socket error: retryable, as litellm's APIConnectionError."""
+    aiohttp = sys.modules.get("aiohttp")
+    return isinstance(exc, OSError) or (aiohttp is not None and isinstance(exc, aiohttp.ClientError))
+
+
 class OpenAICompatTransport:
     """One aiohttp session per event loop (each `judge_day` runs its own loop); `aclose()` ends the current one."""
 
@@ -67,6 +75,8 @@ class OpenAICompatTransport:
         self._sessions: dict[int, aiohttp.ClientSession] = {}
 
     def _session(self) -> aiohttp.ClientSession:
+        import aiohttp  # on the first call: the code location loads without it (a quarter of a second)
+
         key = id(asyncio.get_running_loop())
         session = self._sessions.get(key)
         if session is None or session.closed:

@@ -3,12 +3,14 @@
 Each evaluator is judged twice against the local judge, once with `lean=False` (every call through litellm)
 and once with the lean path, each with an empty cache; the rows must match in every column except the
 call's latency and the time it was judged. For a failed call the reason code, attempts and everything else
-must match too; only the free-text detail is worded by the client that raised it.
+must match too; only the free-text detail is worded by the client that raised it (and a refused connection,
+which litellm files as a provider 500, is a connection_error on the lean path).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 
 import polars as pl
 import pytest
@@ -41,14 +43,26 @@ CASES = {
     ),
     "retry_after_then_ok": dict(mode="score", model="fault/rate_limit_once", max_retries=2),
     "server_error": dict(mode="score", model="fault/server_error", max_retries=1),
+    "timeout": dict(mode="score", model="fault/slow", timeout_s=1, max_retries=0),
+    "connection_refused": dict(mode="score", api_base="CLOSED_PORT", max_retries=1),
     "unparseable": dict(mode="score", model="fault/malformed"),
     "truncated": dict(mode="score", model="fault/truncated"),
     "prose": dict(mode="score", model="fault/prose"),
 }
 
 
+def _closed_port_url() -> str:
+    """A loopback URL nothing listens on: the port was bound, then released."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
 def _rows(local_judge, tmp_path, name: str, lean: bool) -> pl.DataFrame:
     fields = dict(CASES[name])
+    if fields.get("api_base") == "CLOSED_PORT":
+        fields["api_base"] = _closed_port_url()
     mode = fields.pop("mode")
     config = judge(local_judge, mode, **fields)
     traces = make_traces(4, expected_output="It is 2.")
@@ -69,6 +83,11 @@ def test_lean_path_and_litellm_give_identical_rows(local_judge, tmp_path, name):
     lean = _rows(local_judge, tmp_path, name, lean=True)
     assert through_litellm.height == lean.height > 0
     compared = [c for c in through_litellm.columns if c not in VARYING]
+    if name == "connection_refused":
+        # litellm reports a refused connection as InternalServerError 500 ("Connection error."), so its rows
+        # say provider_error:500; the lean path names it connection_error. Both retry it the same way.
+        assert set(through_litellm["reason"].to_list()) == {"provider_error:500"}
+        compared.remove("reason")
     failed = pl.col("status") == "FAILED"
     blank_worded = [pl.when(failed).then(None).otherwise(pl.col(c)).alias(c) for c in WORDED_BY_CLIENT]
     a = through_litellm.select(compared).with_columns(blank_worded)
@@ -76,6 +95,9 @@ def test_lean_path_and_litellm_give_identical_rows(local_judge, tmp_path, name):
     assert a.to_dicts() == b.to_dicts()
     # Both runs did judge something: the comparison is not between two empty or all-skipped frames.
     assert set(lean["status"].to_list()) & {"COMPLETED", "FAILED"}
+    expected_reason = {"timeout": "timeout", "connection_refused": "connection_error"}.get(name)
+    if expected_reason:
+        assert lean["reason"].to_list() == [expected_reason] * lean.height
     if name == "priced_with_budget":
         assert lean["cost_usd"].sum() > 0  # spend is computed, and equal, on both paths
 
