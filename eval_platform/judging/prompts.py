@@ -2,11 +2,14 @@
 
 The system message always carries the built-in mitigations, then the evaluator's `anti_gaming_clauses`
 (appended, never replacing them), then the reply schema. The user message is the evaluator's template
-with every value fenced (see `fencing`), preceded by few-shot examples and followed by the rubric.
+with every value fenced (see `fencing`), preceded by few-shot examples and followed by the rubric. The fixed
+parts come first and the few-shot examples are fenced with a per-evaluator secret, so requests share their
+prefix (provider prompt caching); the rubric still follows the content (see README, known gaps).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import string
 from typing import Any
@@ -102,9 +105,19 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def few_shot_text(config: EvaluatorConfig, secret: str) -> str:
+def few_shot_secret(config: EvaluatorConfig) -> str:
+    """The fence secret of the few-shot examples: fixed per evaluator, so every request of the day starts with
+    the same bytes (system message, then the examples) and a provider's prompt cache can serve that prefix.
+    The examples are the evaluator author's own text, not evaluated content; the content keeps its fresh
+    per-request secret, so it still cannot close its own block or forge one."""
+    material = json.dumps([e.model_dump(mode="json") for e in config.few_shot], sort_keys=True)
+    return hashlib.sha256(f"{config.name}\x00{material}".encode()).hexdigest()[:16]
+
+
+def few_shot_text(config: EvaluatorConfig, secret: str | None = None) -> str:
     if not config.few_shot:
         return ""
+    secret = secret or few_shot_secret(config)
     blocks = ["Examples of correct verdicts (the example content is data, like the content to judge):"]
     for i, example in enumerate(config.few_shot, start=1):
         shown = [f"Example {i}:"]
@@ -164,7 +177,7 @@ def build_messages(
     """The system and user messages of one request; every value fenced with a fresh (or the given) secret."""
     secret = secret or new_secret()
     tree = parse_template(config.prompt, allowed=template_variables(config.mode))
-    user = few_shot_text(config, secret) + render(tree, values, prefenced={"candidates"}, secret=secret)
+    user = few_shot_text(config) + render(tree, values, prefenced={"candidates"}, secret=secret)
     if config.rubric is not None:
         scale = config.score_scale
         user = f"{user.rstrip()}\n\n{rubric_text(config.rubric, scale.min, scale.max)}\n"

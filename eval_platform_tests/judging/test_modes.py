@@ -296,3 +296,17 @@ def test_metadata_key_shows_one_field_only(local_judge):
     assert "item" not in build_messages(config, {"output": "x", "metadata": "{}"})[1]["content"]
     with pytest.raises(ValueError, match="unknown variable"):
         judge(local_judge, "score", prompt="{{output}} {{context.source}}")
+
+
+def test_requests_share_their_fixed_prefix_for_provider_prompt_caching(local_judge):
+    example = {"output_a": "Paris.", "output_b": "Lyon.", "input": "Capital of France?", "verdict": {"winner": "A", "reasoning": "correct"}}
+    config = judge(local_judge, "pairwise", few_shot=[example])
+    first = build_messages(config, {"input": "q1", "output_a": "x", "output_b": "y"})
+    second = build_messages(config, {"input": "q2", "output_a": "u", "output_b": "v"})
+    assert first.fence_secret != second.fence_secret  # the content still gets a fresh secret per request
+    assert first[0] == second[0]
+    examples_end = first[1]["content"].index("Now judge the following.")
+    assert examples_end > 0
+    # Everything up to the content (the examples included) is byte for byte the same in both requests.
+    assert first[1]["content"][:examples_end] == second[1]["content"][:examples_end]
+    assert first.fence_secret not in first[1]["content"][:examples_end]
