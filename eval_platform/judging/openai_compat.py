@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import urllib.request
 from dataclasses import dataclass
@@ -103,6 +104,9 @@ class OpenAICompatTransport:
             "temperature": temperature,
             "max_tokens": max_tokens,
         }
+        # Where litellm looks when the evaluator names neither (its openai provider reads the same variables).
+        api_base = api_base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+        api_key = api_key or os.environ.get("OPENAI_API_KEY")
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"

@@ -132,3 +132,18 @@ def test_lean_path_reports_cached_prompt_tokens(tmp_path):
     # One request at a time: the first pays for the system prompt, the next ones find it cached.
     assert cached[0] == 0 and all(c > 0 for c in cached[1:])
     assert json.dumps(cached)  # plain ints
+
+
+def test_openai_models_without_api_base_read_litellms_environment_on_both_paths(local_judge, tmp_path, monkeypatch):
+    """`openai/<model>` with no api_base or key: litellm reads OPENAI_BASE_URL and OPENAI_API_KEY; so does
+    the lean path (the local judge echoes the Authorization header it received into the reasoning)."""
+    monkeypatch.setenv("OPENAI_BASE_URL", local_judge.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    config = judge(local_judge, "score", model="fault/echo_key_reply", api_base=None)
+    for lean in (False, True):
+        state = tmp_path / str(lean)
+        runtime = JudgeRuntime(LiteLLMJudgeClient(lean=lean), JudgeCache(state / "c"), BudgetLedger(state / "b.sqlite"),
+                               env={})
+        rows = judge_day(config, DAY, make_traces(1), runtime).rows
+        assert rows["status"].to_list() == ["COMPLETED"]
+        assert "sk-from-the-environment" in rows["reasoning"][0]
