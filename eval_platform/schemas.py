@@ -104,3 +104,15 @@ def conform(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     if missing:
         df = df.with_columns(missing)
     return df.select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+
+# One row per case of a dataset version (`dataset_versions`, the `test_cases` view).
+TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
+    "dataset": pl.String(),
+    "version": pl.Int64(),
+    "case_id": pl.String(),
+    "input": pl.String(),
+    "expected_output": pl.String(),
+    "metadata": pl.String(),
+    "source_file": pl.String(),
+    "source_line": pl.Int64(),
+}

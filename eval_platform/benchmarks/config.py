@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eval_platform.config_files import load_named
+from eval_platform.judging.config import EvaluatorConfig, ModelSpec
 from eval_platform.judging.templates import TemplateError, parse_template
 from eval_platform.scoring import registry
 
@@ -37,11 +38,28 @@ class Gate(_Strict):
     min: float
 
 
+class JudgeAs(_Strict):
+    """The model under test acting as a judge: an evaluator's fields (all but `name` and `model`), and the
+    case fields shown as the two candidates. Its prompts are built, and its replies parsed, by that judge
+    mode's own code, exactly as `judge_scores` builds and parses them."""
+
+    evaluator: dict[str, Any]
+    pair: tuple[str, str] = ("metadata.output_1", "metadata.output_2")
+
+    def config(self, name: str, model: str) -> EvaluatorConfig:
+        return EvaluatorConfig(name=name, model=model, **self.evaluator)
+
+
 class Task(_Strict):
     dataset: str
     version: int | Literal["newest"] = "newest"
     prompt: str | None = None
+    system: str | None = None
     outputs_from: str | None = None
+    outputs_of: str | None = None
+    as_judge: JudgeAs | None = None
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=512, ge=1)
     scorers: list[ScorerSpec] = Field(min_length=1)
     samples: int = Field(default=1, ge=1, le=10)
     weight: float = Field(default=1.0, gt=0)
@@ -51,9 +69,18 @@ class Task(_Strict):
 
     @model_validator(mode="after")
     def _one_source_of_outputs(self) -> Task:
-        if (self.prompt is None) == (self.outputs_from is None):
-            raise ValueError("give exactly one of 'prompt' (a template over the case's fields) or 'outputs_from'")
+        sources = [self.prompt, self.outputs_from, self.outputs_of, self.as_judge]
+        if sum(source is not None for source in sources) != 1:
+            raise ValueError(
+                "give exactly one of 'prompt' (a template over the case's fields), 'outputs_from' (a case field "
+                "holding recorded outputs), 'outputs_of' (another task's outputs) or 'as_judge'"
+            )
         return self
+
+    @property
+    def calls_model(self) -> bool:
+        """Whether the task calls the model under test (else its outputs exist already)."""
+        return self.prompt is not None or self.as_judge is not None
 
 
 class Group(_Strict):
@@ -69,6 +96,36 @@ class Suite(_Strict):
 
 
 CASE_FIELDS = {"input", "expected_output", "metadata", "case_id"}
+# The placeholder model an `as_judge` evaluator is validated with; each model under test replaces it.
+UNDER_TEST = "benchmark/model-under-test"
+
+
+class ModelUnderTest(ModelSpec):
+    """One entry of `models.yaml`: a litellm model string (or `local/<name>`, served by the local judge),
+    its key's environment variable, prices; optionally the only tasks it runs (`<suite>.<task>` or `<suite>`)."""
+
+    only: list[str] | None = None
+
+    def runs(self, suite: str, task: str) -> bool:
+        return self.only is None or suite in self.only or f"{suite}.{task}" in self.only
+
+
+class ModelsFile(_Strict):
+    models: dict[str, ModelUnderTest] = Field(min_length=1)
+
+
+_PARTITION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
+
+
+def load_models(path: Path) -> dict[str, ModelUnderTest]:
+    """`models.yaml`: partition key -> model under test. Errors name the file and the field."""
+    models = load_named(path, ModelsFile, SuiteError, "models file").models if path.exists() else {}
+    for name in models:
+        if not _PARTITION_NAME.match(name):
+            raise SuiteError(
+                f"{path}: field 'models.{name}': a model's name is its partition key: letters, digits and _.:@+- only"
+            )
+    return models
 
 
 def load_suite(path: Path, data_root: Path) -> Suite:
@@ -83,11 +140,21 @@ def load_suite(path: Path, data_root: Path) -> Suite:
                 registry.SCORERS[spec.name].options(**spec.options)
             except ValueError as exc:
                 raise SuiteError(f"{where}.scorers.{index}.options': {exc}") from None
-        if task.prompt is not None:
-            try:
-                parse_template(task.prompt, CASE_FIELDS)
-            except TemplateError as exc:
-                raise SuiteError(f"{where}.prompt': {exc}") from None
+        for field_name in ("prompt", "system"):
+            template = getattr(task, field_name)
+            if template is not None:
+                try:
+                    parse_template(template, CASE_FIELDS)
+                except TemplateError as exc:
+                    raise SuiteError(f"{where}.{field_name}': {exc}") from None
+        if task.as_judge is not None:
+            _check_judge(where, task_name, task.as_judge)
+        for index, spec in enumerate(task.scorers):
+            needs_judge = registry.SCORERS[spec.name].judge_task
+            if needs_judge and task.as_judge is None:
+                raise SuiteError(f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: the task needs 'as_judge'")
+        if task.outputs_of is not None and task.outputs_of not in suite.tasks:
+            raise SuiteError(f"{where}.outputs_of': unknown task '{task.outputs_of}'")
         _check_dataset(path, task_name, task, data_root)
         for dependency in [*task.depends_on, *([task.gate.task] if task.gate else [])]:
             if dependency not in suite.tasks:
@@ -107,15 +174,32 @@ def load_suite(path: Path, data_root: Path) -> Suite:
     return suite
 
 
+def _check_judge(where: str, task_name: str, judge: JudgeAs) -> None:
+    for key in ("name", "model", "models"):
+        if key in judge.evaluator:
+            raise SuiteError(f"{where}.as_judge.evaluator.{key}': not allowed: the model under test is the judge")
+    try:
+        config = judge.config(task_name, UNDER_TEST)
+    except ValueError as exc:
+        raise SuiteError(f"{where}.as_judge.evaluator': {exc}") from None
+    if config.mode != "pairwise":
+        raise SuiteError(f"{where}.as_judge.evaluator.mode': only 'pairwise' judges can be benchmarked so far, not '{config.mode}'")
+    for field_name in judge.pair:
+        base, _, key = field_name.partition(".")
+        if base not in CASE_FIELDS or (base == "metadata") != bool(key):
+            raise SuiteError(f"{where}.as_judge.pair': '{field_name}' is not a case field (input, expected_output, metadata.<key>)")
+
+
 def metrics_of(task: Task) -> set[str]:
     """The metrics a task produces: one per scorer."""
     return {spec.name for spec in task.scorers}
 
 
 def upstream(suite: Suite) -> dict[str, list[str]]:
-    """Each task's upstream tasks: those it depends on and the one gating it."""
+    """Each task's upstream tasks: those it depends on, the one gating it and the one whose outputs it scores."""
     return {
-        name: sorted({*task.depends_on, *([task.gate.task] if task.gate else [])}) for name, task in suite.tasks.items()
+        name: sorted({*task.depends_on, *([task.gate.task] if task.gate else []), *([task.outputs_of] if task.outputs_of else [])})
+        for name, task in suite.tasks.items()
     }
 
 

@@ -10,19 +10,8 @@ from eval_platform.experiments.analysis import EXPERIMENT_RESULT_SCHEMA
 from eval_platform.experiments.regressions import ALERT_SCHEMA
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
 from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA, QUARANTINE_SCHEMA, TRACE_SCHEMA, UTC_TS
+from eval_platform.schemas import JUDGE_SCORE_SCHEMA, QUARANTINE_SCHEMA, TEST_CASE_SCHEMA, TRACE_SCHEMA, UTC_TS
 from eval_platform.storage.warehouse import refresh_catalog
-
-TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
-    "dataset": pl.String(),
-    "version": pl.Int64(),
-    "case_id": pl.String(),
-    "input": pl.String(),
-    "expected_output": pl.String(),
-    "metadata": pl.String(),
-    "source_file": pl.String(),
-    "source_line": pl.Int64(),
-}
 
 # What judging cost, summed over rows of judge_scores; the daily and monthly rollups share these.
 JUDGE_COST_MEASURES: dict[str, pl.DataType] = {

@@ -93,11 +93,13 @@ def render(
     values: dict[str, str | None],
     prefenced: frozenset[str] | set[str] = frozenset(),
     secret: str | None = None,
+    fenced: bool = True,
 ) -> str:
     """Render with every substituted value fenced; `#if` keeps its body when the value is non-empty.
 
     Values named in `prefenced` are inserted as given: they were built from fenced parts already.
-    `secret` is the request's fence secret (a fresh one when not given).
+    `secret` is the request's fence secret (a fresh one when not given). `fenced=False` substitutes plain
+    text: a benchmark's prompt to the model under test is the suite's template exactly.
     """
     secret = secret or new_secret()
     parts: list[str] = []
@@ -107,9 +109,10 @@ def render(
         elif isinstance(node, _Var):
             value = _value(values, node.name) or ""
             name = node.name.replace(".", "_").lower()
-            parts.append(value if node.name in prefenced else fence(name, value, secret))
+            plain = node.name in prefenced or not fenced
+            parts.append(value if plain else fence(name, value, secret))
         elif _value(values, node.name):
-            parts.append(render(node.body, values, prefenced, secret))
+            parts.append(render(node.body, values, prefenced, secret, fenced))
     return "".join(parts)
 
 

@@ -28,6 +28,7 @@ from aiohttp import web
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
 from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.mock_verdict import mock_verdict
+from eval_platform.local_judge.llmbar_replay import LLMBarRecordings
 from eval_platform.local_judge.pandalm_replay import (
     RECORDED_JUDGES,
     PandaLMRecordings,
@@ -119,6 +120,7 @@ class LocalJudgeServer:
         self._first_seen = FirstSeen()
         self._recordings: PandaLMRecordings | None = None
         self._recordings_lock = threading.Lock()
+        self._llmbar_recordings: LLMBarRecordings | None = None
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -281,6 +283,8 @@ class LocalJudgeServer:
         model = self.aliases.get(model, model)
         if model == "mock" or model.startswith("mock/"):
             return Answer(json.dumps(mock_verdict(prompt)), MOCK_REPLY_MODEL)
+        if model.startswith("replay/llmbar/"):
+            return self._replay_llmbar(model.removeprefix("replay/llmbar/"), prompt)
         if model.startswith("replay/"):
             return self._replay(model.removeprefix("replay/"), prompt)
         if model.startswith(SCRIPTED_PREFIXES):
@@ -291,7 +295,8 @@ class LocalJudgeServer:
             return await fault_answer(kind, prompt, digest, self._first_seen, self.retry_after_s, self.slow_s)
         # Fault kinds are not spelled out: litellm files any error whose text mentions a rate limit as a
         # retryable RateLimitError, which would hide this permanent configuration error.
-        valid = ["mock", "mock/<any>", *(f"replay/{name}" for name in RECORDED_JUDGES), "fault/<kind>"]
+        valid = ["mock", "mock/<any>", *(f"replay/{name}" for name in RECORDED_JUDGES)]
+        valid += ["replay/llmbar/<judge>/<method>", "fault/<kind>"]
         valid += ["fixed/<reply>", "echo/<block>", "longest"]
         raise JudgeRequestError(
             404, f"the local judge has no model {model!r}; valid: {', '.join(valid)}", code="model_not_found"
@@ -327,6 +332,32 @@ class LocalJudgeServer:
             # The authors could not parse the judge's reply either; pass that on for the parser to fail.
             return Answer(f"[recorded verdict unusable: {verdict.raw_result}]", reply_model)
         return Answer(json.dumps({"winner": verdict.winner, "reasoning": verdict.reasoning}), reply_model)
+
+    def _replay_llmbar(self, run: str, prompt: str) -> Answer:
+        recordings = self._llmbar()
+        if run not in recordings.runs:
+            raise JudgeRequestError(
+                404,
+                f"replay: no LLMBar recordings for {run!r}; recorded runs: {', '.join(sorted(recordings.runs))}",
+                code="model_not_found",
+            )
+        blocks = unfence_all(prompt)
+        if not all(blocks.get(name) for name in ("input", "output_a", "output_b")):
+            raise JudgeRequestError(
+                400, "replay: the prompt needs fenced input, output_a and output_b blocks", code="replay_miss"
+            )
+        completion = recordings.lookup(run, blocks["input"][0], blocks["output_a"][0], blocks["output_b"][0])
+        if completion is None:
+            raise JudgeRequestError(
+                400, f"replay: the LLMBar run {run} recorded no completion for this item and order", code="replay_miss"
+            )
+        return Answer(completion, f"{run} (LLMBar recording)")
+
+    def _llmbar(self) -> LLMBarRecordings:
+        with self._recordings_lock:
+            if self._llmbar_recordings is None:
+                self._llmbar_recordings = LLMBarRecordings.load(self.data_root)
+            return self._llmbar_recordings
 
     def _pandalm(self) -> PandaLMRecordings:
         with self._recordings_lock:

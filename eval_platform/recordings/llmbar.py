@@ -11,7 +11,8 @@ figures come out of that code and are compared with the authors' `statistics.jso
 - `equal` (positional agreement) = both orders give the same verdict, where, as upstream, two
   unparseable verdicts also count as "the same".
 
-`python -m eval_platform.recordings.llmbar` prints the table for every run.
+`python -m eval_platform.recordings.llmbar` prints the table for every run; with `--write-datasets` it
+(re)writes the benchmark datasets `data/datasets/llmbar_*/v1.jsonl` from the authors' dataset.json files.
 """
 
 from __future__ import annotations
@@ -108,7 +109,52 @@ def replay_run(run_dir: Path) -> ReplayedRun:
     )
 
 
+# Benchmark dataset name -> the authors' subset folder (under Dataset/).
+SUBSETS: dict[str, str] = {
+    "llmbar_natural": "LLMBar/Natural",
+    "llmbar_adversarial_neighbor": "LLMBar/Adversarial/Neighbor",
+    "llmbar_adversarial_gptinst": "LLMBar/Adversarial/GPTInst",
+    "llmbar_adversarial_gptout": "LLMBar/Adversarial/GPTOut",
+    "llmbar_adversarial_manual": "LLMBar/Adversarial/Manual",
+    "llmbar_mtbench": "Processed/MT-Bench",
+    "llmbar_faireval": "Processed/FairEval",
+    "llmbar_llmeval2": "Processed/LLMEval^2",
+}
+
+
+def dataset_cases(root: Path, dataset: str) -> list[dict]:
+    """The cases of one subset, in the authors' order: the gold label ("1"/"2") is the expected output."""
+    rows = json.loads((root / LLMBAR_DIR / SUBSETS[dataset] / "dataset.json").read_text(encoding="utf-8"))
+    prefix = dataset.removeprefix("llmbar_")
+    return [
+        {
+            "case_id": f"{prefix}-{index:04d}",
+            "input": row["input"],
+            "expected_output": str(row["label"]),
+            "metadata": {"output_1": row["output_1"], "output_2": row["output_2"]},
+        }
+        for index, row in enumerate(rows)
+    ]
+
+
+def write_datasets(root: Path) -> list[Path]:
+    written = []
+    for dataset in SUBSETS:
+        path = root / "datasets" / dataset / "v1.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [json.dumps(case, ensure_ascii=False) for case in dataset_cases(root, dataset)]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
 def main() -> None:
+    import sys
+
+    if "--write-datasets" in sys.argv[1:]:
+        for path in write_datasets(data_root()):
+            print(path)
+        return
     header = f"{'subset':<22} {'judge':<8} {'strategy':<18} {'n':>4} {'acc avg':>8} {'(pub)':>7} {'equal':>6} {'(pub)':>6} {'unparseable':>12}"
     print(header)
     for run_dir in run_paths(data_root()):

@@ -38,6 +38,10 @@ class Scorer:
     aggregate: Callable[[Sequence[float], Sequence[str], Sequence[Mapping[str, Any]], Any], float | None] = (
         lambda values, _outputs, _cases, _options: mean(values)
     )
+    # Reads the verdict an `as_judge` task parsed from the model's reply (case fields `verdict`, `verdict_other`).
+    judge_task: bool = False
+    # Its value comes from an evaluator's judge call made by the suite runner, not from `value`.
+    calls_evaluator: bool = False
 
     def score(self, output: str, case: Mapping[str, Any], options: ScorerOptions | None = None) -> float:
         """The case's value; `MissingField` when the case lacks a field this scorer needs."""
@@ -54,9 +58,18 @@ def reference_field(options: Any) -> tuple[str, ...]:
 
 
 def _registry() -> dict[str, Scorer]:
-    from eval_platform.scoring import json_valid, numeric, rouge, sacrebleu_metrics, squad, text_match
+    from eval_platform.scoring import (
+        judge_evaluator,
+        json_valid,
+        numeric,
+        pairwise_choice,
+        rouge,
+        sacrebleu_metrics,
+        squad,
+        text_match,
+    )
 
-    modules = (squad, sacrebleu_metrics, rouge, text_match, json_valid, numeric)
+    modules = (squad, sacrebleu_metrics, rouge, text_match, json_valid, numeric, pairwise_choice, judge_evaluator)
     scorers = [scorer for module in modules for scorer in module.SCORERS]
     return {scorer.name: scorer for scorer in scorers}
 

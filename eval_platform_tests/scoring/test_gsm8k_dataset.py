@@ -21,7 +21,7 @@ def test_gsm8k_slice_is_fifty_cases_with_numeric_references_matching_their_worke
 
 
 def test_dataset_versions_accepts_every_shipped_case():
-    from eval_platform.defs.datasets import validate_dataset
+    from eval_platform.ingest.datasets import validate_dataset
 
     cases, rejects = validate_dataset(DATASET.parents[2], "gsm8k", 1, DATASET)
     assert cases.height == 50 and rejects.height == 0

@@ -1,0 +1,87 @@
+"""Versioned test-case datasets `datasets/<name>/v<N>.<ext>`: finding the files and validating their rows.
+
+Framework-free: `dataset_versions` (defs) and the benchmark suites read datasets through these functions,
+so a case means the same thing to both.
+"""
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from eval_platform.schemas import QUARANTINE_SCHEMA, TEST_CASE_SCHEMA, conform
+
+_VERSION_FILE_RE = re.compile(r"^v(\d+)\.(csv|json|jsonl|parquet)$")
+
+
+def dataset_files(root: Path) -> dict[str, Path]:
+    """`<dataset>@v<N>` -> file, for every `datasets/<name>/v<N>.<ext>` under the data root."""
+    found = {}
+    for path in sorted((root / "datasets").glob("*/v*.*")):
+        match = _VERSION_FILE_RE.match(path.name)
+        if match:
+            found[f"{path.parent.name}@v{int(match.group(1))}"] = path
+    return found
+
+
+def read_rows(path: Path) -> list[tuple[int, object, str]]:
+    """(line, parsed row or exception, raw text) for each row of a dataset file."""
+    if path.suffix == ".jsonl":
+        rows = []
+        for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append((line_no, json.loads(line), line))
+                except json.JSONDecodeError as exc:
+                    rows.append((line_no, exc, line))
+        return rows
+    if path.suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: expected a JSON array of test cases")
+        return [(i, row, json.dumps(row)) for i, row in enumerate(data, start=1)]
+    frame = pl.read_csv(path, infer_schema=False) if path.suffix == ".csv" else pl.read_parquet(path)
+    offset = 2 if path.suffix == ".csv" else 1  # CSV line 1 is the header
+    return [(i + offset, row, json.dumps(row, default=str)) for i, row in enumerate(frame.to_dicts())]
+
+
+def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Valid test cases and quarantined rows of one dataset version."""
+    relative = str(path.relative_to(root))
+    cases, rejects, seen = [], [], set()
+    now = datetime.now(UTC)
+    for line, row, raw in read_rows(path):
+        problem = None
+        if isinstance(row, Exception):
+            problem = ("invalid_json", f"{relative} line {line}: not valid JSON ({row})")
+        elif not isinstance(row, dict):
+            problem = ("not_an_object", f"{relative} line {line}: a test case must be an object")
+        elif not isinstance(row.get("input"), str) or not row["input"].strip():
+            problem = ("missing_field:input", f"{relative} line {line}: field 'input' is required text")
+        else:
+            case_id = str(row.get("case_id") or row.get("id") or line)
+            if case_id in seen:
+                problem = ("duplicate_case_id", f"{relative} line {line}: case id '{case_id}' appears twice")
+        if problem:
+            rejects.append({"file": relative, "line": line, "reason": problem[0], "detail": problem[1], "raw": raw[:10_000], "quarantined_at": now})
+            continue
+        seen.add(case_id)
+        metadata = row.get("metadata") or {}
+        cases.append(
+            {
+                "dataset": name,
+                "version": version,
+                "case_id": case_id,
+                "input": row["input"],
+                "expected_output": None if row.get("expected_output") is None else str(row["expected_output"]),
+                "metadata": metadata if isinstance(metadata, str) else json.dumps(metadata, sort_keys=True),
+                "source_file": relative,
+                "source_line": line,
+            }
+        )
+    quarantined = conform(pl.DataFrame(rejects), QUARANTINE_SCHEMA) if rejects else conform(pl.DataFrame(), QUARANTINE_SCHEMA)
+    quarantined = quarantined.with_columns(pl.lit("dataset_versions").alias("source"), pl.lit(f"{name}@v{version}").alias("partition"))
+    return conform(pl.DataFrame(cases), TEST_CASE_SCHEMA), quarantined
