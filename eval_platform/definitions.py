@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_platform.defs.agreement import build_agreement
+from eval_platform.defs.benchmarks import benchmark_models_sensor, build_benchmarks
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.costs import app_cost_daily, build_judge_cost_daily, build_judge_cost_monthly
 from eval_platform.defs.datasets import dataset_job, dataset_versions, new_dataset_files_sensor
@@ -33,6 +34,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     experiments = load_experiments(root / "experiments", evaluators, broken=broken_experiments)
     experiment_results = build_experiment_results(experiments, judge_scores, broken=broken_experiments)
     alerts = build_alerts(evaluators, judge_scores)
+    benchmark_assets, _broken_suites = build_benchmarks(root, evaluators)
     return dg.Definitions(
         assets=[
             traces,
@@ -47,12 +49,14 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             app_cost_daily,
             experiment_results,
             alerts,
+            *benchmark_assets,
         ],
         jobs=[traces_job, dataset_job],
         schedules=[daily_scoring_schedule],
         sensors=[
             new_trace_files_sensor,
             new_dataset_files_sensor,
+            benchmark_models_sensor,
             dg.AutomationConditionSensorDefinition(
                 "judge_scores_automation",
                 target=dg.AssetSelection.all(),

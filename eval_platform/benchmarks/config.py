@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from eval_platform.config_files import load_named
+from eval_platform.config_files import load_named, read_mapping, validate
 from eval_platform.judging.config import EvaluatorConfig, ModelSpec
 from eval_platform.judging.templates import TemplateError, parse_template
 from eval_platform.scoring import registry
@@ -119,7 +119,9 @@ _PARTITION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
 
 def load_models(path: Path) -> dict[str, ModelUnderTest]:
     """`models.yaml`: partition key -> model under test. Errors name the file and the field."""
-    models = load_named(path, ModelsFile, SuiteError, "models file").models if path.exists() else {}
+    if not path.exists():
+        return {}
+    models = validate(path, ModelsFile, read_mapping(path, SuiteError, "a mapping with 'models'"), SuiteError).models
     for name in models:
         if not _PARTITION_NAME.match(name):
             raise SuiteError(
@@ -128,7 +130,7 @@ def load_models(path: Path) -> dict[str, ModelUnderTest]:
     return models
 
 
-def load_suite(path: Path, data_root: Path) -> Suite:
+def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) -> Suite:
     """The validated suite in `path`; `SuiteError` naming the file and field otherwise."""
     suite = load_named(path, Suite, SuiteError, "suite")
     for task_name, task in suite.tasks.items():
@@ -150,6 +152,8 @@ def load_suite(path: Path, data_root: Path) -> Suite:
         if task.as_judge is not None:
             _check_judge(where, task_name, task.as_judge)
         for index, spec in enumerate(task.scorers):
+            if registry.SCORERS[spec.name].calls_evaluator and evaluators is not None and spec.options["evaluator"] not in evaluators:
+                raise SuiteError(f"{where}.scorers.{index}.options.evaluator': unknown evaluator '{spec.options['evaluator']}'; known: {sorted(evaluators)}")
             needs_judge = registry.SCORERS[spec.name].judge_task
             if needs_judge and task.as_judge is None:
                 raise SuiteError(f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: the task needs 'as_judge'")
@@ -249,14 +253,14 @@ def _check_dataset(path: Path, task_name: str, task: Task, data_root: Path) -> N
         )
 
 
-def load_suites(folder: Path, data_root: Path) -> tuple[dict[str, Suite], dict[str, str]]:
+def load_suites(folder: Path, data_root: Path, evaluators: set[str] | None = None) -> tuple[dict[str, Suite], dict[str, str]]:
     """Every suite in `folder` that loads, and an error message per file that does not (one bad file never hides the others)."""
     suites, errors = {}, {}
     for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
         if path.stem == "models":
             continue
         try:
-            suites[path.stem] = load_suite(path, data_root)
+            suites[path.stem] = load_suite(path, data_root, evaluators)
         except SuiteError as exc:
             errors[path.stem] = str(exc)
     return suites, errors

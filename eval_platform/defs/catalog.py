@@ -6,6 +6,8 @@ from pathlib import Path
 import polars as pl
 
 from eval_platform.agreement import AGREEMENT_SCHEMA, GROUND_TRUTH_SCHEMA
+from eval_platform.benchmarks.leaderboard import LEADERBOARD_SCHEMA
+from eval_platform.benchmarks.runner import BENCHMARK_CASE_SCHEMA, BENCHMARK_RESULT_SCHEMA
 from eval_platform.experiments.analysis import EXPERIMENT_RESULT_SCHEMA
 from eval_platform.experiments.regressions import ALERT_SCHEMA
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
@@ -75,6 +77,9 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     "imported_judgments": IMPORTED_JUDGMENT_SCHEMA,
     "experiment_results": EXPERIMENT_RESULT_SCHEMA,
     "alerts": ALERT_SCHEMA,
+    "benchmark_cases": BENCHMARK_CASE_SCHEMA,
+    "benchmark_results": BENCHMARK_RESULT_SCHEMA,
+    "leaderboard": LEADERBOARD_SCHEMA,
 }
 
 

@@ -10,6 +10,8 @@ START_DATE = os.environ.get("EVAL_PLATFORM_START_DATE", "2026-11-01")
 
 trace_days = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC")
 dataset_versions_partitions = dg.DynamicPartitionsDefinition(name="dataset_versions")
+# Models under test of the benchmark suites (data/benchmarks/models.yaml), added by benchmark_models_sensor.
+benchmark_models = dg.DynamicPartitionsDefinition(name="benchmark_models")
 
 
 # Rollups over judge_scores (costs, agreement, experiments, alerts): recomputed once the partitions they read

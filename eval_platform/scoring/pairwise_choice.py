@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eval_platform.scoring.registry import MissingField, Scorer, ScorerOptions
+from eval_platform.scoring.registry import MissingField, NotApplicable, Scorer, ScorerOptions
 
 DEFAULT_LABELS = {"1": "A", "2": "B", "A": "A", "B": "B", "a": "A", "b": "B"}
 
@@ -40,7 +40,7 @@ class PositionAgreementOptions(ScorerOptions):
 
 def _position_agreement(_output: str, case: Mapping[str, Any], _options: PositionAgreementOptions) -> float:
     if "verdict_other" not in case:
-        raise MissingField("the other presentation order has no reply (its call failed or was skipped)")
+        raise NotApplicable("the other presentation order has no reply (its call failed or was skipped)")
     return float(case.get("verdict") == case["verdict_other"])
 
 

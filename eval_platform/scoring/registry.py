@@ -22,6 +22,11 @@ class MissingField(ValueError):
     """A case lacks a field the scorer needs; the case is FAILED with this message, never scored 0."""
 
 
+class NotApplicable(ValueError):
+    """The metric has no value for this row (e.g. position agreement when the other order's call failed);
+    the row keeps its status and its other metrics."""
+
+
 def mean(values: Sequence[float]) -> float | None:
     """Arithmetic mean; None for no values (nothing answered is not a score of 0)."""
     return sum(values) / len(values) if values else None

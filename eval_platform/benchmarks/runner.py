@@ -1,0 +1,540 @@
+"""Run one benchmark task for one model under test: its cases' outputs, statuses and scores.
+
+Framework-free: each task asset calls `run_task` and writes what it returns to `benchmark_cases`, then
+`task_results` to `benchmark_results`. A case gets one row per sample (and, for a judge task, per
+presentation order) with status COMPLETED, FAILED (reason kept, never a score) or SKIPPED (reason).
+
+Where outputs come from:
+- `prompt`: the model under test answers the suite's template over the case (plain text, no fences);
+- `as_judge`: the model under test is a pairwise judge; prompts are built and replies parsed by the
+  pairwise mode's own code (`build_messages`, `parse_reply`), each pair shown in both orders;
+- `outputs_from`: a case field holds recorded outputs (no call);
+- `outputs_of`: another task's outputs for the same model (no call), e.g. a judge task over generations.
+
+Every call goes through the judge client and cache: a re-run after changing only a scorer finds every
+reply in the cache and makes no call; a re-run after a crash calls only what is missing or FAILED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from eval_platform.benchmarks.config import ModelUnderTest, Suite, Task, dataset_versions
+from eval_platform.benchmarks.results import summarize
+from eval_platform.ingest.datasets import validate_dataset
+from eval_platform.judging import pricing
+from eval_platform.judging.cache import cache_key
+from eval_platform.judging.client import JudgeRequest
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.parsing import ParseFailure, parse_reply
+from eval_platform.judging.prompts import build_messages
+from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, unswap
+from eval_platform.judging.templates import _value, parse_template, render
+from eval_platform.scoring import registry
+
+COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
+TIMEOUT_S, MAX_RETRIES = 120.0, 3
+
+UTC_TS = pl.Datetime("us", "UTC")
+SCORE_STRUCT = pl.List(pl.Struct({"metric": pl.String(), "value": pl.Float64()}))
+
+BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
+    "suite": pl.String(),
+    "task": pl.String(),
+    "model": pl.String(),  # the partition key (models.yaml name)
+    "model_id": pl.String(),  # the litellm model string called
+    "dataset": pl.String(),
+    "dataset_version": pl.Int64(),
+    "dataset_hash": pl.String(),
+    "case_id": pl.String(),
+    "sample": pl.Int64(),
+    "presentation": pl.String(),  # judge tasks: AB (pair as listed) or BA (swapped); else ""
+    "input": pl.String(),
+    "expected_output": pl.String(),
+    "output": pl.String(),
+    "verdict": pl.String(),  # judge tasks: the parsed winner in the case's terms (A = first pair field)
+    "status": pl.String(),
+    "reason": pl.String(),
+    "reason_detail": pl.String(),
+    "scores": SCORE_STRUCT,
+    "primary_metric": pl.String(),
+    "primary_value": pl.Float64(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "cost_usd": pl.Float64(),  # null when the model's price is unknown: never counted as free
+    "latency_ms": pl.Float64(),
+    "cache_hit": pl.Boolean(),
+    "provider_model": pl.String(),
+    "task_config_hash": pl.String(),
+    "scorer_config_hash": pl.String(),
+    "run_at": UTC_TS,
+}
+
+BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "suite": pl.String(),
+    "level": pl.String(),  # task | group | suite
+    "name": pl.String(),  # the task's or group's name; the suite's own name at level 'suite'
+    "model": pl.String(),
+    "metric": pl.String(),
+    "aggregate": pl.String(),  # mean (task) | macro | micro
+    "value": pl.Float64(),
+    "stderr": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "n": pl.Int64(),  # cases with a value
+    "n_failed": pl.Int64(),  # cases with no value and a FAILED row
+    "n_skipped": pl.Int64(),  # cases all of whose rows were SKIPPED
+    "cost_usd": pl.Float64(),
+    "datasets": pl.String(),  # dataset@vN (sha256 prefix), every one the row covers
+    "task_config_hash": pl.String(),
+    "scorer_config_hash": pl.String(),
+    "computed_at": UTC_TS,
+}
+
+
+def _hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def task_config_hash(task: Task) -> str:
+    """What decides the outputs: dataset, prompt or judge, sampling; not the scorers."""
+    return _hash(task.model_dump(exclude={"scorers", "weight", "max_failed_rate", "depends_on", "gate"}))
+
+
+def scorer_config_hash(task: Task, evaluators: Mapping[str, EvaluatorConfig]) -> str:
+    """What decides the scores from given outputs: the scorers, and any judge evaluator's verdict config."""
+    judged = {s.options.get("evaluator"): evaluators[s.options["evaluator"]].config_hash() for s in task.scorers if s.name == "judge" and s.options.get("evaluator") in evaluators}
+    return _hash([[s.model_dump() for s in task.scorers], judged])
+
+
+@dataclass(frozen=True)
+class DatasetSlice:
+    cases: list[dict[str, Any]]
+    version: int
+    sha256: str
+    rejected: int
+
+    def label(self, name: str) -> str:
+        return f"{name}@v{self.version} ({self.sha256[:12]})"
+
+
+def load_dataset(root: Path, task: Task) -> DatasetSlice:
+    """The task's dataset version (the newest when not pinned), validated as `dataset_versions` does."""
+    versions = dataset_versions(root, task.dataset)
+    if not versions:
+        raise FileNotFoundError(f"no datasets/{task.dataset}/v<N>.<ext> under {root}")
+    version = max(versions) if task.version == "newest" else task.version
+    if version not in versions:
+        raise FileNotFoundError(f"dataset '{task.dataset}' has no version {version}; it has {sorted(versions)}")
+    path = versions[version]
+    cases, rejects = validate_dataset(root, task.dataset, version, path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return DatasetSlice(cases.to_dicts(), version, digest, rejects.height)
+
+
+def case_field(case: Mapping[str, Any], name: str) -> str | None:
+    """A case field by name: `input`, `expected_output`, `case_id` or `metadata.<key>`."""
+    return _value({k: case.get(k) for k in ("input", "expected_output", "case_id", "metadata")}, name)
+
+
+def endpoint_for(model: ModelUnderTest, runtime: JudgeRuntime) -> tuple[Endpoint | None, str | None]:
+    """Where the model under test is called, or (None, why not): a missing key skips, never falls back."""
+    if model.model.startswith("local/"):
+        if not runtime.local_judge_url:
+            return None, "the model is served by the local judge, and no local_judge_url is configured"
+        name = model.model.removeprefix("local/")
+        return Endpoint(f"openai/{name}", model.model, runtime.local_judge_url, "local", pricing.FREE), None
+    key = runtime.env.get(model.api_key_env) if model.api_key_env else None
+    if model.api_key_env and not key:
+        return None, f"environment variable {model.api_key_env} is not set"
+    api_key = key or ("no-key" if model.api_base else None)
+    return Endpoint(model.model, model.model, model.api_base, api_key, model.prices()), None
+
+
+@dataclass
+class TaskRun:
+    """Everything one task needs for one model under test."""
+
+    root: Path
+    suite_name: str
+    suite: Suite
+    task_name: str
+    model_name: str
+    model: ModelUnderTest
+    runtime: JudgeRuntime
+    evaluators: Mapping[str, EvaluatorConfig] = field(default_factory=dict)
+    upstream_rows: pl.DataFrame | None = None  # `outputs_of` task's rows for this model
+    gate_value: float | None = None  # the gating task's metric for this model (None: not available)
+
+    @property
+    def task(self) -> Task:
+        return self.suite.tasks[self.task_name]
+
+
+def run_task(run: TaskRun) -> pl.DataFrame:
+    """One row per case x sample (x presentation) with output, status and scores (BENCHMARK_CASE_SCHEMA)."""
+    task, started = run.task, datetime.now(UTC)
+    data = load_dataset(run.root, task)
+    endpoint, no_endpoint = endpoint_for(run.model, run.runtime) if task.calls_model else (None, None)
+    presentations = ["AB", "BA"] if task.as_judge is not None else [""]
+    rows = []
+    for case in data.cases:
+        for sample in range(task.samples):
+            for presentation in presentations:
+                rows.append(
+                    {
+                        "suite": run.suite_name,
+                        "task": run.task_name,
+                        "model": run.model_name,
+                        "model_id": run.model.model,
+                        "dataset": task.dataset,
+                        "dataset_version": data.version,
+                        "dataset_hash": data.sha256,
+                        "case_id": case["case_id"],
+                        "sample": sample,
+                        "presentation": presentation,
+                        "input": case["input"],
+                        "expected_output": case["expected_output"],
+                        "status": None,
+                        "cache_hit": False,
+                        "_case": case,
+                    }
+                )
+    skip = _task_skip(run, no_endpoint)
+    if skip:
+        for row in rows:
+            row.update(status=SKIPPED, reason=skip[0], reason_detail=skip[1])
+    elif task.calls_model:
+        asyncio.run(_call_all(run, endpoint, rows))
+    else:
+        _take_outputs(run, rows)
+    _score(run, rows)
+    primary = task.scorers[0].name
+    hashes = {"task_config_hash": task_config_hash(task), "scorer_config_hash": scorer_config_hash(task, run.evaluators)}
+    for row in rows:
+        row.pop("_case")
+        row.pop("_verdict_other", None)
+        row.update(hashes, run_at=started, primary_metric=primary)
+        values = {s["metric"]: s["value"] for s in row.get("scores") or []}
+        row["primary_value"] = values.get(primary)
+    frame = pl.DataFrame(rows, schema_overrides=BENCHMARK_CASE_SCHEMA, infer_schema_length=None)
+    return frame.select([pl.col(c).cast(t) if c in frame.columns else pl.lit(None, t).alias(c) for c, t in BENCHMARK_CASE_SCHEMA.items()])
+
+
+def _task_skip(run: TaskRun, no_endpoint: str | None) -> tuple[str, str] | None:
+    task = run.task
+    if not run.model.runs(run.suite_name, run.task_name):
+        return "not_in_scope", f"models.yaml limits {run.model_name} to {run.model.only}"
+    if task.gate is not None:
+        gate = task.gate
+        if run.gate_value is None:
+            return "gate_failed", f"gate: task '{gate.task}' has no {gate.metric} for this model"
+        if run.gate_value < gate.min:
+            return "gate_failed", f"gate: task '{gate.task}' {gate.metric} {run.gate_value:.4g} < min {gate.min:g}"
+    if no_endpoint:
+        reason = "no_local_judge" if run.model.model.startswith("local/") else "no_credentials"
+        return reason, no_endpoint
+    return None
+
+
+def _messages(run: TaskRun, row: dict) -> list[dict[str, str]]:
+    task, case = run.task, row["_case"]
+    values = {k: case.get(k) for k in ("input", "expected_output", "case_id", "metadata")}
+    if task.as_judge is not None:
+        first, second = (case_field(case, name) for name in task.as_judge.pair)
+        if row["presentation"] == "BA":
+            first, second = second, first
+        judge_values = {"input": case["input"], "output_a": first, "output_b": second, "expected": case["expected_output"], "metadata": case["metadata"]}
+        return build_messages(_judge_config(run), judge_values)
+    messages = []
+    if task.system is not None:
+        messages.append({"role": "system", "content": render(parse_template(task.system, set(values)), values, fenced=False)})
+    messages.append({"role": "user", "content": render(parse_template(task.prompt, set(values)), values, fenced=False)})
+    return messages
+
+
+def _judge_config(run: TaskRun) -> EvaluatorConfig:
+    return run.task.as_judge.config(f"{run.suite_name}.{run.task_name}", run.model.model)
+
+
+async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
+    try:
+        await asyncio.gather(*(_call(run, endpoint, row) for row in rows))
+    finally:
+        close = getattr(run.runtime.client, "aclose", None)
+        if close is not None:
+            await close()
+        run.runtime.cache.flush()
+
+
+async def _call(run: TaskRun, endpoint: Endpoint, row: dict) -> None:
+    task, case = run.task, row["_case"]
+    if task.as_judge is not None:
+        missing = [name for name in task.as_judge.pair if case_field(case, name) is None]
+        if missing:
+            row.update(status=FAILED, reason="missing_field", reason_detail=f"the case has no {missing}")
+            return
+    messages = _messages(run, row)
+    request = JudgeRequest(
+        model=endpoint.model,
+        messages=messages,
+        api_base=endpoint.api_base,
+        api_key=endpoint.api_key,
+        temperature=task.temperature,
+        max_tokens=task.max_tokens,
+        timeout_s=TIMEOUT_S,
+        max_retries=MAX_RETRIES,
+        fence_secret=getattr(messages, "fence_secret", None),
+    )
+    local = endpoint.label.startswith("local/")
+    key = cache_key(request, row["sample"], endpoint="local-judge" if local else None)
+    cached = run.runtime.cache.get(key)
+    if cached is not None:
+        row.update(
+            status=COMPLETED,
+            output=cached.get("content"),
+            provider_model=cached.get("provider_model"),
+            prompt_tokens=cached.get("prompt_tokens", 0),
+            completion_tokens=cached.get("completion_tokens", 0),
+            cost_usd=0.0,
+            latency_ms=0.0,
+            cache_hit=True,
+        )
+        return
+    started = time.perf_counter()
+    outcome = await run.runtime.client.complete(request)
+    prices = endpoint.prices
+    cost = prices.cost(outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_prompt_tokens) if prices else None
+    row.update(
+        provider_model=outcome.provider_model,
+        prompt_tokens=outcome.prompt_tokens,
+        completion_tokens=outcome.completion_tokens,
+        cost_usd=cost,
+        latency_ms=outcome.latency_ms or (time.perf_counter() - started) * 1000,
+    )
+    if not outcome.ok:
+        row.update(status=FAILED, reason=outcome.error_reason, reason_detail=f"after {outcome.attempts} attempt(s): {outcome.error_detail}")
+        return
+    row.update(status=COMPLETED, output=outcome.content or "")
+    run.runtime.cache.put(
+        key,
+        {
+            "content": outcome.content,
+            "provider_model": outcome.provider_model,
+            "prompt_tokens": outcome.prompt_tokens,
+            "completion_tokens": outcome.completion_tokens,
+            "cost_usd": cost,
+        },
+    )
+
+
+def _take_outputs(run: TaskRun, rows: list[dict]) -> None:
+    task = run.task
+    if task.outputs_from is not None:
+        for row in rows:
+            output = case_field(row["_case"], task.outputs_from)
+            if output is None:
+                row.update(status=FAILED, reason="missing_field", reason_detail=f"the case has no {task.outputs_from}")
+            else:
+                row.update(status=COMPLETED, output=output)
+        return
+    upstream = {}
+    if run.upstream_rows is not None:
+        for up in run.upstream_rows.iter_rows(named=True):
+            upstream[(up["case_id"], up["sample"], up["presentation"])] = up
+    for row in rows:
+        up = upstream.get((row["case_id"], row["sample"], row["presentation"]))
+        if up is None:
+            row.update(status=SKIPPED, reason="upstream_missing", reason_detail=f"task '{task.outputs_of}' has no row for this case")
+        elif up["status"] != COMPLETED:
+            row.update(status=SKIPPED, reason=f"upstream_{up['status'].lower()}", reason_detail=f"task '{task.outputs_of}': {up['reason']}")
+        else:
+            row.update(status=COMPLETED, output=up["output"], provider_model=up["provider_model"])
+
+
+def _score(run: TaskRun, rows: list[dict]) -> None:
+    task = run.task
+    judge = _judge_config(run) if task.as_judge is not None else None
+    for row in rows:
+        if row["status"] != COMPLETED or judge is None:
+            continue
+        try:
+            winner = parse_reply(judge, row["output"] or "").winner
+            row["verdict"] = unswap(winner) if row["presentation"] == "BA" else winner
+        except ParseFailure as failure:
+            row["verdict"], row["reason"], row["reason_detail"] = None, "no_verdict", f"{failure.reason}: {failure.detail}"
+    if judge is not None:
+        _link_orders(rows)
+    evaluator_values = _evaluator_scores(run, rows)
+    for row in rows:
+        if row["status"] != COMPLETED:
+            continue
+        case = {**row["_case"], "verdict": row.get("verdict")}
+        if "_verdict_other" in row:
+            case["verdict_other"] = row["_verdict_other"]
+        scores = []
+        for spec in task.scorers:
+            scorer = registry.SCORERS[spec.name]
+            if scorer.calls_evaluator:
+                outcome = evaluator_values[spec.options["evaluator"]].get(_row_key(row))
+                if outcome is None or outcome[0] is None:
+                    code, detail = outcome[1] if outcome else ("judge_missing", "the judge returned no row")
+                    row.update(status=FAILED, reason=f"judge:{code}", reason_detail=detail)
+                    break
+                scores.append({"metric": spec.name, "value": outcome[0]})
+                continue
+            try:
+                value = scorer.score(row["output"] or "", case, scorer.options(**spec.options))
+            except registry.NotApplicable:
+                scores.append({"metric": spec.name, "value": None})
+                continue
+            except registry.MissingField as exc:
+                row.update(status=FAILED, reason="missing_field", reason_detail=str(exc))
+                break
+            scores.append({"metric": spec.name, "value": float(value)})
+        else:
+            row["scores"] = scores
+
+
+def _link_orders(rows: list[dict]) -> None:
+    by_case: dict[tuple, dict[str, dict]] = {}
+    for row in rows:
+        if row["status"] == COMPLETED:
+            by_case.setdefault((row["case_id"], row["sample"]), {})[row["presentation"]] = row
+    for pair in by_case.values():
+        if len(pair) == 2:
+            pair["AB"]["_verdict_other"], pair["BA"]["_verdict_other"] = pair["BA"]["verdict"], pair["AB"]["verdict"]
+
+
+def _row_key(row: dict) -> str:
+    return f"{row['case_id']}|{row['sample']}|{row['presentation']}"
+
+
+def _evaluator_scores(run: TaskRun, rows: list[dict]) -> dict[str, dict[str, tuple[float | None, tuple[str, str] | None]]]:
+    """Evaluator name -> row key -> (score, None) or (None, (reason, detail)), through `judge_day`."""
+    results: dict[str, dict] = {}
+    completed = [row for row in rows if row["status"] == COMPLETED]
+    for spec in run.task.scorers:
+        if not registry.SCORERS[spec.name].calls_evaluator or spec.options["evaluator"] in results:
+            continue
+        name = spec.options["evaluator"]
+        config = run.evaluators.get(name)
+        if config is None:
+            results[name] = {_row_key(r): (None, ("unknown_evaluator", f"no evaluator named '{name}'")) for r in completed}
+            continue
+        traces = pl.DataFrame(
+            [
+                {
+                    "trace_id": _row_key(row),
+                    "input": row["input"],
+                    "output": row["output"],
+                    "expected_output": row["expected_output"],
+                    "metadata": row["_case"].get("metadata"),
+                }
+                for row in completed
+            ],
+            schema={"trace_id": pl.String(), "input": pl.String(), "output": pl.String(), "expected_output": pl.String(), "metadata": pl.String()},
+        )
+        day = f"benchmark:{run.suite_name}.{run.task_name}"
+        judged = judge_day(config, day, traces, run.runtime).rows.filter(pl.col("is_final"))
+        values = {}
+        for row in judged.iter_rows(named=True):
+            if row["status"] == COMPLETED and row["score"] is not None:
+                values[row["trace_id"]] = (float(row["score"]), None)
+            else:
+                values[row["trace_id"]] = (None, (row["reason"] or row["status"].lower(), row["reason_detail"]))
+        results[name] = values
+    return results
+
+
+# --- results -------------------------------------------------------------------------------------------
+
+
+def per_case_values(frame: pl.DataFrame, metric: str) -> dict[str, float]:
+    """case_id -> the metric's mean over the case's scored rows (samples, presentation orders)."""
+    if frame.is_empty():
+        return {}
+    long = (
+        frame.filter(pl.col("status") == COMPLETED)
+        .select("case_id", pl.col("scores").list.eval(pl.element().filter(pl.element().struct.field("metric") == metric)).alias("s"))
+        .explode("s")
+        .select("case_id", pl.col("s").struct.field("value").alias("value"))
+        .drop_nulls("value")
+    )
+    means = long.group_by("case_id").agg(pl.col("value").mean()).sort("case_id")
+    return dict(zip(means["case_id"].to_list(), means["value"].to_list(), strict=True))
+
+
+def case_counts(frame: pl.DataFrame, metric: str) -> tuple[int, int, int]:
+    """(cases with a value, cases with no value and a FAILED row, cases all SKIPPED)."""
+    scored = per_case_values(frame, metric)
+    statuses = frame.group_by("case_id").agg(pl.col("status").unique()).iter_rows()
+    failed = skipped = 0
+    for case_id, values in statuses:
+        if case_id in scored:
+            continue
+        if FAILED in values:
+            failed += 1
+        elif set(values) == {SKIPPED}:
+            skipped += 1
+    return len(scored), failed, skipped
+
+
+def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Task, model_name: str, seed: int = 0) -> pl.DataFrame:
+    """One `benchmark_results` row per scorer of a task for one model (BENCHMARK_RESULT_SCHEMA)."""
+    now = datetime.now(UTC)
+    first = frame.row(0, named=True) if frame.height else {}
+    datasets = f"{task.dataset}@v{first.get('dataset_version')} ({(first.get('dataset_hash') or '')[:12]})" if first else task.dataset
+    cost = frame["cost_usd"].sum() if frame.height and frame["cost_usd"].null_count() < frame.height else None
+    out = []
+    for spec in task.scorers:
+        scorer = registry.SCORERS[spec.name]
+        values = per_case_values(frame, spec.name)
+        n, n_failed, n_skipped = case_counts(frame, spec.name)
+        summary = summarize(np.array(list(values.values())), seed=seed)
+        value = summary.value
+        if scorer.aggregate.__name__ != "<lambda>":  # a corpus-level metric (e.g. corpus BLEU)
+            value = _corpus_value(frame, scorer, spec)
+        out.append(
+            {
+                "suite": suite_name,
+                "level": "task",
+                "name": task_name,
+                "model": model_name,
+                "metric": spec.name,
+                "aggregate": "mean" if value == summary.value else "corpus",
+                "value": value,
+                "stderr": summary.stderr,
+                "ci_low": summary.ci_low,
+                "ci_high": summary.ci_high,
+                "n": n,
+                "n_failed": n_failed,
+                "n_skipped": n_skipped,
+                "cost_usd": cost,
+                "datasets": datasets,
+                "task_config_hash": first.get("task_config_hash"),
+                "scorer_config_hash": first.get("scorer_config_hash"),
+                "computed_at": now,
+            }
+        )
+    return pl.DataFrame(out, schema=BENCHMARK_RESULT_SCHEMA)
+
+
+def _corpus_value(frame: pl.DataFrame, scorer: registry.Scorer, spec) -> float | None:
+    """A corpus-level aggregate (e.g. corpus BLEU) over the scored rows."""
+    done = frame.filter(pl.col("status") == COMPLETED)
+    if done.is_empty():
+        return None
+    cases = [{"input": r["input"], "expected_output": r["expected_output"]} for r in done.iter_rows(named=True)]
+    return scorer.aggregate([], done["output"].to_list(), cases, scorer.options(**spec.options))

@@ -1,0 +1,280 @@
+"""Benchmark suites as asset graphs: one asset group per suite, one asset per task, partitioned by model.
+
+`data/benchmarks/<suite>.yaml` declares the tasks; a task's `depends_on`, `gate` and `outputs_of` are asset
+dependencies, so the lineage graph is the suite. Models under test (`data/benchmarks/models.yaml`) are the
+dynamic partitions `benchmark_models`, added by `benchmark_models_sensor`, so a new model is one backfill over
+a suite's assets. The second partition dimension is left out on purpose: a task pins its dataset version in
+the suite file (or takes the newest), and every result row names the version and file hash it came from;
+comparing two dataset versions is two suite files, not a partition a backfill could mix.
+
+Core logic is in `eval_platform.benchmarks`; this module only wires it.
+"""
+
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from eval_platform.benchmarks.config import Suite, SuiteError, load_models, load_suites, upstream
+from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
+from eval_platform.benchmarks.runner import COMPLETED, FAILED, SKIPPED, TaskRun, per_case_values, run_task, task_results
+from eval_platform.defs.catalog import refresh
+from eval_platform.defs.judging import broken_files_text
+from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
+from eval_platform.defs.resources import JudgeResource, WarehouseResource
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition
+
+MODELS_FILE = Path("benchmarks") / "models.yaml"
+
+
+def task_key(suite: str, task: str) -> dg.AssetKey:
+    return dg.AssetKey(["benchmark", suite, task])
+
+
+def suite_key(suite: str) -> dg.AssetKey:
+    return dg.AssetKey(["benchmark_scores", suite])
+
+
+def model_under_test(root: Path, name: str):
+    """The partition's model as models.yaml declares it now (an edit applies without reloading)."""
+    models = load_models(root / MODELS_FILE)
+    if name not in models:
+        raise dg.Failure(f"model '{name}' is a partition but not in {root / MODELS_FILE}; add it back or delete the partition")
+    return models[name]
+
+
+def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[str, EvaluatorConfig]) -> dg.AssetsDefinition:
+    task = suite.tasks[task_name]
+    key = task_key(suite_name, task_name)
+    source = (
+        f"the model answers `prompt` over {task.dataset}" if task.prompt is not None
+        else f"the model judges {task.dataset}'s pairs in both orders" if task.as_judge is not None
+        else f"outputs of task `{task.outputs_of}`" if task.outputs_of is not None
+        else f"recorded outputs in case field `{task.outputs_from}`"
+    )
+    description = (
+        f"Suite `{suite_name}`, task `{task_name}`: {source}; scored by {', '.join(s.name for s in task.scorers)}. "
+        "One `benchmark_cases` row per case, sample and presentation (COMPLETED / FAILED with reason / SKIPPED with "
+        "reason) and one `benchmark_results` row per metric with its 95% interval; a FAILED case is never a 0."
+        + (f" Gated on `{task.gate.task}` {task.gate.metric} >= {task.gate.min:g}." if task.gate else "")
+    )
+
+    @dg.asset(
+        key=key,
+        description=description,
+        group_name=f"benchmark_{suite_name}",
+        partitions_def=benchmark_models,
+        deps=[task_key(suite_name, up) for up in upstream(suite)[task_name]],
+        kinds={"python", "parquet"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                "failed_rate_below_threshold",
+                asset=key,
+                description=f"WARN when more than {task.max_failed_rate:.0%} of the answered-or-failed rows FAILED.",
+            )
+        ],
+        metadata={"suite": suite_name, "task": task_name, "dataset": task.dataset},
+    )
+    def _task(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource):
+        root, model_name = warehouse.root, context.partition_key
+        upstream_rows = None
+        if task.outputs_of is not None:
+            upstream_rows = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task.outputs_of, "model": model_name})
+        gate_value = None
+        if task.gate is not None:
+            gate_rows = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task.gate.task, "model": model_name})
+            if gate_rows is not None:
+                hit = gate_rows.filter(pl.col("metric") == task.gate.metric)
+                gate_value = hit["value"][0] if hit.height else None
+        run = TaskRun(
+            root, suite_name, suite, task_name, model_name, model_under_test(root, model_name), judge.runtime(root),
+            evaluators=evaluators, upstream_rows=upstream_rows, gate_value=gate_value,
+        )
+        frame = run_task(run)
+        results = task_results(frame, suite_name, task_name, task, model_name)
+        write_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name}, frame)
+        write_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}, results)
+        refresh(root)
+        counts = dict(frame.group_by("status").len().iter_rows())
+        judged = counts.get(COMPLETED, 0) + counts.get(FAILED, 0)
+        failed_rate = counts.get(FAILED, 0) / judged if judged else 0.0
+        reasons = frame.filter(pl.col("status") != COMPLETED).group_by("reason").len().sort("len", descending=True)
+        yield dg.MaterializeResult(
+            metadata={
+                "rows": frame.height,
+                "completed": counts.get(COMPLETED, 0),
+                "failed": counts.get(FAILED, 0),
+                "skipped": counts.get(SKIPPED, 0),
+                "failed_rate": failed_rate,
+                "reasons": dg.MetadataValue.json(dict(reasons.iter_rows())),
+                "calls": int((~frame["cache_hit"] & frame["status"].is_in([COMPLETED, FAILED])).sum()) if task.calls_model else 0,
+                "cost_usd": frame["cost_usd"].sum(),
+                **{
+                    f"{row['metric']}": dg.MetadataValue.float(row["value"]) for row in results.iter_rows(named=True)
+                    if row["value"] is not None
+                },
+                "results": dg.MetadataValue.json(results.select("metric", "value", "ci_low", "ci_high", "n", "n_failed").to_dicts()),
+                "model_id": run.model.model,
+                "dataset": f"{task.dataset}@v{frame['dataset_version'][0]}" if frame.height else task.dataset,
+            }
+        )
+        yield dg.AssetCheckResult(
+            check_name="failed_rate_below_threshold",
+            passed=failed_rate <= task.max_failed_rate,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"failed_rate": failed_rate, "max_failed_rate": task.max_failed_rate},
+        )
+
+    return _task
+
+
+def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
+    key = suite_key(suite_name)
+    groups = ", ".join(f"{n} ({g.aggregate})" for n, g in suite.groups.items()) or "none"
+
+    @dg.asset(
+        key=key,
+        description=(
+            f"Suite `{suite_name}` for one model: each group's and the suite's score (macro over its top-level "
+            f"units and micro over all cases), with 95% intervals from cases resampled within tasks. Groups: {groups}."
+        ),
+        group_name=f"benchmark_{suite_name}",
+        partitions_def=benchmark_models,
+        deps=[task_key(suite_name, t) for t in suite.tasks],
+        kinds={"python", "parquet"},
+        automation_condition=REFRESH_AFTER_UPDATES,
+        check_specs=[
+            dg.AssetCheckSpec(
+                "score_not_dropped",
+                asset=key,
+                description="WARN when the suite score fell below the previous materialization's 95% interval.",
+            )
+        ],
+    )
+    def _suite(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+        root, model_name = warehouse.root, context.partition_key
+        case_values, task_rows = {}, []
+        for task_name, task in suite.tasks.items():
+            cases = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name})
+            results = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name})
+            if cases is not None:
+                case_values[task_name] = per_case_values(cases, task.scorers[0].name)
+            if results is not None:
+                task_rows.append(results)
+        if not task_rows:
+            raise dg.Failure(f"no task of suite {suite_name} has run for model {model_name}; materialize its tasks first")
+        rows = suite_results(suite_name, suite, model_name, case_values, pl.concat(task_rows, how="vertical_relaxed"))
+        previous = read_partition(root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name})
+        write_partition(root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name}, rows)
+        refresh(root)
+        macro = rows.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro")).row(0, named=True)
+        dropped, before = False, None
+        if previous is not None:
+            old = previous.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro"))
+            if old.height and old["ci_low"][0] is not None and macro["value"] is not None:
+                before = old.row(0, named=True)
+                dropped = macro["value"] < before["ci_low"]
+        yield dg.MaterializeResult(
+            metadata={
+                "score_macro": macro["value"],
+                "ci_low": macro["ci_low"],
+                "ci_high": macro["ci_high"],
+                "n_cases": macro["n"],
+                "tasks_scored": len([t for t in case_values if case_values[t]]),
+            }
+        )
+        yield dg.AssetCheckResult(
+            check_name="score_not_dropped",
+            passed=not dropped,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "score": macro["value"],
+                "previous_score": before["value"] if before else None,
+                "previous_ci_low": before["ci_low"] if before else None,
+            },
+        )
+
+    return _suite
+
+
+def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.AssetsDefinition:
+    @dg.asset(
+        name="leaderboard",
+        description=(
+            "One row per suite, model and aggregate (macro, micro): rank, score, 95% interval, and the gap to the "
+            "leader with its paired 95% interval over the cases both answered (significant when it excludes 0). "
+            "Exposed as the `leaderboard` view." + broken_files_text("suite", broken)
+        ),
+        group_name="benchmarks",
+        deps=[suite_key(s) for s in suites],
+        kinds={"python", "parquet"},
+        automation_condition=REFRESH_AFTER_UPDATES,
+        metadata={"broken_config_files": dg.MetadataValue.json(broken)},
+    )
+    def _leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
+        root = warehouse.root
+        tables = []
+        for suite_name, suite in suites.items():
+            by_model, costs = _suite_case_values(root, suite_name, suite)
+            board = leaderboard(suite_name, suite, by_model, costs)
+            write_partition(root, "leaderboard", {"suite": suite_name}, board)
+            tables.append(board)
+        refresh(root)
+        board = pl.concat(tables) if tables else pl.DataFrame()
+        preview = board.filter(pl.col("aggregate") == "macro").select("suite", "rank", "model", "score", "significant_vs_leader") if board.height else board
+        return dg.MaterializeResult(metadata={"rows": board.height, "preview": dg.MetadataValue.json(preview.to_dicts())})
+
+    return _leaderboard
+
+
+def _suite_case_values(root: Path, suite_name: str, suite: Suite):
+    """model -> task -> case_id -> primary metric value, and model -> cost, from `benchmark_cases`."""
+    by_model: dict[str, dict[str, dict[str, float]]] = {}
+    costs: dict[str, float | None] = {}
+    if not has_files(root, "benchmark_cases"):
+        return by_model, costs
+    cases = pl.read_parquet(table_glob(root, "benchmark_cases")).filter(pl.col("suite") == suite_name)
+    for (model, task_name), frame in cases.group_by("model", "task"):
+        if task_name not in suite.tasks:
+            continue
+        by_model.setdefault(model, {})[task_name] = per_case_values(frame, suite.tasks[task_name].scorers[0].name)
+    for (model,), frame in cases.group_by("model"):
+        called = frame.filter(pl.col("status") != SKIPPED)
+        # A call whose price is unknown leaves the total unknown: never summed as if it were free.
+        costs[model] = None if called["cost_usd"].null_count() else float(called["cost_usd"].sum())
+    return by_model, costs
+
+
+@dg.sensor(
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Adds a benchmark_models partition for each model listed in data/benchmarks/models.yaml "
+    "(never removes one: its results stay). Backfill a new model over a suite's assets in the UI.",
+)
+def benchmark_models_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
+    try:
+        models = load_models(warehouse.root / MODELS_FILE)
+    except SuiteError as exc:
+        return dg.SkipReason(str(exc))
+    known = set(context.instance.get_dynamic_partitions(benchmark_models.name))
+    new = sorted(set(models) - known)
+    if not new:
+        return dg.SkipReason("no new model in models.yaml")
+    return dg.SensorResult(dynamic_partitions_requests=[benchmark_models.build_add_request(new)])
+
+
+def build_benchmarks(root: Path, evaluators: dict[str, EvaluatorConfig]) -> tuple[list[dg.AssetsDefinition], dict[str, str]]:
+    """Every suite that loads as its own asset group, plus the leaderboard; a broken suite file is listed, not fatal."""
+    suites, broken = load_suites(root / "benchmarks", root, set(evaluators))
+    try:
+        load_models(root / MODELS_FILE)
+    except SuiteError as exc:
+        broken["models"] = str(exc)
+    assets = []
+    for suite_name, suite in suites.items():
+        assets += [_task_asset(suite_name, suite, task_name, evaluators) for task_name in suite.tasks]
+        assets.append(_suite_asset(suite_name, suite))
+    assets.append(_leaderboard_asset(suites, broken))
+    return assets, broken
