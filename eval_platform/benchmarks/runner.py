@@ -114,7 +114,8 @@ def task_config_hash(task: Task) -> str:
 
 def scorer_config_hash(task: Task, evaluators: Mapping[str, EvaluatorConfig]) -> str:
     """What decides the scores from given outputs: the scorers, and any judge evaluator's verdict config."""
-    judged = {s.options.get("evaluator"): evaluators[s.options["evaluator"]].config_hash() for s in task.scorers if s.name == "judge" and s.options.get("evaluator") in evaluators}
+    names = [s.options.get("evaluator") for s in task.scorers if registry.SCORERS[s.name].calls_evaluator]
+    judged = {name: evaluators[name].config_hash for name in names if name in evaluators}
     return _hash([[s.model_dump() for s in task.scorers], judged])
 
 
@@ -402,6 +403,9 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
             except registry.MissingField as exc:
                 row.update(status=FAILED, reason="missing_field", reason_detail=str(exc))
                 break
+            except ValueError as exc:  # the case cannot be scored (e.g. a reference holding no number)
+                row.update(status=FAILED, reason="scorer_error", reason_detail=f"{spec.name}: {exc}")
+                break
             scores.append({"metric": spec.name, "value": float(value)})
         else:
             row["scores"] = scores
@@ -447,6 +451,8 @@ def _evaluator_scores(run: TaskRun, rows: list[dict]) -> dict[str, dict[str, tup
             schema={"trace_id": pl.String(), "input": pl.String(), "output": pl.String(), "expected_output": pl.String(), "metadata": pl.String()},
         )
         day = f"benchmark:{run.suite_name}.{run.task_name}"
+        # Every case is judged: an evaluator's trace sampling (trigger/sample_rate) is for production traffic.
+        config = config.model_copy(update={"trigger": "all", "enabled": True})
         judged = judge_day(config, day, traces, run.runtime).rows.filter(pl.col("is_final"))
         values = {}
         for row in judged.iter_rows(named=True):

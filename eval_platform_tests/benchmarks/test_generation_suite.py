@@ -1,0 +1,140 @@
+"""A generation suite through the assets: the model under test answers over HTTP, classical scorers and a
+judge evaluator score it, a gate skips an expensive task, and re-scoring makes no model call."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import httpx
+import pytest
+import yaml
+
+from eval_platform.definitions import build_definitions
+from eval_platform_tests.conftest import REPO_DATA
+
+GSM8K = REPO_DATA / "datasets" / "gsm8k" / "v1.jsonl"
+
+
+def query(root: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(root / "eval_platform.duckdb"), read_only=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def requests_for(server, model: str) -> int:
+    return httpx.get(f"{server.base_url}/stats").json()["by_model"].get(model, 0)
+
+
+def expected_18() -> int:
+    return sum(json.loads(line)["expected_output"] == "18" for line in GSM8K.read_text().splitlines())
+
+
+@pytest.fixture
+def project(data_root, local_judge, tmp_path, monkeypatch):
+    shutil.copytree(REPO_DATA / "datasets" / "gsm8k", data_root / "datasets" / "gsm8k")
+    shutil.copy(REPO_DATA / "evaluators" / "helpfulness.yaml", data_root / "evaluators")
+    (data_root / "benchmarks").mkdir()
+    shutil.copy(REPO_DATA / "benchmarks" / "gsm8k.yaml", data_root / "benchmarks")
+    models = {"models": {
+        "always-18": {"model": "local/fixed/The answer is 18."},
+        "unanswerable": {"model": "openai/gpt-4o-mini", "api_key_env": "EVAL_PLATFORM_TEST_UNSET_KEY"},
+    }}
+    (data_root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump(models))
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.delenv("EVAL_PLATFORM_TEST_UNSET_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    (tmp_path / "dagster_home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        instance.add_dynamic_partitions("benchmark_models", sorted(models["models"]))
+        yield data_root, instance
+
+
+def materialize(root: Path, instance, model: str, selection) -> dg.ExecuteInProcessResult:
+    defs = build_definitions(root)
+    result = dg.materialize(
+        assets=list(defs.assets), selection=selection, partition_key=model, instance=instance,
+        resources=defs.resources, raise_on_error=False,
+    )
+    assert result.success
+    return result
+
+
+def test_generation_suite_scores_gates_and_judges(project, local_judge):
+    root, instance = project
+    asked = requests_for(local_judge, "fixed/The answer is 18.")
+    materialize(root, instance, "always-18", dg.AssetSelection.groups("benchmark_gsm8k"))
+    # One call per case for `answer`; `careful` is gated off; `judged` reuses answer's outputs.
+    assert requests_for(local_judge, "fixed/The answer is 18.") - asked == 50
+    results = {
+        (name, metric): (value, n, n_failed, n_skipped)
+        for name, metric, value, n, n_failed, n_skipped in query(
+            root, "SELECT name, metric, value, n, n_failed, n_skipped FROM benchmark_results WHERE model = 'always-18' AND level = 'task'"
+        )
+    }
+    assert results[("answer", "numeric_match")] == (expected_18() / 50, 50, 0, 0)
+    assert results[("answer", "regex")][0] == 1.0
+    assert results[("careful", "numeric_match")] == (None, 0, 0, 50)
+    (detail,) = query(root, "SELECT DISTINCT reason || ': ' || reason_detail FROM benchmark_cases WHERE task = 'careful'")
+    assert detail[0] == f"gate_failed: gate: task 'answer' numeric_match {expected_18() / 50:.4g} < min 0.5"
+    judged_value, judged_n, _, _ = results[("judged", "judge")]
+    assert judged_n == 50 and 0 <= judged_value <= 1
+    # The judge saw the model's own output: the mock judge's verdicts are keyed by the text it judged.
+    outputs = query(root, "SELECT DISTINCT output FROM benchmark_cases WHERE task = 'judged'")
+    assert outputs == [("The answer is 18.",)]
+
+
+def test_missing_key_skips_every_case_without_a_call(project, local_judge):
+    root, instance = project
+    materialize(root, instance, "unanswerable", [dg.AssetKey(["benchmark", "gsm8k", "answer"])])
+    assert query(root, "SELECT status, reason, count(*) FROM benchmark_cases GROUP BY ALL") == [("SKIPPED", "no_credentials", 50)]
+    (value,) = query(root, "SELECT value FROM benchmark_results WHERE metric = 'numeric_match'")
+    assert value == (None,)  # nothing answered is not a score of 0
+
+
+def test_changing_only_a_scorer_rescores_without_calling_the_model(project, local_judge):
+    root, instance = project
+    answer = [dg.AssetKey(["benchmark", "gsm8k", "answer"])]
+    materialize(root, instance, "always-18", answer)
+    (hashes,) = query(root, "SELECT DISTINCT task_config_hash, scorer_config_hash FROM benchmark_cases")
+    suite = yaml.safe_load((root / "benchmarks" / "gsm8k.yaml").read_text())
+    suite["tasks"]["answer"]["scorers"].append({"name": "contains", "options": {"text": "answer"}})
+    (root / "benchmarks" / "gsm8k.yaml").write_text(yaml.safe_dump(suite))
+    # A crash lost the written rows too: the re-run still finds every reply in the cache.
+    shutil.rmtree(root / "warehouse" / "benchmark_cases" / "suite=gsm8k")
+    asked = requests_for(local_judge, "fixed/The answer is 18.")
+    materialize(root, instance, "always-18", answer)
+    assert requests_for(local_judge, "fixed/The answer is 18.") == asked
+    (rehashed,) = query(root, "SELECT DISTINCT task_config_hash, scorer_config_hash FROM benchmark_cases")
+    assert rehashed[0] == hashes[0] and rehashed[1] != hashes[1]
+    assert query(root, "SELECT value FROM benchmark_results WHERE metric = 'contains'") == [(1.0,)]
+
+
+def test_a_case_missing_the_scored_field_is_failed_not_zero(project, local_judge):
+    root, instance = project
+    rows = [json.loads(line) for line in GSM8K.read_text().splitlines()]
+    rows[0].pop("expected_output")
+    rows[1]["expected_output"] = "no number here"
+    (root / "datasets" / "gsm8k" / "v2.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "gsm8k", "answer"])])
+    failed = query(root, "SELECT case_id, reason FROM benchmark_cases WHERE status = 'FAILED' ORDER BY case_id")
+    assert failed == [(rows[0]["case_id"], "missing_field"), (rows[1]["case_id"], "scorer_error")]
+    (row,) = query(root, "SELECT n, n_failed, value FROM benchmark_results WHERE metric = 'numeric_match'")
+    right = sum(r.get("expected_output") == "18" for r in rows[2:])
+    assert row == (48, 2, right / 48)
+    (version,) = query(root, "SELECT DISTINCT dataset_version FROM benchmark_cases")
+    assert version == (2,)
+
+
+def test_a_passing_gate_runs_the_gated_task_with_its_samples(project, local_judge):
+    root, instance = project
+    suite = yaml.safe_load((root / "benchmarks" / "gsm8k.yaml").read_text())
+    suite["tasks"]["careful"]["gate"]["min"] = 0.01
+    (root / "benchmarks" / "gsm8k.yaml").write_text(yaml.safe_dump(suite))
+    materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "gsm8k", "answer"])])
+    materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "gsm8k", "careful"])])
+    assert query(root, "SELECT status, count(*) FROM benchmark_cases WHERE task = 'careful' GROUP BY ALL") == [("COMPLETED", 150)]
+    (row,) = query(root, "SELECT n, value FROM benchmark_results WHERE name = 'careful'")
+    assert row == (50, expected_18() / 50)
