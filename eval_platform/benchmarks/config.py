@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eval_platform.config_files import load_named, read_mapping, validate
 from eval_platform.judging.config import EvaluatorConfig, ModelSpec
@@ -157,6 +157,8 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
             needs_judge = registry.SCORERS[spec.name].judge_task
             if needs_judge and task.as_judge is None:
                 raise SuiteError(f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: the task needs 'as_judge'")
+        if task.outputs_from is not None:
+            _check_case_field(f"{where}.outputs_from'", task.outputs_from)
         if task.outputs_of is not None and task.outputs_of not in suite.tasks:
             raise SuiteError(f"{where}.outputs_of': unknown task '{task.outputs_of}'")
         _check_dataset(path, task_name, task, data_root)
@@ -182,16 +184,24 @@ def _check_judge(where: str, task_name: str, judge: JudgeAs) -> None:
     for key in ("name", "model", "models"):
         if key in judge.evaluator:
             raise SuiteError(f"{where}.as_judge.evaluator.{key}': not allowed: the model under test is the judge")
+    mode = judge.evaluator.get("mode")
+    if mode != "pairwise":
+        raise SuiteError(f"{where}.as_judge.evaluator.mode': only 'pairwise' judges can be benchmarked so far, not {mode!r}")
     try:
-        config = judge.config(task_name, UNDER_TEST)
-    except ValueError as exc:
-        raise SuiteError(f"{where}.as_judge.evaluator': {exc}") from None
-    if config.mode != "pairwise":
-        raise SuiteError(f"{where}.as_judge.evaluator.mode': only 'pairwise' judges can be benchmarked so far, not '{config.mode}'")
+        judge.config(task_name, UNDER_TEST)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{where}.as_judge.evaluator{''.join(f'.{part}' for part in err['loc'])}': {err['msg']}" for err in exc.errors()
+        )
+        raise SuiteError(problems) from None
     for field_name in judge.pair:
-        base, _, key = field_name.partition(".")
-        if base not in CASE_FIELDS or (base == "metadata") != bool(key):
-            raise SuiteError(f"{where}.as_judge.pair': '{field_name}' is not a case field (input, expected_output, metadata.<key>)")
+        _check_case_field(f"{where}.as_judge.pair'", field_name)
+
+
+def _check_case_field(where: str, name: str) -> None:
+    base, _, key = name.partition(".")
+    if base not in CASE_FIELDS or (base == "metadata") != bool(key):
+        raise SuiteError(f"{where}: '{name}' is not a case field (input, expected_output, case_id, metadata.<key>)")
 
 
 def metrics_of(task: Task) -> set[str]:

@@ -23,7 +23,7 @@ tasks:
     gate: {task: smoke, metric: exact_match, min: 0.6}
   judged:
     dataset: qa
-    outputs_from: output
+    outputs_from: metadata.output
     depends_on: [full]
     scorers: [{name: contains, options: {text: "because"}}]
 groups:
@@ -60,7 +60,12 @@ def test_a_valid_suite_loads_with_its_dependencies_and_groups(root):
         (("version: 1", "version: 3"), "field 'tasks.smoke.version': dataset 'qa' has no version 3"),
         (("metric: exact_match", "metric: accuracy"), "field 'tasks.full.gate.metric': task 'smoke' does not produce 'accuracy'"),
         (("{{input}}\"\n    scorers: [{name: exact_match}]", "{{inptu}}\"\n    scorers: [{name: exact_match}]"), "field 'tasks.smoke.prompt'"),
-        (("    outputs_from: output\n", "    outputs_from: output\n    seeds: 3\n"), "field 'tasks.judged.seeds'"),
+        (("    outputs_from: metadata.output\n", "    outputs_from: metadata.output\n    seeds: 3\n"), "field 'tasks.judged.seeds'"),
+        (("outputs_from: metadata.output", "outputs_from: output"), "field 'tasks.judged.outputs_from': 'output' is not a case field"),
+        (("outputs_from: metadata.output", "outputs_of: fulll"), "field 'tasks.judged.outputs_of': unknown task 'fulll'"),
+        (("outputs_from: metadata.output", "prompt: '{{input}}'\n    outputs_of: full"), "give exactly one of 'prompt'"),
+        (("{name: contains, options: {text: \"because\"}}", "{name: judge, options: {evaluator: helpfulnes}}"), "field 'tasks.judged.scorers.0.options.evaluator': unknown evaluator 'helpfulnes'; known: ['helpfulness']"),
+        (("{name: contains, options: {text: \"because\"}}", "{name: pair_accuracy}"), "field 'tasks.judged.scorers.0.name': scorer 'pair_accuracy' scores a judge's verdicts: the task needs 'as_judge'"),
         (("tasks: [smoke, full]", "tasks: [smoke, ful]"), "field 'groups.answers.tasks': unknown task(s) ['ful']"),
     ],
 )
@@ -68,6 +73,34 @@ def test_each_mistake_names_file_and_field(root, change, message):
     old, new = change
     assert old in GOOD
     path = write(root, "s", GOOD.replace(old, new))
+    with pytest.raises(SuiteError) as err:
+        load_suite(path, root, evaluators={"helpfulness"})
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+JUDGE_TASK = """
+tasks:
+  pairs:
+    dataset: qa
+    as_judge:
+      pair: [metadata.output_1, metadata.output_2]
+      evaluator: {mode: pairwise, prompt: "{{input}} {{output_a}} {{output_b}}"}
+    scorers: [{name: pair_accuracy}, {name: position_agreement}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("mode: pairwise", "mode: score"), "field 'tasks.pairs.as_judge.evaluator.mode': only 'pairwise' judges"),
+        (("{mode: pairwise,", "{mode: pairwise, model: openai/gpt-4o,"), "field 'tasks.pairs.as_judge.evaluator.model': not allowed"),
+        (("metadata.output_2]", "output_2]"), "field 'tasks.pairs.as_judge.pair': 'output_2' is not a case field"),
+        (("{{output_b}}", "{{output_c}}"), "field 'tasks.pairs.as_judge.evaluator'"),
+    ],
+)
+def test_judge_task_mistakes_name_file_and_field(root, change, message):
+    load_suite(write(root, "j", JUDGE_TASK), root)
+    path = write(root, "j", JUDGE_TASK.replace(*change))
     with pytest.raises(SuiteError) as err:
         load_suite(path, root)
     assert str(path) in str(err.value) and message in str(err.value)

@@ -32,3 +32,26 @@ def test_a_broken_evaluator_file_leaves_the_rest_working(data_root, local_judge,
             result = dg.materialize(list(defs.assets), selection=[selection], partition_key=key, instance=instance,
                                     resources=defs.resources)
             assert result.success
+
+
+def test_a_broken_suite_or_models_file_leaves_the_other_suites_and_judging_loaded(data_root):
+    (data_root / "datasets" / "qa").mkdir(parents=True)
+    (data_root / "datasets" / "qa" / "v1.jsonl").write_text('{"input": "2+2?", "expected_output": "4"}\n')
+    (data_root / "benchmarks").mkdir()
+    (data_root / "benchmarks" / "good.yaml").write_text(
+        "tasks:\n  t:\n    dataset: qa\n    prompt: '{{input}}'\n    scorers: [{name: numeric_match}]\n"
+    )
+    (data_root / "benchmarks" / "bad.yaml").write_text(
+        "tasks:\n  a:\n    dataset: qa\n    prompt: '{{input}}'\n    depends_on: [a]\n    scorers: [{name: numeric_match}]\n"
+    )
+    (data_root / "benchmarks" / "models.yaml").write_text("models:\n  x/y: {model: openai/gpt-4o-mini}\n")
+    write_evaluator(data_root, "good", mode="score", model="openai/gpt-4o-mini", prompt="Rate {{output}}",
+                    score_scale={"min": 0, "max": 1})
+
+    defs = build_definitions(data_root)
+    keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"benchmark/good/t", "benchmark_scores/good", "leaderboard", "judge_scores"} <= keys
+    assert not any(key.startswith("benchmark/bad") for key in keys)
+    description = defs.resolve_assets_def("leaderboard").descriptions_by_key[dg.AssetKey("leaderboard")]
+    assert "bad.yaml" in description and "depends_on cycle a -> a" in description
+    assert "models.yaml" in description and "field 'models.x/y'" in description
