@@ -107,6 +107,54 @@ def _agreement_summary(root: Path) -> str:
     return "\n".join(lines)
 
 
+# The demo's benchmark runs: two of LLMBar's recorded judges, and two scripted local models on GSM8K.
+DEMO_BENCHMARKS = {
+    "llmbar": ["llmbar-gpt-4-vanilla-norules", "llmbar-chatgpt-vanilla-norules"],
+    "gsm8k": ["local-always-18", "local-mock"],
+}
+
+
+def _run_benchmarks(defs: dg.Definitions, instance) -> None:
+    models = sorted({m for names in DEMO_BENCHMARKS.values() for m in names})
+    known = set(instance.get_dynamic_partitions("benchmark_models"))
+    instance.add_dynamic_partitions("benchmark_models", [m for m in models if m not in known])
+    for suite, names in DEMO_BENCHMARKS.items():
+        for model in names:
+            result = dg.materialize(
+                assets=list(defs.assets),
+                selection=dg.AssetSelection.groups(f"benchmark_{suite}"),
+                partition_key=model,
+                instance=instance,
+                resources=defs.resources,
+                raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            )
+            if not result.success:
+                raise SystemExit(f"benchmark {suite} [{model}] failed; see the run in the Dagster UI")
+        print(f"  benchmark[{suite}] run for {', '.join(names)}", flush=True)
+    _materialize(defs, "leaderboard", None, instance)
+
+
+def _leaderboard_summary(root: Path) -> str:
+    """The leaderboard (macro scores) and LLMBar's per-task accuracy beside the published figure."""
+    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+        board = conn.execute(
+            "SELECT suite, rank, model, score, ci_low, ci_high, tasks_scored, tasks_total, significant_vs_leader "
+            "FROM leaderboard WHERE aggregate = 'macro' AND rank IS NOT NULL ORDER BY suite, rank"
+        ).fetchall()
+        tasks = conn.execute(
+            "SELECT model, string_agg(name || ' ' || printf('%.2f', 100 * value), ', ' ORDER BY name) FROM benchmark_results "
+            "WHERE suite = 'llmbar' AND level = 'task' AND metric = 'pair_accuracy' AND value IS NOT NULL GROUP BY model ORDER BY model"
+        ).fetchall()
+    lines = ["\nleaderboard (macro over the tasks each model ran; 95% interval; gap to the leader paired over shared cases):"]
+    for suite, rank, model, score, low, high, scored, total, significant in board:
+        gap = "leader" if rank == 1 else ("significantly behind" if significant else "not significantly behind")
+        lines.append(f"  {suite:<7} {rank}. {model:<32} {score:.3f} [{low:.3f}, {high:.3f}]  {scored}/{total} tasks, {gap}")
+    lines.append("LLMBar accuracy over both orders, % (the paper's correct_average):")
+    lines += [f"  {model}: {text}" for model, text in tasks]
+    return "\n".join(lines)
+
+
 def _experiments_summary(root: Path) -> str:
     """Two lines on `experiment_results` and `alerts`; the README's "Experiments" section explains them."""
     with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
@@ -148,10 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     enabled = [name for name, cfg in evaluators.items() if cfg.enabled]
     keyless = [n for n in enabled if evaluators[n].api_key_env and not os.environ.get(evaluators[n].api_key_env)]
     server = None
-    if keyless and not os.environ.get("EVAL_PLATFORM_LOCAL_JUDGE_URL"):
+    if not os.environ.get("EVAL_PLATFORM_LOCAL_JUDGE_URL"):
+        # The benchmark demo's models are served by the local judge (recordings and scripted replies).
         server = LocalJudgeServer(data_root=root)
         os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"] = server.start()
-        print(f"no provider key for {', '.join(keyless)}: using the local judge at {server.base_url}")
+        if keyless:
+            print(f"no provider key for {', '.join(keyless)}: using the local judge at {server.base_url}")
 
     defs = build_definitions(root)
     days = _sample_days(root)[: args.days]
@@ -171,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                 _materialize(defs, asset, None, instance)
             _materialize(defs, "experiment_results", None, instance)
             _materialize(defs, "alerts", None, instance)
+            _run_benchmarks(defs, instance)
     finally:
         if server is not None:
             server.stop()
@@ -178,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary(root))
     print(_agreement_summary(root))
     print(_experiments_summary(root))
+    print(_leaderboard_summary(root))
     print(
         f"""
 Open the Dagster UI (assets, partitions, runs, backfills):
