@@ -378,6 +378,7 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
     if judge is not None:
         _link_orders(rows)
     evaluator_values = _evaluator_scores(run, rows)
+    options = [registry.SCORERS[spec.name].options(**spec.options) for spec in task.scorers]
     for row in rows:
         if row["status"] != COMPLETED:
             continue
@@ -385,7 +386,7 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
         if "_verdict_other" in row:
             case["verdict_other"] = row["_verdict_other"]
         scores = []
-        for spec in task.scorers:
+        for spec, spec_options in zip(task.scorers, options, strict=True):
             scorer = registry.SCORERS[spec.name]
             if scorer.calls_evaluator:
                 outcome = evaluator_values[spec.options["evaluator"]].get(_row_key(row))
@@ -396,7 +397,7 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
                 scores.append({"metric": spec.name, "value": outcome[0]})
                 continue
             try:
-                value = scorer.score(row["output"] or "", case, scorer.options(**spec.options))
+                value = scorer.score(row["output"] or "", case, spec_options)
             except registry.NotApplicable:
                 scores.append({"metric": spec.name, "value": None})
                 continue

@@ -6,6 +6,7 @@ Scores are on sacrebleu's 0-100 scale divided by 100, so every scorer in a table
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any, Literal
 
 from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
@@ -25,12 +26,14 @@ class ChrfOptions(ScorerOptions):
     beta: int = 2
 
 
+@cache  # one metric object per options (frozen, hashable): building it per case costs more than scoring
 def _bleu(options: BleuOptions):
     from sacrebleu.metrics import BLEU
 
     return BLEU(tokenize=options.tokenize, lowercase=options.lowercase, effective_order=True)
 
 
+@cache
 def _chrf(options: ChrfOptions):
     from sacrebleu.metrics import CHRF
 
