@@ -13,6 +13,7 @@ from eval_platform.defs.costs import app_cost_daily, build_judge_cost_daily, bui
 from eval_platform.defs.datasets import dataset_job, dataset_versions, new_dataset_files_sensor
 from eval_platform.defs.experiments import build_alerts, build_experiment_results
 from eval_platform.defs.judging import build_judge_scores
+from eval_platform.defs.report import build_report_asset
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import daily_scoring_schedule, new_trace_files_sensor, quarantine, traces, traces_job
 from eval_platform.experiments.config import load_experiments
@@ -35,6 +36,8 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     experiment_results = build_experiment_results(experiments, judge_scores, broken=broken_experiments)
     alerts = build_alerts(evaluators, judge_scores)
     benchmark_assets, _broken_suites = build_benchmarks(root, evaluators)
+    leaderboard = next(a for a in benchmark_assets if a.key == dg.AssetKey("leaderboard"))
+    report = build_report_asset([judge_scores, agreement, experiment_results, leaderboard])
     return dg.Definitions(
         assets=[
             traces,
@@ -50,6 +53,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             experiment_results,
             alerts,
             *benchmark_assets,
+            report,
         ],
         jobs=[traces_job, dataset_job],
         schedules=[daily_scoring_schedule],

@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             _materialize(defs, "experiment_results", None, instance)
             _materialize(defs, "alerts", None, instance)
             _run_benchmarks(defs, instance)
+            _materialize(defs, "report", None, instance)
     finally:
         if server is not None:
             server.stop()
@@ -230,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     print(_agreement_summary(root))
     print(_experiments_summary(root))
     print(_leaderboard_summary(root))
+    print(f"\nreport with plots: {root / 'reports' / 'report.html'}")
     print(
         f"""
 Open the Dagster UI (assets, partitions, runs, backfills):

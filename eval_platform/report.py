@@ -1,0 +1,216 @@
+"""A static HTML report of what the warehouse holds: judging over time, agreement, experiments, leaderboard.
+
+One self-contained file (`reports/report.html` under the data root): plots are matplotlib PNGs inlined as
+data URLs and tables are plain HTML, so it opens from disk, mails as an attachment and needs no network.
+Each evaluator gets its own panels (scores of different evaluators never share an axis). Every number in a
+table is read from the DuckDB views, so the report says what SQL says.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from eval_platform.settings import duckdb_path
+
+REPORT_FILE = Path("reports") / "report.html"
+
+
+@dataclass(frozen=True)
+class ReportSummary:
+    path: Path
+    evaluators: int
+    plots: int
+    sections_empty: list[str]
+
+
+def _query(conn: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    cursor = conn.execute(sql)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _png(figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value))
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(row.get(c))}</td>" for c in columns) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _judging(conn, plots: list[str]) -> tuple[str, int]:
+    daily = _query(
+        conn,
+        "SELECT evaluator, date, avg(score) FILTER (status = 'COMPLETED') AS mean_score, "
+        "count(*) FILTER (status = 'COMPLETED') AS completed, count(*) FILTER (status = 'FAILED') AS failed, "
+        "count(*) FILTER (status = 'SKIPPED') AS skipped "
+        "FROM judge_scores WHERE is_final GROUP BY ALL ORDER BY evaluator, date",
+    )
+    # Spend by the day that was scored (every row, members of a panel included; a cache hit costs 0). The
+    # ledger's judge_cost_daily counts by the day the call was made instead, which a backfill moves.
+    costs = {
+        (r["evaluator"], r["date"]): r["spend"]
+        for r in _query(conn, "SELECT evaluator, date, sum(cost_usd) AS spend FROM judge_scores GROUP BY ALL")
+    }
+    if not daily:
+        return "<p>No judge_scores rows yet: materialize judge_scores.</p>", 0
+    from matplotlib.figure import Figure
+
+    evaluators = sorted({r["evaluator"] for r in daily})
+    figure = Figure(figsize=(12, 2.4 * len(evaluators)))
+    axes = figure.subplots(len(evaluators), 3, squeeze=False)
+    for i, name in enumerate(evaluators):
+        mine = [r for r in daily if r["evaluator"] == name]
+        days = [r["date"][5:] for r in mine]
+        judged = [r["completed"] + r["failed"] for r in mine]
+        series = (
+            ([r["mean_score"] for r in mine], "mean score"),
+            ([r["failed"] / j if j else None for r, j in zip(mine, judged, strict=True)], "FAILED rate"),
+            ([costs.get((name, r["date"])) for r in mine], "judge cost (USD, by scored day)"),
+        )
+        for j, (values, label) in enumerate(series):
+            ax = axes[i][j]
+            points = [(d, v) for d, v in zip(days, values, strict=True) if v is not None]
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+            ax.set_title(f"{name}: {label}", fontsize=9)
+            ax.tick_params(labelsize=7)
+    figure.tight_layout()
+    plots.append(_png(figure))
+    for row in daily:
+        judged = row["completed"] + row["failed"]
+        row["failed_rate"] = row["failed"] / judged if judged else None
+        row["cost_usd"] = costs.get((row["evaluator"], row["date"]))
+    table = _table(daily, ["evaluator", "date", "mean_score", "completed", "failed", "skipped", "failed_rate", "cost_usd"])
+    return plots[-1] + table, len(evaluators)
+
+
+def _agreement(conn, plots: list[str]) -> str:
+    rows = _query(
+        conn,
+        "SELECT subject, reference, convention, max(n) AS n, "
+        "max(value) FILTER (statistic = 'accuracy') AS accuracy, max(value) FILTER (statistic = 'cohen_kappa') AS kappa "
+        "FROM agreement WHERE section = 'judge_vs_human' AND period = 'all' AND statistic IN ('accuracy', 'cohen_kappa') "
+        "GROUP BY ALL ORDER BY subject, convention",
+    )
+    if not rows:
+        return "<p>No judge-vs-human agreement yet: materialize human_annotations and agreement.</p>"
+    from matplotlib.figure import Figure
+
+    with_kappa = [r for r in rows if r["kappa"] is not None]
+    figure = Figure(figsize=(8, 0.4 * len(with_kappa) + 1))
+    ax = figure.subplots()
+    ax.barh([f"{r['subject']} ({r['convention']})" for r in with_kappa], [r["kappa"] for r in with_kappa])
+    ax.set_xlabel("Cohen's kappa against the human reference")
+    ax.tick_params(labelsize=8)
+    figure.tight_layout()
+    plots.append(_png(figure))
+    return plots[-1] + _table(rows, ["subject", "reference", "convention", "n", "accuracy", "kappa"])
+
+
+def _experiments(conn, plots: list[str]) -> str:
+    rows = _query(
+        conn,
+        "SELECT experiment, evaluator, variant, control_variant, n, n_control, difference, diff_ci_low, diff_ci_high, "
+        "p_value, significant, recommendation FROM experiment_results WHERE kind = 'comparison' ORDER BY ALL",
+    )
+    if not rows:
+        return "<p>No experiment comparisons yet: materialize experiment_results.</p>"
+    from matplotlib.figure import Figure
+
+    shown = [r for r in rows if r["difference"] is not None and r["diff_ci_low"] is not None]
+    figure = Figure(figsize=(8, 0.4 * len(shown) + 1))
+    ax = figure.subplots()
+    labels = [f"{r['experiment']} {r['evaluator']}: {r['variant']} vs {r['control_variant']}" for r in shown]
+    centres = [r["difference"] for r in shown]
+    errors = [[c - r["diff_ci_low"] for c, r in zip(centres, shown, strict=True)], [r["diff_ci_high"] - c for c, r in zip(centres, shown, strict=True)]]
+    ax.errorbar(centres, labels, xerr=errors, fmt="o", capsize=3)
+    ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set_xlabel("difference in mean score (95% CI)")
+    ax.tick_params(labelsize=7)
+    figure.tight_layout()
+    plots.append(_png(figure))
+    columns = ["experiment", "evaluator", "variant", "control_variant", "n", "n_control", "difference", "diff_ci_low",
+               "diff_ci_high", "p_value", "significant", "recommendation"]
+    return plots[-1] + _table(rows, columns)
+
+
+def _leaderboard(conn, plots: list[str]) -> str:
+    rows = _query(
+        conn,
+        "SELECT suite, rank, model, score, ci_low, ci_high, tasks_scored, tasks_total, gap_to_leader, "
+        "significant_vs_leader FROM leaderboard WHERE aggregate = 'macro' ORDER BY suite, rank NULLS LAST, model",
+    )
+    if not rows:
+        return "<p>No benchmark results yet: materialize a suite's assets for a model, then leaderboard.</p>"
+    from matplotlib.figure import Figure
+
+    parts = []
+    for suite in sorted({r["suite"] for r in rows}):
+        ranked = [r for r in rows if r["suite"] == suite and r["score"] is not None]
+        if ranked:
+            figure = Figure(figsize=(8, 0.4 * len(ranked) + 1))
+            ax = figure.subplots()
+            errors = [[r["score"] - r["ci_low"] for r in ranked], [r["ci_high"] - r["score"] for r in ranked]]
+            ax.errorbar([r["score"] for r in ranked], [r["model"] for r in ranked], xerr=errors, fmt="o", capsize=3)
+            ax.invert_yaxis()
+            ax.set_title(f"suite {suite}: score (macro, 95% CI)", fontsize=9)
+            ax.tick_params(labelsize=7)
+            figure.tight_layout()
+            plots.append(_png(figure))
+            parts.append(plots[-1])
+    columns = ["suite", "rank", "model", "score", "ci_low", "ci_high", "tasks_scored", "tasks_total", "gap_to_leader", "significant_vs_leader"]
+    return "".join(parts) + _table(rows, columns)
+
+
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
+    "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f4f4f4}img{max-width:100%}"
+)
+
+
+def build_report(root: Path) -> ReportSummary:
+    """Write the report from the catalog and return where it is; sections with no rows say what to run."""
+    plots: list[str] = []
+    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+        judging, evaluators = _judging(conn, plots)
+        sections = {
+            "Judging over time (per evaluator)": judging,
+            "Can the judges be trusted? (judge vs human)": _agreement(conn, plots),
+            "Experiments (difference to control, 95% CI)": _experiments(conn, plots),
+            "Benchmarks (leaderboard)": _leaderboard(conn, plots),
+        }
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    body = "".join(f"<h2>{html.escape(title)}</h2>{content}" for title, content in sections.items())
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>eval_platform report</title><style>{STYLE}</style></head>"
+        f"<body><h1>eval_platform report</h1><p>Generated {generated} from {html.escape(str(duckdb_path(root)))}.</p>{body}</body></html>"
+    )
+    path = root / REPORT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, path)  # readers see the old report or the new one, never half of one
+    empty = [title for title, content in sections.items() if content.startswith("<p>No ")]
+    return ReportSummary(path, evaluators, len(plots), empty)
