@@ -70,6 +70,9 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             ),
         ],
         resources={"warehouse": WarehouseResource(data_dir=str(root)), "judge": JudgeResource()},
+        # One process per run, not one more per step: a run's steps here are short and mostly sequential, and
+        # starting a second Python process (loading this code location again) cost more than the step itself.
+        executor=dg.in_process_executor,
     )
 
 

@@ -61,7 +61,7 @@ def test_rollups_are_requested_after_judging(data_root, local_judge, monkeypatch
                     prompt="Rate {{output}}", score_scale={"min": 0, "max": 1}, trigger="sampled", sample_rate=0.05)
     copy_sample_days(data_root, [DAY])
     defs = build_definitions(data_root)
-    rollups = {"judge_cost_daily", "judge_cost_monthly", "agreement", "experiment_results", "alerts"}
+    rollups = {"judge_cost_daily", "judge_cost_monthly", "agreement", "experiment_results", "alerts", "report"}
     with dg.instance_for_test() as instance:
         first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
         assert materialize(defs, "traces", DAY, instance).success
