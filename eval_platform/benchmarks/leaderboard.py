@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
@@ -141,8 +142,9 @@ def suite_results(
             "n_skipped": int(first["n_skipped"].sum()) if first.height else 0,
             "cost_usd": first["cost_usd"].sum() if first.height and first["cost_usd"].null_count() == 0 else None,
             "datasets": "; ".join(sorted(first["datasets"].to_list())) if first.height else "",
-            "task_config_hash": None,
-            "scorer_config_hash": None,
+            # A group's or suite's row names what its tasks' rows name: a hash over their hashes.
+            "task_config_hash": _combined(first, "task_config_hash"),
+            "scorer_config_hash": _combined(first, "scorer_config_hash"),
             "computed_at": now,
         }
 
@@ -152,6 +154,13 @@ def suite_results(
     rows.append(row("suite", suite_name, list(suite.tasks), "macro", top))
     rows.append(row("suite", suite_name, list(suite.tasks), "micro"))
     return pl.DataFrame(rows, schema=BENCHMARK_RESULT_SCHEMA)
+
+
+def _combined(rows: pl.DataFrame, column: str) -> str | None:
+    if not rows.height:
+        return None
+    parts = sorted(f"{name}={value}" for name, value in zip(rows["name"], rows[column], strict=True))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 def leaderboard(

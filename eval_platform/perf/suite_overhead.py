@@ -8,7 +8,9 @@ numeric_match) runs for `models` scripted local models (the local judge in its o
 - bare: for each model and task, `run_task` + `task_results` + the Parquet writes, then each model's suite
   scores and the leaderboard, in a plain loop (the same core work the assets do);
 - dagster: one `dg.materialize` per model over the suite's asset group (tasks, suite score) in a real
-  instance, then the leaderboard.
+  instance (SQLite event log in a temp DAGSTER_HOME), then the leaderboard.
+
+The two alternate model by model, so a change of load on the machine falls on both alike.
 
 Both start from an empty judge cache, so both make every call. Dagster's share is (dagster - bare) / dagster.
 """
@@ -62,58 +64,80 @@ def _start_judge(root: Path) -> tuple[subprocess.Popen, str]:
     return process, url
 
 
-def _bare(root: Path, url: str) -> float:
-    import polars as pl
+class _Bare:
+    """The core work of the assets, called directly: each task, each model's suite scores, the leaderboard."""
 
-    from eval_platform.benchmarks.config import load_models, load_suite
-    from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
-    from eval_platform.benchmarks.runner import TaskRun, per_case_values, run_task, task_results
-    from eval_platform.defs.resources import JudgeResource
-    from eval_platform.storage.warehouse import write_partition
+    def __init__(self, root: Path, url: str):
+        from eval_platform.benchmarks.config import load_models, load_suite
 
-    suite = load_suite(root / "benchmarks" / "synth.yaml", root)
-    models = load_models(root / "benchmarks" / "models.yaml")
-    started = time.perf_counter()
-    by_model = {}
-    for name, model in models.items():
+        self.root, self.url = root, url
+        self.suite = load_suite(root / "benchmarks" / "synth.yaml", root)
+        self.models = load_models(root / "benchmarks" / "models.yaml")
+        self.by_model: dict = {}
+
+    def model(self, name: str) -> float:
+        import polars as pl
+
+        from eval_platform.benchmarks.leaderboard import suite_results
+        from eval_platform.benchmarks.runner import TaskRun, per_case_values, run_task, task_results
+        from eval_platform.defs.resources import JudgeResource
+        from eval_platform.storage.warehouse import write_partition
+
+        started = time.perf_counter()
         values, rows = {}, []
-        for task in suite.tasks:
-            runtime = JudgeResource(local_judge_url=url).runtime(root)
-            frame = run_task(TaskRun(root, "synth", suite, task, name, model, runtime))
-            write_partition(root, "benchmark_cases", {"suite": "synth", "task": task, "model": name}, frame)
-            results = task_results(frame, "synth", task, suite.tasks[task], name)
-            write_partition(root, "benchmark_results", {"suite": "synth", "name": task, "model": name}, results)
-            values[task] = per_case_values(frame, suite.tasks[task].scorers[0].name)
+        for task in self.suite.tasks:
+            runtime = JudgeResource(local_judge_url=self.url).runtime(self.root)
+            frame = run_task(TaskRun(self.root, "synth", self.suite, task, name, self.models[name], runtime))
+            write_partition(self.root, "benchmark_cases", {"suite": "synth", "task": task, "model": name}, frame)
+            results = task_results(frame, "synth", task, self.suite.tasks[task], name)
+            write_partition(self.root, "benchmark_results", {"suite": "synth", "name": task, "model": name}, results)
+            values[task] = per_case_values(frame, self.suite.tasks[task].scorers[0].name)
             rows.append(results)
-        scores = suite_results("synth", suite, name, values, pl.concat(rows))
-        write_partition(root, "benchmark_results", {"suite": "synth", "name": "_suite", "model": name}, scores)
-        by_model[name] = values
-    board = leaderboard("synth", suite, by_model, {name: 0.0 for name in by_model})
-    write_partition(root, "leaderboard", {"suite": "synth"}, board)
-    return time.perf_counter() - started
+        scores = suite_results("synth", self.suite, name, values, pl.concat(rows))
+        write_partition(self.root, "benchmark_results", {"suite": "synth", "name": "_suite", "model": name}, scores)
+        self.by_model[name] = values
+        return time.perf_counter() - started
+
+    def leaderboard(self) -> float:
+        from eval_platform.benchmarks.leaderboard import leaderboard
+        from eval_platform.storage.warehouse import write_partition
+
+        started = time.perf_counter()
+        board = leaderboard("synth", self.suite, self.by_model, {name: 0.0 for name in self.by_model})
+        write_partition(self.root, "leaderboard", {"suite": "synth"}, board)
+        return time.perf_counter() - started
 
 
-def _dagster(root: Path, url: str) -> float:
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def _measure(bare_root: Path, dagster_root: Path, url: str) -> tuple[float, float]:
+    """Bare and Dagster timed model by model, alternately, so a load change on the machine hits both alike."""
     import dagster as dg
 
     from eval_platform.definitions import build_definitions
 
     os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"] = url
-    defs = build_definitions(root)
-    models = sorted(yaml.safe_load((root / "benchmarks" / "models.yaml").read_text())["models"])
+    bare = _Bare(bare_root, url)
+    defs = build_definitions(dagster_root)
+    models = sorted(bare.models)
+    bare_s = dagster_s = 0.0
     with tempfile.TemporaryDirectory() as home, dg.instance_for_test(temp_dir=home) as instance:
         instance.add_dynamic_partitions("benchmark_models", models)
-        started = time.perf_counter()
         for model in models:
+            bare_s += bare.model(model)
+            started = time.perf_counter()
             result = dg.materialize(
                 assets=list(defs.assets), selection=dg.AssetSelection.groups("benchmark_synth"), partition_key=model,
-                instance=instance, resources=defs.resources,
-                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                instance=instance, resources=defs.resources, run_config=QUIET,
             )
             assert result.success
-        dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance, resources=defs.resources,
-                       run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
-        return time.perf_counter() - started
+            dagster_s += time.perf_counter() - started
+        bare_s += bare.leaderboard()
+        started = time.perf_counter()
+        dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance, resources=defs.resources, run_config=QUIET)
+        dagster_s += time.perf_counter() - started
+    return bare_s, dagster_s
 
 
 def main() -> None:
@@ -128,8 +152,7 @@ def main() -> None:
             _write_project(root, args.tasks, args.models, args.cases)
         judge, url = _start_judge(bare_root)
         try:
-            bare = _bare(bare_root, url)
-            dagster = _dagster(dagster_root, url)
+            bare, dagster = _measure(bare_root, dagster_root, url)
         finally:
             judge.terminate()
             judge.wait()

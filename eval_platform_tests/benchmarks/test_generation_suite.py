@@ -138,3 +138,13 @@ def test_a_passing_gate_runs_the_gated_task_with_its_samples(project, local_judg
     assert query(root, "SELECT status, count(*) FROM benchmark_cases WHERE task = 'careful' GROUP BY ALL") == [("COMPLETED", 150)]
     (row,) = query(root, "SELECT n, value FROM benchmark_results WHERE name = 'careful'")
     assert row == (50, expected_18() / 50)
+
+
+def test_every_result_row_names_its_dataset_and_config_hashes(project, local_judge):
+    root, instance = project
+    materialize(root, instance, "always-18", dg.AssetSelection.groups("benchmark_gsm8k"))
+    rows = query(root, "SELECT level, name, datasets, task_config_hash, scorer_config_hash FROM benchmark_results")
+    assert {r[0] for r in rows} == {"task", "suite"}
+    for level, name, datasets, task_hash, scorer_hash in rows:
+        assert "gsm8k@v1 (" in datasets, (level, name)
+        assert task_hash and scorer_hash, (level, name)
