@@ -15,7 +15,7 @@ from eval_platform.defs.experiments import build_alerts, build_experiment_result
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.report import build_report_asset
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
-from eval_platform.defs.traces import daily_scoring_schedule, new_trace_files_sensor, quarantine, traces, traces_job
+from eval_platform.defs.traces import daily_ingest_schedule, new_trace_files_sensor, quarantine, traces, traces_job
 from eval_platform.experiments.config import load_experiments
 from eval_platform.judging.config import load_evaluators
 from eval_platform.settings import data_root
@@ -56,7 +56,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             report,
         ],
         jobs=[traces_job, dataset_job],
-        schedules=[daily_scoring_schedule],
+        schedules=[daily_ingest_schedule],
         sensors=[
             new_trace_files_sensor,
             new_dataset_files_sensor,

@@ -88,7 +88,7 @@ SCHEDULE_PRIORITY = "1"
     description="01:00 UTC: ingest yesterday's exports; the automation sensor (on by default) then scores yesterday "
     "for every enabled evaluator and refreshes the rollups.",
 )
-def daily_scoring_schedule(context: dg.ScheduleEvaluationContext):
+def daily_ingest_schedule(context: dg.ScheduleEvaluationContext):
     """Every day at 01:00 UTC: ingest yesterday's exports. Each evaluator's `judge_scores` partition of that
     day then runs through its automation condition (scored as soon as the day's traces are updated)."""
     yesterday = (context.scheduled_execution_time.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")

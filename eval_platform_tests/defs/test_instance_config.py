@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_platform.defs.traces import daily_scoring_schedule
+from eval_platform.defs.traces import daily_ingest_schedule
 
 SHIPPED = Path(__file__).resolve().parents[2] / "dagster.yaml"
 
@@ -28,7 +28,7 @@ def test_shipped_instance_config_limits_runs_backfills_and_the_judge_pool(tmp_pa
 
 def test_schedule_runs_outrank_backfill_runs_in_the_queue():
     context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 13, 1, tzinfo=UTC))
-    request = daily_scoring_schedule(context)
+    request = daily_ingest_schedule(context)
     assert request.partition_key == "2026-11-12"
     # backfill runs carry no priority tag (0); the queue starts higher priorities first
     assert int(request.tags["dagster/priority"]) > 0

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from eval_platform.definitions import build_definitions
-from eval_platform.defs.traces import daily_scoring_schedule, new_trace_files_sensor
+from eval_platform.defs.traces import daily_ingest_schedule, new_trace_files_sensor
 from eval_platform.judging.config import EvaluatorConfigError, load_evaluators
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform_tests.conftest import judge_requests, write_evaluator
@@ -82,7 +82,7 @@ def test_definitions_have_the_contracted_names(project):
     # "strict" is disabled: not a partition, so neither automated nor offered in a backfill (issue 10)
     assert evaluators == ["helpfulness", "preference"]
     assert "strict" in judge.descriptions_by_key[dg.AssetKey("judge_scores")]
-    assert defs.resolve_schedule_def("daily_scoring_schedule")
+    assert defs.resolve_schedule_def("daily_ingest_schedule")
     assert defs.resolve_sensor_def("new_trace_files_sensor")
 
 
@@ -179,7 +179,7 @@ def test_sensor_requests_days_with_new_files(project):
 
 def test_schedule_ingests_yesterday():
     context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 16, 1, 0, tzinfo=UTC))
-    request = daily_scoring_schedule(context)
+    request = daily_ingest_schedule(context)
     assert request.partition_key == "2026-11-15"
 
 
