@@ -34,7 +34,7 @@ from datetime import UTC, date, datetime, timedelta
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.modes import NUMERIC_MODES
+from eval_platform.judging.modes import MODES, NUMERIC_MODES
 from eval_platform.schemas import conform
 from eval_platform.stats.annotators import annotator_agreement, ground_truth, majority_labels
 from eval_platform.stats.judge_agreement import (
@@ -321,7 +321,8 @@ def position(config: EvaluatorConfig, scores: pl.DataFrame, rows: _Rows, trailin
 def judge_vs_judge(evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame, rows: _Rows) -> None:
     """Members of a consensus evaluator against each other, and same-mode evaluators on the same slots."""
     slot = ["trace_id", "trace_id_b"]
-    verdict = {"pairwise": "winner", "binary": "passed", "assertion": "passed", "categorical": "label"}
+    # Labelled modes are compared on their vote column; scaled ones on raw_score (members) or score (evaluators).
+    verdict = {name: mode.vote_column for name, mode in MODES.items() if mode.labelled}
     # Only the columns compared, selected lazily: filtered copies of every column added 0.7 GB to the peak at 10M rows.
     completed = scores.lazy().filter(pl.col("status") == "COMPLETED")
     members = completed.filter(pl.col("role") == "member").select(

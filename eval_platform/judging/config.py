@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from eval_platform.config_files import load_named
 from eval_platform.judging import pricing
 from eval_platform.judging.modes import BOOLEAN_MODES, LABEL_MODES, MODES, SCALED_MODES  # noqa: F401 (re-exported)
+from eval_platform.judging.modes.pairwise import TIE_WORDS
 from eval_platform.judging.templates import TemplateError, parse_template, template_names
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,6 @@ class PairwiseOptions(_Strict):
         if any(n.strip().lower() in TIE_WORDS for n in names):
             raise ValueError(f"candidate_names may not be a tie word ({sorted(TIE_WORDS)})")
         return names
-
-
-TIE_WORDS = frozenset({"tie", "draw", "equal", "c"})
 
 
 class NWiseOptions(_Strict):
@@ -282,10 +280,9 @@ class EvaluatorConfig(_Strict):
             tree = parse_template(self.prompt, allowed=template_variables(self.mode))
         except TemplateError as exc:
             raise ValueError(f"prompt: {exc}") from exc
-        if self.mode == "reference" and "expected" not in template_names(tree):
-            raise ValueError("mode 'reference' needs {{expected}} in the prompt: the gold answer the judge compares with")
-        if self.mode == "n_wise" and "candidates" not in template_names(tree):
-            raise ValueError("mode 'n_wise' needs {{candidates}} in the prompt: where the candidates are listed")
+        for variable, purpose in MODES[self.mode].required_variables:
+            if variable not in template_names(tree):
+                raise ValueError(f"mode '{self.mode}' needs {{{{{variable}}}}} in the prompt: {purpose}")
         if self.output_schema is not None:
             try:
                 jsonschema.Draft202012Validator.check_schema(self.output_schema)

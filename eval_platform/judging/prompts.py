@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import string
 from typing import Any
 
 from eval_platform.judging.config import EvaluatorConfig, Rubric, template_variables
 from eval_platform.judging.fencing import REPLY_SCHEMA_MARKER, fence, new_secret
-from eval_platform.judging.modes import SCALED_MODES
+from eval_platform.judging.modes import MODES
+from eval_platform.judging.modes.n_wise import candidate_letters
 from eval_platform.judging.templates import parse_template, render
 
 # Always present, whatever the evaluator adds: evaluated content is data, never instructions.
@@ -30,40 +30,10 @@ MITIGATIONS = (
 OUTPUT_SCHEMA_MARKER = "The reply must also satisfy this JSON Schema:"
 
 
-def candidate_letters(n: int) -> list[str]:
-    """How an n_wise prompt names its candidates: A, B, C, ..."""
-    return list(string.ascii_uppercase[:n])
-
-
 def reply_schema(config: EvaluatorConfig, n_candidates: int | None = None) -> dict[str, Any]:
     """The JSON Schema of the reply object this evaluator's mode expects."""
     reasoning = {"type": "string", "description": "the reasoning behind the verdict"}
-    mode = config.mode
-    if mode in SCALED_MODES:
-        scale = config.score_scale
-        verdict = {"score": {"type": "number", "minimum": scale.min, "maximum": scale.max}}
-    elif mode == "binary":
-        verdict = {"passed": {"type": "boolean"}}
-    elif mode == "assertion":
-        verdict = {"answer": {"type": "string", "enum": ["yes", "no"]}}
-    elif mode == "categorical":
-        verdict = {"label": {"type": "string", "enum": list(config.labels)}}
-    elif mode == "pairwise":
-        options = config.pairwise
-        names = list(options.candidate_names) + (["tie"] if options.allow_ties else [])
-        verdict = {"winner": {"type": "string", "enum": names}}
-    else:
-        letters = candidate_letters(n_candidates or 2)
-        verdict = {
-            "ranking": {
-                "type": "array",
-                "description": "every candidate's letter exactly once, best first",
-                "items": {"type": "string", "enum": letters},
-                "minItems": len(letters),
-                "maxItems": len(letters),
-                "uniqueItems": True,
-            }
-        }
+    verdict = MODES[config.mode].verdict_schema(config, n_candidates)
     properties = {"reasoning": reasoning, **verdict}
     required = ["reasoning", *verdict]
     if config.request_confidence:
@@ -74,8 +44,8 @@ def reply_schema(config: EvaluatorConfig, n_candidates: int | None = None) -> di
 
 def system_message(config: EvaluatorConfig, n_candidates: int | None = None) -> str:
     parts = [MITIGATIONS, *config.anti_gaming_clauses]
-    if config.mode == "assertion":
-        parts.append("Answer the question about the content with yes or no.")
+    if MODES[config.mode].system_note:
+        parts.append(MODES[config.mode].system_note)
     if config.rubric is not None and config.rubric.chain_of_thought:
         parts.append("Think step by step: write your reasoning first, then give the verdict.")
     schema = reply_schema(config, n_candidates)

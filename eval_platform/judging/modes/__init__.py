@@ -5,15 +5,17 @@ types out a set of mode names: what kind of verdict it gives (which decides cons
 agreement statistics), the JSON keys its verdict is read from, the column a consensus vote is taken on,
 the option sections it needs (filled with their defaults when absent), and its template variables.
 
-Interface (for a joint scorer registry): `MODES` is a plain dict; each value is a frozen `JudgeMode`.
-Adding a mode is one module here defining `MODE` plus its entry below (its parser and reply schema
-still live in judging/parsing.py and judging/prompts.py, keyed by the mode name).
+Each mode's module also owns its reply: the JSON Schema of its verdict fields (`verdict_schema`, which the
+prompt shows the judge) and its parser (`parse`, a JSON object or the text shapes real judges write, to a
+`Verdict`). `parsing.parse_reply` and `prompts.reply_schema` only dispatch on the mode. Adding a mode is
+one module here defining `MODE` plus its entry below, and its tests.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 VerdictKind = Literal["scaled", "boolean", "label", "ranking"]
 BASE_VARIABLES = frozenset({"input", "output", "context", "expected", "metadata"})
@@ -27,7 +29,12 @@ class JudgeMode:
     vote_column: str  # the judge_scores column a consensus vote counts
     options: tuple[str, ...] = ()  # evaluator sections the mode needs, defaulted to {} when absent
     output_variables: tuple[str, ...] = ("output",)  # what the prompt shows in place of {{output}}
-    required_variables: tuple[str, ...] = ()  # template variables the prompt must use
+    required_variables: tuple[tuple[str, str], ...] = ()  # (variable, why) the prompt must use
+    # (config, JSON object or None, reply text, n candidates) -> Verdict; raises replies.ParseFailure
+    parse: Callable[..., Any] | None = None
+    # (config, n candidates) -> the verdict fields of the reply's JSON Schema
+    verdict_schema: Callable[..., dict[str, Any]] | None = None
+    system_note: str | None = None  # a line the system message adds for this mode
 
     @property
     def numeric(self) -> bool:

@@ -1,5 +1,40 @@
-"""score: a number on the evaluator's score_scale, normalized to [0, 1]; consensus mean/median."""
+"""score: a number on the evaluator's score_scale, normalized to [0, 1]; consensus mean/median.
+
+Read from JSON `score` (or `rating`), else `Rating: [[7]]`, `Score: 4/5` or a number alone on a line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from eval_platform.judging.modes import JudgeMode
+from eval_platform.judging.replies import SCORE_TEXT_RE, ParseFailure, Verdict, field, score_from_text
 
-MODE = JudgeMode("score", "scaled", ("score", "rating"), "raw_score", options=("score_scale",))
+if TYPE_CHECKING:
+    from eval_platform.judging.config import EvaluatorConfig
+
+
+def verdict_schema(config: EvaluatorConfig, _n_candidates: int | None) -> dict[str, Any]:
+    scale = config.score_scale
+    return {"score": {"type": "number", "minimum": scale.min, "maximum": scale.max}}
+
+
+def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: int | None) -> Verdict:
+    raw = field(obj, "score", "rating")
+    scale = config.score_scale
+    if obj is not None and raw is not None:
+        if isinstance(raw, str) and not config.strict:
+            match = SCORE_TEXT_RE.match(raw.strip())
+            raw = float(match.group(1)) if match and match.group(2) is None else raw
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise ParseFailure("schema_violation", f"'score' must be a number, got {raw!r}")
+    elif obj is not None and config.strict:
+        raise ParseFailure("schema_violation", "the reply has no 'score'")
+    else:
+        raw = score_from_text(text, scale.max)
+    if not scale.min <= raw <= scale.max:
+        raise ParseFailure("out_of_range", f"score {raw} is outside the scale {scale.min}..{scale.max}")
+    return Verdict((raw - scale.min) / (scale.max - scale.min), float(raw), None, None, None, None)
+
+
+MODE = JudgeMode("score", "scaled", ("score", "rating"), "raw_score", options=("score_scale",), parse=parse, verdict_schema=verdict_schema)

@@ -1,0 +1,222 @@
+"""The toolkit every judge mode reads its verdict with: JSON objects in a reply, verdict words on their own
+line or in `[[...]]`, and the `Verdict` / `ParseFailure` every parser returns or raises.
+
+No mode knowledge lives here: each mode's parser and reply schema are in its own module under
+`judging/modes/`, and `judging/parsing.py` picks the mode's parser and checks what is common to all.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+
+_FENCED_JSON_RE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+BRACKET_RE = re.compile(r"\[\[\s*([^\[\]]{1,80}?)\s*\]\]")
+_KEYED_LINE_RE = re.compile(
+    r"^\W*(?:final\s+)?(?:verdict|winner|answer|decision|choice|preferred(?:\s+response)?|better\s+response|"
+    r"result|label|category|rating|score|ranking|grade)\s*\W*\s*[:=\-]\s*(.+?)\s*$",
+    re.IGNORECASE,
+)
+NUMBER_RE = r"[-+]?\d+(?:\.\d+)?"
+SCORE_TEXT_RE = re.compile(rf"^\W*(?:\[\[)?\s*({NUMBER_RE})\s*(?:\]\])?\s*(?:/\s*({NUMBER_RE}))?\W*$")
+_CONFIDENCE_RE = re.compile(rf"confidence\W*\s*[:=]\s*({NUMBER_RE})\s*(%?)", re.IGNORECASE)
+WRAPPING = "*_`\"'.!。 \t"
+YES = frozenset({"yes", "pass", "passed", "true", "y"})
+NO = frozenset({"no", "fail", "failed", "false", "n"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    score: float | None  # normalized 0..1
+    raw_score: float | None
+    label: str | None
+    passed: bool | None
+    winner: str | None  # pairwise, in presentation order: A (shown first) | B | tie
+    reasoning: str | None
+    confidence: float | None = None
+    ranking: tuple[str, ...] | None = None  # n_wise: candidate letters, best first
+
+
+class ParseFailure(ValueError):
+    """`reason` is a short code: empty_reply, unparseable, ambiguous, truncated, schema_violation, out_of_range."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def find_json_objects(text: str) -> list[dict[str, Any]]:
+    """Every distinct JSON object in the reply (the whole reply, fenced blocks, balanced {...} in prose), in order."""
+    stripped = text.strip()
+    candidates = [stripped, *(m.group(1).strip() for m in _FENCED_JSON_RE.finditer(stripped))]
+    candidates.extend(c for c in _balanced_objects(stripped) if c is not None)
+    found: list[dict[str, Any]] = []
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and value not in found:
+            found.append(value)
+    return found
+
+
+def find_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in the reply, or None."""
+    found = find_json_objects(text)
+    return found[0] if found else None
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """Top-level {...} substrings, string-literal aware, in order of appearance."""
+    found, depth, start, in_string, escaped = [], 0, -1, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"' and depth > 0:
+            in_string = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                found.append(text[start : i + 1])
+    if depth > 0:
+        found.append(None)  # an object is still open at the end: the reply was cut off
+    return found
+
+
+def is_truncated_json(text: str) -> bool:
+    return None in _balanced_objects(text.strip())
+
+
+def strict_json(text: str) -> dict[str, Any]:
+    stripped = text.strip()
+    fenced = _FENCED_JSON_RE.fullmatch(stripped)
+    try:
+        value = json.loads(fenced.group(1) if fenced else stripped)
+    except json.JSONDecodeError:
+        raise ParseFailure("unparseable", "strict mode: the reply must be exactly one JSON object") from None
+    if not isinstance(value, dict):
+        raise ParseFailure("unparseable", "strict mode: the reply must be exactly one JSON object")
+    return value
+
+
+def norm(text: str) -> str:
+    return text.strip().strip(WRAPPING).strip().lower()
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in (raw.strip() for raw in text.splitlines()) if line]
+
+
+def text_candidates(text: str) -> list[str]:
+    """Where a verdict may sit in prose: the whole reply, `Key: value` lines (last first), first and last lines."""
+    lines = _lines(text)
+    keyed = [m.group(1) for line in reversed(lines) if (m := _KEYED_LINE_RE.match(line))]
+    edges = [lines[0], lines[-1]] if lines else []
+    return [text, *keyed, *edges]
+
+
+def reasoning_of(obj: dict[str, Any]) -> str | None:
+    value = obj.get("reasoning", obj.get("explanation", obj.get("reason")))
+    return None if value is None else str(value)
+
+
+def confidence_of(obj: dict[str, Any] | None, text: str) -> float | None:
+    if obj is not None and "confidence" in obj:
+        value = obj["confidence"]
+        percent = False
+    else:
+        match = _CONFIDENCE_RE.search(text)
+        if match is None:
+            return None
+        value, percent = match.group(1), bool(match.group(2))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ParseFailure("schema_violation", f"'confidence' is not a number: {value!r}") from None
+    if percent or 1 < number <= 100:
+        number /= 100
+    if not 0 <= number <= 1:
+        raise ParseFailure("out_of_range", f"confidence {value} is outside 0..1")
+    return number
+
+
+def validate(obj: dict[str, Any], schema: dict[str, Any], what: str) -> None:
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(obj))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(reply)"
+        raise ParseFailure("schema_violation", f"{what}: {where}: {error.message}")
+
+
+def field(obj: dict[str, Any] | None, *keys: str) -> Any:
+    if obj is None:
+        return None
+    for key in keys:
+        if key in obj:
+            return obj[key]
+    return None
+
+
+def score_from_text(text: str, scale_max: float) -> float:
+    brackets = {float(m) for m in BRACKET_RE.findall(text) if re.fullmatch(NUMBER_RE, m.strip())}
+    if len(brackets) > 1:
+        raise ParseFailure("unparseable", f"several different bracketed ratings: {sorted(brackets)}")
+    if brackets:
+        return brackets.pop()
+    for candidate in text_candidates(text)[1:]:
+        match = SCORE_TEXT_RE.match(candidate)
+        if match:
+            denominator = match.group(2)
+            if denominator is not None and float(denominator) != scale_max:
+                raise ParseFailure("out_of_range", f"'{candidate}' is on a scale of {denominator}, not {scale_max:g}")
+            return float(match.group(1))
+    raise ParseFailure("unparseable", "no JSON object, [[rating]], 'Score: n' or number on its own line")
+
+
+def yes_no(value: Any, strict: bool, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if not strict and isinstance(value, str) and norm(value) in YES | NO:
+        return norm(value) in YES
+    raise ParseFailure("schema_violation", f"'{key}' must be {'true or false' if key == 'passed' else 'yes or no'}, got {value!r}")
+
+
+def yes_no_from_text(text: str) -> bool:
+    found = {norm(m) in YES for m in BRACKET_RE.findall(text) if norm(m) in YES | NO}
+    if len(found) > 1:
+        raise ParseFailure("unparseable", "the reply says both yes and no in [[...]]")
+    if found:
+        return found.pop()
+    for candidate in text_candidates(text):
+        word = norm(candidate)
+        if word in YES | NO:
+            return word in YES
+    raise ParseFailure("unparseable", "no JSON object and no yes/no (pass/fail) verdict on its own line")
+
+
+def choice_from_text(text: str, aliases: dict[str, str], what: str) -> str:
+    """One option named by `[[x]]` (all brackets must agree), else by the first matching text candidate."""
+    bracketed = {aliases[norm(m)] for m in BRACKET_RE.findall(text) if norm(m) in aliases}
+    if len(bracketed) > 1:
+        raise ParseFailure("unparseable", f"the reply names several {what}s in [[...]]: {sorted(bracketed)}")
+    if bracketed:
+        return bracketed.pop()
+    for candidate in text_candidates(text):
+        key = norm(candidate)
+        if key in aliases:
+            return aliases[key]
+    raise ParseFailure("unparseable", f"no JSON object and no single {what} on its own line or in [[...]]")
