@@ -86,16 +86,47 @@ def _score(suite: Suite, values: Mapping[str, np.ndarray], kind: str, top: list 
     return float(np.dot(weights, unit_values) / sum(weights)) if unit_values else None
 
 
-def _bootstrap(suite, values: Mapping[str, np.ndarray], kind, top, seed: int) -> tuple[float | None, float | None]:
+def _resampled(suite, sides: list[Mapping[str, np.ndarray]], kind, top, seed: int) -> list[np.ndarray]:
+    """Each side's score over the same RESAMPLES draws of cases within each task (vectorized)."""
     rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(RESAMPLES):
-        resampled = {t: v[rng.integers(0, len(v), len(v))] for t, v in values.items() if len(v)}
-        draws.append(_score(suite, resampled, kind, top))
-    draws = [d for d in draws if d is not None]
+    stats: list[dict[str, tuple[np.ndarray, int]]] = [{} for _ in sides]
+    for task in suite.tasks:
+        n = len(sides[0].get(task, ()))
+        if not n:
+            continue
+        index = rng.integers(0, n, (RESAMPLES, n))
+        for side, stat in zip(sides, stats, strict=True):
+            stat[task] = (side[task][index].sum(axis=1), n)
+    return [_score_draws(suite, stat, kind, top) for stat in stats] if stats[0] else []
+
+
+def _score_draws(suite, stat: Mapping[str, tuple[np.ndarray, int]], kind, top) -> np.ndarray:
+    """`_score` over resampled per-task sums: one value per draw."""
+    if kind == "micro":
+        return sum(sums for sums, _ in stat.values()) / sum(n for _, n in stat.values())
+    if top is None:
+        return _macro_draws(suite, list(stat), stat)
+    unit_values, weights = [], []
+    for _name, tasks, weight, aggregate in top:
+        sub = {t: stat[t] for t in tasks if t in stat}
+        if sub:
+            unit_values.append(_score_draws(suite, sub, "micro", None) if aggregate == "micro" else _macro_draws(suite, tasks, sub))
+            weights.append(weight)
+    return np.average(np.vstack(unit_values), axis=0, weights=weights)
+
+
+def _macro_draws(suite, tasks: list[str], stat) -> np.ndarray:
+    present = [t for t in tasks if t in stat]
+    weights = np.array([suite.tasks[t].weight for t in present])
+    means = np.vstack([stat[t][0] / stat[t][1] for t in present])
+    return weights @ means / weights.sum()
+
+
+def _bootstrap(suite, values: Mapping[str, np.ndarray], kind, top, seed: int) -> tuple[float | None, float | None]:
+    draws = _resampled(suite, [values], kind, top, seed)
     if not draws:
         return None, None
-    low, high = np.quantile(draws, [0.025, 0.975])
+    low, high = np.quantile(draws[0], [0.025, 0.975])
     return float(low), float(high)
 
 
@@ -208,23 +239,16 @@ def leaderboard(
 
 def _paired_gap(suite, mine: CaseValues, leader: CaseValues, kind, top, seed):
     """(gap, ci_low, ci_high, paired cases): model minus leader over the cases both answered, resampled together."""
-    pairs = {}
+    a, b = {}, {}
     for task in suite.tasks:
         common = sorted(set(mine.get(task, {})) & set(leader.get(task, {})))
         if common:
-            pairs[task] = (np.array([mine[task][c] for c in common]), np.array([leader[task][c] for c in common]))
-    if not pairs:
+            a[task] = np.array([mine[task][c] for c in common])
+            b[task] = np.array([leader[task][c] for c in common])
+    if not a:
         return None, None, None, 0
     use_top = top if kind == "macro" else None
-
-    def gap(indices) -> float | None:
-        a = {t: pairs[t][0][indices[t]] for t in pairs}
-        b = {t: pairs[t][1][indices[t]] for t in pairs}
-        sa, sb = _score(suite, a, kind, use_top), _score(suite, b, kind, use_top)
-        return None if sa is None or sb is None else sa - sb
-
-    observed = gap({t: np.arange(len(pairs[t][0])) for t in pairs})
-    rng = np.random.default_rng(seed)
-    draws = [gap({t: rng.integers(0, len(p[0]), len(p[0])) for t, p in pairs.items()}) for _ in range(RESAMPLES)]
-    low, high = np.quantile([d for d in draws if d is not None], [0.025, 0.975])
-    return observed, float(low), float(high), int(sum(len(p[0]) for p in pairs.values()))
+    observed = _score(suite, a, kind, use_top) - _score(suite, b, kind, use_top)
+    draws_a, draws_b = _resampled(suite, [a, b], kind, use_top, seed)
+    low, high = np.quantile(draws_a - draws_b, [0.025, 0.975])
+    return observed, float(low), float(high), int(sum(len(v) for v in a.values()))
