@@ -148,3 +148,27 @@ def test_every_result_row_names_its_dataset_and_config_hashes(project, local_jud
     for level, name, datasets, task_hash, scorer_hash in rows:
         assert "gsm8k@v1 (" in datasets, (level, name)
         assert task_hash and scorer_hash, (level, name)
+
+
+def test_suite_score_drop_beyond_the_previous_interval_warns(project, local_judge):
+    root, instance = project
+    selection = [dg.AssetKey(["benchmark", "gsm8k", "answer"]), dg.AssetKey(["benchmark_scores", "gsm8k"])]
+    suite = yaml.safe_load((root / "benchmarks" / "gsm8k.yaml").read_text())
+    suite["tasks"] = {"answer": {**suite["tasks"]["answer"], "dataset": "eighteen"}}  # one task: its accuracy is the score
+    (root / "benchmarks" / "gsm8k.yaml").write_text(yaml.safe_dump(suite))
+    cases = [{"case_id": f"e{i}", "input": f"{i} + {18 - i}?", "expected_output": "18"} for i in range(40)]
+    (root / "datasets" / "eighteen").mkdir()
+    (root / "datasets" / "eighteen" / "v1.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+
+    def run(reply: str) -> dg.AssetCheckEvaluation:
+        (root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump({"models": {"always-18": {"model": f"local/fixed/{reply}"}}}))
+        result = materialize(root, instance, "always-18", selection)
+        (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "score_not_dropped"]
+        return check
+
+    assert run("The answer is 18.").passed  # nothing before it
+    assert run("The answer is 18.").passed  # the same score again
+    dropped = run("I cannot say.")  # every case wrong: 0 is below the previous interval
+    assert not dropped.passed and dropped.severity == dg.AssetCheckSeverity.WARN
+    assert dropped.metadata["score"].value == 0.0
+    assert dropped.metadata["previous_score"].value == 1.0
