@@ -30,6 +30,11 @@ class _Strict(BaseModel):
 class ScorerSpec(_Strict):
     name: str
     options: dict[str, Any] = Field(default_factory=dict)
+    metric: str | None = None  # the metric's name in results (default: the scorer's), to use one scorer twice
+
+    @property
+    def metric_name(self) -> str:
+        return self.metric or self.name
 
 
 class Gate(_Strict):
@@ -142,6 +147,9 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
                 registry.SCORERS[spec.name].options(**spec.options)
             except ValueError as exc:
                 raise SuiteError(f"{where}.scorers.{index}.options': {exc}") from None
+        names = [spec.metric_name for spec in task.scorers]
+        if len(set(names)) < len(names):
+            raise SuiteError(f"{where}.scorers': two scorers give the metric {sorted({n for n in names if names.count(n) > 1})}; name one with 'metric'")
         for field_name in ("prompt", "system"):
             template = getattr(task, field_name)
             if template is not None:
@@ -206,7 +214,7 @@ def _check_case_field(where: str, name: str) -> None:
 
 def metrics_of(task: Task) -> set[str]:
     """The metrics a task produces: one per scorer."""
-    return {spec.name for spec in task.scorers}
+    return {spec.metric_name for spec in task.scorers}
 
 
 def upstream(suite: Suite) -> dict[str, list[str]]:

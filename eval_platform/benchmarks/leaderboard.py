@@ -147,7 +147,7 @@ def suite_results(
     """`benchmark_results` rows for each group and for the suite, for one model (BENCHMARK_RESULT_SCHEMA)."""
     now = datetime.now(UTC)
     arrays = {t: np.array(list(case_values.get(t, {}).values()), dtype=float) for t in suite.tasks}
-    primary = {t: task.scorers[0].name for t, task in suite.tasks.items()}
+    primary = {t: task.scorers[0].metric_name for t, task in suite.tasks.items()}
     rows = []
 
     def row(level: str, name: str, tasks: list[str], kind: str, top=None) -> dict:

@@ -221,7 +221,7 @@ def run_task(run: TaskRun) -> pl.DataFrame:
     else:
         _take_outputs(run, rows)
     _score(run, rows)
-    primary = task.scorers[0].name
+    primary = task.scorers[0].metric_name
     hashes = {"task_config_hash": task_config_hash(task), "scorer_config_hash": scorer_config_hash(task, run.evaluators)}
     for row in rows:
         row.pop("_case")
@@ -382,7 +382,7 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
     for row in rows:
         if row["status"] != COMPLETED:
             continue
-        case = {**row["_case"], "verdict": row.get("verdict")}
+        case = {**row["_case"], "verdict": row.get("verdict"), "presentation": row["presentation"]}
         if "_verdict_other" in row:
             case["verdict_other"] = row["_verdict_other"]
         scores = []
@@ -394,20 +394,20 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
                     code, detail = outcome[1] if outcome else ("judge_missing", "the judge returned no row")
                     row.update(status=FAILED, reason=f"judge:{code}", reason_detail=detail)
                     break
-                scores.append({"metric": spec.name, "value": outcome[0]})
+                scores.append({"metric": spec.metric_name, "value": outcome[0]})
                 continue
             try:
                 value = scorer.score(row["output"] or "", case, spec_options)
             except registry.NotApplicable:
-                scores.append({"metric": spec.name, "value": None})
+                scores.append({"metric": spec.metric_name, "value": None})
                 continue
             except registry.MissingField as exc:
                 row.update(status=FAILED, reason="missing_field", reason_detail=str(exc))
                 break
             except ValueError as exc:  # the case cannot be scored (e.g. a reference holding no number)
-                row.update(status=FAILED, reason="scorer_error", reason_detail=f"{spec.name}: {exc}")
+                row.update(status=FAILED, reason="scorer_error", reason_detail=f"{spec.metric_name}: {exc}")
                 break
-            scores.append({"metric": spec.name, "value": float(value)})
+            scores.append({"metric": spec.metric_name, "value": float(value)})
         else:
             row["scores"] = scores
 
@@ -507,8 +507,8 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
     out = []
     for spec in task.scorers:
         scorer = registry.SCORERS[spec.name]
-        values = per_case_values(frame, spec.name)
-        n, n_failed, n_skipped = case_counts(frame, spec.name)
+        values = per_case_values(frame, spec.metric_name)
+        n, n_failed, n_skipped = case_counts(frame, spec.metric_name)
         summary = summarize(np.array(list(values.values())), seed=seed)
         value = summary.value
         if scorer.aggregate.__name__ != "<lambda>":  # a corpus-level metric (e.g. corpus BLEU)
@@ -519,7 +519,7 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
                 "level": "task",
                 "name": task_name,
                 "model": model_name,
-                "metric": spec.name,
+                "metric": spec.metric_name,
                 "aggregate": "mean" if value == summary.value else "corpus",
                 "value": value,
                 "stderr": summary.stderr,

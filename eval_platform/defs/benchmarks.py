@@ -55,7 +55,7 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
         else f"recorded outputs in case field `{task.outputs_from}`"
     )
     description = (
-        f"Suite `{suite_name}`, task `{task_name}`: {source}; scored by {', '.join(s.name for s in task.scorers)}. "
+        f"Suite `{suite_name}`, task `{task_name}`: {source}; scored by {', '.join(s.metric_name for s in task.scorers)}. "
         "One `benchmark_cases` row per case, sample and presentation (COMPLETED / FAILED with reason / SKIPPED with "
         "reason) and one `benchmark_results` row per metric with its 95% interval; a FAILED case is never a 0."
         + (f" Gated on `{task.gate.task}` {task.gate.metric} >= {task.gate.min:g}." if task.gate else "")
@@ -160,7 +160,7 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
             cases = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name})
             results = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name})
             if cases is not None:
-                case_values[task_name] = per_case_values(cases, task.scorers[0].name)
+                case_values[task_name] = per_case_values(cases, task.scorers[0].metric_name)
             if results is not None:
                 task_rows.append(results)
         if not task_rows:
@@ -239,7 +239,7 @@ def _suite_case_values(root: Path, suite_name: str, suite: Suite):
     for (model, task_name), frame in cases.group_by("model", "task"):
         if task_name not in suite.tasks:
             continue
-        by_model.setdefault(model, {})[task_name] = per_case_values(frame, suite.tasks[task_name].scorers[0].name)
+        by_model.setdefault(model, {})[task_name] = per_case_values(frame, suite.tasks[task_name].scorers[0].metric_name)
     for (model,), frame in cases.group_by("model"):
         called = frame.filter(pl.col("status") != SKIPPED)
         # A call whose price is unknown leaves the total unknown: never summed as if it were free.

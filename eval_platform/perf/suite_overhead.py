@@ -91,7 +91,7 @@ class _Bare:
             write_partition(self.root, "benchmark_cases", {"suite": "synth", "task": task, "model": name}, frame)
             results = task_results(frame, "synth", task, self.suite.tasks[task], name)
             write_partition(self.root, "benchmark_results", {"suite": "synth", "name": task, "model": name}, results)
-            values[task] = per_case_values(frame, self.suite.tasks[task].scorers[0].name)
+            values[task] = per_case_values(frame, self.suite.tasks[task].scorers[0].metric_name)
             rows.append(results)
         scores = suite_results("synth", self.suite, name, values, pl.concat(rows))
         write_partition(self.root, "benchmark_results", {"suite": "synth", "name": "_suite", "model": name}, scores)

@@ -15,7 +15,7 @@ the case as `verdict` (None when the reply names no winner), and the other order
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from eval_platform.scoring.registry import MissingField, NotApplicable, Scorer, ScorerOptions
 
@@ -25,13 +25,28 @@ DEFAULT_LABELS = {"1": "A", "2": "B", "A": "A", "B": "B", "a": "A", "b": "B"}
 class PairAccuracyOptions(ScorerOptions):
     reference_field: str = "expected_output"
     labels: dict[str, str] = DEFAULT_LABELS  # gold value -> the candidate it names (A: first `pair` field)
+    # Only the replies to this presentation order (AB: the pair as listed; BA: swapped), e.g. for
+    # LLMBar's correct_False / correct_True; other rows have no value for this metric.
+    presentation: Literal["AB", "BA"] | None = None
+    both_orders: bool = False  # 1 only when the verdicts of both orders are right (LLMBar's correct_both)
 
 
-def _pair_accuracy(_output: str, case: Mapping[str, Any], options: PairAccuracyOptions) -> float:
+def _gold(case: Mapping[str, Any], options: PairAccuracyOptions) -> str:
     gold = str(case[options.reference_field]).strip()
     if gold not in options.labels:
         raise MissingField(f"gold label {gold!r} is not one of {sorted(options.labels)} (option 'labels')")
-    return float(case.get("verdict") == options.labels[gold])
+    return options.labels[gold]
+
+
+def _pair_accuracy(_output: str, case: Mapping[str, Any], options: PairAccuracyOptions) -> float:
+    gold = _gold(case, options)
+    if options.presentation is not None and case.get("presentation") != options.presentation:
+        raise NotApplicable(f"only replies to order {options.presentation} count")
+    if options.both_orders:
+        if "verdict_other" not in case:
+            raise NotApplicable("the other presentation order has no reply")
+        return float(case.get("verdict") == gold and case["verdict_other"] == gold)
+    return float(case.get("verdict") == gold)
 
 
 class PositionAgreementOptions(ScorerOptions):

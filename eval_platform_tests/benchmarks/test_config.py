@@ -65,6 +65,8 @@ def test_a_valid_suite_loads_with_its_dependencies_and_groups(root):
         (("outputs_from: metadata.output", "outputs_of: fulll"), "field 'tasks.judged.outputs_of': unknown task 'fulll'"),
         (("outputs_from: metadata.output", "prompt: '{{input}}'\n    outputs_of: full"), "give exactly one of 'prompt'"),
         (("{name: contains, options: {text: \"because\"}}", "{name: judge, options: {evaluator: helpfulnes}}"), "field 'tasks.judged.scorers.0.options.evaluator': unknown evaluator 'helpfulnes'; known: ['helpfulness']"),
+        (("{name: token_f1}, {name: numeric_match", "{name: token_f1}, {name: token_f1, options: {}}, {name: numeric_match"),
+         "field 'tasks.full.scorers': two scorers give the metric ['token_f1']; name one with 'metric'"),
         (("{name: contains, options: {text: \"because\"}}", "{name: pair_accuracy}"), "field 'tasks.judged.scorers.0.name': scorer 'pair_accuracy' scores a judge's verdicts: the task needs 'as_judge'"),
         (("tasks: [smoke, full]", "tasks: [smoke, ful]"), "field 'groups.answers.tasks': unknown task(s) ['ful']"),
     ],

@@ -91,10 +91,23 @@ def test_every_recorded_run_reproduces_its_published_statistics(llmbar_project, 
     accuracy, n, n_failed = rows["pair_accuracy"]
     assert n_failed == 0
     assert 100 * accuracy == pytest.approx(float(published["correct_average"].rstrip("%")), abs=1e-9)
-    equal, total = (int(x) for x in re.match(r"\s*(\d+)\s*/\s*(\d+)", published["equal"]).groups())
+    equal, total = count(published["equal"])
     assert n == total
     assert round(rows["position_agreement"][0] * n) == equal
     assert rows["position_agreement"][0] == pytest.approx(equal / total, abs=1e-12)
+    # per presentation order (correct_False: as listed, correct_True: swapped) and in both orders at once
+    for metric, field in (("accuracy_as_listed", "correct_False"), ("accuracy_swapped", "correct_True"),
+                          ("accuracy_both_orders", "correct_both")):
+        right, total = count(published[field])
+        value, n, n_failed = rows[metric]
+        assert (n, n_failed) == (total, 0)
+        assert value == pytest.approx(right / total, abs=1e-12), (metric, value, right, total)
+
+
+def count(figure: str) -> tuple[int, int]:
+    """(k, n) of a published `k / n = p%` figure."""
+    right, total = re.match(r"\s*(\d+)\s*/\s*(\d+)", figure).groups()
+    return int(right), int(total)
 
 
 def test_all_28_runs_are_checked():
