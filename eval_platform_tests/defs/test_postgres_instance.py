@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from collections import Counter
 from pathlib import Path
@@ -181,5 +183,65 @@ def test_a_concurrent_backfill_through_postgres_loses_and_duplicates_nothing(pro
     judged = sql(project, "SELECT evaluator, CAST(date AS VARCHAR), trace_id, status FROM judge_scores")
     traced = sql(project, "SELECT CAST(date AS VARCHAR), trace_id FROM traces")
     assert traced and len(traced) == len(set(traced))
+    assert sorted((e, d, t) for e, d, t, _ in judged) == sorted((e, d, t) for e in EVALUATORS for d, t in traced)
+    assert {status for *_, status in judged} == {"COMPLETED"}
+
+
+def wait_for(condition, daemon: subprocess.Popen, log: Path, polls: int = 1200) -> None:
+    """Poll every 0.5 s until `condition()` holds; fail with the daemon's log if it dies or ~10 min pass."""
+    for _ in range(polls):
+        if condition():
+            return
+        assert daemon.poll() is None, f"the daemon exited:\n{log.read_text()[-5000:]}"
+        time.sleep(0.5)
+    pytest.fail(f"the daemon did not get there in {polls // 2} s:\n{log.read_text()[-5000:]}")
+
+
+def test_a_backfill_the_daemon_launches_from_the_postgres_queue_loses_and_duplicates_nothing(project, postgres_home):
+    """The production path: ingesting two days makes the automation sensor request every judge_scores partition
+    of them as a backfill; the daemon queues its runs in PostgreSQL and launches them in their own processes
+    under the queue's limits."""
+    log = postgres_home / "daemon.log"
+    daemon = subprocess.Popen(
+        [str(Path(sysconfig.get_path("scripts")) / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+        cwd=REPO, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    expected = {str(judge_key(day, evaluator)) for day in DAYS for evaluator in EVALUATORS}
+    try:
+        # The sensor's first tick only records where it starts from; an update counts once it has ticked.
+        first_tick = "Finished auto-materialization tick for judge_scores_automation"
+        wait_for(lambda: first_tick in log.read_text(), daemon, log)
+        defs = build_definitions(project)
+        with dg.DagsterInstance.get() as instance:
+            for day in DAYS:
+                assert materialize(defs, "traces", day, instance).success
+
+            def judge_runs():
+                return [run for run in instance.get_runs() if dg.AssetKey("judge_scores") in (run.asset_selection or ())]
+
+            def backfill_done():
+                runs = judge_runs()
+                done = instance.get_materialized_partitions(dg.AssetKey("judge_scores"))
+                return done == expected and runs and all(run.is_finished for run in runs)
+
+            wait_for(backfill_done, daemon, log)
+            judge_runs = judge_runs()
+            assert {run.status for run in judge_runs} == {dg.DagsterRunStatus.SUCCESS}
+            backfills = instance.get_backfills()
+            assert backfills and all(run.tags.get("dagster/backfill") for run in judge_runs)
+            for run in judge_runs:  # every run waited in the PostgreSQL queue before the daemon launched it
+                assert instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED)
+            records = instance.fetch_materializations(dg.AssetKey("judge_scores"), limit=100).records
+            assert Counter(record.partition_key for record in records) == Counter(expected)
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+
+    judged = sql(project, "SELECT evaluator, CAST(date AS VARCHAR), trace_id, status FROM judge_scores")
+    traced = sql(project, "SELECT CAST(date AS VARCHAR), trace_id FROM traces")
     assert sorted((e, d, t) for e, d, t, _ in judged) == sorted((e, d, t) for e in EVALUATORS for d, t in traced)
     assert {status for *_, status in judged} == {"COMPLETED"}
