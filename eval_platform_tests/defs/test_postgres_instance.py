@@ -231,6 +231,10 @@ def test_a_backfill_the_daemon_launches_from_the_postgres_queue_loses_and_duplic
             assert backfills and all(run.tags.get("dagster/backfill") for run in judge_runs)
             for run in judge_runs:  # every run waited in the PostgreSQL queue before the daemon launched it
                 assert instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED)
+            # the queue never ran more backfill runs at once than the `dagster/backfill` tag limit (2)
+            records = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id for run in judge_runs]))
+            spans = [(record.start_time, record.end_time) for record in records]
+            assert max(sum(start <= moment < end for start, end in spans) for moment, _ in spans) <= 2
             records = instance.fetch_materializations(dg.AssetKey("judge_scores"), limit=100).records
             assert Counter(record.partition_key for record in records) == Counter(expected)
     finally:
