@@ -104,6 +104,44 @@ def test_an_instance_from_the_postgres_config_records_our_runs_and_materializati
     assert judged == sql(project, f"SELECT count(*), count(DISTINCT trace_id) FROM traces WHERE date = '{day}'")
 
 
+def set_pool_limit_once() -> None:
+    """The README's one-time step for a new PostgreSQL database (Dagster issue #33552), through the real CLI."""
+    subprocess.run([sys.executable, "-m", "dagster", "instance", "concurrency", "set", "llm_judge", "2"],
+                   check=True, capture_output=True)
+
+
+def judge_once_then_change_default_limit(defs, home: Path, one_time_step: bool) -> dg.ExecuteInProcessResult:
+    """Judge a partition, raise `default_limit` in the instance config, judge it again: the second result."""
+    day, key = DAYS[0], judge_key(DAYS[0], "helpfulness")
+    with dg.DagsterInstance.get() as instance:
+        assert materialize(defs, "traces", day, instance).success
+        if one_time_step:
+            set_pool_limit_once()
+        assert materialize(defs, "judge_scores", key, instance).success
+    config = yaml.safe_load((home / "dagster.yaml").read_text())
+    config["concurrency"]["pools"]["default_limit"] = 3
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+    with dg.DagsterInstance.get() as instance:
+        return dg.materialize(list(defs.assets), selection=["judge_scores"], partition_key=key, instance=instance,
+                              resources=defs.resources, raise_on_error=False)
+
+
+def test_after_the_one_time_pool_step_runs_survive_a_changed_default_limit(project, postgres_home):
+    result = judge_once_then_change_default_limit(build_definitions(project), postgres_home, one_time_step=True)
+    assert result.success
+    with dg.DagsterInstance.get() as instance:  # the pool keeps the limit set by hand; the file's default is unused
+        assert instance.event_log_storage.get_concurrency_info("llm_judge").slot_count == 2
+
+
+def test_without_the_one_time_step_a_changed_default_limit_breaks_runs(project, postgres_home):
+    """Why the README's step exists (Dagster issue #33552). When this fails, Dagster has fixed the bug: drop the
+    step from the README and set_pool_limit_once from these tests."""
+    result = judge_once_then_change_default_limit(build_definitions(project), postgres_home, one_time_step=False)
+    assert not result.success
+    failure = result.get_run_failure_event().event_specific_data.error
+    assert "InFailedSqlTransaction" in failure.to_string() and "concurrency_limits" in failure.to_string()
+
+
 # One run of a backfill, as a separate process would execute it on another machine: it loads the instance from
 # $DAGSTER_HOME (the PostgreSQL config), waits until every process is ready, then materializes its partition.
 RUN_ONE_PARTITION = """
@@ -133,8 +171,7 @@ def test_a_concurrent_backfill_through_postgres_loses_and_duplicates_nothing(pro
             assert materialize(defs, "traces", day, instance).success
     # The one-time setup step the README gives for a new database: without it, runs that start outside the
     # queue at the same moment and are the first to use the pool can crash (Dagster issue #33552).
-    subprocess.run([sys.executable, "-m", "dagster", "instance", "concurrency", "set", "llm_judge", "2"],
-                   check=True, capture_output=True)
+    set_pool_limit_once()
 
     # Every partition of the backfill, plus one launched twice (a retried run racing the first): 5 processes.
     partitions = [(day, evaluator) for day in DAYS for evaluator in EVALUATORS]
