@@ -106,8 +106,15 @@ class PostgresServer:
         self._run("initdb", "-D", str(self.data_dir), "-U", SUPERUSER, f"--pwfile={password_file}",
                   "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8", "--no-locale")
         password_file.unlink()
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.folder}"
-        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_file), "-o", options, "-w", "start")
+        for attempt in range(3):  # the free port can be taken by another process before the server binds it
+            options = f"-h 127.0.0.1 -p {self.port} -k {self.folder}"
+            try:
+                self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_file), "-o", options, "-w", "start")
+                return
+            except RuntimeError as error:
+                if attempt == 2 or "could not bind" not in str(error):
+                    raise
+                self.port = _free_port()
 
     def stop(self) -> None:
         try:
