@@ -67,10 +67,12 @@ def sql(root: Path, query: str):
 def test_postgres_config_has_the_same_queue_and_limits_as_the_shipped_dagster_yaml():
     postgres, sqlite = (yaml.safe_load(path.read_text()) for path in (SHIPPED_POSTGRES, SHIPPED_SQLITE))
     assert postgres["concurrency"] == sqlite["concurrency"]
-    assert set(postgres["storage"]["postgres"]["postgres_db"]) == {"hostname", "port", "username", "password", "db_name", "scheme"}
+    connection = dict(postgres["storage"]["postgres"]["postgres_db"])
+    assert connection.pop("scheme") == "postgresql+psycopg2"  # the driver dagster-postgres installs
     # no secret in the file: every connection field comes from the environment
-    connection = {k: v for k, v in postgres["storage"]["postgres"]["postgres_db"].items() if k != "scheme"}
-    assert all(set(field) == {"env"} for field in connection.values())
+    assert connection == {field: {"env": f"DAGSTER_POSTGRES_{name}"} for field, name in
+                          [("hostname", "HOST"), ("port", "PORT"), ("username", "USER"), ("password", "PASSWORD"),
+                           ("db_name", "DB")]}
 
 
 def test_an_instance_from_the_postgres_config_records_our_runs_and_materializations(project, postgres_home, postgres_db):
