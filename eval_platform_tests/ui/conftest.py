@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import httpx
 import pytest
 
@@ -122,6 +123,19 @@ class DagsterUI:
             parts.append(f"--- last {lines} lines of {name} ({path}) ---\n" + "\n".join(text[-lines:]))
         return "\n".join(parts)
 
+    def query_catalog(self, sql: str) -> list[tuple]:
+        """Read the DuckDB catalog as an analyst would; a run refreshing its views may hold the file for a moment."""
+        path = str(self.data_root / "eval_platform.duckdb")
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with duckdb.connect(path, read_only=True) as conn:
+                    return conn.execute(sql).fetchall()
+            except duckdb.IOException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
     def run_errors(self, run_ids: list[str]) -> str:
         """The failure messages of these runs, as the run page would show them."""
         found = []
@@ -195,6 +209,9 @@ def dagster_ui(local_judge, tmp_path_factory):
     home.mkdir()
     # The shipped instance config, with telemetry off: the test talks to 127.0.0.1 only.
     (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text() + "\ntelemetry:\n  enabled: false\n")
+    # Dagster's first-visit "join the community" dialog counts as seen, so it covers no page in the screenshots.
+    (home / ".nux").mkdir()
+    (home / ".nux" / "nux.yaml").write_text("seen: 1\n")
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
