@@ -228,9 +228,10 @@ def dagster_ui(local_judge, tmp_path_factory):
     try:
         processes.append(start([str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1", "-p", str(port)],
                                env, ui.logs["webserver"]))
-        # Backfills and the run queue are the daemon's work.
-        processes.append(start([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, ui.logs["daemon"]))
         wait_until_loaded(ui, processes[0])
+        # Backfills and the run queue are the daemon's work. Started once the webserver has created the instance's
+        # SQLite storage: two processes creating it at once can stamp its schema version twice.
+        processes.append(start([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, ui.logs["daemon"]))
         yield ui
     finally:
         for process in processes:

@@ -2,22 +2,45 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from eval_platform_tests.ui.conftest import DAYS, EVALUATOR, NOT_REQUESTED, DagsterUI
 
-MATERIALIZED_PARTITIONS = """
+MATERIALIZATIONS = """
 query Materialized($path: [String!]!) {
   assetOrError(assetKey: {path: $path}) {
     __typename
-    ... on Asset { assetMaterializations { partition runId } }
+    ... on Asset {
+      assetMaterializations {
+        partition
+        runId
+        timestamp
+        metadataEntries { label ... on IntMetadataEntry { intValue } }
+      }
+    }
   }
 }
 """
+ROLLUP_TIMEOUT_S = 300.0  # the automation sensor ticks every 30 s; this only bounds a hang
+
+
+def materializations(ui: DagsterUI, asset: str) -> list[dict]:
+    asset_or_error = ui.graphql(MATERIALIZATIONS, path=[asset])["assetOrError"]
+    if asset_or_error["__typename"] == "AssetNotFoundError":
+        return []  # never materialized yet
+    assert asset_or_error["__typename"] == "Asset", asset_or_error
+    return asset_or_error["assetMaterializations"]
+
+
+def metadata_int(event: dict, label: str) -> int:
+    [value] = [entry["intValue"] for entry in event["metadataEntries"] if entry["label"] == label]
+    return value
 
 
 def materialized_partitions(ui: DagsterUI, asset: str) -> set[str]:
-    asset_or_error = ui.graphql(MATERIALIZED_PARTITIONS, path=[asset])["assetOrError"]
-    assert asset_or_error["__typename"] == "Asset", asset_or_error
-    return {event["partition"] for event in asset_or_error["assetMaterializations"]}
+    return {event["partition"] for event in materializations(ui, asset)}
 
 
 def test_backfill_launched_through_graphql_materializes_exactly_the_requested_partitions(dagster_ui, ui_backfill):
@@ -51,3 +74,20 @@ def test_backfill_launched_through_graphql_materializes_exactly_the_requested_pa
     assert judged == [(day, EVALUATOR, n, n, n) for day, n in traced]
     assert NOT_REQUESTED not in {row[0] for row in judged}
 
+
+
+def test_rollups_refresh_after_the_backfill_not_during_it(dagster_ui, ui_backfill):
+    """The automation sensor, in the real daemon, refreshes judge_cost_daily once the backfill's judging is done:
+    its first materialization comes after the last judge_scores one and counts every call of the backfill."""
+    deadline = time.monotonic() + ROLLUP_TIMEOUT_S
+    while not (rollups := materializations(dagster_ui, "judge_cost_daily")):
+        if time.monotonic() > deadline:
+            pytest.fail(f"judge_cost_daily not refreshed {ROLLUP_TIMEOUT_S:.0f} s after the backfill\n{dagster_ui.log_tails()}")
+        time.sleep(2)
+    judged = materializations(dagster_ui, "judge_scores")
+    first_rollup = min(rollups, key=lambda event: int(event["timestamp"]))
+    assert int(first_rollup["timestamp"]) > max(int(event["timestamp"]) for event in judged)
+    # It counts every call the backfill's judging reported: no refresh ran on half of it.
+    judged_calls = sum(metadata_int(event, "calls") for event in judged)
+    assert len(judged) == len(DAYS) and judged_calls > 0
+    assert metadata_int(first_rollup, "calls") == judged_calls
