@@ -9,6 +9,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect, sync_playwright
 
 from eval_platform_tests.ui.conftest import DAYS, EVALUATOR
 
@@ -34,8 +36,6 @@ def artifacts() -> Path:
 
 @pytest.fixture
 def page(dagster_ui):
-    from playwright.sync_api import expect, sync_playwright
-
     expect.set_options(timeout=UI_TIMEOUT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
@@ -63,25 +63,37 @@ def page(dagster_ui):
 
 
 def shoot(page, artifacts: Path, name: str) -> Path:
-    page.wait_for_load_state("networkidle")  # the statuses drawn on the page have arrived
+    try:  # let the page's last queries land before the picture; the assertions never depend on this
+        page.wait_for_load_state("networkidle", timeout=15_000)
+    except PlaywrightTimeout:
+        pass
     path = artifacts / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     print(f"\nscreenshot: {path}")
     return path
 
 
+def expand_all_groups(page) -> None:
+    """The graph's "Expand all groups" (⌥E); pressed again if the graph had not yet taken its keys."""
+    for _ in range(5):
+        page.keyboard.press("Alt+e")
+        try:
+            page.wait_for_url(re.compile(r"[?&]expanded="), timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"the lineage graph did not expand its groups: {page.url}")
+
+
 STATUSES_DRAWN = "() => !document.querySelector('[style*=\"--minimal-bg: var(--color-background-light)\"]')"
 
 
 def test_lineage_partitions_and_backfill_pages_show_the_backfilled_partitions(dagster_ui, ui_backfill, page, artifacts):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import expect
-
     # Global asset lineage, filtered to judge_scores and its neighbours, every group expanded (the graph's ⌥E):
     # the pipeline's assets are drawn as nodes.
     page.goto(f"{dagster_ui.url}/asset-groups~{quote('+key:judge_scores+', safe='')}/")
     expect(page.get_by_text("judging", exact=True).last).to_be_visible()
-    page.keyboard.press("Alt+e")
+    expand_all_groups(page)
     for asset in ("traces", "judge_scores", "judge_cost_daily", "agreement"):
         expect(page.get_by_text(asset, exact=True).first).to_be_visible()
     # The nodes are drawn before their statuses arrive (a light box until then): wait for the colours, for the
