@@ -59,6 +59,9 @@ class BatchStore:
         with self._lock:
             return {"batches": len(self.batches), "files": len(self.files), "batch_lines": self.lines_answered}
 
+    async def stats_handler(self, _request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
     def reset(self) -> None:
         with self._lock:
             self.files.clear()

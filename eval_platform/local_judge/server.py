@@ -204,7 +204,7 @@ class LocalJudgeServer:
         app.router.add_get("/v1/stats", self._stats)
         app.router.add_post("/v1/stats/reset", self._reset_stats)
         # Batches created, files stored and batch lines answered (reset with the other counts).
-        app.router.add_get("/v1/stats/batches", lambda _request: web.json_response(self.batches.stats()))
+        app.router.add_get("/v1/stats/batches", self.batches.stats_handler)
         self.batches.routes(app)
         return app
 
