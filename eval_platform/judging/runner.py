@@ -18,8 +18,9 @@ import os
 import random
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -56,6 +57,8 @@ class JudgeRuntime:
     ledger: BudgetLedger
     local_judge_url: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    batch_dir: Path | None = None  # where batch mode keeps submitted batches; default: beside the cache
+    batch: Any = None  # batch mode's `BatchCalls` while a day is judged through a batch (see `batch`)
 
 
 def resolve_endpoint(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
@@ -190,15 +193,21 @@ class _Judge:
             )
         reservation: Reservation | None = None
         before_send = None
-        if self.budgeted and endpoint.prices is not None and endpoint.prices != pricing.FREE:
-            worst = endpoint.prices.cost(worst_case_prompt_tokens(messages), config.max_tokens)
+        batch = self.runtime.batch
+        priced = endpoint.prices is not None and endpoint.prices != pricing.FREE
+        worst = endpoint.prices.cost(worst_case_prompt_tokens(messages), config.max_tokens) if priced else None
+        if self.budgeted and priced and batch is None:
 
             async def before_send() -> None:
                 nonlocal reservation
                 reservation = await self._reserve(worst)
 
         try:
-            outcome = await self.runtime.client.complete(request, before_send=before_send)
+            if batch is not None:
+                # The batch reserved the worst case of all its requests before it was submitted.
+                outcome = await batch.outcome(endpoint, request, key, worst if self.budgeted else None)
+            else:
+                outcome = await self.runtime.client.complete(request, before_send=before_send)
             # A provider may echo the Authorization header: no key reaches a row, the cache or a log.
             outcome.content = redact(outcome.content, self.secrets)
             outcome.error_detail = redact(outcome.error_detail, self.secrets)
@@ -346,6 +355,10 @@ def judge_day(
     manual_trace_ids: set[str] | None = None,
 ) -> DayResult:
     """Judge every selected trace (pair, group) of `day`; every slot ends with exactly one status per member."""
+    if config.batched and runtime.batch is None:
+        from eval_platform.judging.batch import judge_day_in_batch  # batch builds on this module
+
+        return judge_day_in_batch(config, day, traces, runtime, manual_trace_ids or set())
     return asyncio.run(_judge_day_closing(config, day, traces, runtime, manual_trace_ids or set()))
 
 
@@ -366,6 +379,8 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
     members = []
     for spec in config.judge_models():
         endpoint = resolve_endpoint(spec, runtime)
+        if endpoint is not None and endpoint.prices is not None and config.batched:
+            endpoint = replace(endpoint, prices=endpoint.prices.scaled(config.batch.discount))
         judge = _Judge(config, endpoint, runtime) if endpoint else None
         members.extend(_Member(endpoint.label if endpoint else spec.model, judge, s) for s in range(config.samples))
     several = len(members) > 1
