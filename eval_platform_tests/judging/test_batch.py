@@ -1,0 +1,279 @@
+"""Batch mode over real HTTP to the local judge's Files and Batch APIs.
+
+A batch run must give the rows an interactive run gives on the same traces (every column but the call's
+latency and the judging time; the spend at the batch discount), write the same cache entries, resume a
+batch submitted before a crash or a timeout instead of submitting again, leave what an expired batch did
+not answer FAILED (never lost, never scored), and refuse before submitting what the budget cannot cover.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import polars as pl
+import pytest
+
+from eval_platform.judging.budget import BudgetLedger
+from eval_platform.judging.cache import JudgeCache
+from eval_platform.judging.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.judging.config import EvaluatorConfig, EvaluatorConfigError, load_evaluator
+from eval_platform.judging.pricing import model_cost
+from eval_platform.judging.prompts import build_messages, trace_values
+from eval_platform.judging.runner import JudgeRuntime, judge_day, worst_case_prompt_tokens
+from eval_platform.local_judge import LocalJudgeServer
+from eval_platform_tests.conftest import write_evaluator
+from eval_platform_tests.judging.test_lean_path import CASES, VARYING
+from eval_platform_tests.judging.test_modes import judge
+from eval_platform_tests.judging.test_runner import DAY, make_traces
+
+FAST = {"poll_interval_s": 0.02}
+PRICES = {"input_cost_per_million": 2.0, "output_cost_per_million": 8.0}
+SAME_ROWS = [
+    "score", "binary", "assertion", "categorical", "reference", "pairwise_both_orders", "n_wise",
+    "consensus_samples", "unparseable", "truncated", "prose",
+]
+
+
+@pytest.fixture
+def server():
+    """A local judge of its own per test: batch counts start at zero, delays and expiry are the test's."""
+    with LocalJudgeServer() as judge_server:
+        yield judge_server
+
+
+def batch_stats(server) -> dict:
+    return httpx.get(f"{server.base_url}/stats/batches", trust_env=False).json()
+
+
+def chat_requests(server) -> int:
+    return httpx.get(f"{server.base_url}/stats", trust_env=False).json()["requests"]
+
+
+def make_runtime(state: Path) -> JudgeRuntime:
+    return JudgeRuntime(
+        client=LiteLLMJudgeClient(max_concurrency=4, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)),
+        cache=JudgeCache(state / "cache"),
+        ledger=BudgetLedger(state / "budget.sqlite"),
+        env={},
+    )
+
+
+def config_for(server, name: str, **extra) -> EvaluatorConfig:
+    fields = {**CASES[name], **extra}
+    return judge(server, fields.pop("mode"), **fields)
+
+
+def sorted_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.sort(["trace_id", "trace_id_b", "model", "sample", "role"], nulls_last=True)
+
+
+def cache_entries(state: Path) -> dict[str, dict]:
+    path = state / "cache" / "replies.sqlite"
+    if not path.exists():
+        return {}  # nothing parsed, nothing cached
+    with sqlite3.connect(path) as conn:
+        return {key: json.loads(entry) for key, entry in conn.execute("SELECT key, entry FROM replies")}
+
+
+@pytest.mark.parametrize("name", SAME_ROWS)
+def test_batch_rows_and_cache_entries_equal_the_interactive_ones(server, tmp_path, name):
+    traces = make_traces(4, expected_output="It is 2.")
+    interactive = sorted_rows(judge_day(config_for(server, name), DAY, traces, make_runtime(tmp_path / "i")).rows)
+    sent_one_by_one = chat_requests(server)
+    batched_config = config_for(server, name, batch=FAST)
+    result = judge_day(batched_config, DAY, traces, make_runtime(tmp_path / "b"))
+    batched = sorted_rows(result.rows)
+
+    compared = [c for c in interactive.columns if c not in VARYING]
+    assert batched.select(compared).to_dicts() == interactive.select(compared).to_dicts()
+    assert set(batched["status"].to_list()) & {"COMPLETED", "FAILED"}  # something was judged, not all skipped
+    # Every call went through one batch: none through /v1/chat/completions.
+    assert chat_requests(server) == sent_one_by_one
+    stats = batch_stats(server)
+    assert stats["batches"] == 1 and stats["batch_lines"] == int(batched["calls"].sum()) > 0
+    assert [b["status"] for b in result.summary["batches"]] == ["completed"]
+    assert batched_config.config_hash == config_for(server, name).config_hash
+    assert cache_entries(tmp_path / "b") == cache_entries(tmp_path / "i")
+
+
+def test_a_batch_verdict_is_served_from_the_cache_to_both_deliveries(server, tmp_path):
+    traces = make_traces(4)
+    state = tmp_path / "state"
+    judge_day(config_for(server, "score", batch=FAST), DAY, traces, make_runtime(state))
+    rows = judge_day(config_for(server, "score"), DAY, traces, make_runtime(state)).rows
+    assert rows["cache_hit"].to_list() == [True] * 4 and rows["calls"].sum() == 0
+    again = judge_day(config_for(server, "score", batch=FAST), DAY, traces, make_runtime(state))
+    assert again.rows["cache_hit"].to_list() == [True] * 4 and again.summary["batches"] == []
+    assert batch_stats(server)["batches"] == 1  # cached verdicts are never submitted again
+
+
+def test_provider_errors_per_line_keep_their_reason_codes(server, tmp_path):
+    config = config_for(server, "server_error", batch=FAST)
+    rows = judge_day(config, DAY, make_traces(3), make_runtime(tmp_path)).rows
+    assert rows["status"].to_list() == ["FAILED"] * 3
+    assert rows["reason"].to_list() == ["provider_error:500"] * 3
+    assert rows["score"].to_list() == [None] * 3
+    assert all("internal error injected" in d and "batch_" in d for d in rows["reason_detail"].to_list())
+
+
+def test_rows_are_priced_at_the_batch_discount(server, tmp_path):
+    traces = make_traces(4)
+    interactive = sorted_rows(judge_day(config_for(server, "score", **PRICES), DAY, traces, make_runtime(tmp_path / "i")).rows)
+    config = config_for(server, "score", **PRICES, batch={**FAST, "discount": 0.5})
+    batched = sorted_rows(judge_day(config, DAY, traces, make_runtime(tmp_path / "b")).rows)
+    assert interactive["cost_usd"].sum() > 0
+    assert batched["cost_usd"].to_list() == pytest.approx([0.5 * c for c in interactive["cost_usd"].to_list()])
+    assert batched["prompt_tokens"].to_list() == interactive["prompt_tokens"].to_list()
+
+
+def test_the_default_discount_is_the_batch_price_in_litellms_map():
+    entry = model_cost()["gpt-4o-mini"]
+    config = EvaluatorConfig.model_validate(
+        {"name": "b", "mode": "binary", "prompt": "{{output}}", "model": "openai/gpt-4o-mini", "batch": {}}
+    )
+    assert entry["input_cost_per_token_batches"] == pytest.approx(config.batch.discount * entry["input_cost_per_token"])
+    assert entry["output_cost_per_token_batches"] == pytest.approx(config.batch.discount * entry["output_cost_per_token"])
+
+
+def one_request_worst_usd(config: EvaluatorConfig, traces: pl.DataFrame) -> float:
+    """The budget reservation one request of this day takes at the batch price (the runner's own rule)."""
+    messages = build_messages(config, trace_values(traces.row(0, named=True), config.span))
+    prices = config.judge_models()[0].prices().scaled(config.batch.discount)
+    return prices.cost(worst_case_prompt_tokens(messages), config.max_tokens)
+
+
+def test_a_budget_that_cannot_cover_the_batch_is_refused_before_submitting(server, tmp_path):
+    traces = make_traces(4)
+    probe = config_for(server, "score", **PRICES, batch=FAST)
+    worst = one_request_worst_usd(probe, traces)
+    # Less than one request's worst case: nothing is submitted at all.
+    config = config_for(server, "score", **PRICES, batch=FAST, max_daily_cost_usd=worst * 0.9)
+    state = tmp_path / "none"
+    rows = judge_day(config, DAY, traces, make_runtime(state)).rows
+    assert rows["status"].to_list() == ["SKIPPED"] * 4 and rows["reason"].to_list() == ["budget_exhausted"] * 4
+    assert all("daily limit" in d for d in rows["reason_detail"].to_list())
+    assert batch_stats(server) == {"batches": 0, "files": 0, "batch_lines": 0}
+    assert BudgetLedger(state / "budget.sqlite").spent(config.name, day=time.strftime("%Y-%m-%d", time.gmtime())) == 0
+
+    # Room for two requests' worst case (prompts differ by a byte or so): two go in the batch, two are SKIPPED.
+    config = config_for(server, "score", **PRICES, batch=FAST, max_daily_cost_usd=worst * 2.5)
+    state = tmp_path / "two"
+    rows = judge_day(config, DAY, traces, make_runtime(state)).rows
+    assert sorted(rows["status"].to_list()) == ["COMPLETED"] * 2 + ["SKIPPED"] * 2
+    assert batch_stats(server)["batch_lines"] == 2
+    spent = BudgetLedger(state / "budget.sqlite").spent(config.name, day=time.strftime("%Y-%m-%d", time.gmtime()))
+    assert spent == pytest.approx(rows["cost_usd"].sum()) and 0 < spent <= config.max_daily_cost_usd
+
+
+def test_an_expired_batch_leaves_its_unanswered_traces_failed(tmp_path):
+    with LocalJudgeServer(batch_expire_after=2) as server:
+        config = config_for(server, "score", batch=FAST)
+        state = tmp_path / "state"
+        result = judge_day(config, DAY, make_traces(5), make_runtime(state))
+        rows = sorted_rows(result.rows)
+        (batch,) = result.summary["batches"]
+        assert batch["status"] == "expired"
+        assert rows.height == 5  # nothing lost
+        done = rows.filter(pl.col("status") == "COMPLETED")
+        expired = rows.filter(pl.col("status") == "FAILED")
+        assert done.height == 2 and done["score"].null_count() == 0
+        assert expired.height == 3 and expired["reason"].to_list() == ["batch_expired"] * 3
+        assert expired["score"].to_list() == [None] * 3
+        assert all(batch["batch_id"] in detail for detail in expired["reason_detail"].to_list())
+
+        # The next run submits only what the expired batch left unanswered; the rest comes from the cache.
+        server.batches.expire_after = None
+        rerun = judge_day(config, DAY, make_traces(5), make_runtime(state))
+        assert rerun.rows["status"].to_list() == ["COMPLETED"] * 5
+        assert rerun.rows["cache_hit"].sum() == 2
+        assert batch_stats(server)["batches"] == 2 and batch_stats(server)["batch_lines"] == 2 + 3
+
+
+def test_a_poll_timeout_keeps_the_batch_and_the_next_run_resumes_it(tmp_path):
+    with LocalJudgeServer(batch_delay_s=2.0) as server:
+        state = tmp_path / "state"
+        impatient = config_for(server, "score", batch={**FAST, "timeout_s": 0.1})
+        first = judge_day(impatient, DAY, make_traces(3), make_runtime(state))
+        assert first.rows["status"].to_list() == ["FAILED"] * 3
+        assert first.rows["reason"].to_list() == ["batch_timeout"] * 3
+        (batch,) = first.summary["batches"]
+        assert all(batch["batch_id"] in d for d in first.rows["reason_detail"].to_list())
+        saved = json.loads((state / "judge_batches" / impatient.name / f"{DAY}.json").read_text())
+        assert [(b["batch_id"], b["state"]) for b in saved["batches"]] == [(batch["batch_id"], "open")]
+
+        patient = config_for(server, "score", batch={**FAST, "timeout_s": 60})
+        second = judge_day(patient, DAY, make_traces(3), make_runtime(state))
+        assert second.rows["status"].to_list() == ["COMPLETED"] * 3
+        assert second.summary["batches"][0]["batch_id"] == batch["batch_id"]
+        assert second.summary["batches"][0]["resumed"] is True
+        assert batch_stats(server)["batches"] == 1
+
+
+CRASHING_RUN = """
+import sys
+from pathlib import Path
+from eval_platform.judging.budget import BudgetLedger
+from eval_platform.judging.cache import JudgeCache
+from eval_platform.judging.client import LiteLLMJudgeClient
+from eval_platform.judging.config import load_evaluator
+from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform_tests.judging.test_runner import DAY, make_traces
+
+state = Path(sys.argv[2])
+runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(state / "cache"), BudgetLedger(state / "budget.sqlite"), env={})
+judge_day(load_evaluator(Path(sys.argv[1])), DAY, make_traces(4), runtime)
+print("finished")
+"""
+
+
+def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path, data_root):
+    with LocalJudgeServer(batch_delay_s=3.0) as server:
+        path = write_evaluator(
+            data_root, "crashy", name="crashy", mode="score", score_scale={"min": 1, "max": 5}, model="openai/mock",
+            api_base=server.base_url, prompt="Question: {{input}}\nAnswer: {{output}}", max_daily_cost_usd=5.0,
+            batch=FAST, **PRICES,
+        )
+        state = tmp_path / "state"
+        saved = state / "judge_batches" / "crashy" / f"{DAY}.json"
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        run = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(path), str(state)], env=env)
+        try:
+            while not saved.exists() and run.poll() is None:
+                time.sleep(0.05)
+        finally:
+            run.send_signal(signal.SIGKILL)
+            run.wait()
+        assert run.returncode == -signal.SIGKILL  # killed while waiting for the batch, not finished
+        (submitted,) = json.loads(saved.read_text())["batches"]
+        assert submitted["state"] == "open" and len(submitted["requests"]) == 4
+
+        result = judge_day(load_evaluator(path), DAY, make_traces(4), make_runtime(state))
+        assert result.rows["status"].to_list() == ["COMPLETED"] * 4
+        assert [(b["batch_id"], b["resumed"]) for b in result.summary["batches"]] == [(submitted["batch_id"], True)]
+        assert batch_stats(server) == {"batches": 1, "files": 2, "batch_lines": 4}  # one input, one output: paid once
+        (collected,) = json.loads(saved.read_text())["batches"]
+        assert collected["state"] == "collected" and collected["status"] == "completed"
+        # The killed run's reservation was settled once, with what the batch actually cost.
+        ledger = BudgetLedger(state / "budget.sqlite")
+        assert ledger.spent("crashy", day=submitted["reservation"]["day"]) == pytest.approx(result.rows["cost_usd"].sum())
+        assert ledger.rows() == 1
+
+
+def test_batch_mode_needs_an_openai_compatible_endpoint(data_root):
+    path = write_evaluator(
+        data_root, "claude", name="claude", mode="binary", prompt="{{output}}",
+        model="anthropic/claude-3-5-haiku-20241022", batch={"enabled": True},
+    )
+    with pytest.raises(EvaluatorConfigError, match=r"batch.*anthropic/claude-3-5-haiku-20241022.*openai/<model>"):
+        load_evaluator(path)
+    bad = write_evaluator(data_root, "bad", name="bad", mode="binary", prompt="{{output}}", model="openai/x", batch={"discount": 0})
+    with pytest.raises(EvaluatorConfigError, match="discount"):
+        load_evaluator(bad)
