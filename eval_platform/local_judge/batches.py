@@ -44,6 +44,7 @@ class BatchStore:
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._cancelled: dict[str, asyncio.Event] = {}  # set by a cancel: wakes a batch still waiting out delay_s
         self._lock = threading.Lock()
         self.lines_answered = 0
 
@@ -152,13 +153,18 @@ class BatchStore:
             return _error(404, f"no batch {request.match_info['batch_id']!r}", "batch_not_found")
         if batch["status"] == "in_progress":
             batch["status"] = "cancelling"
+            self._cancelled[batch["id"]].set()
         return web.json_response(batch)
 
     # --- the work --------------------------------------------------------------------------------------
 
     async def _run(self, batch: dict[str, Any], lines: list[dict[str, Any]], authorization: str) -> None:
+        cancelled = self._cancelled[batch["id"]] = asyncio.Event()
         if self.delay_s > 0:
-            await asyncio.sleep(self.delay_s)
+            try:
+                await asyncio.wait_for(cancelled.wait(), self.delay_s)
+            except TimeoutError:
+                pass
         answered = lines if self.expire_after is None else lines[: self.expire_after]
         outputs, errors = [], []
         for line in answered:

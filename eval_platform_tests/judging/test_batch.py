@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -277,3 +278,30 @@ def test_batch_mode_needs_an_openai_compatible_endpoint(data_root):
     bad = write_evaluator(data_root, "bad", name="bad", mode="binary", prompt="{{output}}", model="openai/x", batch={"discount": 0})
     with pytest.raises(EvaluatorConfigError, match="discount"):
         load_evaluator(bad)
+
+
+def test_a_cancelled_batch_leaves_its_traces_failed_batch_failed(tmp_path):
+    with LocalJudgeServer(batch_delay_s=30) as server:
+        state = tmp_path / "state"
+        config = config_for(server, "score", batch=FAST)
+        saved = state / "judge_batches" / config.name / f"{DAY}.json"
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(judge_day, config, DAY, make_traces(3), make_runtime(state))
+            while not saved.exists():
+                time.sleep(0.02)
+            (batch,) = json.loads(saved.read_text())["batches"]
+            httpx.post(f"{server.base_url}/batches/{batch['batch_id']}/cancel", trust_env=False)
+            rows = running.result().rows
+        assert rows["status"].to_list() == ["FAILED"] * 3 and rows["reason"].to_list() == ["batch_failed"] * 3
+        assert all(f"batch {batch['batch_id']} ended cancelled" in d for d in rows["reason_detail"].to_list())
+        (closed,) = json.loads(saved.read_text())["batches"]
+        assert closed["state"] == "collected" and closed["status"] == "cancelled"  # not waited for again
+
+
+def test_identical_traces_of_a_day_are_each_judged_as_interactive_calls_are(server, tmp_path):
+    twins = make_traces(2).with_columns(pl.lit("What is 1 + 1?").alias("input"), pl.lit("It is 2.").alias("output"))
+    interactive = judge_day(config_for(server, "score"), DAY, twins, make_runtime(tmp_path / "i")).rows
+    batched = judge_day(config_for(server, "score", batch=FAST), DAY, twins, make_runtime(tmp_path / "b")).rows
+    assert interactive["calls"].to_list() == batched["calls"].to_list() == [1, 1]
+    assert batched["cache_hit"].to_list() == [False, False]
+    assert batch_stats(server)["batch_lines"] == 2
