@@ -202,8 +202,13 @@ async def _deliver(config, day, calls: BatchCalls, runtime: JudgeRuntime, state:
             endpoint = requests[0].endpoint
             base, headers = resolve_base_and_headers(endpoint.api_base, endpoint.api_key)
             api = OpenAIBatchAPI(session, base, headers, config.timeout_s)
-            resumed, fresh = _claim(state.open_batches(eid), requests)
+            records = state.open_batches(eid)
+            resumed, fresh = _claim(records, requests)
             batches += [_Batch(record, api, endpoint, claims, resumed=True) for record, claims in resumed]
+            needed = {record["batch_id"] for record, _ in resumed}
+            for record in records:
+                if record["batch_id"] not in needed:
+                    batches.append(await _check_unneeded(_Batch(record, api, endpoint, resumed=True)))
             if fresh:
                 submitted = await _submit(config, day, api, endpoint, fresh, runtime, state, calls)
                 if submitted is not None:
@@ -324,25 +329,36 @@ async def _with_retries(config: EvaluatorConfig, send, what: str, safe_only: boo
     raise AssertionError("unreachable")
 
 
+async def _check_unneeded(batch: _Batch) -> _Batch:
+    """A submitted batch no request of this run needs (the traces or the evaluator changed since): it is not
+    waited for, but once it has ended its spend is settled and it is closed, so its reservation is freed."""
+    await _retrieve(batch)
+    return batch
+
+
+async def _retrieve(batch: _Batch) -> None:
+    """Ask for the batch's status; a failure to ask leaves the last one known (the batch goes on)."""
+    try:
+        batch.provider = await batch.api.retrieve(batch.batch_id)
+    except ProviderHTTPError as exc:
+        if exc.status != 404:
+            log.warning("polling batch %s: %s (will poll again)", batch.batch_id, exc)
+            return
+        # The endpoint does not know the batch (a different server, or deleted): nothing will come.
+        message = f"the endpoint does not know batch {batch.batch_id} (HTTP 404)"
+        batch.provider = {"id": batch.batch_id, "status": "failed", "errors": {"data": [{"message": message}]}}
+    except Exception as exc:  # a dropped connection while polling
+        log.warning("polling batch %s: %s: %s (will poll again)", batch.batch_id, type(exc).__name__, exc)
+
+
 async def _wait(config: EvaluatorConfig, batches: list[_Batch]) -> None:
-    """Poll every batch until it ends or the run's `batch.timeout_s` is spent."""
+    """Poll every batch this run needs until it ends or the run's `batch.timeout_s` is spent."""
     deadline = time.monotonic() + config.batch.timeout_s
-    pending = [b for b in batches if (b.provider or {}).get("status") not in TERMINAL]
+    pending = [b for b in batches if b.claims and (b.provider or {}).get("status") not in TERMINAL]
     while pending:
         for batch in list(pending):
-            try:
-                batch.provider = await batch.api.retrieve(batch.batch_id)
-            except ProviderHTTPError as exc:
-                if exc.status != 404:
-                    log.warning("polling batch %s: %s (will poll again)", batch.batch_id, exc)
-                    continue
-                # The endpoint does not know the batch (a different server, or deleted): nothing will come.
-                message = f"the endpoint does not know batch {batch.batch_id} (HTTP 404)"
-                batch.provider = {"id": batch.batch_id, "status": "failed", "errors": {"data": [{"message": message}]}}
-            except Exception as exc:  # a dropped connection while polling: the batch goes on at the provider
-                log.warning("polling batch %s: %s: %s (will poll again)", batch.batch_id, type(exc).__name__, exc)
-                continue
-            if batch.provider.get("status") in TERMINAL:
+            await _retrieve(batch)
+            if (batch.provider or {}).get("status") in TERMINAL:
                 pending.remove(batch)
         remaining = deadline - time.monotonic()
         if not pending or remaining <= 0:
@@ -354,6 +370,8 @@ async def _collect(config: EvaluatorConfig, batch: _Batch, calls: BatchCalls) ->
     """Answer every request of `batch` this run needs: from its output, or with why there is none."""
     provider = batch.provider or {"id": batch.batch_id, "status": batch.record.get("status")}
     status = provider.get("status")
+    if status not in TERMINAL and not batch.claims:
+        return  # an unneeded batch still running: left for a later run
     if status not in TERMINAL:
         detail = (
             f"batch {batch.batch_id} still {status} after this run waited {config.batch.timeout_s:g} s; it stays "

@@ -305,3 +305,29 @@ def test_identical_traces_of_a_day_are_each_judged_as_interactive_calls_are(serv
     assert interactive["calls"].to_list() == batched["calls"].to_list() == [1, 1]
     assert batched["cache_hit"].to_list() == [False, False]
     assert batch_stats(server)["batch_lines"] == 2
+
+
+def test_a_batch_no_longer_needed_is_settled_and_closed_once_it_ends(tmp_path):
+    with LocalJudgeServer(batch_delay_s=0.5) as server:
+        state = tmp_path / "state"
+        budget = {**PRICES, "max_daily_cost_usd": 5.0}
+        first = judge_day(config_for(server, "score", **budget, batch={**FAST, "timeout_s": 0.01}), DAY, make_traces(2),
+                          make_runtime(state))
+        assert first.rows["reason"].to_list() == ["batch_timeout"] * 2
+        (old,) = first.summary["batches"]
+        while httpx.get(f"{server.base_url}/batches/{old['batch_id']}", trust_env=False).json()["status"] != "completed":
+            time.sleep(0.05)
+        # The prompt changed: the old batch's answers are for other requests; a new batch is submitted.
+        changed = config_for(server, "score", **budget, batch=FAST, prompt="Q: {{input}}\nA: {{output}}")
+        second = judge_day(changed, DAY, make_traces(2), make_runtime(state))
+        assert second.rows["status"].to_list() == ["COMPLETED"] * 2
+        by_id = {b["batch_id"]: b for b in second.summary["batches"]}
+        assert by_id.pop(old["batch_id"])["requests"] == 0
+        assert [b["requests"] for b in by_id.values()] == [2]
+        saved = json.loads((state / "judge_batches" / changed.name / f"{DAY}.json").read_text())["batches"]
+        assert [b["state"] for b in saved] == ["collected", "collected"]
+        # Both batches were paid for, and both are in the ledger: no reservation is left behind.
+        ledger = BudgetLedger(state / "budget.sqlite")
+        assert ledger.rows() == 1
+        spent = ledger.spent(changed.name, day=saved[0]["reservation"]["day"])
+        assert spent == pytest.approx(sum(b["spend_usd"] for b in saved)) and saved[0]["spend_usd"] > 0
