@@ -24,8 +24,10 @@ keeps two runs of one partition from submitting it twice at once.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import copy
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -243,19 +245,20 @@ def _reserve(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[_Record
     if all(r.worst_usd is None for r in fresh):
         return fresh, None, []
     worst = [r.worst_usd or 0.0 for r in fresh]
+    totals = list(itertools.accumulate(worst))  # totals[i]: the worst case of the first i + 1 requests
     ttl_s = config.batch.timeout_s + COMPLETION_WINDOW_S + RESERVATION_MARGIN_S
     n, refusal = len(fresh), None
     while n > 0:
         result = runtime.ledger.reserve(
-            config.name, sum(worst[:n]), config.max_daily_cost_usd, config.max_monthly_cost_usd,
+            config.name, totals[n - 1], config.max_daily_cost_usd, config.max_monthly_cost_usd,
             ttl_s=ttl_s, outlives_process=True,
         )
         if isinstance(result, Reservation):
             break
-        refusal, room, fit = result, result.remaining_usd + 1e-12, 0
-        while fit < n and sum(worst[: fit + 1]) <= room:
-            fit += 1
-        n = min(fit, n - 1)
+        # The daily or the monthly limit refused: the longest prefix that fits its room, then ask again
+        # (the other limit may refuse that one).
+        refusal = result
+        n = min(bisect.bisect_right(totals, result.remaining_usd + 1e-12), n - 1)
     else:
         result = None
     refused = [(r, replace(refusal, amount_usd=w)) for r, w in zip(fresh[n:], worst[n:], strict=True)]

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -36,6 +36,9 @@ from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
 from eval_platform.judging.redaction import redact
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
+
+if TYPE_CHECKING:
+    from eval_platform.judging.batch import BatchCalls
 
 
 
@@ -58,7 +61,7 @@ class JudgeRuntime:
     local_judge_url: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     batch_dir: Path | None = None  # where batch mode keeps submitted batches; default: beside the cache
-    batch: Any = None  # batch mode's `BatchCalls` while a day is judged through a batch (see `batch`)
+    batch: BatchCalls | None = None  # set by batch mode while it judges a day (see `batch`)
 
 
 def resolve_endpoint(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
@@ -194,9 +197,9 @@ class _Judge:
         reservation: Reservation | None = None
         before_send = None
         batch = self.runtime.batch
-        priced = endpoint.prices is not None and endpoint.prices != pricing.FREE
-        worst = endpoint.prices.cost(worst_case_prompt_tokens(messages), config.max_tokens) if priced else None
-        if self.budgeted and priced and batch is None:
+        worst = None
+        if self.budgeted and endpoint.prices is not None and endpoint.prices != pricing.FREE:
+            worst = endpoint.prices.cost(worst_case_prompt_tokens(messages), config.max_tokens)
 
             async def before_send() -> None:
                 nonlocal reservation
@@ -205,7 +208,7 @@ class _Judge:
         try:
             if batch is not None:
                 # The batch reserved the worst case of all its requests before it was submitted.
-                outcome = await batch.outcome(endpoint, request, key, worst if self.budgeted else None)
+                outcome = await batch.outcome(endpoint, request, key, worst)
             else:
                 outcome = await self.runtime.client.complete(request, before_send=before_send)
             # A provider may echo the Authorization header: no key reaches a row, the cache or a log.
