@@ -39,8 +39,13 @@ FAST = {"poll_interval_s": 0.02}
 PRICES = {"input_cost_per_million": 2.0, "output_cost_per_million": 8.0}
 SAME_ROWS = [
     "score", "binary", "assertion", "categorical", "reference", "pairwise_both_orders", "n_wise",
-    "consensus_samples", "unparseable", "truncated", "prose",
+    "consensus_samples", "two_models", "unparseable", "truncated", "prose",
 ]
+# Two judges (one endpoint each, so one batch each) combined by consensus.
+TWO_MODELS = dict(
+    mode="score", score_scale={"min": 1, "max": 5}, consensus="median",
+    models=[{"model": "openai/mock"}, {"model": 'openai/fixed/{"score": 4}'}],
+)
 
 
 @pytest.fixture
@@ -68,7 +73,7 @@ def make_runtime(state: Path) -> JudgeRuntime:
 
 
 def config_for(server, name: str, **extra) -> EvaluatorConfig:
-    fields = {**CASES[name], **extra}
+    fields = {**(TWO_MODELS if name == "two_models" else CASES[name]), **extra}
     return judge(server, fields.pop("mode"), **fields)
 
 
@@ -99,8 +104,9 @@ def test_batch_rows_and_cache_entries_equal_the_interactive_ones(server, tmp_pat
     # Every call went through one batch: none through /v1/chat/completions.
     assert chat_requests(server) == sent_one_by_one
     stats = batch_stats(server)
-    assert stats["batches"] == 1 and stats["batch_lines"] == int(batched["calls"].sum()) > 0
-    assert [b["status"] for b in result.summary["batches"]] == ["completed"]
+    endpoints = len(batched_config.judge_models())
+    assert stats["batches"] == endpoints and stats["batch_lines"] == int(batched["calls"].sum()) > 0
+    assert [b["status"] for b in result.summary["batches"]] == ["completed"] * endpoints
     assert batched_config.config_hash == config_for(server, name).config_hash
     assert cache_entries(tmp_path / "b") == cache_entries(tmp_path / "i")
 
