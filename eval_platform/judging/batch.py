@@ -33,6 +33,7 @@ import logging
 import os
 import time
 import urllib.request
+import uuid
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -110,6 +111,10 @@ class BatchState:
 
     def open_batches(self, endpoint_id: str) -> list[dict[str, Any]]:
         return [b for b in self.batches if b["state"] == "open" and b["endpoint"] == endpoint_id]
+
+    def submitting(self, endpoint_id: str) -> list[dict[str, Any]]:
+        """Batches a run was creating when it stopped: they may or may not exist at the provider."""
+        return [b for b in self.batches if b["state"] == "submitting" and b["endpoint"] == endpoint_id]
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,6 +209,15 @@ async def _deliver(config, day, calls: BatchCalls, runtime: JudgeRuntime, state:
             endpoint = requests[0].endpoint
             base, headers = resolve_base_and_headers(endpoint.api_base, endpoint.api_key)
             api = OpenAIBatchAPI(session, base, headers, config.timeout_s)
+            try:
+                for record in state.submitting(eid):
+                    await _adopt(api, record, runtime, state)
+            except Exception as exc:  # the endpoint cannot say whether that batch exists: do not pay twice
+                reason, _ = error_reason(exc)
+                detail = f"looking for a batch an earlier run was creating failed: {type(exc).__name__}: {exc}"[:2000]
+                for request in requests:
+                    calls.answer(request.key, CallOutcome(error_reason=reason, error_detail=detail, attempts=1))
+                continue
             records = state.open_batches(eid)
             resumed, fresh = _claim(records, requests)
             batches += [_Batch(record, api, endpoint, claims, resumed=True) for record, claims in resumed]
@@ -276,60 +290,121 @@ async def _submit(config, day, api: OpenAIBatchAPI, endpoint, fresh, runtime, st
         request_line(cid, chat_body(r.request.model, r.request.messages, r.request.temperature, r.request.max_tokens))
         for cid, r in claims
     ).encode()
-    try:
-        file_id = await _with_retries(config, lambda: api.upload(content, f"{config.name}_{day}.jsonl"), "uploading")
-        metadata = {"evaluator": config.name, "date": day, "source": "eval_platform judge_scores"}
-        # Creating is retried only when the provider surely did not create it (a 429, a refused connection):
-        # a retry after a timeout could start, and bill, a second batch.
-        created = await _with_retries(config, lambda: api.create(file_id, metadata), "creating", safe_only=True)
-    except _SubmitFailed as failed:
+
+    def give_up(outcome: CallOutcome) -> None:
         if reservation is not None:
             runtime.ledger.release(reservation)
         for _, request in claims:
-            calls.answer(request.key, failed.outcome)
+            calls.answer(request.key, outcome)
+
+    try:
+        file_id = await _with_retries(config, lambda: api.upload(content, f"{config.name}_{day}.jsonl"), "uploading")
+    except _SubmitFailed as failed:
+        give_up(failed.outcome)
         return None
+    submission = uuid.uuid4().hex  # in the batch's metadata: how a batch whose creation went unheard is found
     record = {
-        "batch_id": created["id"],
+        "batch_id": None,
+        "submission": submission,
         "endpoint": endpoint_id(endpoint),
         "model": endpoint.label,
         "input_file_id": file_id,
         "submitted_at": datetime.now(UTC).isoformat(),
-        "state": "open",
-        "status": created.get("status"),
+        "submitted_epoch": time.time(),
+        "state": "submitting",
+        "status": None,
         "requests": {cid: r.key for cid, r in claims},
         "reservation": None if reservation is None else asdict(reservation),
     }
     state.batches.append(record)
+    state.save()  # before creating: a crash while the batch is being created is resolved by the next run
+    metadata = {"evaluator": config.name, "date": day, "submission": submission}
+    try:
+        created = await _create(config, api, file_id, metadata, record["submitted_epoch"])
+    except _SubmitFailed as failed:
+        if failed.maybe_created:
+            # Kept as `submitting` with its reservation: the next run looks the batch up before submitting again.
+            failed.outcome.error_detail += (
+                f"; the batch may exist: the next run of this partition looks for submission {submission} first"
+            )
+            for _, request in claims:
+                calls.answer(request.key, failed.outcome)
+        else:
+            state.batches.remove(record)
+            state.save()
+            give_up(failed.outcome)
+        return None
+    record.update(batch_id=created["id"], state="open", status=created.get("status"))
     state.save()  # before any waiting: a crash from here on resumes this batch
     log.info("%s %s: submitted batch %s with %d requests", config.name, day, created["id"], len(claims))
     return _Batch(record, api, endpoint, claims, provider=created)
 
 
 class _SubmitFailed(Exception):
-    def __init__(self, outcome: CallOutcome):
+    def __init__(self, outcome: CallOutcome, maybe_created: bool = False):
         super().__init__(outcome.error_detail)
         self.outcome = outcome
+        self.maybe_created = maybe_created
 
 
-async def _with_retries(config: EvaluatorConfig, send, what: str, safe_only: bool = False):
+def _retry_after_s(exc: BaseException) -> float | None:
+    try:
+        value = getattr(exc, "retry_after", None)
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+async def _with_retries(config: EvaluatorConfig, send, what: str):
     policy = RetryPolicy()
     for attempt in range(config.max_retries + 1):
         try:
             return await send()
         except Exception as exc:  # every failure of the HTTP call becomes a reason code
             reason, retryable = error_reason(exc)
-            if safe_only:
-                retryable = reason in ("rate_limited", "connection_error")
             if not retryable or attempt == config.max_retries:
                 detail = f"{what} the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}"[:2000]
                 raise _SubmitFailed(CallOutcome(error_reason=reason, error_detail=detail, attempts=attempt + 1)) from exc
-            retry_after = getattr(exc, "retry_after", None)
-            try:
-                retry_after_s = float(retry_after) if retry_after is not None else None
-            except ValueError:
-                retry_after_s = None
-            await asyncio.sleep(policy.delay(attempt, retry_after_s))
+            await asyncio.sleep(policy.delay(attempt, _retry_after_s(exc)))
     raise AssertionError("unreachable")
+
+
+async def _create(config: EvaluatorConfig, api: OpenAIBatchAPI, file_id: str, metadata: dict[str, str], since: float):
+    """Create the batch. A create whose answer was lost (a timeout, a dropped connection, a 5xx) may still have
+    started a batch, so before trying again the provider's batches are searched for this submission: a batch
+    is never created, and billed, twice."""
+    policy = RetryPolicy()
+    for attempt in range(config.max_retries + 1):
+        try:
+            return await api.create(file_id, metadata)
+        except Exception as exc:  # every failure of the HTTP call becomes a reason code
+            reason, retryable = error_reason(exc)
+            detail = f"creating the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}"[:2000]
+            outcome = CallOutcome(error_reason=reason, error_detail=detail, attempts=attempt + 1)
+            refused = isinstance(exc, ProviderHTTPError) and exc.status is not None and 400 <= exc.status < 500
+            if not refused or exc.status == 408:
+                try:
+                    found = await api.find(metadata["submission"], since - 60)
+                except Exception as lookup:  # cannot tell whether it exists: do not create another
+                    raise _SubmitFailed(outcome, maybe_created=True) from lookup
+                if found is not None:
+                    return found
+            if not retryable or attempt == config.max_retries:
+                raise _SubmitFailed(outcome) from exc
+            await asyncio.sleep(policy.delay(attempt, _retry_after_s(exc)))
+    raise AssertionError("unreachable")
+
+
+async def _adopt(api: OpenAIBatchAPI, record: dict[str, Any], runtime: JudgeRuntime, state: BatchState) -> None:
+    """A batch a run was creating when it stopped: found by its submission id (then resumed), or never created."""
+    found = await api.find(record["submission"], record["submitted_epoch"] - 60)
+    if found is None:
+        record.update(state="abandoned")  # never created: its requests are submitted again, nothing was billed
+        if record.get("reservation") is not None:
+            runtime.ledger.release(Reservation(**record["reservation"]))
+    else:
+        record.update(batch_id=found["id"], state="open", status=found.get("status"))
+    state.save()
 
 
 async def _check_unneeded(batch: _Batch) -> _Batch:

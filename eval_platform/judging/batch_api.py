@@ -87,6 +87,22 @@ class OpenAIBatchAPI:
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         return json.loads(await self._call("GET", f"/batches/{batch_id}", headers=self.headers))
 
+    async def find(self, submission: str, since: float, max_pages: int = 50) -> dict[str, Any] | None:
+        """The batch whose metadata carries `submission`, among those created since `since` (epoch seconds)."""
+        after = None
+        for _ in range(max_pages):
+            query = "?limit=100" + (f"&after={after}" if after else "")
+            page = json.loads(await self._call("GET", f"/batches{query}", headers=self.headers))
+            for batch in page.get("data") or []:
+                if (batch.get("metadata") or {}).get("submission") == submission:
+                    return batch
+            batches = page.get("data") or []
+            older = any((batch.get("created_at") or 0) < since for batch in batches)  # newest first: done
+            if not page.get("has_more") or not batches or older:
+                return None
+            after = page.get("last_id") or batches[-1]["id"]
+        return None
+
     async def content(self, file_id: str) -> str:
         return await self._call("GET", f"/files/{file_id}/content", headers=self.headers)
 

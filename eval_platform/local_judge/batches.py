@@ -1,14 +1,15 @@
 """OpenAI's Files and Batch APIs on the local judge, so batch mode is exercised over real HTTP.
 
 `POST /v1/files` (multipart, purpose `batch`) stores a JSONL of requests; `POST /v1/batches` starts a batch
-over it; `GET /v1/batches/{id}` reports its status; `GET /v1/files/{id}/content` returns the output file
+over it; `GET /v1/batches/{id}` reports its status (`GET /v1/batches` lists them, newest first); `GET /v1/files/{id}/content` returns the output file
 (one line per answered request, in OpenAI's `{"custom_id", "response": {"status_code", "body"}}` shape) and
 the error file (requests answered with an error status, and those left unanswered when the batch expired).
 Every line is answered by the same code as `/v1/chat/completions` (mock, replay, scripted, faults).
 
 For tests: `delay_s` is how long a batch stays `in_progress` before it is answered; `expire_after=N` answers
 only the first N lines of every batch and then lets it expire, as a provider does when its completion
-window runs out; `POST /v1/batches/{id}/cancel` cancels a batch still in progress.
+window runs out; `create_delay_s` answers `POST /v1/batches` that long after the batch was created (a client
+that times out meanwhile does not know it exists); `POST /v1/batches/{id}/cancel` cancels a batch still in progress.
 """
 
 from __future__ import annotations
@@ -37,9 +38,12 @@ def _error(status: int, message: str, code: str) -> web.Response:
 class BatchStore:
     """Uploaded files and batches, in memory, with the counts tests assert on (`stats()`)."""
 
-    def __init__(self, respond: Respond, delay_s: float = 0.0, expire_after: int | None = None):
+    def __init__(
+        self, respond: Respond, delay_s: float = 0.0, expire_after: int | None = None, create_delay_s: float = 0.0
+    ):
         self.respond = respond
         self.delay_s = delay_s
+        self.create_delay_s = create_delay_s
         self.expire_after = expire_after
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
@@ -53,6 +57,7 @@ class BatchStore:
         app.router.add_get("/v1/files/{file_id}", self.file_object)
         app.router.add_get("/v1/files/{file_id}/content", self.file_content)
         app.router.add_post("/v1/batches", self.create)
+        app.router.add_get("/v1/batches", self.list_batches)
         app.router.add_get("/v1/batches/{batch_id}", self.retrieve)
         app.router.add_post("/v1/batches/{batch_id}/cancel", self.cancel)
 
@@ -139,7 +144,28 @@ class BatchStore:
         task = asyncio.create_task(self._run(batch, lines, request.headers.get("Authorization", "")))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if self.create_delay_s > 0:  # the batch exists, but the client may give up before it hears so
+            await asyncio.sleep(self.create_delay_s)
         return web.json_response(batch)
+
+    async def list_batches(self, request: web.Request) -> web.Response:
+        """Newest first, `limit` per page (default 20, at most 100), the page after the batch id `after`."""
+        try:
+            limit = min(100, max(1, int(request.query.get("limit", "20"))))
+        except ValueError:
+            return _error(400, "limit must be an integer", "invalid_limit")
+        newest_first = list(reversed(self.batches.values()))
+        after = request.query.get("after")
+        if after is not None:
+            ids = [batch["id"] for batch in newest_first]
+            if after not in ids:
+                return _error(400, f"no batch {after!r} to list after", "batch_not_found")
+            newest_first = newest_first[ids.index(after) + 1 :]
+        page = newest_first[:limit]
+        return web.json_response({
+            "object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": len(newest_first) > limit,
+        })
 
     async def retrieve(self, request: web.Request) -> web.Response:
         batch = self.batches.get(request.match_info["batch_id"])

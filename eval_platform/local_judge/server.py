@@ -96,10 +96,13 @@ class LocalJudgeServer:
         prompt_cache: bool = False,
         batch_delay_s: float = 0.0,
         batch_expire_after: int | None = None,
+        batch_create_delay_s: float = 0.0,
     ):
         # OpenAI's Files and Batch APIs (see `batches`): a batch is answered after `batch_delay_s`; with
         # `batch_expire_after=N` only its first N lines are, and it expires with the rest unanswered.
-        self.batches = BatchStore(self.respond, delay_s=batch_delay_s, expire_after=batch_expire_after)
+        self.batches = BatchStore(
+            self.respond, delay_s=batch_delay_s, expire_after=batch_expire_after, create_delay_s=batch_create_delay_s
+        )
         # Like OpenAI's automatic prompt caching: a system message seen before is reported as cached input
         # tokens (usage.prompt_tokens_details.cached_tokens), so spend accounting can be tested.
         self.prompt_cache = prompt_cache

@@ -337,3 +337,65 @@ def test_a_batch_no_longer_needed_is_settled_and_closed_once_it_ends(tmp_path):
         assert ledger.rows() == 1
         spent = ledger.spent(changed.name, day=saved[0]["reservation"]["day"])
         assert spent == pytest.approx(sum(b["spend_usd"] for b in saved)) and saved[0]["spend_usd"] > 0
+
+
+def test_a_batch_whose_creation_went_unheard_is_found_not_created_twice(tmp_path):
+    # The server creates the batch but answers after the client's timeout: the client looks it up by the
+    # submission id in its metadata instead of creating another.
+    with LocalJudgeServer(batch_create_delay_s=2.0) as server:
+        config = config_for(server, "score", timeout_s=0.5, max_retries=2, batch=FAST)
+        result = judge_day(config, DAY, make_traces(3), make_runtime(tmp_path))
+        assert result.rows["status"].to_list() == ["COMPLETED"] * 3
+        assert batch_stats(server)["batches"] == 1 and batch_stats(server)["batch_lines"] == 3
+
+
+def test_a_run_killed_while_creating_its_batch_is_resumed_by_the_submission_id(tmp_path, data_root):
+    with LocalJudgeServer(batch_create_delay_s=5.0) as server:
+        path = write_evaluator(
+            data_root, "creating", name="creating", mode="score", score_scale={"min": 1, "max": 5}, model="openai/mock",
+            api_base=server.base_url, prompt="Question: {{input}}\nAnswer: {{output}}", timeout_s=30, batch=FAST,
+        )
+        state = tmp_path / "state"
+        saved = state / "judge_batches" / "creating" / f"{DAY}.json"
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        run = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(path), str(state)], env=env)
+        try:
+            while run.poll() is None and batch_stats(server)["batches"] == 0:
+                time.sleep(0.05)
+        finally:
+            run.send_signal(signal.SIGKILL)
+            run.wait()
+        assert run.returncode == -signal.SIGKILL
+        (pending,) = json.loads(saved.read_text())["batches"]
+        assert pending["state"] == "submitting" and pending["batch_id"] is None  # the id never reached the run
+
+        result = judge_day(load_evaluator(path), DAY, make_traces(4), make_runtime(state))
+        assert result.rows["status"].to_list() == ["COMPLETED"] * 4
+        assert [b["resumed"] for b in result.summary["batches"]] == [True]
+        assert batch_stats(server)["batches"] == 1
+        (collected,) = json.loads(saved.read_text())["batches"]
+        assert collected["state"] == "collected" and collected["batch_id"] == result.summary["batches"][0]["batch_id"]
+
+
+def test_a_submission_that_never_reached_the_provider_is_abandoned_and_its_reservation_freed(server, tmp_path):
+    # A run killed after writing its `submitting` record but before its create reached the provider.
+    config = config_for(server, "score", **PRICES, batch=FAST, max_daily_cost_usd=5.0)
+    state = tmp_path / "state"
+    ledger = BudgetLedger(state / "budget.sqlite")
+    held = ledger.reserve(config.name, 5.0, 5.0, None, ttl_s=86_400, outlives_process=True)
+    record = {
+        "batch_id": None, "submission": "never-created", "endpoint": f"openai/mock@{server.base_url}",
+        "model": "openai/mock", "input_file_id": None, "submitted_at": "2026-11-10T00:00:00+00:00",
+        "submitted_epoch": time.time() - 5, "state": "submitting", "status": None, "requests": {},
+        "reservation": {"id": held.id, "evaluator": held.evaluator, "day": held.day, "month": held.month,
+                        "amount_usd": held.amount_usd},
+    }
+    saved = state / "judge_batches" / config.name / f"{DAY}.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text(json.dumps({"batches": [record]}))
+    # The whole daily budget is held for the dead run's submission: the new batch fits only once it is freed.
+    result = judge_day(config, DAY, make_traces(3), make_runtime(state))
+    assert result.rows["status"].to_list() == ["COMPLETED"] * 3
+    states = [b["state"] for b in json.loads(saved.read_text())["batches"]]
+    assert states == ["abandoned", "collected"]
+    assert ledger.spent(config.name, day=held.day) == pytest.approx(result.rows["cost_usd"].sum())

@@ -109,3 +109,15 @@ def test_bad_batch_requests_get_openai_shaped_errors(local_judge, send, code):
     response = send(local_judge.base_url)
     assert response.status_code in (400, 404)
     assert response.json()["error"]["code"] == code
+
+
+def test_batches_are_listed_newest_first_page_by_page():
+    with LocalJudgeServer() as server:
+        base = server.base_url
+        file_id = upload(base, [line("a", "mock", "x")]).json()["id"]
+        ids = [create(base, file_id, metadata={"n": str(i)}).json()["id"] for i in range(3)]
+        first = HTTP.get(f"{base}/batches", params={"limit": 2}).json()
+        assert [b["id"] for b in first["data"]] == ids[::-1][:2] and first["has_more"] is True
+        rest = HTTP.get(f"{base}/batches", params={"limit": 2, "after": first["last_id"]}).json()
+        assert [b["id"] for b in rest["data"]] == [ids[0]] and rest["has_more"] is False
+        assert rest["data"][0]["metadata"] == {"n": "0"}
