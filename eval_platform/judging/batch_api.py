@@ -129,9 +129,12 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
     outcomes: dict[str, CallOutcome] = {}
     for text in (output, errors):
         for line in text.splitlines():
-            if not line.strip():
+            try:
+                item = json.loads(line) if line.strip() else None
+            except ValueError:
+                item = None  # a damaged line: its request counts as unanswered, never as a verdict
+            if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
                 continue
-            item = json.loads(line)
             outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
             response = item.get("response") or None
             status = response.get("status_code") if response else None

@@ -399,3 +399,25 @@ def test_a_submission_that_never_reached_the_provider_is_abandoned_and_its_reser
     states = [b["state"] for b in json.loads(saved.read_text())["batches"]]
     assert states == ["abandoned", "collected"]
     assert ledger.spent(config.name, day=held.day) == pytest.approx(result.rows["cost_usd"].sum())
+
+
+def test_output_lines_that_are_damaged_or_not_completions_never_become_verdicts():
+    from eval_platform.judging.batch_api import read_results, unanswered
+
+    batch = {"id": "batch_x", "status": "completed", "created_at": 100, "completed_at": 102}
+    good = {"choices": [{"message": {"content": '{"score": 3}'}, "finish_reason": "stop"}], "model": "m",
+            "usage": {"prompt_tokens": 7, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}}
+    output = "\n".join([
+        json.dumps({"custom_id": "ok", "response": {"status_code": 200, "body": good}}),
+        "{damaged",
+        json.dumps({"custom_id": "odd", "response": {"status_code": 200, "body": {"object": "nothing"}}}),
+    ])
+    errors = json.dumps({"custom_id": "limited", "response": {"status_code": 429, "body": {"error": {}}}})
+    results = read_results(batch, output, errors)
+    assert set(results) == {"ok", "odd", "limited"}
+    ok = results["ok"]
+    assert (ok.content, ok.prompt_tokens, ok.completion_tokens, ok.cached_prompt_tokens) == ('{"score": 3}', 7, 2, 4)
+    assert ok.latency_ms == 2000 and ok.attempts == 1
+    assert results["odd"].error_reason == "provider_error:200" and "batch_x" in results["odd"].error_detail
+    assert results["limited"].error_reason == "rate_limited"
+    assert unanswered(batch).error_reason == "batch_failed"  # completed, yet this line is missing
