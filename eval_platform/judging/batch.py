@@ -48,6 +48,7 @@ from eval_platform.judging.runner import BudgetRefused, DayResult, Endpoint, Jud
 
 log = logging.getLogger(__name__)
 
+
 class BatchCalls:
     """The judge's calls in batch mode: recorded in the first pass, answered in the second (see module doc)."""
 
@@ -129,10 +130,14 @@ async def _deliver(config, day, calls: BatchCalls, runtime: JudgeRuntime, state:
             records = state.open_batches(eid)
             resumed, fresh = _claim(records, requests)
             batches += [TrackedBatch(record, api, endpoint, claims, resumed=True) for record, claims in resumed]
+            # A batch no request of this run needs (the traces or the evaluator changed since) is not waited
+            # for; once it has ended, its spend is settled and it is closed, which frees its reservation.
             needed = {record["batch_id"] for record, _ in resumed}
             for record in records:
                 if record["batch_id"] not in needed:
-                    batches.append(await _check_unneeded(TrackedBatch(record, api, endpoint, resumed=True)))
+                    unneeded = TrackedBatch(record, api, endpoint, resumed=True)
+                    await _retrieve(unneeded)
+                    batches.append(unneeded)
             if fresh:
                 submitted = await submit(config, day, api, endpoint, fresh, runtime, state, calls.answer)
                 if submitted is not None:
@@ -159,13 +164,6 @@ def _claim(records: list[dict[str, Any]], requests: list[RecordedCall]):
             fresh.append(request)
     resumed = [(record, claims[record["batch_id"]]) for record in records if claims.get(record["batch_id"])]
     return resumed, fresh
-
-
-async def _check_unneeded(batch: TrackedBatch) -> TrackedBatch:
-    """A submitted batch no request of this run needs (the traces or the evaluator changed since): it is not
-    waited for, but once it has ended its spend is settled and it is closed, so its reservation is freed."""
-    await _retrieve(batch)
-    return batch
 
 
 async def _retrieve(batch: TrackedBatch) -> None:

@@ -27,7 +27,7 @@ from eval_platform.judging.budget import Refusal, Reservation
 from eval_platform.judging.client import CallOutcome, RetryPolicy
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body
-from eval_platform.judging.runner import JudgeRuntime
+from eval_platform.judging.runner import Endpoint, JudgeRuntime
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,12 @@ def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[Re
     return fresh[:n], result, refused
 
 
-async def submit(config, day, api: OpenAIBatchAPI, endpoint, fresh, runtime, state: BatchState, answer) -> TrackedBatch | None:
+async def submit(
+    config: EvaluatorConfig, day: str, api: OpenAIBatchAPI, endpoint: Endpoint, fresh: list[RecordedCall],
+    runtime: JudgeRuntime, state: BatchState, answer: Answer,
+) -> TrackedBatch | None:
+    """Submit `fresh` as one batch (as much of it as the budget covers); None when nothing was submitted, every
+    request then answered with the reason (budget_exhausted, or why the upload or the create failed)."""
     fresh, reservation, refused = reserve_batch(config, runtime, fresh)
     for request, refusal in refused:
         answer(request.key, refusal)
