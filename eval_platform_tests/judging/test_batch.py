@@ -81,6 +81,13 @@ def sorted_rows(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.sort(["trace_id", "trace_id_b", "model", "sample", "role"], nulls_last=True)
 
 
+def submitted_batches(saved: Path) -> list[dict]:
+    """The batches a partition's state file records as created at the provider (waited for, or about to be)."""
+    if not saved.exists():
+        return []
+    return [b for b in json.loads(saved.read_text())["batches"] if b["state"] == "open"]
+
+
 def cache_entries(state: Path) -> dict[str, dict]:
     path = state / "cache" / "replies.sqlite"
     if not path.exists():
@@ -253,7 +260,7 @@ def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path,
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         run = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(path), str(state)], env=env)
         try:
-            while not saved.exists() and run.poll() is None:
+            while not submitted_batches(saved) and run.poll() is None:
                 time.sleep(0.05)
         finally:
             run.send_signal(signal.SIGKILL)
@@ -293,7 +300,7 @@ def test_a_cancelled_batch_leaves_its_traces_failed_batch_failed(tmp_path):
         saved = state / "judge_batches" / config.name / f"{DAY}.json"
         with ThreadPoolExecutor(1) as pool:
             running = pool.submit(judge_day, config, DAY, make_traces(3), make_runtime(state))
-            while not saved.exists():
+            while not submitted_batches(saved):
                 time.sleep(0.02)
             (batch,) = json.loads(saved.read_text())["batches"]
             httpx.post(f"{server.base_url}/batches/{batch['batch_id']}/cancel", trust_env=False)
