@@ -114,6 +114,44 @@ DEMO_BENCHMARKS = {
 }
 
 
+def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str) -> str:
+    """One day of a keyless score evaluator judged again through the local judge's batch API (scratch cache
+    and state, so every request really goes in the batch), its verdicts compared with the interactive ones."""
+    import tempfile
+
+    import polars as pl
+
+    from eval_platform.judging.budget import BudgetLedger
+    from eval_platform.judging.cache import JudgeCache
+    from eval_platform.judging.client import LiteLLMJudgeClient
+    from eval_platform.judging.config import BatchOptions
+    from eval_platform.judging.runner import JudgeRuntime, judge_day
+    from eval_platform.storage.warehouse import read_partition
+
+    names = [n for n in keyless if evaluators[n].mode == "score"]  # never a real provider: local judge only
+    if not names:
+        return ""
+    name = names[-1]
+    config = evaluators[name].model_copy(update={"batch": BatchOptions(poll_interval_s=0.2)})
+    traces = read_partition(root, "traces", {"date": day})
+    with tempfile.TemporaryDirectory() as scratch:
+        runtime = JudgeRuntime(
+            LiteLLMJudgeClient(), JudgeCache(Path(scratch) / "cache"), BudgetLedger(Path(scratch) / "budget.sqlite"),
+            local_judge_url=os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"], batch_dir=Path(scratch) / "judge_batches",
+        )
+        result = judge_day(config, day, traces, runtime)
+    columns = ["trace_id", "status", "reason", "score"]
+    interactive = read_partition(root, "judge_scores", {"evaluator": name, "date": day}).select(columns).sort("trace_id")
+    same = result.rows.select(columns).sort("trace_id").equals(interactive)
+    sent = sum(b["requests"] for b in result.summary["batches"])
+    done = result.rows.filter(pl.col("status") == "COMPLETED").height
+    return (
+        f"batch mode: {name}[{day}] judged again through the local judge's batch API: "
+        f"{len(result.summary['batches'])} batch, {sent} requests, {done} COMPLETED; "
+        f"same verdicts as interactive: {'yes' if same else 'NO'}"
+    )
+
+
 def _run_benchmarks(defs: dg.Definitions, instance) -> None:
     models = sorted({m for names in DEMO_BENCHMARKS.values() for m in names})
     known = set(instance.get_dynamic_partitions("benchmark_models"))
@@ -206,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     defs = build_definitions(root)
     days = _sample_days(root)[: args.days]
     started = time.perf_counter()
+    batch_line = ""
     try:
         with dg.DagsterInstance.get() as instance:
             for day in days:
@@ -223,11 +262,14 @@ def main(argv: list[str] | None = None) -> int:
             _materialize(defs, "alerts", None, instance)
             _run_benchmarks(defs, instance)
             _materialize(defs, "report", None, instance)
+            batch_line = _batch_mode_check(root, evaluators, keyless, days[-1])
     finally:
         if server is not None:
             server.stop()
     print(f"\nDone in {time.perf_counter() - started:.0f}s. Data root: {root}\n")
     print(_summary(root))
+    if batch_line:
+        print(batch_line)
     print(_agreement_summary(root))
     print(_experiments_summary(root))
     print(_leaderboard_summary(root))

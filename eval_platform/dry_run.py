@@ -89,6 +89,9 @@ def _prices(config: EvaluatorConfig, request: JudgeRequest) -> pricing.Prices | 
 def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
     """The calls a run of `config` over `days` would make, and their worst-case cost; nothing is sent."""
     bill = Bill(config.name)
+    # Nothing is sent, not even a batch: a batch evaluator's calls are recorded one by one, at its discount.
+    discount = config.batch.discount if config.batched else 1.0
+    config = config.model_copy(update={"batch": None})
     # Keys are assumed present, so that the plan is the live provider's.
     env = {**os.environ, **{spec.api_key_env: "dry-run" for spec in config.judge_models() if spec.api_key_env}}
     with tempfile.TemporaryDirectory() as scratch:
@@ -118,7 +121,8 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
                 if prices is None:
                     bill.unpriced_calls += 1
                 else:
-                    bill.worst_case_usd += prices.cost(worst_case_prompt_tokens(request.messages), request.max_tokens)
+                    worst = prices.cost(worst_case_prompt_tokens(request.messages), request.max_tokens)
+                    bill.worst_case_usd += worst * discount
     return bill
 
 

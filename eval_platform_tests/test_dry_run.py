@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import polars as pl
 import pytest
 
@@ -64,3 +65,19 @@ def test_a_call_without_a_known_price_is_counted_as_unknown_not_free(data_root):
 
 
 assert pl  # polars is the frame library of the rows compared above
+
+
+def test_a_batch_evaluator_dry_run_submits_nothing_and_prices_at_the_discount(data_root, local_judge):
+    common = dict(mode="score", model="openai/mock", api_base=local_judge.base_url, prompt="Rate {{output}}",
+                  score_scale={"min": 0, "max": 1}, input_cost_per_million=1.0, output_cost_per_million=2.0, max_tokens=100)
+    write_evaluator(data_root, "interactive", name="interactive", **common)
+    write_evaluator(data_root, "batched", name="batched", batch={"discount": 0.5}, **common)
+    copy_sample_days(data_root, DAYS)
+    evaluators = load_evaluators(data_root / "evaluators")
+    before = judge_requests(local_judge)
+    batches_before = httpx.get(f"{local_judge.base_url}/stats/batches", trust_env=False).json()["batches"]
+    one_by_one, batched = estimate(evaluators["interactive"], DAYS, data_root), estimate(evaluators["batched"], DAYS, data_root)
+    assert judge_requests(local_judge) == before
+    assert httpx.get(f"{local_judge.base_url}/stats/batches", trust_env=False).json()["batches"] == batches_before
+    assert batched.calls == one_by_one.calls > 0
+    assert batched.worst_case_usd == pytest.approx(0.5 * one_by_one.worst_case_usd)

@@ -120,6 +120,8 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
                 "cost_usd": dg.MetadataValue.float(round(summary["cost_usd"], 6)),
                 "calls": summary["calls"],
                 "cache_hits": summary["cache_hits"],
+                # batch mode: each batch waited for (id, status, resumed or new, requests, spend)
+                **({"batches": dg.MetadataValue.json(summary["batches"])} if "batches" in summary else {}),
                 "dagster/row_count": summary["rows"],
                 "dagster/column_schema": JUDGE_SCORES_TABLE_SCHEMA,
                 "parquet": dg.MetadataValue.path(str(path)),

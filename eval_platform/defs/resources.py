@@ -41,5 +41,6 @@ class JudgeResource(dg.ConfigurableResource):
             client=LiteLLMJudgeClient(max_concurrency=self.max_concurrency_per_model),
             cache=JudgeCache(state_dir(root) / "judge_cache"),
             ledger=BudgetLedger(state_dir(root) / "budget.sqlite"),
+            batch_dir=state_dir(root) / "judge_batches",
             local_judge_url=self.local_judge_url or os.environ.get(LOCAL_JUDGE_URL_ENV) or None,
         )

@@ -172,8 +172,13 @@ class BudgetLedger:
         max_daily_usd: float | None,
         max_monthly_usd: float | None,
         ttl_s: float = 3600.0,
+        outlives_process: bool = False,
     ) -> Reservation | Refusal:
-        """Reserve `amount_usd` of today's and this month's budget, or say which limit it does not fit."""
+        """Reserve `amount_usd` of today's and this month's budget, or say which limit it does not fit.
+
+        `outlives_process`: the money is committed beyond this process (a batch submitted to a provider keeps
+        running after a crash), so the reservation holds until it is settled or `ttl_s` passes.
+        """
         now_dt = self.clock()
         day, month = now_dt.strftime("%Y-%m-%d"), now_dt.strftime("%Y-%m")
         now = time.time()
@@ -194,7 +199,7 @@ class BudgetLedger:
                 cursor = conn.execute(
                     "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at, expires_at, pid, host) "
                     "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
-                    (evaluator, day, month, amount_usd, now, now + ttl_s, os.getpid(), _HOST),
+                    (evaluator, day, month, amount_usd, now, now + ttl_s, None if outlives_process else os.getpid(), _HOST),
                 )
                 conn.execute("COMMIT")
                 return Reservation(int(cursor.lastrowid), evaluator, day, month, amount_usd)
@@ -215,6 +220,11 @@ class BudgetLedger:
                 (reservation.evaluator, reservation.day, reservation.month, actual_usd),
             )
             conn.execute("COMMIT")
+
+    def release(self, reservation: Reservation) -> None:
+        """Drop a reservation whose money was never committed (e.g. a batch the provider refused)."""
+        with closing(self._connect()) as conn:
+            conn.execute("DELETE FROM judge_spend WHERE id = ? AND state = 'reserved'", (reservation.id,))
 
     def spent(self, evaluator: str, day: str | None = None, month: str | None = None) -> float:
         """Settled plus outstanding spend of an evaluator on a UTC day (YYYY-MM-DD) or month (YYYY-MM)."""

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from eval_platform.config_files import load_named
 from eval_platform.judging import pricing
+from eval_platform.judging.openai_compat import is_openai_compatible
 from eval_platform.judging.modes import BOOLEAN_MODES, LABEL_MODES, MODES, SCALED_MODES  # noqa: F401 (re-exported)
 from eval_platform.judging.modes.pairwise import TIE_WORDS
 from eval_platform.judging.templates import TemplateError, parse_template, template_names
@@ -159,6 +160,26 @@ class HumanAgreementOptions(_Strict):
     )
 
 
+class BatchOptions(_Strict):
+    """Judge a partition through the provider's batch API (OpenAI's /v1/files + /v1/batches) at its discount.
+
+    Delivery does not change a verdict: the same requests are sent and parsed the same way, so it stays out
+    of `config_hash` and a batch verdict and an interactive one share their cache entry.
+    """
+
+    enabled: bool = True
+    poll_interval_s: float = Field(30.0, gt=0, description="How often the batch's status is asked for.")
+    timeout_s: float = Field(
+        86_400.0, gt=0,
+        description="How long one run waits for the batch; then its traces are FAILED batch_timeout and the next "
+        "run of the partition resumes the same batch (it is not submitted again).",
+    )
+    discount: float = Field(
+        0.5, gt=0, le=1,
+        description="Batch price as a fraction of the interactive price (OpenAI, Anthropic and Google: 0.5).",
+    )
+
+
 class ModelSpec(_Strict):
     model: str = Field(description="Any litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku.")
     api_base: str | None = None
@@ -238,6 +259,9 @@ class EvaluatorConfig(_Strict):
     max_failed_rate: float = Field(
         0.2, ge=0, le=1, description="A partition whose judged rows FAILED above this rate fails a WARN check."
     )
+    batch: BatchOptions | None = Field(
+        None, description="Judge each partition through the provider's batch API (see BatchOptions); default interactive."
+    )
     max_prompt_chars: int = Field(
         200_000,
         gt=0,
@@ -289,7 +313,24 @@ class EvaluatorConfig(_Strict):
             except jsonschema.SchemaError as exc:
                 raise ValueError(f"output_schema is not a valid JSON Schema: {exc.message}") from None
         self._check_few_shot()
+        self._check_batch()
         return self
+
+    def _check_batch(self) -> None:
+        if not self.batched:
+            return
+        for spec in self.judge_models():
+            if not is_openai_compatible(spec.model, spec.api_base):
+                raise ValueError(
+                    f"batch: model '{spec.model}' is not sent to an OpenAI-compatible endpoint, and batch mode speaks "
+                    "OpenAI's batch API (/v1/files + /v1/batches); spell it openai/<model>, give the api_base of an "
+                    "OpenAI-compatible server, or remove `batch`"
+                )
+
+    @property
+    def batched(self) -> bool:
+        """True when partitions are judged through the provider's batch API."""
+        return self.batch is not None and self.batch.enabled
 
     def _check_models(self) -> None:
         if (self.model is None) == (self.models is None):
@@ -409,6 +450,7 @@ NON_VERDICT_FIELDS = (
     "name", "description", "enabled", "trigger", "sample_rate", "max_daily_cost_usd", "max_monthly_cost_usd",
     "input_cost_per_million", "output_cost_per_million", "cached_input_cost_per_million", "timeout_s", "max_retries", "api_base", "api_key_env",
     "human_agreement", "model", "models", "local_judge", "max_prompt_chars", "max_failed_rate",  # the models enter the hash as (model, local_judge) pairs
+    "batch",  # how requests are delivered (batch API or one by one), not what they ask
 )
 
 

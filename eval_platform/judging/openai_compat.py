@@ -98,33 +98,47 @@ class OpenAICompatTransport:
         self, model: str, messages: list[dict[str, str]], api_base: str | None, api_key: str | None,
         temperature: float, max_tokens: int, timeout_s: float,
     ) -> Completion:
-        body = {
-            "model": model.removeprefix("openai/"),
-            "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        # Where litellm looks when the evaluator names neither (its openai provider reads the same variables).
-        api_base = api_base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
-        api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        headers = {"Content-Type": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        url = f"{(api_base or OPENAI_API_BASE).rstrip('/')}/chat/completions"
+        base, headers = resolve_base_and_headers(api_base, api_key)
+        body = chat_body(model, messages, temperature, max_tokens)
         async with asyncio.timeout(timeout_s):
-            async with self._session().post(url, data=json.dumps(body), headers=headers) as response:
+            async with self._session().post(f"{base}/chat/completions", data=json.dumps(body), headers=headers) as response:
                 text = await response.text()
                 status, retry_after = response.status, response.headers.get("retry-after")
         if status >= 400:
             raise ProviderHTTPError(status, text, retry_after)
         try:
-            data = json.loads(text)
-            choice = data["choices"][0]
-            return Completion(
-                content=choice["message"].get("content") or "",
-                finish_reason=choice.get("finish_reason"),
-                model=data.get("model"),
-                usage=data.get("usage") or {},
-            )
+            return parse_completion(json.loads(text))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ProviderHTTPError(status, f"not a chat completion ({type(exc).__name__}): {text[:500]}") from exc
+
+
+def chat_body(model: str, messages: list[dict[str, str]], temperature: float, max_tokens: int) -> dict[str, Any]:
+    """The chat-completions request body, as litellm's openai provider sends it (also one line of a batch)."""
+    return {
+        "model": model.removeprefix("openai/"),
+        "messages": messages,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+    }
+
+
+def resolve_base_and_headers(api_base: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
+    """The base URL (no trailing slash) and headers for an OpenAI-compatible endpoint."""
+    # Where litellm looks when the evaluator names neither (its openai provider reads the same variables).
+    api_base = api_base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+    api_key = api_key or os.environ.get("OPENAI_API_KEY")
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return (api_base or OPENAI_API_BASE).rstrip("/"), headers
+
+
+def parse_completion(data: Any) -> Completion:
+    """The fields we use of a chat completion's JSON; raises KeyError, IndexError, ... on another shape."""
+    choice = data["choices"][0]
+    return Completion(
+        content=choice["message"].get("content") or "",
+        finish_reason=choice.get("finish_reason"),
+        model=data.get("model"),
+        usage=data.get("usage") or {},
+    )

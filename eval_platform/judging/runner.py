@@ -18,9 +18,10 @@ import os
 import random
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -35,6 +36,9 @@ from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
 from eval_platform.judging.redaction import redact
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
+
+if TYPE_CHECKING:
+    from eval_platform.judging.batch import BatchCalls
 
 
 
@@ -56,6 +60,8 @@ class JudgeRuntime:
     ledger: BudgetLedger
     local_judge_url: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    batch_dir: Path | None = None  # where batch mode keeps submitted batches; default: beside the cache
+    batch: BatchCalls | None = None  # set by batch mode while it judges a day (see `batch`)
 
 
 def resolve_endpoint(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
@@ -190,6 +196,8 @@ class _Judge:
             )
         reservation: Reservation | None = None
         before_send = None
+        batch = self.runtime.batch
+        worst = None
         if self.budgeted and endpoint.prices is not None and endpoint.prices != pricing.FREE:
             worst = endpoint.prices.cost(worst_case_prompt_tokens(messages), config.max_tokens)
 
@@ -198,7 +206,11 @@ class _Judge:
                 reservation = await self._reserve(worst)
 
         try:
-            outcome = await self.runtime.client.complete(request, before_send=before_send)
+            if batch is not None:
+                # The batch reserved the worst case of all its requests before it was submitted.
+                outcome = await batch.outcome(endpoint, request, key, worst)
+            else:
+                outcome = await self.runtime.client.complete(request, before_send=before_send)
             # A provider may echo the Authorization header: no key reaches a row, the cache or a log.
             outcome.content = redact(outcome.content, self.secrets)
             outcome.error_detail = redact(outcome.error_detail, self.secrets)
@@ -346,6 +358,10 @@ def judge_day(
     manual_trace_ids: set[str] | None = None,
 ) -> DayResult:
     """Judge every selected trace (pair, group) of `day`; every slot ends with exactly one status per member."""
+    if config.batched and runtime.batch is None:
+        from eval_platform.judging.batch import judge_day_in_batch  # batch builds on this module
+
+        return judge_day_in_batch(config, day, traces, runtime, manual_trace_ids or set())
     return asyncio.run(_judge_day_closing(config, day, traces, runtime, manual_trace_ids or set()))
 
 
@@ -366,6 +382,8 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
     members = []
     for spec in config.judge_models():
         endpoint = resolve_endpoint(spec, runtime)
+        if endpoint is not None and endpoint.prices is not None and config.batched:
+            endpoint = replace(endpoint, prices=endpoint.prices.scaled(config.batch.discount))
         judge = _Judge(config, endpoint, runtime) if endpoint else None
         members.extend(_Member(endpoint.label if endpoint else spec.model, judge, s) for s in range(config.samples))
     several = len(members) > 1

@@ -18,6 +18,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before every chat completion")
     parser.add_argument("--rate-limit-rps", type=float, default=None, help="answer 429 above this many requests/s")
     parser.add_argument("--rate-limit-burst", type=int, default=10, help="requests allowed at once before the limit")
+    parser.add_argument("--batch-delay-s", type=float, default=0.0, help="how long a batch stays in_progress")
+    parser.add_argument(
+        "--batch-expire-after", type=int, default=None, help="answer only the first N lines of a batch, then expire it"
+    )
     parser.add_argument(
         "--data-root",
         type=Path,
@@ -37,6 +41,8 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         rate_limit_rps=args.rate_limit_rps,
         rate_limit_burst=args.rate_limit_burst,
+        batch_delay_s=args.batch_delay_s,
+        batch_expire_after=args.batch_expire_after,
     )
     stopping = threading.Event()
     # SIGTERM would otherwise end the process without closing the listening socket cleanly.

@@ -7,6 +7,8 @@ The requested model name picks the behaviour:
 - `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`);
 - `fixed/<reply>`, `echo/<block>`, `longest`: replies a test scripts (see `scripted`).
 
+The same answers come back through OpenAI's Files and Batch APIs, one per line of a batch (see `batches`).
+
 Every chat-completions request is counted in `/v1/stats`, so tests can prove that no judge call was made.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
+from eval_platform.local_judge.batches import BatchStore
 from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.mock_verdict import mock_verdict
 from eval_platform.local_judge.llmbar_replay import LLMBarRecordings
@@ -91,7 +94,15 @@ class LocalJudgeServer:
         rate_limit_rps: float | None = None,
         rate_limit_burst: int = 10,
         prompt_cache: bool = False,
+        batch_delay_s: float = 0.0,
+        batch_expire_after: int | None = None,
+        batch_create_delay_s: float = 0.0,
     ):
+        # OpenAI's Files and Batch APIs (see `batches`): a batch is answered after `batch_delay_s`; with
+        # `batch_expire_after=N` only its first N lines are, and it expires with the rest unanswered.
+        self.batches = BatchStore(
+            self.respond, delay_s=batch_delay_s, expire_after=batch_expire_after, create_delay_s=batch_create_delay_s
+        )
         # Like OpenAI's automatic prompt caching: a system message seen before is reported as cached input
         # tokens (usage.prompt_tokens_details.cached_tokens), so spend accounting can be tested.
         self.prompt_cache = prompt_cache
@@ -195,6 +206,9 @@ class LocalJudgeServer:
         app.router.add_post("/chat/completions", self._chat_completions)
         app.router.add_get("/v1/stats", self._stats)
         app.router.add_post("/v1/stats/reset", self._reset_stats)
+        # Batches created, files stored and batch lines answered (reset with the other counts).
+        app.router.add_get("/v1/stats/batches", self.batches.stats_handler)
+        self.batches.routes(app)
         return app
 
     # --- handlers --------------------------------------------------------------------------------------
@@ -210,6 +224,7 @@ class LocalJudgeServer:
         with self._stats_lock:
             self._requests = 0
             self._requests_by_model.clear()
+        self.batches.reset()
         return web.json_response({"requests": 0, "by_model": {}})
 
     async def _chat_completions(self, request: web.Request) -> web.Response:
@@ -224,14 +239,24 @@ class LocalJudgeServer:
             await asyncio.sleep(self.latency_ms / 1000)
         try:
             self._take_token()
+        except JudgeRequestError as error:
+            return web.json_response(error.body(), status=error.status, headers=error.headers)
+        status, payload, headers = await self.respond(body, request.headers.get("Authorization", ""))
+        return web.json_response(payload, status=status, headers=headers)
+
+    async def respond(self, body: Any, authorization: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """(status, JSON body, headers) of one chat-completions request body: what `/v1/chat/completions`
+        answers, and what a batch answers for each of its lines."""
+        try:
             messages = self._validated_messages(body)
+            model = body["model"]
             prompt = "\n".join(message_text(message) for message in messages)
             if model in ECHO_KEY_MODELS:
-                answer = echo_key_answer(model, request.headers.get("Authorization", ""))
+                answer = echo_key_answer(model, authorization)
             else:
                 answer = await self._answer(model, prompt)
         except JudgeRequestError as error:
-            return web.json_response(error.body(), status=error.status, headers=error.headers)
+            return error.status, error.body(), error.headers
         completion = self._completion(answer, messages)
         if self.prompt_cache:
             prefix = message_text(messages[0]) if messages else ""
@@ -239,7 +264,7 @@ class LocalJudgeServer:
                 seen = prefix in self._seen_prefixes
                 self._seen_prefixes.add(prefix)
             completion["usage"]["prompt_tokens_details"] = {"cached_tokens": approx_tokens(prefix) if seen else 0}
-        return web.json_response(completion)
+        return 200, completion, {}
 
     def _take_token(self) -> None:
         if self.rate_limit_rps is None:

@@ -1,0 +1,174 @@
+"""OpenAI's Files and Batch APIs over plain HTTP (aiohttp), and the reading of a batch's output lines.
+
+The wire format (https://platform.openai.com/docs/api-reference/batch), which OpenAI-compatible providers
+and gateways (Azure OpenAI, vLLM behind a LiteLLM proxy, the local judge) share:
+- the input is a JSONL file, one `{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}` per
+  request, uploaded to `POST /files` with purpose `batch`;
+- `POST /batches` starts it (completion window `24h`); `GET /batches/{id}` reports `status`
+  (validating, in_progress, finalizing, completed, failed, expired, cancelling, cancelled);
+- the output file holds `{"custom_id", "response": {"status_code", "body"}}` per answered request; the error
+  file holds requests answered with an error status and, for an expired batch, those never run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from eval_platform.judging.client import CallOutcome, cached_prompt_tokens
+from eval_platform.judging.openai_compat import ProviderHTTPError, is_connection_error, parse_completion
+
+if TYPE_CHECKING:
+    import aiohttp
+
+COMPLETION_WINDOW = "24h"
+CHAT_ENDPOINT = "/v1/chat/completions"
+TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+
+
+def request_line(custom_id: str, body: dict[str, Any]) -> str:
+    """One line of a batch's input file."""
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": CHAT_ENDPOINT, "body": body}) + "\n"
+
+
+def error_reason(exc: BaseException) -> tuple[str, bool]:
+    """(reason code, retryable) of a failed Files/Batch API call, in the codes judge_scores rows use."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timeout", True
+    if isinstance(exc, ProviderHTTPError):
+        if exc.status == 429:
+            return "rate_limited", True
+        return f"provider_error:{exc.status}", exc.status in RETRYABLE_STATUS
+    if is_connection_error(exc):
+        return "connection_error", True
+    return f"provider_error:{type(exc).__name__}", False
+
+
+@dataclass
+class OpenAIBatchAPI:
+    """The four calls batch mode makes, against one OpenAI-compatible base URL."""
+
+    session: aiohttp.ClientSession
+    base_url: str  # ending in /v1, no trailing slash
+    headers: dict[str, str]
+    timeout_s: float
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> str:
+        async with asyncio.timeout(self.timeout_s):
+            async with self.session.request(method, f"{self.base_url}{path}", **kwargs) as response:
+                text = await response.text()
+                if response.status >= 400:
+                    raise ProviderHTTPError(response.status, text[:2000], response.headers.get("retry-after"))
+                return text
+
+    async def upload(self, content: bytes, filename: str) -> str:
+        """Upload a batch input file; its file id."""
+        import aiohttp
+
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", content, filename=filename, content_type="application/jsonl")
+        # aiohttp writes the multipart Content-Type with its boundary: the JSON one must not go along.
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "content-type"}
+        return json.loads(await self._call("POST", "/files", data=form, headers=headers))["id"]
+
+    async def create(self, input_file_id: str, metadata: dict[str, str]) -> dict[str, Any]:
+        body = {
+            "input_file_id": input_file_id,
+            "endpoint": CHAT_ENDPOINT,
+            "completion_window": COMPLETION_WINDOW,
+            "metadata": metadata,
+        }
+        return json.loads(await self._call("POST", "/batches", data=json.dumps(body), headers=self.headers))
+
+    async def retrieve(self, batch_id: str) -> dict[str, Any]:
+        return json.loads(await self._call("GET", f"/batches/{batch_id}", headers=self.headers))
+
+    async def find(self, submission: str, since: float, max_pages: int = 50) -> dict[str, Any] | None:
+        """The batch whose metadata carries `submission`, among those created since `since` (epoch seconds)."""
+        after = None
+        for _ in range(max_pages):
+            query = "?limit=100" + (f"&after={after}" if after else "")
+            page = json.loads(await self._call("GET", f"/batches{query}", headers=self.headers))
+            for batch in page.get("data") or []:
+                if (batch.get("metadata") or {}).get("submission") == submission:
+                    return batch
+            batches = page.get("data") or []
+            older = any((batch.get("created_at") or 0) < since for batch in batches)  # newest first: done
+            if not page.get("has_more") or not batches or older:
+                return None
+            after = page.get("last_id") or batches[-1]["id"]
+        return None
+
+    async def content(self, file_id: str) -> str:
+        return await self._call("GET", f"/files/{file_id}/content", headers=self.headers)
+
+
+def _ended_at(batch: dict[str, Any]) -> float | None:
+    for name in ("completed_at", "expired_at", "failed_at", "cancelled_at"):
+        if batch.get(name):
+            return float(batch[name])
+    return None
+
+
+def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, CallOutcome]:
+    """The outcome of every request the batch answered, by custom_id (a request absent here went unanswered).
+
+    A 200 line becomes the same `CallOutcome` an interactive call would; an error status the same reason
+    code (rate_limited, provider_error:<status>); a request the provider gave up on (`batch_expired`, or any
+    other error without a response) names the batch in its detail.
+    """
+    batch_id = batch["id"]
+    latency_ms = 0.0
+    ended = _ended_at(batch)
+    if ended is not None and batch.get("created_at"):
+        latency_ms = max(0.0, (ended - float(batch["created_at"])) * 1000)
+    outcomes: dict[str, CallOutcome] = {}
+    for text in (output, errors):
+        for line in text.splitlines():
+            try:
+                item = json.loads(line) if line.strip() else None
+            except ValueError:
+                item = None  # a damaged line: its request counts as unanswered, never as a verdict
+            if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
+                continue
+            outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
+            response = item.get("response") or None
+            status = response.get("status_code") if response else None
+            body = response.get("body") if response else None
+            if status == 200:
+                try:
+                    completion = parse_completion(body)
+                except (KeyError, IndexError, TypeError, AttributeError) as exc:
+                    outcome.error_reason = "provider_error:200"
+                    outcome.error_detail = f"batch {batch_id}: not a chat completion ({type(exc).__name__}): {json.dumps(body)[:500]}"
+                else:
+                    outcome.content = completion.content
+                    outcome.finish_reason = completion.finish_reason
+                    outcome.provider_model = completion.model
+                    outcome.prompt_tokens = int(completion.usage.get("prompt_tokens") or 0)
+                    outcome.completion_tokens = int(completion.usage.get("completion_tokens") or 0)
+                    outcome.cached_prompt_tokens = cached_prompt_tokens(completion.usage)
+            elif status is not None:
+                outcome.error_reason = "rate_limited" if status == 429 else f"provider_error:{status}"
+                outcome.error_detail = f"batch {batch_id}: HTTP {status}: {json.dumps(body)[:2000]}"
+            else:
+                error = item.get("error") or {}
+                code = error.get("code") or "unknown"
+                outcome.error_reason = "batch_expired" if code == "batch_expired" else "batch_failed"
+                outcome.error_detail = f"batch {batch_id} gave no answer ({code}): {error.get('message') or ''}".rstrip()
+            outcomes[item["custom_id"]] = outcome
+    return outcomes
+
+
+def unanswered(batch: dict[str, Any], detail: str | None = None) -> CallOutcome:
+    """The outcome of a request a finished batch did not answer: batch_expired, or batch_failed."""
+    status = batch.get("status")
+    reason = "batch_expired" if status == "expired" else "batch_failed"
+    errors = (batch.get("errors") or {}).get("data") or []
+    why = detail or "; ".join(str(e.get("message")) for e in errors if isinstance(e, dict)) or None
+    text = f"batch {batch['id']} ended {status} without answering this request"
+    return CallOutcome(error_reason=reason, error_detail=f"{text} ({why})" if why else text, attempts=1)
