@@ -4,7 +4,6 @@ Framework-free: `dataset_versions` (defs) and the benchmark suites read datasets
 so a case means the same thing to both.
 """
 
-import hashlib
 import json
 import re
 from datetime import UTC, datetime
