@@ -2,9 +2,9 @@
 
 The system message always carries the built-in mitigations, then the evaluator's `anti_gaming_clauses`
 (appended, never replacing them), then the reply schema. The user message is the evaluator's template
-with every value fenced (see `fencing`), preceded by few-shot examples and followed by the rubric. The fixed
-parts come first and the few-shot examples are fenced with a per-evaluator secret, so requests share their
-prefix (provider prompt caching); the rubric still follows the content (see README, known gaps).
+with every value fenced (see `fencing`), preceded by the rubric and the few-shot examples. The fixed parts
+come first and the few-shot examples are fenced with a per-evaluator secret, so every request of an evaluator
+shares its prefix up to the content (provider prompt caching).
 """
 
 from __future__ import annotations
@@ -147,10 +147,15 @@ def build_messages(
     """The system and user messages of one request; every value fenced with a fresh (or the given) secret."""
     secret = secret or new_secret()
     tree = parse_template(config.prompt, allowed=template_variables(config.mode))
-    user = few_shot_text(config) + render(tree, values, prefenced={"candidates"}, secret=secret)
+    # Fixed parts first (rubric, then the examples), the content last: every request of an evaluator starts
+    # with the same bytes, which a provider's prompt cache serves at the cached rate.
+    rubric = ""
     if config.rubric is not None:
         scale = config.score_scale
-        user = f"{user.rstrip()}\n\n{rubric_text(config.rubric, scale.min, scale.max)}\n"
+        rubric = rubric_text(config.rubric, scale.min, scale.max) + "\n\n"
+        if not config.few_shot:
+            rubric += "Now judge the following.\n\n"
+    user = rubric + few_shot_text(config) + render(tree, values, prefenced={"candidates"}, secret=secret)
     messages = PromptMessages(
         [
             {"role": "system", "content": system_message(config, n_candidates)},

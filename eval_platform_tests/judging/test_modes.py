@@ -310,3 +310,19 @@ def test_requests_share_their_fixed_prefix_for_provider_prompt_caching(local_jud
     # Everything up to the content (the examples included) is byte for byte the same in both requests.
     assert first[1]["content"][:examples_end] == second[1]["content"][:examples_end]
     assert first.fence_secret not in first[1]["content"][:examples_end]
+
+
+def test_the_rubric_is_part_of_the_shared_prefix_before_the_content(local_judge):
+    rubric = {"criteria": "Factual accuracy.", "steps": ["List the claims.", "Check each claim."],
+              "levels": [{"range": [1, 5], "description": "Accurate."}, {"range": [0, 0], "description": "Wrong."}]}
+    example = {"input": "Capital of France?", "output": "Paris.", "verdict": {"score": 5, "reasoning": "right"}}
+    for few_shot in ([], [example]):
+        config = judge(local_judge, "score", score_scale={"min": 0, "max": 5}, rubric=rubric, few_shot=few_shot)
+        first = build_messages(config, {"input": "q1", "output": "a1"})[1]["content"]
+        second = build_messages(config, {"input": "q2", "output": "a2"})[1]["content"]
+        content_start = first.index("Now judge the following.")
+        # rubric (and examples) come before the content, byte for byte the same in every request
+        assert first.index("Evaluation criteria: Factual accuracy.") < first.index("1. List the claims.") < content_start
+        assert first[:content_start] == second[:content_start]
+        assert "q1" not in first[:content_start] and "q1" in first[content_start:]
+        assert first.rstrip().endswith(">>>")  # the content's fence closes the message: nothing follows it
