@@ -110,6 +110,22 @@ class ModelUnderTest(ModelSpec):
     its key's environment variable, prices; optionally the only tasks it runs (`<suite>.<task>` or `<suite>`)."""
 
     only: list[str] | None = None
+    # Spend limits on this model's calls (UTC day / month, all suites and tasks together), as evaluators have.
+    max_daily_cost_usd: float | None = Field(None, ge=0)
+    max_monthly_cost_usd: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _budget_needs_a_price(self) -> ModelUnderTest:
+        if self.budgeted and not self.has_price():
+            raise ValueError(
+                f"model '{self.model}' has no known price in litellm's price map, so a budget cannot be "
+                "enforced; set input_cost_per_million and output_cost_per_million"
+            )
+        return self
+
+    @property
+    def budgeted(self) -> bool:
+        return self.max_daily_cost_usd is not None or self.max_monthly_cost_usd is not None
 
     def runs(self, suite: str, task: str) -> bool:
         return self.only is None or suite in self.only or f"{suite}.{task}" in self.only

@@ -34,17 +34,31 @@ from eval_platform.benchmarks.config import ModelUnderTest, Suite, Task, dataset
 from eval_platform.benchmarks.results import summarize
 from eval_platform.ingest.datasets import validate_dataset
 from eval_platform.judging import pricing
+from eval_platform.judging.budget import BudgetLedger, BudgetRefused, Reservation, reserve_or_wait
 from eval_platform.judging.cache import cache_key
 from eval_platform.judging.client import JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.prompts import build_messages
-from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, unswap
+from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, unswap, worst_case_prompt_tokens
 from eval_platform.judging.templates import _value, parse_template, render
 from eval_platform.scoring import registry
+from eval_platform.settings import state_dir
 
 COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
 TIMEOUT_S, MAX_RETRIES = 120.0, 3
+# Longest a call can hold its budget reservation: every attempt timing out, plus the backoff between them.
+BUDGET_TTL_S = (MAX_RETRIES + 1) * TIMEOUT_S + MAX_RETRIES * 30.0 + 60.0
+
+
+def benchmark_ledger(root: Path) -> BudgetLedger:
+    """Spend of the models under test: a ledger of its own, so it never counts against a judge's budget
+    nor shows in `judge_cost_daily`."""
+    return BudgetLedger(state_dir(root) / "benchmark_budget.sqlite")
+
+
+def budget_name(model_name: str) -> str:
+    return f"model:{model_name}"
 
 UTC_TS = pl.Datetime("us", "UTC")
 SCORE_STRUCT = pl.List(pl.Struct({"metric": pl.String(), "value": pl.Float64()}))
@@ -155,7 +169,7 @@ def endpoint_for(model: ModelUnderTest, runtime: JudgeRuntime) -> tuple[Endpoint
         if not runtime.local_judge_url:
             return None, "the model is served by the local judge, and no local_judge_url is configured"
         name = model.model.removeprefix("local/")
-        return Endpoint(f"openai/{name}", model.model, runtime.local_judge_url, "local", pricing.FREE), None
+        return Endpoint(f"openai/{name}", model.model, runtime.local_judge_url, "local", model.prices() or pricing.FREE), None
     key = runtime.env.get(model.api_key_env) if model.api_key_env else None
     if model.api_key_env and not key:
         return None, f"environment variable {model.api_key_env} is not set"
@@ -271,7 +285,8 @@ def _judge_config(run: TaskRun) -> EvaluatorConfig:
 
 async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
     try:
-        await asyncio.gather(*(_call(run, endpoint, row) for row in rows))
+        ledger = benchmark_ledger(run.root) if run.model.budgeted else None
+        await asyncio.gather(*(_call(run, endpoint, row, ledger) for row in rows))
     finally:
         close = getattr(run.runtime.client, "aclose", None)
         if close is not None:
@@ -279,7 +294,7 @@ async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
         run.runtime.cache.flush()
 
 
-async def _call(run: TaskRun, endpoint: Endpoint, row: dict) -> None:
+async def _call(run: TaskRun, endpoint: Endpoint, row: dict, ledger: BudgetLedger | None) -> None:
     task, case = run.task, row["_case"]
     if task.as_judge is not None:
         missing = [name for name in task.as_judge.pair if case_field(case, name) is None]
@@ -313,10 +328,28 @@ async def _call(run: TaskRun, endpoint: Endpoint, row: dict) -> None:
             cache_hit=True,
         )
         return
-    started = time.perf_counter()
-    outcome = await run.runtime.client.complete(request)
     prices = endpoint.prices
+    reservation: Reservation | None = None
+    before_send = None
+    if ledger is not None and prices is not None and prices != pricing.FREE:
+        model, worst = run.model, prices.cost(worst_case_prompt_tokens(messages), task.max_tokens)
+
+        async def before_send() -> None:  # reserved while the call holds its concurrency slot, as for judges
+            nonlocal reservation
+            reservation = await reserve_or_wait(
+                ledger, budget_name(run.model_name), worst,
+                model.max_daily_cost_usd, model.max_monthly_cost_usd, ttl_s=BUDGET_TTL_S,
+            )
+
+    started = time.perf_counter()
+    try:
+        outcome = await run.runtime.client.complete(request, before_send=before_send)
+    except BudgetRefused as refused:
+        row.update(status=SKIPPED, reason="budget_exhausted", reason_detail=str(refused), cost_usd=0.0)
+        return
     cost = prices.cost(outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_prompt_tokens) if prices else None
+    if reservation is not None:
+        ledger.settle(reservation, cost or 0.0)
     row.update(
         provider_model=outcome.provider_model,
         prompt_tokens=outcome.prompt_tokens,

@@ -40,11 +40,11 @@ import polars as pl
 from eval_platform.judging.batch_api import TERMINAL, OpenAIBatchAPI, error_reason, read_results, unanswered
 from eval_platform.judging.batch_state import BatchState, RecordedCall, TrackedBatch, endpoint_id, partition_lock
 from eval_platform.judging.batch_submit import adopt, submit
-from eval_platform.judging.budget import Refusal, Reservation
+from eval_platform.judging.budget import BudgetRefused, Refusal, Reservation
 from eval_platform.judging.client import CallOutcome, JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.openai_compat import ProviderHTTPError, resolve_base_and_headers
-from eval_platform.judging.runner import BudgetRefused, DayResult, Endpoint, JudgeRuntime, _judge_day_closing
+from eval_platform.judging.runner import DayResult, Endpoint, JudgeRuntime, _judge_day_closing
 
 log = logging.getLogger(__name__)
 

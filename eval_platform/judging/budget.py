@@ -21,6 +21,7 @@ budget cost the same after ten calls or ten million.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sqlite3
@@ -30,6 +31,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from eval_platform.judging.client import SendRefused
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judge_spend (
@@ -247,3 +250,34 @@ class BudgetLedger:
             (daily,) = conn.execute("SELECT COUNT(*) FROM judge_spend_daily").fetchone()
             (open_,) = conn.execute("SELECT COUNT(*) FROM judge_spend").fetchone()
         return int(daily) + int(open_)
+
+
+class BudgetRefused(SendRefused):
+    """Raised by a call's `before_send` hook when its worst case does not fit a budget: nothing is sent."""
+
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.describe())
+        self.refusal = refusal
+
+
+# How often a call refused for budget looks again while other calls' reservations are in flight.
+BUDGET_RECHECK_S = 0.05
+
+
+async def reserve_or_wait(
+    ledger: BudgetLedger,
+    name: str,
+    worst_usd: float,
+    max_daily_usd: float | None,
+    max_monthly_usd: float | None,
+    ttl_s: float,
+) -> Reservation:
+    """A reservation of a call's worst case; waits while calls in flight may settle below theirs, and raises
+    `BudgetRefused` once waiting cannot help (nothing in flight, or settled spend alone leaves no room)."""
+    while True:
+        result = ledger.reserve(name, worst_usd, max_daily_usd, max_monthly_usd, ttl_s=ttl_s)
+        if isinstance(result, Reservation):
+            return result
+        if not result.can_wait:
+            raise BudgetRefused(result)
+        await asyncio.sleep(BUDGET_RECHECK_S)

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from eval_platform.judging import pricing
-from eval_platform.judging.budget import BudgetLedger, Refusal, Reservation
+from eval_platform.judging.budget import BudgetLedger, BudgetRefused, Reservation, reserve_or_wait
 from eval_platform.judging.cache import JudgeCache, cache_key
-from eval_platform.judging.client import CallOutcome, JudgeClient, JudgeRequest, SendRefused
+from eval_platform.judging.client import CallOutcome, JudgeClient, JudgeRequest
 from eval_platform.judging.config import MAX_CANDIDATES, EvaluatorConfig, ModelSpec
 from eval_platform.judging.consensus import COMPLETED, FAILED, PAIRWISE_SCORE, SKIPPED, consensus_row
 from eval_platform.judging.fencing import new_secret
@@ -112,16 +112,6 @@ class _CallResult:
     cache_hit: bool = False
 
 
-class BudgetRefused(SendRefused):
-    def __init__(self, refusal: Refusal):
-        super().__init__(refusal.describe())
-        self.refusal = refusal
-
-
-# How often a call refused for budget looks again while other calls' reservations are in flight.
-BUDGET_RECHECK_S = 0.05
-
-
 class _Judge:
     def __init__(self, config: EvaluatorConfig, endpoint: Endpoint, runtime: JudgeRuntime):
         self.config, self.endpoint, self.runtime = config, endpoint, runtime
@@ -137,15 +127,9 @@ class _Judge:
         config = self.config
         # Longest a call can hold its reservation: every attempt timing out, plus the backoff between them.
         ttl_s = max(900.0, (config.max_retries + 1) * config.timeout_s + config.max_retries * 30.0 + 60.0)
-        while True:
-            result = self.runtime.ledger.reserve(
-                config.name, worst_usd, config.max_daily_cost_usd, config.max_monthly_cost_usd, ttl_s=ttl_s
-            )
-            if isinstance(result, Reservation):
-                return result
-            if not result.can_wait:
-                raise BudgetRefused(result)
-            await asyncio.sleep(BUDGET_RECHECK_S)
+        return await reserve_or_wait(
+            self.runtime.ledger, config.name, worst_usd, config.max_daily_cost_usd, config.max_monthly_cost_usd, ttl_s
+        )
 
     def _cost(self, outcome: CallOutcome) -> float | None:
         prices = self.endpoint.prices
