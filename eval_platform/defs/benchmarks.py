@@ -28,6 +28,53 @@ from eval_platform.storage.warehouse import has_files, read_partition, table_glo
 
 MODELS_FILE = Path("benchmarks") / "models.yaml"
 
+# A backfill over several models runs each asset once for up to this many models (Dagster cuts the backfill into
+# ranges of the dynamic partitions and chunks them): the run's start and Dagster's per-step events are paid once
+# per run, not once per model. A single model (a manual materialize, the UI's one-partition launch) is unchanged.
+MODELS_PER_RUN = 10
+BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=MODELS_PER_RUN)
+
+
+def for_each_model(context: dg.AssetExecutionContext, work) -> tuple[dict, dict[str, str]]:
+    """`work(model)` for each model partition of the run: (model -> result, model -> error of those that failed).
+    A run of one partition raises its error as before; in a run of several, one model's failure does not stop
+    the others."""
+    if context.has_partition_key:
+        return {context.partition_key: work(context.partition_key)}, {}
+    done, failed = {}, {}
+    for model in context.partition_keys:
+        try:
+            done[model] = work(model)
+        except dg.Failure as exc:
+            context.log.error(f"{model}: {exc.description}")
+            failed[model] = exc.description or str(exc)
+    return done, failed
+
+
+def finish_models(context: dg.AssetExecutionContext, done: dict[str, dict], failed: dict[str, str]):
+    """The materialization(s) of a run: one partition as before; several, each with its own metadata, and when
+    some failed, the others recorded as materialized before the run fails naming the failed ones."""
+    if context.has_partition_key:
+        (metadata,) = done.values()
+        yield dg.MaterializeResult(metadata=metadata)
+        return
+    if failed:
+        for model, metadata in done.items():
+            context.log_event(dg.AssetMaterialization(asset_key=context.asset_key, partition=model, metadata=metadata))
+        return
+    for model, metadata in done.items():
+        context.add_asset_metadata(metadata, partition_key=model)
+    yield dg.MaterializeResult()
+
+
+def fail_if_any(failed: dict[str, str], done: dict) -> None:
+    if failed:
+        raise dg.Failure(
+            f"{len(failed)} of {len(failed) + len(done)} models failed (the other {len(done)} are materialized): "
+            + "; ".join(f"{model}: {message}" for model, message in sorted(failed.items())),
+            metadata={"failed_partitions": dg.MetadataValue.json(failed), "materialized_partitions": sorted(done)},
+        )
+
 
 def task_key(suite: str, task: str) -> dg.AssetKey:
     return dg.AssetKey(["benchmark", suite, task])
@@ -66,6 +113,7 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
         description=description,
         group_name=f"benchmark_{suite_name}",
         partitions_def=benchmark_models,
+        backfill_policy=BACKFILL_POLICY,
         deps=[task_key(suite_name, up) for up in upstream(suite)[task_name]],
         kinds={"python", "parquet"},
         check_specs=[
@@ -78,56 +126,73 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
         metadata={"suite": suite_name, "task": task_name, "dataset": task.dataset},
     )
     def _task(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource):
-        root, model_name = warehouse.root, context.partition_key
-        upstream_rows = None
-        if task.outputs_of is not None:
-            upstream_rows = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task.outputs_of, "model": model_name})
-        gate_value = None
-        if task.gate is not None:
-            gate_rows = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task.gate.task, "model": model_name})
-            if gate_rows is not None:
-                hit = gate_rows.filter(pl.col("metric") == task.gate.metric)
-                gate_value = hit["value"][0] if hit.height else None
-        run = TaskRun(
-            root, suite_name, suite, task_name, model_name, model_under_test(root, model_name), judge.runtime(root),
-            evaluators=evaluators, upstream_rows=upstream_rows, gate_value=gate_value,
-        )
-        frame = run_task(run)
-        results = task_results(frame, suite_name, task_name, task, model_name)
-        write_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name}, frame)
-        write_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}, results)
-        refresh(root)
-        counts = dict(frame.group_by("status").len().iter_rows())
-        judged = counts.get(COMPLETED, 0) + counts.get(FAILED, 0)
-        failed_rate = counts.get(FAILED, 0) / judged if judged else 0.0
-        reasons = frame.filter(pl.col("status") != COMPLETED).group_by("reason").len().sort("len", descending=True)
-        yield dg.MaterializeResult(
-            metadata={
-                "rows": frame.height,
-                "completed": counts.get(COMPLETED, 0),
-                "failed": counts.get(FAILED, 0),
-                "skipped": counts.get(SKIPPED, 0),
-                "failed_rate": failed_rate,
-                "reasons": dg.MetadataValue.json(dict(reasons.iter_rows())),
-                "calls": int((~frame["cache_hit"] & frame["status"].is_in([COMPLETED, FAILED])).sum()) if task.calls_model else 0,
-                "cost_usd": frame["cost_usd"].sum(),
-                **{
-                    f"{row['metric']}": dg.MetadataValue.float(row["value"]) for row in results.iter_rows(named=True)
-                    if row["value"] is not None
-                },
-                "results": dg.MetadataValue.json(results.select("metric", "value", "ci_low", "ci_high", "n", "n_failed").to_dicts()),
-                "model_id": run.model.model,
-                "dataset": f"{task.dataset}@v{frame['dataset_version'][0]}" if frame.height else task.dataset,
-            }
-        )
-        yield dg.AssetCheckResult(
-            check_name="failed_rate_below_threshold",
-            passed=failed_rate <= task.max_failed_rate,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={"failed_rate": failed_rate, "max_failed_rate": task.max_failed_rate},
-        )
+        root = warehouse.root
+
+        def one(model_name: str) -> dict:
+            upstream_rows = None
+            if task.outputs_of is not None:
+                upstream_rows = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task.outputs_of, "model": model_name})
+            gate_value = None
+            if task.gate is not None:
+                gate_rows = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task.gate.task, "model": model_name})
+                if gate_rows is not None:
+                    hit = gate_rows.filter(pl.col("metric") == task.gate.metric)
+                    gate_value = hit["value"][0] if hit.height else None
+            run = TaskRun(
+                root, suite_name, suite, task_name, model_name, model_under_test(root, model_name), judge.runtime(root),
+                evaluators=evaluators, upstream_rows=upstream_rows, gate_value=gate_value,
+            )
+            frame = run_task(run)
+            results = task_results(frame, suite_name, task_name, task, model_name)
+            write_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name}, frame)
+            write_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}, results)
+            return _task_metadata(task, run, frame, results)
+
+        done, failed = for_each_model(context, one)
+        if done:
+            refresh(root)
+        yield from finish_models(context, done, failed)
+        above = {m: md["failed_rate"] for m, md in done.items() if md["failed_rate"] > task.max_failed_rate}
+        if done:
+            yield dg.AssetCheckResult(
+                check_name="failed_rate_below_threshold",
+                passed=not above,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata=(
+                    {"failed_rate": next(iter(done.values()))["failed_rate"], "max_failed_rate": task.max_failed_rate}
+                    if len(done) == 1 and not failed
+                    else {"models_above": dg.MetadataValue.json(above), "max_failed_rate": task.max_failed_rate,
+                          "models_checked": len(done)}
+                ),
+            )
+        fail_if_any(failed, done)
 
     return _task
+
+
+def _task_metadata(task, run: TaskRun, frame: pl.DataFrame, results: pl.DataFrame) -> dict:
+    """What the UI shows on one model's materialization of a task."""
+    counts = dict(frame.group_by("status").len().iter_rows())
+    judged = counts.get(COMPLETED, 0) + counts.get(FAILED, 0)
+    failed_rate = counts.get(FAILED, 0) / judged if judged else 0.0
+    reasons = frame.filter(pl.col("status") != COMPLETED).group_by("reason").len().sort("len", descending=True)
+    return {
+        "rows": frame.height,
+        "completed": counts.get(COMPLETED, 0),
+        "failed": counts.get(FAILED, 0),
+        "skipped": counts.get(SKIPPED, 0),
+        "failed_rate": failed_rate,
+        "reasons": dg.MetadataValue.json(dict(reasons.iter_rows())),
+        "calls": int((~frame["cache_hit"] & frame["status"].is_in([COMPLETED, FAILED])).sum()) if task.calls_model else 0,
+        "cost_usd": frame["cost_usd"].sum(),
+        **{
+            f"{row['metric']}": dg.MetadataValue.float(row["value"]) for row in results.iter_rows(named=True)
+            if row["value"] is not None
+        },
+        "results": dg.MetadataValue.json(results.select("metric", "value", "ci_low", "ci_high", "n", "n_failed").to_dicts()),
+        "model_id": run.model.model,
+        "dataset": f"{task.dataset}@v{frame['dataset_version'][0]}" if frame.height else task.dataset,
+    }
 
 
 def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
@@ -142,6 +207,7 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
         ),
         group_name=f"benchmark_{suite_name}",
         partitions_def=benchmark_models,
+        backfill_policy=BACKFILL_POLICY,
         deps=[task_key(suite_name, t) for t in suite.tasks],
         kinds={"python", "parquet"},
         automation_condition=REFRESH_AFTER_UPDATES,
@@ -154,47 +220,65 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
         ],
     )
     def _suite(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
-        root, model_name = warehouse.root, context.partition_key
-        case_values, task_rows = {}, []
-        for task_name, task in suite.tasks.items():
-            cases = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name})
-            results = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name})
-            if cases is not None:
-                case_values[task_name] = per_case_values(cases, task.scorers[0].metric_name)
-            if results is not None:
-                task_rows.append(results)
-        if not task_rows:
-            raise dg.Failure(f"no task of suite {suite_name} has run for model {model_name}; materialize its tasks first")
-        rows = suite_results(suite_name, suite, model_name, case_values, pl.concat(task_rows, how="vertical_relaxed"))
-        previous = read_partition(root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name})
-        write_partition(root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name}, rows)
-        refresh(root)
-        macro = rows.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro")).row(0, named=True)
-        dropped, before = False, None
-        if previous is not None:
-            old = previous.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro"))
-            if old.height and old["ci_low"][0] is not None and macro["value"] is not None:
-                before = old.row(0, named=True)
-                dropped = macro["value"] < before["ci_low"]
-        yield dg.MaterializeResult(
-            metadata={
+        root = warehouse.root
+        drops: dict[str, dict] = {}
+
+        def one(model_name: str) -> dict:
+            case_values, task_rows = {}, []
+            for task_name, task in suite.tasks.items():
+                cases = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name})
+                results = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name})
+                if cases is not None:
+                    case_values[task_name] = per_case_values(cases, task.scorers[0].metric_name)
+                if results is not None:
+                    task_rows.append(results)
+            if not task_rows:
+                raise dg.Failure(f"no task of suite {suite_name} has run for model {model_name}; materialize its tasks first")
+            rows = suite_results(suite_name, suite, model_name, case_values, pl.concat(task_rows, how="vertical_relaxed"))
+            previous = read_partition(root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name})
+            write_partition(root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name}, rows)
+            macro = rows.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro")).row(0, named=True)
+            dropped, before = False, None
+            if previous is not None:
+                old = previous.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro"))
+                if old.height and old["ci_low"][0] is not None and macro["value"] is not None:
+                    before = old.row(0, named=True)
+                    dropped = macro["value"] < before["ci_low"]
+            drops[model_name] = {
+                "dropped": dropped,
+                "score": macro["value"],
+                "previous_score": before["value"] if before else None,
+                "previous_ci_low": before["ci_low"] if before else None,
+            }
+            return {
                 "score_macro": macro["value"],
                 "ci_low": macro["ci_low"],
                 "ci_high": macro["ci_high"],
                 "n_cases": macro["n"],
                 "tasks_scored": len([t for t in case_values if case_values[t]]),
             }
-        )
-        yield dg.AssetCheckResult(
-            check_name="score_not_dropped",
-            passed=not dropped,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={
-                "score": macro["value"],
-                "previous_score": before["value"] if before else None,
-                "previous_ci_low": before["ci_low"] if before else None,
-            },
-        )
+
+        done, failed = for_each_model(context, one)
+        if done:
+            refresh(root)
+        yield from finish_models(context, done, failed)
+        if len(done) == 1 and not failed:
+            (drop,) = drops.values()
+            yield dg.AssetCheckResult(
+                check_name="score_not_dropped",
+                passed=not drop["dropped"],
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={k: drop[k] for k in ("score", "previous_score", "previous_ci_low")},
+            )
+        elif done:
+            dropped = {m: {k: d[k] for k in ("score", "previous_score", "previous_ci_low")} for m, d in drops.items() if d["dropped"]}
+            yield dg.AssetCheckResult(
+                check_name="score_not_dropped",
+                passed=not dropped,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={"models_dropped": dg.MetadataValue.json(dropped), "models_checked": len(done)},
+            )
+        fail_if_any(failed, done)
 
     return _suite
 
