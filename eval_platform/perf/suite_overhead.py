@@ -1,6 +1,6 @@
 """Dagster's share of a benchmark suite's wall time, beside the same scoring without Dagster in the same run.
 
-    python -m eval_platform.perf.suite_overhead [--tasks 8] [--models 10] [--cases 1000]
+    python -m eval_platform.perf.suite_overhead [--tasks 8] [--models 10] [--cases 1000] [--modes per-model,one-run] [--repeat 3]
 
 A synthetic suite (`tasks` generation tasks over one `cases`-case dataset, scored by exact_match and
 numeric_match) runs for `models` scripted local models (the local judge in its own process, 0 latency):
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -141,21 +142,25 @@ def _measure(bare_root: Path, dagster_root: Path, url: str) -> tuple[float, floa
     return bare_s, dagster_s
 
 
-def _measure_one_run(bare_root: Path, dagster_root: Path, url: str) -> tuple[float, float]:
-    """Bare over every model, then the suite's assets as one run over the range of all models (what a backfill
-    of the models runs under the assets' backfill policy), then the leaderboard of each."""
+def _bare_all(bare_root: Path, url: str) -> float:
+    bare = _Bare(bare_root, url)
+    return sum(bare.model(model) for model in sorted(bare.models)) + bare.leaderboard()
+
+
+def _dagster_one_run(dagster_root: Path, url: str) -> float:
+    """The suite's assets as one run over the range of all models (what a backfill of the models runs under the
+    assets' backfill policy), then the leaderboard."""
     import dagster as dg
 
+    from eval_platform.benchmarks.config import load_models
     from eval_platform.defs.benchmarks import MODELS_PER_RUN
     from eval_platform.definitions import build_definitions
 
     os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"] = url
-    bare = _Bare(bare_root, url)
     defs = build_definitions(dagster_root)
-    models = sorted(bare.models)
+    models = sorted(load_models(dagster_root / "benchmarks" / "models.yaml"))
     if len(models) > MODELS_PER_RUN:
         raise SystemExit(f"--models {len(models)} is more than a backfill run holds ({MODELS_PER_RUN})")
-    bare_s = sum(bare.model(model) for model in models) + bare.leaderboard()
     with tempfile.TemporaryDirectory() as home, dg.instance_for_test(temp_dir=home) as instance:
         instance.add_dynamic_partitions("benchmark_models", models)
         started = time.perf_counter()
@@ -166,7 +171,21 @@ def _measure_one_run(bare_root: Path, dagster_root: Path, url: str) -> tuple[flo
         )
         assert result.success
         dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance, resources=defs.resources, run_config=QUIET)
-        dagster_s = time.perf_counter() - started
+        return time.perf_counter() - started
+
+
+def _measure_one_run(tmp: Path, url: str, args, repeat: int) -> tuple[list[float], list[float]]:
+    """Bare over every model and one Dagster run over all of them, `repeat` times each, alternating which goes
+    first, each on a fresh data root (an empty judge cache)."""
+    bare_s, dagster_s = [], []
+    for k in range(repeat):
+        for side in (("bare", "dagster") if k % 2 == 0 else ("dagster", "bare")):
+            root = tmp / f"{side}{k}"
+            _write_project(root, args.tasks, args.models, args.cases)
+            if side == "bare":
+                bare_s.append(_bare_all(root, url))
+            else:
+                dagster_s.append(_dagster_one_run(root, url))
     return bare_s, dagster_s
 
 
@@ -175,26 +194,36 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--models", type=int, default=10)
     parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--modes", default="per-model,one-run", help="per-model, one-run or both (comma-separated)")
+    parser.add_argument("--repeat", type=int, default=3, help="repeats of the one-run measurement, alternating")
     args = parser.parse_args()
     rows = args.tasks * args.models * args.cases
     print(f"{args.tasks} tasks x {args.models} models x {args.cases} cases = {rows:,} rows (one call each)")
-    for label, measure in (("one run per model (materialize each model)", _measure),
-                           ("one run for all models (a backfill's run under the backfill policy)", _measure_one_run)):
-        with tempfile.TemporaryDirectory() as tmp:
-            bare_root, dagster_root = Path(tmp) / "bare", Path(tmp) / "dagster"
-            for root in (bare_root, dagster_root):
-                _write_project(root, args.tasks, args.models, args.cases)
-            judge, url = _start_judge(bare_root)
-            try:
-                bare, dagster = measure(bare_root, dagster_root, url)
-            finally:
-                judge.terminate()
-                judge.wait()
-        print(f"{label}:")
-        print(f"  bare (run_task in a loop):     {bare:7.1f} s  ({rows / bare:,.0f} rows/s)")
-        print(f"  through Dagster:               {dagster:7.1f} s  ({rows / dagster:,.0f} rows/s)")
-        print(f"  Dagster's share of the wall time: {(dagster - bare) / dagster:.1%}")
+    with tempfile.TemporaryDirectory() as tmp:
+        bare_root, dagster_root = Path(tmp) / "bare", Path(tmp) / "dagster"
+        for root in (bare_root, dagster_root):
+            _write_project(root, args.tasks, args.models, args.cases)
+        judge, url = _start_judge(bare_root)
+        try:
+            if "per-model" in args.modes:
+                bare, dagster = _measure(bare_root, dagster_root, url)
+                print("one run per model (materialize each model; bare and Dagster alternate model by model):")
+                _report(rows, [bare], [dagster])
+            if "one-run" in args.modes:
+                bare, dagster = _measure_one_run(Path(tmp), url, args, args.repeat)
+                print(f"one run for all models (a backfill's run under the backfill policy; {args.repeat} alternating repeats):")
+                _report(rows, bare, dagster)
+        finally:
+            judge.terminate()
+            judge.wait()
 
+
+def _report(rows: int, bare: list[float], dagster: list[float]) -> None:
+    b, d = statistics.median(bare), statistics.median(dagster)
+    spread = f" (each: bare {', '.join(f'{x:.1f}' for x in bare)}; Dagster {', '.join(f'{x:.1f}' for x in dagster)})" if len(bare) > 1 else ""
+    print(f"  bare (run_task in a loop):     {b:7.1f} s  ({rows / b:,.0f} rows/s)")
+    print(f"  through Dagster:               {d:7.1f} s  ({rows / d:,.0f} rows/s)")
+    print(f"  Dagster's share of the wall time (medians): {(d - b) / d:.1%}{spread}")
 
 if __name__ == "__main__":
     main()
