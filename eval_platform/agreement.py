@@ -318,7 +318,7 @@ def position(config: EvaluatorConfig, scores: pl.DataFrame, rows: _Rows, trailin
                  details=json.dumps({"inconsistent": result.inconsistent, "first_position_share": result.first_position_share}))
 
 
-def judge_vs_judge(evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame, rows: _Rows) -> None:
+def judge_vs_judge(evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame | pl.LazyFrame, rows: _Rows) -> None:
     """Members of a consensus evaluator against each other, and same-mode evaluators on the same slots."""
     slot = ["trace_id", "trace_id_b"]
     # Labelled modes are compared on their vote column; scaled ones on raw_score (members) or score (evaluators).
@@ -373,7 +373,7 @@ def _compare(mode: str, a: pl.Series, b: pl.Series, rows: _Rows, fields: dict) -
 
 
 def imported_vs_evaluators(
-    evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame, judgments: pl.DataFrame,
+    evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame | pl.LazyFrame, judgments: pl.DataFrame,
     annotations: pl.DataFrame, rows: _Rows,
 ) -> None:
     """Each pairwise evaluator with a human task against each imported judge of that task."""
@@ -382,7 +382,8 @@ def imported_vs_evaluators(
         if config.mode != "pairwise" or options is None:
             continue
         reference = _pairwise_human_labels(human_reference(annotations, options.task, options.criterion))
-        ours = evaluator_pairwise_labels(scores.filter((pl.col("evaluator") == name) & pl.col("is_final")), reference)
+        final = scores.lazy().filter((pl.col("evaluator") == name) & pl.col("is_final")).collect()
+        ours = evaluator_pairwise_labels(final, reference)
         for source, part in judgments.group_by("source", maintain_order=True):
             theirs = imported_pairwise_labels(part, reference).select("item_id", theirs="judge")
             both = ours.join(theirs, on="item_id")
@@ -470,19 +471,23 @@ def _rank_correlation(subject: BradleyTerry, reference: BradleyTerry, rows: _Row
 
 def compute(
     evaluators: dict[str, EvaluatorConfig],
-    scores: pl.DataFrame,
+    scores: pl.DataFrame | pl.LazyFrame,
     annotations: pl.DataFrame,
     judgments: pl.DataFrame,
     trailing_days: int = TRAILING_DAYS,
     categories: dict[tuple[str, str], list[str]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The `agreement` rows and the `ground_truth` items; `categories` as in `inter_annotator`."""
+    """The `agreement` rows and the `ground_truth` items; `categories` as in `inter_annotator`.
+
+    `scores` may be a lazy scan (the asset passes one): each evaluator's rows are read when its statistics
+    need them and let go after, so judge_scores is never held in memory whole (3.3 GB at 10M rows)."""
     rows = _Rows([])
+    scores = scores.lazy()
     inter_annotator(annotations, rows, categories)
     for name, config in sorted(evaluators.items()):
         if config.human_agreement is None and config.mode != "pairwise":
-            continue  # nothing below reads its rows: spare copying them
-        own = scores.filter(pl.col("evaluator") == name)
+            continue  # nothing below reads its rows: spare reading them
+        own = scores.filter(pl.col("evaluator") == name).collect()
         if config.human_agreement is not None and not own.is_empty():
             judge_vs_human(config, own, annotations, rows, trailing_days)
         if config.mode == "pairwise" and not own.is_empty():
@@ -491,8 +496,7 @@ def compute(
         imported_vs_human(judgments, annotations, rows)
         imported_vs_evaluators(evaluators, scores, judgments, annotations, rows)
         ranking_agreement(annotations, judgments, rows)
-    if not scores.is_empty():
-        judge_vs_judge(evaluators, scores, rows)
+    judge_vs_judge(evaluators, scores, rows)
     frame = conform(pl.DataFrame(rows.out, infer_schema_length=None), AGREEMENT_SCHEMA).with_columns(
         pl.lit(datetime.now(UTC)).alias("computed_at"),
         ((pl.col("statistic") == "cohen_kappa") & (pl.col("value") < pl.col("floor"))).alias("below_floor"),

@@ -23,11 +23,12 @@ SCORE_COLUMNS = [
 ]
 
 
-def read_scores(root) -> pl.DataFrame:
-    """The judge_scores columns agreement needs, from every partition (lazily: only those columns)."""
+def scan_scores(root) -> pl.LazyFrame:
+    """The judge_scores columns agreement needs, from every partition, unread: `compute` reads one evaluator's
+    rows at a time (the filter reaches the Parquet reader), so the whole table is never in memory at once."""
     if not has_files(root, "judge_scores"):
-        return empty_frame(JUDGE_SCORE_SCHEMA).select(SCORE_COLUMNS)
-    return pl.scan_parquet(table_glob(root, "judge_scores"), hive_partitioning=False).select(SCORE_COLUMNS).collect()
+        return empty_frame(JUDGE_SCORE_SCHEMA).select(SCORE_COLUMNS).lazy()
+    return pl.scan_parquet(table_glob(root, "judge_scores"), hive_partitioning=False).select(SCORE_COLUMNS)
 
 
 def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):
@@ -50,7 +51,7 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
         judgments = read_partition(root, "imported_judgments", {})
         rows, truth = compute(
             evaluators,
-            read_scores(root),
+            scan_scores(root),
             annotations if annotations is not None else empty_frame(HUMAN_ANNOTATION_SCHEMA),
             judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
             categories=declared_categories(root),

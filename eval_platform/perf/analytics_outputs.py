@@ -39,7 +39,7 @@ IGNORED = {"computed_at"}
 
 def dump(root: Path, out: Path) -> None:
     from eval_platform.agreement import compute
-    from eval_platform.defs.agreement import declared_categories, read_scores
+    from eval_platform.defs import agreement as agreement_asset
     from eval_platform.defs.costs import cost_rollup, monthly_rollup
     from eval_platform.experiments.analysis import experiment_results
     from eval_platform.experiments.config import load_experiments
@@ -51,8 +51,11 @@ def dump(root: Path, out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     evaluators = load_evaluators(root / "evaluators")
-    rows, truth = compute(evaluators, read_scores(root), read_partition(root, "human_annotations", {}),
-                          read_partition(root, "imported_judgments", {}), categories=declared_categories(root))
+    # what the asset passes: an eager frame in older versions (read_scores), a lazy scan since (scan_scores)
+    scores = getattr(agreement_asset, "scan_scores", None) or agreement_asset.read_scores
+    rows, truth = compute(evaluators, scores(root), read_partition(root, "human_annotations", {}),
+                          read_partition(root, "imported_judgments", {}),
+                          categories=agreement_asset.declared_categories(root))
     rows.write_parquet(out / "agreement.parquet")
     truth.write_parquet(out / "ground_truth.parquet")
     configs = load_experiments(root / "experiments", evaluators)

@@ -48,12 +48,12 @@ def _evaluators(root: Path):
 def agreement(root: Path):
     """The `agreement` asset's body: read judge_scores, annotations and judgments, compute, write both tables."""
     from eval_platform.agreement import compute
-    from eval_platform.defs.agreement import declared_categories, read_scores
+    from eval_platform.defs.agreement import declared_categories, scan_scores
 
     evaluators = _evaluators(root)
 
     def run():
-        rows, truth = compute(evaluators, read_scores(root), read_partition(root, "human_annotations", {}),
+        rows, truth = compute(evaluators, scan_scores(root), read_partition(root, "human_annotations", {}),
                               read_partition(root, "imported_judgments", {}), categories=declared_categories(root))
         write_partition(root, "agreement", {}, rows)
         write_partition(root, "ground_truth", {}, truth)
