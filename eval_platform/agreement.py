@@ -53,7 +53,7 @@ from eval_platform.stats.kappa import (
     randolph_kappa,
 )
 from eval_platform.stats.ranking import BradleyTerry, bradley_terry
-from eval_platform.stats.reliability import krippendorff_alpha_long
+from eval_platform.stats.reliability import krippendorff_alphas_long
 from eval_platform.stats.results import interpret_alpha, interpret_kappa
 
 AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
@@ -128,9 +128,9 @@ def inter_annotator(annotations: pl.DataFrame, rows: _Rows, categories: dict | N
         value_col = "value" if ordered or part["value"].null_count() < part.height else "label"
         units, coders, values = part["item_id"], part["annotator"], part[value_col]
         levels = ("nominal", "ordinal", "interval", "ratio") if ordered else ("nominal",)
-        for level in levels:
-            alpha = krippendorff_alpha_long(units, coders, values if ordered else part["label"], level)
-            rows.add(f"krippendorff_alpha_{level}", alpha.value, alpha.n, note=alpha.note, subject="annotators",
+        alphas = krippendorff_alphas_long(units, coders, values if ordered else part["label"], list(levels))
+        for alpha in alphas:  # one coincidence matrix for every level
+            rows.add(alpha.statistic, alpha.value, alpha.n, note=alpha.note, subject="annotators",
                      reference="annotators", **base)
         declared = None if ordered else (categories or {}).get((task, criterion))
         counts = category_counts(units, part["label"] if not ordered else values, declared)

@@ -39,29 +39,43 @@ def krippendorff_alpha_long(units, coders, values, level: Level = "nominal") -> 
 
     A coder counts once per unit: repeated (unit, coder) rows keep the first value, and the note says so.
     """
+    return krippendorff_alphas_long(units, coders, values, [level])[0]
+
+
+def krippendorff_alphas_long(units, coders, values, levels: list[Level]) -> list[Agreement]:
+    """`krippendorff_alpha_long` at several levels of measurement: the values are read and their coincidence
+    matrix built once, since only the distance function differs between levels."""
+    for level in levels:
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     frame = pl.DataFrame({"unit": as_series(units), "coder": as_series(coders), "value": as_series(values)})
     frame = frame.drop_nulls()
     deduplicated = frame.unique(subset=["unit", "coder"], keep="first", maintain_order=True)
     [unit_codes], _ = encode(deduplicated["unit"])
-    result = _alpha(unit_codes, deduplicated["value"], level)
+    results = _alphas(unit_codes, deduplicated["value"], levels)
     dropped = frame.height - deduplicated.height
     if dropped:
         note = f"{dropped} repeated (unit, coder) values ignored"
-        result = replace(result, note=f"{result.note}; {note}" if result.note else note)
-    return result
+        results = [replace(r, note=f"{r.note}; {note}" if r.note else note) for r in results]
+    return results
 
 
 def _alpha(unit_codes: np.ndarray, values, level: Level) -> Agreement:
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    statistic = f"krippendorff_alpha_{level}"
+    return _alphas(unit_codes, values, [level])[0]
+
+
+def _alphas(unit_codes: np.ndarray, values, levels: list[Level]) -> list[Agreement]:
+    statistics = [f"krippendorff_alpha_{level}" for level in levels]
     [value_codes], categories = encode(values)
     coded = value_codes >= 0
     unit_codes, value_codes = unit_codes[coded], value_codes[coded]
-    if level != "nominal" and categories.dtype.kind not in "iuf":
+    if any(level != "nominal" for level in levels) and categories.dtype.kind not in "iuf":
+        level = next(level for level in levels if level != "nominal")
         raise ValueError(f"{level} alpha needs numeric values, got {categories.dtype}")
     if unit_codes.size == 0:
-        return undefined(statistic, 0, "no coded values")
+        return [undefined(statistic, 0, "no coded values") for statistic in statistics]
 
     counts = sparse.csr_matrix(
         (np.ones(unit_codes.size), (unit_codes, value_codes)), shape=(unit_codes.max() + 1, categories.size)
@@ -71,17 +85,21 @@ def _alpha(unit_codes: np.ndarray, values, level: Level) -> Agreement:
     counts, per_unit = counts[pairable], per_unit[pairable]
     n = int(per_unit.sum())
     if n == 0:
-        return undefined(statistic, 0, "no unit was coded by two or more coders")
+        return [undefined(statistic, 0, "no unit was coded by two or more coders") for statistic in statistics]
 
     scaled = sparse.diags(1.0 / (per_unit - 1)) @ counts
     coincidences = (counts.T @ scaled).toarray() - np.diag(np.asarray(scaled.sum(axis=0)).ravel())
     marginals = coincidences.sum(axis=1)
-    distance = _distance(categories, marginals, level)
-    expected = float((np.outer(marginals, marginals) * distance).sum())
-    if expected == 0:
-        return undefined(statistic, n, "every pairable value is the same: no variation, so alpha is undefined")
-    alpha = 1.0 - (n - 1) * float((coincidences * distance).sum()) / expected
-    return Agreement(statistic=statistic, value=alpha, n=n, interpretation=interpret_alpha(alpha))
+    results = []
+    for level, statistic in zip(levels, statistics):
+        distance = _distance(categories, marginals, level)
+        expected = float((np.outer(marginals, marginals) * distance).sum())
+        if expected == 0:
+            results.append(undefined(statistic, n, "every pairable value is the same: no variation, so alpha is undefined"))
+            continue
+        alpha = 1.0 - (n - 1) * float((coincidences * distance).sum()) / expected
+        results.append(Agreement(statistic=statistic, value=alpha, n=n, interpretation=interpret_alpha(alpha)))
+    return results
 
 
 def _distance(categories: np.ndarray, marginals: np.ndarray, level: Level) -> np.ndarray:
