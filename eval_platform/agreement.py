@@ -36,7 +36,7 @@ import polars as pl
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes import MODES, NUMERIC_MODES
 from eval_platform.schemas import conform
-from eval_platform.stats.annotators import annotator_agreement, ground_truth, majority_labels
+from eval_platform.stats.annotators import annotator_agreement, clear_majority, majority_labels
 from eval_platform.stats.judge_agreement import (
     label_agreement,
     pairwise_agreement,
@@ -117,10 +117,10 @@ def _task_key(annotations: pl.DataFrame) -> list[tuple[str, str, str]]:
 # ------------------------------------------------------------------------------------------ humans
 
 
-def inter_annotator(annotations: pl.DataFrame, rows: _Rows, categories: dict | None = None) -> None:
+def inter_annotator(annotations: pl.DataFrame, rows: _Rows, categories: dict | None = None, cache: dict | None = None) -> None:
     """`categories`: (task, criterion) -> the labels declared for a classification (tasks.yaml). Randolph's
     kappa takes chance agreement as 1 / number of categories the annotators could choose, so a declared label
-    nobody used still counts."""
+    nobody used still counts. `cache` (see `human_reference`) keeps each task's majority labels."""
     for task, criterion, schema in _task_key(annotations):
         part = annotations.filter((pl.col("task") == task) & (pl.col("criterion") == criterion))
         base = {"section": "inter_annotator", "task": task, "criterion": criterion, "period": "all"}
@@ -138,6 +138,8 @@ def inter_annotator(annotations: pl.DataFrame, rows: _Rows, categories: dict | N
             rows.add(kappa.statistic, kappa.value, kappa.n, note=kappa.note, subject="annotators",
                      reference="annotators", **base)
         majority = majority_labels(part)
+        if cache is not None and task is not None and criterion is not None:
+            cache["majority", task, criterion] = majority
         label_counts = dict(majority.group_by("label").len().sort("label").iter_rows())
         rows.add("items_with_majority", float(majority["label"].is_not_null().sum()), majority.height,
                  subject="annotators", reference="annotators",
@@ -164,19 +166,27 @@ def _annotator_pairs(part: pl.DataFrame, ordered: bool, value_col: str, rows: _R
             rows.add(name, kappa.value, kappa.n, note=kappa.note, subject=a, reference=b, **base)
 
 
-def human_reference(annotations: pl.DataFrame, task: str, criterion: str | None) -> pl.DataFrame:
-    """Per item: the majority `label`, mean `value`, and (pairwise tasks) the two responses' trace ids."""
+def human_reference(annotations: pl.DataFrame, task: str, criterion: str | None, cache: dict | None = None) -> pl.DataFrame:
+    """Per item: the majority `label`, mean `value`, and (pairwise tasks) the two responses' trace ids.
+
+    `cache`, one dict per `compute`: each reference is computed once for all the judges of its task, from the
+    majority labels `inter_annotator` already computed when there are any."""
+    cache = {} if cache is None else cache
+    if ("reference", task, criterion) in cache:
+        return cache["reference", task, criterion]
     part = annotations.filter(pl.col("task") == task)
     if criterion is not None:
         part = part.filter(pl.col("criterion") == criterion)
-    majority = majority_labels(part).select("item_id", "label")
+    majority = cache.get(("majority", task, criterion)) if criterion is not None else None
+    majority = (majority if majority is not None else majority_labels(part)).select("item_id", "label")
     extra = part.group_by("item_id").agg(
         pl.col("value").mean().alias("value"),
         pl.col("trace_id").drop_nulls().first(),
         pl.col("response1_trace_id").drop_nulls().first(),
         pl.col("response2_trace_id").drop_nulls().first(),
     )
-    return majority.join(extra, on="item_id", how="left")
+    cache["reference", task, criterion] = majority.join(extra, on="item_id", how="left")
+    return cache["reference", task, criterion]
 
 
 # ------------------------------------------------------------------------------------------ judges
@@ -250,10 +260,11 @@ def _in_window(frame: pl.DataFrame, start: str | None, end: str | None) -> pl.Da
 
 
 def judge_vs_human(
-    config: EvaluatorConfig, scores: pl.DataFrame, annotations: pl.DataFrame, rows: _Rows, trailing_days: int
+    config: EvaluatorConfig, scores: pl.DataFrame, annotations: pl.DataFrame, rows: _Rows, trailing_days: int,
+    cache: dict | None = None,
 ) -> None:
     options = config.human_agreement
-    reference = human_reference(annotations, options.task, options.criterion)
+    reference = human_reference(annotations, options.task, options.criterion, cache)
     final = scores.filter(pl.col("is_final"))
     base = {
         "section": "judge_vs_human", "task": options.task, "criterion": options.criterion,
@@ -287,13 +298,13 @@ def judge_vs_human(
             _label_rows(label_agreement(part["human"], part["judge"]), rows, {**fields, "convention": "failed_excluded"})
 
 
-def imported_vs_human(judgments: pl.DataFrame, annotations: pl.DataFrame, rows: _Rows) -> None:
+def imported_vs_human(judgments: pl.DataFrame, annotations: pl.DataFrame, rows: _Rows, cache: dict | None = None) -> None:
     """Each imported judge against the human majority of its task (pairwise verdicts)."""
     for (source, task, criterion), part in judgments.group_by("source", "task", "criterion", maintain_order=True):
         task = task or _only_task(annotations)
         if task is None:
             continue
-        reference = _pairwise_human_labels(human_reference(annotations, task, criterion))
+        reference = _pairwise_human_labels(human_reference(annotations, task, criterion, cache))
         frame = imported_pairwise_labels(part, reference)
         base = {"section": "judge_vs_human", "task": task, "criterion": criterion, "subject": source,
                 "reference": "human_majority", "period": "all"}
@@ -374,14 +385,14 @@ def _compare(mode: str, a: pl.Series, b: pl.Series, rows: _Rows, fields: dict) -
 
 def imported_vs_evaluators(
     evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame | pl.LazyFrame, judgments: pl.DataFrame,
-    annotations: pl.DataFrame, rows: _Rows,
+    annotations: pl.DataFrame, rows: _Rows, cache: dict | None = None,
 ) -> None:
     """Each pairwise evaluator with a human task against each imported judge of that task."""
     for name, config in evaluators.items():
         options = config.human_agreement
         if config.mode != "pairwise" or options is None:
             continue
-        reference = _pairwise_human_labels(human_reference(annotations, options.task, options.criterion))
+        reference = _pairwise_human_labels(human_reference(annotations, options.task, options.criterion, cache))
         final = scores.lazy().filter((pl.col("evaluator") == name) & pl.col("is_final")).collect()
         ours = evaluator_pairwise_labels(final, reference)
         for source, part in judgments.group_by("source", maintain_order=True):
@@ -483,27 +494,31 @@ def compute(
     need them and let go after, so judge_scores is never held in memory whole (3.3 GB at 10M rows)."""
     rows = _Rows([])
     scores = scores.lazy()
-    inter_annotator(annotations, rows, categories)
+    cache: dict = {}  # majority labels and human references, computed once per task
+    inter_annotator(annotations, rows, categories, cache)
     for name, config in sorted(evaluators.items()):
         if config.human_agreement is None and config.mode != "pairwise":
             continue  # nothing below reads its rows: spare reading them
         own = scores.filter(pl.col("evaluator") == name).collect()
         if config.human_agreement is not None and not own.is_empty():
-            judge_vs_human(config, own, annotations, rows, trailing_days)
+            judge_vs_human(config, own, annotations, rows, trailing_days, cache)
         if config.mode == "pairwise" and not own.is_empty():
             position(config, own, rows, trailing_days)
     if not judgments.is_empty() and not annotations.is_empty():
-        imported_vs_human(judgments, annotations, rows)
-        imported_vs_evaluators(evaluators, scores, judgments, annotations, rows)
+        imported_vs_human(judgments, annotations, rows, cache)
+        imported_vs_evaluators(evaluators, scores, judgments, annotations, rows, cache)
         ranking_agreement(annotations, judgments, rows)
     judge_vs_judge(evaluators, scores, rows)
     frame = conform(pl.DataFrame(rows.out, infer_schema_length=None), AGREEMENT_SCHEMA).with_columns(
         pl.lit(datetime.now(UTC)).alias("computed_at"),
         ((pl.col("statistic") == "cohen_kappa") & (pl.col("value") < pl.col("floor"))).alias("below_floor"),
     )
-    truth = [
-        ground_truth(part, MIN_GROUND_TRUTH_CONSENSUS).with_columns(pl.lit(task).alias("task"), pl.lit(criterion).alias("criterion"))
-        for (task, criterion), part in annotations.group_by("task", "criterion", maintain_order=True)
-    ]
+    truth = []
+    for task, criterion in annotations.select("task", "criterion").unique(maintain_order=True).iter_rows():
+        majority = cache.get(("majority", task, criterion))
+        if majority is None:
+            majority = majority_labels(annotations.filter(pl.col("task").eq_missing(task) & pl.col("criterion").eq_missing(criterion)))
+        truth.append(clear_majority(majority, MIN_GROUND_TRUTH_CONSENSUS).with_columns(
+            pl.lit(task).alias("task"), pl.lit(criterion).alias("criterion")))
     truth_frame = pl.concat(truth, how="diagonal_relaxed") if truth else pl.DataFrame()
     return frame, conform(truth_frame, GROUND_TRUTH_SCHEMA)

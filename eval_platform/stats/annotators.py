@@ -43,7 +43,12 @@ def ground_truth(
 ) -> pl.DataFrame:
     """Items whose majority label is clear enough to serve as gold: at least `min_votes` votes, a unique
     most-voted label, and `consensus` >= `min_consensus`. Columns as in `majority_labels`."""
-    return majority_labels(annotations, item, label).filter(
+    return clear_majority(majority_labels(annotations, item, label), min_consensus, min_votes, label)
+
+
+def clear_majority(majority: pl.DataFrame, min_consensus: float = 2 / 3, min_votes: int = 2, label: str = "label") -> pl.DataFrame:
+    """`ground_truth` from majority labels already computed (`majority_labels`)."""
+    return majority.filter(
         pl.col(label).is_not_null(),
         pl.col("votes") >= min_votes,
         pl.col("consensus") >= min_consensus - CONSENSUS_TOLERANCE,
