@@ -253,10 +253,20 @@ def _windows(dates: list[str], trailing_days: int) -> list[tuple[str, str | None
     return windows
 
 
+def _by_date(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame sorted by date, rows of a day in their order: each window is then a slice (`_in_window`)."""
+    return frame.sort("date", maintain_order=True, nulls_last=True)
+
+
 def _in_window(frame: pl.DataFrame, start: str | None, end: str | None) -> pl.DataFrame:
+    """The rows of a `_by_date` frame dated start..end (a slice, not a filter: 61 windows of millions of rows)."""
     if start is None:
         return frame
-    return frame.filter(pl.col("date").is_between(pl.lit(start), pl.lit(end)))
+    dates = frame["date"]
+    dated = dates.len() - dates.null_count()
+    first = int(dates.head(dated).search_sorted(start, side="left"))
+    last = int(dates.head(dated).search_sorted(end, side="right"))
+    return frame.slice(first, max(last - first, 0))
 
 
 def judge_vs_human(
@@ -283,8 +293,9 @@ def judge_vs_human(
             "item_id", "date", pl.col("label").str.to_lowercase().alias("human"),
             pl.when(pl.col("status") == "COMPLETED").then(judge.str.to_lowercase()).alias("judge"),
         )
+    by_date = _by_date(frame)
     for window, start, end in _windows(frame["date"].unique().to_list(), trailing_days):
-        part = _in_window(frame, start, end)
+        part = frame if start is None else _in_window(by_date, start, end)
         fields = {**base, "period": window, "period_start": start, "period_end": end}
         if config.mode == "pairwise":
             _pairwise_stats(part, rows, fields)
@@ -320,8 +331,9 @@ def position(config: EvaluatorConfig, scores: pl.DataFrame, rows: _Rows, trailin
     both = scores.filter(pl.col("is_final") & pl.col("verdict_ab").is_not_null() & pl.col("verdict_ba").is_not_null())
     mirrored = pl.col("verdict_ba").replace({"A": "B", "B": "A"})  # back to presentation terms
     frame = both.select("date", "verdict_ab", mirrored.alias("shown_swapped"))
+    by_date = _by_date(frame)
     for window, start, end in _windows(scores["date"].unique().to_list(), trailing_days):
-        part = _in_window(frame, start, end)
+        part = frame if start is None else _in_window(by_date, start, end)
         result = position_consistency(part["verdict_ab"], part["shown_swapped"])
         rows.add("position_consistency", result.consistency, result.n, note=result.note,
                  section="position_consistency", subject=config.name, reference="swapped_order",
