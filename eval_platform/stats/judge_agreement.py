@@ -177,16 +177,28 @@ class PositionConsistency:
 def position_consistency(shown_in_order, shown_swapped, first="A", second="B", tie="tie") -> PositionConsistency:
     """Consistency of verdicts given in presentation terms: `shown_in_order` judged (A, B), `shown_swapped`
     judged (B, A), so its `first` means B. Consistent when the swapped verdict, mirrored, equals the first."""
+    return position_consistency_from_counts(*position_counts(shown_in_order, shown_swapped, first, second, tie))
+
+
+def position_counts(shown_in_order, shown_swapped, first="A", second="B", tie="tie") -> tuple[int, int, int]:
+    """What `position_consistency` is computed from: (items judged in both orders, inconsistent items, inconsistent
+    items where the judge picked the first shown both times). Counts add up, so windows can sum days."""
     a, b = paired(shown_in_order, shown_swapped)
     if a.len() == 0:
-        return PositionConsistency(0, None, 0, None, note="no item was judged in both orders")
+        return 0, 0, 0
     mirrored = b.replace_strict({first: second, second: first, tie: tie}, default=None, return_dtype=a.dtype)
     consistent = (a == mirrored).fill_null(False)
-    inconsistent = int((~consistent).sum())
     prefers_first = ((a == first) & (b == first)).filter(~consistent)
+    return a.len(), int((~consistent).sum()), int(prefers_first.sum())
+
+
+def position_consistency_from_counts(n: int, inconsistent: int, prefers_first: int) -> PositionConsistency:
+    """`position_consistency` from `position_counts` (of one set of items, or summed over several)."""
+    if n == 0:
+        return PositionConsistency(0, None, 0, None, note="no item was judged in both orders")
     return PositionConsistency(
-        n=a.len(),
-        consistency=float(consistent.mean()),
+        n=n,
+        consistency=(n - inconsistent) / n,
         inconsistent=inconsistent,
-        first_position_share=float(prefers_first.mean()) if inconsistent else None,
+        first_position_share=prefers_first / inconsistent if inconsistent else None,
     )
