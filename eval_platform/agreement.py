@@ -31,6 +31,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+import numpy as np
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
@@ -39,13 +40,16 @@ from eval_platform.schemas import conform
 from eval_platform.stats.annotators import annotator_agreement, clear_majority, majority_labels
 from eval_platform.stats.judge_agreement import (
     label_agreement,
+    label_agreement_table,
     pairwise_agreement,
+    pairwise_agreement_counts,
     position_consistency,
     position_consistency_from_counts,
     position_counts,
     preference_labels,
     score_agreement,
 )
+from eval_platform.stats._labels import encode
 from eval_platform.stats.kappa import (
     category_counts,
     cohen_kappa,
@@ -230,11 +234,56 @@ def _pairwise_stats(frame: pl.DataFrame, rows: _Rows, base: dict) -> None:
     for convention in ("failed_excluded", "unusable_as_tie"):
         judge = frame["judge"] if convention == "failed_excluded" else frame["judge"].fill_null("tie")
         labels = label_agreement(frame["human"], judge, labels=PAIRWISE_LABELS)
-        fields = {**base, "convention": convention}
-        _label_rows(labels, rows, fields)
-        s = pairwise_agreement(frame["human"], judge)
-        rows.add("agreement_with_ties_s1", s.with_ties, s.n_with_ties, note=s.note, **fields)
-        rows.add("agreement_without_ties_s2", s.without_ties, s.n_without_ties, note=s.note, **fields)
+        _pairwise_rows(labels, pairwise_agreement(frame["human"], judge), rows, {**base, "convention": convention})
+
+
+def _pairwise_rows(labels, s, rows: _Rows, fields: dict) -> None:
+    _label_rows(labels, rows, fields)
+    rows.add("agreement_with_ties_s1", s.with_ties, s.n_with_ties, note=s.note, **fields)
+    rows.add("agreement_without_ties_s2", s.without_ties, s.n_without_ties, note=s.note, **fields)
+
+
+class _DailyTables:
+    """Per day, the counts of every (human, judge) pair of values, missing ones included, so that a window's
+    label statistics come from the sum of its days' tables: the same counts as from the window's rows, without
+    a pass over up to seven days of rows for each of the 61 windows."""
+
+    def __init__(self, frame: pl.DataFrame, judge: pl.Series):
+        (human_codes, judge_codes), self.categories = encode(frame["human"], judge)
+        [day_codes], days = encode(frame["date"])
+        k = self.categories.size + 1  # the last row and column count missing values
+        cell = np.where(human_codes < 0, k - 1, human_codes) * k + np.where(judge_codes < 0, k - 1, judge_codes)
+        dated = day_codes >= 0
+        self.total = np.bincount(cell, minlength=k * k).reshape(k, k)  # every row, dated or not
+        per_day = np.bincount(day_codes[dated] * k * k + cell[dated], minlength=days.size * k * k)
+        self.days = dict(zip(days.tolist(), per_day.reshape(days.size, k, k)))
+
+    def window(self, start: str | None, end: str | None) -> np.ndarray:
+        if start is None:
+            return self.total
+        k = self.categories.size + 1
+        return sum((t for day, t in self.days.items() if start <= day <= end), np.zeros((k, k), dtype=np.int64))
+
+    def contingency(self, full: np.ndarray, labels=None) -> tuple[np.ndarray, tuple]:
+        """What `contingency_table` gives on the rows counted in `full`: the categories seen on either side
+        (or `labels`, in their order), rows human."""
+        k = self.categories.size
+        if labels is None:
+            seen = np.flatnonzero((full[:k, :].sum(axis=1) > 0) | (full[:, :k].sum(axis=0) > 0))
+            return full[np.ix_(seen, seen)], tuple(self.categories[seen].tolist())
+        position = {value: i for i, value in enumerate(self.categories.tolist())}
+        index = [position.get(label, -1) for label in labels]
+        padded = np.zeros((k + 1, k + 1), dtype=full.dtype)
+        padded[:k, :k] = full[:k, :k]  # the last row and column of `padded` are zeros, for labels never seen
+        return padded[np.ix_(index, index)], tuple(labels)
+
+    def pairwise(self, full: np.ndarray, tie: str = "tie"):
+        """`pairwise_agreement` on the rows counted in `full`."""
+        k = self.categories.size
+        both = full[:k, :k]
+        decisive = [i for i, value in enumerate(self.categories.tolist()) if value != tie]
+        kept = both[np.ix_(decisive, decisive)]
+        return pairwise_agreement_counts(int(both.sum()), int(np.trace(both)), int(kept.sum()), int(np.trace(kept)))
 
 
 def _label_rows(labels, rows: _Rows, fields: dict) -> None:
@@ -295,20 +344,29 @@ def judge_vs_human(
             "item_id", "date", pl.col("label").str.to_lowercase().alias("human"),
             pl.when(pl.col("status") == "COMPLETED").then(judge.str.to_lowercase()).alias("judge"),
         )
-    by_date = _by_date(frame)
+    by_date = _by_date(frame) if config.mode in NUMERIC_MODES else None
+    if config.mode == "pairwise":  # label statistics from tables per day, under both conventions
+        conventions = [("failed_excluded", _DailyTables(frame, frame["judge"])),
+                       ("unusable_as_tie", _DailyTables(frame, frame["judge"].fill_null("tie")))]
+    elif config.mode not in NUMERIC_MODES:
+        tables = _DailyTables(frame, frame["judge"])
     for window, start, end in _windows(frame["date"].unique().to_list(), trailing_days):
-        part = frame if start is None else _in_window(by_date, start, end)
         fields = {**base, "period": window, "period_start": start, "period_end": end}
         if config.mode == "pairwise":
-            _pairwise_stats(part, rows, fields)
+            for convention, daily in conventions:
+                full = daily.window(start, end)
+                labels = label_agreement_table(*daily.contingency(full, PAIRWISE_LABELS))
+                _pairwise_rows(labels, daily.pairwise(full), rows, {**fields, "convention": convention})
         elif config.mode in NUMERIC_MODES:
+            part = frame if start is None else _in_window(by_date, start, end)
             result = score_agreement(part["human"], part["judge"])
             fields["convention"] = "failed_excluded"
             rows.add("spearman", result.spearman, result.n, note=result.note, **fields)
             rows.add("pearson", result.pearson, result.n, note=result.note, **fields)
             rows.add("mae", result.mae, result.n, note=result.note, **fields)
         else:
-            _label_rows(label_agreement(part["human"], part["judge"]), rows, {**fields, "convention": "failed_excluded"})
+            labels = label_agreement_table(*tables.contingency(tables.window(start, end)))
+            _label_rows(labels, rows, {**fields, "convention": "failed_excluded"})
 
 
 def imported_vs_human(judgments: pl.DataFrame, annotations: pl.DataFrame, rows: _Rows, cache: dict | None = None) -> None:

@@ -54,7 +54,11 @@ def label_agreement(reference, judge, labels=None) -> LabelAgreement:
 
     The classes are `labels` if given, else every label present in either array (scikit-learn's default).
     """
-    table, classes = contingency_table(reference, judge, labels)
+    return label_agreement_table(*contingency_table(reference, judge, labels))
+
+
+def label_agreement_table(table: np.ndarray, classes: tuple) -> LabelAgreement:
+    """`label_agreement` from its contingency table (`kappa.contingency_table`: rows reference, columns judge)."""
     kappa = cohen_kappa_table(table)
     n = int(table.sum())
     confusion = tuple(tuple(int(c) for c in row) for row in table)
@@ -146,15 +150,20 @@ def pairwise_agreement(first, second, tie="tie") -> PairwiseAgreement:
     as MT-Bench's S1 counts it.
     """
     a, b = paired(first, second)
-    decisive = (a != tie) & (b != tie)
+    decisive = ((a != tie) & (b != tie)).to_numpy()
     same = (a == b).to_numpy()
-    n_all, n_decisive = len(same), int(decisive.sum())
+    return pairwise_agreement_counts(len(same), int(same.sum()), int(decisive.sum()), int(same[decisive].sum()))
+
+
+def pairwise_agreement_counts(n_all: int, same: int, n_decisive: int, same_decisive: int) -> PairwiseAgreement:
+    """`pairwise_agreement` from its counts: items with both verdicts, how many agree; items where neither is a
+    tie, how many of those agree."""
     note = None if n_decisive else ("no item has verdicts from both judges" if n_all == 0 else "no item without a tie")
     return PairwiseAgreement(
         n_with_ties=n_all,
-        with_ties=float(same.mean()) if n_all else None,
+        with_ties=same / n_all if n_all else None,
         n_without_ties=n_decisive,
-        without_ties=float(same[decisive.to_numpy()].mean()) if n_decisive else None,
+        without_ties=same_decisive / n_decisive if n_decisive else None,
         note=note,
     )
 
