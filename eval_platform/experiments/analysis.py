@@ -56,10 +56,10 @@ from datetime import UTC, datetime
 
 import numpy as np
 import polars as pl
-from eval_platform.lazy_modules import lazy
 
 from eval_platform.experiments.config import ExperimentConfig, Guardrail, Metric
 from eval_platform.schemas import UTC_TS, conform
+from eval_platform.stats.distributions import t_ppf
 from eval_platform.stats.experiments import (
     INSUFFICIENT,
     UNDEFINED,
@@ -70,7 +70,6 @@ from eval_platform.stats.experiments import (
 )
 from eval_platform.stats.ranking import bradley_terry, win_rates, wilson_interval
 
-stats = lazy("scipy.stats")
 
 _F, _I, _S, _B = pl.Float64(), pl.Int64(), pl.String(), pl.Boolean()
 EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -189,7 +188,7 @@ def _mean_interval(metric: Metric, group: dict, alpha: float) -> tuple[float | N
     if metric.field == "passed":
         low, high = wilson_interval(group["successes"], n, 1 - alpha)
         return float(low), float(high)
-    half_width = stats.t.ppf(1 - alpha / 2, n - 1) * group["std"] / np.sqrt(n)
+    half_width = t_ppf(1 - alpha / 2, n - 1) * group["std"] / np.sqrt(n)
     return group["mean"] - half_width, group["mean"] + half_width
 
 

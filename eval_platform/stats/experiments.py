@@ -15,8 +15,9 @@ import polars as pl
 from eval_platform.lazy_modules import lazy
 
 from eval_platform.stats._labels import as_series
+from eval_platform.stats.distributions import norm_cdf, norm_pdf, norm_ppf, t_ppf, t_sf
 
-special, stats = lazy("scipy.special"), lazy("scipy.stats")
+special = lazy("scipy.special")
 
 INSUFFICIENT = "insufficient sample"
 UNDEFINED = "undefined"
@@ -77,8 +78,8 @@ def welch_t_test(control, treatment, alpha: float = 0.05, min_n: int = 2) -> Wel
     t_stat = difference / standard_error
     share_c, share_t = var_c / standard_error**2, var_t / standard_error**2  # shares cannot underflow
     df = 1.0 / (share_c**2 / (c.size - 1) + share_t**2 / (t.size - 1))
-    p_value = float(2 * stats.t.sf(abs(t_stat), df))
-    half_width = stats.t.ppf(1 - alpha / 2, df) * standard_error
+    p_value = float(2 * t_sf(abs(t_stat), df))
+    half_width = t_ppf(1 - alpha / 2, df) * standard_error
     return WelchTest(
         n_control=c.size,
         n_treatment=t.size,
@@ -233,15 +234,15 @@ def _prob_beta_greater(a_t: float, b_t: float, a_c: float, b_c: float) -> float:
 
 def _normal_difference(mean: float, sd: float, credible: float) -> dict[str, float]:
     z = mean / sd
-    tail = stats.norm.ppf(0.5 + credible / 2) * sd
-    density = sd * stats.norm.pdf(z)
+    tail = norm_ppf(0.5 + credible / 2) * sd
+    density = sd * norm_pdf(z)
     return {
-        "prob_treatment_better": stats.norm.cdf(z),
+        "prob_treatment_better": norm_cdf(z),
         "expected_lift": mean,
         "ci_low": mean - tail,
         "ci_high": mean + tail,
-        "expected_loss_treatment": density - mean * stats.norm.cdf(-z),
-        "expected_loss_control": density + mean * stats.norm.cdf(z),
+        "expected_loss_treatment": density - mean * norm_cdf(-z),
+        "expected_loss_control": density + mean * norm_cdf(z),
     }
 
 

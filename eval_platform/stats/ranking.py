@@ -10,11 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from eval_platform.lazy_modules import lazy
 
 from eval_platform.stats._labels import as_series, encode
+from eval_platform.stats.distributions import norm_ppf
 
-stats = lazy("scipy.stats")
 
 WINNERS = ("left", "right", "tie")
 RANKING_SCHEMA = {"model": pl.String, "score": pl.Float64, "rank": pl.UInt32, "comparisons": pl.UInt32}
@@ -23,7 +22,7 @@ RANKING_SCHEMA = {"model": pl.String, "score": pl.Float64, "rank": pl.UInt32, "c
 def wilson_interval(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval for success rates (vectorized; NaN where n = 0). Successes may be fractional."""
     successes, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
-    z = stats.norm.ppf(0.5 + confidence / 2)
+    z = norm_ppf(0.5 + confidence / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = successes / n
         centre = (rate + z**2 / (2 * n)) / (1 + z**2 / n)
