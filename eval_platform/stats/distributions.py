@@ -1,6 +1,7 @@
 """The Student t and normal functions the statistics use, computed as `scipy.stats` computes them (its `t` and
 `norm` call these `scipy.special` functions; the results are bitwise the same), without importing
-`scipy.stats`, which takes about a second: a third of `experiment_results` at 10M judge_scores rows."""
+`scipy.stats`, which takes about a second: a third of `experiment_results` at 10M judge_scores rows, and
+as much of `agreement` (Cohen's kappa's interval and p-value)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ def t_ppf(q, df):
 def norm_cdf(x):
     """`scipy.stats.norm.cdf(x)`."""
     return special.ndtr(x)
+
+
+def norm_sf(x):
+    """`scipy.stats.norm.sf(x)`: P(Z > x)."""
+    return special.ndtr(-np.asarray(x, dtype=float))
 
 
 def norm_ppf(q):

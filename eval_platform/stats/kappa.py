@@ -3,14 +3,13 @@ Randolph's kappa for many raters per subject."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
 
 from eval_platform.stats._labels import encode
+from eval_platform.stats.distributions import norm_ppf, norm_sf
 from eval_platform.stats.results import Agreement, interpret_kappa, undefined
 
 Weights = Literal["linear", "quadratic"] | np.ndarray | None
@@ -87,8 +86,7 @@ def cohen_kappa_table(table, weights: Weights = None, confidence: float = 0.95) 
     ) / scale
     variance_h0 = ((chance * (agreement - spread) ** 2).sum() - p_chance**2) / scale
     ase = float(np.sqrt(max(variance, 0.0)))
-    # the normal quantile and tail by the standard library: importing scipy.stats costs about a second
-    half_width = NormalDist().inv_cdf(0.5 + confidence / 2) * ase
+    half_width = norm_ppf(0.5 + confidence / 2) * ase
     ase_h0 = float(np.sqrt(variance_h0)) if variance_h0 > 0 else None
     z = kappa / ase_h0 if ase_h0 else None
     return CohenKappa(
@@ -104,7 +102,7 @@ def cohen_kappa_table(table, weights: Weights = None, confidence: float = 0.95) 
         ci_low=float(kappa - half_width),
         ci_high=float(kappa + half_width),
         z=z,
-        p_value=None if z is None else math.erfc(abs(z) / math.sqrt(2)),  # 2 · P(Z > |z|)
+        p_value=None if z is None else float(2 * norm_sf(abs(z))),
     )
 
 
