@@ -102,7 +102,7 @@ def _compare_table(name: str, before: pl.DataFrame, after: pl.DataFrame) -> list
     a, b = (f.sort(keys, nulls_last=True) for f in (before, after))
     if not a.select(keys).equals(b.select(keys)):
         return problems + [f"{name}: the sets of keys differ"]
-    checked = 0
+    checked, largest = 0, 0.0
     for column in before.columns:
         if column in IGNORED or column in keys:
             continue
@@ -115,6 +115,9 @@ def _compare_table(name: str, before: pl.DataFrame, after: pl.DataFrame) -> list
             far &= ~(np.isnan(p) & np.isnan(q))
             far |= np.isnan(p) != np.isnan(q)
             bad = np.flatnonzero(nulls | far)
+            both = ~(x.is_null() | y.is_null()).to_numpy() & ~np.isnan(p) & ~np.isnan(q)
+            if both.any():
+                largest = max(largest, float(np.max(np.abs(p[both] - q[both]))))
         elif column == "details":
             bad = [i for i, (p, q) in enumerate(zip(x.to_list(), y.to_list()))
                    if p != q and not (p is not None and q is not None and _close(json.loads(p), json.loads(q)))]
@@ -124,7 +127,8 @@ def _compare_table(name: str, before: pl.DataFrame, after: pl.DataFrame) -> list
         if len(bad):
             i = int(bad[0])
             problems.append(f"{name}.{column}: {len(bad)} values differ, e.g. {a.row(i, named=True)} vs {y[i]!r}")
-    print(f"{name}: {before.height} rows, {checked} values compared, row order {'same' if same_order else 'DIFFERENT'}")
+    print(f"{name}: {before.height} rows, {checked} values compared, largest absolute difference {largest:.1e}, "
+          f"row order {'same' if same_order else 'DIFFERENT'}")
     return problems
 
 
