@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from eval_platform.stats.reliability import LEVELS, krippendorff_alpha, krippendorff_alpha_long
+from eval_platform.stats.reliability import LEVELS, krippendorff_alpha, krippendorff_alpha_long, krippendorff_alphas_long
 
 
 def _random_matrix(seed: int) -> np.ndarray:
@@ -120,3 +120,23 @@ def test_any_small_matrix_gives_the_peer_value_or_an_explained_undefined(matrix,
         assert ours.value is None and ours.note
     else:
         assert ours.value == pytest.approx(expected, abs=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_several_levels_at_once_equal_one_level_at_a_time(seed):
+    """One coincidence matrix for every level gives each level's alpha, n and note exactly (repeated values too)."""
+    units, coders, values = _long(_random_matrix(seed))
+    units, coders, values = np.append(units, units[:3]), np.append(coders, coders[:3]), np.append(values, values[:3] + 1)
+    together = krippendorff_alphas_long(units, coders, values, list(LEVELS))
+    assert [(r.statistic, r.value, r.n, r.note) for r in together] == [
+        (r.statistic, r.value, r.n, r.note) for r in (krippendorff_alpha_long(units, coders, values, level) for level in LEVELS)
+    ]
+    assert together[0].note == "3 repeated (unit, coder) values ignored"
+
+
+def test_several_levels_of_undefined_alpha_keep_their_reason():
+    same = krippendorff_alphas_long([1, 1, 2, 2], ["a", "b", "a", "b"], [3, 3, 3, 3], ["nominal", "interval"])
+    assert [(r.statistic, r.value) for r in same] == [("krippendorff_alpha_nominal", None), ("krippendorff_alpha_interval", None)]
+    assert all("no variation" in r.note for r in same)
+    with pytest.raises(ValueError, match="interval alpha needs numeric values"):
+        krippendorff_alphas_long([1, 1], ["a", "b"], ["x", "y"], ["nominal", "interval"])
