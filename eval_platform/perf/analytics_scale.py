@@ -206,6 +206,8 @@ def _groups(root: Path) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def welch_ours(root: Path):
+    import scipy.special  # noqa: F401  (imported lazily by our code: loaded before timing, as the peer's import is)
+
     from eval_platform.stats.experiments import welch_t_test
 
     groups = _groups(root)
