@@ -108,14 +108,21 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
         + (f" Gated on `{task.gate.task}` {task.gate.metric} >= {task.gate.min:g}." if task.gate else "")
     )
 
-    @dg.asset(
-        key=key,
-        description=description,
-        group_name=f"benchmark_{suite_name}",
+    # One asset; `multi_asset` because its `backfill_policy` is stable API (on `@asset` it is a beta parameter).
+    @dg.multi_asset(
+        name=key.to_python_identifier(),
+        specs=[
+            dg.AssetSpec(
+                key,
+                description=description,
+                group_name=f"benchmark_{suite_name}",
+                deps=[task_key(suite_name, up) for up in upstream(suite)[task_name]],
+                kinds={"python", "parquet"},
+                metadata={"suite": suite_name, "task": task_name, "dataset": task.dataset},
+            )
+        ],
         partitions_def=benchmark_models,
         backfill_policy=BACKFILL_POLICY,
-        deps=[task_key(suite_name, up) for up in upstream(suite)[task_name]],
-        kinds={"python", "parquet"},
         check_specs=[
             dg.AssetCheckSpec(
                 "failed_rate_below_threshold",
@@ -123,7 +130,6 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
                 description=f"WARN when more than {task.max_failed_rate:.0%} of the answered-or-failed rows FAILED.",
             )
         ],
-        metadata={"suite": suite_name, "task": task_name, "dataset": task.dataset},
     )
     def _task(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource):
         root = warehouse.root
@@ -199,18 +205,23 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
     key = suite_key(suite_name)
     groups = ", ".join(f"{n} ({g.aggregate})" for n, g in suite.groups.items()) or "none"
 
-    @dg.asset(
-        key=key,
-        description=(
-            f"Suite `{suite_name}` for one model: each group's and the suite's score (macro over its top-level "
-            f"units and micro over all cases), with 95% intervals from cases resampled within tasks. Groups: {groups}."
-        ),
-        group_name=f"benchmark_{suite_name}",
+    @dg.multi_asset(  # one asset (see _task_asset for why multi_asset)
+        name=key.to_python_identifier(),
+        specs=[
+            dg.AssetSpec(
+                key,
+                description=(
+                    f"Suite `{suite_name}` for one model: each group's and the suite's score (macro over its top-level "
+                    f"units and micro over all cases), with 95% intervals from cases resampled within tasks. Groups: {groups}."
+                ),
+                group_name=f"benchmark_{suite_name}",
+                deps=[task_key(suite_name, t) for t in suite.tasks],
+                kinds={"python", "parquet"},
+                automation_condition=REFRESH_AFTER_UPDATES,
+            )
+        ],
         partitions_def=benchmark_models,
         backfill_policy=BACKFILL_POLICY,
-        deps=[task_key(suite_name, t) for t in suite.tasks],
-        kinds={"python", "parquet"},
-        automation_condition=REFRESH_AFTER_UPDATES,
         check_specs=[
             dg.AssetCheckSpec(
                 "score_not_dropped",
