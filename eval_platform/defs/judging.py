@@ -1,6 +1,8 @@
 """`judge_scores`: LLM-as-judge verdicts, one partition per evaluator × day."""
 
 
+import os
+
 import dagster as dg
 import polars as pl
 from pydantic import Field
@@ -9,12 +11,9 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import judge_partitions
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import traces
-from eval_platform.judging.config import EvaluatorConfig, ReferenceOptions
-from eval_platform.judging.references import attach_dataset_references
-from eval_platform.judging.runner import judge_day
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.partition import JudgedPartition, PartitionNotReady, judge_each, judge_partition
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
-from eval_platform.settings import warehouse_dir
-from eval_platform.storage.warehouse import read_partition, write_partition
 
 # Score a day as soon as its traces are (re)ingested, never while they are still being written.
 SCORE_WHEN_TRACES_UPDATE = (
@@ -23,6 +22,15 @@ SCORE_WHEN_TRACES_UPDATE = (
     & ~dg.AutomationCondition.any_deps_in_progress()
     & ~dg.AutomationCondition.in_progress()
 )
+
+
+# A backfill judges a range of days of one evaluator per run (Dagster cuts a multi-partitioned backfill into ranges
+# that hold one dimension fixed, then chunks each range), at most this many partitions per run: each run pays the
+# start of a Python process and the code location (seconds), while judging a day costs well under a second when
+# the cache answers. Bounded so a failed run or a retry costs a bounded slice, and so a 3-evaluator backfill still
+# spreads over the queue's two backfill slots. 1 gives Dagster's default, one run per partition.
+JUDGE_PARTITIONS_PER_RUN = int(os.environ.get("EVAL_PLATFORM_JUDGE_PARTITIONS_PER_RUN", "10"))
+BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=JUDGE_PARTITIONS_PER_RUN)
 
 
 class JudgeScoresConfig(dg.Config):
@@ -63,6 +71,7 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
         kinds={"python", "parquet"},
         group_name="judging",
         pool="llm_judge",
+        backfill_policy=BACKFILL_POLICY,
         automation_condition=SCORE_WHEN_TRACES_UPDATE,
         check_specs=[
             dg.AssetCheckSpec("every_trace_has_one_status", asset="judge_scores"),
@@ -79,68 +88,49 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
         warehouse: WarehouseResource,
         judge: JudgeResource,
     ):
-        keys = context.partition_key.keys_by_dimension
-        day, name = keys["date"], keys["evaluator"]
-        evaluator = evaluators[name]
         root = warehouse.root
-        day_traces = read_partition(root, "traces", {"date": day})
-        if day_traces is None:
-            raise dg.Failure(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
-        if evaluator.reference is not None and evaluator.reference.source == "dataset":
-            cases = reference_cases(root, evaluator.reference)
-            day_traces = attach_dataset_references(day_traces, cases, evaluator.reference.match_on)
-        result = judge_day(evaluator, day, day_traces, judge.runtime(root), set(config.trace_ids))
-        path = write_partition(root, "judge_scores", {"evaluator": name, "date": day}, result.rows)
-        refresh(root)
-        summary = result.summary
-        judged_traces = set(result.rows["trace_id"].to_list()) | set(result.rows["trace_id_b"].drop_nulls().to_list())
-        missing = set(day_traces["trace_id"].to_list()) - judged_traces
-        context.log.info(f"{name} {day}: {summary}")
-        answered = result.rows.filter((pl.col("calls") > 0) | pl.col("cache_hit"))
-        judged = summary["completed"] + summary["failed"]
-        failed_rate = summary["failed"] / judged if judged else 0.0
-        yield dg.MaterializeResult(
-            metadata={
-                "evaluator": name,
-                # the model that actually answered (e.g. local/mock when the key is missing), not the configured one
-                "model": ", ".join(sorted(set(answered["model"].drop_nulls().to_list()))) or "(no call made)",
-                "provider_model": ", ".join(sorted(set(answered["provider_model"].drop_nulls().to_list()))) or None,
-                "configured_model": evaluator.model_label,
-                "failed_rate": dg.MetadataValue.float(round(failed_rate, 4)),
-                "config_hash": evaluator.config_hash,
-                "traces_in_partition": summary["traces_in_partition"],
-                "rows": summary["rows"],
-                "completed": summary["completed"],
-                "failed": summary["failed"],
-                "skipped": summary["skipped"],
-                "reasons": dg.MetadataValue.json(summary["reasons"]),
-                "mean_score": (
-                    dg.MetadataValue.float(round(summary["mean_score"], 4)) if summary["mean_score"] is not None else None
-                ),
-                "cost_usd": dg.MetadataValue.float(round(summary["cost_usd"], 6)),
-                "calls": summary["calls"],
-                "cache_hits": summary["cache_hits"],
-                # batch mode: each batch waited for (id, status, resumed or new, requests, spend)
-                **({"batches": dg.MetadataValue.json(summary["batches"])} if "batches" in summary else {}),
-                "dagster/row_count": summary["rows"],
-                "dagster/column_schema": JUDGE_SCORES_TABLE_SCHEMA,
-                "parquet": dg.MetadataValue.path(str(path)),
-                "preview": dg.MetadataValue.md(preview(result.rows)),
-            }
-        )
-        yield dg.AssetCheckResult(
-            check_name="every_trace_has_one_status",
-            passed=not missing and summary["rows"] == summary["completed"] + summary["failed"] + summary["skipped"],
-            severity=dg.AssetCheckSeverity.ERROR,
-            metadata={"traces_without_a_row": len(missing)},
-        )
-        yield dg.AssetCheckResult(
-            check_name="failed_rate_below_threshold",
-            passed=failed_rate <= evaluator.max_failed_rate,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={"failed_rate": round(failed_rate, 4), "max_failed_rate": evaluator.max_failed_rate,
-                      "failed": summary["failed"], "judged": judged},
-        )
+        runtime = judge.runtime(root)
+
+        def judge_one(key: str) -> JudgedPartition:
+            keys = partitions.get_partition_key_from_str(key).keys_by_dimension
+            return judge_partition(root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids))
+
+        if context.has_partition_key:  # the automation, the daily path, a manual materialize: one partition
+            try:
+                judged = judge_one(context.partition_key)
+            except PartitionNotReady as exc:
+                raise dg.Failure(str(exc)) from exc
+            refresh(root)
+            context.log.info(f"{judged.evaluator.name} {judged.day}: {judged.result.summary}")
+            yield dg.MaterializeResult(metadata=partition_metadata(judged))
+            yield from check_results([judged])
+            return
+
+        # A backfill run of many partitions (see BACKFILL_POLICY): each judged as above, the catalog refreshed once.
+        run = judge_each(context.partition_keys, judge_one, log=context.log.error)
+        if run.judged:
+            refresh(root)
+        for key, judged in run.judged.items():
+            context.log.info(f"{key}: {judged.result.summary}")
+        if run.failed:
+            # The partitions judged are recorded as materialized (their rows are in the warehouse); the run then
+            # fails naming the others, so the backfill shows exactly those as failed and a retry redoes only them.
+            for key, judged in run.judged.items():
+                context.log_event(dg.AssetMaterialization(
+                    asset_key=context.asset_key, partition=key, metadata=partition_metadata(judged, in_run=True)
+                ))
+            yield from check_results(list(run.judged.values()))
+            raise dg.Failure(
+                f"{len(run.failed)} of {len(run.failed) + len(run.judged)} partitions failed "
+                f"(the other {len(run.judged)} are judged and materialized): "
+                + "; ".join(f"{key}: {message}" for key, message in sorted(run.failed.items())),
+                metadata={"failed_partitions": dg.MetadataValue.json(run.failed),
+                          "materialized_partitions": sorted(run.judged)},
+            )
+        for key, judged in run.judged.items():
+            context.add_asset_metadata(partition_metadata(judged, in_run=True), partition_key=key)
+        yield dg.MaterializeResult()
+        yield from check_results(list(run.judged.values()))
 
     return judge_scores
 
@@ -161,15 +151,93 @@ def preview(rows: pl.DataFrame, n: int = 5) -> str:
     return "\n".join(lines)
 
 
-def reference_cases(root, options: ReferenceOptions):
-    """The test cases of the reference dataset: the version named, else the newest materialized one."""
-    folder = warehouse_dir(root) / "test_cases" / f"dataset={options.dataset}"
-    versions = sorted(int(p.name.removeprefix("version=")) for p in folder.glob("version=*"))
-    version = options.version if options.version is not None else (versions[-1] if versions else None)
-    cases = read_partition(root, "test_cases", {"dataset": options.dataset, "version": str(version)}) if version else None
-    if cases is None:
-        raise dg.Failure(
-            f"reference dataset {options.dataset}@v{version or '?'} is not materialized: "
-            f"materialize dataset_versions for it first"
-        )
-    return cases
+def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
+    """What the UI shows on one partition's materialization. `in_run`: judged in a run of several partitions,
+    whose check results cover the whole run, so this partition's own check outcomes are shown here too."""
+    summary, rows = judged.result.summary, judged.result.rows
+    answered = rows.filter((pl.col("calls") > 0) | pl.col("cache_hit"))
+    metadata = {
+        "evaluator": judged.evaluator.name,
+        # the model that actually answered (e.g. local/mock when the key is missing), not the configured one
+        "model": ", ".join(sorted(set(answered["model"].drop_nulls().to_list()))) or "(no call made)",
+        "provider_model": ", ".join(sorted(set(answered["provider_model"].drop_nulls().to_list()))) or None,
+        "configured_model": judged.evaluator.model_label,
+        "failed_rate": dg.MetadataValue.float(round(judged.failed_rate, 4)),
+        "config_hash": judged.evaluator.config_hash,
+        "traces_in_partition": summary["traces_in_partition"],
+        "rows": summary["rows"],
+        "completed": summary["completed"],
+        "failed": summary["failed"],
+        "skipped": summary["skipped"],
+        "reasons": dg.MetadataValue.json(summary["reasons"]),
+        "mean_score": (
+            dg.MetadataValue.float(round(summary["mean_score"], 4)) if summary["mean_score"] is not None else None
+        ),
+        "cost_usd": dg.MetadataValue.float(round(summary["cost_usd"], 6)),
+        "calls": summary["calls"],
+        "cache_hits": summary["cache_hits"],
+        # batch mode: each batch waited for (id, status, resumed or new, requests, spend)
+        **({"batches": dg.MetadataValue.json(summary["batches"])} if "batches" in summary else {}),
+        "dagster/row_count": summary["rows"],
+        "dagster/column_schema": JUDGE_SCORES_TABLE_SCHEMA,
+        "parquet": dg.MetadataValue.path(str(judged.path)),
+        "preview": dg.MetadataValue.md(preview(rows)),
+    }
+    if in_run:
+        metadata["traces_without_a_row"] = judged.traces_without_a_row
+        metadata["checks"] = dg.MetadataValue.json({
+            "every_trace_has_one_status": "PASSED" if judged.every_trace_has_one_status else "FAILED",
+            "failed_rate_below_threshold": "PASSED" if judged.failed_rate_ok else "WARN",
+        })
+    return metadata
+
+
+def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
+    """The two checks of a run. Dagster 1.13 records one result per check per run (AssetCheckResult has no
+    partition), so a run of several partitions passes a check only if every partition does, and names those
+    that do not; each partition's own outcome is in its materialization's `checks` metadata."""
+    if not judged:
+        return []
+    if len(judged) == 1:
+        [one] = judged
+        summary = one.result.summary
+        return [
+            dg.AssetCheckResult(
+                check_name="every_trace_has_one_status",
+                passed=one.every_trace_has_one_status,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"traces_without_a_row": one.traces_without_a_row},
+            ),
+            dg.AssetCheckResult(
+                check_name="failed_rate_below_threshold",
+                passed=one.failed_rate_ok,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={"failed_rate": round(one.failed_rate, 4), "max_failed_rate": one.evaluator.max_failed_rate,
+                          "failed": summary["failed"], "judged": one.judged},
+            ),
+        ]
+    name = partition_name
+    without_status = sorted(name(p) for p in judged if not p.every_trace_has_one_status)
+    above = {name(p): round(p.failed_rate, 4) for p in judged if not p.failed_rate_ok}
+    failed, total = sum(p.result.summary["failed"] for p in judged), sum(p.judged for p in judged)
+    return [
+        dg.AssetCheckResult(
+            check_name="every_trace_has_one_status",
+            passed=not without_status,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"partitions": len(judged), "traces_without_a_row": sum(p.traces_without_a_row for p in judged),
+                      "failing_partitions": without_status},
+        ),
+        dg.AssetCheckResult(
+            check_name="failed_rate_below_threshold",
+            passed=not above,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"partitions": len(judged), "partitions_above_threshold": dg.MetadataValue.json(above),
+                      "worst_failed_rate": round(max(p.failed_rate for p in judged), 4),
+                      "failed": failed, "judged": total},
+        ),
+    ]
+
+
+def partition_name(judged: JudgedPartition) -> str:
+    return f"{judged.day}|{judged.evaluator.name}"

@@ -1,0 +1,105 @@
+"""Judge one `judge_scores` partition (evaluator × day) from the warehouse, and a run of many of them.
+
+Framework-free: the `judge_scores` asset calls `judge_partition` once per partition of its run (one for the
+automation and the daily path, a range of days for a backfill) and only turns the outcome into Dagster events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from eval_platform.judging.config import EvaluatorConfig, ReferenceOptions
+from eval_platform.judging.references import attach_dataset_references
+from eval_platform.judging.runner import DayResult, JudgeRuntime, judge_day
+from eval_platform.settings import warehouse_dir
+from eval_platform.storage.warehouse import read_partition, write_partition
+
+
+class PartitionNotReady(Exception):
+    """What a partition reads is not materialized yet (its day's traces, its reference dataset)."""
+
+
+@dataclass
+class JudgedPartition:
+    """One partition judged and written: its rows, where they are, and what its checks see."""
+
+    evaluator: EvaluatorConfig
+    day: str
+    result: DayResult
+    path: Path
+    traces_without_a_row: int
+
+    @property
+    def judged(self) -> int:
+        return self.result.summary["completed"] + self.result.summary["failed"]
+
+    @property
+    def failed_rate(self) -> float:
+        return self.result.summary["failed"] / self.judged if self.judged else 0.0
+
+    @property
+    def every_trace_has_one_status(self) -> bool:
+        s = self.result.summary
+        return not self.traces_without_a_row and s["rows"] == s["completed"] + s["failed"] + s["skipped"]
+
+    @property
+    def failed_rate_ok(self) -> bool:
+        return self.failed_rate <= self.evaluator.max_failed_rate
+
+
+def judge_partition(
+    root: Path, evaluator: EvaluatorConfig, day: str, runtime: JudgeRuntime, trace_ids: set[str]
+) -> JudgedPartition:
+    """Judge `evaluator` over the day's ingested traces and replace its partition; the catalog is not refreshed."""
+    day_traces = read_partition(root, "traces", {"date": day})
+    if day_traces is None:
+        raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
+    if evaluator.reference is not None and evaluator.reference.source == "dataset":
+        cases = reference_cases(root, evaluator.reference)
+        day_traces = attach_dataset_references(day_traces, cases, evaluator.reference.match_on)
+    result = judge_day(evaluator, day, day_traces, runtime, trace_ids)
+    path = write_partition(root, "judge_scores", {"evaluator": evaluator.name, "date": day}, result.rows)
+    judged_traces = set(result.rows["trace_id"].to_list()) | set(result.rows["trace_id_b"].drop_nulls().to_list())
+    missing = set(day_traces["trace_id"].to_list()) - judged_traces
+    return JudgedPartition(evaluator, day, result, path, len(missing))
+
+
+@dataclass
+class PartitionRun:
+    """A run over several partitions: those judged, and those that failed with their error message."""
+
+    judged: dict[str, JudgedPartition]
+    failed: dict[str, str]
+
+
+def judge_each(
+    keys: Iterable[str], judge_one: Callable[[str], JudgedPartition], log: Callable[[str], None] = print
+) -> PartitionRun:
+    """Judge every partition key; one that fails (traces missing, provider down, a bug) is recorded with its
+    error and the others are still judged, so a backfill run never throws away the partitions it got right."""
+    run = PartitionRun(judged={}, failed={})
+    for key in keys:
+        try:
+            run.judged[key] = judge_one(key)
+        except Exception as exc:  # noqa: BLE001 - any failure of one partition is reported, never lost
+            run.failed[key] = f"{type(exc).__name__}: {exc}"
+            log(f"{key} failed, judging the rest of the run: {run.failed[key]}")
+    return run
+
+
+def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:
+    """The test cases of the reference dataset: the version named, else the newest materialized one."""
+    folder = warehouse_dir(root) / "test_cases" / f"dataset={options.dataset}"
+    versions = sorted(int(p.name.removeprefix("version=")) for p in folder.glob("version=*"))
+    version = options.version if options.version is not None else (versions[-1] if versions else None)
+    cases = read_partition(root, "test_cases", {"dataset": options.dataset, "version": str(version)}) if version else None
+    if cases is None:
+        raise PartitionNotReady(
+            f"reference dataset {options.dataset}@v{version or '?'} is not materialized: "
+            f"materialize dataset_versions for it first"
+        )
+    return cases
