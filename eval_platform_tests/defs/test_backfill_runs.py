@@ -1,0 +1,99 @@
+"""A backfill run of judge_scores covering a range of partitions, as the backfill daemon launches it (the range
+tags its backfill policy sets): each partition judged and materialized once with its own metadata, the catalog
+refreshed, and a partition that cannot be judged failing alone, by name."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import dagster as dg
+
+from eval_platform_tests.conftest import write_evaluator
+from eval_platform_tests.defs.test_pipeline import materialize, query, write_day
+
+DAYS = ["2026-11-09", "2026-11-10", "2026-11-11"]
+TRACES_PER_DAY = {"2026-11-09": 3, "2026-11-10": 5, "2026-11-11": 4}
+
+
+def setup_project(root, local_judge):
+    from eval_platform.definitions import build_definitions
+
+    for day in DAYS:
+        write_day(root, day, n=TRACES_PER_DAY[day], bad=False)
+    write_evaluator(root, "helpfulness", mode="score", score_scale={"min": 0, "max": 1},
+                    prompt="{{input}} -> {{output}}", model="openai/mock", api_base=local_judge.base_url)
+    write_evaluator(root, "relevance", mode="score", score_scale={"min": 0, "max": 1},
+                    prompt="Is {{output}} relevant to {{input}}?", model="openai/mock", api_base=local_judge.base_url)
+    return build_definitions(root)
+
+
+def range_run(defs, instance, start: str, end: str) -> dg.ExecuteInProcessResult:
+    """One run over the partitions from `start` to `end`, tagged as the backfill daemon tags a policy's run."""
+    return dg.materialize(
+        assets=list(defs.assets), selection=["judge_scores"], instance=instance, resources=defs.resources,
+        tags={"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end},
+        raise_on_error=False,
+    )
+
+
+def test_the_policy_groups_partitions_into_runs():
+    from eval_platform.defs.judging import BACKFILL_POLICY
+
+    assert BACKFILL_POLICY.max_partitions_per_run and BACKFILL_POLICY.max_partitions_per_run > 1
+
+
+def test_one_run_judges_a_range_of_days_each_partition_with_its_own_metadata(data_root, local_judge, tmp_path):
+    defs = setup_project(data_root, local_judge)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        for day in DAYS:
+            assert materialize(defs, "traces", day, instance).success
+        result = range_run(defs, instance, f"{DAYS[0]}|relevance", f"{DAYS[-1]}|relevance")
+        assert result.success
+
+        events = result.get_asset_materialization_events()
+        # exactly the three partitions of the range, once each; the other evaluator untouched
+        assert Counter(e.partition for e in events) == Counter(f"{day}|relevance" for day in DAYS)
+        for event in events:
+            day = event.partition.split("|")[0]
+            metadata = event.materialization.metadata
+            # each partition's own counts, not the run's totals
+            assert metadata["traces_in_partition"].value == TRACES_PER_DAY[day]
+            assert metadata["rows"].value == metadata["completed"].value == TRACES_PER_DAY[day]
+            assert metadata["evaluator"].value == "relevance"
+            assert f"date={day}" in metadata["parquet"].value
+            assert metadata["checks"].value == {"every_trace_has_one_status": "PASSED",
+                                                "failed_rate_below_threshold": "PASSED"}
+        checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+        assert checks["every_trace_has_one_status"].passed and checks["failed_rate_below_threshold"].passed
+        assert checks["every_trace_has_one_status"].metadata["partitions"].value == len(DAYS)
+
+    # the catalog, refreshed by the run: every trace of each day judged once, nothing else judged
+    judged = query(data_root, "SELECT evaluator, CAST(date AS VARCHAR), count(*), count(DISTINCT trace_id) "
+                              "FROM judge_scores GROUP BY ALL ORDER BY ALL")
+    assert judged == [("relevance", day, TRACES_PER_DAY[day], TRACES_PER_DAY[day]) for day in DAYS]
+
+
+def test_a_partition_that_cannot_be_judged_fails_alone_and_by_name(data_root, local_judge, tmp_path):
+    """traces of the middle day never ingested: the run judges and materializes the two others, then fails naming
+    the missing one, so the backfill shows exactly that partition failed."""
+    defs = setup_project(data_root, local_judge)
+    missing = DAYS[1]
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        for day in DAYS:
+            if day != missing:
+                assert materialize(defs, "traces", day, instance).success
+        result = range_run(defs, instance, f"{DAYS[0]}|helpfulness", f"{DAYS[-1]}|helpfulness")
+        assert not result.success
+        failure = result.failure_data_for_node("judge_scores").error.message
+        assert f"{missing}|helpfulness" in failure and "traces for" in failure
+        assert all(f"{day}|helpfulness" not in failure for day in DAYS if day != missing)
+
+        materialized = [e.partition for e in result.get_asset_materialization_events()]
+        assert sorted(materialized) == [f"{day}|helpfulness" for day in DAYS if day != missing]
+        for event in result.get_asset_materialization_events():
+            day = event.partition.split("|")[0]
+            assert event.materialization.metadata["traces_in_partition"].value == TRACES_PER_DAY[day]
+        assert instance.get_materialized_partitions(dg.AssetKey("judge_scores")) == set(materialized)
+
+    judged = query(data_root, "SELECT CAST(date AS VARCHAR), count(*) FROM judge_scores GROUP BY ALL ORDER BY ALL")
+    assert judged == [(day, TRACES_PER_DAY[day]) for day in DAYS if day != missing]
