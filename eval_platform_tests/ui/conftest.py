@@ -1,7 +1,7 @@
 """A real `dagster-webserver` and `dagster-daemon` on 127.0.0.1, started once for the UI tests.
 
-Both run as subprocesses over a temp DAGSTER_HOME (the repo's dagster.yaml) and a temp data root holding three
-sample trace days and one evaluator pointed at the local judge. `ui_backfill` launches one backfill through the
+Both run as subprocesses over a temp DAGSTER_HOME (the repo's dagster.yaml) and a temp data root holding four
+sample trace days and two evaluators pointed at the local judge. `ui_backfill` launches one backfill through the
 webserver's GraphQL API, as the UI's Materialize dialog does, and waits for the daemon to finish it.
 """
 
@@ -25,8 +25,9 @@ from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 EVALUATOR = "helpfulness"
-DAYS = ["2026-11-09", "2026-11-10"]  # the backfilled days
-NOT_REQUESTED = "2026-11-11"  # copied into the data root but never requested: must stay unscored
+EVALUATORS = [EVALUATOR, "relevance"]
+DAYS = ["2026-11-09", "2026-11-10", "2026-11-11"]  # the backfilled days
+NOT_REQUESTED = "2026-11-12"  # copied into the data root but never requested: must stay unscored
 STARTUP_TIMEOUT_S = 240.0  # a code location loads in seconds; this only bounds a hang on a loaded 2-core machine
 BACKFILL_TIMEOUT_S = 300.0
 TERMINAL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
@@ -201,10 +202,11 @@ def dagster_ui(local_judge, tmp_path_factory):
     root = base / "data"
     (root / "evaluators").mkdir(parents=True)
     copy_sample_days(root, [*DAYS, NOT_REQUESTED])
-    write_evaluator(
-        root, EVALUATOR, mode="score", score_scale={"min": 0, "max": 1}, prompt="{{input}} -> {{output}}",
-        model="openai/mock", api_base=local_judge.base_url, temperature=0.0,
-    )
+    for name in EVALUATORS:
+        write_evaluator(
+            root, name, mode="score", score_scale={"min": 0, "max": 1}, prompt=f"{name}: {{{{input}}}} -> {{{{output}}}}",
+            model="openai/mock", api_base=local_judge.base_url, temperature=0.0,
+        )
     home = base / "dagster_home"
     home.mkdir()
     # The shipped instance config, with telemetry off: the test talks to 127.0.0.1 only.
@@ -240,7 +242,8 @@ def dagster_ui(local_judge, tmp_path_factory):
 
 @pytest.fixture(scope="package")
 def ui_backfill(dagster_ui: DagsterUI) -> dict:
-    """traces and judge_scores for DAYS, launched through GraphQL as one backfill, waited for until it ends."""
+    """traces and judge_scores for DAYS (every evaluator), launched through GraphQL as one backfill, waited for until
+    it ends."""
     launched = dagster_ui.graphql(
         LAUNCH_BACKFILL,
         params={

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
 
-from eval_platform_tests.ui.conftest import DAYS, EVALUATOR, NOT_REQUESTED, DagsterUI
+from eval_platform_tests.ui.conftest import DAYS, EVALUATORS, NOT_REQUESTED, DagsterUI
 
 MATERIALIZATIONS = """
 query Materialized($path: [String!]!) {
@@ -58,11 +59,12 @@ def test_backfill_launched_through_graphql_materializes_exactly_the_requested_pa
         )
         for status in ui_backfill["assetBackfillData"]["assetBackfillStatuses"]
     }
-    assert counts == {"traces": (2, 2, 0), "judge_scores": (2, 2, 0)}
+    partitions = {f"{day}|{evaluator}" for day in DAYS for evaluator in EVALUATORS}
+    assert counts == {"traces": (len(DAYS), len(DAYS), 0), "judge_scores": (len(partitions), len(partitions), 0)}
 
     # The asset pages: materializations for exactly the requested partitions (multi keys are "date|evaluator").
     assert materialized_partitions(dagster_ui, "traces") == set(DAYS)
-    assert materialized_partitions(dagster_ui, "judge_scores") == {f"{day}|{EVALUATOR}" for day in DAYS}
+    assert materialized_partitions(dagster_ui, "judge_scores") == partitions
 
     # The catalog: one judged row per ingested trace, for the requested days only, every one judged.
     traced = dagster_ui.query_catalog("SELECT CAST(date AS VARCHAR), count(*) FROM traces GROUP BY ALL ORDER BY ALL")
@@ -71,8 +73,25 @@ def test_backfill_launched_through_graphql_materializes_exactly_the_requested_pa
         "SELECT CAST(date AS VARCHAR), evaluator, count(*), count(DISTINCT trace_id), "
         "count(*) FILTER (WHERE status = 'COMPLETED') FROM judge_scores GROUP BY ALL ORDER BY ALL",
     )
-    assert judged == [(day, EVALUATOR, n, n, n) for day, n in traced]
+    assert judged == [(day, evaluator, n, n, n) for day, n in traced for evaluator in EVALUATORS]
     assert NOT_REQUESTED not in {row[0] for row in judged}
+
+
+def test_the_backfill_judges_many_partitions_per_run(dagster_ui, ui_backfill):
+    """judge_scores' backfill policy: fewer runs than partitions, each partition materialized exactly once."""
+    judged = materializations(dagster_ui, "judge_scores")
+    per_partition = Counter(event["partition"] for event in judged)
+    assert per_partition == Counter({f"{day}|{evaluator}": 1 for day in DAYS for evaluator in EVALUATORS})
+    # Dagster cuts the backfill into ranges holding one dimension fixed (a day's evaluators, or an evaluator's
+    # days, depending on which traces days were done when the daemon looked): every run judges at least two.
+    per_run = Counter(event["runId"] for event in judged)
+    assert min(per_run.values()) >= min(len(DAYS), len(EVALUATORS))
+    assert len(per_run) <= len(per_partition) // 2
+    # The backfill's runs: one per traces day (traces has no policy) plus those judge runs, nothing else.
+    backfill_runs = {run["runId"] for run in ui_backfill["runs"]}
+    assert set(per_run) <= backfill_runs
+    assert len(backfill_runs) == len(DAYS) + len(per_run)
+    assert {event["runId"] for event in materializations(dagster_ui, "traces")} == backfill_runs - set(per_run)
 
 
 
@@ -89,5 +108,5 @@ def test_rollups_refresh_after_the_backfill_not_during_it(dagster_ui, ui_backfil
     assert int(first_rollup["timestamp"]) > max(int(event["timestamp"]) for event in judged)
     # It counts every call the backfill's judging reported: no refresh ran on half of it.
     judged_calls = sum(metadata_int(event, "calls") for event in judged)
-    assert len(judged) == len(DAYS) and judged_calls > 0
+    assert len(judged) == len(DAYS) * len(EVALUATORS) and judged_calls > 0
     assert metadata_int(first_rollup, "calls") == judged_calls
