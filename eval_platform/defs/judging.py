@@ -114,7 +114,8 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
             context.log.info(f"{key}: {judged.result.summary}")
         if run.failed:
             # The partitions judged are recorded as materialized (their rows are in the warehouse); the run then
-            # fails naming the others, so the backfill shows exactly those as failed and a retry redoes only them.
+            # fails naming the others, so the backfill shows exactly those as failed. Backfilling the failed partitions
+            # redoes only them; re-executing the whole run re-judges the others from the judge cache, at no cost.
             for key, judged in run.judged.items():
                 context.log_event(dg.AssetMaterialization(
                     asset_key=context.asset_key, partition=key, metadata=partition_metadata(judged, in_run=True)
