@@ -97,3 +97,37 @@ def test_a_partition_that_cannot_be_judged_fails_alone_and_by_name(data_root, lo
 
     judged = query(data_root, "SELECT CAST(date AS VARCHAR), count(*) FROM judge_scores GROUP BY ALL ORDER BY ALL")
     assert judged == [(day, TRACES_PER_DAY[day]) for day in DAYS if day != missing]
+
+
+def test_a_run_of_several_partitions_warns_naming_the_partition_whose_failed_rate_is_too_high(
+    data_root, local_judge, tmp_path
+):
+    """One day's evaluators in one run (the range the automation or a one-day backfill gets): the judge of "flaky"
+    answers nothing parseable, so its partition is all FAILED. The run's WARN check names that partition, and each
+    partition's own outcome is on its materialization."""
+    from eval_platform.definitions import build_definitions
+
+    day = DAYS[0]
+    write_day(data_root, day, n=TRACES_PER_DAY[day], bad=False)
+    write_evaluator(data_root, "flaky", mode="score", score_scale={"min": 0, "max": 1}, prompt="Rate {{output}}",
+                    model="openai/fault/malformed", api_base=local_judge.base_url, max_failed_rate=0.1)
+    write_evaluator(data_root, "helpfulness", mode="score", score_scale={"min": 0, "max": 1},
+                    prompt="{{input}} -> {{output}}", model="openai/mock", api_base=local_judge.base_url)
+    defs = build_definitions(data_root)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert materialize(defs, "traces", day, instance).success
+        result = range_run(defs, instance, f"{day}|flaky", f"{day}|helpfulness")
+        assert result.success  # FAILED rows are verdicts the run reports, not a crash
+
+        metadata = {e.partition: e.materialization.metadata for e in result.get_asset_materialization_events()}
+        assert set(metadata) == {f"{day}|flaky", f"{day}|helpfulness"}
+        assert metadata[f"{day}|flaky"]["failed_rate"].value == 1.0
+        assert metadata[f"{day}|flaky"]["checks"].value["failed_rate_below_threshold"] == "WARN"
+        assert metadata[f"{day}|helpfulness"]["failed_rate"].value == 0.0
+        assert metadata[f"{day}|helpfulness"]["checks"].value["failed_rate_below_threshold"] == "PASSED"
+
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+        warned = checks["failed_rate_below_threshold"]
+        assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
+        assert warned.metadata["partitions_above_threshold"].value == {f"{day}|flaky": 1.0}
+        assert checks["every_trace_has_one_status"].passed
