@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect, sync_playwright
 
-from eval_platform_tests.ui.conftest import DAYS, EVALUATOR
+from eval_platform_tests.ui.conftest import DAYS, EVALUATOR, EVALUATORS
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The browser is Debian's (apt-get install chromium; .ci/run installs it): playwright downloads none.
@@ -107,7 +107,7 @@ def test_lineage_partitions_and_backfill_pages_show_the_backfilled_partitions(da
     # judge_scores' partitions: the backfilled dates are materialized; one of them opened shows its rows.
     traced = dict(dagster_ui.query_catalog("SELECT CAST(date AS VARCHAR), count(*) FROM traces GROUP BY ALL"))
     page.goto(f"{dagster_ui.url}/assets/judge_scores?view=partitions")
-    expect(page.get_by_text(f"Materialized ({len(DAYS)})")).to_be_visible()
+    expect(page.get_by_text(f"Materialized ({len(DAYS) * len(EVALUATORS)})")).to_be_visible()
     page.get_by_text(DAYS[0], exact=True).first.click()
     page.get_by_text(EVALUATOR, exact=True).first.click()
     expect(page.get_by_text(f"{DAYS[0]}|{EVALUATOR}", exact=True).first).to_be_visible()
