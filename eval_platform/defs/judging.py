@@ -63,16 +63,23 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
             f"\n\nDisabled evaluators (enabled: false; not partitions until enabled and reloaded): {', '.join(disabled)}"
         )
 
-    @dg.asset(
-        description=description,
-        metadata={"broken_config_files": dg.MetadataValue.json(broken or {})},
+    # One asset; `multi_asset` because its `backfill_policy` is stable API (on `@asset` it is a beta parameter).
+    @dg.multi_asset(
+        name="judge_scores",
+        specs=[
+            dg.AssetSpec(
+                "judge_scores",
+                description=description,
+                metadata={"broken_config_files": dg.MetadataValue.json(broken or {})},
+                deps=[traces],
+                kinds={"python", "parquet"},
+                group_name="judging",
+                automation_condition=SCORE_WHEN_TRACES_UPDATE,
+            )
+        ],
         partitions_def=partitions,
-        deps=[traces],
-        kinds={"python", "parquet"},
-        group_name="judging",
         pool="llm_judge",
         backfill_policy=BACKFILL_POLICY,
-        automation_condition=SCORE_WHEN_TRACES_UPDATE,
         check_specs=[
             dg.AssetCheckSpec("every_trace_has_one_status", asset="judge_scores"),
             dg.AssetCheckSpec(
