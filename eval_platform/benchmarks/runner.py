@@ -555,9 +555,9 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
                 "metric": spec.metric_name,
                 "aggregate": "mean" if value == summary.value else "corpus",
                 "value": value,
-                "stderr": summary.stderr,
-                "ci_low": summary.ci_low,
-                "ci_high": summary.ci_high,
+                "stderr": summary.stderr if scorer.interval else None,
+                "ci_low": summary.ci_low if scorer.interval else None,
+                "ci_high": summary.ci_high if scorer.interval else None,
                 "n": n,
                 "n_failed": n_failed,
                 "n_skipped": n_skipped,
@@ -576,5 +576,6 @@ def _corpus_value(frame: pl.DataFrame, scorer: registry.Scorer, spec) -> float |
     done = frame.filter(pl.col("status") == COMPLETED)
     if done.is_empty():
         return None
-    cases = [{"input": r["input"], "expected_output": r["expected_output"]} for r in done.iter_rows(named=True)]
+    fields = ("case_id", "sample", "presentation", "input", "expected_output", "verdict")
+    cases = [{f: r[f] for f in fields} for r in done.iter_rows(named=True)]
     return scorer.aggregate([], done["output"].to_list(), cases, scorer.options(**spec.options))

@@ -47,6 +47,8 @@ class Scorer:
     judge_task: bool = False
     # Its value comes from an evaluator's judge call made by the suite runner, not from `value`.
     calls_evaluator: bool = False
+    # False for a task-level statistic (e.g. a kappa) whose interval is not the per-case values' interval.
+    interval: bool = True
 
     def score(self, output: str, case: Mapping[str, Any], options: ScorerOptions | None = None) -> float:
         """The case's value; `MissingField` when the case lacks a field this scorer needs."""

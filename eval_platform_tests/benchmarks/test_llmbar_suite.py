@@ -102,6 +102,10 @@ def test_every_recorded_run_reproduces_its_published_statistics(llmbar_project, 
         value, n, n_failed = rows[metric]
         assert (n, n_failed) == (total, 0)
         assert value == pytest.approx(right / total, abs=1e-12), (metric, value, right, total)
+    # the kappas, with the authors' mapping of a winner to 1 (first output) or 0 (anything else)
+    for metric, field in (("kappa_as_listed", "kappa_False"), ("kappa_swapped", "kappa_True"),
+                          ("kappa_average", "kappa_average"), ("kappa_between_orders", "kappa_agreement")):
+        assert rows[metric][0] == pytest.approx(published[field], abs=1e-12), (metric, rows[metric][0], published[field])
 
 
 def count(figure: str) -> tuple[int, int]:
