@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.client import CallOutcome, cached_prompt_tokens
-from eval_platform.judging.openai_compat import ProviderHTTPError, is_connection_error, parse_completion
+from eval_platform.judging.client import CallOutcome, cached_prompt_tokens, transport_error_reason
+from eval_platform.judging.openai_compat import ProviderHTTPError, parse_completion
 
 if TYPE_CHECKING:
     import aiohttp
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 COMPLETION_WINDOW = "24h"
 CHAT_ENDPOINT = "/v1/chat/completions"
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
-RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 
 
 def request_line(custom_id: str, body: dict[str, Any]) -> str:
@@ -36,15 +35,7 @@ def request_line(custom_id: str, body: dict[str, Any]) -> str:
 
 def error_reason(exc: BaseException) -> tuple[str, bool]:
     """(reason code, retryable) of a failed Files/Batch API call, in the codes judge_scores rows use."""
-    if isinstance(exc, asyncio.TimeoutError):
-        return "timeout", True
-    if isinstance(exc, ProviderHTTPError):
-        if exc.status == 429:
-            return "rate_limited", True
-        return f"provider_error:{exc.status}", exc.status in RETRYABLE_STATUS
-    if is_connection_error(exc):
-        return "connection_error", True
-    return f"provider_error:{type(exc).__name__}", False
+    return transport_error_reason(exc) or (f"provider_error:{type(exc).__name__}", False)
 
 
 @dataclass

@@ -129,8 +129,9 @@ def cached_prompt_tokens(usage: Any) -> int:
         return 0
 
 
-def _classify(exc: Exception) -> tuple[str, bool]:
-    """(reason, retryable) for an exception raised by litellm or the lean path."""
+def transport_error_reason(exc: BaseException) -> tuple[str, bool] | None:
+    """(reason, retryable) of a timeout, an HTTP error status or a dropped connection on our own HTTP path (the
+    lean chat path and the batch Files/Batch API calls), in the codes judge_scores rows use; None otherwise."""
     if isinstance(exc, asyncio.TimeoutError):
         return "timeout", True
     if isinstance(exc, ProviderHTTPError):
@@ -139,6 +140,14 @@ def _classify(exc: Exception) -> tuple[str, bool]:
         return f"provider_error:{exc.status}", exc.status in RETRYABLE_STATUS
     if is_connection_error(exc):
         return "connection_error", True
+    return None
+
+
+def _classify(exc: Exception) -> tuple[str, bool]:
+    """(reason, retryable) for an exception raised by litellm or the lean path."""
+    transport = transport_error_reason(exc)
+    if transport is not None:
+        return transport
     litellm = _litellm()
     if isinstance(exc, litellm.Timeout):
         return "timeout", True
