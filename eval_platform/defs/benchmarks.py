@@ -24,6 +24,7 @@ from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.partition_runs import each_partition
 from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition
 
 MODELS_FILE = Path("benchmarks") / "models.yaml"
@@ -41,14 +42,8 @@ def for_each_model(context: dg.AssetExecutionContext, work) -> tuple[dict, dict[
     the others."""
     if context.has_partition_key:
         return {context.partition_key: work(context.partition_key)}, {}
-    done, failed = {}, {}
-    for model in context.partition_keys:
-        try:
-            done[model] = work(model)
-        except dg.Failure as exc:
-            context.log.error(f"{model}: {exc.description}")
-            failed[model] = exc.description or str(exc)
-    return done, failed
+    run = each_partition(context.partition_keys, work, log=context.log.error)
+    return run.done, run.failed
 
 
 def finish_models(context: dg.AssetExecutionContext, done: dict[str, dict], failed: dict[str, str]):

@@ -12,7 +12,8 @@ from eval_platform.defs.partitions import judge_partitions
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.partition import JudgedPartition, PartitionNotReady, judge_each, judge_partition
+from eval_platform.judging.partition import JudgedPartition, PartitionNotReady, judge_partition
+from eval_platform.partition_runs import each_partition
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
 
 # Score a day as soon as its traces are (re)ingested, never while they are still being written.
@@ -114,31 +115,31 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
             return
 
         # A backfill run of many partitions (see BACKFILL_POLICY): each judged as above, the catalog refreshed once.
-        run = judge_each(context.partition_keys, judge_one, log=context.log.error)
-        if run.judged:
+        run = each_partition(context.partition_keys, judge_one, log=context.log.error)
+        if run.done:
             refresh(root)
-        for key, judged in run.judged.items():
+        for key, judged in run.done.items():
             context.log.info(f"{key}: {judged.result.summary}")
         if run.failed:
             # The partitions judged are recorded as materialized (their rows are in the warehouse); the run then
             # fails naming the others, so the backfill shows exactly those as failed. Backfilling the failed partitions
             # redoes only them; re-executing the whole run re-judges the others from the judge cache, at no cost.
-            for key, judged in run.judged.items():
+            for key, judged in run.done.items():
                 context.log_event(dg.AssetMaterialization(
                     asset_key=context.asset_key, partition=key, metadata=partition_metadata(judged, in_run=True)
                 ))
-            yield from check_results(list(run.judged.values()))
+            yield from check_results(list(run.done.values()))
             raise dg.Failure(
-                f"{len(run.failed)} of {len(run.failed) + len(run.judged)} partitions failed "
-                f"(the other {len(run.judged)} are judged and materialized): "
+                f"{len(run.failed)} of {len(run.failed) + len(run.done)} partitions failed "
+                f"(the other {len(run.done)} are judged and materialized): "
                 + "; ".join(f"{key}: {message}" for key, message in sorted(run.failed.items())),
                 metadata={"failed_partitions": dg.MetadataValue.json(run.failed),
-                          "materialized_partitions": sorted(run.judged)},
+                          "materialized_partitions": sorted(run.done)},
             )
-        for key, judged in run.judged.items():
+        for key, judged in run.done.items():
             context.add_asset_metadata(partition_metadata(judged, in_run=True), partition_key=key)
         yield dg.MaterializeResult()
-        yield from check_results(list(run.judged.values()))
+        yield from check_results(list(run.done.values()))
 
     return judge_scores
 

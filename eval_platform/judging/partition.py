@@ -6,7 +6,6 @@ automation and the daily path, a range of days for a backfill) and only turns th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,29 +65,6 @@ def judge_partition(
     judged_traces = set(result.rows["trace_id"].to_list()) | set(result.rows["trace_id_b"].drop_nulls().to_list())
     missing = set(day_traces["trace_id"].to_list()) - judged_traces
     return JudgedPartition(evaluator, day, result, path, len(missing))
-
-
-@dataclass
-class PartitionRun:
-    """A run over several partitions: those judged, and those that failed with their error message."""
-
-    judged: dict[str, JudgedPartition]
-    failed: dict[str, str]
-
-
-def judge_each(
-    keys: Iterable[str], judge_one: Callable[[str], JudgedPartition], log: Callable[[str], None] = print
-) -> PartitionRun:
-    """Judge every partition key; one that fails (traces missing, provider down, a bug) is recorded with its
-    error and the others are still judged, so a backfill run never throws away the partitions it got right."""
-    run = PartitionRun(judged={}, failed={})
-    for key in keys:
-        try:
-            run.judged[key] = judge_one(key)
-        except Exception as exc:  # noqa: BLE001 - any failure of one partition is reported, never lost
-            run.failed[key] = f"{type(exc).__name__}: {exc}"
-            log(f"{key} failed, judging the rest of the run: {run.failed[key]}")
-    return run
 
 
 def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:
