@@ -21,10 +21,10 @@ from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
 from eval_platform.benchmarks.runner import COMPLETED, FAILED, SKIPPED, TaskRun, per_case_values, run_task, task_results
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
+from eval_platform.defs.partition_ranges import fail_if_any, materialize, run_partitions
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.partition_runs import each_partition
 from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition
 
 MODELS_FILE = Path("benchmarks") / "models.yaml"
@@ -34,41 +34,6 @@ MODELS_FILE = Path("benchmarks") / "models.yaml"
 # per run, not once per model. A single model (a manual materialize, the UI's one-partition launch) is unchanged.
 MODELS_PER_RUN = 10
 BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=MODELS_PER_RUN)
-
-
-def for_each_model(context: dg.AssetExecutionContext, work) -> tuple[dict, dict[str, str]]:
-    """`work(model)` for each model partition of the run: (model -> result, model -> error of those that failed).
-    A run of one partition raises its error as before; in a run of several, one model's failure does not stop
-    the others."""
-    if context.has_partition_key:
-        return {context.partition_key: work(context.partition_key)}, {}
-    run = each_partition(context.partition_keys, work, log=context.log.error)
-    return run.done, run.failed
-
-
-def finish_models(context: dg.AssetExecutionContext, done: dict[str, dict], failed: dict[str, str]):
-    """The materialization(s) of a run: one partition as before; several, each with its own metadata, and when
-    some failed, the others recorded as materialized before the run fails naming the failed ones."""
-    if context.has_partition_key:
-        (metadata,) = done.values()
-        yield dg.MaterializeResult(metadata=metadata)
-        return
-    if failed:
-        for model, metadata in done.items():
-            context.log_event(dg.AssetMaterialization(asset_key=context.asset_key, partition=model, metadata=metadata))
-        return
-    for model, metadata in done.items():
-        context.add_asset_metadata(metadata, partition_key=model)
-    yield dg.MaterializeResult()
-
-
-def fail_if_any(failed: dict[str, str], done: dict) -> None:
-    if failed:
-        raise dg.Failure(
-            f"{len(failed)} of {len(failed) + len(done)} models failed (the other {len(done)} are materialized): "
-            + "; ".join(f"{model}: {message}" for model, message in sorted(failed.items())),
-            metadata={"failed_partitions": dg.MetadataValue.json(failed), "materialized_partitions": sorted(done)},
-        )
 
 
 def task_key(suite: str, task: str) -> dg.AssetKey:
@@ -149,10 +114,11 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
             write_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}, results)
             return _task_metadata(task, run, frame, results)
 
-        done, failed = for_each_model(context, one)
+        run = run_partitions(context, one)
+        done, failed = run.done, run.failed
         if done:
             refresh(root)
-        yield from finish_models(context, done, failed)
+        yield from materialize(context, run, done)
         above = {m: md["failed_rate"] for m, md in done.items() if md["failed_rate"] > task.max_failed_rate}
         if done:
             yield dg.AssetCheckResult(
@@ -166,7 +132,7 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
                           "models_checked": len(done)}
                 ),
             )
-        fail_if_any(failed, done)
+        fail_if_any(run, "models")
 
     return _task
 
@@ -264,10 +230,11 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
                 "tasks_scored": len([t for t in case_values if case_values[t]]),
             }
 
-        done, failed = for_each_model(context, one)
+        run = run_partitions(context, one)
+        done, failed = run.done, run.failed
         if done:
             refresh(root)
-        yield from finish_models(context, done, failed)
+        yield from materialize(context, run, done)
         if len(done) == 1 and not failed:
             (drop,) = drops.values()
             yield dg.AssetCheckResult(
@@ -284,7 +251,7 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
                 severity=dg.AssetCheckSeverity.WARN,
                 metadata={"models_dropped": dg.MetadataValue.json(dropped), "models_checked": len(done)},
             )
-        fail_if_any(failed, done)
+        fail_if_any(run, "models")
 
     return _suite
 

@@ -8,12 +8,12 @@ import polars as pl
 from pydantic import Field
 
 from eval_platform.defs.catalog import refresh
+from eval_platform.defs.partition_ranges import fail_if_any, materialize, run_partitions
 from eval_platform.defs.partitions import judge_partitions
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.partition import JudgedPartition, PartitionNotReady, judge_partition
-from eval_platform.partition_runs import each_partition
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
 
 # Score a day as soon as its traces are (re)ingested, never while they are still being written.
@@ -101,45 +101,25 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
 
         def judge_one(key: str) -> JudgedPartition:
             keys = partitions.get_partition_key_from_str(key).keys_by_dimension
-            return judge_partition(root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids))
-
-        if context.has_partition_key:  # the automation, the daily path, a manual materialize: one partition
             try:
-                judged = judge_one(context.partition_key)
+                return judge_partition(root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids))
             except PartitionNotReady as exc:
                 raise dg.Failure(str(exc)) from exc
-            refresh(root)
-            context.log.info(f"{judged.evaluator.name} {judged.day}: {judged.result.summary}")
-            yield dg.MaterializeResult(metadata=partition_metadata(judged))
-            yield from check_results([judged])
-            return
 
-        # A backfill run of many partitions (see BACKFILL_POLICY): each judged as above, the catalog refreshed once.
-        run = each_partition(context.partition_keys, judge_one, log=context.log.error)
+        # One partition (the automation, the daily path, a manual materialize), or a backfill's range of them (see
+        # BACKFILL_POLICY): each judged, the catalog refreshed once. When some fail, the partitions judged are
+        # recorded as materialized (their rows are in the warehouse) and the run fails naming the others, so the
+        # backfill shows exactly those as failed. Backfilling the failed partitions redoes only them; re-executing
+        # the whole run re-judges the others from the judge cache, at no cost.
+        run = run_partitions(context, judge_one)
         if run.done:
             refresh(root)
         for key, judged in run.done.items():
             context.log.info(f"{key}: {judged.result.summary}")
-        if run.failed:
-            # The partitions judged are recorded as materialized (their rows are in the warehouse); the run then
-            # fails naming the others, so the backfill shows exactly those as failed. Backfilling the failed partitions
-            # redoes only them; re-executing the whole run re-judges the others from the judge cache, at no cost.
-            for key, judged in run.done.items():
-                context.log_event(dg.AssetMaterialization(
-                    asset_key=context.asset_key, partition=key, metadata=partition_metadata(judged, in_run=True)
-                ))
-            yield from check_results(list(run.done.values()))
-            raise dg.Failure(
-                f"{len(run.failed)} of {len(run.failed) + len(run.done)} partitions failed "
-                f"(the other {len(run.done)} are judged and materialized): "
-                + "; ".join(f"{key}: {message}" for key, message in sorted(run.failed.items())),
-                metadata={"failed_partitions": dg.MetadataValue.json(run.failed),
-                          "materialized_partitions": sorted(run.done)},
-            )
-        for key, judged in run.done.items():
-            context.add_asset_metadata(partition_metadata(judged, in_run=True), partition_key=key)
-        yield dg.MaterializeResult()
+        in_run = not context.has_partition_key
+        yield from materialize(context, run, {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()})
         yield from check_results(list(run.done.values()))
+        fail_if_any(run)
 
     return judge_scores
 

@@ -3,56 +3,111 @@
 
 import hashlib
 import json
+import os
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import polars as pl
 
 from eval_platform.defs.catalog import refresh
+from eval_platform.defs.partition_ranges import fail_if_any, materialize, run_partitions
 from eval_platform.defs.partitions import trace_days
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.traces import list_trace_files, read_trace_day
 from eval_platform.storage.warehouse import has_files, table_glob, write_partition, write_quarantine
 
 
-@dg.asset(
-    partitions_def=trace_days,
-    kinds={"python", "parquet"},
-    group_name="ingest",
-    check_specs=[dg.AssetCheckSpec("day_has_traces", asset="traces", description="WARN: a day with no trace files or no valid trace")],
-)
-def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
-    """Normalized traces of one UTC day, from every export file in `traces/<day>/` (JSONL, JSON, CSV,
-    Parquet, OTLP/JSON GenAI spans). Rejected rows go to `quarantine` with file, line and reason."""
-    day = context.partition_key
-    root = warehouse.root
+# A backfill ingests a range of days per run, at most this many: each run pays the start of a Python process and the
+# code location (seconds), while ingesting a day of exports takes well under a second. Bounded so that a failed run
+# costs a bounded slice. 1 gives Dagster's default, one run per day.
+TRACE_DAYS_PER_RUN = int(os.environ.get("EVAL_PLATFORM_TRACE_DAYS_PER_RUN", "10"))
+BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=TRACE_DAYS_PER_RUN)
+
+
+@dataclass(frozen=True)
+class IngestedDay:
+    day: str
+    traces: int
+    quarantined: int
+    reasons: dict[str, int]
+    files: list[str]
+
+    @property
+    def empty(self) -> bool:
+        return self.traces == 0
+
+    def metadata(self) -> dict:
+        return {
+            "traces": self.traces,
+            "quarantined": self.quarantined,
+            "quarantine_reasons": dg.MetadataValue.json(self.reasons),
+            "files": dg.MetadataValue.json(self.files),
+            "empty_day": self.empty,
+            "dagster/row_count": self.traces,
+        }
+
+
+def ingest_day(root, day: str, log) -> IngestedDay:
+    """Read one day's export files and write its traces and quarantine partitions (replacing earlier ones)."""
     result = read_trace_day(root, day)
     write_partition(root, "traces", {"date": day}, result.traces)
     write_quarantine(root, "traces", day, result.quarantine)
-    refresh(root)
-    reasons = result.quarantine.group_by("reason").len().sort("reason").rows() if result.quarantine.height else []
+    reasons = dict(result.quarantine.group_by("reason").len().sort("reason").rows()) if result.quarantine.height else {}
     if result.quarantine.height:
-        context.log.warning(f"{result.quarantine.height} rows of {day} quarantined: {dict(reasons)}")
-    empty = result.traces.height == 0
-    if empty:
-        context.log.warning(f"traces/{day}/ has {len(result.files)} file(s) and no valid trace: an empty day")
-    yield dg.MaterializeResult(
-        metadata={
-            "traces": result.traces.height,
-            "quarantined": result.quarantine.height,
-            "quarantine_reasons": dg.MetadataValue.json(dict(reasons)),
-            "files": dg.MetadataValue.json(result.files),
-            "empty_day": empty,
-            "dagster/row_count": result.traces.height,
-        }
-    )
-    yield dg.AssetCheckResult(
+        log.warning(f"{result.quarantine.height} rows of {day} quarantined: {reasons}")
+    if result.traces.height == 0:
+        log.warning(f"traces/{day}/ has {len(result.files)} file(s) and no valid trace: an empty day")
+    return IngestedDay(day, result.traces.height, result.quarantine.height, reasons, list(result.files))
+
+
+def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
+    """`day_has_traces` for a run. Dagster 1.13 records one check result per run (AssetCheckResult has no
+    partition): a run of several days passes only if every day has traces, and names the empty ones."""
+    empty = [d for d in days if d.empty]
+    if len(days) == 1:
+        [one] = days
+        return dg.AssetCheckResult(
+            check_name="day_has_traces",
+            passed=not one.empty,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"files": len(one.files), "traces": one.traces},
+            description=None if not one.empty else f"traces/{one.day}/: {len(one.files)} file(s), no valid trace",
+        )
+    return dg.AssetCheckResult(
         check_name="day_has_traces",
         passed=not empty,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"files": len(result.files), "traces": result.traces.height},
-        description=None if not empty else f"traces/{day}/: {len(result.files)} file(s), no valid trace",
+        metadata={"days": len(days), "traces": sum(d.traces for d in days), "empty_days": [d.day for d in empty]},
+        description=None if not empty else "no valid trace on " + ", ".join(
+            f"{d.day} ({len(d.files)} file(s))" for d in empty),
     )
+
+
+# One asset; `multi_asset` because its `backfill_policy` is stable API (on `@asset` it is a beta parameter).
+@dg.multi_asset(
+    name="traces",
+    specs=[dg.AssetSpec("traces", kinds={"python", "parquet"}, group_name="ingest",
+                        description="Normalized traces of one UTC day, from every export file in `traces/<day>/` "
+                        "(JSONL, JSON, CSV, Parquet, OTLP/JSON GenAI spans). Rejected rows go to `quarantine` with "
+                        "file, line and reason.")],
+    partitions_def=trace_days,
+    backfill_policy=BACKFILL_POLICY,
+    check_specs=[dg.AssetCheckSpec("day_has_traces", asset="traces", description="WARN: a day with no trace files or no valid trace")],
+)
+def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+    """Normalized traces of one UTC day (a backfill run: of each day of its range), from every export file in
+    `traces/<day>/`. Rejected rows go to `quarantine` with file, line and reason."""
+    root = warehouse.root
+    # One day (the schedule, the sensor, a manual materialize), or a backfill's range of days (see BACKFILL_POLICY):
+    # each ingested, the catalog refreshed once; a day that fails fails the run by name, the others materialized.
+    run = run_partitions(context, lambda key: ingest_day(root, key, context.log))
+    if run.done:
+        refresh(root)
+    yield from materialize(context, run, {key: day.metadata() for key, day in run.done.items()})
+    if run.done:
+        yield day_check(list(run.done.values()))
+    fail_if_any(run, "days")
 
 
 @dg.asset(deps=[traces], kinds={"duckdb"}, group_name="ingest")

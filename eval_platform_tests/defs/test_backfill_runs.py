@@ -131,3 +131,49 @@ def test_a_run_of_several_partitions_warns_naming_the_partition_whose_failed_rat
         assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
         assert warned.metadata["partitions_above_threshold"].value == {f"{day}|flaky": 1.0}
         assert checks["every_trace_has_one_status"].passed
+
+
+def traces_range_run(defs, instance, start: str, end: str) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        assets=list(defs.assets), selection=["traces"], instance=instance, resources=defs.resources,
+        tags={"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end},
+        raise_on_error=False,
+    )
+
+
+def test_one_run_ingests_a_range_of_days_each_with_its_own_metadata(data_root, local_judge, tmp_path):
+    """A backfill of `traces` ingests up to TRACE_DAYS_PER_RUN days per run (issue 10): each day materialized once
+    with its own counts and quarantine, and the run's WARN check naming the day that had no valid trace."""
+    from eval_platform.defs.traces import BACKFILL_POLICY
+
+    assert BACKFILL_POLICY.max_partitions_per_run and BACKFILL_POLICY.max_partitions_per_run >= 4
+    defs = setup_project(data_root, local_judge)  # DAYS with clean exports
+    write_day(data_root, DAYS[1], n=TRACES_PER_DAY[DAYS[1]], bad=True)  # two of its rows quarantined
+    empty = "2026-11-12"
+    (data_root / "traces" / empty).mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = traces_range_run(defs, instance, DAYS[0], empty)
+        assert result.success  # an empty day is a WARN, not a failure
+
+        metadata = {e.partition: e.materialization.metadata for e in result.get_asset_materialization_events()}
+        assert sorted(metadata) == [*DAYS, empty]  # each day once
+        for day in DAYS:
+            assert metadata[day]["traces"].value == TRACES_PER_DAY[day]
+            assert metadata[day]["quarantined"].value == (2 if day == DAYS[1] else 0)
+        assert metadata[empty]["traces"].value == 0 and metadata[empty]["empty_day"].value is True
+        assert instance.get_materialized_partitions(dg.AssetKey("traces")) == {*DAYS, empty}
+
+        [check] = result.get_asset_check_evaluations()
+        assert check.check_name == "day_has_traces" and not check.passed
+        assert check.severity == dg.AssetCheckSeverity.WARN
+        assert check.metadata["empty_days"].value == [empty] and check.metadata["days"].value == 4
+
+        # the judges can take it from there: a day judged after the range run sees that day's traces
+        result = range_run(defs, instance, f"{DAYS[1]}|relevance", f"{DAYS[1]}|relevance")
+        assert result.success
+
+    ingested = query(data_root, "SELECT CAST(date AS VARCHAR), count(*) FROM traces GROUP BY ALL ORDER BY ALL")
+    assert ingested == [(day, TRACES_PER_DAY[day]) for day in DAYS]
+    quarantined = query(data_root, "SELECT count(*) FROM quarantine WHERE source = 'traces'")
+    assert quarantined == [(2,)]
+    assert query(data_root, "SELECT count(*) FROM judge_scores") == [(TRACES_PER_DAY[DAYS[1]],)]
