@@ -1,6 +1,8 @@
-"""Before spending, know the bill: how many judge calls a backfill would make and their worst-case cost.
+"""Before spending, know the bill: how many judge calls a backfill would make and their worst-case cost, or what a
+benchmark suite would cost for the models under test.
 
     python -m eval_platform.dry_run --start 2026-11-09 --end 2026-11-15 [--evaluator helpfulness ...]
+    python -m eval_platform.dry_run --suite gsm8k [--model gpt-4o-mini ...]
 
 Nothing is called. The evaluators' own planning runs exactly as in a real run (trigger and sampling,
 models x samples, both pairwise orders, n_wise permutations, budgets aside), through a client that records
@@ -8,6 +10,12 @@ each request instead of sending it; requests the judge-call cache already answer
 recorded call is priced at its worst case, the same bound a budget reserves (every prompt byte a token, the
 full max_tokens), from litellm's price map or the evaluator's explicit prices. Keys are assumed present:
 the bill is the live provider's, not the local judge's.
+
+A suite is planned task by task in dependency order through the benchmark runner itself (`run_task`), with the
+same recording client: the model's calls and, for tasks scored by a judge evaluator, the judge's calls. Gates
+are assumed passed. Outputs do not exist before the run, so a judge that scores generated outputs is priced with
+each output at `OUTPUT_BYTES_PER_TOKEN` bytes per `max_tokens` token of the task that generates it, then, like
+every prompt, a byte per token: an estimate, unlike the rest of the bill, which is a bound.
 """
 
 from __future__ import annotations
@@ -16,10 +24,13 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
+from eval_platform.benchmarks.config import ModelUnderTest, Suite, load_models, load_suites, upstream
+from eval_platform.benchmarks.runner import TaskRun, endpoint_for, run_task
 from eval_platform.ingest.traces import read_trace_day
 from eval_platform.judging import pricing
 from eval_platform.judging.budget import BudgetLedger
@@ -51,14 +62,23 @@ class CountingCache(JudgeCache):
 
 
 class RecordingClient:
-    """A judge client that sends nothing: it records each request and answers with a failure."""
+    """A judge client that sends nothing: it records each request and answers with a failure, or with `stand_in`
+    as the reply when one is given (a benchmark's outputs, for the tasks and judges that read them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stand_in: str | None = None) -> None:
         self.requests: list[JudgeRequest] = []
+        self.stand_in = stand_in
+        self.closed_after: int | None = None  # requests made before the client was first closed
 
     async def complete(self, request: JudgeRequest, before_send=None) -> CallOutcome:
         self.requests.append(request)
+        if self.stand_in is not None:
+            return CallOutcome(content=self.stand_in, attempts=1)
         return CallOutcome(error_reason="dry_run", error_detail="not sent: dry run", attempts=1)
+
+    async def aclose(self) -> None:  # the benchmark runner closes its client once the model's calls are done
+        if self.closed_after is None:
+            self.closed_after = len(self.requests)
 
 
 @dataclass
@@ -79,10 +99,12 @@ def _days(start: str, end: str) -> list[str]:
     return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
 
 
-def _prices(config: EvaluatorConfig, request: JudgeRequest) -> pricing.Prices | None:
-    for spec in config.judge_models():
-        if spec.model == request.model:
-            return spec.prices()
+def _prices(configs: Iterable[EvaluatorConfig], request: JudgeRequest) -> pricing.Prices | None:
+    """The request's price: its judge model's explicit prices in these evaluators, else litellm's map."""
+    for config in configs:
+        for spec in config.judge_models():
+            if spec.model == request.model:
+                return spec.prices()
     return pricing.lookup(request.model, request.api_base)
 
 
@@ -117,7 +139,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
             for request in client.requests:
                 bill.calls += 1
                 bill.by_model[request.model] = bill.by_model.get(request.model, 0) + 1
-                prices = _prices(config, request)
+                prices = _prices([config], request)
                 if prices is None:
                     bill.unpriced_calls += 1
                 else:
@@ -126,13 +148,130 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
     return bill
 
 
+OUTPUT_BYTES_PER_TOKEN = 4  # a generated output's stand-in size per max_tokens token (see the module doc)
+DRY_RUN_KEY = "dry-run"
+
+
+@dataclass
+class TaskBill:
+    suite: str
+    task: str
+    model: str
+    cases: int = 0  # rows of the task: case x sample (x presentation order)
+    model_calls: int = 0  # to the model under test
+    judge_calls: int = 0  # to the judge evaluators that score the task
+    distinct: int = 0
+    cached: int = 0
+    worst_case_usd: float = 0.0
+    unpriced_calls: int = 0
+    skipped: int = 0  # rows the run would not call for (out of the model's scope, a missing field, ...)
+    out_of_scope: bool = False  # models.yaml's `only` leaves this task out for this model
+
+
+def estimate_suite(
+    root: Path, suite_name: str, suite: Suite, model_name: str, model: ModelUnderTest,
+    evaluators: dict[str, EvaluatorConfig],
+) -> list[TaskBill]:
+    """The calls one model's run of a suite would make, task by task, and their worst-case cost; nothing is sent."""
+    # Budgets are left out: a dry run never writes the benchmark ledger (and reports what a budget would cap).
+    model = model.model_copy(update={"max_daily_cost_usd": None, "max_monthly_cost_usd": None})
+    env = {**os.environ, **({model.api_key_env: DRY_RUN_KEY} if model.api_key_env else {})}
+    env |= {spec.api_key_env: DRY_RUN_KEY for config in evaluators.values() for spec in config.judge_models() if spec.api_key_env}
+    edges, done, outputs, bills = upstream(suite), set(), {}, []
+    order = []
+    while len(order) < len(suite.tasks):  # dependency order (load_suites refuses cycles)
+        ready = sorted(t for t in suite.tasks if t not in done and all(u in done for u in edges[t]))
+        order += ready
+        done |= set(ready)
+    with tempfile.TemporaryDirectory() as scratch:
+        for task_name in order:
+            task = suite.tasks[task_name]
+            # The model's replies are stand-ins of their worst size, so the judges scoring them (in this task or a
+            # later one) are planned and priced as in a real run.
+            client = RecordingClient(stand_in="x" * (OUTPUT_BYTES_PER_TOKEN * task.max_tokens))
+            cache = CountingCache(state_dir(root) / "judge_cache")
+            runtime = JudgeRuntime(client=client, cache=cache, ledger=BudgetLedger(Path(scratch) / "budget.sqlite"),
+                                   env=env, local_judge_url="http://127.0.0.1:9/v1")  # never called: nothing is sent
+            run = TaskRun(root, suite_name, suite, task_name, model_name, model, runtime, evaluators,
+                          upstream_rows=outputs.get(task.outputs_of), gate_value=float("inf") if task.gate else None)
+            outputs[task_name] = frame = run_task(run)
+            bill = TaskBill(suite_name, task_name, model_name, cases=frame.height, cached=cache.hits, distinct=len(cache.missed))
+            bill.skipped = int((frame["status"] == "SKIPPED").sum())
+            bill.out_of_scope = not model.runs(suite_name, task_name)
+            endpoint, _ = endpoint_for(model, runtime) if task.calls_model else (None, None)
+            split = (client.closed_after or 0) if task.calls_model else 0  # the model's calls come first
+            for i, request in enumerate(client.requests):
+                if i < split:
+                    bill.model_calls += 1
+                    prices = endpoint.prices if endpoint is not None else None
+                else:
+                    bill.judge_calls += 1
+                    prices = _prices(evaluators.values(), request)
+                if prices is None:
+                    bill.unpriced_calls += 1
+                else:
+                    bill.worst_case_usd += prices.cost(worst_case_prompt_tokens(request.messages), request.max_tokens)
+            bills.append(bill)
+    return bills
+
+
+def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> int:
+    evaluators = load_evaluators(root / "evaluators")
+    suites, broken = load_suites(root / "benchmarks", root, set(evaluators))
+    if args.suite not in suites:
+        why = f" ({broken[args.suite]})" if args.suite in broken else ""
+        parser.error(f"no suite named {args.suite}{why}; known: {', '.join(sorted(suites))}")
+    models = load_models(root / "benchmarks" / "models.yaml")
+    names = args.model or sorted(models)
+    unknown = sorted(set(names) - set(models))
+    if unknown:
+        parser.error(f"no model named {', '.join(unknown)} in benchmarks/models.yaml; known: {', '.join(sorted(models))}")
+    print(f"dry run of suite {args.suite} for {len(names)} model(s), data root {root}: nothing is sent\n")
+    w = max(16, *(len(t) + 2 for t in suites[args.suite].tasks))
+    print(f"{'model':<34}{'task':<{w}}{'rows':>7}{'model calls':>12}{'judge calls':>12}{'distinct':>9}{'cached':>8}"
+          f"{'worst case $':>14}")
+    total, unpriced, estimated, outside = 0.0, 0, False, []
+    for name in names:
+        bills = estimate_suite(root, args.suite, suites[args.suite], name, models[name], evaluators)
+        if all(bill.out_of_scope for bill in bills):
+            outside.append(name)
+            continue
+        subtotal = 0.0
+        for bill in bills:
+            subtotal += bill.worst_case_usd
+            unpriced += bill.unpriced_calls
+            estimated |= bill.judge_calls > 0 and suites[args.suite].tasks[bill.task].outputs_of is not None
+            scope = "   (not in the model's scope)" if bill.out_of_scope else ""
+            print(f"{name:<34}{bill.task:<{w}}{bill.cases:>7}{bill.model_calls:>12}{bill.judge_calls:>12}"
+                  f"{bill.distinct:>9}{bill.cached:>8}{bill.worst_case_usd:>14.4f}{scope}")
+        total += subtotal
+        limits = [f"{kind} {value:g} USD" for kind, value in (("daily budget", models[name].max_daily_cost_usd),
+                  ("monthly budget", models[name].max_monthly_cost_usd)) if value is not None]
+        print(f"{name:<34}{'(all tasks)':<{w}}{'':>55}{subtotal:>14.4f}" + (f"   capped by its {', '.join(limits)}" if limits else ""))
+    if outside:
+        print(f"\nnot in this suite's scope (models.yaml `only`), nothing to call: {', '.join(outside)}")
+    print(f"\nworst case in all: {total:.4f} USD (every call sent, every prompt byte a token, full max_tokens, gates passed)")
+    if estimated:
+        print(f"judge calls on generated outputs: each output priced as {OUTPUT_BYTES_PER_TOKEN} bytes per max_tokens token "
+              "(an estimate: outputs do not exist before the run)")
+    if unpriced:
+        print(f"{unpriced} call(s) go to models with no known price: their cost is unknown, not counted as 0")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--start", required=True, help="first day, YYYY-MM-DD")
-    parser.add_argument("--end", required=True, help="last day, YYYY-MM-DD (inclusive)")
+    parser.add_argument("--start", help="first day, YYYY-MM-DD")
+    parser.add_argument("--end", help="last day, YYYY-MM-DD (inclusive)")
     parser.add_argument("--evaluator", action="append", help="an evaluator name (repeatable); default: all enabled")
+    parser.add_argument("--suite", help="a benchmark suite (data/benchmarks/<suite>.yaml) instead of a judge backfill")
+    parser.add_argument("--model", action="append", help="with --suite: a model of models.yaml (repeatable); default: all")
     args = parser.parse_args(argv)
     root = data_root()
+    if args.suite:
+        return _suite_main(parser, args, root)
+    if not (args.start and args.end):
+        parser.error("give --start and --end (a judge backfill), or --suite (a benchmark suite)")
     evaluators = load_evaluators(root / "evaluators")
     names = args.evaluator or [name for name, config in evaluators.items() if config.enabled]
     unknown = sorted(set(names) - set(evaluators))

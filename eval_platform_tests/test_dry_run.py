@@ -81,3 +81,59 @@ def test_a_batch_evaluator_dry_run_submits_nothing_and_prices_at_the_discount(da
     assert httpx.get(f"{local_judge.base_url}/stats/batches", trust_env=False).json()["batches"] == batches_before
     assert batched.calls == one_by_one.calls > 0
     assert batched.worst_case_usd == pytest.approx(0.5 * one_by_one.worst_case_usd)
+
+
+def test_dry_run_of_a_suite_counts_model_and_judge_calls_sends_nothing_and_bounds_the_bill(
+    data_root, local_judge, tmp_path, monkeypatch, capsys
+):
+    """gsm8k for one priced model: `answer` (50 calls to the model), `careful` (gated; 3 samples) and `judged`
+    (the helpfulness judge on answer's outputs). Nothing reaches the provider, no ledger is written, the real
+    run's spend stays under the worst case, and what the cache then holds is free."""
+    import shutil
+
+    import dagster as dg
+    import yaml
+
+    from eval_platform.benchmarks.config import load_models, load_suites
+    from eval_platform.benchmarks.runner import benchmark_ledger
+    from eval_platform.dry_run import estimate_suite
+    from eval_platform_tests.benchmarks.test_generation_suite import materialize, query, requests_for
+    from eval_platform_tests.conftest import REPO_DATA
+
+    fixed = "fixed/The answer is 18."
+    shutil.copytree(REPO_DATA / "datasets" / "gsm8k", data_root / "datasets" / "gsm8k")
+    shutil.copy(REPO_DATA / "evaluators" / "helpfulness.yaml", data_root / "evaluators")
+    (data_root / "benchmarks").mkdir()
+    shutil.copy(REPO_DATA / "benchmarks" / "gsm8k.yaml", data_root / "benchmarks")
+    model = {"model": f"local/{fixed}", "input_cost_per_million": 1000.0, "output_cost_per_million": 1000.0,
+             "max_daily_cost_usd": 1000.0}
+    (data_root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump({"models": {"priced-18": model}}))
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_DATA_DIR", str(data_root))
+    evaluators = load_evaluators(data_root / "evaluators")
+    suites, _ = load_suites(data_root / "benchmarks", data_root, set(evaluators))
+    models = load_models(data_root / "benchmarks" / "models.yaml")
+
+    asked, judged_before = requests_for(local_judge, fixed), judge_requests(local_judge)
+    bills = {b.task: b for b in estimate_suite(data_root, "gsm8k", suites["gsm8k"], "priced-18", models["priced-18"], evaluators)}
+    assert requests_for(local_judge, fixed) == asked and judge_requests(local_judge) == judged_before  # nothing sent
+    assert not benchmark_ledger(data_root).totals()  # the model's budget ledger untouched
+    assert (bills["answer"].model_calls, bills["answer"].judge_calls) == (50, 0)
+    assert (bills["careful"].model_calls, bills["careful"].cases) == (150, 150)  # gate assumed passed
+    assert (bills["judged"].model_calls, bills["judged"].judge_calls) == (0, 50)  # the judge, on answer's outputs
+    assert all(b.worst_case_usd > 0 and b.unpriced_calls == 0 for b in bills.values())
+
+    (tmp_path / "dagster_home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        instance.add_dynamic_partitions("benchmark_models", ["priced-18"])
+        materialize(data_root, instance, "priced-18", dg.AssetSelection.assets(dg.AssetKey(["benchmark", "gsm8k", "answer"])))
+    [(spent, completed)] = query(data_root, "SELECT sum(cost_usd), count(*) FILTER (status = 'COMPLETED') FROM benchmark_cases")
+    assert completed == 50 and 0 < spent <= bills["answer"].worst_case_usd  # the worst case bounds the bill
+
+    again = {b.task: b for b in estimate_suite(data_root, "gsm8k", suites["gsm8k"], "priced-18", models["priced-18"], evaluators)}
+    assert again["answer"].cached == 50 and again["answer"].worst_case_usd == 0.0  # the cache answers: free
+
+    assert main(["--suite", "gsm8k"]) == 0
+    printed = capsys.readouterr().out
+    assert "nothing is sent" in printed and "priced-18" in printed and "judged" in printed
+    assert "estimate" in printed  # the judge's price on outputs not yet generated is said to be an estimate
