@@ -43,13 +43,32 @@ class Gate(_Strict):
     min: float
 
 
+JUDGE_MODES = ("pairwise", "score", "binary", "categorical")  # the judge modes a model under test can be benchmarked in
+
+
 class JudgeAs(_Strict):
     """The model under test acting as a judge: an evaluator's fields (all but `name` and `model`), and the
-    case fields shown as the two candidates. Its prompts are built, and its replies parsed, by that judge
-    mode's own code, exactly as `judge_scores` builds and parses them."""
+    case fields it is shown: the two candidates (`pair`, pairwise judges) or the one response it rates
+    (`output`: score, binary and categorical judges), and optionally a reference answer as {{expected}}.
+    Its prompts are built, and its replies parsed, by that judge mode's own code, exactly as `judge_scores`
+    builds and parses them. The case's `expected_output` is the gold verdict: the judge never sees it."""
 
     evaluator: dict[str, Any]
     pair: tuple[str, str] = ("metadata.output_1", "metadata.output_2")
+    output: str = "metadata.output"
+    reference: str | None = None  # the case field shown as {{expected}} (a reference answer), none by default
+
+    @property
+    def mode(self) -> str:
+        return self.evaluator.get("mode", "score")
+
+    @property
+    def pairwise(self) -> bool:
+        return self.mode == "pairwise"
+
+    def shown_fields(self) -> tuple[str, ...]:
+        """The case fields the judge's prompt needs (a case without one is FAILED missing_field)."""
+        return tuple(self.pair) if self.pairwise else (self.output,)
 
     def config(self, name: str, model: str) -> EvaluatorConfig:
         return EvaluatorConfig(name=name, model=model, **self.evaluator)
@@ -178,9 +197,14 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
         for index, spec in enumerate(task.scorers):
             if registry.SCORERS[spec.name].calls_evaluator and evaluators is not None and spec.options["evaluator"] not in evaluators:
                 raise SuiteError(f"{where}.scorers.{index}.options.evaluator': unknown evaluator '{spec.options['evaluator']}'; known: {sorted(evaluators)}")
-            needs_judge = registry.SCORERS[spec.name].judge_task
-            if needs_judge and task.as_judge is None:
+            scorer = registry.SCORERS[spec.name]
+            if scorer.judge_task and task.as_judge is None:
                 raise SuiteError(f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: the task needs 'as_judge'")
+            if scorer.judge_task and task.as_judge.mode not in scorer.judge_modes:
+                raise SuiteError(
+                    f"{where}.scorers.{index}.name': scorer '{spec.name}' scores {' or '.join(scorer.judge_modes)} "
+                    f"judges, and this task's judge is {task.as_judge.mode}"
+                )
         if task.outputs_from is not None:
             _check_case_field(f"{where}.outputs_from'", task.outputs_from)
         if task.outputs_of is not None and task.outputs_of not in suite.tasks:
@@ -209,8 +233,8 @@ def _check_judge(where: str, task_name: str, judge: JudgeAs) -> None:
         if key in judge.evaluator:
             raise SuiteError(f"{where}.as_judge.evaluator.{key}': not allowed: the model under test is the judge")
     mode = judge.evaluator.get("mode")
-    if mode != "pairwise":
-        raise SuiteError(f"{where}.as_judge.evaluator.mode': only 'pairwise' judges can be benchmarked so far, not {mode!r}")
+    if mode not in JUDGE_MODES:
+        raise SuiteError(f"{where}.as_judge.evaluator.mode': judges of mode {', '.join(JUDGE_MODES)} can be benchmarked, not {mode!r}")
     try:
         judge.config(task_name, UNDER_TEST)
     except ValidationError as exc:
@@ -218,8 +242,12 @@ def _check_judge(where: str, task_name: str, judge: JudgeAs) -> None:
             f"{where}.as_judge.evaluator{''.join(f'.{part}' for part in err['loc'])}': {err['msg']}" for err in exc.errors()
         )
         raise SuiteError(problems) from None
-    for field_name in judge.pair:
-        _check_case_field(f"{where}.as_judge.pair'", field_name)
+    for field_name in judge.shown_fields():
+        _check_case_field(f"{where}.as_judge.{'pair' if judge.pairwise else 'output'}'", field_name)
+    if judge.reference is not None:
+        _check_case_field(f"{where}.as_judge.reference'", judge.reference)
+        if judge.reference == "expected_output":
+            raise SuiteError(f"{where}.as_judge.reference': expected_output is the gold verdict; the judge must not see it")
 
 
 def _check_case_field(where: str, name: str) -> None:

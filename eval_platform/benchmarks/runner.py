@@ -43,6 +43,7 @@ from eval_platform.judging.prompts import build_messages
 from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, unswap, worst_case_prompt_tokens
 from eval_platform.judging.templates import _value, parse_template, render
 from eval_platform.scoring import registry
+from eval_platform.scoring.judge_verdict import verdict_text
 from eval_platform.settings import state_dir
 
 COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
@@ -77,7 +78,7 @@ BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
     "input": pl.String(),
     "expected_output": pl.String(),
     "output": pl.String(),
-    "verdict": pl.String(),  # judge tasks: the parsed winner in the case's terms (A = first pair field)
+    "verdict": pl.String(),  # judge tasks: the parsed winner in the case's terms (A = first pair field), or the score / pass / label
     "status": pl.String(),
     "reason": pl.String(),
     "reason_detail": pl.String(),
@@ -202,7 +203,7 @@ def run_task(run: TaskRun) -> pl.DataFrame:
     task, started = run.task, datetime.now(UTC)
     data = load_dataset(run.root, task)
     endpoint, no_endpoint = endpoint_for(run.model, run.runtime) if task.calls_model else (None, None)
-    presentations = ["AB", "BA"] if task.as_judge is not None else [""]
+    presentations = ["AB", "BA"] if task.as_judge is not None and task.as_judge.pairwise else [""]
     rows = []
     for case in data.cases:
         for sample in range(task.samples):
@@ -267,10 +268,17 @@ def _messages(run: TaskRun, row: dict) -> list[dict[str, str]]:
     task, case = run.task, row["_case"]
     values = {k: case.get(k) for k in ("input", "expected_output", "case_id", "metadata")}
     if task.as_judge is not None:
-        first, second = (case_field(case, name) for name in task.as_judge.pair)
-        if row["presentation"] == "BA":
-            first, second = second, first
-        judge_values = {"input": case["input"], "output_a": first, "output_b": second, "expected": case["expected_output"], "metadata": case["metadata"]}
+        judge = task.as_judge
+        # expected_output is the gold verdict: {{expected}} shows the `reference` field, if any, never the gold
+        judge_values = {"input": case["input"], "metadata": case["metadata"],
+                        "expected": case_field(case, judge.reference) if judge.reference else None}
+        if judge.pairwise:
+            first, second = (case_field(case, name) for name in judge.pair)
+            if row["presentation"] == "BA":
+                first, second = second, first
+            judge_values |= {"output_a": first, "output_b": second}
+        else:
+            judge_values["output"] = case_field(case, judge.output)
         return build_messages(_judge_config(run), judge_values)
     messages = []
     if task.system is not None:
@@ -297,7 +305,7 @@ async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
 async def _call(run: TaskRun, endpoint: Endpoint, row: dict, ledger: BudgetLedger | None) -> None:
     task, case = run.task, row["_case"]
     if task.as_judge is not None:
-        missing = [name for name in task.as_judge.pair if case_field(case, name) is None]
+        missing = [name for name in task.as_judge.shown_fields() if case_field(case, name) is None]
         if missing:
             row.update(status=FAILED, reason="missing_field", reason_detail=f"the case has no {missing}")
             return
@@ -404,11 +412,15 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
         if row["status"] != COMPLETED or judge is None:
             continue
         try:
-            winner = parse_reply(judge, row["output"] or "").winner
-            row["verdict"] = unswap(winner) if row["presentation"] == "BA" else winner
+            verdict = parse_reply(judge, row["output"] or "")
         except ParseFailure as failure:
             row["verdict"], row["reason"], row["reason_detail"] = None, "no_verdict", f"{failure.reason}: {failure.detail}"
-    if judge is not None:
+            continue
+        if judge.mode == "pairwise":
+            row["verdict"] = unswap(verdict.winner) if row["presentation"] == "BA" else verdict.winner
+        else:
+            row["verdict"] = verdict_text(judge.mode, verdict)
+    if judge is not None and judge.mode == "pairwise":
         _link_orders(rows)
     evaluator_values = _evaluator_scores(run, rows)
     options = [registry.SCORERS[spec.name].options(**spec.options) for spec in task.scorers]

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from eval_platform.scoring.registry import MissingField, NotApplicable, Scorer, ScorerOptions
 from eval_platform.stats.kappa import cohen_kappa
 
+PAIRWISE = ("pairwise",)
 DEFAULT_LABELS = {"1": "A", "2": "B", "A": "A", "B": "B", "a": "A", "b": "B"}
 
 
@@ -118,8 +119,9 @@ def _llmbar_kappa(_values, _outputs, cases: Sequence[Mapping[str, Any]], options
 
 
 SCORERS = [
-    Scorer("pair_accuracy", PairAccuracyOptions, _pair_accuracy, lambda o: (o.reference_field,), judge_task=True),
-    Scorer("position_agreement", PositionAgreementOptions, _position_agreement, judge_task=True),
+    Scorer("pair_accuracy", PairAccuracyOptions, _pair_accuracy, lambda o: (o.reference_field,), judge_task=True,
+           judge_modes=PAIRWISE),
+    Scorer("position_agreement", PositionAgreementOptions, _position_agreement, judge_task=True, judge_modes=PAIRWISE),
     Scorer("llmbar_kappa", LlmbarKappaOptions, _llmbar_kappa_case, lambda _o: ("expected_output",), _llmbar_kappa,
-           judge_task=True, interval=False),
+           judge_task=True, judge_modes=PAIRWISE, interval=False),
 ]

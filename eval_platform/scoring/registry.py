@@ -43,8 +43,10 @@ class Scorer:
     aggregate: Callable[[Sequence[float], Sequence[str], Sequence[Mapping[str, Any]], Any], float | None] = (
         lambda values, _outputs, _cases, _options: mean(values)
     )
-    # Reads the verdict an `as_judge` task parsed from the model's reply (case fields `verdict`, `verdict_other`).
+    # Reads the verdict an `as_judge` task parsed from the model's reply (case fields `verdict`, `verdict_other`),
+    # for judges of these modes.
     judge_task: bool = False
+    judge_modes: tuple[str, ...] = ()
     # Its value comes from an evaluator's judge call made by the suite runner, not from `value`.
     calls_evaluator: bool = False
     # False for a task-level statistic (e.g. a kappa) whose interval is not the per-case values' interval.
@@ -67,6 +69,7 @@ def reference_field(options: Any) -> tuple[str, ...]:
 def _registry() -> dict[str, Scorer]:
     from eval_platform.scoring import (
         judge_evaluator,
+        judge_verdict,
         json_valid,
         numeric,
         pairwise_choice,
@@ -76,7 +79,8 @@ def _registry() -> dict[str, Scorer]:
         text_match,
     )
 
-    modules = (squad, sacrebleu_metrics, rouge, text_match, json_valid, numeric, pairwise_choice, judge_evaluator)
+    modules = (squad, sacrebleu_metrics, rouge, text_match, json_valid, numeric, pairwise_choice, judge_verdict,
+               judge_evaluator)
     scorers = [scorer for module in modules for scorer in module.SCORERS]
     return {scorer.name: scorer for scorer in scorers}
 

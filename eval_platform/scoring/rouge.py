@@ -6,6 +6,7 @@ run time, so it splits on newlines (its `split_summaries=False` behaviour): put 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -21,9 +22,20 @@ class RougeOptions(ScorerOptions):
 
 @cache
 def _scorer(rouge_type: str, use_stemmer: bool):
-    from rouge_score import rouge_scorer
+    from absl import logging as absl_logging
+    from rouge_score import rouge_scorer, tokenizers
 
-    return rouge_scorer.RougeScorer([rouge_type], use_stemmer=use_stemmer, split_summaries=False)
+    # rouge-score imports absl, whose log handler keeps the sys.stderr of its import moment and closes that stream
+    # when logging is shut down or reconfigured (Dagster's log manager calls logging.config.dictConfig for each
+    # run) unless it is the sys.stderr of that later moment. Imported while stderr is redirected (a run's captured
+    # compute logs, a test's capture), it would close the redirect's stream under its owner: point it at the
+    # process's own stderr, which it never closes.
+    if sys.__stderr__ is not None:
+        absl_logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
+    # The tokenizer rouge-score would pick, given explicitly: without one it logs "Using default tokenizer." through
+    # absl, whose first message installs a stream handler on the root logger bound to the stderr of that moment.
+    tokenizer = tokenizers.DefaultTokenizer(use_stemmer=use_stemmer)
+    return rouge_scorer.RougeScorer([rouge_type], use_stemmer=use_stemmer, split_summaries=False, tokenizer=tokenizer)
 
 
 def _rouge(rouge_type: str):

@@ -94,7 +94,13 @@ tasks:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (("mode: pairwise", "mode: score"), "field 'tasks.pairs.as_judge.evaluator.mode': only 'pairwise' judges"),
+        (("mode: pairwise", "mode: n_wise"),
+         "field 'tasks.pairs.as_judge.evaluator.mode': judges of mode pairwise, score, binary, categorical can be "
+         "benchmarked, not 'n_wise'"),
+        (('mode: pairwise, prompt: "{{input}} {{output_a}} {{output_b}}"', 'mode: score, prompt: "{{input}} {{output}}"'),
+         "field 'tasks.pairs.scorers.0.name': scorer 'pair_accuracy' scores pairwise judges, and this task's judge is score"),
+        (("[metadata.output_1, metadata.output_2]", "[metadata.output_1, metadata.output_2]\n      reference: expected_output"),
+         "field 'tasks.pairs.as_judge.reference': expected_output is the gold verdict"),
         (("{mode: pairwise,", "{mode: pairwise, model: openai/gpt-4o,"), "field 'tasks.pairs.as_judge.evaluator.model': not allowed"),
         (("metadata.output_2]", "output_2]"), "field 'tasks.pairs.as_judge.pair': 'output_2' is not a case field"),
         (("{{output_b}}", "{{output_c}}"), "field 'tasks.pairs.as_judge.evaluator'"),
