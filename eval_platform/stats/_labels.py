@@ -18,17 +18,23 @@ def encode(*arrays) -> tuple[list[np.ndarray], np.ndarray]:
     """Codes 0..k-1 (in sorted order of the distinct values across all arrays, -1 = missing), and those values."""
     series = [as_series(a) for a in arrays]
     joined = pl.concat([s.to_frame("v") for s in series], how="vertical_relaxed").to_series()
-    categories = joined.drop_nulls().unique().sort()
-    # unique + binary search is several times faster than a dense rank on millions of rows
-    if categories.len():
-        positions = categories.search_sorted(joined).cast(pl.Int64).to_numpy()
-        codes = np.where(joined.is_null().to_numpy(), -1, positions)
-    else:
-        codes = np.full(joined.len(), -1)
-    codes = codes.astype(np.int64)
-    categories = categories.to_numpy()
+    codes, categories = encode_series(joined)
     bounds = np.cumsum([len(s) for s in series])[:-1]
-    return np.split(codes, bounds), categories
+    return np.split(codes, bounds), categories.to_numpy()
+
+
+def encode_series(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """`encode` for one polars Series (NaN already null), the categories kept as a Series of its type."""
+    categories = values.drop_nulls().unique().sort()
+    if not categories.len():
+        return np.full(values.len(), -1, dtype=np.int64), categories
+    if values.dtype != pl.String:
+        positions = categories.search_sorted(values).to_numpy().astype(np.int64)
+        return np.where(values.is_null().to_numpy(), -1, positions), categories
+    # texts: a hash join on the distinct values is two to three times as fast as a binary search for each one
+    numbered = categories.to_frame("v").with_row_index("code")
+    positions = values.to_frame("v").join(numbered, on="v", how="left", maintain_order="left")["code"]
+    return positions.cast(pl.Int64).fill_null(-1).to_numpy(), categories
 
 
 def paired(first, second) -> tuple[pl.Series, pl.Series]:
