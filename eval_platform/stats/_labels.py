@@ -37,6 +37,11 @@ def encode_series(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return positions.cast(pl.Int64).fill_null(-1).to_numpy(), categories
 
 
+def first_occurrences(keys: np.ndarray) -> np.ndarray:
+    """True at the first row of each distinct key (a hash pass; `np.unique` would sort)."""
+    return pl.Series(keys).is_first_distinct().to_numpy()
+
+
 def paired(first, second) -> tuple[pl.Series, pl.Series]:
     """The two arrays restricted to positions where both have a value (an all-missing side takes the other's type)."""
     a, b = as_series(first), as_series(second)

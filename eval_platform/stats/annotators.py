@@ -1,37 +1,93 @@
 """Human annotation statistics over long frames (one row per item, annotator and label): majority labels,
 per-annotator agreement and quality, pairwise kappas between annotators, and ground-truth export.
 
-Everything is a polars group-by, so a million annotations cost seconds. An annotator counts once per item:
-repeated (item, annotator) rows keep the first label. Null labels are left out.
+Each frame is coded once into integers (`CodedAnnotations`: items, annotators and labels, each in the sorted
+order of its distinct values) and every statistic is a few numpy passes over the codes (bincounts, one sort),
+so a million annotations cost well under a second. An annotator counts once per item: repeated (item,
+annotator) rows keep the first label. Null labels are left out (before that choice, so a repeated row with a
+label counts when the first had none). Majority labels count every row, as votes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import polars as pl
 
+from eval_platform.stats._labels import as_series, encode_series, first_occurrences
+
 CONSENSUS_TOLERANCE = 1e-9  # so that 2 of 3 votes passes a threshold written as 2/3
+# Groups × codes cells up to which counts come from a bincount (8 bytes a cell) rather than a sort.
+DENSE_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class CodedAnnotations:
+    """One task's annotations as integer codes (-1 = missing) of equal length: items, annotators and labels,
+    each code indexing the sorted distinct values in `item_names`, `annotator_names`, `label_names`."""
+
+    items: np.ndarray
+    annotators: np.ndarray
+    labels: np.ndarray
+    item_names: pl.Series
+    annotator_names: pl.Series
+    label_names: pl.Series
+
+    @classmethod
+    def of(cls, items, annotators, labels) -> CodedAnnotations:
+        """Codes for three aligned columns (Series, arrays or lists; None and NaN missing)."""
+        (item_codes, item_names), (annotator_codes, annotator_names), (label_codes, label_names) = (
+            encode_series(as_series(column)) for column in (items, annotators, labels)
+        )
+        return cls(item_codes, annotator_codes, label_codes, item_names, annotator_names, label_names)
+
+    @classmethod
+    def of_frame(cls, annotations: pl.DataFrame, item: str = "item_id", annotator: str = "annotator", label: str = "label") -> CodedAnnotations:
+        return cls.of(annotations[item], annotations[annotator], annotations[label])
+
+    def relabelled(self, labels) -> CodedAnnotations:
+        """The same items and annotators with another label column (a rating's numeric value, say)."""
+        codes, names = encode_series(as_series(labels))
+        return CodedAnnotations(self.items, self.annotators, codes, self.item_names, self.annotator_names, names)
+
+    def one_label_per_annotator(self) -> np.ndarray:
+        """Row positions with an item, annotator and label, the first of each (item, annotator)."""
+        rows = np.flatnonzero((self.items >= 0) & (self.annotators >= 0) & (self.labels >= 0))
+        keys = self.items[rows] * max(len(self.annotator_names), 1) + self.annotators[rows]
+        return rows[first_occurrences(keys)]
 
 
 def majority_labels(annotations: pl.DataFrame, item: str = "item_id", label: str = "label") -> pl.DataFrame:
     """One row per item: `label` (the most voted label; null when two or more labels tie for the most votes),
-    `votes`, `top_votes` and `consensus` = top_votes / votes. Sorted by item."""
-    counts = annotations.drop_nulls(label).group_by(item, label).len("count")
-    most = pl.col("count") == pl.col("count").max()
-    return (
-        counts.group_by(item)
-        .agg(
-            pl.col(label).filter(most).first(),
-            pl.col("count").sum().alias("votes"),
-            pl.col("count").max().alias("top_votes"),
-            most.sum().alias("labels_at_top"),
-        )
-        .with_columns(
-            pl.when(pl.col("labels_at_top") == 1).then(pl.col(label)).alias(label),
-            (pl.col("top_votes") / pl.col("votes")).alias("consensus"),
-        )
-        .drop("labels_at_top")
-        .sort(item)
-    )
+    `votes`, `top_votes` and `consensus` = top_votes / votes. Sorted by item (a null item first)."""
+    (items, item_names), (labels, label_names) = (encode_series(as_series(annotations[c])) for c in (item, label))
+    no_annotators = np.full(items.size, -1)
+    coded = CodedAnnotations(items, no_annotators, labels, item_names, pl.Series([], dtype=pl.String), label_names)
+    return majority_labels_coded(coded, item, label)
+
+
+def majority_labels_coded(coded: CodedAnnotations, item: str = "item_id", label: str = "label") -> pl.DataFrame:
+    """`majority_labels` from coded annotations. Every row with a label is a vote (a null item is one item)."""
+    voted = coded.labels >= 0
+    n_labels = len(coded.label_names)
+    groups, codes, counts = _cells(coded.items[voted] + 1, coded.labels[voted], len(coded.item_names) + 1, n_labels)
+    starts = _starts(groups)
+    votes = np.add.reduceat(counts, starts) if counts.size else counts
+    top = np.maximum.reduceat(counts, starts) if counts.size else counts
+    at_top = np.add.reduceat(counts == np.repeat(top, np.diff(np.append(starts, counts.size))), starts) if counts.size else counts
+    best = np.maximum.reduceat(counts * n_labels + codes, starts) % n_labels if counts.size else counts
+    names = pl.concat([pl.Series([None], dtype=coded.item_names.dtype), coded.item_names])
+    return pl.DataFrame({
+        item: names.gather(groups[starts] if counts.size else []),
+        label: coded.label_names.gather(best),
+        "votes": pl.Series(votes, dtype=pl.UInt32),
+        "top_votes": pl.Series(top, dtype=pl.UInt32),
+        "unique": at_top == 1,
+    }).with_columns(
+        pl.when(pl.col("unique")).then(pl.col(label)).alias(label),
+        (pl.col("top_votes") / pl.col("votes")).alias("consensus"),
+    ).drop("unique")
 
 
 def ground_truth(
@@ -66,42 +122,61 @@ def annotator_agreement(
     labels and the others' majority over the same `n` items. Unlike raw agreement it does not reward always
     giving the most common label; null when undefined (n = 0, or a single label on both sides).
     """
-    labelled = _one_label_per_annotator(annotations, item, annotator, label)
-    others = (
-        labelled.rename({label: "own"})
-        .join(labelled.group_by(item, label).len("count"), on=item)
-        .with_columns((pl.col("count") - (pl.col(label) == pl.col("own")).cast(pl.UInt32)).alias("others"))
-    )
-    most = pl.col("others") == pl.col("others").max()
-    per_item = (
-        others.group_by(item, annotator)
-        .agg(
-            pl.col("own").first(),
-            pl.col(label).filter(most).first().alias("majority"),
-            most.sum().alias("labels_at_top"),
-            pl.col("others").sum().alias("other_votes"),
-        )
-        .filter(pl.col("other_votes") > 0)
-    )
-    unique_majority = pl.col("labels_at_top") == 1
-    chance = _chance_agreement(per_item.filter(unique_majority), [annotator], "own", "majority")
-    summary = per_item.group_by(annotator).agg(
-        pl.len().alias("items_shared"),
-        unique_majority.sum().alias("n"),
-        (pl.col("own") == pl.col("majority")).filter(unique_majority).mean().alias("agreement_with_majority"),
-    )
-    return (
-        labelled.select(annotator)
-        .unique()
-        .join(summary, on=annotator, how="left")
-        .join(chance, on=annotator, how="left")
-        .with_columns(
-            pl.col("items_shared", "n").fill_null(0),
-            _kappa("agreement_with_majority").alias("quality_kappa"),
-        )
-        .drop("chance")
-        .sort(annotator)
-    )
+    return annotator_agreement_coded(CodedAnnotations.of_frame(annotations, item, annotator, label), annotator)
+
+
+def annotator_agreement_coded(coded: CodedAnnotations, annotator: str = "annotator") -> pl.DataFrame:
+    """`annotator_agreement` from coded annotations.
+
+    The others' majority needs no per-row pass over labels: per item, the most votes `m1` (on `t1` labels,
+    the first two `l1`, `l1b`) and the most on any other label `m2` (on `t2` labels) decide it. An annotator
+    whose label has fewer than `m1` votes sees `t1` labels on top; one of two labels on top sees the other;
+    the only label on top keeps it (m1 − 1 > m2) or ties with the `t2` below (m1 − 1 = m2)."""
+    rows = coded.one_label_per_annotator()
+    items, annotators, labels = coded.items[rows], coded.annotators[rows], coded.labels[rows]
+    n_items, n_annotators, n_labels = len(coded.item_names), len(coded.annotator_names), len(coded.label_names)
+    cell_items, cell_labels, counts = _cells(items, labels, n_items, n_labels)
+    own_votes = counts[np.searchsorted(cell_items * n_labels + cell_labels, items * n_labels + labels)]
+    # per item: cells by votes, most first
+    order = np.lexsort((cell_labels, -counts, cell_items))
+    cell_items, cell_labels, counts = cell_items[order], cell_labels[order], counts[order]
+    starts = _starts(cell_items)
+    sizes = np.diff(np.append(starts, counts.size))
+    m1 = np.zeros(n_items, np.int64)
+    t1, l1, l1b, m2, t2, votes = (np.zeros(n_items, np.int64) for _ in range(6))
+    if counts.size:
+        present = cell_items[starts]
+        top = counts[starts]
+        on_top = counts == np.repeat(top, sizes)
+        tops = np.add.reduceat(on_top, starts)
+        below = np.minimum(starts + tops, counts.size - 1)
+        second = np.where(tops < sizes, counts[below], 0)
+        m1[present], t1[present], l1[present], votes[present] = top, tops, cell_labels[starts], np.add.reduceat(counts, starts)
+        l1b[present] = cell_labels[np.minimum(starts + 1, counts.size - 1)]
+        m2[present] = second
+        t2[present] = np.add.reduceat(counts == np.repeat(second, sizes), starts)
+    m1, t1, l1, l1b, m2, t2, votes = (a[items] for a in (m1, t1, l1, l1b, m2, t2, votes))
+    only_top = (own_votes == m1) & (t1 == 1)
+    labels_at_top = np.where(own_votes < m1, t1, np.where(t1 >= 2, t1 - 1, np.where(m1 - 1 > m2, 1, 1 + t2)))
+    majority = np.where(own_votes < m1, l1, np.where(only_top, labels, np.where(l1 == labels, l1b, l1)))
+    shared = votes > 1  # another annotator labelled the item
+    unique = shared & (labels_at_top == 1)
+
+    items_shared = np.bincount(annotators[shared], minlength=n_annotators)
+    n = np.bincount(annotators[unique], minlength=n_annotators)
+    agreeing = np.bincount(annotators[unique], weights=labels[unique] == majority[unique], minlength=n_annotators)
+    chance = _chance_agreement(annotators[unique], labels[unique], majority[unique], n_annotators, n_labels)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        agreement = np.where(n > 0, agreeing / np.maximum(n, 1), np.nan)
+        chance = chance / n.astype(float) ** 2
+    seen = np.unique(annotators)
+    return pl.DataFrame({
+        annotator: coded.annotator_names.gather(seen),
+        "items_shared": pl.Series(items_shared[seen], dtype=pl.UInt32),
+        "n": pl.Series(n[seen], dtype=pl.UInt32),
+        "agreement_with_majority": pl.Series(agreement[seen]).fill_nan(None),
+        "chance": pl.Series(chance[seen]).fill_nan(None),
+    }).with_columns(_kappa("agreement_with_majority").alias("quality_kappa")).drop("chance")
 
 
 def pairwise_kappas(
@@ -112,42 +187,84 @@ def pairwise_kappas(
     Columns: `annotator_a` < `annotator_b`, `n` shared items, `observed_agreement`, `kappa` (null when
     undefined: both used one and the same label). Agrees with `kappa.cohen_kappa` on each pair.
     """
-    labelled = _one_label_per_annotator(annotations, item, annotator, label)
-    left = labelled.rename({annotator: "annotator_a", label: "label_a"})
-    right = labelled.rename({annotator: "annotator_b", label: "label_b"})
-    pairs = left.join(right, on=item).filter(pl.col("annotator_a") < pl.col("annotator_b"))
-    keys = ["annotator_a", "annotator_b"]
-    chance = _chance_agreement(pairs, keys, "label_a", "label_b")
+    tables = annotator_pair_tables(CodedAnnotations.of_frame(annotations, item, annotator, label))
+    schema = {"annotator_a": annotations.schema[annotator], "annotator_b": annotations.schema[annotator],
+              "n": pl.UInt32, "observed_agreement": pl.Float64, "chance": pl.Float64}
+    rows = []
+    for a, b, table, _ in tables:
+        n = table.sum()
+        chance = float((table.sum(axis=1) * table.sum(axis=0)).sum()) / n**2
+        rows.append((a, b, n, float(np.trace(table)) / n, chance))
     return (
-        pairs.group_by(keys)
-        .agg(pl.len().alias("n"), (pl.col("label_a") == pl.col("label_b")).mean().alias("observed_agreement"))
-        .join(chance, on=keys, how="left")
+        pl.DataFrame(rows, schema=schema, orient="row")
         .with_columns(_kappa("observed_agreement").alias("kappa"))
         .drop("chance")
-        .sort(keys)
     )
 
 
-def _one_label_per_annotator(annotations: pl.DataFrame, item: str, annotator: str, label: str) -> pl.DataFrame:
-    return (
-        annotations.select(item, annotator, label)
-        .drop_nulls()
-        .unique(subset=[item, annotator], keep="first", maintain_order=True)
-    )
+def annotator_pair_tables(coded: CodedAnnotations) -> list[tuple[object, object, np.ndarray, pl.Series]]:
+    """For every pair of annotators a < b who labelled an item in common: (a, b, the contingency table of their
+    labels on the items they share, rows a's, and the labels it counts). The labels are those either of them
+    gave on those items, in sorted order, as `kappa.contingency_table` counts them. Sorted by (a, b).
+
+    One sort of the (item, annotator) keys lines each item's annotators up; the k-th neighbours in that order
+    are the pairs k apart, and one bincount over (pair, label of a, label of b) counts every table at once."""
+    rows = coded.one_label_per_annotator()
+    n_annotators, n_labels = len(coded.annotator_names), len(coded.label_names)
+    order = np.argsort(coded.items[rows] * n_annotators + coded.annotators[rows])
+    items, annotators, labels = (column[rows][order] for column in (coded.items, coded.annotators, coded.labels))
+    cells = []
+    for distance in range(1, n_annotators):
+        same = np.flatnonzero(items[distance:] == items[:-distance])
+        if not same.size:
+            break
+        a, b = annotators[same], annotators[same + distance]
+        cells.append(((a * n_annotators + b) * n_labels + labels[same]) * n_labels + labels[same + distance])
+    if not cells:
+        return []
+    pairs, within, counts = _cells(*np.divmod(np.concatenate(cells), n_labels * n_labels),
+                                   n_annotators * n_annotators, n_labels * n_labels)
+    out = []
+    starts = _starts(pairs)
+    for start, end in zip(starts, np.append(starts[1:], pairs.size)):
+        table = np.zeros(n_labels * n_labels, np.int64)
+        table[within[start:end]] = counts[start:end]
+        table = table.reshape(n_labels, n_labels)
+        used = np.flatnonzero(table.sum(axis=0) + table.sum(axis=1))
+        a, b = divmod(int(pairs[start]), n_annotators)
+        out.append((coded.annotator_names[a], coded.annotator_names[b], table[np.ix_(used, used)],
+                    coded.label_names.gather(used)))
+    return out
 
 
-def _chance_agreement(rows: pl.DataFrame, keys: list[str], first: str, second: str) -> pl.DataFrame:
-    """Per group, Σ over labels of P(first = l) · P(second = l): Cohen's chance agreement. Groups whose two
-    sides share no label have no row (chance 0)."""
-    shares_first = rows.group_by(*keys, first).len("count_first").rename({first: "value"})
-    shares_second = rows.group_by(*keys, second).len("count_second").rename({second: "value"})
-    totals = rows.group_by(keys).len("total")
-    return (
-        shares_first.join(shares_second, on=[*keys, "value"])
-        .join(totals, on=keys)
-        .group_by(keys)
-        .agg((pl.col("count_first") * pl.col("count_second") / pl.col("total") ** 2).sum().alias("chance"))
-    )
+def _cells(groups: np.ndarray, codes: np.ndarray, n_groups: int, n_codes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (group, code) pairs that occur and how often, sorted by group then code: a bincount when the
+    groups × codes table is small enough, else a sort of the pair keys."""
+    keys = groups * n_codes + codes
+    if n_groups * n_codes <= DENSE_CELLS:
+        counts = np.bincount(keys, minlength=n_groups * n_codes)
+        keys = np.flatnonzero(counts)
+        counts = counts[keys]
+    else:
+        keys, counts = np.unique(keys, return_counts=True)
+    groups, codes = np.divmod(keys, n_codes)
+    return groups, codes, counts
+
+
+def _starts(sorted_groups: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in a sorted array."""
+    return np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]) if sorted_groups.size else sorted_groups
+
+
+def _chance_agreement(groups: np.ndarray, first: np.ndarray, second: np.ndarray, n_groups: int, n_codes: int) -> np.ndarray:
+    """Per group, Σ over labels of count(first = l) · count(second = l): Cohen's chance agreement times the
+    group's count squared."""
+    first_groups, first_codes, first_counts = _cells(groups, first, n_groups, n_codes)
+    second_groups, second_codes, second_counts = _cells(groups, second, n_groups, n_codes)
+    _, in_first, in_second = np.intersect1d(first_groups * n_codes + first_codes, second_groups * n_codes + second_codes,
+                                            assume_unique=True, return_indices=True)
+    products = first_counts[in_first] * second_counts[in_second]
+    return np.bincount(first_groups[in_first], weights=products, minlength=n_groups)
 
 
 def _kappa(observed: str) -> pl.Expr:
