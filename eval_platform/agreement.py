@@ -37,7 +37,14 @@ import polars as pl
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes import MODES, NUMERIC_MODES
 from eval_platform.schemas import conform
-from eval_platform.stats.annotators import annotator_agreement, clear_majority, majority_labels
+from eval_platform.stats.annotators import (
+    CodedAnnotations,
+    annotator_agreement_coded,
+    annotator_pair_tables,
+    clear_majority,
+    majority_labels,
+    majority_labels_coded,
+)
 from eval_platform.stats.judge_agreement import (
     label_agreement,
     label_agreement_table,
@@ -51,15 +58,14 @@ from eval_platform.stats.judge_agreement import (
 )
 from eval_platform.stats._labels import encode
 from eval_platform.stats.kappa import (
-    category_counts,
+    category_counts_coded,
     cohen_kappa,
     cohen_kappa_table,
-    contingency_table,
     fleiss_kappa,
     randolph_kappa,
 )
 from eval_platform.stats.ranking import BradleyTerry, bradley_terry
-from eval_platform.stats.reliability import krippendorff_alphas_long
+from eval_platform.stats.reliability import krippendorff_alphas_coded
 from eval_platform.stats.results import interpret_alpha, interpret_kappa
 
 AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
@@ -126,46 +132,46 @@ def _task_key(annotations: pl.DataFrame) -> list[tuple[str, str, str]]:
 def inter_annotator(annotations: pl.DataFrame, rows: _Rows, categories: dict | None = None, cache: dict | None = None) -> None:
     """`categories`: (task, criterion) -> the labels declared for a classification (tasks.yaml). Randolph's
     kappa takes chance agreement as 1 / number of categories the annotators could choose, so a declared label
-    nobody used still counts. `cache` (see `human_reference`) keeps each task's majority labels."""
+    nobody used still counts. `cache` (see `human_reference`) keeps each task's majority labels.
+
+    Each task's items, annotators and labels (and a rating's values) are coded to integers once, and every
+    statistic below is computed from those codes."""
     for task, criterion, schema in _task_key(annotations):
         part = annotations.filter((pl.col("task") == task) & (pl.col("criterion") == criterion))
         base = {"section": "inter_annotator", "task": task, "criterion": criterion, "period": "all"}
         ordered = schema in ORDERED_SCHEMAS
-        value_col = "value" if ordered or part["value"].null_count() < part.height else "label"
-        units, coders, values = part["item_id"], part["annotator"], part[value_col]
+        labelled = CodedAnnotations.of_frame(part)
+        # ratings and ranks are compared on their numeric value, classifications on their label
+        valued = labelled.relabelled(part["value"]) if ordered else labelled
         levels = ("nominal", "ordinal", "interval", "ratio") if ordered else ("nominal",)
-        alphas = krippendorff_alphas_long(units, coders, values if ordered else part["label"], list(levels))
+        values = valued.label_names.to_numpy()
+        alphas = krippendorff_alphas_coded(valued.items, valued.annotators, valued.labels, values, list(levels))
         for alpha in alphas:  # one coincidence matrix for every level
             rows.add(alpha.statistic, alpha.value, alpha.n, note=alpha.note, subject="annotators",
                      reference="annotators", **base)
         declared = None if ordered else (categories or {}).get((task, criterion))
-        counts = category_counts(units, part["label"] if not ordered else values, declared)
+        counts = category_counts_coded(valued.items, valued.labels, values, declared)
         for kappa in (fleiss_kappa(counts), randolph_kappa(counts)):
             rows.add(kappa.statistic, kappa.value, kappa.n, note=kappa.note, subject="annotators",
                      reference="annotators", **base)
-        majority = majority_labels(part)
+        majority = majority_labels_coded(labelled)
         if cache is not None and task is not None and criterion is not None:
             cache["majority", task, criterion] = majority
         label_counts = dict(majority.group_by("label").len().sort("label").iter_rows())
         rows.add("items_with_majority", float(majority["label"].is_not_null().sum()), majority.height,
                  subject="annotators", reference="annotators",
                  details=json.dumps({"majority_label_counts": {str(k): v for k, v in label_counts.items()}}), **base)
-        _annotator_pairs(part, ordered, value_col, rows, base)
-        for row in annotator_agreement(part).iter_rows(named=True):
+        _annotator_pairs(valued, ordered, rows, base)
+        for row in annotator_agreement_coded(labelled).iter_rows(named=True):
             fields = {**base, "section": "annotator", "subject": row["annotator"], "reference": "others_majority"}
             rows.add("agreement_with_majority", row["agreement_with_majority"], row["n"], **fields)
             rows.add("quality_kappa", row["quality_kappa"], row["n"], **fields)
 
 
-def _annotator_pairs(part: pl.DataFrame, ordered: bool, value_col: str, rows: _Rows, base: dict) -> None:
+def _annotator_pairs(coded: CodedAnnotations, ordered: bool, rows: _Rows, base: dict) -> None:
     """Cohen's kappa for every pair of annotators sharing at least one item (over the items they share)."""
-    labelled = part.unique(["item_id", "annotator"], keep="first").select(
-        "item_id", "annotator", pl.col(value_col if ordered else "label").alias("v")
-    ).drop_nulls("v")
-    pairs = labelled.join(labelled, on="item_id", suffix="_b").filter(pl.col("annotator") < pl.col("annotator_b"))
     weightings = (None, "linear", "quadratic") if ordered else (None,)
-    for (a, b), shared in sorted(pairs.group_by("annotator", "annotator_b"), key=lambda group: group[0]):
-        table = contingency_table(shared["v"], shared["v_b"])[0]  # once for the three weightings
+    for a, b, table, _ in annotator_pair_tables(coded):  # one table for the three weightings
         for weights in weightings:
             kappa = cohen_kappa_table(table, weights=weights)
             name = "cohen_kappa" if weights is None else f"cohen_kappa_{weights}"

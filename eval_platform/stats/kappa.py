@@ -130,6 +130,12 @@ def category_counts(subjects, labels, categories=None) -> np.ndarray:
     """
     [subject_codes], _ = encode(subjects)
     [label_codes], seen = encode(labels)
+    return category_counts_coded(subject_codes, label_codes, seen, categories)
+
+
+def category_counts_coded(subject_codes: np.ndarray, label_codes: np.ndarray, seen: np.ndarray, categories=None) -> np.ndarray:
+    """`category_counts` from integer codes (-1 = missing): subjects 0..max (one row each), labels indexing
+    `seen`, the sorted distinct labels (as `stats._labels.encode` gives them)."""
     if categories is not None:
         position = {value: i for i, value in enumerate(categories)}
         label_codes = np.array([position.get(value, -1) for value in seen.tolist()] + [-1])[label_codes]
