@@ -122,7 +122,7 @@ class _Rows:
 
 
 def _task_key(annotations: pl.DataFrame) -> list[tuple[str, str, str]]:
-    keys = annotations.select("task", "criterion", "schema").unique().sort("task", "criterion")
+    keys = annotations.lazy().select("task", "criterion", "schema").unique().sort("task", "criterion").collect()
     return [tuple(row) for row in keys.iter_rows()]
 
 

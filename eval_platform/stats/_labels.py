@@ -6,6 +6,9 @@ import numpy as np
 import polars as pl
 
 
+BOUNDED_KEYS = 4_000_000  # keys up to which `first_occurrences` counts them in an array (8 bytes each)
+
+
 def as_series(values) -> pl.Series:
     """A polars Series with NaN turned into null, so missing has one spelling."""
     if not isinstance(values, pl.Series):
@@ -37,8 +40,12 @@ def encode_series(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return positions.cast(pl.Int64).fill_null(-1).to_numpy(), categories
 
 
-def first_occurrences(keys: np.ndarray) -> np.ndarray:
-    """True at the first row of each distinct key (a hash pass; `np.unique` would sort)."""
+def first_occurrences(keys: np.ndarray, bound: int | None = None) -> np.ndarray:
+    """True at the first row of each distinct key. With `bound` (every key is in 0..bound-1, a few million at
+    most), a bincount first tells whether any key repeats, the common case being none; else a hash pass
+    (`np.unique` would sort)."""
+    if bound is not None and bound <= BOUNDED_KEYS and (keys.size == 0 or np.bincount(keys, minlength=bound).max() <= 1):
+        return np.ones(keys.size, dtype=bool)
     return pl.Series(keys).is_first_distinct().to_numpy()
 
 

@@ -11,6 +11,7 @@ label counts when the first had none). Majority labels count every row, as votes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -51,11 +52,13 @@ class CodedAnnotations:
         codes, names = encode_series(as_series(labels))
         return CodedAnnotations(self.items, self.annotators, codes, self.item_names, self.annotator_names, names)
 
+    @cached_property
     def one_label_per_annotator(self) -> np.ndarray:
         """Row positions with an item, annotator and label, the first of each (item, annotator)."""
         rows = np.flatnonzero((self.items >= 0) & (self.annotators >= 0) & (self.labels >= 0))
-        keys = self.items[rows] * max(len(self.annotator_names), 1) + self.annotators[rows]
-        return rows[first_occurrences(keys)]
+        n_annotators = max(len(self.annotator_names), 1)
+        keys = self.items[rows] * n_annotators + self.annotators[rows]
+        return rows[first_occurrences(keys, bound=len(self.item_names) * n_annotators)]
 
 
 def majority_labels(annotations: pl.DataFrame, item: str = "item_id", label: str = "label") -> pl.DataFrame:
@@ -132,7 +135,7 @@ def annotator_agreement_coded(coded: CodedAnnotations, annotator: str = "annotat
     the first two `l1`, `l1b`) and the most on any other label `m2` (on `t2` labels) decide it. An annotator
     whose label has fewer than `m1` votes sees `t1` labels on top; one of two labels on top sees the other;
     the only label on top keeps it (m1 − 1 > m2) or ties with the `t2` below (m1 − 1 = m2)."""
-    rows = coded.one_label_per_annotator()
+    rows = coded.one_label_per_annotator
     items, annotators, labels = coded.items[rows], coded.annotators[rows], coded.labels[rows]
     n_items, n_annotators, n_labels = len(coded.item_names), len(coded.annotator_names), len(coded.label_names)
     cell_items, cell_labels, counts = _cells(items, labels, n_items, n_labels)
@@ -209,7 +212,7 @@ def annotator_pair_tables(coded: CodedAnnotations) -> list[tuple[object, object,
 
     One sort of the (item, annotator) keys lines each item's annotators up; the k-th neighbours in that order
     are the pairs k apart, and one bincount over (pair, label of a, label of b) counts every table at once."""
-    rows = coded.one_label_per_annotator()
+    rows = coded.one_label_per_annotator
     n_annotators, n_labels = len(coded.annotator_names), len(coded.label_names)
     order = np.argsort(coded.items[rows] * n_annotators + coded.annotators[rows])
     items, annotators, labels = (column[rows][order] for column in (coded.items, coded.annotators, coded.labels))

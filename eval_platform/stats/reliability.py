@@ -76,7 +76,8 @@ def krippendorff_alphas_coded(
             raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     coded = (unit_codes >= 0) & (coder_codes >= 0) & (value_codes >= 0)
     units, coders, values = unit_codes[coded], coder_codes[coded], value_codes[coded]
-    first = first_occurrences(units * (int(coders.max(initial=0)) + 1) + coders)
+    n_coders = int(coders.max(initial=0)) + 1
+    first = first_occurrences(units * n_coders + coders, bound=(int(units.max(initial=0)) + 1) * n_coders)
     results = _alphas(units[first], values[first], categories, levels)
     dropped = units.size - int(first.sum())
     if dropped:
