@@ -132,38 +132,35 @@ def annotator_agreement_coded(coded: CodedAnnotations, annotator: str = "annotat
     """`annotator_agreement` from coded annotations.
 
     The others' majority needs no per-row pass over labels: per item, the most votes `m1` (on `t1` labels,
-    the first two `l1`, `l1b`) and the most on any other label `m2` (on `t2` labels) decide it. An annotator
-    whose label has fewer than `m1` votes sees `t1` labels on top; one of two labels on top sees the other;
-    the only label on top keeps it (m1 − 1 > m2) or ties with the `t2` below (m1 − 1 = m2)."""
+    the first two `l1`, `l1b`) and the most on any label below that, `m2` (on `t2` labels), decide it. An
+    annotator whose label has fewer than `m1` votes sees `t1` labels on top; one of two or more labels on top
+    sees the others (one: it is their majority); the only label on top keeps it (m1 − 1 > m2) or ties with the
+    `t2` below it (m1 − 1 = m2). So it is computed once per (item, label), not once per annotation."""
     rows = coded.one_label_per_annotator
     items, annotators, labels = coded.items[rows], coded.annotators[rows], coded.labels[rows]
     n_items, n_annotators, n_labels = len(coded.item_names), len(coded.annotator_names), len(coded.label_names)
-    cell_items, cell_labels, counts = _cells(items, labels, n_items, n_labels)
-    own_votes = counts[np.searchsorted(cell_items * n_labels + cell_labels, items * n_labels + labels)]
-    # per item: cells by votes, most first
-    order = np.lexsort((cell_labels, -counts, cell_items))
-    cell_items, cell_labels, counts = cell_items[order], cell_labels[order], counts[order]
+    cell_keys, row_cells, counts = _cell_index(items * n_labels + labels, n_items * n_labels)
+    cell_items, cell_labels = np.divmod(cell_keys, n_labels)
+    # per item (cells come sorted by item): its cells ranked by votes, most first
     starts = _starts(cell_items)
     sizes = np.diff(np.append(starts, counts.size))
-    m1 = np.zeros(n_items, np.int64)
-    t1, l1, l1b, m2, t2, votes = (np.zeros(n_items, np.int64) for _ in range(6))
-    if counts.size:
-        present = cell_items[starts]
-        top = counts[starts]
-        on_top = counts == np.repeat(top, sizes)
-        tops = np.add.reduceat(on_top, starts)
-        below = np.minimum(starts + tops, counts.size - 1)
-        second = np.where(tops < sizes, counts[below], 0)
-        m1[present], t1[present], l1[present], votes[present] = top, tops, cell_labels[starts], np.add.reduceat(counts, starts)
-        l1b[present] = cell_labels[np.minimum(starts + 1, counts.size - 1)]
-        m2[present] = second
-        t2[present] = np.add.reduceat(counts == np.repeat(second, sizes), starts)
-    m1, t1, l1, l1b, m2, t2, votes = (a[items] for a in (m1, t1, l1, l1b, m2, t2, votes))
-    only_top = (own_votes == m1) & (t1 == 1)
-    labels_at_top = np.where(own_votes < m1, t1, np.where(t1 >= 2, t1 - 1, np.where(m1 - 1 > m2, 1, 1 + t2)))
-    majority = np.where(own_votes < m1, l1, np.where(only_top, labels, np.where(l1 == labels, l1b, l1)))
-    shared = votes > 1  # another annotator labelled the item
-    unique = shared & (labels_at_top == 1)
+    last = max(counts.size - 1, 0)
+    ranked = np.lexsort((cell_labels, -counts, cell_items))
+    ranked_counts, ranked_labels = counts[ranked], cell_labels[ranked]
+    m1, l1 = ranked_counts[starts], ranked_labels[starts]
+    t1 = np.add.reduceat(ranked_counts == np.repeat(m1, sizes), starts) if counts.size else m1
+    l1b = ranked_labels[np.minimum(starts + 1, last)]
+    m2 = np.where(t1 < sizes, ranked_counts[np.minimum(starts + t1, last)], 0)
+    t2 = np.add.reduceat(ranked_counts == np.repeat(m2, sizes), starts) if counts.size else m2
+    votes = np.add.reduceat(counts, starts) if counts.size else counts
+    # per (item, label) cell: what an annotator who gave that label sees among the others
+    m1, t1, l1, l1b, m2, t2, votes = (np.repeat(a, sizes) for a in (m1, t1, l1, l1b, m2, t2, votes))
+    below_top = counts < m1
+    labels_at_top = np.where(below_top, t1, np.where(t1 >= 2, t1 - 1, np.where(m1 - 1 > m2, 1, 1 + t2)))
+    majority = np.where(below_top, l1, np.where(t1 == 1, cell_labels, np.where(l1 == cell_labels, l1b, l1)))
+    shared = (votes > 1)[row_cells]  # another annotator labelled the item
+    unique = shared & (labels_at_top == 1)[row_cells]
+    majority = majority[row_cells]
 
     items_shared = np.bincount(annotators[shared], minlength=n_annotators)
     n = np.bincount(annotators[unique], minlength=n_annotators)
@@ -252,6 +249,15 @@ def _cells(groups: np.ndarray, codes: np.ndarray, n_groups: int, n_codes: int) -
         keys, counts = np.unique(keys, return_counts=True)
     groups, codes = np.divmod(keys, n_codes)
     return groups, codes, counts
+
+
+def _cell_index(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct keys (sorted), each row's position among them, and their counts."""
+    if n_keys <= DENSE_CELLS:
+        counts = np.bincount(keys, minlength=n_keys)
+        present = counts > 0
+        return np.flatnonzero(present), (np.cumsum(present) - 1)[keys], counts[present]
+    return np.unique(keys, return_inverse=True, return_counts=True)
 
 
 def _starts(sorted_groups: np.ndarray) -> np.ndarray:
