@@ -5,7 +5,9 @@
 Writes a seeded synthetic data root (see `synthetic_warehouse`) into a temporary directory, never the checkout,
 then runs each computation in a fresh interpreter: the `agreement` asset's body, the `experiment_results`
 asset's body, the two cost rollups, and the statistics the peers also compute (Krippendorff's alpha,
-Fleiss' and Cohen's kappa, Welch's t-test), ours and the peer's in separate processes. Each reports the wall
+Fleiss' and Cohen's kappa, Welch's t-test), ours and the peer's in separate processes. Krippendorff's alpha is
+compared twice: from the long table of annotations (ours as the asset calls it; the peer's pivot to its coders ×
+units matrix timed with it) and from a ready matrix (the same one, built before timing, given to both). Each reports the wall
 time of the computation alone (imports and input preparation are not timed) and the process's peak RSS, and
 every peer row the largest absolute difference between our values and the peer's. The peers are the test
 extras (krippendorff, statsmodels, scipy). `--keep` keeps the data root, `--root DIR` reuses it, `--only`
@@ -109,20 +111,42 @@ def _tasks(root: Path, level: str = "nominal") -> dict[str, tuple[pl.DataFrame, 
 
 
 def alpha_ours(root: Path, level: str):
+    """From the long table (one row per item, annotator and value), as the agreement asset has its annotations."""
     from eval_platform.stats.reliability import krippendorff_alpha_long
 
     tasks = _tasks(root, level).values()
     return lambda: [krippendorff_alpha_long(p["item_id"], p["annotator"], p[column], level).value for p, column in tasks]
 
 
+def _matrix(part: pl.DataFrame, column: str) -> np.ndarray:
+    """Coders × units, NaN where not rated; labels as codes: the `krippendorff` package's input."""
+    codes = part.with_columns(pl.col(column).rank("dense").cast(pl.Float64) if column == "label" else pl.col(column))
+    wide = codes.pivot(on="annotator", index="item_id", values=column, aggregate_function="first")
+    return wide.drop("item_id").to_numpy().T.astype(float)
+
+
 def alpha_peer(root: Path, level: str):
+    """From the same long table: the matrix the package needs (pivot, labels coded) is built in the timed part,
+    as ours dedupes and codes the long table in it."""
     import krippendorff
 
-    matrices = []
-    for part, column in _tasks(root, level).values():  # coders × units, NaN where not rated; labels as codes
-        codes = part.with_columns(pl.col(column).rank("dense").cast(pl.Float64) if column == "label" else pl.col(column))
-        wide = codes.pivot(on="annotator", index="item_id", values=column, aggregate_function="first")
-        matrices.append(wide.drop("item_id").to_numpy().T.astype(float))
+    tasks = _tasks(root, level).values()
+    return lambda: [krippendorff.alpha(reliability_data=_matrix(p, column), level_of_measurement=level)
+                    for p, column in tasks]
+
+
+def alpha_matrix_ours(root: Path, level: str):
+    """From a ready coders × units matrix, the same one the peer gets (built before timing)."""
+    from eval_platform.stats.reliability import krippendorff_alpha
+
+    matrices = [_matrix(part, column) for part, column in _tasks(root, level).values()]
+    return lambda: [krippendorff_alpha(m, level).value for m in matrices]
+
+
+def alpha_matrix_peer(root: Path, level: str):
+    import krippendorff
+
+    matrices = [_matrix(part, column) for part, column in _tasks(root, level).values()]
     return lambda: [krippendorff.alpha(reliability_data=m, level_of_measurement=level) for m in matrices]
 
 
@@ -226,10 +250,16 @@ COMPUTATIONS = {
     "agreement": ("agreement asset (read + compute + write)", agreement, None, None),
     "experiments": ("experiment_results asset (read + analyze + write)", experiments, None, None),
     "costs": ("judge_cost_daily + judge_cost_monthly", costs, None, None),
-    "alpha_nominal": ("Krippendorff's alpha, nominal, 4 tasks", lambda r: alpha_ours(r, "nominal"),
+    "alpha_nominal": ("Krippendorff's alpha, nominal, 4 tasks, from the long table", lambda r: alpha_ours(r, "nominal"),
                       lambda r: alpha_peer(r, "nominal"), "krippendorff.alpha"),
-    "alpha_interval": ("Krippendorff's alpha, interval, rating task", lambda r: alpha_ours(r, "interval"),
+    "alpha_interval": ("Krippendorff's alpha, interval, rating task, from the long table", lambda r: alpha_ours(r, "interval"),
                        lambda r: alpha_peer(r, "interval"), "krippendorff.alpha"),
+    "alpha_nominal_matrix": ("Krippendorff's alpha, nominal, 4 tasks, from a ready matrix",
+                             lambda r: alpha_matrix_ours(r, "nominal"), lambda r: alpha_matrix_peer(r, "nominal"),
+                             "krippendorff.alpha"),
+    "alpha_interval_matrix": ("Krippendorff's alpha, interval, rating task, from a ready matrix",
+                              lambda r: alpha_matrix_ours(r, "interval"), lambda r: alpha_matrix_peer(r, "interval"),
+                              "krippendorff.alpha"),
     "fleiss": ("Fleiss' kappa, 4 tasks (fully rated items)", fleiss_ours, fleiss_peer,
                "statsmodels fleiss_kappa + aggregate_raters"),
     "cohen": ("Cohen's kappa, 180 annotator pairs, 270 kappas", cohen_ours, cohen_peer,
@@ -278,8 +308,8 @@ def _measure(name: str, side: str, root: Path, repeat: int) -> dict:
     }
 
 
-def _cell(seconds: float | None, peak_mb: float | None) -> str:
-    return "" if seconds is None else f"{seconds:.2f} s, {peak_mb:,.0f} MB"
+def _cell(measured: dict) -> str:
+    return f"{measured['seconds']:.2f} s ({measured['cpu_s']:.2f} s CPU), {measured['peak_rss_mb']:,.0f} MB"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                 difference = float(np.max(np.abs(ours_values - peer_values)))
             report = {"name": name, "ours": ours, "peer": theirs, "max_abs_difference": difference}
             print(json.dumps(report), flush=True)
-            compared = f"{_cell(theirs['seconds'], theirs['peak_rss_mb'])} | {difference:.1e}" if theirs else "— | —"
-            lines.append(f"| {what} | {_cell(ours['seconds'], ours['peak_rss_mb'])} | {peer_name or '—'} | {compared} |")
+            compared = f"{_cell(theirs)} | {difference:.1e}" if theirs else "— | —"
+            lines.append(f"| {what} | {_cell(ours)} | {peer_name or '—'} | {compared} |")
         print("\n".join(lines))
     finally:
         if args.keep:

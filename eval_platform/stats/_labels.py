@@ -40,6 +40,30 @@ def encode_series(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return positions.cast(pl.Int64).fill_null(-1).to_numpy(), categories
 
 
+def group_codes(values) -> tuple[np.ndarray, pl.Series]:
+    """Codes 0..k-1 for the distinct values in order of first appearance (-1 = missing), and those values: for
+    grouping (units, subjects, items) where the order of the codes does not matter.
+
+    Texts are grouped by their 64-bit hash, about twice as fast as by the texts themselves, then every row is
+    checked against the first text of its hash; should two texts share a hash, they are coded exactly instead."""
+    values = as_series(values)
+    if values.dtype != pl.String:
+        return encode_series(values)
+    hashes = values.hash()
+    firsts = np.flatnonzero(hashes.is_first_distinct().to_numpy())
+    numbered = hashes.gather(firsts).to_frame("h").with_row_index("code")
+    codes = hashes.to_frame("h").join(numbered, on="h", how="left", maintain_order="left")["code"].to_numpy()
+    distinct = values.gather(firsts)
+    if not values.eq_missing(distinct.gather(codes)).all():
+        return encode_series(values)
+    codes = codes.astype(np.int64)
+    if distinct.null_count():  # the missing value's code goes, and the codes after it move down one
+        missing = int(np.flatnonzero(distinct.is_null().to_numpy())[0])
+        codes = np.where(codes == missing, -1, codes - (codes > missing))
+        distinct = distinct.drop_nulls()
+    return codes, distinct
+
+
 def first_occurrences(keys: np.ndarray, bound: int | None = None) -> np.ndarray:
     """True at the first row of each distinct key. With `bound` (every key is in 0..bound-1, a few million at
     most), a bincount first tells whether any key repeats, the common case being none; else a hash pass

@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from eval_platform.stats._labels import as_series, encode_series, first_occurrences
+from eval_platform.stats._labels import as_series, encode_series, first_occurrences, group_codes
 
 CONSENSUS_TOLERANCE = 1e-9  # so that 2 of 3 votes passes a threshold written as 2/3
 # Groups × codes cells up to which counts come from a bincount (8 bytes a cell) rather than a sort.
@@ -26,7 +26,8 @@ DENSE_CELLS = 4_000_000
 @dataclass(frozen=True)
 class CodedAnnotations:
     """One task's annotations as integer codes (-1 = missing) of equal length: items, annotators and labels,
-    each code indexing the sorted distinct values in `item_names`, `annotator_names`, `label_names`."""
+    each code indexing the distinct values in `item_names` (in order of first appearance), `annotator_names`
+    and `label_names` (both sorted)."""
 
     items: np.ndarray
     annotators: np.ndarray
@@ -38,8 +39,9 @@ class CodedAnnotations:
     @classmethod
     def of(cls, items, annotators, labels) -> CodedAnnotations:
         """Codes for three aligned columns (Series, arrays or lists; None and NaN missing)."""
-        (item_codes, item_names), (annotator_codes, annotator_names), (label_codes, label_names) = (
-            encode_series(as_series(column)) for column in (items, annotators, labels)
+        item_codes, item_names = group_codes(items)
+        (annotator_codes, annotator_names), (label_codes, label_names) = (
+            encode_series(as_series(column)) for column in (annotators, labels)
         )
         return cls(item_codes, annotator_codes, label_codes, item_names, annotator_names, label_names)
 
@@ -64,7 +66,7 @@ class CodedAnnotations:
 def majority_labels(annotations: pl.DataFrame, item: str = "item_id", label: str = "label") -> pl.DataFrame:
     """One row per item: `label` (the most voted label; null when two or more labels tie for the most votes),
     `votes`, `top_votes` and `consensus` = top_votes / votes. Sorted by item (a null item first)."""
-    (items, item_names), (labels, label_names) = (encode_series(as_series(annotations[c])) for c in (item, label))
+    (items, item_names), (labels, label_names) = group_codes(annotations[item]), encode_series(as_series(annotations[label]))
     no_annotators = np.full(items.size, -1)
     coded = CodedAnnotations(items, no_annotators, labels, item_names, pl.Series([], dtype=pl.String), label_names)
     return majority_labels_coded(coded, item, label)
@@ -90,7 +92,7 @@ def majority_labels_coded(coded: CodedAnnotations, item: str = "item_id", label:
     }).with_columns(
         pl.when(pl.col("unique")).then(pl.col(label)).alias(label),
         (pl.col("top_votes") / pl.col("votes")).alias("consensus"),
-    ).drop("unique")
+    ).drop("unique").sort(item)
 
 
 def ground_truth(
@@ -145,7 +147,9 @@ def annotator_agreement_coded(coded: CodedAnnotations, annotator: str = "annotat
     starts = _starts(cell_items)
     sizes = np.diff(np.append(starts, counts.size))
     last = max(counts.size - 1, 0)
-    ranked = np.lexsort((cell_labels, -counts, cell_items))
+    most = int(counts.max(initial=0))
+    # a stable sort of nearly sorted keys (the cells are in item, label order): fast, and ties stay in label order
+    ranked = np.argsort(cell_items * (most + 1) + (most - counts), kind="stable")
     ranked_counts, ranked_labels = counts[ranked], cell_labels[ranked]
     m1, l1 = ranked_counts[starts], ranked_labels[starts]
     t1 = np.add.reduceat(ranked_counts == np.repeat(m1, sizes), starts) if counts.size else m1
@@ -169,7 +173,7 @@ def annotator_agreement_coded(coded: CodedAnnotations, annotator: str = "annotat
     with np.errstate(divide="ignore", invalid="ignore"):
         agreement = np.where(n > 0, agreeing / np.maximum(n, 1), np.nan)
         chance = chance / n.astype(float) ** 2
-    seen = np.unique(annotators)
+    seen = np.flatnonzero(np.bincount(annotators, minlength=n_annotators))
     return pl.DataFrame({
         annotator: coded.annotator_names.gather(seen),
         "items_shared": pl.Series(items_shared[seen], dtype=pl.UInt32),

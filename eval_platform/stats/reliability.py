@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 from eval_platform.lazy_modules import lazy
 
-from eval_platform.stats._labels import encode, first_occurrences
+from eval_platform.stats._labels import encode, first_occurrences, group_codes
 from eval_platform.stats.results import Agreement, interpret_alpha, undefined
 
 sparse = lazy("scipy.sparse")
@@ -58,8 +58,7 @@ def krippendorff_alpha_long(units, coders, values, level: Level = "nominal") -> 
 def krippendorff_alphas_long(units, coders, values, levels: list[Level]) -> list[Agreement]:
     """`krippendorff_alpha_long` at several levels of measurement: the values are read and their coincidence
     matrix built once, since only the distance function differs between levels."""
-    [unit_codes], _ = encode(units)
-    [coder_codes], _ = encode(coders)
+    (unit_codes, _), (coder_codes, _) = group_codes(units), group_codes(coders)
     [value_codes], categories = encode(values)
     return krippendorff_alphas_coded(unit_codes, coder_codes, value_codes, categories, levels)
 
