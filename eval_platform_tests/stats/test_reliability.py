@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from eval_platform.stats.reliability import LEVELS, krippendorff_alpha, krippendorff_alpha_long, krippendorff_alphas_long
+from eval_platform.stats.reliability import (
+    DENSE_CELLS,
+    LEVELS,
+    krippendorff_alpha,
+    krippendorff_alpha_long,
+    krippendorff_alphas_coded,
+    krippendorff_alphas_long,
+)
 
 
 def _random_matrix(seed: int) -> np.ndarray:
@@ -140,3 +147,64 @@ def test_several_levels_of_undefined_alpha_keep_their_reason():
     assert all("no variation" in r.note for r in same)
     with pytest.raises(ValueError, match="interval alpha needs numeric values"):
         krippendorff_alphas_long([1, 1], ["a", "b"], ["x", "y"], ["nominal", "interval"])
+
+
+# --------------------------------------------------------------------------- dense and sparse coincidences, coded input
+
+
+def _alpha_by_definition(matrix: np.ndarray, level: str) -> float:
+    """1 − D_o / D_e straight from Krippendorff's pairwise definition (interval or nominal): every ordered pair of
+    values within a unit, weighted 1 / (m_u − 1), against every ordered pair of pairable values."""
+    delta = (lambda a, b: (a - b) ** 2) if level == "interval" else (lambda a, b: (a != b).astype(float))
+    observed, pooled = 0.0, []
+    for unit in matrix.T:
+        values = unit[~np.isnan(unit)]
+        if values.size >= 2:
+            observed += delta(values[:, None], values[None, :]).sum() / (values.size - 1)
+            pooled.append(values)
+    values = np.concatenate(pooled)
+    n = values.size
+    if level == "interval":
+        expected = 2 * n * (values**2).sum() - 2 * values.sum() ** 2
+    else:
+        expected = n**2 - (np.unique(values, return_counts=True)[1] ** 2).sum()
+    return 1 - (n - 1) * observed / expected
+
+
+def test_many_distinct_values_take_the_sparse_coincidences_and_follow_the_definition():
+    """Over DENSE_CELLS units × values the coincidence matrix comes from a sparse count table (the package would
+    need units × values² floats here, so the definition is the reference)."""
+    rng = np.random.default_rng(0)
+    truth = rng.normal(size=2_100)
+    matrix = np.round(truth + rng.normal(scale=0.3, size=(3, truth.size)), 3)
+    matrix[rng.random(matrix.shape) < 0.2] = np.nan
+    assert truth.size * np.unique(matrix[~np.isnan(matrix)]).size > DENSE_CELLS
+    for level in ("interval", "nominal"):
+        expected = _alpha_by_definition(matrix, level)
+        assert krippendorff_alpha(matrix, level).value == pytest.approx(expected, abs=1e-10)
+        assert krippendorff_alpha_long(*_long(matrix), level).value == pytest.approx(expected, abs=1e-10)
+
+
+def test_the_definition_agrees_with_the_package_on_few_values():
+    matrix = _random_matrix(4)
+    for level in ("interval", "nominal"):
+        expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement=level)
+        assert _alpha_by_definition(matrix, level) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [int, float, object])
+def test_a_matrix_of_any_type_gives_the_packages_nominal_alpha(dtype):
+    matrix = _random_matrix(11)
+    expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal")
+    typed = np.where(np.isnan(matrix), -1, matrix).astype(int) if dtype is int else matrix.astype(dtype)
+    if dtype is int:  # -1 is a value here, so code the missing cells of the package's matrix the same way
+        expected = krippendorff.alpha(reliability_data=typed.astype(float), level_of_measurement="nominal")
+    assert krippendorff_alpha(typed, "nominal").value == pytest.approx(expected, abs=1e-12)
+
+
+def test_text_units_and_coders_give_the_result_of_their_codes():
+    units, coders, values = _long(_random_matrix(9))
+    as_text = krippendorff_alphas_long([f"unit {u}" for u in units], [f"coder {c}" for c in coders], values, list(LEVELS))
+    as_codes = krippendorff_alphas_coded(units, coders, np.searchsorted(np.unique(values), values), np.unique(values), list(LEVELS))
+    assert [a.value for a in as_text] == pytest.approx([a.value for a in as_codes], abs=1e-12)
+    assert [a.n for a in as_text] == [a.n for a in as_codes]
