@@ -5,13 +5,13 @@
 Writes a seeded synthetic data root (see `synthetic_warehouse`) into a temporary directory, never the checkout,
 then runs each computation in a fresh interpreter: the `agreement` asset's body, the `experiment_results`
 asset's body, the two cost rollups, and the statistics the peers also compute (Krippendorff's alpha,
-Fleiss' and Cohen's kappa, Welch's t-test), ours and the peer's in separate processes. Krippendorff's alpha is
-compared twice: from the long table of annotations (ours as the asset calls it; the peer's pivot to its coders ×
-units matrix timed with it) and from a ready matrix (the same one, built before timing, given to both). Each reports the wall
-time of the computation alone (imports and input preparation are not timed) and the process's peak RSS, and
-every peer row the largest absolute difference between our values and the peer's. The peers are the test
-extras (krippendorff, statsmodels, scipy). `--keep` keeps the data root, `--root DIR` reuses it, `--only`
-runs some computations.
+Fleiss' and Cohen's kappa, Welch's t-test), ours and the peer's in separate processes. Krippendorff's alpha
+and Fleiss' kappa are compared twice: from the long table of annotations (ours as the asset calls it; the
+peer's pivot to the matrix it takes timed with it) and from a ready matrix (the peer's input, built before
+timing, given to both). Each reports the wall and CPU time of the computation alone (imports and input
+preparation are not timed) and the process's peak RSS, and every peer row the largest absolute difference
+between our values and the peer's. The peers are the test extras (krippendorff, statsmodels, scipy).
+`--keep` keeps the data root, `--root DIR` reuses it, `--only` runs some computations.
 """
 
 from __future__ import annotations
@@ -156,20 +156,40 @@ def _fully_rated(root: Path) -> list[pl.DataFrame]:
 
 
 def fleiss_ours(root: Path):
+    """From the long table, as the agreement asset calls it."""
     from eval_platform.stats.kappa import category_counts, fleiss_kappa
 
     parts = _fully_rated(root)
     return lambda: [fleiss_kappa(category_counts(p["item_id"], p["label"])).value for p in parts]
 
 
+def _raters(part: pl.DataFrame) -> np.ndarray:
+    """Items × raters of label codes, statsmodels' input (a rater's column is their position on the item)."""
+    return (part.with_columns(pl.col("label").rank("dense"), pl.col("annotator").rank("ordinal").over("item_id"))
+            .pivot(on="annotator", index="item_id", values="label").drop("item_id").to_numpy())
+
+
 def fleiss_peer(root: Path):
+    """From the same long table: its items × raters input built in the timed part, as ours codes the table in it."""
     from statsmodels.stats import inter_rater
 
-    wides = [  # items × raters of label codes, statsmodels' input
-        part.with_columns(pl.col("label").rank("dense"), pl.col("annotator").rank("ordinal").over("item_id"))
-        .pivot(on="annotator", index="item_id", values="label").drop("item_id").to_numpy()
-        for part in _fully_rated(root)
-    ]
+    parts = _fully_rated(root)
+    return lambda: [inter_rater.fleiss_kappa(inter_rater.aggregate_raters(_raters(p))[0]) for p in parts]
+
+
+def fleiss_matrix_ours(root: Path):
+    """From the items × raters matrix statsmodels takes (built before timing): its cells as (item, label) rows."""
+    from eval_platform.stats.kappa import category_counts, fleiss_kappa
+
+    wides = [_raters(part) for part in _fully_rated(root)]
+    return lambda: [fleiss_kappa(category_counts(np.repeat(np.arange(w.shape[0]), w.shape[1]), w.ravel())).value
+                    for w in wides]
+
+
+def fleiss_matrix_peer(root: Path):
+    from statsmodels.stats import inter_rater
+
+    wides = [_raters(part) for part in _fully_rated(root)]
     return lambda: [inter_rater.fleiss_kappa(inter_rater.aggregate_raters(w)[0]) for w in wides]
 
 
@@ -260,8 +280,10 @@ COMPUTATIONS = {
     "alpha_interval_matrix": ("Krippendorff's alpha, interval, rating task, from a ready matrix",
                               lambda r: alpha_matrix_ours(r, "interval"), lambda r: alpha_matrix_peer(r, "interval"),
                               "krippendorff.alpha"),
-    "fleiss": ("Fleiss' kappa, 4 tasks (fully rated items)", fleiss_ours, fleiss_peer,
+    "fleiss": ("Fleiss' kappa, 4 tasks (fully rated items), from the long table", fleiss_ours, fleiss_peer,
                "statsmodels fleiss_kappa + aggregate_raters"),
+    "fleiss_matrix": ("Fleiss' kappa, 4 tasks (fully rated items), from a ready items × raters matrix",
+                      fleiss_matrix_ours, fleiss_matrix_peer, "statsmodels fleiss_kappa + aggregate_raters"),
     "cohen": ("Cohen's kappa, 180 annotator pairs, 270 kappas", cohen_ours, cohen_peer,
               "statsmodels to_table + cohens_kappa"),
     "welch": ("Welch's t-test, 3 metrics × 2 treatments", welch_ours, welch_peer, "scipy.stats.ttest_ind"),
