@@ -26,7 +26,7 @@ from eval_platform.stats.experiments import welch_t_test
 from eval_platform.stats.judge_agreement import label_agreement, score_agreement
 from eval_platform.stats.kappa import category_counts, cohen_kappa, fleiss_kappa
 from eval_platform.stats.ranking import bradley_terry
-from eval_platform.stats.reliability import krippendorff_alpha_long
+from eval_platform.stats.reliability import krippendorff_alpha, krippendorff_alpha_long
 
 
 def _timed(run: Callable[[], object]) -> tuple[object, float]:
@@ -47,11 +47,18 @@ def _annotation_cases(n: int, rng: np.random.Generator):
     matrix.T.flat[np.flatnonzero(missing)] = np.nan
     kept = ~missing
     for level in ("nominal", "ordinal", "interval", "ratio"):
+        # The same input on both sides: the peer's coders × units matrix (NaN = not coded).
         yield (
-            f"Krippendorff alpha, {level} ({n:,} values)",
-            lambda level=level: krippendorff_alpha_long(unit[kept], coder[kept], value[kept], level).value,
+            f"Krippendorff alpha, {level}, from a matrix ({n:,} values)",
+            lambda level=level: krippendorff_alpha(matrix, level).value,
             lambda level=level: krippendorff.alpha(reliability_data=matrix, level_of_measurement=level),
         )
+    # Ours from the long table (the asset's input), against the peer given its ready matrix: ours does more.
+    yield (
+        f"Krippendorff alpha, interval, ours from the long table ({n:,} values)",
+        lambda: krippendorff_alpha_long(unit[kept], coder[kept], value[kept], "interval").value,
+        lambda: krippendorff.alpha(reliability_data=matrix, level_of_measurement="interval"),
+    )
     full = value.reshape(units, coders).astype(int)
     yield (
         f"Fleiss kappa ({n:,} ratings)",
