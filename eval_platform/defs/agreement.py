@@ -14,8 +14,8 @@ from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
 from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA, empty_frame
-from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition
+from eval_platform.schemas import empty_frame
+from eval_platform.storage.warehouse import PARTITION_FILE, partition_dir, read_partition, write_partition
 
 SCORE_COLUMNS = [
     "evaluator", "date", "trace_id", "trace_id_b", "model", "sample", "role", "is_final", "status",
@@ -23,12 +23,25 @@ SCORE_COLUMNS = [
 ]
 
 
-def scan_scores(root) -> pl.LazyFrame:
-    """The judge_scores columns agreement needs, from every partition, unread: `compute` reads one evaluator's
-    rows at a time (the filter reaches the Parquet reader), so the whole table is never in memory at once."""
-    if not has_files(root, "judge_scores"):
-        return empty_frame(JUDGE_SCORE_SCHEMA).select(SCORE_COLUMNS).lazy()
-    return pl.scan_parquet(table_glob(root, "judge_scores"), hive_partitioning=False).select(SCORE_COLUMNS)
+def scan_scores(root) -> dict[str, pl.LazyFrame]:
+    """The judge_scores columns agreement needs, unread, one scan per evaluator over its own partitions
+    (`evaluator=<name>/date=<day>`): `compute` reads one evaluator's rows at a time and opens only its files
+    (a filter on one scan of every file opens all of them, twice the time), so the whole table is never in
+    memory at once. An evaluator without partitions has no scan (no rows)."""
+    scans = {}
+    for name in evaluator_partitions(root):
+        files = partition_dir(root, "judge_scores", {"evaluator": name}) / "**" / PARTITION_FILE
+        scans[name] = pl.scan_parquet(str(files), hive_partitioning=False).select(SCORE_COLUMNS)
+    return scans
+
+
+def evaluator_partitions(root) -> list[str]:
+    """The evaluators with judge_scores partitions (a folder `evaluator=<name>` holding a partition file)."""
+    folder = partition_dir(root, "judge_scores", {})
+    if not folder.is_dir():
+        return []
+    names = (p.name.partition("=")[2] for p in folder.iterdir() if p.is_dir() and p.name.startswith("evaluator="))
+    return sorted(name for name in names if any(partition_dir(root, "judge_scores", {"evaluator": name}).rglob(PARTITION_FILE)))
 
 
 def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):

@@ -84,6 +84,20 @@ def label_agreement_table(table: np.ndarray, classes: tuple) -> LabelAgreement:
     )
 
 
+def label_table(first: pl.Series, second: pl.Series) -> tuple[np.ndarray, tuple]:
+    """`kappa.contingency_table` of two label columns taken as text (booleans as "false" / "true"), computed from
+    the count of each pair of labels (a group-by) instead of coding every row's text: the same table, in the
+    same category order (the sorted texts seen on either side), several times faster on millions of rows."""
+    seen = pl.concat([side.drop_nulls().unique().cast(pl.String) for side in (first, second)]).unique().sort()
+    position = {label: i for i, label in enumerate(seen.to_list())}
+    pairs = pl.DataFrame({"a": first, "b": second}).drop_nulls().group_by("a", "b").len()
+    pairs = pairs.with_columns(pl.col("a").cast(pl.String), pl.col("b").cast(pl.String))
+    table = np.zeros((len(position), len(position)), dtype=np.int64)
+    for a, b, count in pairs.iter_rows():
+        table[position[a], position[b]] += count
+    return table, tuple(position)
+
+
 @dataclass(frozen=True)
 class ScoreAgreement:
     """Judge scores against reference scores: rank and linear correlation, and mean absolute error."""
@@ -124,8 +138,29 @@ def _pearson(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def _average_ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks with ties averaged (scipy's rankdata), by polars: several times faster on millions of scores."""
-    return pl.Series(values).rank("average").to_numpy()
+    """Ranks with ties averaged (scipy's rankdata), exactly: from the count of each distinct value when there are
+    few (judge scores and mean ratings are on a scale), without sorting the n values; else by polars' rank."""
+    distinct = pl.Series(values).unique()
+    if distinct.len() > max(FEW_DISTINCT, values.size // 16):
+        return pl.Series(values).rank("average").to_numpy()
+    codes, counts = _value_codes(values, np.sort(distinct.to_numpy()))
+    return ranks_from_counts(counts)[codes]
+
+
+FEW_DISTINCT = 1024  # up to this many distinct values (or a sixteenth of the values), ranks come from counts
+
+
+def _value_codes(values: np.ndarray, sorted_distinct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's position among `sorted_distinct` (which holds every value), and each position's count."""
+    codes = np.searchsorted(sorted_distinct, values)
+    return codes, np.bincount(codes, minlength=sorted_distinct.size)
+
+
+def ranks_from_counts(counts: np.ndarray) -> np.ndarray:
+    """The average rank of each distinct value (in sorted order) from how many times each occurs: the values
+    ranked `last - count + 1` to `last` share their mean. Half-integers, exact in float64."""
+    last = np.cumsum(counts)
+    return last - (counts - 1) / 2.0
 
 
 @dataclass(frozen=True)
