@@ -57,6 +57,7 @@ from eval_platform.stats.judge_agreement import (
     position_counts,
     preference_labels,
     score_agreement,
+    score_agreement_table,
 )
 from eval_platform.stats._labels import encode
 from eval_platform.stats.kappa import (
@@ -293,6 +294,39 @@ class _DailyTables:
         return pairwise_agreement_counts(int(both.sum()), int(np.trace(both)), int(kept.sum()), int(np.trace(kept)))
 
 
+class _DailyScoreTables:
+    """Per day, the count of every (human value, judge value) pair of the rows with both, so that a window's
+    Spearman, Pearson and MAE come from the sum of its days' tables (`score_agreement_table`) instead of ranking
+    each of the 61 windows' rows. Only when both sides take few values (`fits`: ratings, scores on a scale);
+    otherwise the windows are ranked from their rows."""
+
+    MAX_CELLS = 1 << 16  # distinct human values × distinct judge values
+
+    def __init__(self, frame: pl.DataFrame):
+        sides = frame.select("date", *(pl.col(c).cast(pl.Float64).fill_nan(None) for c in ("human", "judge"))).drop_nulls(["human", "judge"])
+        human, judge = sides["human"].to_numpy(), sides["judge"].to_numpy()
+        self.human_values, self.judge_values = (np.sort(sides[c].unique().to_numpy()) for c in ("human", "judge"))
+        self.fits = self.human_values.size * self.judge_values.size <= self.MAX_CELLS
+        if not self.fits:
+            return
+        shape = (self.human_values.size, self.judge_values.size)
+        cell = np.searchsorted(self.human_values, human) * shape[1] + np.searchsorted(self.judge_values, judge)
+        [day_codes], days = encode(sides["date"])
+        dated = day_codes >= 0
+        size = shape[0] * shape[1]
+        self.total = np.bincount(cell, minlength=size).reshape(shape)  # every row, dated or not
+        per_day = np.bincount(day_codes[dated] * size + cell[dated], minlength=days.size * size)
+        self.days = dict(zip(days.tolist(), per_day.reshape(days.size, *shape)))
+
+    def window(self, start: str | None, end: str | None) -> np.ndarray:
+        if start is None:
+            return self.total
+        return sum((t for day, t in self.days.items() if start <= day <= end), np.zeros_like(self.total))
+
+    def agreement(self, start: str | None, end: str | None):
+        return score_agreement_table(self.window(start, end), self.human_values, self.judge_values)
+
+
 def _label_rows(labels, rows: _Rows, fields: dict) -> None:
     details = json.dumps({"labels": [str(v) for v in labels.labels], "confusion": labels.confusion})
     rows.add("accuracy", labels.accuracy, labels.n, note=labels.note, **fields)
@@ -353,7 +387,9 @@ def judge_vs_human(
         verdicts = final.select("trace_id", "date", pl.when(pl.col("status") == "COMPLETED").then(judge.str.to_lowercase()).alias("judge"))
         human = reference.select("item_id", "trace_id", pl.col("label").str.to_lowercase().alias("human"))
         frame = verdicts.join(human, on="trace_id").select("item_id", "date", "human", "judge")
-    by_date = _by_date(frame) if config.mode in NUMERIC_MODES else None
+    if config.mode in NUMERIC_MODES:  # from tables per day when the values are few, else from each window's rows
+        daily_scores = _DailyScoreTables(frame)
+        by_date = None if daily_scores.fits else _by_date(frame)
     if config.mode == "pairwise":  # label statistics from tables per day, under both conventions
         conventions = [("failed_excluded", _DailyTables(frame, frame["judge"])),
                        ("unusable_as_tie", _DailyTables(frame, frame["judge"].fill_null("tie")))]
@@ -367,8 +403,11 @@ def judge_vs_human(
                 labels = label_agreement_table(*daily.contingency(full, PAIRWISE_LABELS))
                 _pairwise_rows(labels, daily.pairwise(full), rows, {**fields, "convention": convention})
         elif config.mode in NUMERIC_MODES:
-            part = frame if start is None else _in_window(by_date, start, end)
-            result = score_agreement(part["human"], part["judge"])
+            if daily_scores.fits:
+                result = daily_scores.agreement(start, end)
+            else:
+                part = frame if start is None else _in_window(by_date, start, end)
+                result = score_agreement(part["human"], part["judge"])
             fields["convention"] = "failed_excluded"
             rows.add("spearman", result.spearman, result.n, note=result.note, **fields)
             rows.add("pearson", result.pearson, result.n, note=result.note, **fields)
@@ -446,15 +485,17 @@ def _keyed(rows: pl.LazyFrame, value: str, *extra: str) -> pl.LazyFrame:
     return rows.select(pl.struct(*SLOT).hash().alias("key"), *SLOT, pl.col(value).alias("v"), *extra)
 
 
+ROW_BITS = 32  # the low bits of a sorted key that carry row numbers (the same in every frame: keys must match)
+
+
 def _sorted_by_key(frame: pl.DataFrame) -> pl.DataFrame:
-    """A `_keyed` frame sorted by its key, with the key's low bits (as many as a row number needs) cleared, for
-    merge joins of sorted keys (a tenth of the time of a hash join). The row numbers ride in the cleared bits
-    through numpy's sort of the keys (several times faster than an argsort), which then gives the order of
-    the rows. Cleared bits make more slots share a key; `_join_slots` tells them apart."""
-    bits = max(1, (frame.height - 1).bit_length())
-    if bits > 32:
-        return frame.sort("key")
-    rows = np.uint64((1 << bits) - 1)
+    """A `_keyed` frame sorted by its key, with the key's low `ROW_BITS` bits cleared, for merge joins of sorted
+    keys (a tenth of the time of a hash join). The row numbers ride in the cleared bits through numpy's sort of
+    the keys (several times faster than an argsort), which then gives the order of the rows. Keys of 32 bits
+    make some slots share one (about a hundred in a million); `_join_slots` tells them apart."""
+    rows = np.uint64((1 << ROW_BITS) - 1)
+    if frame.height > rows:
+        raise ValueError(f"{frame.height} rows of one evaluator: more than 2**{ROW_BITS} cannot be sorted by key")
     packed = np.sort((frame["key"].to_numpy() & ~rows) | np.arange(frame.height, dtype=np.uint64))
     return frame.drop("key")[pl.Series(packed & rows)].with_columns(pl.Series("key", packed & ~rows).set_sorted())
 

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from eval_platform.agreement import (
+    _DailyScoreTables,
     _join_slots,
     _keyed,
     _Rows,
@@ -27,6 +28,7 @@ from eval_platform.stats.judge_agreement import (
     label_table,
     pairwise_agreement,
     score_agreement,
+    score_agreement_table,
 )
 from eval_platform.stats.kappa import cohen_kappa, contingency_table
 
@@ -83,3 +85,181 @@ def test_binary_and_categorical_judges_are_compared_with_the_human_majority_not_
     assert _statistic(rows, "correct", "accuracy") == (0.75, 4)  # wrong on t2 only
     assert _statistic(rows, "topic", "accuracy") == (0.5, 4)  # wrong on t2 and t3
     assert _statistic(rows, "topic", "cohen_kappa") == (0.0, 4)
+
+
+# ------------------------------------------------------------------------------------------ judge vs judge
+
+
+def _plain_judge_vs_judge(evaluators: dict[str, EvaluatorConfig], scores: pl.DataFrame) -> list[dict]:
+    """The definition: members pivoted wide on their model (first verdict of a slot), evaluators of a mode joined
+    on the two trace ids (nulls equal), statistics of the joined rows."""
+    slot = ["trace_id", "trace_id_b"]
+    out = []
+
+    def compare(mode, a, b, subject, reference):
+        if mode in ("score",):
+            r = score_agreement(a, b)
+            out.extend([(subject, reference, "spearman", r.spearman, r.n), (subject, reference, "pearson", r.pearson, r.n),
+                        (subject, reference, "mae", r.mae, r.n)])
+            return
+        kappa = cohen_kappa(a.cast(pl.String), b.cast(pl.String))
+        out.append((subject, reference, "cohen_kappa", kappa.value, kappa.n))
+        if mode == "pairwise":
+            s = pairwise_agreement(a, b)
+            out.extend([(subject, reference, "agreement_with_ties_s1", s.with_ties, s.n_with_ties),
+                        (subject, reference, "agreement_without_ties_s2", s.without_ties, s.n_without_ties)])
+
+    column = {"score": "score", "binary": "passed", "categorical": "label", "pairwise": "winner"}
+    completed = scores.filter(pl.col("status") == "COMPLETED")
+    for name, config in evaluators.items():
+        part = completed.filter((pl.col("evaluator") == name) & (pl.col("role") == "member") & (pl.col("sample") == 0))
+        if part.is_empty():
+            continue
+        values = "raw_score" if config.mode == "score" else column[config.mode]
+        wide = part.pivot(on="model", index=slot, values=values, aggregate_function="first")
+        for a, b in itertools.combinations(sorted(c for c in wide.columns if c not in slot), 2):
+            compare(config.mode, wide[a], wide[b], f"{name}:{a}", f"{name}:{b}")
+    final = completed.filter(pl.col("is_final"))
+    for (a, ca), (b, cb) in itertools.combinations(sorted(evaluators.items()), 2):
+        if ca.mode != cb.mode:
+            continue
+        left = final.filter(pl.col("evaluator") == a).select(*slot, pl.col(column[ca.mode]).alias("a"))
+        right = final.filter(pl.col("evaluator") == b).select(*slot, pl.col(column[ca.mode]).alias("b"))
+        both = left.join(right, on=slot, nulls_equal=True)
+        if both.height:
+            compare(ca.mode, both["a"], both["b"], a, b)
+    return out
+
+
+def _random_scores(rng: np.random.Generator) -> tuple[dict[str, EvaluatorConfig], pl.DataFrame]:
+    """Evaluators of four modes judging overlapping slots, with FAILED rows, missing verdicts, slots judged twice,
+    a consensus whose members vote twice on some slots, and pairs (trace_id_b) beside single traces."""
+    evaluators = {name: _evaluator(name, mode) for name, mode in [
+        ("s1", "score"), ("s2", "score"), ("s3", "score"), ("b1", "binary"), ("b2", "binary"),
+        ("c1", "categorical"), ("c2", "categorical"), ("p1", "pairwise"), ("p2", "pairwise")]}
+    traces = [f"tr-{i:04d}" for i in range(60)]
+    rows = []
+    for name, config in evaluators.items():
+        for _ in range(int(rng.integers(30, 70))):
+            at = int(rng.integers(0, 15 if config.mode == "pairwise" else len(traces)))
+            trace, b = traces[at], traces[at + 1] if config.mode == "pairwise" else None
+            status = "FAILED" if rng.random() < 0.1 else "COMPLETED"
+            value = {"score": {"score": float(rng.integers(1, 6)) if rng.random() > 0.05 else None},
+                     "binary": {"passed": bool(rng.random() < 0.6) if rng.random() > 0.05 else None},
+                     "categorical": {"label": ["billing", "shipping"][rng.integers(0, 2)]},
+                     "pairwise": {"winner": ["A", "B", "tie"][rng.integers(0, 3)]}}[config.mode]
+            rows.append({"evaluator": name, "trace_id": trace, "trace_id_b": b, "status": status, **value})
+            if name == "s1" and status == "COMPLETED":  # a consensus: three member models, sometimes twice, two samples
+                for model in ("m-a", "m-b", "m-c"):
+                    for sample in (0, 1):
+                        for _ in range(1 + (rng.random() < 0.2)):
+                            raw = float(rng.integers(1, 6)) if rng.random() > 0.1 else None
+                            rows.append({"evaluator": name, "trace_id": trace, "trace_id_b": None, "role": "member",
+                                         "is_final": False, "model": model, "sample": sample, "raw_score": raw,
+                                         "status": "COMPLETED" if rng.random() > 0.1 else "FAILED"})
+    frame = pl.concat([_scores(r["evaluator"], [r]) for r in rows])
+    return evaluators, frame
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_judge_vs_judge_equals_the_join_on_trace_ids(seed):
+    evaluators, scores = _random_scores(np.random.default_rng(seed))
+    rows = _Rows([])
+    judge_vs_judge(evaluators, scores.lazy(), rows)
+    ours = [(r["subject"], r["reference"], r["statistic"], r["value"], r["n"]) for r in rows.out]
+    plain = _plain_judge_vs_judge(evaluators, scores)
+    assert [row[:3] + row[4:] for row in ours] == [row[:3] + row[4:] for row in plain]  # same rows, same n
+    for (*_, value, _), (*_, expected, _) in zip(ours, plain):
+        assert (value is None and expected is None) or value == pytest.approx(expected, abs=1e-12)
+    assert any(r[0] == "s1:m-a" for r in ours) and any(r[0] == "p1" for r in ours)
+
+
+def test_slots_sharing_a_key_are_not_joined():
+    # two different slots given the same key (as a hash collision would): only equal trace ids match
+    left = pl.DataFrame({"key": [7, 7, 9], "trace_id": ["a", "b", "c"], "trace_id_b": [None, "x", None], "v": [1.0, 2.0, 3.0]},
+                        schema_overrides={"key": pl.UInt64, "trace_id_b": pl.String})
+    right = pl.DataFrame({"key": [7, 7, 9], "trace_id": ["b", "a", "c"], "trace_id_b": ["x", "z", None], "v": [10.0, 20.0, 30.0]},
+                         schema_overrides={"key": pl.UInt64})
+    joined = _join_slots(_sorted_by_key(left), _sorted_by_key(right)).sort("a")
+    assert joined.rows() == [(2.0, 10.0), (3.0, 30.0)]
+
+
+def test_sorting_by_key_keeps_every_row_with_its_slot():
+    frame = pl.DataFrame({"trace_id": [f"t{i % 7}" for i in range(50)], "trace_id_b": [None if i % 3 else f"u{i}" for i in range(50)],
+                          "score": [float(i) for i in range(50)]}, schema_overrides={"trace_id_b": pl.String})
+    keyed = _keyed(frame.lazy(), "score").collect()
+    ordered = _sorted_by_key(keyed)
+    assert ordered["key"].is_sorted()
+    assert sorted(ordered.select("trace_id", "trace_id_b", "v").rows(), key=str) == sorted(keyed.select("trace_id", "trace_id_b", "v").rows(), key=str)
+
+
+# ------------------------------------------------------------------------------------------ statistics from counts
+
+
+@pytest.mark.parametrize("values", [
+    [3.0, 1.0, 2.0, 2.0, 5.0, 1.0, 1.0],
+    [0.0, -0.0, 1.0, -0.0, 0.5],
+    [4.0],
+    list(np.random.default_rng(0).normal(size=5000)),  # many distinct values: polars' rank
+    list(np.random.default_rng(1).integers(0, 4, 5000).astype(float)),
+])
+def test_average_ranks_equal_polars_average_rank(values):
+    x = np.array(values)
+    assert np.array_equal(_average_ranks(x), pl.Series(x).rank("average").to_numpy())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_label_table_equals_the_contingency_table_of_the_texts(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    for choices in ([True, False, None], ["B", "A", "tie", None, "garbage"]):
+        a = pl.Series([choices[i] for i in rng.integers(0, len(choices), n)])
+        b = pl.Series([choices[i] for i in rng.integers(0, len(choices) - (seed % 2), n)])
+        table, categories = label_table(a, b)
+        expected, expected_categories = contingency_table(a.cast(pl.String), b.cast(pl.String))
+        assert categories == expected_categories and np.array_equal(table, expected)
+
+
+def _score_frame(seed: int, levels: int, n: int = 400) -> pl.DataFrame:
+    """Human mean ratings and judge scores over five days (one day without rows), missing values on both sides,
+    some rows without a date."""
+    rng = np.random.default_rng(seed)
+    human = rng.integers(1, levels + 1, n) / 2
+    judge = np.where(rng.random(n) < 0.7, human, rng.integers(1, levels + 1, n) / 2)
+    return pl.DataFrame({
+        "date": [DAYS[i] if i < len(DAYS) - 1 else None for i in rng.integers(0, len(DAYS), n)],
+        "human": np.where(rng.random(n) < 0.05, np.nan, human),
+        "judge": [None if rng.random() < 0.05 else float(v) for v in judge],
+    })
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_score_statistics_per_window_equal_those_of_the_windows_rows(seed):
+    frame = _score_frame(seed, levels=3 + seed)
+    tables = _DailyScoreTables(frame)
+    assert tables.fits
+    for _, start, end in _windows(DAYS[:-1], 2):
+        part = frame if start is None else frame.filter(pl.col("date").is_between(pl.lit(start), pl.lit(end)))
+        ours, plain = tables.agreement(start, end), score_agreement(part["human"], part["judge"])
+        assert (ours.n, ours.note) == (plain.n, plain.note)
+        for field in ("spearman", "pearson", "mae"):
+            assert getattr(ours, field) == pytest.approx(getattr(plain, field), abs=1e-12)
+
+
+@pytest.mark.parametrize("pairs", [
+    [],  # no item
+    [(3.0, 4.0)],  # one item: no correlation
+    [(1.0, 2.0), (2.0, 1.0)],  # two items: exactly -1
+    [(1.0, 2.0), (2.0, 3.0), (3.0, 3.0)],
+    [(2.0, 1.0), (2.0, 5.0), (2.0, 3.0)],  # constant human side
+])
+def test_score_table_of_a_few_items_equals_the_items_statistics(pairs):
+    frame = pl.DataFrame({"date": [DAYS[0]] * len(pairs), "human": [p[0] for p in pairs], "judge": [p[1] for p in pairs]},
+                         schema={"date": pl.String, "human": pl.Float64, "judge": pl.Float64})
+    ours, plain = _DailyScoreTables(frame).agreement(DAYS[0], DAYS[0]), score_agreement(frame["human"], frame["judge"])
+    assert (ours.n, ours.note) == (plain.n, plain.note)
+    for field in ("spearman", "pearson", "mae"):
+        assert getattr(ours, field) == pytest.approx(getattr(plain, field), abs=1e-12)
+    if len(pairs) == 2:
+        assert ours.spearman == ours.pearson == -1.0
+    assert score_agreement_table(np.zeros((0, 0), dtype=np.int64), np.array([]), np.array([])).n == 0

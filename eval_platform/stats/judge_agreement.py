@@ -126,6 +126,40 @@ def score_agreement(reference, judge) -> ScoreAgreement:
     )
 
 
+def score_agreement_table(table: np.ndarray, reference_values: np.ndarray, judge_values: np.ndarray) -> ScoreAgreement:
+    """`score_agreement` from the count of each pair of values: `table[i, j]` items with reference
+    `reference_values[i]` and judge `judge_values[j]` (each sorted, distinct). Spearman is Pearson's r of the
+    average ranks, which come from the values' counts; the same statistics as from the items, but for the
+    rounding of sums taken in another order (within 1e-12), and tables of days add up to a window's."""
+    n = int(table.sum())
+    if n == 0:
+        return ScoreAgreement(0, None, None, None, note="no item has both scores")
+    weights = table.astype(float)
+    mae = float((weights * np.abs(reference_values[:, None] - judge_values[None, :])).sum() / n)
+    reference_counts, judge_counts = table.sum(axis=1), table.sum(axis=0)
+    if n < 2 or np.count_nonzero(reference_counts) < 2 or np.count_nonzero(judge_counts) < 2:
+        note = "correlation undefined: fewer than two items" if n < 2 else "correlation undefined: constant scores"
+        return ScoreAgreement(n, None, None, mae, note=note)
+    return ScoreAgreement(
+        n=n,
+        spearman=_weighted_pearson(weights, ranks_from_counts(reference_counts), ranks_from_counts(judge_counts)),
+        pearson=_weighted_pearson(weights, reference_values.astype(float), judge_values.astype(float)),
+        mae=mae,
+    )
+
+
+def _weighted_pearson(weights: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """`_pearson` of the items a table counts (`weights[i, j]` items at (x[i], y[j]); both sides not constant)."""
+    n = weights.sum()
+    if n == 2:  # exactly ±1, as `_pearson` gives for two items: the two cells differ on both sides
+        i, j = np.nonzero(weights)
+        return float(np.sign(x[i[1]] - x[i[0]]) * np.sign(y[j[1]] - y[j[0]]))
+    x_counts, y_counts = weights.sum(axis=1), weights.sum(axis=0)
+    xm, ym = x - (x_counts @ x) / n, y - (y_counts @ y) / n
+    covariance = xm @ weights @ ym
+    return float(np.clip(covariance / np.sqrt((x_counts @ xm**2) * (y_counts @ ym**2)), -1.0, 1.0))
+
+
 def _pearson(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson's r of two non-constant arrays, computed as `scipy.stats.pearsonr` computes it (centred, scaled
     norms, clipped to [-1, 1], exactly ±1 for two items), without importing scipy.stats (about a second)."""
