@@ -497,7 +497,9 @@ def _sorted_by_key(frame: pl.DataFrame) -> pl.DataFrame:
     if frame.height > rows:
         raise ValueError(f"{frame.height} rows of one evaluator: more than 2**{ROW_BITS} cannot be sorted by key")
     packed = np.sort((frame["key"].to_numpy() & ~rows) | np.arange(frame.height, dtype=np.uint64))
-    return frame.drop("key")[pl.Series(packed & rows)].with_columns(pl.Series("key", packed & ~rows).set_sorted())
+    order = pl.Series(packed & rows).cast(pl.UInt32 if frame.height <= np.iinfo(np.uint32).max else pl.UInt64)
+    # one chunk first: gathering from the chunks of 30 day files costs four times as much
+    return frame.drop("key").rechunk()[order].with_columns(pl.Series("key", packed & ~rows).set_sorted())
 
 
 def _join_slots(left: pl.DataFrame, right: pl.DataFrame) -> pl.DataFrame:
