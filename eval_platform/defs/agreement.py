@@ -15,7 +15,7 @@ from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
 from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import empty_frame
-from eval_platform.storage.warehouse import PARTITION_FILE, partition_dir, read_partition, write_partition
+from eval_platform.storage.warehouse import partition_files, read_partition, write_partition
 
 SCORE_COLUMNS = [
     "evaluator", "date", "trace_id", "trace_id_b", "model", "sample", "role", "is_final", "status",
@@ -24,24 +24,12 @@ SCORE_COLUMNS = [
 
 
 def scan_scores(root) -> dict[str, pl.LazyFrame]:
-    """The judge_scores columns agreement needs, unread, one scan per evaluator over its own partitions
-    (`evaluator=<name>/date=<day>`): `compute` reads one evaluator's rows at a time and opens only its files
-    (a filter on one scan of every file opens all of them, twice the time), so the whole table is never in
-    memory at once. An evaluator without partitions has no scan (no rows)."""
-    scans = {}
-    for name in evaluator_partitions(root):
-        files = partition_dir(root, "judge_scores", {"evaluator": name}) / "**" / PARTITION_FILE
-        scans[name] = pl.scan_parquet(str(files), hive_partitioning=False).select(SCORE_COLUMNS)
-    return scans
-
-
-def evaluator_partitions(root) -> list[str]:
-    """The evaluators with judge_scores partitions (a folder `evaluator=<name>` holding a partition file)."""
-    folder = partition_dir(root, "judge_scores", {})
-    if not folder.is_dir():
-        return []
-    names = (p.name.partition("=")[2] for p in folder.iterdir() if p.is_dir() and p.name.startswith("evaluator="))
-    return sorted(name for name in names if any(partition_dir(root, "judge_scores", {"evaluator": name}).rglob(PARTITION_FILE)))
+    """The judge_scores columns agreement needs, unread, one scan per evaluator over its own partitions:
+    `compute` reads one evaluator's rows at a time and opens only its files (a filter on one scan of every
+    file opens all of them, twice the time), so the whole table is never in memory at once. An evaluator
+    without partitions has no scan (no rows)."""
+    return {name: pl.scan_parquet(files, hive_partitioning=False).select(SCORE_COLUMNS)
+            for name, files in partition_files(root, "judge_scores", "evaluator").items()}
 
 
 def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):

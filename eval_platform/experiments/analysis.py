@@ -320,7 +320,7 @@ def recommendation(config: ExperimentConfig, treatment: str, primary: dict, guar
 def pairwise_verdicts(config: ExperimentConfig, scores: pl.DataFrame, traces: pl.DataFrame) -> pl.DataFrame:
     """(date, left, right, winner) per final completed verdict of the pairwise evaluator between two different
     variants of the experiment; left is side A, right side B, winner left | right | tie."""
-    sides = traces.select("trace_id", "variant", "experiment_id").unique("trace_id", keep="first")
+    sides = _first_per_trace(traces.select("trace_id", "variant", "experiment_id"))
     frame = (
         scores.filter(FINAL_COMPLETED & (pl.col("evaluator") == config.pairwise_evaluator) & _in_window(config))
         .select("date", "trace_id", "trace_id_b", "winner")
@@ -336,6 +336,15 @@ def pairwise_verdicts(config: ExperimentConfig, scores: pl.DataFrame, traces: pl
     ).select(
         "date", "left", "right", pl.col("winner").replace_strict({"A": "left", "B": "right", "tie": "tie"})
     )
+
+
+def _first_per_trace(traces: pl.DataFrame) -> pl.DataFrame:
+    """The first row of each trace id: the frame itself when the ids' hashes are distinct (then so are the ids),
+    which numpy's sort of the hashes tells in a tenth of the time of a unique on the ids."""
+    keys = np.sort(traces["trace_id"].hash().to_numpy())
+    if traces["trace_id"].null_count() == 0 and not (keys[1:] == keys[:-1]).any():
+        return traces
+    return traces.unique("trace_id", keep="first", maintain_order=True)
 
 
 def _pairwise_rows(config: ExperimentConfig, pairs: pl.DataFrame) -> list[dict]:

@@ -102,6 +102,18 @@ def has_files(root: Path, table: str) -> bool:
     return folder.is_dir() and any(p.parent.name != SCHEMA_DIR for p in folder.rglob(PARTITION_FILE))
 
 
+def partition_files(root: Path, table: str, key: str) -> dict[str, str]:
+    """Per value of a table's first partition key (`key=<value>` folders), the glob of that value's partition
+    files, for the values with at least one: reading one evaluator's judge_scores opens only its own files."""
+    folder = warehouse_dir(root) / table
+    prefix = f"{key}="
+    found = {}
+    for sub in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if sub.is_dir() and sub.name.startswith(prefix) and any(sub.rglob(PARTITION_FILE)):
+            found[sub.name.removeprefix(prefix)] = str(sub / "**" / PARTITION_FILE)
+    return found
+
+
 def write_quarantine(root: Path, source: str, partition: str, frame: pl.DataFrame) -> None:
     """The rejected rows of one source partition (replacing that partition's earlier rejects)."""
     write_partition(root, "quarantine", {"source": source, "partition": partition}, conform(frame, QUARANTINE_SCHEMA))
