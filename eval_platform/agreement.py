@@ -47,6 +47,7 @@ from eval_platform.stats.annotators import (
     majority_labels_coded,
 )
 from eval_platform.stats.judge_agreement import (
+    MAX_TABLE_CELLS,
     label_agreement,
     label_agreement_table,
     label_table,
@@ -57,6 +58,7 @@ from eval_platform.stats.judge_agreement import (
     position_counts,
     preference_labels,
     score_agreement,
+    score_agreement_by_counts,
     score_agreement_table,
 )
 from eval_platform.stats._labels import encode
@@ -300,13 +302,11 @@ class _DailyScoreTables:
     each of the 61 windows' rows. Only when both sides take few values (`fits`: ratings, scores on a scale);
     otherwise the windows are ranked from their rows."""
 
-    MAX_CELLS = 1 << 16  # distinct human values × distinct judge values
-
     def __init__(self, frame: pl.DataFrame):
         sides = frame.select("date", *(pl.col(c).cast(pl.Float64).fill_nan(None) for c in ("human", "judge"))).drop_nulls(["human", "judge"])
         human, judge = sides["human"].to_numpy(), sides["judge"].to_numpy()
         self.human_values, self.judge_values = (np.sort(sides[c].unique().to_numpy()) for c in ("human", "judge"))
-        self.fits = self.human_values.size * self.judge_values.size <= self.MAX_CELLS
+        self.fits = self.human_values.size * self.judge_values.size <= MAX_TABLE_CELLS
         if not self.fits:
             return
         shape = (self.human_values.size, self.judge_values.size)
@@ -570,7 +570,7 @@ def judge_vs_judge(
 
 def _compare(mode: str, a: pl.Series, b: pl.Series, rows: _Rows, fields: dict) -> None:
     if mode in NUMERIC_MODES:
-        result = score_agreement(a, b)
+        result = score_agreement_by_counts(a, b)
         rows.add("spearman", result.spearman, result.n, note=result.note, **fields)
         rows.add("pearson", result.pearson, result.n, note=result.note, **fields)
         rows.add("mae", result.mae, result.n, note=result.note, **fields)

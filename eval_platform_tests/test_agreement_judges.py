@@ -28,6 +28,7 @@ from eval_platform.stats.judge_agreement import (
     label_table,
     pairwise_agreement,
     score_agreement,
+    score_agreement_by_counts,
     score_agreement_table,
 )
 from eval_platform.stats.kappa import cohen_kappa, contingency_table
@@ -263,3 +264,16 @@ def test_score_table_of_a_few_items_equals_the_items_statistics(pairs):
     if len(pairs) == 2:
         assert ours.spearman == ours.pearson == -1.0
     assert score_agreement_table(np.zeros((0, 0), dtype=np.int64), np.array([]), np.array([])).n == 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_score_agreement_by_counts_equals_that_of_the_items(seed):
+    rng = np.random.default_rng(seed)
+    n = 500
+    for distinct in (3, 40, 100_000):  # the last: too many values for a table, ranked from the items
+        a = pl.Series([None if rng.random() < 0.05 else float(v) for v in rng.integers(0, distinct, n)])
+        b = pl.Series(np.where(rng.random(n) < 0.03, np.nan, rng.integers(0, distinct, n) / 2))
+        ours, plain = score_agreement_by_counts(a, b), score_agreement(a, b)
+        assert (ours.n, ours.note) == (plain.n, plain.note)
+        for field in ("spearman", "pearson", "mae"):
+            assert getattr(ours, field) == pytest.approx(getattr(plain, field), abs=1e-12)
