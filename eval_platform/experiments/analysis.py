@@ -319,15 +319,20 @@ def recommendation(config: ExperimentConfig, treatment: str, primary: dict, guar
 
 def pairwise_verdicts(config: ExperimentConfig, scores: pl.DataFrame, traces: pl.DataFrame) -> pl.DataFrame:
     """(date, left, right, winner) per final completed verdict of the pairwise evaluator between two different
-    variants of the experiment; left is side A, right side B, winner left | right | tie."""
-    sides = _first_per_trace(traces.select("trace_id", "variant", "experiment_id"))
-    frame = (
-        scores.filter(FINAL_COMPLETED & (pl.col("evaluator") == config.pairwise_evaluator) & _in_window(config))
-        .select("date", "trace_id", "trace_id_b", "winner")
-        .join(sides.rename({"variant": "left", "experiment_id": "experiment_a"}), on="trace_id", how="inner")
-        .join(sides.rename({"trace_id": "trace_id_b", "variant": "right", "experiment_id": "experiment_b"}),
-              on="trace_id_b", how="inner")
-    )
+    variants of the experiment; left is side A, right side B, winner left | right | tie. Each side's variant
+    and experiment are those of the first row of its trace in `traces`; a verdict with a side not there is left
+    out."""
+    sides = traces.select("trace_id", "variant", "experiment_id")
+    frame = scores.filter(
+        FINAL_COMPLETED & (pl.col("evaluator") == config.pairwise_evaluator) & _in_window(config)
+    ).select("date", "trace_id", "trace_id_b", "winner")
+    lookup = _TraceLookup.of(sides)
+    if lookup is None:  # trace ids repeat (or their hashes do): joins on the ids
+        sides = sides.unique("trace_id", keep="first", maintain_order=True)
+        frame = frame.join(sides.rename({"variant": "left", "experiment_id": "experiment_a"}), on="trace_id").join(
+            sides.rename({"trace_id": "trace_id_b", "variant": "right", "experiment_id": "experiment_b"}), on="trace_id_b")
+    else:
+        frame = lookup.attach(lookup.attach(frame, "trace_id", "left", "experiment_a"), "trace_id_b", "right", "experiment_b")
     if config.experiment_id is not None:
         frame = frame.filter((pl.col("experiment_a") == config.experiment_id) & (pl.col("experiment_b") == config.experiment_id))
     return frame.filter(
@@ -338,13 +343,32 @@ def pairwise_verdicts(config: ExperimentConfig, scores: pl.DataFrame, traces: pl
     )
 
 
-def _first_per_trace(traces: pl.DataFrame) -> pl.DataFrame:
-    """The first row of each trace id: the frame itself when the ids' hashes are distinct (then so are the ids),
-    which numpy's sort of the hashes tells in a tenth of the time of a unique on the ids."""
-    keys = np.sort(traces["trace_id"].hash().to_numpy())
-    if traces["trace_id"].null_count() == 0 and not (keys[1:] == keys[:-1]).any():
-        return traces
-    return traces.unique("trace_id", keep="first", maintain_order=True)
+class _TraceLookup:
+    """Finding trace ids among the rows of a traces frame whose ids are distinct: by binary search on the ids'
+    64-bit hashes, each candidate checked against the id itself. The inner join on the ids, in a third of the
+    time of a hash join on text (the verdicts of a day's pairs against every trace)."""
+
+    def __init__(self, sides: pl.DataFrame, order: np.ndarray, keys: np.ndarray):
+        self.sides, self.order, self.keys = sides, order, keys
+
+    @classmethod
+    def of(cls, sides: pl.DataFrame) -> _TraceLookup | None:
+        """None when ids are missing or two rows' hashes are equal (repeated ids, or a collision)."""
+        if sides.is_empty() or sides["trace_id"].null_count():
+            return None
+        hashes = sides["trace_id"].hash().to_numpy()
+        order = np.argsort(hashes)  # distinct keys (else None below): no ties to keep in order
+        keys = hashes[order]
+        return None if (keys[1:] == keys[:-1]).any() else cls(sides.rechunk(), order, keys)  # one chunk: faster gathers
+
+    def attach(self, frame: pl.DataFrame, id_column: str, variant: str, experiment: str) -> pl.DataFrame:
+        """`frame`'s rows whose `id_column` is a trace id of the lookup, with that trace's variant and experiment."""
+        wanted = frame[id_column].hash().to_numpy()
+        at = np.minimum(np.searchsorted(self.keys, wanted), self.keys.size - 1)
+        row = pl.Series(self.order[at]).cast(pl.UInt32 if self.keys.size <= np.iinfo(np.uint32).max else pl.UInt64)
+        found = self.sides[row]
+        same = pl.Series(self.keys[at] == wanted) & (found["trace_id"] == frame[id_column]).fill_null(False)
+        return frame.with_columns(found["variant"].alias(variant), found["experiment_id"].alias(experiment)).filter(same)
 
 
 def _pairwise_rows(config: ExperimentConfig, pairs: pl.DataFrame) -> list[dict]:

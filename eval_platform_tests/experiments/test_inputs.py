@@ -60,3 +60,20 @@ def test_pairwise_sides_take_the_first_row_of_a_repeated_trace():
                            "experiment_id": [None] * 4}, schema_overrides={"experiment_id": pl.String})
     pairs = pairwise_verdicts(config, scores, traces).sort("left")
     assert pairs.select("left", "right", "winner").rows() == [("v1", "v2", "left"), ("v2", "v1", "right")]
+
+
+def test_pairwise_sides_found_by_trace_id_whatever_the_order_of_the_traces():
+    config = ExperimentConfig(name="e", control="v1", treatments=["v2"], primary_metric={"evaluator": "q"},
+                              pairwise_evaluator="p", experiment_id="x")
+    ids = [f"t{i}" for i in range(200)]
+    scores = _scores("p", [{"trace_id": ids[i], "trace_id_b": ids[(i * 7 + 3) % 230], "winner": ["A", "B", "tie"][i % 3]}
+                           for i in range(200)])  # some B sides are not traces: those verdicts are left out
+    traces = pl.DataFrame({"trace_id": ids[::-1], "variant": [f"v{1 + (i % 2)}" for i in range(200)][::-1],
+                           "experiment_id": ["x" if i % 5 else "y" for i in range(200)][::-1]})
+    pairs = pairwise_verdicts(config, scores, traces)
+    variant = dict(zip(traces["trace_id"], traces["variant"]))
+    experiment = dict(zip(traces["trace_id"], traces["experiment_id"]))
+    expected = [(variant[a], variant[b], {"A": "left", "B": "right", "tie": "tie"}[w])
+                for a, b, w in scores.select("trace_id", "trace_id_b", "winner").rows()
+                if b in variant and experiment[a] == experiment[b] == "x" and variant[a] != variant[b]]
+    assert sorted(pairs.select("left", "right", "winner").rows()) == sorted(expected) and expected
