@@ -65,10 +65,10 @@ def test_pairwise_sides_take_the_first_row_of_a_repeated_trace():
 def test_pairwise_sides_found_by_trace_id_whatever_the_order_of_the_traces():
     config = ExperimentConfig(name="e", control="v1", treatments=["v2"], primary_metric={"evaluator": "q"},
                               pairwise_evaluator="p", experiment_id="x")
-    ids = [f"t{i}" for i in range(200)]
+    ids = [f"t{i}" for i in range(230)]
     scores = _scores("p", [{"trace_id": ids[i], "trace_id_b": ids[(i * 7 + 3) % 230], "winner": ["A", "B", "tie"][i % 3]}
                            for i in range(200)])  # some B sides are not traces: those verdicts are left out
-    traces = pl.DataFrame({"trace_id": ids[::-1], "variant": [f"v{1 + (i % 2)}" for i in range(200)][::-1],
+    traces = pl.DataFrame({"trace_id": ids[:200][::-1], "variant": [f"v{1 + (i % 2)}" for i in range(200)][::-1],
                            "experiment_id": ["x" if i % 5 else "y" for i in range(200)][::-1]})
     pairs = pairwise_verdicts(config, scores, traces)
     variant = dict(zip(traces["trace_id"], traces["variant"]))
