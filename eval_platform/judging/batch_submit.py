@@ -181,6 +181,7 @@ async def _create(
                 try:
                     found = await api.find(metadata["submission"], since - 60, requests)
                 except Exception as lookup:  # cannot tell whether it exists: do not create another
+                    outcome.error_detail += f"; looking for it: {type(lookup).__name__}: {lookup}"[:2000]
                     raise SubmitFailed(outcome, maybe_created=True) from lookup
                 if found is not None:
                     return found

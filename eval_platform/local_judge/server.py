@@ -210,7 +210,7 @@ class LocalJudgeServer:
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_post("/chat/completions", self._chat_completions)
         # Azure OpenAI's spelling: the deployment in the path, `?api-version=` and an `api-key` header.
-        app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._azure_chat_completions)
+        app.router.add_post("/openai/deployments/{deployment:.+}/chat/completions", self._azure_chat_completions)
         # Anthropic's Messages API and Message Batches (see `message_batches`).
         self.message_batches.routes(app)
         app.router.add_get("/v1/stats", self._stats)
