@@ -112,20 +112,22 @@ class AzureBatchAPI:
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         return (await _litellm().aretrieve_batch(batch_id=batch_id, **self._options())).model_dump()
 
-    async def find(self, submission: str, since: float, requests: int = 0, max_pages: int = 50) -> dict[str, Any] | None:
-        after = None
-        for _ in range(max_pages):
-            extra = {"after": after} if after else {}
-            page = await _litellm().alist_batches(limit=100, **extra, **self._options())
-            batches = [b.model_dump() for b in page.data]
-            for batch in batches:
-                if (batch.get("metadata") or {}).get("submission") == submission:
-                    return batch
-            older = any((batch.get("created_at") or 0) < since for batch in batches)  # newest first: done
-            if not page.has_more or not batches or older:
-                return None
-            after = batches[-1]["id"]
-        return None
+    async def find(self, submission: str, since: float, requests: int = 0) -> dict[str, Any] | None:
+        """The batch whose metadata carries `submission`. litellm 1.106 does not pass `after` and `limit` on
+        to Azure's list, so only its first page (the newest batches) can be searched: when that page does not
+        reach back to `since`, the batch may be further down, and this raises instead of answering None."""
+        page = await _litellm().alist_batches(limit=100, **self._options())
+        batches = [b.model_dump() for b in page.data]
+        for batch in batches:
+            if (batch.get("metadata") or {}).get("submission") == submission:
+                return batch
+        older = any((batch.get("created_at") or 0) < since for batch in batches)  # newest first: all seen
+        if not page.has_more or not batches or older:
+            return None
+        raise BatchLookupUndecided(
+            f"submission {submission} is not among the {len(batches)} newest Azure batches, and litellm's Azure "
+            "batch list gives no further page; nothing is submitted again while it may exist"
+        )
 
     async def _content(self, file_id: str) -> str:
         response = await _litellm().afile_content(file_id=file_id, **self._options())

@@ -323,3 +323,33 @@ def test_the_local_judge_refuses_azure_and_anthropic_calls_without_their_credent
     reply = httpx.post(messages, json=params, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
                        trust_env=False).json()
     assert reply["type"] == "message" and reply["content"][0]["type"] == "text" and reply["stop_reason"] == "end_turn"
+
+
+def test_an_azure_batch_beyond_the_first_page_of_litellms_list_is_never_created_again(server, tmp_path):
+    # litellm's Azure batch list returns the first page only. A run that died while creating its batch, with
+    # more batches created since than that page holds: its batch cannot be found, so none is created again.
+    config = provider_config(server, "azure", "score", batch=FAST)
+    azure = {"params": {"api-version": "2024-10-21"}, "headers": {"api-key": "k"}, "trust_env": False}
+    line = {"custom_id": "x", "method": "POST", "url": "/chat/completions",
+            "body": {"model": "mock", "messages": [{"role": "user", "content": "hi"}]}}
+    upload = httpx.post(f"{root(server)}/openai/files", data={"purpose": "batch"},
+                        files={"file": ("in.jsonl", json.dumps(line).encode())}, **azure).json()
+    for number in range(21):  # the lost one first, then 20 newer ones
+        body = {"input_file_id": upload["id"], "endpoint": "/chat/completions", "completion_window": "24h",
+                "metadata": {"submission": "lost-submission" if number == 0 else f"other-{number}"}}
+        httpx.post(f"{root(server)}/openai/batches", json=body, **azure).raise_for_status()
+    record = {
+        "batch_id": None, "submission": "lost-submission", "endpoint": f"azure/mock@{root(server)}",
+        "model": "azure/mock", "input_file_id": upload["id"], "submitted_at": "2026-11-10T00:00:00+00:00",
+        "submitted_epoch": time.time() - 5, "state": "submitting", "status": None, "requests": {}, "reservation": None,
+    }
+    state = tmp_path / "state"
+    saved = state / "judge_batches" / config.name / f"{DAY}.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text(json.dumps({"batches": [record]}))
+
+    rows = judge_day(config, DAY, make_traces(2), make_runtime(state)).rows
+    assert rows["status"].to_list() == ["FAILED"] * 2 and rows["reason"].to_list() == ["batch_unconfirmed"] * 2
+    assert all("no further page" in d for d in rows["reason_detail"].to_list())
+    assert batch_stats(server)["batches"] == 21  # nothing created
+    assert [b["state"] for b in json.loads(saved.read_text())["batches"]] == ["submitting"]
