@@ -5,6 +5,9 @@ over it; `GET /v1/batches/{id}` reports its status (`GET /v1/batches` lists them
 (one line per answered request, in OpenAI's `{"custom_id", "response": {"status_code", "body"}}` shape) and
 the error file (requests answered with an error status, and those left unanswered when the batch expired).
 Every line is answered by the same code as `/v1/chat/completions` (mock, replay, scripted, faults).
+The same endpoints are served at Azure OpenAI's paths (`/openai/files`, `/openai/batches`, ...), which refuse
+a request without `?api-version=` or an `api-key` header as Azure does; a batch there has endpoint
+`/chat/completions`, Azure's spelling.
 
 For tests: `delay_s` is how long a batch stays `in_progress` before it is answered; `expire_after=N` answers
 only the first N lines of every batch and then lets it expire, as a provider does when its completion
@@ -24,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-# (status, JSON body, headers) of one chat-completions request body, given the request's Authorization.
+# (status, JSON body, headers) of one chat-completions request body, given the caller's credentials.
 Respond = Callable[[Any, str], Awaitable[tuple[int, dict[str, Any], dict[str, str]]]]
 
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
