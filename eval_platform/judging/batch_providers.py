@@ -110,7 +110,13 @@ class AzureBatchAPI:
         return created.model_dump()
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
-        return (await _litellm().aretrieve_batch(batch_id=batch_id, **self._options())).model_dump()
+        # Without `batch_ignore_default_logging`, litellm's logging prices every completed batch it retrieves by
+        # downloading its output file again, in a background task the end of the run's event loop cuts off
+        # ("coroutine 'AzureOpenAIFilesAPI.afile_content' was never awaited"). The spend is priced here.
+        batch = await _litellm().aretrieve_batch(
+            batch_id=batch_id, litellm_metadata={"batch_ignore_default_logging": True}, **self._options()
+        )
+        return batch.model_dump()
 
     async def find(self, submission: str, since: float, requests: int = 0) -> dict[str, Any] | None:
         """The batch whose metadata carries `submission`. litellm 1.106 does not pass `after` and `limit` on

@@ -88,6 +88,7 @@ class BatchStore:
         self._cancelled: dict[str, asyncio.Event] = {}  # set by a cancel: wakes a batch still waiting out delay_s
         self._lock = threading.Lock()
         self.lines_answered = 0
+        self.downloads = 0  # file contents served (a batch's input, output or error file)
 
     def routes(self, app: web.Application) -> None:
         # OpenAI's paths under /v1, and Azure OpenAI's under /openai (which also need `?api-version=` and an
@@ -115,6 +116,7 @@ class BatchStore:
             self.batches.clear()
             self.message_batches.clear()
             self.lines_answered = 0
+            self.downloads = 0
 
     def _store_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
         file_id = f"file-{uuid.uuid4().hex[:24]}"
@@ -157,6 +159,8 @@ class BatchStore:
         stored = self.files.get(request.match_info["file_id"])
         if stored is None:
             return _error(404, f"no file {request.match_info['file_id']!r}", "file_not_found")
+        with self._lock:
+            self.downloads += 1
         return web.Response(body=stored["content"], content_type="application/jsonl")
 
     async def create(self, request: web.Request) -> web.Response:
