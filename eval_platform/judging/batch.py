@@ -37,13 +37,13 @@ from typing import Any
 
 import polars as pl
 
-from eval_platform.judging.batch_api import TERMINAL, OpenAIBatchAPI, error_reason, read_results, unanswered
+from eval_platform.judging.batch_api import TERMINAL, error_reason, http_status, unanswered
+from eval_platform.judging.batch_providers import batch_api_for
 from eval_platform.judging.batch_state import BatchState, RecordedCall, TrackedBatch, endpoint_id, partition_lock
 from eval_platform.judging.batch_submit import adopt, submit
 from eval_platform.judging.budget import BudgetRefused, Refusal, Reservation
 from eval_platform.judging.client import CallOutcome, JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.openai_compat import ProviderHTTPError, resolve_base_and_headers
 from eval_platform.judging.runner import DayResult, Endpoint, JudgeRuntime, _judge_day_closing
 
 log = logging.getLogger(__name__)
@@ -116,8 +116,7 @@ async def _deliver(config, day, calls: BatchCalls, runtime: JudgeRuntime, state:
     async with aiohttp.ClientSession(trust_env=trust_env) as session:
         for eid, requests in groups.items():
             endpoint = requests[0].endpoint
-            base, headers = resolve_base_and_headers(endpoint.api_base, endpoint.api_key)
-            api = OpenAIBatchAPI(session, base, headers, config.timeout_s)
+            api = batch_api_for(endpoint, session, config.timeout_s)
             try:
                 for record in state.submitting(eid):
                     await adopt(api, record, runtime, state)
@@ -170,15 +169,13 @@ async def _retrieve(batch: TrackedBatch) -> None:
     """Ask for the batch's status; a failure to ask leaves the last one known (the batch goes on)."""
     try:
         batch.provider = await batch.api.retrieve(batch.batch_id)
-    except ProviderHTTPError as exc:
-        if exc.status != 404:
-            log.warning("polling batch %s: %s (will poll again)", batch.batch_id, exc)
+    except Exception as exc:  # an error status, or a dropped connection while polling
+        if http_status(exc) != 404:
+            log.warning("polling batch %s: %s: %s (will poll again)", batch.batch_id, type(exc).__name__, exc)
             return
         # The endpoint does not know the batch (a different server, or deleted): nothing will come.
         message = f"the endpoint does not know batch {batch.batch_id} (HTTP 404)"
         batch.provider = {"id": batch.batch_id, "status": "failed", "errors": {"data": [{"message": message}]}}
-    except Exception as exc:  # a dropped connection while polling
-        log.warning("polling batch %s: %s: %s (will poll again)", batch.batch_id, type(exc).__name__, exc)
 
 
 async def _wait(config: EvaluatorConfig, batches: list[TrackedBatch]) -> None:
@@ -211,15 +208,13 @@ async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCal
             calls.answer(request.key, CallOutcome(error_reason="batch_timeout", error_detail=detail, attempts=1))
         return
     try:
-        output = await batch.api.content(provider["output_file_id"]) if provider.get("output_file_id") else ""
-        errors = await batch.api.content(provider["error_file_id"]) if provider.get("error_file_id") else ""
+        results = await batch.api.results(provider)
     except Exception as exc:  # the batch is done and paid; a later run downloads it again
         reason, _ = error_reason(exc)
         detail = f"batch {batch.batch_id} ended {status}, but its results could not be downloaded: {type(exc).__name__}: {exc}"
         for _, request in batch.claims:
             calls.answer(request.key, CallOutcome(error_reason=reason, error_detail=detail[:2000], attempts=1))
         return
-    results = read_results(provider, output, errors)
     prices = batch.endpoint.prices
     if prices is not None:
         batch.spend_usd = sum(

@@ -1,4 +1,9 @@
-"""OpenAI's Files and Batch APIs over plain HTTP (aiohttp), and the reading of a batch's output lines.
+"""The calls batch mode makes to a provider (`BatchAPI`), OpenAI's Files and Batch APIs over plain HTTP
+(aiohttp) as one of them, and the reading of a batch's output lines.
+
+Every provider's batch is seen through OpenAI's batch object (`id`, `status`, `created_at`, `<status>_at`, ...)
+so that one flow (`batch`) submits, polls and collects them all; `batch_providers` holds the others (Azure
+OpenAI through litellm, Anthropic's Message Batches).
 
 The wire format (https://platform.openai.com/docs/api-reference/batch), which OpenAI-compatible providers
 and gateways (Azure OpenAI, vLLM behind a LiteLLM proxy, the local judge) share:
@@ -14,11 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from eval_platform.judging.client import CallOutcome, cached_prompt_tokens, transport_error_reason
-from eval_platform.judging.openai_compat import ProviderHTTPError, parse_completion
+from eval_platform.judging.client import (
+    RETRYABLE_STATUS,
+    CallOutcome,
+    JudgeRequest,
+    cached_prompt_tokens,
+    transport_error_reason,
+)
+from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body, parse_completion
 
 if TYPE_CHECKING:
     import aiohttp
@@ -28,19 +40,67 @@ CHAT_ENDPOINT = "/v1/chat/completions"
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
-def request_line(custom_id: str, body: dict[str, Any]) -> str:
+def request_line(custom_id: str, body: dict[str, Any], url: str = CHAT_ENDPOINT) -> str:
     """One line of a batch's input file."""
-    return json.dumps({"custom_id": custom_id, "method": "POST", "url": CHAT_ENDPOINT, "body": body}) + "\n"
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": url, "body": body}) + "\n"
+
+
+class BatchLookupUndecided(Exception):
+    """The provider's batches cannot yet tell whether a batch whose creation went unheard exists."""
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status of a failed call: ours (`ProviderHTTPError.status`) or litellm's / openai's `status_code`."""
+    status = getattr(exc, "status", None) if isinstance(exc, ProviderHTTPError) else getattr(exc, "status_code", None)
+    return int(status) if isinstance(status, int) else None
 
 
 def error_reason(exc: BaseException) -> tuple[str, bool]:
-    """(reason code, retryable) of a failed Files/Batch API call, in the codes judge_scores rows use."""
-    return transport_error_reason(exc) or (f"provider_error:{type(exc).__name__}", False)
+    """(reason code, retryable) of a failed Files/Batch API call, in the codes judge_scores rows use: our own
+    HTTP path's, or those of litellm's batch calls (which raise litellm's or the openai SDK's errors)."""
+    transport = transport_error_reason(exc)
+    if transport is not None:
+        return transport
+    if isinstance(exc, BatchLookupUndecided):
+        return "batch_unconfirmed", False
+    openai = sys.modules.get("openai")  # loaded with litellm, which the Azure batch calls go through
+    if openai is not None and isinstance(exc, openai.APITimeoutError):
+        return "timeout", True
+    if openai is not None and isinstance(exc, openai.APIConnectionError):
+        return "connection_error", True
+    status = http_status(exc)
+    if status == 429:
+        return "rate_limited", True
+    if status is not None:
+        return f"provider_error:{status}", status in RETRYABLE_STATUS
+    return f"provider_error:{type(exc).__name__}", False
+
+
+class BatchAPI(Protocol):
+    """What batch mode asks of a provider; batches come back as OpenAI batch objects (dicts)."""
+
+    def line(self, custom_id: str, request: JudgeRequest) -> str:
+        """One request as a line of the batch's input (JSONL)."""
+
+    async def upload(self, content: bytes, filename: str) -> str | None:
+        """Store the input (its file id), or None for a provider that takes the requests with the create."""
+
+    async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
+        """Start the batch; `metadata["submission"]` is what `find` looks for."""
+
+    async def retrieve(self, batch_id: str) -> dict[str, Any]: ...
+
+    async def find(self, submission: str, since: float, requests: int) -> dict[str, Any] | None:
+        """The batch of `submission` (`requests` lines, created after `since`, epoch s), or None when there is
+        none; raises when the provider cannot tell yet (then nothing may be created again)."""
+
+    async def results(self, batch: dict[str, Any]) -> dict[str, CallOutcome]:
+        """The outcome of every request an ended batch answered, by custom_id (see `read_results`)."""
 
 
 @dataclass
 class OpenAIBatchAPI:
-    """The four calls batch mode makes, against one OpenAI-compatible base URL."""
+    """The calls batch mode makes, against one OpenAI-compatible base URL."""
 
     session: aiohttp.ClientSession
     base_url: str  # ending in /v1, no trailing slash
@@ -66,7 +126,11 @@ class OpenAIBatchAPI:
         headers = {k: v for k, v in self.headers.items() if k.lower() != "content-type"}
         return json.loads(await self._call("POST", "/files", data=form, headers=headers))["id"]
 
-    async def create(self, input_file_id: str, metadata: dict[str, str]) -> dict[str, Any]:
+    def line(self, custom_id: str, request: JudgeRequest) -> str:
+        body = chat_body(request.model, request.messages, request.temperature, request.max_tokens)
+        return request_line(custom_id, body)
+
+    async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
         body = {
             "input_file_id": input_file_id,
             "endpoint": CHAT_ENDPOINT,
@@ -78,7 +142,7 @@ class OpenAIBatchAPI:
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         return json.loads(await self._call("GET", f"/batches/{batch_id}", headers=self.headers))
 
-    async def find(self, submission: str, since: float, max_pages: int = 50) -> dict[str, Any] | None:
+    async def find(self, submission: str, since: float, requests: int = 0, max_pages: int = 50) -> dict[str, Any] | None:
         """The batch whose metadata carries `submission`, among those created since `since` (epoch seconds)."""
         after = None
         for _ in range(max_pages):
@@ -96,6 +160,11 @@ class OpenAIBatchAPI:
 
     async def content(self, file_id: str) -> str:
         return await self._call("GET", f"/files/{file_id}/content", headers=self.headers)
+
+    async def results(self, batch: dict[str, Any]) -> dict[str, CallOutcome]:
+        output = await self.content(batch["output_file_id"]) if batch.get("output_file_id") else ""
+        errors = await self.content(batch["error_file_id"]) if batch.get("error_file_id") else ""
+        return read_results(batch, output, errors)
 
 
 def _ended_at(batch: dict[str, Any]) -> float | None:

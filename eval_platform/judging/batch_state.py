@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval_platform.judging.batch_api import OpenAIBatchAPI
+from eval_platform.judging.batch_api import BatchAPI
 from eval_platform.judging.client import JudgeRequest
 from eval_platform.judging.runner import Endpoint
 
@@ -74,7 +74,7 @@ class TrackedBatch:
     """One batch this run waits for: submitted now or found in the state file."""
 
     record: dict[str, Any]  # its entry in the state file
-    api: OpenAIBatchAPI
+    api: BatchAPI
     endpoint: Endpoint
     claims: list[tuple[str, RecordedCall]] = field(default_factory=list)  # (custom_id, request) this run needs
     resumed: bool = False

@@ -21,12 +21,12 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from eval_platform.judging.batch_api import OpenAIBatchAPI, error_reason, request_line
+from eval_platform.judging.batch_api import BatchAPI, error_reason, http_status
+from eval_platform.judging.batch_providers import custom_id_prefix
 from eval_platform.judging.batch_state import BatchState, RecordedCall, TrackedBatch, endpoint_id
 from eval_platform.judging.budget import Refusal, Reservation
 from eval_platform.judging.client import CallOutcome, RetryPolicy
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body
 from eval_platform.judging.runner import Endpoint, JudgeRuntime
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[Re
 
 
 async def submit(
-    config: EvaluatorConfig, day: str, api: OpenAIBatchAPI, endpoint: Endpoint, fresh: list[RecordedCall],
+    config: EvaluatorConfig, day: str, api: BatchAPI, endpoint: Endpoint, fresh: list[RecordedCall],
     runtime: JudgeRuntime, state: BatchState, answer: Answer,
 ) -> TrackedBatch | None:
     """Submit `fresh` as one batch (as much of it as the budget covers); None when nothing was submitted, every
@@ -77,11 +77,11 @@ async def submit(
         answer(request.key, refusal)
     if not fresh:
         return None
-    claims = [(f"r{i:05d}-{r.key[:16]}", r) for i, r in enumerate(fresh)]
-    content = "".join(
-        request_line(cid, chat_body(r.request.model, r.request.messages, r.request.temperature, r.request.max_tokens))
-        for cid, r in claims
-    ).encode()
+    # The submission id goes into the batch's metadata and every custom_id: how a batch whose creation went
+    # unheard is found (by its metadata; by its custom_ids where a provider keeps no metadata, as Anthropic).
+    submission = uuid.uuid4().hex
+    claims = [(f"{custom_id_prefix(submission)}r{i:05d}-{r.key[:16]}", r) for i, r in enumerate(fresh)]
+    content = "".join(api.line(cid, r.request) for cid, r in claims).encode()
 
     def give_up(outcome: CallOutcome) -> None:
         if reservation is not None:
@@ -94,7 +94,6 @@ async def submit(
     except SubmitFailed as failed:
         give_up(failed.outcome)
         return None
-    submission = uuid.uuid4().hex  # in the batch's metadata: how a batch whose creation went unheard is found
     record = {
         "batch_id": None,
         "submission": submission,
@@ -112,7 +111,7 @@ async def submit(
     state.save()  # before creating: a crash while the batch is being created is resolved by the next run
     metadata = {"evaluator": config.name, "date": day, "submission": submission}
     try:
-        created = await _create(config, api, file_id, metadata, record["submitted_epoch"])
+        created = await _create(config, api, file_id, content, metadata, record["submitted_epoch"], len(claims))
     except SubmitFailed as failed:
         if failed.maybe_created:
             # Kept as `submitting` with its reservation: the next run looks the batch up before submitting again.
@@ -161,23 +160,28 @@ async def with_retries(config: EvaluatorConfig, send, what: str):
     raise AssertionError("unreachable")
 
 
-async def _create(config: EvaluatorConfig, api: OpenAIBatchAPI, file_id: str, metadata: dict[str, str], since: float):
+async def _create(
+    config: EvaluatorConfig, api: BatchAPI, file_id: str | None, content: bytes, metadata: dict[str, str],
+    since: float, requests: int,
+):
     """Create the batch. A create whose answer was lost (a timeout, a dropped connection, a 5xx) may still have
     started a batch, so before trying again the provider's batches are searched for this submission: a batch
     is never created, and billed, twice."""
     policy = RetryPolicy()
     for attempt in range(config.max_retries + 1):
         try:
-            return await api.create(file_id, metadata)
+            return await api.create(file_id, content, metadata)
         except Exception as exc:  # every failure of the HTTP call becomes a reason code
             reason, retryable = error_reason(exc)
             detail = f"creating the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}"[:2000]
             outcome = CallOutcome(error_reason=reason, error_detail=detail, attempts=attempt + 1)
-            refused = isinstance(exc, ProviderHTTPError) and exc.status is not None and 400 <= exc.status < 500
-            if not refused or exc.status == 408:
+            status = http_status(exc)
+            refused = status is not None and 400 <= status < 500
+            if not refused or status == 408:
                 try:
-                    found = await api.find(metadata["submission"], since - 60)
+                    found = await api.find(metadata["submission"], since - 60, requests)
                 except Exception as lookup:  # cannot tell whether it exists: do not create another
+                    outcome.error_detail += f"; looking for it: {type(lookup).__name__}: {lookup}"[:2000]
                     raise SubmitFailed(outcome, maybe_created=True) from lookup
                 if found is not None:
                     return found
@@ -187,9 +191,9 @@ async def _create(config: EvaluatorConfig, api: OpenAIBatchAPI, file_id: str, me
     raise AssertionError("unreachable")
 
 
-async def adopt(api: OpenAIBatchAPI, record: dict[str, Any], runtime: JudgeRuntime, state: BatchState) -> None:
+async def adopt(api: BatchAPI, record: dict[str, Any], runtime: JudgeRuntime, state: BatchState) -> None:
     """A batch a run was creating when it stopped: found by its submission id (then resumed), or never created."""
-    found = await api.find(record["submission"], record["submitted_epoch"] - 60)
+    found = await api.find(record["submission"], record["submitted_epoch"] - 60, len(record["requests"]))
     if found is None:
         record.update(state="abandoned")  # never created: its requests are submitted again, nothing was billed
         if record.get("reservation") is not None:

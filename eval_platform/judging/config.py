@@ -160,8 +160,20 @@ class HumanAgreementOptions(_Strict):
     )
 
 
+# Providers whose batch API batch mode does not speak, and why (see README "Batch mode").
+BATCH_REFUSED = {
+    "vertex_ai": "Vertex AI batch prediction reads its requests from and writes its results to Google Cloud "
+    "Storage buckets, which batch mode does not use",
+    "bedrock": "Bedrock batch inference reads its requests from and writes its results to S3 buckets, which batch "
+    "mode does not use",
+    "azure": "litellm rewrites a reasoning model's parameters, which a batch line would not",
+    "openai": "litellm rewrites a reasoning model's parameters, which a batch line would not",
+}
+
+
 class BatchOptions(_Strict):
-    """Judge a partition through the provider's batch API (OpenAI's /v1/files + /v1/batches) at its discount.
+    """Judge a partition through the provider's batch API (OpenAI's or Azure's Files + Batches, Anthropic's
+    Message Batches) at its discount.
 
     Delivery does not change a verdict: the same requests are sent and parsed the same way, so it stays out
     of `config_hash` and a batch verdict and an interactive one share their cache entry.
@@ -320,12 +332,20 @@ class EvaluatorConfig(_Strict):
         if not self.batched:
             return
         for spec in self.judge_models():
-            if not is_openai_compatible(spec.model, spec.api_base):
-                raise ValueError(
-                    f"batch: model '{spec.model}' is not sent to an OpenAI-compatible endpoint, and batch mode speaks "
-                    "OpenAI's batch API (/v1/files + /v1/batches); spell it openai/<model>, give the api_base of an "
-                    "OpenAI-compatible server, or remove `batch`"
-                )
+            provider = spec.model.split("/", 1)[0] if "/" in spec.model else "openai"
+            if is_openai_compatible(spec.model, spec.api_base) or provider == "anthropic":
+                continue
+            if provider == "azure" and is_openai_compatible(f"openai/{spec.model.removeprefix('azure/')}", None):
+                continue
+            if "/" not in spec.model:
+                why = "which provider serves it is not said; spell it openai/<model> or give an api_base"
+            else:
+                why = BATCH_REFUSED.get(provider, f"batch mode does not speak the batch API of provider '{provider}'")
+            raise ValueError(
+                f"batch: model '{spec.model}': {why}. Batch mode supports openai/<model> (or the api_base of an "
+                "OpenAI-compatible server with /v1/files + /v1/batches), azure/<deployment> (Azure OpenAI) and "
+                "anthropic/<model> (Message Batches); use one of those, or remove `batch`"
+            )
 
     @property
     def batched(self) -> bool:

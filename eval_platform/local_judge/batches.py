@@ -5,6 +5,9 @@ over it; `GET /v1/batches/{id}` reports its status (`GET /v1/batches` lists them
 (one line per answered request, in OpenAI's `{"custom_id", "response": {"status_code", "body"}}` shape) and
 the error file (requests answered with an error status, and those left unanswered when the batch expired).
 Every line is answered by the same code as `/v1/chat/completions` (mock, replay, scripted, faults).
+The same endpoints are served at Azure OpenAI's paths (`/openai/files`, `/openai/batches`, ...), which refuse
+a request without `?api-version=` or an `api-key` header as Azure does; a batch there has endpoint
+`/chat/completions`, Azure's spelling.
 
 For tests: `delay_s` is how long a batch stays `in_progress` before it is answered; `expire_after=N` answers
 only the first N lines of every batch and then lets it expire, as a provider does when its completion
@@ -24,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-# (status, JSON body, headers) of one chat-completions request body, given the request's Authorization.
+# (status, JSON body, headers) of one chat-completions request body, given the caller's credentials.
 Respond = Callable[[Any, str], Awaitable[tuple[int, dict[str, Any], dict[str, str]]]]
 
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
@@ -33,6 +36,38 @@ EXPIRED_MESSAGE = "This request could not be executed before the completion wind
 def _error(status: int, message: str, code: str) -> web.Response:
     body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
     return web.json_response(body, status=status)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _open(handler: Handler) -> Handler:
+    return handler
+
+
+def azure_refusal(request: web.Request) -> web.Response | None:
+    """Azure OpenAI's checks on every request: an `api-version` query and an `api-key` header."""
+    if not request.query.get("api-version"):
+        return _error(404, "Resource not found: Azure OpenAI paths need ?api-version=", "404")
+    if not request.headers.get("api-key") and not request.headers.get("Authorization"):
+        return _error(401, "Access denied due to missing subscription key (api-key header).", "401")
+    return None
+
+
+def _azure(handler: Handler) -> Handler:
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        return azure_refusal(request) or await handler(request)
+
+    return guarded
+
+
+def authorization(request: web.Request) -> str:
+    """The caller's credentials as the chat endpoint sees them: OpenAI's Authorization, Azure's api-key or
+    Anthropic's x-api-key (so `fault/echo_key` echoes whichever was sent)."""
+    for header, prefix in (("Authorization", ""), ("api-key", "api-key "), ("x-api-key", "x-api-key ")):
+        if request.headers.get(header):
+            return prefix + request.headers[header]
+    return ""
 
 
 class BatchStore:
@@ -47,23 +82,30 @@ class BatchStore:
         self.expire_after = expire_after
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
+        # Anthropic's Message Batches (see `message_batches`), counted with these: id -> batch and results.
+        self.message_batches: dict[str, dict[str, Any]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._cancelled: dict[str, asyncio.Event] = {}  # set by a cancel: wakes a batch still waiting out delay_s
         self._lock = threading.Lock()
         self.lines_answered = 0
+        self.downloads = 0  # file contents served (a batch's input, output or error file)
 
     def routes(self, app: web.Application) -> None:
-        app.router.add_post("/v1/files", self.upload)
-        app.router.add_get("/v1/files/{file_id}", self.file_object)
-        app.router.add_get("/v1/files/{file_id}/content", self.file_content)
-        app.router.add_post("/v1/batches", self.create)
-        app.router.add_get("/v1/batches", self.list_batches)
-        app.router.add_get("/v1/batches/{batch_id}", self.retrieve)
-        app.router.add_post("/v1/batches/{batch_id}/cancel", self.cancel)
+        # OpenAI's paths under /v1, and Azure OpenAI's under /openai (which also need `?api-version=` and an
+        # `api-key` header, as Azure does: a client that leaves them out is refused, not answered).
+        for prefix, guard in (("/v1", _open), ("/openai", _azure)):
+            app.router.add_post(f"{prefix}/files", guard(self.upload))
+            app.router.add_get(f"{prefix}/files/{{file_id}}", guard(self.file_object))
+            app.router.add_get(f"{prefix}/files/{{file_id}}/content", guard(self.file_content))
+            app.router.add_post(f"{prefix}/batches", guard(self.create))
+            app.router.add_get(f"{prefix}/batches", guard(self.list_batches))
+            app.router.add_get(f"{prefix}/batches/{{batch_id}}", guard(self.retrieve))
+            app.router.add_post(f"{prefix}/batches/{{batch_id}}/cancel", guard(self.cancel))
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"batches": len(self.batches), "files": len(self.files), "batch_lines": self.lines_answered}
+            batches = len(self.batches) + len(self.message_batches)
+            return {"batches": batches, "files": len(self.files), "batch_lines": self.lines_answered}
 
     async def stats_handler(self, _request: web.Request) -> web.Response:
         return web.json_response(self.stats())
@@ -72,7 +114,9 @@ class BatchStore:
         with self._lock:
             self.files.clear()
             self.batches.clear()
+            self.message_batches.clear()
             self.lines_answered = 0
+            self.downloads = 0
 
     def _store_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
         file_id = f"file-{uuid.uuid4().hex[:24]}"
@@ -115,6 +159,8 @@ class BatchStore:
         stored = self.files.get(request.match_info["file_id"])
         if stored is None:
             return _error(404, f"no file {request.match_info['file_id']!r}", "file_not_found")
+        with self._lock:
+            self.downloads += 1
         return web.Response(body=stored["content"], content_type="application/jsonl")
 
     async def create(self, request: web.Request) -> web.Response:
@@ -125,7 +171,7 @@ class BatchStore:
         stored = self.files.get(body.get("input_file_id") or "")
         if stored is None:
             return _error(400, f"no input file {body.get('input_file_id')!r}", "file_not_found")
-        if body.get("endpoint") != "/v1/chat/completions":
+        if body.get("endpoint") not in ("/v1/chat/completions", "/chat/completions"):  # OpenAI's, Azure's
             return _error(400, "the local judge batches /v1/chat/completions only", "unsupported_endpoint")
         if body.get("completion_window") != "24h":
             return _error(400, "completion_window must be '24h'", "invalid_completion_window")
@@ -141,7 +187,7 @@ class BatchStore:
         }
         with self._lock:
             self.batches[batch_id] = batch
-        task = asyncio.create_task(self._run(batch, lines, request.headers.get("Authorization", "")))
+        task = asyncio.create_task(self._run(batch, lines, authorization(request)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         if self.create_delay_s > 0:  # the batch exists, but the client may give up before it hears so

@@ -7,7 +7,10 @@ The requested model name picks the behaviour:
 - `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`);
 - `fixed/<reply>`, `echo/<block>`, `longest`: replies a test scripts (see `scripted`).
 
-The same answers come back through OpenAI's Files and Batch APIs, one per line of a batch (see `batches`).
+The same answers come back through OpenAI's Files and Batch APIs, one per line of a batch (see `batches`),
+at Azure OpenAI's paths (`/openai/deployments/<deployment>/chat/completions`, `/openai/files`,
+`/openai/batches`, with `?api-version=` and an `api-key` header), and through Anthropic's Messages API and
+Message Batches (`/v1/messages`, `/v1/messages/batches`, see `message_batches`).
 
 Every chat-completions request is counted in `/v1/stats`, so tests can prove that no judge call was made.
 """
@@ -28,7 +31,8 @@ from typing import Any
 from aiohttp import web
 
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
-from eval_platform.local_judge.batches import BatchStore
+from eval_platform.local_judge.batches import BatchStore, authorization, azure_refusal
+from eval_platform.local_judge.message_batches import MessageBatches
 from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.mock_verdict import mock_verdict
 from eval_platform.local_judge.llmbar_replay import LLMBarRecordings
@@ -103,6 +107,7 @@ class LocalJudgeServer:
         self.batches = BatchStore(
             self.respond, delay_s=batch_delay_s, expire_after=batch_expire_after, create_delay_s=batch_create_delay_s
         )
+        self.message_batches = MessageBatches(self)
         # Like OpenAI's automatic prompt caching: a system message seen before is reported as cached input
         # tokens (usage.prompt_tokens_details.cached_tokens), so spend accounting can be tested.
         self.prompt_cache = prompt_cache
@@ -204,6 +209,10 @@ class LocalJudgeServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_post("/chat/completions", self._chat_completions)
+        # Azure OpenAI's spelling: the deployment in the path, `?api-version=` and an `api-key` header.
+        app.router.add_post("/openai/deployments/{deployment:.+}/chat/completions", self._azure_chat_completions)
+        # Anthropic's Messages API and Message Batches (see `message_batches`).
+        self.message_batches.routes(app)
         app.router.add_get("/v1/stats", self._stats)
         app.router.add_post("/v1/stats/reset", self._reset_stats)
         # Batches created, files stored and batch lines answered (reset with the other counts).
@@ -232,6 +241,24 @@ class LocalJudgeServer:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             body = None
+        status, payload, headers = await self.interactive(body, authorization(request))
+        return web.json_response(payload, status=status, headers=headers)
+
+    async def _azure_chat_completions(self, request: web.Request) -> web.Response:
+        refused = azure_refusal(request)
+        if refused is not None:
+            return refused
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        if isinstance(body, dict):  # Azure answers for the deployment in the path, whatever the body says
+            body = {**body, "model": request.match_info["deployment"]}
+        status, payload, headers = await self.interactive(body, authorization(request))
+        return web.json_response(payload, status=status, headers=headers)
+
+    async def interactive(self, body: Any, credentials: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """One interactive call: counted in `/v1/stats`, delayed by `latency_ms`, rate limited, answered."""
         model = body.get("model") if isinstance(body, dict) else None
         self._count(model if isinstance(model, str) else "")
 
@@ -240,9 +267,8 @@ class LocalJudgeServer:
         try:
             self._take_token()
         except JudgeRequestError as error:
-            return web.json_response(error.body(), status=error.status, headers=error.headers)
-        status, payload, headers = await self.respond(body, request.headers.get("Authorization", ""))
-        return web.json_response(payload, status=status, headers=headers)
+            return error.status, error.body(), error.headers
+        return await self.respond(body, credentials)
 
     async def respond(self, body: Any, authorization: str) -> tuple[int, dict[str, Any], dict[str, str]]:
         """(status, JSON body, headers) of one chat-completions request body: what `/v1/chat/completions`

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -281,12 +282,21 @@ def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path,
         assert ledger.rows() == 1
 
 
-def test_batch_mode_needs_an_openai_compatible_endpoint(data_root):
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        ("vertex_ai/gemini-2.0-flash", "Vertex AI .*Google Cloud Storage"),
+        ("bedrock/anthropic.claude-3-5-haiku-20241022-v1:0", "Bedrock .*S3"),
+        ("gemini/gemini-2.0-flash", "does not speak the batch API of provider 'gemini'"),
+        ("gpt-4o-mini", "spell it openai/<model>"),
+    ],
+)
+def test_batch_mode_refuses_providers_whose_batch_api_it_does_not_speak(data_root, model, why):
     path = write_evaluator(
-        data_root, "claude", name="claude", mode="binary", prompt="{{output}}",
-        model="anthropic/claude-3-5-haiku-20241022", batch={"enabled": True},
+        data_root, "other", name="other", mode="binary", prompt="{{output}}", model=model, batch={"enabled": True},
     )
-    with pytest.raises(EvaluatorConfigError, match=r"batch.*anthropic/claude-3-5-haiku-20241022.*openai/<model>"):
+    supported = r"openai/<model>.*azure/<deployment>.*anthropic/<model>"
+    with pytest.raises(EvaluatorConfigError, match=rf"batch: model '{re.escape(model)}': .*{why}.*{supported}"):
         load_evaluator(path)
     bad = write_evaluator(data_root, "bad", name="bad", mode="binary", prompt="{{output}}", model="openai/x", batch={"discount": 0})
     with pytest.raises(EvaluatorConfigError, match="discount"):

@@ -1,0 +1,346 @@
+"""Batch APIs beyond OpenAI's own wire: Azure OpenAI through litellm, and Anthropic's Message Batches.
+
+Which provider gets which (`batch_api_for`), from what litellm 1.106 covers:
+- **Azure OpenAI** (`azure/<deployment>`): litellm covers the whole cycle (`acreate_file`, `acreate_batch`,
+  `aretrieve_batch`, `alist_batches`, `afile_content` with `custom_llm_provider="azure"`), so every call
+  goes through it: Azure's paths (`/openai/files`, `/openai/batches`, `?api-version=`), its `api-key` header,
+  and the api_base, key and API version litellm resolves for the interactive calls too. The input lines are
+  OpenAI's, with `url: /chat/completions` and the deployment as `model`, as Azure documents them.
+- **Anthropic** (`anthropic/<model>`): litellm 1.106 turns a chat request into a Messages request and a
+  message back into a chat completion (the same `AnthropicConfig` its interactive calls use, so a batch
+  asks and reads exactly what an interactive call would), and can retrieve a batch, but it cannot create one
+  (`transform_create_batch_request` raises NotImplementedError), cannot list them, and its retrieve maps
+  every ended batch to `completed` (an expired or cancelled one too). So the Message Batches wire is spoken
+  here directly over HTTP (aiohttp), as `batch_api.OpenAIBatchAPI` does for OpenAI: `POST
+  /v1/messages/batches` with `requests: [{custom_id, params}]`, `GET /v1/messages/batches[/{id}]`, and
+  the batch's `results_url` (JSONL, one `result` of type succeeded / errored / canceled / expired each).
+  Anthropic keeps no metadata on a batch, so the submission id rides in every custom_id, and a batch whose
+  creation went unheard is recognised by its results (see `AnthropicBatchAPI.find`).
+- Vertex AI and Bedrock batches read and write cloud storage buckets (GCS, S3): refused by the
+  configuration (`EvaluatorConfig._check_batch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from eval_platform.judging.batch_api import (
+    COMPLETION_WINDOW,
+    BatchAPI,
+    BatchLookupUndecided,
+    OpenAIBatchAPI,
+    read_results,
+    request_line,
+)
+from eval_platform.judging.client import CallOutcome, JudgeRequest, cached_prompt_tokens
+from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body, resolve_base_and_headers
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from eval_platform.judging.runner import Endpoint
+
+AZURE_CHAT_ENDPOINT = "/chat/completions"  # Azure's spelling of the batch endpoint and of each line's url
+ANTHROPIC_API_BASE = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+# Anthropic's error types (https://docs.anthropic.com/en/api/errors) by the HTTP status they stand for: an
+# errored batch request gets the reason code the same error gets interactively.
+ANTHROPIC_ERROR_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403, "not_found_error": 404,
+    "request_too_large": 413, "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529,
+}
+
+
+def batch_api_for(endpoint: Endpoint, session: aiohttp.ClientSession, timeout_s: float) -> BatchAPI:
+    """The batch API of the provider `endpoint` is served by (the configuration refused the others)."""
+    if endpoint.model.startswith("azure/"):
+        return AzureBatchAPI(endpoint, timeout_s)
+    if endpoint.model.startswith("anthropic/"):
+        return AnthropicBatchAPI(session, endpoint, timeout_s)
+    base, headers = resolve_base_and_headers(endpoint.api_base, endpoint.api_key)
+    return OpenAIBatchAPI(session, base, headers, timeout_s)
+
+
+def custom_id_prefix(submission: str) -> str:
+    """What every custom_id of one submission starts with (how a batch without metadata is recognised)."""
+    return f"s{submission[:12]}-"
+
+
+def _litellm():
+    from eval_platform.judging.client import _litellm as load  # litellm loaded and configured once
+
+    return load()
+
+
+@dataclass
+class AzureBatchAPI:
+    """Azure OpenAI's Files and Batch APIs, through litellm's batch helpers."""
+
+    endpoint: Endpoint
+    timeout_s: float
+
+    def _options(self) -> dict[str, Any]:
+        # Retries are ours (see batch_submit), as for interactive calls.
+        return {
+            "custom_llm_provider": "azure", "api_base": self.endpoint.api_base, "api_key": self.endpoint.api_key,
+            "timeout": self.timeout_s, "max_retries": 0,
+        }
+
+    def line(self, custom_id: str, request: JudgeRequest) -> str:
+        deployment = request.model.removeprefix("azure/")
+        body = chat_body(deployment, request.messages, request.temperature, request.max_tokens)
+        return request_line(custom_id, body, url=AZURE_CHAT_ENDPOINT)
+
+    async def upload(self, content: bytes, filename: str) -> str | None:
+        created = await _litellm().acreate_file(
+            file=(filename, content, "application/jsonl"), purpose="batch", **self._options()
+        )
+        return created.id
+
+    async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
+        created = await _litellm().acreate_batch(
+            completion_window=COMPLETION_WINDOW, endpoint=AZURE_CHAT_ENDPOINT, input_file_id=input_file_id,
+            metadata=metadata, **self._options(),
+        )
+        return created.model_dump()
+
+    async def retrieve(self, batch_id: str) -> dict[str, Any]:
+        # Without `batch_ignore_default_logging`, litellm's logging prices every completed batch it retrieves by
+        # downloading its output file again, in a background task the end of the run's event loop cuts off
+        # ("coroutine 'AzureOpenAIFilesAPI.afile_content' was never awaited"). The spend is priced here.
+        batch = await _litellm().aretrieve_batch(
+            batch_id=batch_id, litellm_metadata={"batch_ignore_default_logging": True}, **self._options()
+        )
+        return batch.model_dump()
+
+    async def find(self, submission: str, since: float, requests: int = 0) -> dict[str, Any] | None:
+        """The batch whose metadata carries `submission`. litellm 1.106 does not pass `after` and `limit` on
+        to Azure's list, so only its first page (the newest batches) can be searched: when that page does not
+        reach back to `since`, the batch may be further down, and this raises instead of answering None."""
+        page = await _litellm().alist_batches(limit=100, **self._options())
+        batches = [b.model_dump() for b in page.data]
+        for batch in batches:
+            if (batch.get("metadata") or {}).get("submission") == submission:
+                return batch
+        older = any((batch.get("created_at") or 0) < since for batch in batches)  # newest first: all seen
+        if not page.has_more or not batches or older:
+            return None
+        raise BatchLookupUndecided(
+            f"submission {submission} is not among the {len(batches)} newest Azure batches, and litellm's Azure "
+            "batch list gives no further page; nothing is submitted again while it may exist"
+        )
+
+    async def _content(self, file_id: str) -> str:
+        response = await _litellm().afile_content(file_id=file_id, **self._options())
+        return response.content.decode("utf-8")
+
+    async def results(self, batch: dict[str, Any]) -> dict[str, CallOutcome]:
+        output = await self._content(batch["output_file_id"]) if batch.get("output_file_id") else ""
+        errors = await self._content(batch["error_file_id"]) if batch.get("error_file_id") else ""
+        return read_results(batch, output, errors)
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def as_openai_batch(batch: dict[str, Any]) -> dict[str, Any]:
+    """An Anthropic MessageBatch seen as an OpenAI batch object: an ended batch is `expired` when any request
+    expired, `cancelled` when it was cancelled, else `completed` (its errored requests answer for themselves)."""
+    counts = batch.get("request_counts") or {}
+    processing = batch.get("processing_status")
+    if processing == "in_progress":
+        status = "in_progress"
+    elif processing == "canceling":
+        status = "cancelling"
+    elif batch.get("cancel_initiated_at"):
+        status = "cancelled"
+    elif counts.get("expired"):
+        status = "expired"
+    else:
+        status = "completed"
+    converted = {
+        "id": batch["id"], "object": "batch", "status": status, "created_at": _epoch(batch.get("created_at")),
+        "results_url": batch.get("results_url"), "errors": None,
+        "request_counts": {
+            "total": sum(int(v or 0) for v in counts.values()), "completed": int(counts.get("succeeded") or 0),
+            "failed": sum(int(counts.get(k) or 0) for k in ("errored", "canceled", "expired")),
+        },
+    }
+    if processing == "ended":
+        converted[f"{status}_at"] = _epoch(batch.get("ended_at"))
+    return converted
+
+
+@dataclass
+class AnthropicBatchAPI:
+    """Anthropic's Message Batches over plain HTTP; requests built and replies read by litellm's Anthropic code."""
+
+    session: aiohttp.ClientSession
+    endpoint: Endpoint
+    timeout_s: float
+
+    @property
+    def base_url(self) -> str:
+        import os  # where litellm's anthropic provider looks when the evaluator names no api_base
+
+        base = self.endpoint.api_base or os.environ.get("ANTHROPIC_API_BASE") or os.environ.get("ANTHROPIC_BASE_URL")
+        return (base or ANTHROPIC_API_BASE).rstrip("/").removesuffix("/v1/messages").removesuffix("/v1")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        import os
+
+        key = self.endpoint.api_key or os.environ.get("ANTHROPIC_API_KEY") or ""
+        return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json"}
+
+    async def _call(self, method: str, url: str, **kwargs: Any) -> str:
+        async with asyncio.timeout(self.timeout_s):
+            async with self.session.request(method, url, headers=self.headers, **kwargs) as response:
+                text = await response.text()
+                if response.status >= 400:
+                    raise ProviderHTTPError(response.status, text[:2000], response.headers.get("retry-after"))
+                return text
+
+    def line(self, custom_id: str, request: JudgeRequest) -> str:
+        """The Messages request litellm sends for this chat request (system prompt apart, content as blocks)."""
+        from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+        _litellm()
+        model = request.model.removeprefix("anthropic/")
+        config = AnthropicConfig()
+        optional = config.map_openai_params(
+            {"temperature": request.temperature, "max_tokens": request.max_tokens}, {}, model, drop_params=False
+        )
+        params = config.transform_request(model, copy.deepcopy(request.messages), optional, {}, {})
+        return json.dumps({"custom_id": custom_id, "params": params}) + "\n"
+
+    async def upload(self, content: bytes, filename: str) -> str | None:
+        return None  # Anthropic takes the requests with the create
+
+    async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
+        requests = [json.loads(line) for line in content.decode("utf-8").splitlines() if line.strip()]
+        text = await self._call("POST", f"{self.base_url}/v1/messages/batches", data=json.dumps({"requests": requests}))
+        return as_openai_batch(json.loads(text))
+
+    async def retrieve(self, batch_id: str) -> dict[str, Any]:
+        return as_openai_batch(json.loads(await self._call("GET", f"{self.base_url}/v1/messages/batches/{batch_id}")))
+
+    async def find(self, submission: str, since: float, requests: int = 0, max_pages: int = 50) -> dict[str, Any] | None:
+        """Anthropic keeps no metadata, so a candidate is a batch created since `since` with as many requests;
+        an ended one is ours when its results carry this submission's custom_ids. A candidate still running
+        cannot be told apart yet: that raises, and nothing is created again until it has ended."""
+        after = None
+        undecided = []
+        prefix = custom_id_prefix(submission)
+        for _ in range(max_pages):
+            query = "?limit=100" + (f"&after_id={after}" if after else "")
+            page = json.loads(await self._call("GET", f"{self.base_url}/v1/messages/batches{query}"))
+            batches = page.get("data") or []
+            for raw in batches:
+                batch = as_openai_batch(raw)
+                if (batch["created_at"] or 0) < since or (requests and batch["request_counts"]["total"] != requests):
+                    continue
+                if raw.get("processing_status") != "ended":
+                    undecided.append(batch["id"])
+                elif any(custom_id.startswith(prefix) for custom_id in await self._custom_ids(batch)):
+                    return batch
+            older = any((_epoch(b.get("created_at")) or 0) < since for b in batches)  # newest first: done
+            if not page.get("has_more") or not batches or older:
+                break
+            after = page.get("last_id") or batches[-1]["id"]
+        if undecided:
+            raise BatchLookupUndecided(
+                f"Anthropic batches keep no metadata, and {', '.join(undecided)} (created since this submission, "
+                f"with {requests} requests) may be submission {submission}; it is recognised by its results once "
+                "it has ended, so nothing is submitted again until then"
+            )
+        return None
+
+    async def _results_text(self, batch: dict[str, Any]) -> str:
+        url = batch.get("results_url") or f"{self.base_url}/v1/messages/batches/{batch['id']}/results"
+        return await self._call("GET", url)
+
+    async def _custom_ids(self, batch: dict[str, Any]) -> list[str]:
+        ids = []
+        for line in (await self._results_text(batch)).splitlines():
+            try:
+                ids.append(json.loads(line).get("custom_id") or "")
+            except (ValueError, AttributeError):
+                continue
+        return ids
+
+    async def results(self, batch: dict[str, Any]) -> dict[str, CallOutcome]:
+        return read_anthropic_results(batch, await self._results_text(batch))
+
+
+def _ended_latency_ms(batch: dict[str, Any]) -> float:
+    ended = next((batch[k] for k in ("completed_at", "expired_at", "cancelled_at", "failed_at") if batch.get(k)), None)
+    if ended is None or not batch.get("created_at"):
+        return 0.0
+    return max(0.0, (float(ended) - float(batch["created_at"])) * 1000)
+
+
+def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOutcome]:
+    """The outcome of every request in a Message Batch's results, by custom_id: a succeeded message read by
+    litellm as its interactive call reads it; an errored one with the reason code of the same error
+    interactively; an expired one batch_expired, a canceled one batch_failed (the batch named in the detail)."""
+    import httpx
+    from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+    litellm = _litellm()
+    batch_id = batch["id"]
+    latency_ms = _ended_latency_ms(batch)
+    outcomes: dict[str, CallOutcome] = {}
+    for line in text.splitlines():
+        try:
+            item = json.loads(line) if line.strip() else None
+        except ValueError:
+            item = None  # a damaged line: its request counts as unanswered, never as a verdict
+        if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
+            continue
+        result = item.get("result") if isinstance(item.get("result"), dict) else {}
+        kind = result.get("type")
+        outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
+        if kind == "succeeded":
+            message = result.get("message")
+            try:
+                response = AnthropicConfig().transform_parsed_response(
+                    completion_response=message, raw_response=httpx.Response(200, json=message),
+                    model_response=litellm.ModelResponse(),
+                )
+                choice = response.choices[0]
+            except Exception as exc:  # not a message: never a verdict
+                outcome.error_reason = "provider_error:200"
+                outcome.error_detail = f"batch {batch_id}: not a message ({type(exc).__name__}): {json.dumps(message)[:500]}"
+            else:
+                usage = getattr(response, "usage", None)
+                outcome.content = choice.message.content or ""
+                outcome.finish_reason = choice.finish_reason
+                outcome.provider_model = getattr(response, "model", None)
+                outcome.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+                outcome.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+                outcome.cached_prompt_tokens = cached_prompt_tokens(usage)
+        elif kind == "errored":
+            error = result.get("error") or {}
+            inner = error.get("error") if isinstance(error.get("error"), dict) else error
+            status = ANTHROPIC_ERROR_STATUS.get(inner.get("type"))
+            outcome.error_reason = "rate_limited" if status == 429 else f"provider_error:{status or inner.get('type')}"
+            outcome.error_detail = f"batch {batch_id}: HTTP {status}: {json.dumps(error)[:2000]}"
+        elif kind in ("expired", "canceled"):
+            outcome.error_reason = "batch_expired" if kind == "expired" else "batch_failed"
+            outcome.error_detail = f"batch {batch_id} gave no answer ({kind})"
+        else:
+            continue  # an unknown result type: the request counts as unanswered
+        outcomes[item["custom_id"]] = outcome
+    return outcomes
