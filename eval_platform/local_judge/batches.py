@@ -61,6 +61,14 @@ def _azure(handler: Handler) -> Handler:
     return guarded
 
 
+async def json_body(request: web.Request) -> Any:
+    """The request's JSON body, or None when it is not JSON (each endpoint answers that in its provider's terms)."""
+    try:
+        return await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
 def authorization(request: web.Request) -> str:
     """The caller's credentials as the chat endpoint sees them: OpenAI's Authorization, Azure's api-key or
     Anthropic's x-api-key (so `fault/echo_key` echoes whichever was sent)."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from eval_platform.local_judge.batches import authorization
+from eval_platform.local_judge.batches import authorization, json_body
 
 if TYPE_CHECKING:
     from eval_platform.local_judge.server import LocalJudgeServer
@@ -119,10 +119,7 @@ class MessageBatches:
         refused = _refusal(request)
         if refused is not None:
             return refused
-        try:
-            params = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            params = None
+        params = await json_body(request)
         status, payload, headers = await self.server.interactive(chat_body(params), authorization(request))
         status, body = to_message(status, payload)
         return web.json_response(body, status=status, headers=headers)
@@ -131,10 +128,7 @@ class MessageBatches:
         refused = _refusal(request)
         if refused is not None:
             return refused
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            body = None
+        body = await json_body(request)
         requests = body.get("requests") if isinstance(body, dict) else None
         if not isinstance(requests, list) or not requests:
             return web.json_response(anthropic_error(400, "requests: a non-empty list is required"), status=400)

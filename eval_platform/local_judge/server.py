@@ -31,7 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
-from eval_platform.local_judge.batches import BatchStore, authorization, azure_refusal
+from eval_platform.local_judge.batches import BatchStore, authorization, azure_refusal, json_body
 from eval_platform.local_judge.message_batches import MessageBatches
 from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.mock_verdict import mock_verdict
@@ -237,10 +237,7 @@ class LocalJudgeServer:
         return web.json_response({"requests": 0, "by_model": {}})
 
     async def _chat_completions(self, request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            body = None
+        body = await json_body(request)
         status, payload, headers = await self.interactive(body, authorization(request))
         return web.json_response(payload, status=status, headers=headers)
 
@@ -248,10 +245,7 @@ class LocalJudgeServer:
         refused = azure_refusal(request)
         if refused is not None:
             return refused
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            body = None
+        body = await json_body(request)
         if isinstance(body, dict):  # Azure answers for the deployment in the path, whatever the body says
             body = {**body, "model": request.match_info["deployment"]}
         status, payload, headers = await self.interactive(body, authorization(request))
