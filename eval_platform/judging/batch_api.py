@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -167,11 +168,24 @@ class OpenAIBatchAPI:
         return read_results(batch, output, errors)
 
 
-def _ended_at(batch: dict[str, Any]) -> float | None:
-    for name in ("completed_at", "expired_at", "failed_at", "cancelled_at"):
-        if batch.get(name):
-            return float(batch[name])
-    return None
+def ended_latency_ms(batch: dict[str, Any]) -> float:
+    """From the batch's creation to its end (completed, expired, failed or cancelled); 0 when either is unknown."""
+    ended = next((float(batch[k]) for k in ("completed_at", "expired_at", "failed_at", "cancelled_at") if batch.get(k)), None)
+    if ended is None or not batch.get("created_at"):
+        return 0.0
+    return max(0.0, (ended - float(batch["created_at"])) * 1000)
+
+
+def result_lines(text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a batch's JSONL results that name their request (`custom_id`). A damaged line is
+    skipped: its request counts as unanswered, never as a verdict."""
+    for line in text.splitlines():
+        try:
+            item = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("custom_id"), str):
+            yield item
 
 
 def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, CallOutcome]:
@@ -182,19 +196,10 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
     other error without a response) names the batch in its detail.
     """
     batch_id = batch["id"]
-    latency_ms = 0.0
-    ended = _ended_at(batch)
-    if ended is not None and batch.get("created_at"):
-        latency_ms = max(0.0, (ended - float(batch["created_at"])) * 1000)
+    latency_ms = ended_latency_ms(batch)
     outcomes: dict[str, CallOutcome] = {}
     for text in (output, errors):
-        for line in text.splitlines():
-            try:
-                item = json.loads(line) if line.strip() else None
-            except ValueError:
-                item = None  # a damaged line: its request counts as unanswered, never as a verdict
-            if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
-                continue
+        for item in result_lines(text):
             outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
             response = item.get("response") or None
             status = response.get("status_code") if response else None

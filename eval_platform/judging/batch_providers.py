@@ -34,8 +34,10 @@ from eval_platform.judging.batch_api import (
     BatchAPI,
     BatchLookupUndecided,
     OpenAIBatchAPI,
+    ended_latency_ms,
     read_results,
     request_line,
+    result_lines,
 )
 from eval_platform.judging.client import CallOutcome, JudgeRequest, cached_prompt_tokens
 from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body, resolve_base_and_headers
@@ -284,13 +286,6 @@ class AnthropicBatchAPI:
         return read_anthropic_results(batch, await self._results_text(batch))
 
 
-def _ended_latency_ms(batch: dict[str, Any]) -> float:
-    ended = next((batch[k] for k in ("completed_at", "expired_at", "cancelled_at", "failed_at") if batch.get(k)), None)
-    if ended is None or not batch.get("created_at"):
-        return 0.0
-    return max(0.0, (float(ended) - float(batch["created_at"])) * 1000)
-
-
 def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOutcome]:
     """The outcome of every request in a Message Batch's results, by custom_id: a succeeded message read by
     litellm as its interactive call reads it; an errored one with the reason code of the same error
@@ -300,15 +295,9 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
 
     litellm = _litellm()
     batch_id = batch["id"]
-    latency_ms = _ended_latency_ms(batch)
+    latency_ms = ended_latency_ms(batch)
     outcomes: dict[str, CallOutcome] = {}
-    for line in text.splitlines():
-        try:
-            item = json.loads(line) if line.strip() else None
-        except ValueError:
-            item = None  # a damaged line: its request counts as unanswered, never as a verdict
-        if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
-            continue
+    for item in result_lines(text):
         result = item.get("result") if isinstance(item.get("result"), dict) else {}
         kind = result.get("type")
         outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
