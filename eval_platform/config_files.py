@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -9,6 +10,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 Model = TypeVar("Model", bound=BaseModel)
+
+# The code location's log: `dagster dev` and `dagster code-server` print what this logger writes at load time.
+log = logging.getLogger("eval_platform.config")
 
 
 def read_mapping(path: Path, error: type[Exception], expected: str) -> dict[str, Any]:
@@ -40,6 +44,13 @@ def load_named(path: Path, model: type[Model], error: type[Exception], what: str
             f"{path}: field 'name' is '{raw['name']}' but the file is named '{path.name}'; they must match{why}"
         )
     return validate(path, model, raw, error)
+
+
+def record_broken(broken: dict[str, str], key: str, error: Exception, what: str) -> None:
+    """A config file (or entry) that did not load: kept in `broken` for the UI, and written to the code location's
+    log, so an error is seen where it is looked for, not only on the asset it would have fed."""
+    broken[key] = str(error)
+    log.error("%s skipped (the rest loads): %s", what, error)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:

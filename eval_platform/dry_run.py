@@ -221,8 +221,13 @@ def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root:
     if args.suite not in suites:
         why = f" ({broken[args.suite]})" if args.suite in broken else ""
         parser.error(f"no suite named {args.suite}{why}; known: {', '.join(sorted(suites))}")
-    models = load_models(root / "benchmarks" / "models.yaml")
+    broken: dict[str, str] = {}
+    models = load_models(root / "benchmarks" / "models.yaml", broken)
     names = args.model or sorted(models)
+    if set(broken) & set(names):
+        parser.error("; ".join(f"model {n} cannot run: {broken[n]}" for n in sorted(set(broken) & set(names))))
+    if broken and not args.model:
+        print(f"left out, broken in benchmarks/models.yaml: {', '.join(sorted(broken))}\n")
     unknown = sorted(set(names) - set(models))
     if unknown:
         parser.error(f"no model named {', '.join(unknown)} in benchmarks/models.yaml; known: {', '.join(sorted(models))}")

@@ -137,3 +137,23 @@ def test_dry_run_of_a_suite_counts_model_and_judge_calls_sends_nothing_and_bound
     printed = capsys.readouterr().out
     assert "nothing is sent" in printed and "priced-18" in printed and "judged" in printed
     assert "estimate" in printed  # the judge's price on outputs not yet generated is said to be an estimate
+
+
+def test_a_suite_dry_run_leaves_out_only_a_broken_model_entry(data_root, local_judge, monkeypatch, capsys):
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_DATA_DIR", str(data_root))
+    (data_root / "datasets" / "qa").mkdir(parents=True)
+    (data_root / "datasets" / "qa" / "v1.jsonl").write_text('{"input": "2+2?", "expected_output": "4"}\n')
+    (data_root / "benchmarks").mkdir()
+    (data_root / "benchmarks" / "qa.yaml").write_text(
+        "tasks:\n  t:\n    dataset: qa\n    prompt: '{{input}}'\n    scorers: [{name: numeric_match}]\n"
+    )
+    (data_root / "benchmarks" / "models.yaml").write_text(
+        "models:\n  fine: {model: 'local/fixed/It is 4.'}\n  typo: {model: 'local/fixed/It is 4.', onyl: [qa]}\n"
+    )
+    assert main(["--suite", "qa"]) == 0
+    printed = capsys.readouterr().out
+    assert "fine" in printed and "left out, broken in benchmarks/models.yaml: typo" in printed
+    with pytest.raises(SystemExit):
+        main(["--suite", "qa", "--model", "typo"])
+    assert "field 'models.typo.onyl'" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from eval_platform.config_files import load_named, read_mapping, validate
+from eval_platform.config_files import load_named, read_mapping, record_broken, validate
 from eval_platform.judging.config import EvaluatorConfig, ModelSpec
 from eval_platform.judging.templates import TemplateError, parse_template
 from eval_platform.scoring import registry
@@ -154,19 +154,38 @@ class ModelsFile(_Strict):
     models: dict[str, ModelUnderTest] = Field(min_length=1)
 
 
+class _ModelEntries(_Strict):
+    """The file's shape only; each entry is validated on its own, so one bad entry breaks only itself."""
+
+    models: dict[Any, Any] = Field(min_length=1)
+
+
 _PARTITION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
 
 
-def load_models(path: Path) -> dict[str, ModelUnderTest]:
-    """`models.yaml`: partition key -> model under test. Errors name the file and the field."""
+def load_models(path: Path, broken: dict[str, str] | None = None) -> dict[str, ModelUnderTest]:
+    """`models.yaml`: partition key -> model under test. Errors name the file and the field.
+
+    A bad entry raises, unless `broken` is given: then its error is recorded there (by the model's name) and the
+    other entries load. A file that is not a mapping with `models` raises either way (there is no entry to keep).
+    """
     if not path.exists():
         return {}
-    models = validate(path, ModelsFile, read_mapping(path, SuiteError, "a mapping with 'models'"), SuiteError).models
-    for name in models:
-        if not _PARTITION_NAME.match(name):
-            raise SuiteError(
-                f"{path}: field 'models.{name}': a model's name is its partition key: letters, digits and _.:@+- only"
-            )
+    entries = validate(path, _ModelEntries, read_mapping(path, SuiteError, "a mapping with 'models'"), SuiteError)
+    models = {}
+    for key, entry in entries.models.items():
+        name = str(key)
+        try:
+            if not _PARTITION_NAME.match(name):
+                raise SuiteError(
+                    f"{path}: field 'models.{name}': a model's name is its partition key: "
+                    "letters, digits and _.:@+- only"
+                )
+            models |= validate(path, ModelsFile, {"models": {name: entry}}, SuiteError).models
+        except SuiteError as exc:
+            if broken is None:
+                raise
+            record_broken(broken, name, exc, "model under test")
     return models
 
 
@@ -324,5 +343,5 @@ def load_suites(folder: Path, data_root: Path, evaluators: set[str] | None = Non
         try:
             suites[path.stem] = load_suite(path, data_root, evaluators)
         except SuiteError as exc:
-            errors[path.stem] = str(exc)
+            record_broken(errors, path.stem, exc, "suite file")
     return suites, errors

@@ -19,6 +19,7 @@ import polars as pl
 from eval_platform.benchmarks.config import Suite, SuiteError, load_models, load_suites, upstream
 from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
 from eval_platform.benchmarks.runner import COMPLETED, FAILED, SKIPPED, TaskRun, per_case_values, run_task, task_results
+from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partition_ranges import fail_if_any, materialize, run_partitions
@@ -45,8 +46,15 @@ def suite_key(suite: str) -> dg.AssetKey:
 
 
 def model_under_test(root: Path, name: str):
-    """The partition's model as models.yaml declares it now (an edit applies without reloading)."""
-    models = load_models(root / MODELS_FILE)
+    """The partition's model as models.yaml declares it now (an edit applies without reloading). A bad entry fails
+    only its own model's runs, naming the file and the field; the other models run."""
+    broken: dict[str, str] = {}
+    try:
+        models = load_models(root / MODELS_FILE, broken)
+    except SuiteError as exc:
+        raise dg.Failure(f"model '{name}' cannot run: {exc}") from None
+    if name in broken:
+        raise dg.Failure(f"model '{name}' cannot run: {broken[name]}")
     if name not in models:
         raise dg.Failure(f"model '{name}' is a partition but not in {root / MODELS_FILE}; add it back or delete the partition")
     return models[name]
@@ -311,24 +319,30 @@ def _suite_case_values(root: Path, suite_name: str, suite: Suite):
     "(never removes one: its results stay). Backfill a new model over a suite's assets in the UI.",
 )
 def benchmark_models_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
+    broken: dict[str, str] = {}
     try:
-        models = load_models(warehouse.root / MODELS_FILE)
+        models = load_models(warehouse.root / MODELS_FILE, broken)
     except SuiteError as exc:
+        context.log.error(str(exc))
         return dg.SkipReason(str(exc))
+    for message in broken.values():
+        context.log.error(message)
     known = set(context.instance.get_dynamic_partitions(benchmark_models.name))
-    new = sorted(set(models) - known)
+    new = sorted(set(models) - known)  # a broken entry is no partition until it loads
     if not new:
-        return dg.SkipReason("no new model in models.yaml")
+        return dg.SkipReason("no new model in models.yaml" + (f" that loads ({len(broken)} broken)" if broken else ""))
     return dg.SensorResult(dynamic_partitions_requests=[benchmark_models.build_add_request(new)])
 
 
 def build_benchmarks(root: Path, evaluators: dict[str, EvaluatorConfig]) -> tuple[list[dg.AssetsDefinition], dict[str, str]]:
     """Every suite that loads as its own asset group, plus the leaderboard; a broken suite file is listed, not fatal."""
     suites, broken = load_suites(root / "benchmarks", root, set(evaluators))
+    broken_models: dict[str, str] = {}
     try:
-        load_models(root / MODELS_FILE)
+        load_models(root / MODELS_FILE, broken_models)
     except SuiteError as exc:
-        broken["models"] = str(exc)
+        record_broken(broken, "models", exc, "models file")
+    broken |= {f"models: {name}": message for name, message in broken_models.items()}
     assets = []
     for suite_name, suite in suites.items():
         assets += [_task_asset(suite_name, suite, task_name, evaluators) for task_name in suite.tasks]

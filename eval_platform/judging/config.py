@@ -17,7 +17,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from eval_platform.config_files import load_named
+from eval_platform.config_files import load_named, record_broken
 from eval_platform.judging import pricing
 from eval_platform.judging.openai_compat import is_openai_compatible
 from eval_platform.judging.modes import BOOLEAN_MODES, LABEL_MODES, MODES, SCALED_MODES  # noqa: F401 (re-exported)
@@ -507,8 +507,7 @@ def load_evaluators(directory: Path, broken: dict[str, str] | None = None) -> di
         except EvaluatorConfigError as exc:
             if broken is None:
                 raise
-            broken[path.name] = str(exc)
-            log.error("evaluator file skipped: %s", exc)
+            record_broken(broken, path.name, exc, "evaluator file")
             continue
         evaluators[config.name] = config
     return evaluators

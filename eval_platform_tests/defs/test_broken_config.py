@@ -3,8 +3,11 @@ shows the broken file with its field and message."""
 
 from __future__ import annotations
 
+import logging
+
 import dagster as dg
 
+from eval_platform.defs.benchmarks import benchmark_models_sensor
 from eval_platform.definitions import build_definitions
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
@@ -55,3 +58,41 @@ def test_a_broken_suite_or_models_file_leaves_the_other_suites_and_judging_loade
     description = defs.resolve_assets_def("leaderboard").descriptions_by_key[dg.AssetKey("leaderboard")]
     assert "bad.yaml" in description and "depends_on cycle a -> a" in description
     assert "models.yaml" in description and "field 'models.x/y'" in description
+
+
+def test_a_bad_model_entry_breaks_only_that_models_runs(data_root, local_judge, monkeypatch, caplog):
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    (data_root / "datasets" / "qa").mkdir(parents=True)
+    (data_root / "datasets" / "qa" / "v1.jsonl").write_text('{"input": "2+2?", "expected_output": "4"}\n')
+    (data_root / "benchmarks").mkdir()
+    (data_root / "benchmarks" / "good.yaml").write_text(
+        "tasks:\n  t:\n    dataset: qa\n    prompt: '{{input}}'\n    scorers: [{name: numeric_match}]\n"
+    )
+    (data_root / "benchmarks" / "models.yaml").write_text(
+        "models:\n  fine: {model: 'local/fixed/It is 4.'}\n  typo: {model: 'local/fixed/It is 4.', onyl: [good]}\n"
+    )
+    with caplog.at_level(logging.ERROR):
+        defs = build_definitions(data_root)
+    # the broken entry is shown (file and field) and logged; the code location loads
+    description = defs.resolve_assets_def("leaderboard").descriptions_by_key[dg.AssetKey("leaderboard")]
+    assert "models.yaml" in description and "models.typo.onyl" in description
+    assert "models.typo.onyl" in caplog.text
+
+    with dg.instance_for_test() as instance:
+        # the sensor still adds the models that load, never the broken one
+        context = dg.build_sensor_context(instance=instance, resources=defs.resources)
+        result = benchmark_models_sensor(context)
+        (request,) = result.dynamic_partitions_requests
+        assert list(request.partition_keys) == ["fine"]
+        instance.add_dynamic_partitions("benchmark_models", ["fine", "typo"])
+        task = dg.AssetKey(["benchmark", "good", "t"])
+        runs = {
+            model: dg.materialize(list(defs.assets), selection=[task], partition_key=model, instance=instance,
+                                  resources=defs.resources, raise_on_error=False)
+            for model in ("fine", "typo")
+        }
+    assert runs["fine"].success
+    assert not runs["typo"].success
+    [failure] = runs["typo"].get_step_failure_events()
+    message = failure.event_specific_data.error.message
+    assert "models.yaml" in message and "field 'models.typo.onyl'" in message
