@@ -32,7 +32,9 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     judge_cost_monthly = build_judge_cost_monthly(evaluators, judge_cost_daily)
     agreement = build_agreement(evaluators, judge_scores)
     broken_experiments: dict[str, str] = {}
-    experiments = load_experiments(root / "experiments", evaluators, broken=broken_experiments)
+    experiments = load_experiments(
+        root / "experiments", evaluators, broken=broken_experiments, broken_evaluators=broken_evaluators
+    )
     experiment_results = build_experiment_results(experiments, judge_scores, broken=broken_experiments)
     alerts = build_alerts(evaluators, judge_scores)
     benchmark_assets, _broken_suites = build_benchmarks(root, evaluators)

@@ -1,6 +1,8 @@
 """`experiment_results` (A/B analyses from `experiments/*.yaml`) and `alerts` (daily quality regressions)."""
 
 
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 from pydantic import Field
@@ -11,6 +13,7 @@ from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.experiments.analysis import experiment_results as analyze
+from eval_platform.experiments.analysis import keep_stale_rows
 from eval_platform.experiments.config import ExperimentConfig
 from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
 from eval_platform.experiments.regressions import (
@@ -22,7 +25,7 @@ from eval_platform.experiments.regressions import (
     regressions,
 )
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.storage.warehouse import write_partition
+from eval_platform.storage.warehouse import read_partition, write_partition
 
 # Their per-trace score is relative to the other candidates of a pair or group, so a daily mean says nothing.
 NO_DAILY_MEAN_MODES = frozenset({"pairwise", "n_wise"})
@@ -38,7 +41,9 @@ EXPERIMENT_RESULTS_DOC = (
     "Every experiment in `experiments/*.yaml`, recomputed from all final completed judge scores: per variant and "
     "metric n, mean, std and interval; per treatment and metric the comparison with the control (Welch's t-test "
     "and/or the Bayesian posterior, Cohen's d, guardrail verdicts, a recommendation); for a pairwise evaluator, "
-    "win rates with Wilson intervals and a Bradley–Terry ranking. View `experiment_results`."
+    "win rates with Wilson intervals and a Bradley–Terry ranking. An experiment whose file, or an evaluator file it "
+    "names, no longer loads keeps its last rows, flagged `stale` with the error in `stale_reason`. "
+    "View `experiment_results`."
 )
 
 
@@ -61,15 +66,23 @@ def build_experiment_results(
     def experiment_results(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         root = warehouse.root
         frame = analyze(experiments.values(), read_final_scores(root, needed), read_trace_variants(root))
+        # An experiment whose file (or an evaluator file it names) broke keeps its last rows, flagged stale.
+        unavailable = {Path(file).stem: error for file, error in (broken or {}).items()}
+        frame = keep_stale_rows(frame, read_partition(root, "experiment_results", {}), unavailable)
+        stale = dict(frame.filter(pl.col("stale")).select("experiment", "stale_reason").unique().rows())
+        for experiment, reason in sorted(stale.items()):
+            context.log.warning(f"{experiment}: last results kept, flagged stale: {reason}")
         write_partition(root, "experiment_results", {}, frame)
         refresh(root)
-        decisions = frame.filter((pl.col("kind") == "comparison") & (pl.col("metric_role") == "primary"))
-        comparisons = frame.filter(pl.col("kind") == "comparison")
+        fresh = frame.filter(~pl.col("stale"))
+        decisions = fresh.filter((pl.col("kind") == "comparison") & (pl.col("metric_role") == "primary"))
+        comparisons = fresh.filter(pl.col("kind") == "comparison")
         for experiment, variant, text in decisions.select("experiment", "variant", "recommendation").rows():
             context.log.info(f"{experiment} / {variant}: {text}")
         return dg.MaterializeResult(
             metadata={
                 "experiments": len(experiments),
+                "stale_experiments": dg.MetadataValue.json(stale),
                 "comparisons": comparisons.height,
                 "significant": int(comparisons["significant"].fill_null(False).sum()),
                 "guardrails_failed": int((~comparisons["guardrail_passed"]).sum()),

@@ -46,7 +46,10 @@ Columns of `experiment_results` (null where they do not apply to the row's kind)
 - `strength` (Bradley–Terry strengths sum to 1 across the variants), `rank` (1 = best).
 - `note`: why a statistic is missing, or a caveat of the estimate.
 - `start_date`, `end_date`: the configured window, or the first and last trace day with data.
-- `computed_at`: when the table was computed (UTC).
+- `stale`: false for rows computed by this run; true for the last rows of an experiment whose file, or an
+  evaluator file it names, no longer loads: they are kept as they were (figures and `computed_at` included)
+  rather than replaced by nothing, until the file is fixed. `stale_reason`: the load error (file and field).
+- `computed_at`: when the row was computed (UTC).
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "significant": _B, "outcome": _S, "insufficient_sample": _B,
     "guardrail_rule": _S, "guardrail_passed": _B, "recommendation": _S,
     "wins": _I, "losses": _I, "ties": _I, "win_rate": _F, "strength": _F, "rank": _I,
-    "note": _S, "start_date": _S, "end_date": _S, "computed_at": UTC_TS,
+    "note": _S, "start_date": _S, "end_date": _S, "stale": _B, "stale_reason": _S, "computed_at": UTC_TS,
 }
 
 BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no significant difference"
@@ -107,6 +110,23 @@ def experiment_results(
         return conform(pl.DataFrame(), EXPERIMENT_RESULT_SCHEMA)
     stamp = pl.lit(computed_at or datetime.now(UTC), dtype=UTC_TS).alias("computed_at")
     return pl.concat(frames).with_columns(stamp)
+
+
+def keep_stale_rows(fresh: pl.DataFrame, previous: pl.DataFrame | None, unavailable: dict[str, str]) -> pl.DataFrame:
+    """The table to write: `fresh` (this run's rows) plus, for each experiment in `unavailable` (name -> why its
+    file or an evaluator it names did not load), its rows in `previous` (the table as last written), unchanged but
+    flagged `stale` with that reason. A broken file never turns an experiment's results into nothing."""
+    if previous is None or not unavailable:
+        return fresh
+    reasons = pl.DataFrame({"experiment": list(unavailable), "reason": list(unavailable.values())},
+                           schema={"experiment": _S, "reason": _S})
+    kept = (
+        conform(previous, EXPERIMENT_RESULT_SCHEMA)
+        .filter(~pl.col("experiment").is_in(fresh["experiment"].unique().implode()))
+        .join(reasons, on="experiment", how="inner")
+        .with_columns(pl.lit(True).alias("stale"), pl.col("reason").alias("stale_reason"))
+    )
+    return pl.concat([fresh, conform(kept, EXPERIMENT_RESULT_SCHEMA)])
 
 
 def analyze_experiment(config: ExperimentConfig, scores: pl.DataFrame, traces: pl.DataFrame) -> pl.DataFrame:
@@ -134,7 +154,7 @@ def analyze_experiment(config: ExperimentConfig, scores: pl.DataFrame, traces: p
     end = str(config.end_date) if config.end_date else max(days, default=None)
     base = {
         "experiment": config.name, "experiment_id": config.experiment_id, "control_variant": config.control,
-        "method": config.method, "alpha": config.alpha, "start_date": start, "end_date": end,
+        "method": config.method, "alpha": config.alpha, "start_date": start, "end_date": end, "stale": False,
     }
     return conform(pl.DataFrame([{**base, **row} for row in rows], infer_schema_length=None), EXPERIMENT_RESULT_SCHEMA)
 

@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from eval_platform.config_files import load_named
+from eval_platform.config_files import load_named, record_broken
 from eval_platform.judging.config import BOOLEAN_MODES, EvaluatorConfig
 
 Method = Literal["frequentist", "bayesian", "both"]
@@ -136,14 +136,22 @@ class ExperimentConfig(_Strict):
         """(role, metric) pairs: the primary metric first, then the guardrails in file order."""
         return [("primary", self.primary_metric)] + [("guardrail", g) for g in self.guardrails]
 
-    def check_evaluators(self, evaluators: dict[str, EvaluatorConfig]) -> list[str]:
-        """Problems with the evaluators this experiment names, as "field 'x': message" strings."""
+    def check_evaluators(
+        self, evaluators: dict[str, EvaluatorConfig], broken_evaluators: dict[str, str] | None = None
+    ) -> list[str]:
+        """Problems with the evaluators this experiment names, as "field 'x': message" strings. `broken_evaluators`:
+        evaluator files that did not load (file name -> error), so the problem says why, not only "no evaluator"."""
         problems = []
+        broken = {Path(file).stem: error for file, error in (broken_evaluators or {}).items()}
         for field, metric in [("primary_metric", self.primary_metric)] + [
             (f"guardrails.{i}", g) for i, g in enumerate(self.guardrails)
         ]:
             evaluator = evaluators.get(metric.evaluator)
-            if evaluator is None:
+            if evaluator is None and metric.evaluator in broken:
+                problems.append(
+                    f"field '{field}.evaluator': evaluator '{metric.evaluator}' did not load ({broken[metric.evaluator]})"
+                )
+            elif evaluator is None:
                 problems.append(
                     f"field '{field}.evaluator': no evaluator named '{metric.evaluator}' "
                     f"(known: {', '.join(sorted(evaluators)) or 'none'})"
@@ -160,7 +168,12 @@ class ExperimentConfig(_Strict):
                 )
         if self.pairwise_evaluator is not None:
             evaluator = evaluators.get(self.pairwise_evaluator)
-            if evaluator is None:
+            if evaluator is None and self.pairwise_evaluator in broken:
+                problems.append(
+                    f"field 'pairwise_evaluator': evaluator '{self.pairwise_evaluator}' did not load "
+                    f"({broken[self.pairwise_evaluator]})"
+                )
+            elif evaluator is None:
                 problems.append(
                     f"field 'pairwise_evaluator': no evaluator named '{self.pairwise_evaluator}' "
                     f"(known: {', '.join(sorted(evaluators)) or 'none'})"
@@ -173,34 +186,41 @@ class ExperimentConfig(_Strict):
         return problems
 
 
-def load_experiment(path: Path, evaluators: dict[str, EvaluatorConfig] | None = None) -> ExperimentConfig:
+def load_experiment(
+    path: Path, evaluators: dict[str, EvaluatorConfig] | None = None, broken_evaluators: dict[str, str] | None = None
+) -> ExperimentConfig:
     """Load and validate one experiment file; with `evaluators`, also check the evaluators it names exist
-    and fit the metric. Errors name the file and the field."""
+    and fit the metric (`broken_evaluators`: files that did not load, named in the error). Errors name the file
+    and the field."""
     config = load_named(path, ExperimentConfig, ExperimentConfigError, "experiment")
     if evaluators is not None:
-        problems = config.check_evaluators(evaluators)
+        problems = config.check_evaluators(evaluators, broken_evaluators)
         if problems:
             raise ExperimentConfigError(f"{path}: {'; '.join(problems)}")
     return config
 
 
 def load_experiments(
-    directory: Path, evaluators: dict[str, EvaluatorConfig] | None = None, broken: dict[str, str] | None = None
+    directory: Path,
+    evaluators: dict[str, EvaluatorConfig] | None = None,
+    broken: dict[str, str] | None = None,
+    broken_evaluators: dict[str, str] | None = None,
 ) -> dict[str, ExperimentConfig]:
     """All experiments in a folder, by name, sorted. A missing folder has none.
 
-    As for evaluators, a broken file raises unless `broken` collects its error (by file name).
+    As for evaluators, a broken file raises unless `broken` collects its error (by file name, and in the code
+    location's log). An experiment naming an evaluator in `broken_evaluators` is broken too, and says why.
     """
     if not directory.is_dir():
         return {}
     experiments = {}
     for path in sorted(directory.glob("*.y*ml")):
         try:
-            config = load_experiment(path, evaluators)
+            config = load_experiment(path, evaluators, broken_evaluators)
         except ExperimentConfigError as exc:
             if broken is None:
                 raise
-            broken[path.name] = str(exc)
+            record_broken(broken, path.name, exc, "experiment file")
             continue
         experiments[config.name] = config
     return experiments

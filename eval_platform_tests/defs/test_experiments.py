@@ -4,6 +4,7 @@ judge scores materialized through the local judge over HTTP, results read back f
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -186,3 +187,65 @@ def test_definitions_name_the_new_assets_and_show_a_broken_experiment(data_root)
     assert re.search(r"typo\.yaml: .*typo\.yaml: field 'primary_metric\.evaluator': no evaluator named 'qualty'", description)
     with pytest.raises(ExperimentConfigError, match=r"typo\.yaml: field 'primary_metric\.evaluator': no evaluator named 'qualty'"):
         load_experiments(data_root / "experiments", load_evaluators(data_root / "evaluators"))
+
+
+def experiment_rows(root: Path) -> dict[str, list[tuple]]:
+    rows = query(root, "SELECT experiment, kind, metric, variant, n, mean, stale, stale_reason, computed_at "
+                       "FROM experiment_results ORDER BY ALL")
+    by_experiment: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_experiment.setdefault(row[0], []).append(row)
+    return by_experiment
+
+
+def test_a_broken_evaluator_or_experiment_file_keeps_its_last_rows_flagged_stale(
+    data_root, local_judge, instance, caplog
+):
+    rng = np.random.default_rng(1)
+    days = ["2026-11-01", "2026-11-02"]
+    for day in days:
+        scripted_day(data_root, day, rng, shift=0.0, n=20)
+    evaluator = write_evaluator(data_root, "quality", mode="score", score_scale={"min": 0, "max": 1},
+                                model="openai/echo/output", api_base=local_judge.base_url,
+                                prompt="{{input}} -> {{output}}")
+    good_evaluator = evaluator.read_text()
+    (data_root / "experiments").mkdir()
+    experiment = {"experiment_id": "prompt-v2", "control": "a", "treatments": ["b"],
+                  "primary_metric": {"evaluator": "quality"}, "minimum_sample_size": 5}
+    for name in ("prompt_v2", "prompt_v2_again"):
+        (data_root / "experiments" / f"{name}.yaml").write_text(yaml.safe_dump(experiment))
+    defs = build_definitions(data_root)
+    judge_everything(data_root, defs, defs.resources, instance, days, ["quality"])
+    assert materialize(defs, defs.resources, "experiment_results", instance).success
+    fresh = experiment_rows(data_root)
+    assert set(fresh) == {"prompt_v2", "prompt_v2_again"}
+    assert all(row[6] is False and row[7] is None for rows in fresh.values() for row in rows)
+
+    # A typo in the evaluator: both experiments that name it are broken, logged, and keep their last rows.
+    evaluator.write_text(good_evaluator + "temprature: 0.2\n")
+    with caplog.at_level(logging.ERROR):
+        defs = build_definitions(data_root)
+    assert "prompt_v2.yaml" in caplog.text and "prompt_v2_again.yaml" in caplog.text  # the experiments' errors too
+    result = materialize(defs, defs.resources, "experiment_results", instance)
+    assert result.success
+    stale = experiment_rows(data_root)
+    for name in ("prompt_v2", "prompt_v2_again"):
+        assert [row[:6] for row in stale[name]] == [row[:6] for row in fresh[name]]  # same rows and figures
+        assert [row[8] for row in stale[name]] == [row[8] for row in fresh[name]]  # computed when they were
+        for row in stale[name]:
+            assert row[6] is True
+            assert f"{name}.yaml" in row[7] and "quality.yaml" in row[7] and "temprature" in row[7]
+    metadata = result.asset_materializations_for_node("experiment_results")[0].metadata
+    assert set(metadata["stale_experiments"].value) == {"prompt_v2", "prompt_v2_again"}
+
+    # The evaluator fixed, one experiment file broken: only that one stays stale, the other is fresh again.
+    evaluator.write_text(good_evaluator)
+    (data_root / "experiments" / "prompt_v2.yaml").write_text(yaml.safe_dump({**experiment, "treatment": ["b"]}))
+    defs = build_definitions(data_root)
+    assert materialize(defs, defs.resources, "experiment_results", instance).success
+    now = experiment_rows(data_root)
+    assert [row[:6] for row in now["prompt_v2"]] == [row[:6] for row in fresh["prompt_v2"]]
+    assert all(row[6] is True and "field 'treatment'" in row[7] for row in now["prompt_v2"])
+    assert [row[:6] for row in now["prompt_v2_again"]] == [row[:6] for row in fresh["prompt_v2_again"]]
+    assert all(row[6] is False and row[7] is None for row in now["prompt_v2_again"])
+    assert all(row[8] > fresh["prompt_v2_again"][0][8] for row in now["prompt_v2_again"])  # recomputed
