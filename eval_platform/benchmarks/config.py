@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eval_platform.config_files import load_named, read_mapping, record_broken, validate
+from eval_platform.ingest.datasets import dataset_versions
 from eval_platform.judging.config import EvaluatorConfig, ModelSpec
 from eval_platform.judging.templates import TemplateError, parse_template
 from eval_platform.scoring import registry
@@ -309,19 +310,6 @@ def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
         if node not in state and (found := visit(node)):
             return found
     return None
-
-
-_VERSION = re.compile(r"^v(\d+)\.(csv|json|jsonl|parquet)$")
-
-
-def dataset_versions(data_root: Path, dataset: str) -> dict[int, Path]:
-    """The versions of a dataset under `datasets/<dataset>/`, as `dataset_versions` lays them out."""
-    folder = data_root / "datasets" / dataset
-    found = {}
-    for path in sorted(folder.glob("v*")) if folder.is_dir() else []:
-        if match := _VERSION.match(path.name):
-            found[int(match.group(1))] = path
-    return found
 
 
 def _check_dataset(path: Path, task_name: str, task: Task, data_root: Path) -> None:

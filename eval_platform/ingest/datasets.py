@@ -26,6 +26,16 @@ def dataset_files(root: Path) -> dict[str, Path]:
     return found
 
 
+def dataset_versions(root: Path, dataset: str) -> dict[int, Path]:
+    """The versions of one dataset declared under the data root (`datasets/<dataset>/v<N>.<ext>`): N -> file."""
+    folder = root / "datasets" / dataset
+    found = {}
+    for path in sorted(folder.glob("v*")) if folder.is_dir() else []:
+        if match := _VERSION_FILE_RE.match(path.name):
+            found[int(match.group(1))] = path
+    return found
+
+
 def read_rows(path: Path) -> list[tuple[int, object, str]]:
     """(line, parsed row or exception, raw text) for each row of a dataset file."""
     if path.suffix == ".jsonl":

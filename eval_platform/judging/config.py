@@ -18,6 +18,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from eval_platform.config_files import load_named, record_broken
+from eval_platform.ingest.datasets import dataset_versions
 from eval_platform.judging import pricing
 from eval_platform.judging.openai_compat import is_openai_compatible
 from eval_platform.judging.modes import BOOLEAN_MODES, LABEL_MODES, MODES, SCALED_MODES  # noqa: F401 (re-exported)
@@ -487,23 +488,51 @@ def template_variables(mode: str) -> set[str]:
     return MODES[mode].template_variables()
 
 
-def load_evaluator(path: Path) -> EvaluatorConfig:
-    """Load and validate one evaluator file; errors name the file and the field."""
-    return load_named(path, EvaluatorConfig, EvaluatorConfigError, "evaluator", " (the name is the partition key)")
+def load_evaluator(path: Path, data_root: Path | None = None) -> EvaluatorConfig:
+    """Load and validate one evaluator file; errors name the file and the field. With `data_root`, a reference
+    dataset (and version) the evaluator names must be declared there (see `check_reference_dataset`)."""
+    config = load_named(path, EvaluatorConfig, EvaluatorConfigError, "evaluator", " (the name is the partition key)")
+    if data_root is not None:
+        check_reference_dataset(path, config, data_root)
+    return config
 
 
-def load_evaluators(directory: Path, broken: dict[str, str] | None = None) -> dict[str, EvaluatorConfig]:
+def check_reference_dataset(path: Path, config: EvaluatorConfig, data_root: Path) -> None:
+    """A `reference` evaluator's dataset must exist when it loads, where "exists" means declared: a file
+    `datasets/<name>/v<N>.<ext>` under the data root (the version named, or any when none is). Whether that
+    version is materialized in `test_cases` yet is checked by the run, which can then say to materialize it."""
+    options = config.reference
+    if options is None or options.source != "dataset":
+        return
+    versions = dataset_versions(data_root, options.dataset)
+    if not versions:
+        raise EvaluatorConfigError(
+            f"{path}: field 'reference.dataset': unknown dataset '{options.dataset}' "
+            f"(no datasets/{options.dataset}/v<N>.<ext> under {data_root})"
+        )
+    if options.version is not None and options.version not in versions:
+        raise EvaluatorConfigError(
+            f"{path}: field 'reference.version': dataset '{options.dataset}' has no version {options.version}; "
+            f"declared: {sorted(versions)} (datasets/{options.dataset}/v<N>.<ext>)"
+        )
+
+
+def load_evaluators(
+    directory: Path, broken: dict[str, str] | None = None, data_root: Path | None = None
+) -> dict[str, EvaluatorConfig]:
     """All evaluators in a folder, by name, sorted. A missing folder has none.
 
     A file that does not validate raises, unless `broken` is given: then its error is recorded there
-    (by file name) and the other evaluators load, so one typo does not take the code location down.
+    (by file name, and in the code location's log) and the other evaluators load, so one typo does not take
+    the code location down. `data_root`: where reference datasets are declared; by default the folder holding
+    `directory` (the data root's layout: `<data root>/evaluators/`).
     """
     if not directory.is_dir():
         return {}
     evaluators = {}
     for path in sorted(directory.glob("*.y*ml")):
         try:
-            config = load_evaluator(path)
+            config = load_evaluator(path, data_root or directory.parent)
         except EvaluatorConfigError as exc:
             if broken is None:
                 raise

@@ -96,3 +96,16 @@ def test_a_bad_model_entry_breaks_only_that_models_runs(data_root, local_judge, 
     [failure] = runs["typo"].get_step_failure_events()
     message = failure.event_specific_data.error.message
     assert "models.yaml" in message and "field 'models.typo.onyl'" in message
+
+
+def test_a_reference_evaluator_naming_a_missing_dataset_version_is_a_broken_file(data_root):
+    (data_root / "datasets" / "faq").mkdir(parents=True)
+    (data_root / "datasets" / "faq" / "v1.jsonl").write_text('{"input": "q", "expected_output": "a"}\n')
+    write_evaluator(data_root, "gold", mode="reference", model="openai/gpt-4o-mini", prompt="{{output}} vs {{expected}}",
+                    reference={"source": "dataset", "dataset": "faq", "version": 2})
+    write_evaluator(data_root, "good", mode="score", model="openai/gpt-4o-mini", prompt="Rate {{output}}")
+    defs = build_definitions(data_root)
+    judge_scores = defs.resolve_assets_def("judge_scores")
+    description = judge_scores.descriptions_by_key[dg.AssetKey("judge_scores")]
+    assert "gold.yaml" in description and "field 'reference.version': dataset 'faq' has no version 2" in description
+    assert {key.keys_by_dimension["evaluator"] for key in judge_scores.partitions_def.get_partition_keys()} == {"good"}

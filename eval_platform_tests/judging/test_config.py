@@ -127,3 +127,34 @@ def test_mode_defaults_are_filled_without_mutating_a_frozen_model(data_root):
     assert config.consensus == "majority_vote"
     with pytest.raises(Exception):
         config.consensus = "mean"  # frozen
+
+
+REFERENCE = {"mode": "reference", "model": "openai/gpt-4o-mini", "prompt": "{{output}} vs {{expected}}"}
+
+
+@pytest.mark.parametrize(
+    ("reference", "expected"),
+    [
+        ({"source": "dataset", "dataset": "faq", "version": 3},
+         "field 'reference.version': dataset 'faq' has no version 3; declared: [1, 2]"),
+        ({"source": "dataset", "dataset": "fqa"}, "field 'reference.dataset': unknown dataset 'fqa'"),
+        ({"source": "dataset", "dataset": "fqa", "version": 1}, "field 'reference.dataset': unknown dataset 'fqa'"),
+    ],
+)
+def test_a_reference_dataset_version_not_declared_is_a_load_error(data_root, caplog, reference, expected):
+    """'Exists' at load time means declared: a file datasets/<name>/v<N>.<ext> under the data root (whether it
+    is materialized yet is the run's business, and the run says so)."""
+    for version in (1, 2):
+        (data_root / "datasets" / "faq").mkdir(parents=True, exist_ok=True)
+        (data_root / "datasets" / "faq" / f"v{version}.jsonl").write_text('{"input": "q", "expected_output": "a"}\n')
+    write_evaluator(data_root, "gold", **REFERENCE, reference=reference)
+    write_evaluator(data_root, "fine", **BASE)
+    write_evaluator(data_root, "newest", **REFERENCE, reference={"source": "dataset", "dataset": "faq"})
+    write_evaluator(data_root, "pinned", **REFERENCE, reference={"source": "dataset", "dataset": "faq", "version": 2})
+    broken: dict[str, str] = {}
+    with caplog.at_level(logging.ERROR):
+        evaluators = load_evaluators(data_root / "evaluators", broken=broken)
+    assert sorted(evaluators) == ["fine", "newest", "pinned"]  # only the bad evaluator is affected
+    assert list(broken) == ["gold.yaml"]
+    assert broken["gold.yaml"].startswith(str(data_root / "evaluators" / "gold.yaml")) and expected in broken["gold.yaml"]
+    assert expected in caplog.text
