@@ -32,3 +32,18 @@ def test_schedule_runs_outrank_backfill_runs_in_the_queue():
     assert request.partition_key == "2026-11-12"
     # backfill runs carry no priority tag (0); the queue starts higher priorities first
     assert int(request.tags["dagster/priority"]) > 0
+
+
+def test_shipped_instance_configs_turn_telemetry_off(tmp_path, monkeypatch, postgres_db):
+    """With telemetry on, every UI page asks the internet for a script (the webserver writes the instance's
+    `telemetry_enabled` into the page it serves); both shipped instance files turn it off."""
+    for shipped in (SHIPPED, SHIPPED.with_name("dagster.postgres.yaml")):
+        home = tmp_path / shipped.stem
+        home.mkdir()
+        shutil.copyfile(shipped, home / "dagster.yaml")
+        monkeypatch.setenv("DAGSTER_HOME", str(home))
+        for name, value in postgres_db.env().items():  # read by dagster.postgres.yaml only
+            monkeypatch.setenv(name, value)
+        with dg.DagsterInstance.get() as instance:
+            assert not instance.is_ephemeral
+            assert instance.telemetry_enabled is False, shipped.name
