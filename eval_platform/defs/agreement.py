@@ -40,7 +40,14 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
         automation_condition=REFRESH_AFTER_UPDATES,
         kinds={"polars", "parquet"},
         group_name="analysis",
-        check_specs=[dg.AssetCheckSpec("judges_agree_with_humans", asset="agreement")],
+        check_specs=[
+            dg.AssetCheckSpec(
+                "judges_agree_with_humans",
+                asset="agreement",
+                description="WARN when an evaluator's Cohen's kappa with the human majority over its latest trailing "
+                "7-day window (FAILED verdicts left out) is below its human_agreement.floor.",
+            )
+        ],
     )
     def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         """Inter-annotator agreement (Krippendorff's alpha, Fleiss', Randolph's and Cohen's kappa, annotator

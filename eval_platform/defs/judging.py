@@ -82,7 +82,12 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
         pool="llm_judge",
         backfill_policy=BACKFILL_POLICY,
         check_specs=[
-            dg.AssetCheckSpec("every_trace_has_one_status", asset="judge_scores"),
+            dg.AssetCheckSpec(
+                "every_trace_has_one_status",
+                asset="judge_scores",
+                description="ERROR when a trace of the partition has no row, or a row is not exactly one of "
+                "COMPLETED, FAILED or SKIPPED",
+            ),
             dg.AssetCheckSpec(
                 "failed_rate_below_threshold",
                 asset="judge_scores",

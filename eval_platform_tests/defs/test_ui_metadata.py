@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_platform.definitions import build_definitions
-from eval_platform_tests.conftest import copy_sample_days, write_evaluator
+from eval_platform_tests.conftest import REPO_DATA, copy_sample_days, write_evaluator
 
 DAY = "2026-11-09"
 
@@ -71,3 +71,13 @@ def test_rollups_are_requested_after_judging(data_root, local_judge, monkeypatch
             else {r.key.to_user_string() for r in after.results if r.true_subset.size}
         assert {"judge_cost_daily", "agreement", "experiment_results", "alerts"} <= requested
         assert rollups >= requested - {"judge_scores", "traces", "app_cost_daily", "quarantine"}
+
+
+def test_every_asset_check_says_what_it_checks():
+    """The UI lists each check with its description: none may be blank (the shipped project: every evaluator,
+    suite and asset, so every kind of check)."""
+    graph = build_definitions(REPO_DATA).resolve_asset_graph()
+    assert len(graph.asset_check_keys) >= 5
+    blank = sorted(key.to_user_string() for key in graph.asset_check_keys
+                   if not (graph.get_check_spec(key).description or "").strip())
+    assert blank == []
