@@ -17,7 +17,7 @@ import dagster as dg
 import polars as pl
 
 from eval_platform.benchmarks.config import Suite, SuiteError, load_models, load_suites, upstream
-from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
+from eval_platform.benchmarks.leaderboard import LEADERBOARD_SCHEMA, leaderboard, suite_results
 from eval_platform.benchmarks.runner import COMPLETED, FAILED, SKIPPED, TaskRun, per_case_values, run_task, task_results
 from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
@@ -156,15 +156,18 @@ def _task_metadata(task, run: TaskRun, frame: pl.DataFrame, results: pl.DataFram
         "completed": counts.get(COMPLETED, 0),
         "failed": counts.get(FAILED, 0),
         "skipped": counts.get(SKIPPED, 0),
-        "failed_rate": failed_rate,
+        "failed_rate": rounded(failed_rate),
         "reasons": dg.MetadataValue.json(dict(reasons.iter_rows())),
         "calls": int((~frame["cache_hit"] & frame["status"].is_in([COMPLETED, FAILED])).sum()) if task.calls_model else 0,
-        "cost_usd": frame["cost_usd"].sum(),
+        "cost_usd": rounded(frame["cost_usd"].sum(), USD_DIGITS),
         **{
-            f"{row['metric']}": dg.MetadataValue.float(row["value"]) for row in results.iter_rows(named=True)
+            f"{row['metric']}": dg.MetadataValue.float(rounded(row["value"])) for row in results.iter_rows(named=True)
             if row["value"] is not None
         },
-        "results": dg.MetadataValue.json(results.select("metric", "value", "ci_low", "ci_high", "n", "n_failed").to_dicts()),
+        "results": dg.MetadataValue.json([
+            {key: rounded(value) if isinstance(value, float) else value for key, value in row.items()}
+            for row in results.select("metric", "value", "ci_low", "ci_high", "n", "n_failed").to_dicts()
+        ]),
         "model_id": run.model.model,
         "dataset": f"{task.dataset}@v{frame['dataset_version'][0]}" if frame.height else task.dataset,
     }
@@ -226,14 +229,14 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
                     dropped = macro["value"] < before["ci_low"]
             drops[model_name] = {
                 "dropped": dropped,
-                "score": macro["value"],
-                "previous_score": before["value"] if before else None,
-                "previous_ci_low": before["ci_low"] if before else None,
+                "score": rounded(macro["value"]),
+                "previous_score": rounded(before["value"]) if before else None,
+                "previous_ci_low": rounded(before["ci_low"]) if before else None,
             }
             return {
-                "score_macro": macro["value"],
-                "ci_low": macro["ci_low"],
-                "ci_high": macro["ci_high"],
+                "score_macro": rounded(macro["value"]),
+                "ci_low": rounded(macro["ci_low"]),
+                "ci_high": rounded(macro["ci_high"]),
                 "n_cases": macro["n"],
                 "tasks_scored": len([t for t in case_values if case_values[t]]),
             }
@@ -287,11 +290,48 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
             write_partition(root, "leaderboard", {"suite": suite_name}, board)
             tables.append(board)
         refresh(root)
-        board = pl.concat(tables) if tables else pl.DataFrame()
-        preview = board.filter(pl.col("aggregate") == "macro").select("suite", "rank", "model", "score", "significant_vs_leader") if board.height else board
-        return dg.MaterializeResult(metadata={"rows": board.height, "preview": dg.MetadataValue.json(preview.to_dicts())})
+        board = pl.concat(tables) if tables else pl.DataFrame(schema=LEADERBOARD_SCHEMA)
+        return dg.MaterializeResult(metadata={"rows": board.height, "preview": dg.MetadataValue.md(leaderboard_preview(board))})
 
     return _leaderboard
+
+
+# What the UI shows of a score, rate or interval (4 decimals), and of money (to the micro-dollar); the tables keep
+# full precision.
+SCORE_DIGITS, USD_DIGITS = 4, 6
+
+
+def rounded(value: float | None, digits: int = SCORE_DIGITS) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def leaderboard_preview(board: pl.DataFrame) -> str:
+    """The leaderboard as a Markdown table for the UI: one row per suite and model, each score labelled with its
+    aggregate and shown with its 95% interval, rounded to 3 decimals (the `leaderboard` view has them in full)."""
+
+    def interval(value, low, high) -> str:
+        if value is None:
+            return ""
+        return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
+
+    columns = ["suite", "rank (macro)", "model", "score (macro) [95% CI]", "score (micro) [95% CI]",
+               "gap to leader (macro) [95% CI]", "gap significant", "cost (USD)"]
+    macro = board.filter(pl.col("aggregate") == "macro")
+    micro = {(r["suite"], r["model"]): r for r in board.filter(pl.col("aggregate") == "micro").iter_rows(named=True)}
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in macro.sort("suite", "rank", "model", nulls_last=True).iter_rows(named=True):
+        other = micro.get((row["suite"], row["model"]), {})
+        significant = row["significant_vs_leader"]
+        cells = [
+            row["suite"], "" if row["rank"] is None else str(row["rank"]), row["model"],
+            interval(row["score"], row["ci_low"], row["ci_high"]),
+            interval(other.get("score"), other.get("ci_low"), other.get("ci_high")),
+            "leader" if row["model"] == row["leader"] else interval(row["gap_to_leader"], row["gap_ci_low"], row["gap_ci_high"]),
+            "" if significant is None else "yes" if significant else "no",
+            "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.{USD_DIGITS}f}".rstrip("0").rstrip("."),
+        ]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def _suite_case_values(root: Path, suite_name: str, suite: Suite):

@@ -3,6 +3,7 @@ preview; a WARN check on a high FAILED rate; an empty day flagged."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -81,3 +82,43 @@ def test_every_asset_check_says_what_it_checks():
     blank = sorted(key.to_user_string() for key in graph.asset_check_keys
                    if not (graph.get_check_spec(key).description or "").strip())
     assert blank == []
+
+
+def test_benchmark_metadata_is_labelled_and_rounded(data_root, local_judge, monkeypatch):
+    """The leaderboard's preview says which aggregate each score is and shows rounded numbers (a third is
+    0.3333, not 0.33333333333333331); so do the task's and the suite's materializations."""
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    (data_root / "datasets" / "qa").mkdir(parents=True)
+    (data_root / "datasets" / "qa" / "v1.jsonl").write_text(
+        "".join(f'{{"input": "q{i}", "expected_output": "{answer}"}}\n' for i, answer in enumerate([4, 5, 6]))
+    )
+    (data_root / "benchmarks").mkdir()
+    (data_root / "benchmarks" / "qa.yaml").write_text(
+        "tasks:\n  t:\n    dataset: qa\n    prompt: '{{input}}'\n    scorers: [{name: numeric_match}]\n"
+    )
+    (data_root / "benchmarks" / "models.yaml").write_text(
+        "models:\n  says-4: {model: 'local/fixed/It is 4.'}\n  says-9: {model: 'local/fixed/It is 9.'}\n"
+    )
+    defs = build_definitions(data_root)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("benchmark_models", ["says-4", "says-9"])
+        task_metadata, suite_metadata = {}, {}
+        for model in ("says-4", "says-9"):
+            result = dg.materialize(list(defs.assets), selection=dg.AssetSelection.groups("benchmark_qa"),
+                                    partition_key=model, instance=instance, resources=defs.resources)
+            assert result.success
+            task_metadata[model] = result.asset_materializations_for_node("benchmark__qa__t")[0].metadata
+            suite_metadata[model] = result.asset_materializations_for_node("benchmark_scores__qa")[0].metadata
+        result = materialize(defs, "leaderboard", None, instance)
+        assert result.success
+        preview = result.asset_materializations_for_node("leaderboard")[0].metadata["preview"].value
+    assert task_metadata["says-4"]["numeric_match"].value == 0.3333
+    assert suite_metadata["says-4"]["score_macro"].value == 0.3333
+    lines = preview.splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == ["suite", "rank (macro)", "model", "score (macro) [95% CI]", "score (micro) [95% CI]",
+                      "gap to leader (macro) [95% CI]", "gap significant", "cost (USD)"]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+    assert [row[:3] for row in rows] == [["qa", "1", "says-4"], ["qa", "2", "says-9"]]
+    assert rows[0][3].startswith("0.333 [") and rows[0][4].startswith("0.333 [")
+    assert not re.search(r"\d\.\d{5,}", preview)  # no raw floats
