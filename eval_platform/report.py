@@ -14,7 +14,7 @@ import io
 import os
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import duckdb
 from eval_platform.settings import duckdb_path
 
 REPORT_FILE = Path("reports") / "report.html"
+HALF_DAY = timedelta(hours=12)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _judging(conn, plots: list[str]) -> tuple[str, int]:
+def daily_judging(conn) -> tuple[list[dict[str, Any]], dict[tuple[str, str], float | None]]:
+    """Per evaluator and scored day: mean score and status counts of the final rows; and the day's judge spend."""
     daily = _query(
         conn,
         "SELECT evaluator, date, avg(score) FILTER (status = 'COMPLETED') AS mean_score, "
@@ -73,8 +75,11 @@ def _judging(conn, plots: list[str]) -> tuple[str, int]:
         (r["evaluator"], r["date"]): r["spend"]
         for r in _query(conn, "SELECT evaluator, date, sum(cost_usd) AS spend FROM judge_scores GROUP BY ALL")
     }
-    if not daily:
-        return "<p>No judge_scores rows yet: materialize judge_scores.</p>", 0
+    return daily, costs
+
+
+def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str], float | None]):
+    """One row of panels per evaluator: daily mean score, FAILED rate and judge cost over the scored days."""
     from matplotlib.figure import Figure
 
     evaluators = sorted({r["evaluator"] for r in daily})
@@ -82,7 +87,8 @@ def _judging(conn, plots: list[str]) -> tuple[str, int]:
     axes = figure.subplots(len(evaluators), 3, squeeze=False)
     for i, name in enumerate(evaluators):
         mine = [r for r in daily if r["evaluator"] == name]
-        days = [r["date"][5:] for r in mine]
+        # Real dates on a date axis (`_date_axis`), not one text label per day, which smears past a few weeks.
+        days = [date.fromisoformat(r["date"]) for r in mine]
         judged = [r["completed"] + r["failed"] for r in mine]
         series = (
             ([r["mean_score"] for r in mine], "mean score"),
@@ -93,17 +99,43 @@ def _judging(conn, plots: list[str]) -> tuple[str, int]:
             ax = axes[i][j]
             points = [(d, v) for d, v in zip(days, values, strict=True) if v is not None]
             if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+                # a marker per day while days can be told apart; past a month they would merge into a bar
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o" if len(points) <= 31 else None)
+            _date_axis(ax, days)
             ax.set_title(f"{name}: {label}", fontsize=9)
             ax.tick_params(labelsize=7)
     figure.tight_layout()
-    plots.append(_png(figure))
+    return figure
+
+
+def _date_axis(ax, days: list[date]) -> None:
+    """A date axis over the scored days, readable at any span: each day while they are under a week apart
+    (the automatic locator would tick hours there), else a few ticks chosen for the span (weeks, months, years;
+    90 days: one per month) whose labels name each month and year once."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, DateFormatter, DayLocator
+
+    if (days[-1] - days[0]).days < 7:
+        ax.xaxis.set_major_locator(DayLocator())
+        ax.xaxis.set_major_formatter(DateFormatter("%b %d"))
+    else:
+        locator = AutoDateLocator(minticks=2, maxticks=6)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    # Half a day either side, so one day is a day wide (matplotlib would widen it to four years).
+    ax.set_xlim(datetime.combine(days[0], time()) - HALF_DAY, datetime.combine(days[-1], time()) + HALF_DAY)
+
+
+def _judging(conn, plots: list[str]) -> tuple[str, int]:
+    daily, costs = daily_judging(conn)
+    if not daily:
+        return "<p>No judge_scores rows yet: materialize judge_scores.</p>", 0
+    plots.append(_png(judging_figure(daily, costs)))
     for row in daily:
         judged = row["completed"] + row["failed"]
         row["failed_rate"] = row["failed"] / judged if judged else None
         row["cost_usd"] = costs.get((row["evaluator"], row["date"]))
     table = _table(daily, ["evaluator", "date", "mean_score", "completed", "failed", "skipped", "failed_rate", "cost_usd"])
-    return plots[-1] + table, len(evaluators)
+    return plots[-1] + table, len({r["evaluator"] for r in daily})
 
 
 def _agreement(conn, plots: list[str]) -> str:

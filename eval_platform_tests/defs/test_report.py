@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import re
+from datetime import date, timedelta
 
 import dagster as dg
 import duckdb
 
 from eval_platform.definitions import build_definitions
+from eval_platform.report import build_report
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
 DAYS = ["2026-11-09", "2026-11-10"]
@@ -49,3 +51,39 @@ def test_report_shows_each_evaluator_per_day_and_says_what_is_missing(data_root,
     for missing in ("No judge-vs-human agreement yet", "No experiment comparisons yet", "No benchmark results yet"):
         assert missing in page
     assert len(metadata["empty_sections"].value) == 3
+
+
+def test_the_date_axis_stays_readable_at_90_days(data_root):
+    """90 days of one evaluator's scores: each panel's date axis shows a few distinct dates, not 90 labels."""
+    import polars as pl
+
+    from eval_platform.defs.catalog import refresh
+    from eval_platform.report import daily_judging, judging_figure
+    from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
+    from eval_platform.storage.warehouse import write_partition
+
+    start = date(2026, 8, 1)
+    days = [(start + timedelta(days=i)).isoformat() for i in range(90)]
+    for i, day in enumerate(days):
+        rows = pl.DataFrame({
+            "evaluator": ["clarity"] * 2, "date": [day] * 2, "trace_id": [f"{day}-a", f"{day}-b"],
+            "is_final": [True, True], "status": ["COMPLETED", "FAILED"], "score": [0.5 + (i % 7) / 20, None],
+            "cost_usd": [0.001, 0.0],
+        })
+        write_partition(data_root, "judge_scores", {"evaluator": "clarity", "date": day}, conform(rows, JUDGE_SCORE_SCHEMA))
+    refresh(data_root)
+
+    summary = build_report(data_root)
+    assert summary.evaluators == 1 and summary.plots == 1
+    with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
+        figure = judging_figure(*daily_judging(conn))
+    figure.draw_without_rendering()  # lays out the ticks as savefig does
+    axes = figure.get_axes()
+    assert len(axes) == 3  # mean score, FAILED rate, cost
+    for ax in axes:
+        low, high = ax.get_xlim()
+        labels = [t.get_text() for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high]
+        assert 3 <= len(labels) <= 8, labels
+        assert len(set(labels)) == len(labels) and all(labels), labels
+        # the labels name the months the 90 days cover: a reader can tell where on the calendar a point is
+        assert {"Aug", "Sep", "Oct"} <= set(labels) | {ax.xaxis.get_offset_text().get_text()}, labels
