@@ -37,7 +37,7 @@ def test_a_broken_evaluator_file_leaves_the_rest_working(data_root, local_judge,
             assert result.success
 
 
-def test_a_broken_suite_or_models_file_leaves_the_other_suites_and_judging_loaded(data_root):
+def test_a_broken_suite_or_models_file_leaves_the_other_suites_and_judging_loaded(data_root, caplog):
     (data_root / "datasets" / "qa").mkdir(parents=True)
     (data_root / "datasets" / "qa" / "v1.jsonl").write_text('{"input": "2+2?", "expected_output": "4"}\n')
     (data_root / "benchmarks").mkdir()
@@ -51,7 +51,10 @@ def test_a_broken_suite_or_models_file_leaves_the_other_suites_and_judging_loade
     write_evaluator(data_root, "good", mode="score", model="openai/gpt-4o-mini", prompt="Rate {{output}}",
                     score_scale={"min": 0, "max": 1})
 
-    defs = build_definitions(data_root)
+    with caplog.at_level(logging.ERROR):
+        defs = build_definitions(data_root)
+    assert "bad.yaml" in caplog.text and "depends_on cycle a -> a" in caplog.text  # in the code location's log
+    assert "field 'models.x/y'" in caplog.text
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"benchmark/good/t", "benchmark_scores/good", "leaderboard", "judge_scores"} <= keys
     assert not any(key.startswith("benchmark/bad") for key in keys)
