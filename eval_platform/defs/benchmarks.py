@@ -291,7 +291,8 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
             tables.append(board)
         refresh(root)
         board = pl.concat(tables) if tables else pl.DataFrame(schema=LEADERBOARD_SCHEMA)
-        return dg.MaterializeResult(metadata={"rows": board.height, "preview": dg.MetadataValue.md(leaderboard_preview(board))})
+        preview = dg.MetadataValue.md(leaderboard_preview(board))
+        return dg.MaterializeResult(metadata={"rows": board.height, "preview": preview})
 
     return _leaderboard
 
@@ -326,7 +327,8 @@ def leaderboard_preview(board: pl.DataFrame) -> str:
             row["suite"], "" if row["rank"] is None else str(row["rank"]), row["model"],
             interval(row["score"], row["ci_low"], row["ci_high"]),
             interval(other.get("score"), other.get("ci_low"), other.get("ci_high")),
-            "leader" if row["model"] == row["leader"] else interval(row["gap_to_leader"], row["gap_ci_low"], row["gap_ci_high"]),
+            "leader" if row["model"] == row["leader"]
+            else interval(row["gap_to_leader"], row["gap_ci_low"], row["gap_ci_high"]),
             "" if significant is None else "yes" if significant else "no",
             "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.{USD_DIGITS}f}".rstrip("0").rstrip("."),
         ]

@@ -149,7 +149,8 @@ class ExperimentConfig(_Strict):
             evaluator = evaluators.get(metric.evaluator)
             if evaluator is None and metric.evaluator in broken:
                 problems.append(
-                    f"field '{field}.evaluator': evaluator '{metric.evaluator}' did not load ({broken[metric.evaluator]})"
+                    f"field '{field}.evaluator': evaluator '{metric.evaluator}' did not load "
+                    f"({broken[metric.evaluator]})"
                 )
             elif evaluator is None:
                 problems.append(

@@ -104,7 +104,8 @@ def test_a_bad_model_entry_breaks_only_that_models_runs(data_root, local_judge, 
 def test_a_reference_evaluator_naming_a_missing_dataset_version_is_a_broken_file(data_root):
     (data_root / "datasets" / "faq").mkdir(parents=True)
     (data_root / "datasets" / "faq" / "v1.jsonl").write_text('{"input": "q", "expected_output": "a"}\n')
-    write_evaluator(data_root, "gold", mode="reference", model="openai/gpt-4o-mini", prompt="{{output}} vs {{expected}}",
+    write_evaluator(data_root, "gold", mode="reference", model="openai/gpt-4o-mini",
+                    prompt="{{output}} vs {{expected}}",
                     reference={"source": "dataset", "dataset": "faq", "version": 2})
     write_evaluator(data_root, "good", mode="score", model="openai/gpt-4o-mini", prompt="Rate {{output}}")
     defs = build_definitions(data_root)

@@ -70,7 +70,8 @@ def test_the_date_axis_stays_readable_at_90_days(data_root):
             "is_final": [True, True], "status": ["COMPLETED", "FAILED"], "score": [0.5 + (i % 7) / 20, None],
             "cost_usd": [0.001, 0.0],
         })
-        write_partition(data_root, "judge_scores", {"evaluator": "clarity", "date": day}, conform(rows, JUDGE_SCORE_SCHEMA))
+        rows = conform(rows, JUDGE_SCORE_SCHEMA)
+        write_partition(data_root, "judge_scores", {"evaluator": "clarity", "date": day}, rows)
     refresh(data_root)
 
     summary = build_report(data_root)

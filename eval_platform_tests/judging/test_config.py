@@ -156,5 +156,6 @@ def test_a_reference_dataset_version_not_declared_is_a_load_error(data_root, cap
         evaluators = load_evaluators(data_root / "evaluators", broken=broken)
     assert sorted(evaluators) == ["fine", "newest", "pinned"]  # only the bad evaluator is affected
     assert list(broken) == ["gold.yaml"]
-    assert broken["gold.yaml"].startswith(str(data_root / "evaluators" / "gold.yaml")) and expected in broken["gold.yaml"]
+    assert broken["gold.yaml"].startswith(str(data_root / "evaluators" / "gold.yaml"))
+    assert expected in broken["gold.yaml"]
     assert expected in caplog.text
