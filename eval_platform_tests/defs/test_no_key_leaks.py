@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import polars as pl
 import yaml
@@ -187,3 +188,22 @@ def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_pa
         if leak(text):
             found[f"printed by the {name}"] = leak(text)
     assert not found, "pieces of the key found:\n" + "\n".join(f"{k}: {v}" for k, v in found.items())
+
+
+def test_dagster_context_log_lines_are_redacted(tmp_path):
+    """What an asset logs through `context.log` reaches the event log and the compute logs redacted."""
+    from eval_platform.judging.redaction import remember
+
+    remember(KEY)  # as judging does for every key it uses
+
+    @dg.asset
+    def chatty(context) -> None:  # unannotated: the module's annotations are strings
+        context.log.warning(f"the provider answered: Authorization: Bearer {KEY}")
+
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
+        result = dg.materialize([chatty], instance=instance)
+        messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert "the provider answered: Authorization: Bearer [REDACTED]" in messages
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "home").rglob("*.err"))
+    assert "Bearer [REDACTED]" in logs and not leak(logs) and not any(leak(m) for m in messages)
