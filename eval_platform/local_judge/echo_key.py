@@ -28,7 +28,8 @@ POLL_ECHO_STATUS = 503
 def echo_key_answer(model: str, authorization: str, prompt: str) -> Answer:
     """The answer of an echo model (one of ECHO_KEY_MODELS) to a request carrying `authorization`."""
     if model == "fault/echo_key":
-        raise JudgeRequestError(400, f"malformed request from client with Authorization: {authorization}", code="bad_request")
+        message = f"malformed request from client with Authorization: {authorization}"
+        raise JudgeRequestError(400, message, code="bad_request")
     if model == "fault/echo_key_long":
         echo = f"Authorization: {authorization}; "
         padding = int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % len(echo)

@@ -168,8 +168,8 @@ def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_pa
     assert "polling batch" in printed["run"]  # the poll answered with the key echoed was logged
     with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
         echoed = dict(conn.execute(
-            "SELECT evaluator, count(*) FILTER (WHERE raw_response LIKE '%Authoriz%' OR raw_response LIKE '%authorised%'"
-            " OR reason_detail LIKE '%Authoriz%') FROM judge_scores GROUP BY ALL"
+            "SELECT evaluator, count(*) FILTER (WHERE raw_response LIKE '%Authoriz%' OR raw_response LIKE "
+            "'%authorised%' OR reason_detail LIKE '%Authoriz%') FROM judge_scores GROUP BY ALL"
         ).fetchall())
         outputs = conn.execute(
             "SELECT count(*) FILTER (WHERE output LIKE '%authorised%'), count(*) FILTER (WHERE reason_detail LIKE "
