@@ -2,5 +2,10 @@
 
 import os
 
+from eval_platform.judging.redaction import install_log_redaction
+
 # litellm fetches its model price map from the network on import unless told otherwise.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Every process that imports the platform (Dagster's run and step processes, the dry run, tests) logs and prints
+# through the key redaction: no log line or warning carries a provider key.
+install_log_redaction()

@@ -40,6 +40,7 @@ from eval_platform.judging.client import JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.prompts import build_messages
+from eval_platform.judging.redaction import redact, remember, remember_env
 from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, unswap, worst_case_prompt_tokens
 from eval_platform.judging.templates import _value, parse_template, render
 from eval_platform.scoring import registry
@@ -174,6 +175,9 @@ def endpoint_for(model: ModelUnderTest, runtime: JudgeRuntime) -> tuple[Endpoint
     key = runtime.env.get(model.api_key_env) if model.api_key_env else None
     if model.api_key_env and not key:
         return None, f"environment variable {model.api_key_env} is not set"
+    # The key, or the provider's variable litellm falls back on, is never kept (see judging.redaction).
+    remember(key)
+    remember_env(runtime.env)
     api_key = key or ("no-key" if model.api_base else None)
     return Endpoint(model.model, model.model, model.api_base, api_key, model.prices()), None
 
@@ -325,10 +329,11 @@ async def _call(run: TaskRun, endpoint: Endpoint, row: dict, ledger: BudgetLedge
     key = cache_key(request, row["sample"], endpoint="local-judge" if local else None)
     cached = run.runtime.cache.get(key)
     if cached is not None:
+        # Replies cached before benchmark replies were redacted may hold a key: redacted on the way out too.
         row.update(
             status=COMPLETED,
-            output=cached.get("content"),
-            provider_model=cached.get("provider_model"),
+            output=redact(cached.get("content"), [endpoint.api_key]),
+            provider_model=redact(cached.get("provider_model"), [endpoint.api_key]),
             prompt_tokens=cached.get("prompt_tokens", 0),
             completion_tokens=cached.get("completion_tokens", 0),
             cost_usd=0.0,
@@ -355,6 +360,8 @@ async def _call(run: TaskRun, endpoint: Endpoint, row: dict, ledger: BudgetLedge
     except BudgetRefused as refused:
         row.update(status=SKIPPED, reason="budget_exhausted", reason_detail=str(refused), cost_usd=0.0)
         return
+    # A model under test may echo its key as a judge may: the same redaction before a row or the cache.
+    outcome.redact([endpoint.api_key])
     cost = prices.cost(outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_prompt_tokens) if prices else None
     if reservation is not None:
         ledger.settle(reservation, cost or 0.0)

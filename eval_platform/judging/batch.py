@@ -42,8 +42,9 @@ from eval_platform.judging.batch_providers import batch_api_for
 from eval_platform.judging.batch_state import BatchState, RecordedCall, TrackedBatch, endpoint_id, partition_lock
 from eval_platform.judging.batch_submit import adopt, submit
 from eval_platform.judging.budget import BudgetRefused, Refusal, Reservation
-from eval_platform.judging.client import CallOutcome, JudgeRequest
+from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.redaction import clip
 from eval_platform.judging.runner import DayResult, Endpoint, JudgeRuntime, _judge_day_closing
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,10 @@ async def _deliver(config, day, calls: BatchCalls, runtime: JudgeRuntime, state:
                     await adopt(api, record, runtime, state)
             except Exception as exc:  # the endpoint cannot say whether that batch exists: do not pay twice
                 reason, _ = error_reason(exc)
-                detail = f"looking for a batch an earlier run was creating failed: {type(exc).__name__}: {exc}"[:2000]
+                detail = clip(
+                    f"looking for a batch an earlier run was creating failed: {type(exc).__name__}: {exc}",
+                    ERROR_DETAIL_CHARS,
+                )
                 for request in requests:
                     calls.answer(request.key, CallOutcome(error_reason=reason, error_detail=detail, attempts=1))
                 continue
@@ -212,8 +216,9 @@ async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCal
     except Exception as exc:  # the batch is done and paid; a later run downloads it again
         reason, _ = error_reason(exc)
         detail = f"batch {batch.batch_id} ended {status}, but its results could not be downloaded: {type(exc).__name__}: {exc}"
+        detail = clip(detail, ERROR_DETAIL_CHARS)
         for _, request in batch.claims:
-            calls.answer(request.key, CallOutcome(error_reason=reason, error_detail=detail[:2000], attempts=1))
+            calls.answer(request.key, CallOutcome(error_reason=reason, error_detail=detail, attempts=1))
         return
     prices = batch.endpoint.prices
     if prices is not None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_platform.judging.client import (
+    ERROR_DETAIL_CHARS,
     RETRYABLE_STATUS,
     CallOutcome,
     JudgeRequest,
@@ -32,6 +33,7 @@ from eval_platform.judging.client import (
     transport_error_reason,
 )
 from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body, parse_completion
+from eval_platform.judging.redaction import clip
 
 if TYPE_CHECKING:
     import aiohttp
@@ -113,7 +115,8 @@ class OpenAIBatchAPI:
             async with self.session.request(method, f"{self.base_url}{path}", **kwargs) as response:
                 text = await response.text()
                 if response.status >= 400:
-                    raise ProviderHTTPError(response.status, text[:2000], response.headers.get("retry-after"))
+                    body = clip(text, ERROR_DETAIL_CHARS)  # the key it was sent with is remembered: see redaction
+                    raise ProviderHTTPError(response.status, body, response.headers.get("retry-after"))
                 return text
 
     async def upload(self, content: bytes, filename: str) -> str:
@@ -209,7 +212,8 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
                     completion = parse_completion(body)
                 except (KeyError, IndexError, TypeError, AttributeError) as exc:
                     outcome.error_reason = "provider_error:200"
-                    outcome.error_detail = f"batch {batch_id}: not a chat completion ({type(exc).__name__}): {json.dumps(body)[:500]}"
+                    text = clip(json.dumps(body), 500)
+                    outcome.error_detail = f"batch {batch_id}: not a chat completion ({type(exc).__name__}): {text}"
                 else:
                     outcome.content = completion.content
                     outcome.finish_reason = completion.finish_reason
@@ -219,7 +223,7 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
                     outcome.cached_prompt_tokens = cached_prompt_tokens(completion.usage)
             elif status is not None:
                 outcome.error_reason = "rate_limited" if status == 429 else f"provider_error:{status}"
-                outcome.error_detail = f"batch {batch_id}: HTTP {status}: {json.dumps(body)[:2000]}"
+                outcome.error_detail = f"batch {batch_id}: HTTP {status}: {clip(json.dumps(body), ERROR_DETAIL_CHARS)}"
             else:
                 error = item.get("error") or {}
                 code = error.get("code") or "unknown"

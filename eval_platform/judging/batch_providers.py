@@ -39,8 +39,9 @@ from eval_platform.judging.batch_api import (
     request_line,
     result_lines,
 )
-from eval_platform.judging.client import CallOutcome, JudgeRequest, cached_prompt_tokens
+from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest, cached_prompt_tokens
 from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body, resolve_base_and_headers
+from eval_platform.judging.redaction import clip, remember
 
 if TYPE_CHECKING:
     import aiohttp
@@ -204,6 +205,7 @@ class AnthropicBatchAPI:
         import os
 
         key = self.endpoint.api_key or os.environ.get("ANTHROPIC_API_KEY") or ""
+        remember(key)  # whatever is sent, from the evaluator or the environment, is never kept
         return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json"}
 
     async def _call(self, method: str, url: str, **kwargs: Any) -> str:
@@ -211,7 +213,8 @@ class AnthropicBatchAPI:
             async with self.session.request(method, url, headers=self.headers, **kwargs) as response:
                 text = await response.text()
                 if response.status >= 400:
-                    raise ProviderHTTPError(response.status, text[:2000], response.headers.get("retry-after"))
+                    body = clip(text, ERROR_DETAIL_CHARS)  # the key it was sent with is remembered: see redaction
+                    raise ProviderHTTPError(response.status, body, response.headers.get("retry-after"))
                 return text
 
     def line(self, custom_id: str, request: JudgeRequest) -> str:
@@ -311,7 +314,8 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
                 choice = response.choices[0]
             except Exception as exc:  # not a message: never a verdict
                 outcome.error_reason = "provider_error:200"
-                outcome.error_detail = f"batch {batch_id}: not a message ({type(exc).__name__}): {json.dumps(message)[:500]}"
+                text = clip(json.dumps(message), 500)
+                outcome.error_detail = f"batch {batch_id}: not a message ({type(exc).__name__}): {text}"
             else:
                 usage = getattr(response, "usage", None)
                 outcome.content = choice.message.content or ""
@@ -325,7 +329,7 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
             inner = error.get("error") if isinstance(error.get("error"), dict) else error
             status = ANTHROPIC_ERROR_STATUS.get(inner.get("type"))
             outcome.error_reason = "rate_limited" if status == 429 else f"provider_error:{status or inner.get('type')}"
-            outcome.error_detail = f"batch {batch_id}: HTTP {status}: {json.dumps(error)[:2000]}"
+            outcome.error_detail = f"batch {batch_id}: HTTP {status}: {clip(json.dumps(error), ERROR_DETAIL_CHARS)}"
         elif kind in ("expired", "canceled"):
             outcome.error_reason = "batch_expired" if kind == "expired" else "batch_failed"
             outcome.error_detail = f"batch {batch_id} gave no answer ({kind})"

@@ -25,8 +25,9 @@ from eval_platform.judging.batch_api import BatchAPI, error_reason, http_status
 from eval_platform.judging.batch_providers import custom_id_prefix
 from eval_platform.judging.batch_state import BatchState, RecordedCall, TrackedBatch, endpoint_id
 from eval_platform.judging.budget import Refusal, Reservation
-from eval_platform.judging.client import CallOutcome, RetryPolicy
+from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.redaction import clip
 from eval_platform.judging.runner import Endpoint, JudgeRuntime
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,8 @@ async def with_retries(config: EvaluatorConfig, send, what: str):
         except Exception as exc:  # every failure of the HTTP call becomes a reason code
             reason, retryable = error_reason(exc)
             if not retryable or attempt == config.max_retries:
-                detail = f"{what} the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}"[:2000]
+                detail = f"{what} the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}"
+                detail = clip(detail, ERROR_DETAIL_CHARS)
                 raise SubmitFailed(CallOutcome(error_reason=reason, error_detail=detail, attempts=attempt + 1)) from exc
             await asyncio.sleep(policy.delay(attempt, _retry_after_s(exc)))
     raise AssertionError("unreachable")
@@ -173,7 +175,8 @@ async def _create(
             return await api.create(file_id, content, metadata)
         except Exception as exc:  # every failure of the HTTP call becomes a reason code
             reason, retryable = error_reason(exc)
-            detail = f"creating the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}"[:2000]
+            detail = clip(f"creating the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}",
+                          ERROR_DETAIL_CHARS)
             outcome = CallOutcome(error_reason=reason, error_detail=detail, attempts=attempt + 1)
             status = http_status(exc)
             refused = status is not None and 400 <= status < 500
@@ -181,7 +184,8 @@ async def _create(
                 try:
                     found = await api.find(metadata["submission"], since - 60, requests)
                 except Exception as lookup:  # cannot tell whether it exists: do not create another
-                    outcome.error_detail += f"; looking for it: {type(lookup).__name__}: {lookup}"[:2000]
+                    looking = f"; looking for it: {type(lookup).__name__}: {lookup}"
+                    outcome.error_detail += clip(looking, ERROR_DETAIL_CHARS)
                     raise SubmitFailed(outcome, maybe_created=True) from lookup
                 if found is not None:
                     return found

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from eval_platform.judging.openai_compat import (
     is_connection_error,
     is_openai_compatible,
 )
+from eval_platform.judging.redaction import clip, redact
 
 
 @functools.cache
@@ -32,6 +33,7 @@ def _litellm() -> Any:
     return litellm
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+ERROR_DETAIL_CHARS = 2000  # a provider's error text is kept up to this length (redacted before it is cut)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,14 @@ class CallOutcome:
     @property
     def ok(self) -> bool:
         return self.error_reason is None
+
+    def redact(self, secrets: Iterable[str | None] = ()) -> CallOutcome:
+        """Every text the provider wrote (reply, error, reported model) with no piece of a key; self."""
+        self.content = redact(self.content, secrets)
+        self.error_detail = redact(self.error_detail, secrets)
+        self.provider_model = redact(self.provider_model, secrets)
+        self.finish_reason = redact(self.finish_reason, secrets)
+        return self
 
 
 class SendRefused(Exception):
@@ -233,7 +243,8 @@ class LiteLLMJudgeClient:
                 raise
             except Exception as exc:  # both paths map every provider failure to an exception
                 reason, retryable = _classify(exc)
-                outcome.error_reason, outcome.error_detail = reason, f"{type(exc).__name__}: {exc}"[:2000]
+                outcome.error_reason = reason
+                outcome.error_detail = clip(f"{type(exc).__name__}: {exc}", ERROR_DETAIL_CHARS, [request.api_key])
                 retry_after = _retry_after_s(exc)
                 if reason == "rate_limited":
                     limiter.rate_limited(retry_after)
@@ -254,4 +265,5 @@ class LiteLLMJudgeClient:
             outcome.error_reason = outcome.error_detail = None
             break
         outcome.latency_ms = (time.perf_counter() - started) * 1000
-        return outcome
+        # The door from the providers: a key echoed in a reply or an error goes no further.
+        return outcome.redact([request.api_key])

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eval_platform.judging import pricing
+from eval_platform.judging.redaction import clip, remember
 
 if TYPE_CHECKING:
     import aiohttp
@@ -109,7 +110,8 @@ class OpenAICompatTransport:
         try:
             return parse_completion(json.loads(text))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ProviderHTTPError(status, f"not a chat completion ({type(exc).__name__}): {text[:500]}") from exc
+            detail = f"not a chat completion ({type(exc).__name__}): {clip(text, 500, [api_key])}"
+            raise ProviderHTTPError(status, detail) from exc
 
 
 def chat_body(model: str, messages: list[dict[str, str]], temperature: float, max_tokens: int) -> dict[str, Any]:
@@ -129,6 +131,7 @@ def resolve_base_and_headers(api_base: str | None, api_key: str | None) -> tuple
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
     headers = {"Content-Type": "application/json"}
     if api_key:
+        remember(api_key)  # whatever is sent, from the evaluator or the environment, is never kept
         headers["Authorization"] = f"Bearer {api_key}"
     return (api_base or OPENAI_API_BASE).rstrip("/"), headers
 

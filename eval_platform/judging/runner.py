@@ -34,7 +34,7 @@ from eval_platform.judging.consensus import COMPLETED, FAILED, PAIRWISE_SCORE, S
 from eval_platform.judging.fencing import new_secret
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
-from eval_platform.judging.redaction import redact
+from eval_platform.judging.redaction import remember, remember_env
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
 
 if TYPE_CHECKING:
@@ -121,6 +121,10 @@ class _Judge:
         names = {spec.api_key_env for spec in config.judge_models() if spec.api_key_env}
         self.secrets = {runtime.env.get(name) for name in names} | {endpoint.api_key}
         self.secrets = {s for s in self.secrets if s}
+        # Remembered for the redaction of rows and log lines, with the environment's keys, which litellm falls
+        # back on when an endpoint names none (ANTHROPIC_API_KEY, ...).
+        remember(*self.secrets)
+        remember_env(runtime.env)
 
     async def _reserve(self, worst_usd: float) -> Reservation:
         """A reservation of the call's worst case; waits while calls in flight may settle below theirs."""
@@ -195,9 +199,9 @@ class _Judge:
                 outcome = await batch.outcome(endpoint, request, key, worst)
             else:
                 outcome = await self.runtime.client.complete(request, before_send=before_send)
-            # A provider may echo the Authorization header: no key reaches a row, the cache or a log.
-            outcome.content = redact(outcome.content, self.secrets)
-            outcome.error_detail = redact(outcome.error_detail, self.secrets)
+            # A provider may echo the Authorization header: no key reaches a row, the cache or a log (batch
+            # answers come this way too).
+            outcome.redact(self.secrets)
         except BudgetRefused as refused:
             return _CallResult(status=SKIPPED, reason="budget_exhausted", detail=str(refused), cost_usd=0.0)
         cost = self._cost(outcome)

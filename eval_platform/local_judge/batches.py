@@ -27,6 +27,8 @@ from typing import Any
 
 from aiohttp import web
 
+from eval_platform.local_judge.echo_key import POLL_ECHO_STATUS, echoes_on_first_poll, poll_echo_message
+
 # (status, JSON body, headers) of one chat-completions request body, given the caller's credentials.
 Respond = Callable[[Any, str], Awaitable[tuple[int, dict[str, Any], dict[str, str]]]]
 
@@ -94,6 +96,7 @@ class BatchStore:
         self.message_batches: dict[str, dict[str, Any]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._cancelled: dict[str, asyncio.Event] = {}  # set by a cancel: wakes a batch still waiting out delay_s
+        self.echo_on_poll: set[str] = set()  # batches of echo_key lines whose first poll echoes the key (`echo_key`)
         self._lock = threading.Lock()
         self.lines_answered = 0
         self.downloads = 0  # file contents served (a batch's input, output or error file)
@@ -123,6 +126,7 @@ class BatchStore:
             self.files.clear()
             self.batches.clear()
             self.message_batches.clear()
+            self.echo_on_poll.clear()
             self.lines_answered = 0
             self.downloads = 0
 
@@ -195,6 +199,8 @@ class BatchStore:
         }
         with self._lock:
             self.batches[batch_id] = batch
+            if echoes_on_first_poll([(line.get("body") or {}).get("model") for line in lines]):
+                self.echo_on_poll.add(batch_id)
         task = asyncio.create_task(self._run(batch, lines, authorization(request)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -221,10 +227,21 @@ class BatchStore:
             "last_id": page[-1]["id"] if page else None, "has_more": len(newest_first) > limit,
         })
 
+    def poll_echo(self, batch_id: str, request: web.Request) -> str | None:
+        """The echoed credentials a batch's first poll answers with (a batch of echo_key lines), else None."""
+        with self._lock:
+            if batch_id not in self.echo_on_poll:
+                return None
+            self.echo_on_poll.discard(batch_id)
+        return poll_echo_message(authorization(request))
+
     async def retrieve(self, request: web.Request) -> web.Response:
         batch = self.batches.get(request.match_info["batch_id"])
         if batch is None:
             return _error(404, f"no batch {request.match_info['batch_id']!r}", "batch_not_found")
+        echo = self.poll_echo(batch["id"], request)
+        if echo is not None:
+            return _error(POLL_ECHO_STATUS, echo, "gateway_timeout")
         return web.json_response(batch)
 
     async def cancel(self, request: web.Request) -> web.Response:

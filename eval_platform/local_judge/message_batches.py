@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from eval_platform.local_judge.batches import authorization, json_body
+from eval_platform.local_judge.echo_key import POLL_ECHO_STATUS, echoes_on_first_poll
 
 if TYPE_CHECKING:
     from eval_platform.local_judge.server import LocalJudgeServer
@@ -147,6 +148,8 @@ class MessageBatches:
         }
         with self.store._lock:
             self.store.message_batches[batch["id"]] = {"batch": batch, "results": None, "created": now}
+            if echoes_on_first_poll([item["params"].get("model") for item in requests]):
+                self.store.echo_on_poll.add(batch["id"])
         task = asyncio.create_task(self._run(batch, requests, authorization(request)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -187,7 +190,12 @@ class MessageBatches:
 
     async def retrieve(self, request: web.Request) -> web.Response:
         entry = self._entry(request)
-        return entry if isinstance(entry, web.Response) else web.json_response(entry["batch"])
+        if isinstance(entry, web.Response):
+            return entry
+        echo = self.store.poll_echo(entry["batch"]["id"], request)
+        if echo is not None:
+            return web.json_response(anthropic_error(POLL_ECHO_STATUS, echo), status=POLL_ECHO_STATUS)
+        return web.json_response(entry["batch"])
 
     async def results(self, request: web.Request) -> web.Response:
         entry = self._entry(request)

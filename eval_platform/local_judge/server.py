@@ -4,7 +4,8 @@ The requested model name picks the behaviour:
 - `mock` or `mock/<anything>`: a deterministic placeholder verdict that satisfies the prompt's reply schema;
 - `replay/gpt-3.5-turbo`, `replay/pandalm-7b`: the verdict recorded for this item in the PandaLM study, found
   by the prompt's fenced `item_id` (or metadata object), else by the fenced texts (see `pandalm_replay`);
-- `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`);
+- `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`), or one that echoes the caller's key (see
+  `echo_key`);
 - `fixed/<reply>`, `echo/<block>`, `longest`: replies a test scripts (see `scripted`).
 
 The same answers come back through OpenAI's Files and Batch APIs, one per line of a batch (see `batches`),
@@ -32,6 +33,7 @@ from aiohttp import web
 
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
 from eval_platform.local_judge.batches import BatchStore, authorization, azure_refusal, json_body
+from eval_platform.local_judge.echo_key import ECHO_KEY_MODELS, echo_key_answer
 from eval_platform.local_judge.message_batches import MessageBatches
 from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.mock_verdict import mock_verdict
@@ -66,18 +68,6 @@ def message_text(message: dict[str, Any]) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return ""
-
-
-# A careless provider or gateway that echoes the request's Authorization header: in an error body
-# (`fault/echo_key`) or in a reply that otherwise parses (`fault/echo_key_reply`). Tests use them to prove
-# that no key reaches judge_scores.
-ECHO_KEY_MODELS = ("fault/echo_key", "fault/echo_key_reply")
-
-
-def echo_key_answer(model: str, authorization: str) -> Answer:
-    if model == "fault/echo_key":
-        raise JudgeRequestError(400, f"malformed request from client with Authorization: {authorization}", code="bad_request")
-    return Answer(json.dumps({"score": 3, "reasoning": f"request authorised by {authorization}"}), "fault-echo")
 
 
 class LocalJudgeServer:
@@ -272,7 +262,7 @@ class LocalJudgeServer:
             model = body["model"]
             prompt = "\n".join(message_text(message) for message in messages)
             if model in ECHO_KEY_MODELS:
-                answer = echo_key_answer(model, authorization)
+                answer = echo_key_answer(model, authorization, prompt)
             else:
                 answer = await self._answer(model, prompt)
         except JudgeRequestError as error:

@@ -136,7 +136,7 @@ def test_lean_path_reports_cached_prompt_tokens(tmp_path):
 
 def test_openai_models_without_api_base_read_litellms_environment_on_both_paths(local_judge, tmp_path, monkeypatch):
     """`openai/<model>` with no api_base or key: litellm reads OPENAI_BASE_URL and OPENAI_API_KEY; so does
-    the lean path (the local judge echoes the Authorization header it received into the reasoning)."""
+    the lean path (the local judge echoes the Authorization header it received into the reasoning, redacted)."""
     monkeypatch.setenv("OPENAI_BASE_URL", local_judge.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
     config = judge(local_judge, "score", model="fault/echo_key_reply", api_base=None)
@@ -146,4 +146,5 @@ def test_openai_models_without_api_base_read_litellms_environment_on_both_paths(
                                env={})
         rows = judge_day(config, DAY, make_traces(1), runtime).rows
         assert rows["status"].to_list() == ["COMPLETED"]
-        assert "sk-from-the-environment" in rows["reasoning"][0]
+        # The key was sent, and echoed back: an environment key is redacted as an evaluator's is.
+        assert "Bearer [REDACTED]" in rows["reasoning"][0] and "sk-from-the-environment" not in rows["reasoning"][0]
