@@ -60,7 +60,7 @@ JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "role": pl.String(),  # verdict (the only judge) | member (one of several) | consensus (their combination)
     "is_final": pl.Boolean(),  # one final row per trace/pair/candidate: role <> 'member'
     "status": pl.String(),  # COMPLETED | FAILED | SKIPPED
-    "reason": pl.String(),  # a stable code: timeout, rate_limited, unparseable, ambiguous, budget_exhausted, not_sampled, ...
+    "reason": pl.String(),  # a stable code: timeout, rate_limited, unparseable, ambiguous, budget_exhausted, ...
     "reason_detail": pl.String(),  # the human message for that code (which limit, after how many attempts, ...)
     "score": pl.Float64(),  # normalized 0..1; null unless COMPLETED
     "raw_score": pl.Float64(),

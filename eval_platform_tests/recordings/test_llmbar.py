@@ -72,7 +72,9 @@ def authors_reading(completion: str) -> str | None:
     return next((label for label, pattern in AUTHORS_PATTERNS.items() if re.search(pattern, completion)), None)
 
 
-@pytest.mark.parametrize("completion", ["Output (a)\nOutput (b)", "Output (b)\n\nOutput (a)", "Output (b)\nI was wrong.\nOutput (a)"])
+@pytest.mark.parametrize(
+    "completion", ["Output (a)\nOutput (b)", "Output (b)\n\nOutput (a)", "Output (b)\nI was wrong.\nOutput (a)"]
+)
 def test_a_completion_naming_both_outputs_is_read_as_the_authors_parser_reads_it(completion):
     """Where our parser finds both outputs named (first or last line, `Key: x`, `[[x]]`), the declared convention
     gives the authors' reading; by default the reply is ambiguous."""
