@@ -4,7 +4,8 @@ Zeng et al. (LLMBar, ICLR 2024) published, for 28 judge runs, every completion i
 orders (`data/sources/llmbar/Dataset/**/result.json`, MIT). Each completion goes through `parse_reply`
 for a pairwise evaluator configured like their prompt (candidates named "Output (a)" / "Output (b)", no
 ties, and their parser's convention that a completion naming both is a verdict for "Output (a)"), and the
-two orders through `unswap` / `combine_orders`, exactly as `judge_scores` does. The figures come out of that code and are compared with the authors' `statistics.json`:
+two orders through `unswap` / `combine_orders`, exactly as `judge_scores` does. The figures come out
+of that code and are compared with the authors' `statistics.json`:
 
 - accuracy per order = verdicts equal to the gold label / n (an unparseable verdict counts as wrong);
   `correct_average` is their mean;
