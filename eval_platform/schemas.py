@@ -112,6 +112,9 @@ TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
     "case_id": pl.String(),
     "input": pl.String(),
     "expected_output": pl.String(),
+    # true: expected_output is the JSON text of a list (any of its items is right), object, number or boolean the
+    # dataset file wrote as JSON; false: plain text (CSV cells are always text)
+    "expected_output_json": pl.Boolean(),
     "metadata": pl.String(),
     "source_file": pl.String(),
     "source_line": pl.Int64(),

@@ -40,13 +40,12 @@ def _chrf(options: ChrfOptions):
     return CHRF(char_order=options.char_order, word_order=options.word_order, beta=options.beta)
 
 
-def _reference_streams(cases: Sequence[Mapping[str, Any]], field: str) -> list[list[str]]:
-    """sacrebleu's layout: one list per reference position, aligned with the outputs."""
+def _reference_streams(cases: Sequence[Mapping[str, Any]], field: str) -> list[list[str | None]]:
+    """sacrebleu's layout: one list per reference position, aligned with the outputs; a case with fewer
+    references than the most has None in the remaining streams (sacrebleu's variable number of references)."""
     per_case = [references(case, field) for case in cases]
-    counts = {len(refs) for refs in per_case}
-    if len(counts) > 1:
-        raise ValueError(f"corpus scores need the same number of references in every case; got {sorted(counts)}")
-    return [list(stream) for stream in zip(*per_case, strict=True)]
+    width = max(len(refs) for refs in per_case)
+    return [[refs[i] if i < len(refs) else None for refs in per_case] for i in range(width)]
 
 
 def _sentence(metric):
