@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from eval_platform.benchmarks.config import ModelUnderTest, Suite, Task, dataset_versions
-from eval_platform.benchmarks.results import summarize
+from eval_platform.benchmarks.results import MetricSummary, summarize, summarize_corpus
 from eval_platform.ingest.datasets import expected_value, validate_dataset
 from eval_platform.judging import pricing
 from eval_platform.judging.budget import BudgetLedger, BudgetRefused, Reservation, reserve_or_wait
@@ -565,8 +565,9 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
         n, n_failed, n_skipped = case_counts(frame, spec.metric_name)
         summary = summarize(np.array(list(values.values())), seed=seed)
         value = summary.value
-        if scorer.aggregate.__name__ != "<lambda>":  # a corpus-level metric (e.g. corpus BLEU)
-            value = _corpus_value(frame, scorer, spec)
+        if scorer.task_level:  # a statistic over the task's cases (corpus BLEU, a kappa), not their mean
+            summary = _corpus_summary(frame, scorer, spec, seed)
+            value = summary.value
         out.append(
             {
                 "suite": suite_name,
@@ -574,7 +575,7 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
                 "name": task_name,
                 "model": model_name,
                 "metric": spec.metric_name,
-                "aggregate": "mean" if value == summary.value else "corpus",
+                "aggregate": "corpus" if scorer.task_level else "mean",
                 "value": value,
                 "stderr": summary.stderr if scorer.interval else None,
                 "ci_low": summary.ci_low if scorer.interval else None,
@@ -592,11 +593,20 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
     return pl.DataFrame(out, schema=BENCHMARK_RESULT_SCHEMA)
 
 
-def _corpus_value(frame: pl.DataFrame, scorer: registry.Scorer, spec) -> float | None:
-    """A corpus-level aggregate (e.g. corpus BLEU) over the scored rows."""
+def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: int) -> MetricSummary:
+    """A task-level statistic (corpus BLEU, a kappa) over the scored rows; for a corpus statistic that declares its
+    sufficient statistics, with an interval from resampling the cases (a case's samples and orders together)."""
     done = frame.filter(pl.col("status") == COMPLETED)
     if done.is_empty():
-        return None
+        return MetricSummary(None, None, None, None, 0)
     fields = ("case_id", "sample", "presentation", "input", "expected_output", "expected_output_json", "verdict")
     cases = [{**{f: r[f] for f in fields}, "expected_output": expected_value(r)} for r in done.iter_rows(named=True)]
-    return scorer.aggregate([], done["output"].to_list(), cases, scorer.options(**spec.options))
+    outputs, options = done["output"].to_list(), scorer.options(**spec.options)
+    value = scorer.aggregate([], outputs, cases, options)
+    if scorer.statistics is None:
+        return MetricSummary(value, None, None, None, done["case_id"].n_unique())
+    case_ids, row_case = np.unique(done["case_id"].to_numpy(), return_inverse=True)
+    rows = scorer.statistics(outputs, cases, options)
+    per_case = np.zeros((len(case_ids), rows.shape[1]))
+    np.add.at(per_case, row_case, rows)
+    return summarize_corpus(value, per_case, lambda summed: scorer.from_statistics(summed, options), seed=seed)

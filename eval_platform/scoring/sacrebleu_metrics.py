@@ -1,5 +1,8 @@
 """BLEU and chrF from sacrebleu: per case the sentence score, per task the corpus score (as sacrebleu reports it).
 
+The corpus score's interval resamples cases and recomputes the corpus score from their summed sufficient
+statistics (sacrebleu's bootstrap method), so it describes the corpus score, not the mean sentence score.
+
 Scores are on sacrebleu's 0-100 scale divided by 100, so every scorer in a table is 0-1.
 """
 
@@ -8,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, Literal
+
+import numpy as np
 
 from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
 from eval_platform.scoring.squad import references
@@ -55,6 +60,23 @@ def _sentence(metric):
     return value
 
 
+def _statistics(metric):
+    def statistics(outputs: Sequence[str], cases: Sequence[Mapping[str, Any]], options) -> np.ndarray:
+        # sacrebleu's per-segment sufficient statistics (n-gram matches and totals, lengths): what its corpus_score
+        # sums, and what its own bootstrap resamples.
+        streams = _reference_streams(cases, options.reference_field)
+        return np.asarray(metric(options)._extract_corpus_statistics(list(outputs), streams), dtype=float)
+
+    return statistics
+
+
+def _from_statistics(metric):
+    def score(summed: np.ndarray, options) -> float:
+        return metric(options)._compute_score_from_stats(summed).score / 100
+
+    return score
+
+
 def _corpus(metric):
     def aggregate(_values, outputs: Sequence[str], cases: Sequence[Mapping[str, Any]], options) -> float | None:
         if not outputs:
@@ -66,6 +88,8 @@ def _corpus(metric):
 
 
 SCORERS = [
-    Scorer("bleu", BleuOptions, _sentence(_bleu), reference_field, _corpus(_bleu)),
-    Scorer("chrf", ChrfOptions, _sentence(_chrf), reference_field, _corpus(_chrf)),
+    Scorer("bleu", BleuOptions, _sentence(_bleu), reference_field, _corpus(_bleu),
+           statistics=_statistics(_bleu), from_statistics=_from_statistics(_bleu)),
+    Scorer("chrf", ChrfOptions, _sentence(_chrf), reference_field, _corpus(_chrf),
+           statistics=_statistics(_chrf), from_statistics=_from_statistics(_chrf)),
 ]
