@@ -602,11 +602,16 @@ def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: in
     fields = ("case_id", "sample", "presentation", "input", "expected_output", "expected_output_json", "verdict")
     cases = [{**{f: r[f] for f in fields}, "expected_output": expected_value(r)} for r in done.iter_rows(named=True)]
     outputs, options = done["output"].to_list(), scorer.options(**spec.options)
-    value = scorer.aggregate([], outputs, cases, options)
     if scorer.statistics is None:
+        value = scorer.aggregate([], outputs, cases, options)
         return MetricSummary(value, None, None, None, done["case_id"].n_unique())
     case_ids, row_case = np.unique(done["case_id"].to_numpy(), return_inverse=True)
     rows = scorer.statistics(outputs, cases, options)
     per_case = np.zeros((len(case_ids), rows.shape[1]))
     np.add.at(per_case, row_case, rows)
-    return summarize_corpus(value, per_case, lambda summed: scorer.from_statistics(summed, options), seed=seed)
+
+    def score(summed: np.ndarray) -> float:
+        return scorer.from_statistics(summed, options)
+
+    # the corpus score from the same statistics (what `aggregate` computes, without tokenizing everything twice)
+    return summarize_corpus(score(per_case.sum(axis=0)), per_case, score, seed=seed)

@@ -22,6 +22,9 @@ def test_corpus_bleu_and_chrf_match_sacrebleus_published_example(name, published
     values = [scorer.score(output, case, options) for output, case in zip(SYSTEM, CASES, strict=True)]
     assert scorer.aggregate(values, SYSTEM, CASES, options) == pytest.approx(published, abs=5e-5)
     assert values[0] == pytest.approx(1.0)  # an output equal to a reference
+    # its declared sufficient statistics, summed, give exactly the corpus score (what the interval resamples)
+    summed = scorer.statistics(SYSTEM, CASES, options).sum(axis=0)
+    assert scorer.from_statistics(summed, options) == scorer.aggregate(values, SYSTEM, CASES, options)
 
 
 def test_a_different_number_of_references_per_case_is_sacrebleus_variable_reference_corpus_score():
