@@ -204,5 +204,6 @@ def test_the_leaderboard_cost_is_known_when_every_call_has_a_price(project, loca
                             resources=defs.resources, raise_on_error=False)
     assert result.success
     assert query(root, "SELECT DISTINCT cost_usd FROM leaderboard WHERE model = 'always-18'") == [(0.0,)]
-    costs = query(root, "SELECT name, cost_usd FROM benchmark_results WHERE model = 'always-18' AND metric = 'numeric_match'")
+    costs = query(root, "SELECT name, cost_usd FROM benchmark_results "
+                        "WHERE model = 'always-18' AND metric = 'numeric_match'")
     assert sorted(costs) == [("answer", 0.0), ("careful", 0.0)]

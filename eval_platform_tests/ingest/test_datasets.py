@@ -48,13 +48,14 @@ def test_json_expected_outputs_are_stored_as_json_text_and_read_back_as_written(
 def test_a_parquet_list_column_is_a_list_of_accepted_answers(tmp_path):
     path = tmp_path / "datasets" / "gold" / "v2.parquet"
     path.parent.mkdir(parents=True)
-    pl.DataFrame({"case_id": ["c1"], "input": ["Capital?"], "expected_output": [["Paris", "Paris, France"]]}).write_parquet(path)
+    frame = pl.DataFrame({"case_id": ["c1"], "input": ["Capital?"], "expected_output": [["Paris", "Paris, France"]]})
+    frame.write_parquet(path)
     (case,) = validate_dataset(tmp_path, "gold", 2, path)[0].to_dicts()
     assert expected_value(case) == ["Paris", "Paris, France"]
 
 
 def test_match_scorers_accept_any_answer_of_a_list_and_compare_an_object_as_json(tmp_path):
-    cases = {case["case_id"]: {**case, "expected_output": expected_value(case)} for case in cases_of(tmp_path).to_dicts()}
+    cases = {c["case_id"]: {**c, "expected_output": expected_value(c)} for c in cases_of(tmp_path).to_dicts()}
 
     def score(name: str, output: str, case_id: str) -> float:
         return registry.get(name).score(output, cases[case_id])
