@@ -60,7 +60,7 @@ JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "role": pl.String(),  # verdict (the only judge) | member (one of several) | consensus (their combination)
     "is_final": pl.Boolean(),  # one final row per trace/pair/candidate: role <> 'member'
     "status": pl.String(),  # COMPLETED | FAILED | SKIPPED
-    "reason": pl.String(),  # a stable code: timeout, rate_limited, unparseable, budget_exhausted, not_sampled, ...
+    "reason": pl.String(),  # a stable code: timeout, rate_limited, unparseable, ambiguous, budget_exhausted, ...
     "reason_detail": pl.String(),  # the human message for that code (which limit, after how many attempts, ...)
     "score": pl.Float64(),  # normalized 0..1; null unless COMPLETED
     "raw_score": pl.Float64(),
@@ -112,6 +112,9 @@ TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
     "case_id": pl.String(),
     "input": pl.String(),
     "expected_output": pl.String(),
+    # true: expected_output is the JSON text of a list (any of its items is right), object, number or boolean the
+    # dataset file wrote as JSON; false: plain text (CSV cells are always text)
+    "expected_output_json": pl.Boolean(),
     "metadata": pl.String(),
     "source_file": pl.String(),
     "source_line": pl.Int64(),

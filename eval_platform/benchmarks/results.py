@@ -1,4 +1,5 @@
-"""A task's metric over its answered cases: mean, standard error and a 95% interval that stays honest at the edges.
+"""A task's metric over its answered cases: mean, standard error and a 95% interval that stays honest at the edges;
+for a corpus statistic (corpus BLEU, chrF), the statistic and an interval from resampling its cases.
 
 FAILED and SKIPPED cases are left out of `values` by the caller (counted as n_failed), never scored 0.
 """
@@ -6,6 +7,7 @@ FAILED and SKIPPED cases are left out of `values` by the caller (counted as n_fa
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,3 +57,38 @@ def summarize(values: np.ndarray, seed: int = 0, resamples: int = 2000) -> Metri
     means = values[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
     low, high = np.quantile(means, [0.025, 0.975])
     return MetricSummary(mean, float(values.std(ddof=1) / math.sqrt(n)), float(low), float(high), n)
+
+
+def summarize_corpus(
+    value: float | None,
+    case_statistics: np.ndarray,
+    score: Callable[[np.ndarray], float],
+    seed: int = 0,
+    resamples: int = 2000,
+) -> MetricSummary:
+    """A corpus statistic (corpus BLEU, chrF) with an interval that describes it, not the mean of per-case scores.
+
+    `case_statistics` holds one row of summable sufficient statistics per case, `score(summed row)` the statistic.
+    A seeded bootstrap draws the cases with replacement and recomputes the statistic from each draw's summed rows
+    (sacrebleu's bootstrap method, over cases); the interval is the draws' 2.5-97.5 percentiles and the stderr
+    their standard deviation. When every draw is equal (one case, identical cases) the bootstrap has no width and
+    the interval is Wilson's on `value` over the cases, as for a mean: never a certainty of 0.
+    """
+    stats = np.asarray(case_statistics, dtype=float)
+    n = len(stats)
+    if n == 0 or value is None:
+        return MetricSummary(value, None, None, None, n)
+    rng = np.random.default_rng(seed)
+    draws = np.empty(resamples)
+    chunk = max(1, min(resamples, 2_000_000 // n))  # the draws' case counts, a chunk at a time: bounded memory
+    for start in range(0, resamples, chunk):
+        size = min(chunk, resamples - start)
+        picked = rng.integers(0, n, size=(size, n)) + n * np.arange(size)[:, None]
+        counts = np.bincount(picked.ravel(), minlength=size * n).reshape(size, n)
+        draws[start : start + size] = [score(row) for row in counts @ stats]
+    low, high = (float(q) for q in np.quantile(draws, [0.025, 0.975]))
+    stderr = float(draws.std(ddof=1)) if resamples > 1 else 0.0
+    if high - low == 0 and 0 <= value <= 1:
+        low, high = wilson_interval(value * n, n)
+        stderr = (high - low) / (2 * Z_95)
+    return MetricSummary(value, stderr, low, high, n)

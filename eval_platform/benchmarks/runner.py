@@ -31,8 +31,8 @@ import numpy as np
 import polars as pl
 
 from eval_platform.benchmarks.config import ModelUnderTest, Suite, Task, dataset_versions
-from eval_platform.benchmarks.results import summarize
-from eval_platform.ingest.datasets import validate_dataset
+from eval_platform.benchmarks.results import MetricSummary, summarize, summarize_corpus
+from eval_platform.ingest.datasets import expected_value, validate_dataset
 from eval_platform.judging import pricing
 from eval_platform.judging.budget import BudgetLedger, BudgetRefused, Reservation, reserve_or_wait
 from eval_platform.judging.cache import cache_key
@@ -78,6 +78,7 @@ BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
     "presentation": pl.String(),  # judge tasks: AB (pair as listed) or BA (swapped); else ""
     "input": pl.String(),
     "expected_output": pl.String(),
+    "expected_output_json": pl.Boolean(),  # expected_output is JSON text (a list of accepted answers, an object)
     "output": pl.String(),
     "verdict": pl.String(),  # judge tasks: the parsed winner in the case's terms (A = first pair field), or the score / pass / label
     "status": pl.String(),
@@ -88,7 +89,7 @@ BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
     "primary_value": pl.Float64(),
     "prompt_tokens": pl.Int64(),
     "completion_tokens": pl.Int64(),
-    "cost_usd": pl.Float64(),  # null when the model's price is unknown: never counted as free
+    "cost_usd": pl.Float64(),  # null when the row's call has no known price (never counted as free); 0 without a call
     "latency_ms": pl.Float64(),
     "cache_hit": pl.Boolean(),
     "provider_model": pl.String(),
@@ -226,6 +227,7 @@ def run_task(run: TaskRun) -> pl.DataFrame:
                         "presentation": presentation,
                         "input": case["input"],
                         "expected_output": case["expected_output"],
+                        "expected_output_json": case["expected_output_json"],
                         "status": None,
                         "cache_hit": False,
                         "_case": case,
@@ -239,6 +241,10 @@ def run_task(run: TaskRun) -> pl.DataFrame:
         asyncio.run(_call_all(run, endpoint, rows))
     else:
         _take_outputs(run, rows)
+    for row in rows:
+        # A row that made no call (skipped, another task's or field's output, a case missing what it shows) cost
+        # nothing; null stays reserved for a call whose price is unknown, so a total is unknown only then.
+        row.setdefault("cost_usd", 0.0)
     _score(run, rows)
     primary = task.scorers[0].metric_name
     hashes = {"task_config_hash": task_config_hash(task), "scorer_config_hash": scorer_config_hash(task, run.evaluators)}
@@ -434,7 +440,9 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
     for row in rows:
         if row["status"] != COMPLETED:
             continue
-        case = {**row["_case"], "verdict": row.get("verdict"), "presentation": row["presentation"]}
+        expected = expected_value(row["_case"])  # a JSON list / object as the dataset wrote it, never its repr
+        case = {**row["_case"], "expected_output": expected, "verdict": row.get("verdict"),
+                "presentation": row["presentation"]}
         if "_verdict_other" in row:
             case["verdict_other"] = row["_verdict_other"]
         scores = []
@@ -555,7 +563,8 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
     now = datetime.now(UTC)
     first = frame.row(0, named=True) if frame.height else {}
     datasets = f"{task.dataset}@v{first.get('dataset_version')} ({(first.get('dataset_hash') or '')[:12]})" if first else task.dataset
-    cost = frame["cost_usd"].sum() if frame.height and frame["cost_usd"].null_count() < frame.height else None
+    # Unknown when one call's price is: summing the others would count that call as free.
+    cost = float(frame["cost_usd"].sum()) if frame.height and not frame["cost_usd"].null_count() else None
     out = []
     for spec in task.scorers:
         scorer = registry.SCORERS[spec.name]
@@ -563,8 +572,9 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
         n, n_failed, n_skipped = case_counts(frame, spec.metric_name)
         summary = summarize(np.array(list(values.values())), seed=seed)
         value = summary.value
-        if scorer.aggregate.__name__ != "<lambda>":  # a corpus-level metric (e.g. corpus BLEU)
-            value = _corpus_value(frame, scorer, spec)
+        if scorer.task_level:  # a statistic over the task's cases (corpus BLEU, a kappa), not their mean
+            summary = _corpus_summary(frame, scorer, spec, seed)
+            value = summary.value
         out.append(
             {
                 "suite": suite_name,
@@ -572,7 +582,7 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
                 "name": task_name,
                 "model": model_name,
                 "metric": spec.metric_name,
-                "aggregate": "mean" if value == summary.value else "corpus",
+                "aggregate": "corpus" if scorer.task_level else "mean",
                 "value": value,
                 "stderr": summary.stderr if scorer.interval else None,
                 "ci_low": summary.ci_low if scorer.interval else None,
@@ -590,11 +600,25 @@ def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Tas
     return pl.DataFrame(out, schema=BENCHMARK_RESULT_SCHEMA)
 
 
-def _corpus_value(frame: pl.DataFrame, scorer: registry.Scorer, spec) -> float | None:
-    """A corpus-level aggregate (e.g. corpus BLEU) over the scored rows."""
+def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: int) -> MetricSummary:
+    """A task-level statistic (corpus BLEU, a kappa) over the scored rows; for a corpus statistic that declares its
+    sufficient statistics, with an interval from resampling the cases (a case's samples and orders together)."""
     done = frame.filter(pl.col("status") == COMPLETED)
     if done.is_empty():
-        return None
-    fields = ("case_id", "sample", "presentation", "input", "expected_output", "verdict")
-    cases = [{f: r[f] for f in fields} for r in done.iter_rows(named=True)]
-    return scorer.aggregate([], done["output"].to_list(), cases, scorer.options(**spec.options))
+        return MetricSummary(None, None, None, None, 0)
+    fields = ("case_id", "sample", "presentation", "input", "expected_output", "expected_output_json", "verdict")
+    cases = [{**{f: r[f] for f in fields}, "expected_output": expected_value(r)} for r in done.iter_rows(named=True)]
+    outputs, options = done["output"].to_list(), scorer.options(**spec.options)
+    if scorer.statistics is None:
+        value = scorer.aggregate([], outputs, cases, options)
+        return MetricSummary(value, None, None, None, done["case_id"].n_unique())
+    case_ids, row_case = np.unique(done["case_id"].to_numpy(), return_inverse=True)
+    rows = scorer.statistics(outputs, cases, options)
+    per_case = np.zeros((len(case_ids), rows.shape[1]))
+    np.add.at(per_case, row_case, rows)
+
+    def score(summed: np.ndarray) -> float:
+        return scorer.from_statistics(summed, options)
+
+    # the corpus score from the same statistics (what `aggregate` computes, without tokenizing everything twice)
+    return summarize_corpus(score(per_case.sum(axis=0)), per_case, score, seed=seed)

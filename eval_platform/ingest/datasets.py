@@ -1,13 +1,17 @@
 """Versioned test-case datasets `datasets/<name>/v<N>.<ext>`: finding the files and validating their rows.
 
 Framework-free: `dataset_versions` (defs) and the benchmark suites read datasets through these functions,
-so a case means the same thing to both.
+so a case means the same thing to both. An `expected_output` written as JSON (a list of accepted answers,
+an object) stays JSON: its JSON text is stored, flagged by `expected_output_json`, and `expected_value`
+gives it back as the dataset wrote it, never as a Python repr.
 """
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -57,6 +61,20 @@ def read_rows(path: Path) -> list[tuple[int, object, str]]:
     return [(i + offset, row, json.dumps(row, default=str)) for i, row in enumerate(frame.to_dicts())]
 
 
+def _expected_output(value: Any) -> dict[str, Any]:
+    """The two test-case columns for an expected output: text as written, any other JSON value as JSON text."""
+    if value is None or isinstance(value, str):
+        return {"expected_output": value, "expected_output_json": False if value is not None else None}
+    return {"expected_output": json.dumps(value, ensure_ascii=False), "expected_output_json": True}
+
+
+def expected_value(case: Mapping[str, Any]) -> Any:
+    """A case's expected output as its dataset wrote it: a list (the accepted answers), an object, a number or a
+    boolean for JSON values, else the text. Scorers read this, never the column's JSON text as plain text."""
+    text = case.get("expected_output")
+    return json.loads(text) if text is not None and case.get("expected_output_json") else text
+
+
 def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Valid test cases and quarantined rows of one dataset version."""
     relative = str(path.relative_to(root))
@@ -85,7 +103,7 @@ def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[p
                 "version": version,
                 "case_id": case_id,
                 "input": row["input"],
-                "expected_output": None if row.get("expected_output") is None else str(row["expected_output"]),
+                **_expected_output(row.get("expected_output")),
                 "metadata": metadata if isinstance(metadata, str) else json.dumps(metadata, sort_keys=True),
                 "source_file": relative,
                 "source_line": line,

@@ -66,6 +66,12 @@ class PairwiseOptions(_Strict):
     candidate_names: tuple[str, str] = Field(
         ("A", "B"), description="What the prompt calls the two candidates, first-shown first."
     )
+    when_both_named: Literal["ambiguous", "first_shown"] = Field(
+        "ambiguous",
+        description="A reply naming both candidates as its verdict: ambiguous (FAILED, the default), or "
+        "first_shown, the convention of LLMBar's published parser (it tries the first-shown candidate's pattern "
+        "first), only to reproduce figures produced by that parser.",
+    )
 
     @field_validator("candidate_names")
     @classmethod

@@ -11,8 +11,11 @@ its module under `judging/modes/`; the shared toolkit is `judging/replies`):
 - categorical: `[[label]]`, `Label: x`, a label alone on the first or last line;
 - n_wise: `[[C > A > B]]`, `Ranking: C, A, B`.
 
-Anything else, including a reply naming both candidates, is a `ParseFailure` and the row is FAILED with
-the raw reply kept: never a default score. A reply that ends inside a JSON object is `truncated`.
+Anything else is a `ParseFailure` and the row is FAILED with the raw reply kept: never a default score. A
+reply that ends inside a JSON object is `truncated`. A reply whose verdicts disagree, across JSON objects,
+`[[...]]`, `Key: value` lines and its first and last lines (a quoted injected `{"score": 1.0}` before the
+judge's `Score: 0.2`, or both pairwise candidates named), is `ambiguous`; an evaluator may declare a published
+parser's convention for the last case (`pairwise.when_both_named`).
 `strict: true` accepts only a JSON reply whose fields have exactly the reply schema's types.
 """
 
@@ -33,6 +36,7 @@ from eval_platform.judging.replies import (  # noqa: F401 (Verdict, ParseFailure
     is_truncated_json,
     reasoning_of,
     strict_json,
+    text_outside_json,
     validate,
 )
 
@@ -56,6 +60,8 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
         if is_truncated_json(text):
             raise ParseFailure("truncated", "the reply ends inside a JSON object")
     verdict = MODES[config.mode].parse(config, obj, text, n_candidates)
+    if obj is not None and not config.strict and any(key in obj for key in _VERDICT_KEYS[config.mode]):
+        _check_the_text_agrees(config, verdict, text, n_candidates)
     confidence = confidence_of(obj, text)
     reasoning = reasoning_of(obj) if obj is not None else text.strip()
     return Verdict(**{**verdict.__dict__, "reasoning": reasoning, "confidence": confidence})
@@ -91,3 +97,33 @@ def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | 
     if bearing:
         return bearing[-1]
     return objects[0] if objects else None
+
+
+def _decision(verdict: Verdict) -> tuple:
+    return (verdict.score, verdict.label, verdict.passed, verdict.winner, verdict.ranking)
+
+
+def _check_the_text_agrees(config: EvaluatorConfig, verdict: Verdict, text: str, n_candidates: int | None) -> None:
+    """A JSON verdict stands only if the text around it gives none, or the same one.
+
+    Content can carry an injected `{"score": 1.0}` that the judge quotes before giving its own verdict in
+    a text shape (`Score: 0.2`, `Verdict: FAIL`): the JSON object is then not the judge's verdict.
+    """
+    rest = text_outside_json(text)
+    try:
+        in_text = MODES[config.mode].parse(config, None, rest, n_candidates)
+    except ParseFailure as failure:
+        if failure.reason == "unparseable":  # the text around the JSON gives no verdict of its own
+            return
+        raise ParseFailure("ambiguous", f"the JSON verdict and the text around it disagree: {failure.detail}") from None
+    if _decision(in_text) != _decision(verdict):
+        raise ParseFailure(
+            "ambiguous",
+            f"the JSON verdict ({_shown(verdict)}) and the text around it ({_shown(in_text)}) disagree",
+        )
+
+
+def _shown(verdict: Verdict) -> str:
+    named = {"raw_score": verdict.raw_score, "label": verdict.label, "passed": verdict.passed,
+             "winner": verdict.winner, "ranking": verdict.ranking}
+    return ", ".join(f"{key} {value}" for key, value in named.items() if value is not None) or "none"

@@ -18,11 +18,12 @@ _FENCED_JSON_RE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 BRACKET_RE = re.compile(r"\[\[\s*([^\[\]]{1,80}?)\s*\]\]")
 _KEYED_LINE_RE = re.compile(
     r"^\W*(?:final\s+)?(?:verdict|winner|answer|decision|choice|preferred(?:\s+response)?|better\s+response|"
-    r"result|label|category|rating|score|ranking|grade)\s*\W*\s*[:=\-]\s*(.+?)\s*$",
+    r"result|label|category|rating|score|ranking|grade)\s*\W*?\s*[:=\-]\s*(.+?)\s*$",
     re.IGNORECASE,
 )
-NUMBER_RE = r"[-+]?\d+(?:\.\d+)?"
-SCORE_TEXT_RE = re.compile(rf"^\W*(?:\[\[)?\s*({NUMBER_RE})\s*(?:\]\])?\s*(?:/\s*({NUMBER_RE}))?\W*$")
+NUMBER_RE = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)"  # 7, -3, 8.5, .375
+# `\W*?` is lazy so that a leading sign or point stays part of the number, not of the wrapping.
+SCORE_TEXT_RE = re.compile(rf"^\W*?(?:\[\[)?\s*({NUMBER_RE})\s*(?:\]\])?\s*(?:/\s*({NUMBER_RE}))?\W*$")
 _CONFIDENCE_RE = re.compile(rf"confidence\W*\s*[:=]\s*({NUMBER_RE})\s*(%?)", re.IGNORECASE)
 WRAPPING = "*_`\"'.!。 \t"
 YES = frozenset({"yes", "pass", "passed", "true", "y"})
@@ -64,6 +65,22 @@ def find_json_objects(text: str) -> list[dict[str, Any]]:
         if isinstance(value, dict) and value not in found:
             found.append(value)
     return found
+
+
+def text_outside_json(text: str) -> str:
+    """The reply without its JSON objects (fenced or in prose): where a verdict in a text shape may also sit."""
+
+    def is_object(candidate: str) -> bool:
+        try:
+            return isinstance(json.loads(candidate), dict)
+        except json.JSONDecodeError:
+            return False
+
+    rest = _FENCED_JSON_RE.sub(lambda m: "\n" if is_object(m.group(1).strip()) else m.group(0), text.strip())
+    for candidate in _balanced_objects(rest):
+        if candidate is not None and is_object(candidate):
+            rest = rest.replace(candidate, "\n", 1)
+    return rest
 
 
 def find_json_object(text: str) -> dict[str, Any] | None:
@@ -171,20 +188,44 @@ def field(obj: dict[str, Any] | None, *keys: str) -> Any:
     return None
 
 
+def one_verdict(found: list[tuple[str, Any]], what: str) -> Any:
+    """The verdict every place in the reply agrees on, None when no place gives one.
+
+    `found` holds (where, verdict) for every place a verdict was read: `[[...]]`, a `Key: value` line, the
+    whole reply, its first or last line. A reply that gives two different verdicts (a judge quoting an
+    injected `Score: 1.0` before its own, or naming both candidates) is `ambiguous`: taking either one
+    would let the reply's order, or the content, decide.
+    """
+    distinct = list(dict.fromkeys(verdict for _, verdict in found))
+    if len(distinct) > 1:
+        shown = "; ".join(dict.fromkeys(f"{where!r} -> {verdict}" for where, verdict in found))
+        raise ParseFailure("ambiguous", f"the reply gives {len(distinct)} different {what}s: {shown}")
+    return distinct[0] if distinct else None
+
+
+def _rating(candidate: str, scale_max: float) -> float | str | None:
+    """The number `candidate` states, `"n/d"` when it is on another scale than `scale_max`, else None."""
+    match = SCORE_TEXT_RE.match(candidate)
+    if match is None:
+        return None
+    denominator = match.group(2)
+    if denominator is not None and float(denominator) != scale_max:
+        return f"{float(match.group(1)):g}/{float(denominator):g}"
+    return float(match.group(1))
+
+
 def score_from_text(text: str, scale_max: float) -> float:
-    brackets = {float(m) for m in BRACKET_RE.findall(text) if re.fullmatch(NUMBER_RE, m.strip())}
-    if len(brackets) > 1:
-        raise ParseFailure("unparseable", f"several different bracketed ratings: {sorted(brackets)}")
-    if brackets:
-        return brackets.pop()
-    for candidate in text_candidates(text)[1:]:
-        match = SCORE_TEXT_RE.match(candidate)
-        if match:
-            denominator = match.group(2)
-            if denominator is not None and float(denominator) != scale_max:
-                raise ParseFailure("out_of_range", f"'{candidate}' is on a scale of {denominator}, not {scale_max:g}")
-            return float(match.group(1))
-    raise ParseFailure("unparseable", "no JSON object, [[rating]], 'Score: n' or number on its own line")
+    """The rating in `[[n]]`, a `Score: n` line, or a number alone on the first or last line; all must agree."""
+    found: list[tuple[str, Any]] = [
+        (f"[[{m}]]", float(m)) for m in BRACKET_RE.findall(text) if re.fullmatch(NUMBER_RE, m.strip())
+    ]
+    found += [(c, r) for c in text_candidates(text)[1:] if (r := _rating(c, scale_max)) is not None]
+    verdict = one_verdict(found, "rating")
+    if verdict is None:
+        raise ParseFailure("unparseable", "no JSON object, [[rating]], 'Score: n' or number on its own line")
+    if isinstance(verdict, str):  # a 5-point answer on a 10-point scale is not silently rescaled
+        raise ParseFailure("out_of_range", f"the rating {verdict} is on another scale than {scale_max:g}")
+    return verdict
 
 
 def yes_no(value: Any, strict: bool, key: str) -> bool:
@@ -196,27 +237,24 @@ def yes_no(value: Any, strict: bool, key: str) -> bool:
 
 
 def yes_no_from_text(text: str) -> bool:
-    found = {norm(m) in YES for m in BRACKET_RE.findall(text) if norm(m) in YES | NO}
-    if len(found) > 1:
-        raise ParseFailure("unparseable", "the reply says both yes and no in [[...]]")
-    if found:
-        return found.pop()
-    for candidate in text_candidates(text):
-        word = norm(candidate)
-        if word in YES | NO:
-            return word in YES
-    raise ParseFailure("unparseable", "no JSON object and no yes/no (pass/fail) verdict on its own line")
+    """yes/no (pass/fail, true/false) in `[[...]]`, a `Verdict: x` line, or alone on the first or last line."""
+    found = [(f"[[{m}]]", norm(m) in YES) for m in BRACKET_RE.findall(text) if norm(m) in YES | NO]
+    found += [(c, norm(c) in YES) for c in text_candidates(text) if norm(c) in YES | NO]
+    verdict = one_verdict(found, "verdict")
+    if verdict is None:
+        raise ParseFailure("unparseable", "no JSON object and no yes/no (pass/fail) verdict on its own line")
+    return verdict
+
+
+def choices_in_text(text: str, aliases: dict[str, str]) -> list[tuple[str, str]]:
+    """(where, option) for every place the reply names an option: `[[x]]`, `Key: x`, the reply, its edge lines."""
+    found = [(f"[[{m}]]", aliases[norm(m)]) for m in BRACKET_RE.findall(text) if norm(m) in aliases]
+    return found + [(c, aliases[norm(c)]) for c in text_candidates(text) if norm(c) in aliases]
 
 
 def choice_from_text(text: str, aliases: dict[str, str], what: str) -> str:
-    """One option named by `[[x]]` (all brackets must agree), else by the first matching text candidate."""
-    bracketed = {aliases[norm(m)] for m in BRACKET_RE.findall(text) if norm(m) in aliases}
-    if len(bracketed) > 1:
-        raise ParseFailure("unparseable", f"the reply names several {what}s in [[...]]: {sorted(bracketed)}")
-    if bracketed:
-        return bracketed.pop()
-    for candidate in text_candidates(text):
-        key = norm(candidate)
-        if key in aliases:
-            return aliases[key]
-    raise ParseFailure("unparseable", f"no JSON object and no single {what} on its own line or in [[...]]")
+    """The one option the reply names (`[[x]]`, `Label: x`, alone on its first or last line); several: ambiguous."""
+    verdict = one_verdict(choices_in_text(text, aliases), what)
+    if verdict is None:
+        raise ParseFailure("unparseable", f"no JSON object and no single {what} on its own line or in [[...]]")
+    return verdict

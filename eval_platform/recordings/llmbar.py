@@ -3,8 +3,9 @@
 Zeng et al. (LLMBar, ICLR 2024) published, for 28 judge runs, every completion in both presentation
 orders (`data/sources/llmbar/Dataset/**/result.json`, MIT). Each completion goes through `parse_reply`
 for a pairwise evaluator configured like their prompt (candidates named "Output (a)" / "Output (b)", no
-ties), and the two orders through `unswap` / `combine_orders`, exactly as `judge_scores` does. The
-figures come out of that code and are compared with the authors' `statistics.json`:
+ties, and their parser's convention that a completion naming both is a verdict for "Output (a)"), and the
+two orders through `unswap` / `combine_orders`, exactly as `judge_scores` does. The figures come out
+of that code and are compared with the authors' `statistics.json`:
 
 - accuracy per order = verdicts equal to the gold label / n (an unparseable verdict counts as wrong);
   `correct_average` is their mean;
@@ -36,7 +37,8 @@ LLMBAR_EVALUATOR = EvaluatorConfig(
     mode="pairwise",
     model="openai/gpt-4",
     prompt="{{input}}\n\nOutput (a):\n{{output_a}}\n\nOutput (b):\n{{output_b}}",
-    pairwise={"candidate_names": ["Output (a)", "Output (b)"], "allow_ties": False},
+    # LLMBar's parser tries the regex for "Output (a)" at a line start first: a completion naming both is (a).
+    pairwise={"candidate_names": ["Output (a)", "Output (b)"], "allow_ties": False, "when_both_named": "first_shown"},
 )
 
 

@@ -1,4 +1,4 @@
-"""Whether an output is valid JSON, and whether it satisfies a JSON Schema (jsonschema, Draft 2020-12)."""
+"""Whether an output is valid JSON (RFC 8259), and whether it satisfies a JSON Schema (jsonschema, Draft 2020-12)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,15 @@ from pydantic import field_validator
 from eval_platform.scoring.registry import Scorer, ScorerOptions
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
 def _parsed(output: str) -> tuple[bool, Any]:
+    """(True, value) when `output` is one RFC 8259 JSON text; Python's json module alone also accepts
+    `NaN`, `Infinity` and `-Infinity`, which no other JSON parser reads."""
     try:
-        return True, json.loads(output)
+        return True, json.loads(output, parse_constant=_not_json)
     except ValueError:
         return False, None
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
+from eval_platform.scoring.squad import references
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
@@ -30,11 +31,14 @@ class NumericOptions(ScorerOptions):
 
 
 def _numeric(output: str, case: Mapping[str, Any], options: NumericOptions) -> float:
-    expected = last_number(str(case[options.reference_field]))
-    if expected is None:
+    """1 when the output's last number is the reference number, or any of them (a list holds several)."""
+    expected = [last_number(reference) for reference in references(case, options.reference_field)]
+    if None in expected:
         raise ValueError(f"case field '{options.reference_field}' holds no number")
     got = last_number(output)
-    return float(got is not None and math.isclose(got, expected, rel_tol=options.rel_tol, abs_tol=options.abs_tol))
+    return float(got is not None and any(
+        math.isclose(got, number, rel_tol=options.rel_tol, abs_tol=options.abs_tol) for number in expected
+    ))
 
 
 SCORERS = [Scorer("numeric_match", NumericOptions, _numeric, reference_field)]

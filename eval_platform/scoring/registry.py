@@ -51,6 +51,17 @@ class Scorer:
     calls_evaluator: bool = False
     # False for a task-level statistic (e.g. a kappa) whose interval is not the per-case values' interval.
     interval: bool = True
+    # A corpus statistic (corpus BLEU, chrF) declares how it is built from per-output sufficient statistics, so
+    # its interval resamples cases and recomputes it, instead of describing the mean of the per-case values:
+    # `statistics(outputs, cases, options)` -> an array with one row per output, and
+    # `from_statistics(summed row, options)` -> the value `aggregate` gives for those outputs.
+    statistics: Callable[[Sequence[str], Sequence[Mapping[str, Any]], Any], Any] | None = None
+    from_statistics: Callable[[Any, Any], float] | None = None
+
+    @property
+    def task_level(self) -> bool:
+        """Its task value is a statistic over the task's cases (`aggregate`), not the mean of per-case values."""
+        return self.aggregate.__name__ != "<lambda>"
 
     def score(self, output: str, case: Mapping[str, Any], options: ScorerOptions | None = None) -> float:
         """The case's value; `MissingField` when the case lacks a field this scorer needs."""

@@ -1,5 +1,8 @@
 """BLEU and chrF from sacrebleu: per case the sentence score, per task the corpus score (as sacrebleu reports it).
 
+The corpus score's interval resamples cases and recomputes the corpus score from their summed sufficient
+statistics (sacrebleu's bootstrap method), so it describes the corpus score, not the mean sentence score.
+
 Scores are on sacrebleu's 0-100 scale divided by 100, so every scorer in a table is 0-1.
 """
 
@@ -8,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, Literal
+
+import numpy as np
 
 from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
 from eval_platform.scoring.squad import references
@@ -40,13 +45,12 @@ def _chrf(options: ChrfOptions):
     return CHRF(char_order=options.char_order, word_order=options.word_order, beta=options.beta)
 
 
-def _reference_streams(cases: Sequence[Mapping[str, Any]], field: str) -> list[list[str]]:
-    """sacrebleu's layout: one list per reference position, aligned with the outputs."""
+def _reference_streams(cases: Sequence[Mapping[str, Any]], field: str) -> list[list[str | None]]:
+    """sacrebleu's layout: one list per reference position, aligned with the outputs; a case with fewer
+    references than the most has None in the remaining streams (sacrebleu's variable number of references)."""
     per_case = [references(case, field) for case in cases]
-    counts = {len(refs) for refs in per_case}
-    if len(counts) > 1:
-        raise ValueError(f"corpus scores need the same number of references in every case; got {sorted(counts)}")
-    return [list(stream) for stream in zip(*per_case, strict=True)]
+    width = max(len(refs) for refs in per_case)
+    return [[refs[i] if i < len(refs) else None for refs in per_case] for i in range(width)]
 
 
 def _sentence(metric):
@@ -54,6 +58,23 @@ def _sentence(metric):
         return metric(options).sentence_score(output, references(case, options.reference_field)).score / 100
 
     return value
+
+
+def _statistics(metric):
+    def statistics(outputs: Sequence[str], cases: Sequence[Mapping[str, Any]], options) -> np.ndarray:
+        # sacrebleu's per-segment sufficient statistics (n-gram matches and totals, lengths): what its corpus_score
+        # sums, and what its own bootstrap resamples.
+        streams = _reference_streams(cases, options.reference_field)
+        return np.asarray(metric(options)._extract_corpus_statistics(list(outputs), streams), dtype=float)
+
+    return statistics
+
+
+def _from_statistics(metric):
+    def score(summed: np.ndarray, options) -> float:
+        return metric(options)._compute_score_from_stats(summed).score / 100
+
+    return score
 
 
 def _corpus(metric):
@@ -67,6 +88,8 @@ def _corpus(metric):
 
 
 SCORERS = [
-    Scorer("bleu", BleuOptions, _sentence(_bleu), reference_field, _corpus(_bleu)),
-    Scorer("chrf", ChrfOptions, _sentence(_chrf), reference_field, _corpus(_chrf)),
+    Scorer("bleu", BleuOptions, _sentence(_bleu), reference_field, _corpus(_bleu),
+           statistics=_statistics(_bleu), from_statistics=_from_statistics(_bleu)),
+    Scorer("chrf", ChrfOptions, _sentence(_chrf), reference_field, _corpus(_chrf),
+           statistics=_statistics(_chrf), from_statistics=_from_statistics(_chrf)),
 ]

@@ -6,6 +6,7 @@ Against several references (SQuAD's `answers`), a case scores its best reference
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections import Counter
@@ -41,9 +42,14 @@ def token_f1(prediction: str, reference: str) -> float:
 
 
 def references(case: Mapping[str, Any], field: str) -> list[str]:
-    """The case's reference answers: a string or a list of strings."""
+    """The case's reference answers, as text: a list holds several (any of them is right); an object, a number or a
+    boolean (a dataset's JSON `expected_output`) is its JSON text, never a Python repr such as `{'name': 'Ana'}`."""
     value = case[field]
-    return [str(item) for item in value] if isinstance(value, list | tuple) else [str(value)]
+    return [_text(item) for item in value] if isinstance(value, list | tuple) else [_text(value)]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 class SquadOptions(ScorerOptions):

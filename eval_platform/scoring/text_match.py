@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import field_validator
 
 from eval_platform.scoring.registry import Scorer, ScorerOptions
+from eval_platform.scoring.squad import references
 
 
 class ContainsOptions(ScorerOptions):
@@ -20,10 +21,11 @@ class ContainsOptions(ScorerOptions):
 
 
 def _contains(output: str, case: Mapping[str, Any], options: ContainsOptions) -> float:
-    needle = options.text if options.text is not None else str(case[options.reference_field])
+    """1 when the output contains the text, or any of the case's references (a list holds several)."""
+    needles = [options.text] if options.text is not None else references(case, options.reference_field)
     if not options.case_sensitive:
-        return float(needle.lower() in output.lower())
-    return float(needle in output)
+        return float(any(needle.lower() in output.lower() for needle in needles))
+    return float(any(needle in output for needle in needles))
 
 
 class RegexOptions(ScorerOptions):

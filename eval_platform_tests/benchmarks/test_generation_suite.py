@@ -172,3 +172,38 @@ def test_suite_score_drop_beyond_the_previous_interval_warns(project, local_judg
     assert not dropped.passed and dropped.severity == dg.AssetCheckSeverity.WARN
     assert dropped.metadata["score"].value == 0.0
     assert dropped.metadata["previous_score"].value == 1.0
+
+
+def test_a_json_list_of_accepted_answers_is_any_of_them(project, local_judge):
+    root, instance = project
+    cases = [
+        {"case_id": "c1", "input": "How many?", "expected_output": ["18", "eighteen"]},
+        {"case_id": "c2", "input": "Say it.", "expected_output": ["17", "The answer is 18.", "It is 18."]},
+        {"case_id": "c3", "input": "Again?", "expected_output": ["19"]},
+    ]
+    (root / "datasets" / "answers").mkdir()
+    (root / "datasets" / "answers" / "v1.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+    suite = {"name": "answers", "tasks": {"answer": {
+        "dataset": "answers", "prompt": "{{input}}", "scorers": [{"name": "contains"}, {"name": "bleu"}]}}}
+    (root / "benchmarks" / "answers.yaml").write_text(yaml.safe_dump(suite))
+    materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "answers", "answer"])])
+    per_case = query(root, "SELECT case_id, expected_output, expected_output_json, primary_value FROM benchmark_cases "
+                           "WHERE suite = 'answers' ORDER BY case_id")
+    assert per_case == [("c1", '["18", "eighteen"]', True, 1.0),
+                        ("c2", '["17", "The answer is 18.", "It is 18."]', True, 1.0), ("c3", '["19"]', True, 0.0)]
+    (bleu,) = query(root, "SELECT value FROM benchmark_results WHERE suite = 'answers' AND metric = 'bleu'")
+    assert 0 < bleu[0] < 1  # a corpus score over cases with 2, 3 and 1 references
+
+
+def test_the_leaderboard_cost_is_known_when_every_call_has_a_price(project, local_judge):
+    root, instance = project
+    # `judged` takes answer's outputs (no call to the model under test): its rows cost nothing, not an unknown price.
+    materialize(root, instance, "always-18", dg.AssetSelection.groups("benchmark_gsm8k"))
+    defs = build_definitions(root)
+    result = dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance,
+                            resources=defs.resources, raise_on_error=False)
+    assert result.success
+    assert query(root, "SELECT DISTINCT cost_usd FROM leaderboard WHERE model = 'always-18'") == [(0.0,)]
+    costs = query(root, "SELECT name, cost_usd FROM benchmark_results "
+                        "WHERE model = 'always-18' AND metric = 'numeric_match'")
+    assert sorted(costs) == [("answer", 0.0), ("careful", 0.0)]

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
+from sacrebleu.metrics import BLEU
 from statsmodels.stats.proportion import proportion_confint
 
-from eval_platform.benchmarks.results import summarize, wilson_interval
+from eval_platform.benchmarks.config import Task
+from eval_platform.benchmarks.results import summarize, summarize_corpus, wilson_interval
+from eval_platform.benchmarks.runner import BENCHMARK_CASE_SCHEMA, task_results
+from eval_platform.scoring import registry
 
 
 @pytest.mark.parametrize(("k", "n"), [(0, 10), (10, 10), (7, 20), (1, 3)])
@@ -31,3 +36,59 @@ def test_continuous_values_bootstrap_is_seeded_and_covers_the_mean():
 
 def test_nothing_answered_is_no_value_not_zero():
     assert summarize(np.array([])).value is None
+
+
+def corpus_task() -> tuple[list[str], list[str]]:
+    """10 long outputs equal to their reference and 40 short wrong ones: sentence BLEU is 1 or 0 (mean 0.2), while
+    corpus BLEU, pooling every n-gram, is about 0.95."""
+    outputs = [" ".join(f"w{i}_{j}" for j in range(60)) for i in range(10)]
+    references = list(outputs)
+    outputs += [f"x{i} y{i} z{i} q{i}" for i in range(40)]
+    references += [f"a{i} b{i} c{i} d{i}" for i in range(40)]
+    return outputs, references
+
+
+def test_a_corpus_bleu_task_reports_an_interval_around_its_corpus_score():
+    outputs, references = corpus_task()
+    bleu = registry.get("bleu")
+    rows = [
+        {"case_id": f"c{i:02d}", "sample": 0, "presentation": "", "status": "COMPLETED", "output": out,
+         "expected_output": ref, "expected_output_json": False, "cost_usd": 0.0,
+         "scores": [{"metric": "bleu", "value": bleu.score(out, {"expected_output": ref})}]}
+        for i, (out, ref) in enumerate(zip(outputs, references, strict=True))
+    ]
+    frame = pl.DataFrame(rows, schema=BENCHMARK_CASE_SCHEMA)
+    task = Task.model_validate({"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "bleu"}]})
+    (row,) = task_results(frame, "s", "t", task, "m").to_dicts()
+    corpus = BLEU(effective_order=True).corpus_score(outputs, [references]).score / 100
+    assert row["value"] == pytest.approx(corpus) and row["value"] > 0.9 and row["aggregate"] == "corpus"
+    # Before, the interval was the mean sentence score's (about 0.10-0.32), entirely below the value it described.
+    assert row["ci_low"] <= row["value"] <= row["ci_high"] and row["ci_low"] > 0.8
+    assert 0 < row["stderr"] < 0.05
+
+
+def test_the_corpus_bootstrap_equals_resampling_cases_through_sacrebleu_itself():
+    outputs, references = corpus_task()
+    bleu, resamples = registry.get("bleu"), 200
+    options = bleu.options()
+    cases = [{"expected_output": ref} for ref in references]
+    value = bleu.aggregate([], outputs, cases, options)
+    summary = summarize_corpus(value, bleu.statistics(outputs, cases, options),
+                               lambda summed: bleu.from_statistics(summed, options), seed=5, resamples=resamples)
+    # the peer: the same draws of cases, each scored by sacrebleu's public corpus_score
+    draws = np.random.default_rng(5).integers(0, len(outputs), size=(resamples, len(outputs)))
+    metric = BLEU(effective_order=True)
+    peer = [metric.corpus_score([outputs[i] for i in d], [[references[i] for i in d]]).score / 100 for d in draws]
+    assert (summary.ci_low, summary.ci_high) == pytest.approx(tuple(np.quantile(peer, [0.025, 0.975])))
+    assert summary.stderr == pytest.approx(np.std(peer, ddof=1))
+    assert summary.value == value
+
+
+def test_a_corpus_score_over_one_case_has_an_honest_interval():
+    bleu = registry.get("bleu")
+    options = bleu.options()
+    cases = [{"expected_output": "the cat sat on the mat"}]
+    stats = bleu.statistics(["the cat sat on a mat"], cases, options)
+    value = bleu.from_statistics(stats.sum(0), options)
+    summary = summarize_corpus(value, stats, lambda summed: bleu.from_statistics(summed, options))
+    assert summary.stderr > 0 and summary.ci_low <= value <= summary.ci_high and summary.ci_high - summary.ci_low > 0.1

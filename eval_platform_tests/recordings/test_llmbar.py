@@ -7,8 +7,10 @@ runs the issue names are also spelled out, so a change to the shipped files cann
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import yaml
 
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.runner import unswap
@@ -60,3 +62,31 @@ def test_unparseable_rate_is_what_the_raw_data_implies(run_dir):
                 ours = parse_reply(LLMBAR_EVALUATOR, completion).winner
                 assert str(WINNER_LABEL[unswap(ours) if i else ours]) == winner
     assert replay_run(run_dir).unparseable == recorded_none
+
+
+# LLMBar's parser (LLMEvaluator/evaluate.py with evaluators/config/*.json): the first pattern found wins.
+AUTHORS_PATTERNS = {"1": r"(?:^|\n) ?Output \(a\)", "2": r"(?:^|\n) ?Output \(b\)"}
+
+
+def authors_reading(completion: str) -> str | None:
+    return next((label for label, pattern in AUTHORS_PATTERNS.items() if re.search(pattern, completion)), None)
+
+
+@pytest.mark.parametrize(
+    "completion", ["Output (a)\nOutput (b)", "Output (b)\n\nOutput (a)", "Output (b)\nI was wrong.\nOutput (a)"]
+)
+def test_a_completion_naming_both_outputs_is_read_as_the_authors_parser_reads_it(completion):
+    """Where our parser finds both outputs named (first or last line, `Key: x`, `[[x]]`), the declared convention
+    gives the authors' reading; by default the reply is ambiguous."""
+    ours = parse_reply(LLMBAR_EVALUATOR, completion).winner
+    assert str(WINNER_LABEL[ours]) == authors_reading(completion) == "1"
+    plain = LLMBAR_EVALUATOR.model_copy(update={"pairwise": LLMBAR_EVALUATOR.pairwise.model_copy(
+        update={"when_both_named": "ambiguous"})})
+    with pytest.raises(ParseFailure, match="ambiguous"):  # without the declared convention: no winner
+        parse_reply(plain, completion)
+
+
+def test_the_shipped_suite_declares_the_same_convention_as_the_replay():
+    suite = yaml.safe_load((REPO_DATA / "benchmarks" / "llmbar.yaml").read_text(encoding="utf-8"))
+    declared = {task["as_judge"]["evaluator"]["pairwise"]["when_both_named"] for task in suite["tasks"].values()}
+    assert declared == {LLMBAR_EVALUATOR.pairwise.when_both_named} == {"first_shown"}

@@ -22,12 +22,22 @@ def test_corpus_bleu_and_chrf_match_sacrebleus_published_example(name, published
     values = [scorer.score(output, case, options) for output, case in zip(SYSTEM, CASES, strict=True)]
     assert scorer.aggregate(values, SYSTEM, CASES, options) == pytest.approx(published, abs=5e-5)
     assert values[0] == pytest.approx(1.0)  # an output equal to a reference
+    # its declared sufficient statistics, summed, give exactly the corpus score (what the interval resamples)
+    summed = scorer.statistics(SYSTEM, CASES, options).sum(axis=0)
+    assert scorer.from_statistics(summed, options) == scorer.aggregate(values, SYSTEM, CASES, options)
 
 
-def test_corpus_score_refuses_ragged_references():
+def test_a_different_number_of_references_per_case_is_sacrebleus_variable_reference_corpus_score():
+    # A dataset's list of accepted answers need not be the same length in every case; sacrebleu takes None
+    # for a reference a case does not have.
+    from sacrebleu.metrics import BLEU
+
+    cases = [{"expected_output": [STREAMS[0][0]]}, {"expected_output": [STREAMS[0][1], STREAMS[1][1]]},
+             {"expected_output": [STREAMS[0][2], STREAMS[1][2]]}]
+    streams = [[STREAMS[0][0], STREAMS[0][1], STREAMS[0][2]], [None, STREAMS[1][1], STREAMS[1][2]]]
+    expected = BLEU(effective_order=True).corpus_score(SYSTEM, streams).score / 100
     scorer = registry.get("bleu")
-    with pytest.raises(ValueError, match="same number of references"):
-        scorer.aggregate([0, 0], ["a", "b"], [{"expected_output": ["a"]}, {"expected_output": ["b", "c"]}], scorer.options())
+    assert scorer.aggregate([], SYSTEM, cases, scorer.options()) == pytest.approx(expected)
 
 
 def test_rouge_matches_rouge_scores_own_tests():

@@ -48,6 +48,18 @@ def test_text_and_json_and_numeric_scorers():
     assert score("numeric_match", "no idea", {"expected_output": "7"}) == 0.0
 
 
+@pytest.mark.parametrize("output", ["NaN", '{"a": NaN}', "[Infinity]", '{"a": -Infinity}', '{"a": 1} x', ""])
+def test_valid_json_is_rfc_8259_json(output):
+    # Python's json.loads accepts NaN and Infinity; JSON (RFC 8259) and every other parser do not.
+    assert score("valid_json", output, {}) == 0.0
+    assert score("json_schema", output, {}, json_schema={}) == 0.0
+
+
+def test_valid_json_accepts_any_rfc_8259_value():
+    for output in ('{"a": 1e400}', "[1, -0.5, true, null]", '"text"', ' {"a": "\\u00e9"} \n'):
+        assert score("valid_json", output, {}) == 1.0
+
+
 def test_a_case_missing_the_field_a_scorer_needs_is_named_not_scored():
     with pytest.raises(registry.MissingField, match="expected_output"):
         score("token_f1", "x", {"input": "q"})

@@ -9,7 +9,16 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from eval_platform.judging.modes import JudgeMode
-from eval_platform.judging.replies import BRACKET_RE, WRAPPING, ParseFailure, Verdict, field, norm, text_candidates
+from eval_platform.judging.replies import (
+    BRACKET_RE,
+    WRAPPING,
+    ParseFailure,
+    Verdict,
+    field,
+    norm,
+    one_verdict,
+    text_candidates,
+)
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -34,6 +43,10 @@ def verdict_schema(_config: EvaluatorConfig, n_candidates: int | None) -> dict[s
     }
 
 
+def _letters(items: list) -> list[str]:
+    return [re.sub(r"^(?:candidate\s+)?", "", norm(str(item)), flags=re.IGNORECASE).upper() for item in items]
+
+
 def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, n_candidates: int | None) -> Verdict:
     letters = candidate_letters(n_candidates or 0)
     value = field(obj, "ranking", "rank", "order")
@@ -44,10 +57,12 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, n_cand
     else:
         found = [m for m in BRACKET_RE.findall(text) if ">" in m or "," in m]
         found += [c for c in text_candidates(text) if re.fullmatch(r"\W*\w+(?:\s*[>,]\s*\w+)+\W*", c.strip())]
-        if not found:
+        split = [(c, tuple(_letters(re.split(r"\s*(?:>|,)\s*", c.strip(WRAPPING + "[]"))))) for c in found]
+        ranking = one_verdict(split, "ranking")
+        if ranking is None:
             raise ParseFailure("unparseable", "no JSON object, [[C > A > B]] or 'Ranking: C, A, B' line")
-        items = re.split(r"\s*(?:>|,)\s*", found[0].strip(WRAPPING + "[]"))
-    ranking = [re.sub(r"^(?:candidate\s+)?", "", norm(str(item)), flags=re.IGNORECASE).upper() for item in items]
+        items = list(ranking)
+    ranking = _letters(items)
     if sorted(ranking) != letters:
         raise ParseFailure("schema_violation", f"the ranking must list each of {letters} exactly once, got {ranking}")
     return Verdict(None, None, None, None, None, None, ranking=tuple(ranking))

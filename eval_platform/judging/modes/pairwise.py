@@ -2,6 +2,8 @@
 
 Read from JSON `winner` (or `verdict`, `choice`), else `[[A]]` / `[[B]]` / `[[C]]` (MT-Bench), `Output (a)`
 (LLMBar), a candidate's name or `Response 1` alone on the first or last line (PandaLM), `Tie`, `Winner: B`.
+A reply naming both candidates in those places is `ambiguous`, unless the evaluator declares
+`when_both_named: first_shown` (LLMBar's parser's convention).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from eval_platform.judging.modes import JudgeMode
-from eval_platform.judging.replies import ParseFailure, Verdict, choice_from_text, field, norm
+from eval_platform.judging.replies import ParseFailure, Verdict, choices_in_text, field, norm, one_verdict
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -54,7 +56,12 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
     elif obj is not None and config.strict:
         raise ParseFailure("schema_violation", "the reply has no 'winner'")
     else:
-        winner = choice_from_text(text, aliases, "candidate")
+        found = choices_in_text(text, aliases)
+        if options.when_both_named == "first_shown" and {named for _, named in found} == {"A", "B"}:
+            found = [(where, named) for where, named in found if named == "A"]  # LLMBar's parser tries (a) first
+        winner = one_verdict(found, "candidate")
+        if winner is None:
+            raise ParseFailure("unparseable", "no JSON object and no single candidate on its own line or in [[...]]")
     if winner == "tie" and not options.allow_ties:
         raise ParseFailure("schema_violation", "the judge answered tie, but this evaluator forbids ties")
     return Verdict({"A": 1.0, "B": 0.0, "tie": 0.5}[winner], None, winner, None, winner, None)
