@@ -26,13 +26,15 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
     """`endpoint` names where the reply comes from when the URL does not (the local judge's port changes
     from run to run); by default the request's api_base."""
     messages = json.dumps(request.messages, sort_keys=True)
-    if request.fence_secret:
-        # The fence secret is drawn per request; the same content must still find its cached reply.
-        messages = messages.replace(request.fence_secret, "fence")
+    # The fence secret is drawn per request; the same content must still find its cached reply. The key holds
+    # the text between the secret's occurrences, as a list: where the secret stood is marked by a list boundary,
+    # which no content can write (a fixed word in its place could be written by the content itself, and two
+    # traces could then share an entry: the second would get the first one's verdict without a call).
+    pieces = messages.split(request.fence_secret) if request.fence_secret else [messages]
     material = {
         "model": request.model,
         "api_base": endpoint or request.api_base,
-        "messages": messages,
+        "messages": pieces,
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
         "sample": sample,
