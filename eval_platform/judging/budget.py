@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.judging.client import SendRefused
+from eval_platform.storage.sqlite import connect_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judge_spend (
@@ -129,9 +130,7 @@ class BudgetLedger:
             self._compact(conn)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        return connect_wal(self.path)  # waits for other processes opening the ledger too (a fresh one included)
 
     @staticmethod
     def _compact(conn: sqlite3.Connection) -> None:

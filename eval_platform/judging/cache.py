@@ -7,7 +7,8 @@ queued up in one transaction: the judge's event loop only hands entries over. On
 written to a temporary name and renamed, was the format before; it cost about 1 ms of CPU per call, which at
 hundreds of calls per second was the largest share of our own overhead (README, judge throughput). Entries
 in that older layout are still read. `flush()` waits for the queued writes; the runner flushes at the end of
-every day. Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
+every day, and a write that failed is reported with the day's rows, never instead of them (the replies were
+paid for). Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_platform.judging.client import JudgeRequest
+from eval_platform.storage.sqlite import connect_wal
 
 
 def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -> str:
@@ -62,8 +64,7 @@ class JudgeCache:
 
     def _connect(self) -> sqlite3.Connection:
         self.directory.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
+        connection = connect_wal(self.path)  # waits for other processes opening the cache (a fresh one included)
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute(_SCHEMA)
         return connection
@@ -115,8 +116,11 @@ class JudgeCache:
                 connection.executemany("INSERT OR REPLACE INTO replies (key, entry) VALUES (?, ?)", batch)
                 connection.execute("COMMIT")
             except BaseException as error:  # noqa: BLE001 - reported by flush() in the judging thread
+                if connection is not None:  # the next batch starts afresh, outside this failed transaction
+                    connection.close()
+                    connection = None
                 with self._cond:
-                    self._error = error
+                    self._error = self._error or error  # the first failure says why
             with self._cond:
                 self._written += len(batch)
                 self._cond.notify_all()
