@@ -182,7 +182,8 @@ def test_calls_in_flight_when_a_run_is_killed_stay_in_the_ledger_and_the_budget_
         budget = 12 * worst_case(budgeted(server.base_url), traces)
         state = tmp_path / "state"
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        run = subprocess.Popen([sys.executable, "-c", KILLED_RUN, server.base_url, str(state), str(budget), "60"], env=env)
+        command = [sys.executable, "-c", KILLED_RUN, server.base_url, str(state), str(budget), "60"]
+        run = subprocess.Popen(command, env=env)
         try:
             # Killed once some calls are settled and others are at the provider, not answered yet.
             sent, answered = counts(server)

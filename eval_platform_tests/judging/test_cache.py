@@ -34,6 +34,10 @@ def key_of(config, values: dict) -> str:
     return cache_key(request, 0)
 
 
+def one_trace(trace_id: str, values: dict) -> pl.DataFrame:
+    return make_traces(1).with_columns(pl.lit(trace_id).alias("trace_id"), *(pl.lit(v).alias(k) for k, v in values.items()))
+
+
 def test_traces_whose_content_writes_the_old_fence_marker_get_different_keys(local_judge):
     config = evaluator(local_judge)
     assert key_of(config, TRACE_A) != key_of(config, TRACE_B)
@@ -42,8 +46,8 @@ def test_traces_whose_content_writes_the_old_fence_marker_get_different_keys(loc
 
 def test_a_trace_never_gets_another_traces_cached_verdict(local_judge, runtime):
     config = evaluator(local_judge)
-    first = make_traces(1).with_columns(pl.lit("t-a").alias("trace_id"), *(pl.lit(v).alias(k) for k, v in TRACE_A.items()))
-    second = make_traces(1).with_columns(pl.lit("t-b").alias("trace_id"), *(pl.lit(v).alias(k) for k, v in TRACE_B.items()))
+    first = one_trace("t-a", TRACE_A)
+    second = one_trace("t-b", TRACE_B)
     assert trace_values(first.row(0, named=True)) != trace_values(second.row(0, named=True))
     before = judge_requests(local_judge)
     a = judge_day(config, DAY, first, runtime).rows
