@@ -31,12 +31,12 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
     # The fence secret is drawn per request; the same content must still find its cached reply. The key holds
     # the text between the secret's occurrences, as a list: where the secret stood is marked by a list boundary,
     # which no content can write (a fixed word in its place could be written by the content itself, and two
-    # traces could then share an entry: the second would get the first one's verdict without a call).
-    pieces = messages.split(request.fence_secret) if request.fence_secret else [messages]
+    # traces could then share an entry: the second would get the first one's verdict without a call). A request
+    # without fences (a benchmark's prompt to the model under test) keeps its text whole, as its key always did.
     material = {
         "model": request.model,
         "api_base": endpoint or request.api_base,
-        "messages": pieces,
+        "messages": messages.split(request.fence_secret) if request.fence_secret else messages,
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
         "sample": sample,
