@@ -35,7 +35,8 @@ def key_of(config, values: dict) -> str:
 
 
 def one_trace(trace_id: str, values: dict) -> pl.DataFrame:
-    return make_traces(1).with_columns(pl.lit(trace_id).alias("trace_id"), *(pl.lit(v).alias(k) for k, v in values.items()))
+    columns = {"trace_id": trace_id, **values}
+    return make_traces(1).with_columns(pl.lit(v).alias(k) for k, v in columns.items())
 
 
 def test_traces_whose_content_writes_the_old_fence_marker_get_different_keys(local_judge):
