@@ -16,7 +16,9 @@ How `judge_day_in_batch` judges one evaluator × day:
    not answer is FAILED batch_expired / batch_failed (the batch id in reason_detail); one still running
    when the run stops waiting is FAILED batch_timeout, and its batch stays in the state file.
 4. Settle: a finished batch's spend (tokens at the discounted price) replaces its reservation, and the
-   batch is marked collected.
+   batch is marked collected. Every batch of the partition still open in the state file is looked at, also
+   when the cache answered every request (a run killed after caching the replies, before settling): the
+   provider's record settles it, instead of its reservation holding the budget.
 
 Requests are matched to a submitted batch by their cache key, which leaves out the per-request fence
 secret: a re-run builds the same keys for the same traces and configuration. A file lock per partition
@@ -45,7 +47,7 @@ from eval_platform.judging.budget import BudgetRefused, Refusal, Reservation
 from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.redaction import clip
-from eval_platform.judging.runner import DayResult, Endpoint, JudgeRuntime, _judge_day_closing
+from eval_platform.judging.runner import DayResult, Endpoint, JudgeRuntime, _judge_day_closing, evaluator_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +108,18 @@ def judge_day_in_batch(
 async def _deliver(config, day, calls: BatchCalls, runtime: JudgeRuntime, state: BatchState) -> list[TrackedBatch]:
     """Submit or resume, wait, and collect: every recorded request gets an answer in `calls`."""
     groups: dict[str, list[RecordedCall]] = defaultdict(list)
+    endpoints: dict[str, Endpoint] = {}
     for recorded in calls.recorded:
         groups[endpoint_id(recorded.endpoint)].append(recorded)
+        endpoints[endpoint_id(recorded.endpoint)] = recorded.endpoint
+    # The batches earlier runs left open are looked at even when this run needs none of their answers (the
+    # cache answered everything: a run killed after caching a batch's replies but before settling it): each
+    # one that has ended is settled from the provider's record, so its reservation stops holding the budget.
+    for endpoint in filter(None, (evaluator_endpoint(config, spec, runtime) for spec in config.judge_models())):
+        eid = endpoint_id(endpoint)
+        if state.open_batches(eid) or state.submitting(eid):
+            groups.setdefault(eid, [])
+            endpoints.setdefault(eid, endpoint)
     if not groups:
         return []
     import aiohttp  # as the lean path: the code location loads without it
@@ -116,7 +128,7 @@ async def _deliver(config, day, calls: BatchCalls, runtime: JudgeRuntime, state:
     trust_env = bool(urllib.request.getproxies())
     async with aiohttp.ClientSession(trust_env=trust_env) as session:
         for eid, requests in groups.items():
-            endpoint = requests[0].endpoint
+            endpoint = endpoints[eid]
             api = batch_api_for(endpoint, session, config.timeout_s)
             try:
                 for record in state.submitting(eid):

@@ -11,8 +11,13 @@ reply is in. The rules, chosen so that money is never spent blindly and budgets 
   minus one call's worst case before anything is skipped for budget, and never more than the budget.
 - Settled spend is recorded as billed, even above its reservation (a reply longer than `max_tokens`);
   when that takes a period over its limit, every further reservation is refused at once.
-- Reservations expire: after `ttl_s` (the call's timeout × attempts plus backoff), or at once when the
-  process that took them is gone (kill -9), so a crash never eats the day's or the month's budget.
+- Money is never freed on a guess. A reservation whose process is gone (kill -9), or which outlived `ttl_s`
+  (the longest its call can be in flight: timeout × attempts plus backoff; for a batch, its completion
+  window), becomes *unsettled*: the call may well have been billed, so its worst case counts as spent until it
+  is settled from the provider's record (a batch found again by a later run), or released when that record
+  shows nothing was billed. An interactive call has no record to settle from: killed in flight, it stays
+  counted at its worst case for good. So the ledger never holds less than the provider billed. Unsettled
+  spend counts as spent, not as in flight: nobody waits for it to settle.
 
 The ledger is one SQLite file; SQLite's write lock serialises check-and-reserve. Settled spend is
 compacted into one row per evaluator and UTC day as it settles, so reading totals and checking a
@@ -33,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.judging.client import SendRefused
+from eval_platform.storage.sqlite import connect_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judge_spend (
@@ -41,7 +47,7 @@ CREATE TABLE IF NOT EXISTS judge_spend (
     day TEXT NOT NULL,
     month TEXT NOT NULL,
     amount_usd REAL NOT NULL,
-    state TEXT NOT NULL,          -- reserved | abandoned (settled rows are folded into judge_spend_daily)
+    state TEXT NOT NULL,          -- reserved | unsettled (settled rows are folded into judge_spend_daily)
     created_at REAL NOT NULL,
     expires_at REAL,
     pid INTEGER,
@@ -81,9 +87,10 @@ class Refusal:
 
     period: str  # daily | monthly
     limit_usd: float
-    settled_usd: float
+    settled_usd: float  # spent: settled, plus unsettled reservations at their worst case
     in_flight_usd: float
     amount_usd: float
+    unsettled_usd: float = 0.0  # of `settled_usd`, reservations of killed runs counted at their worst case
 
     @property
     def remaining_usd(self) -> float:
@@ -94,8 +101,12 @@ class Refusal:
         return self.in_flight_usd > 0 and self.settled_usd + self.amount_usd <= self.limit_usd + 1e-12
 
     def describe(self) -> str:
+        unsettled = (
+            f" (of which {self.unsettled_usd:.6g} is calls of killed runs, counted at their worst case)"
+            if self.unsettled_usd > 0 else ""
+        )
         return (
-            f"{self.period} limit {self.limit_usd:.6g} USD: {self.settled_usd:.6g} spent, "
+            f"{self.period} limit {self.limit_usd:.6g} USD: {self.settled_usd:.6g} spent{unsettled}, "
             f"{max(0.0, self.limit_usd - self.settled_usd):.6g} remaining, "
             f"this call needs up to {self.amount_usd:.6g}"
         )
@@ -129,9 +140,7 @@ class BudgetLedger:
             self._compact(conn)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        return connect_wal(self.path)  # waits for other processes opening the ledger too (a fresh one included)
 
     @staticmethod
     def _compact(conn: sqlite3.Connection) -> None:
@@ -145,21 +154,42 @@ class BudgetLedger:
             "calls = calls + excluded.calls"
         )
         conn.execute("DELETE FROM judge_spend WHERE state = 'settled'")
-        # Reservations that expired or were abandoned a day ago no longer count for anything.
-        conn.execute("DELETE FROM judge_spend WHERE COALESCE(expires_at, created_at + ?) < ?", (_LEGACY_TTL_S, time.time() - 86400))
+        # Earlier versions released a dead process's reservation as 'abandoned' (counted for nothing); those
+        # rows are dropped a day later, as they were. Reserved and unsettled rows stay until settled.
+        conn.execute(
+            "DELETE FROM judge_spend WHERE state = 'abandoned' AND COALESCE(expires_at, created_at + ?) < ?",
+            (_LEGACY_TTL_S, time.time() - 86400),
+        )
         conn.execute("COMMIT")
 
-    def _outstanding(self, conn: sqlite3.Connection, evaluator: str, column: str, period: str, now: float) -> float:
-        """Reserved spend still counted: neither expired nor left by a process that is gone."""
+    @staticmethod
+    def _reserved(conn: sqlite3.Connection, where: str, params: tuple, now: float) -> list[tuple[int, float, bool]]:
+        """(id, amount, unsettled) of the reservations matching `where`. A reservation still marked in flight
+        whose process is gone or whose time is up is marked unsettled here, once and for good (a later process
+        with the same pid does not bring it back in flight)."""
         rows = conn.execute(
-            f"SELECT id, amount_usd, pid, host FROM judge_spend "
-            f"WHERE evaluator = ? AND {column} = ? AND state = 'reserved' AND COALESCE(expires_at, created_at + ?) > ?",
-            (evaluator, period, _LEGACY_TTL_S, now),
+            f"SELECT id, amount_usd, state, pid, host, COALESCE(expires_at, created_at + ?) FROM judge_spend "
+            f"WHERE state IN ('reserved', 'unsettled') AND {where}",
+            (_LEGACY_TTL_S, *params),
         ).fetchall()
-        dead = [row_id for row_id, _, pid, host in rows if not _alive(pid, host)]
-        if dead:
-            conn.executemany("UPDATE judge_spend SET state = 'abandoned' WHERE id = ?", [(i,) for i in dead])
-        return sum(amount for row_id, amount, _, _ in rows if row_id not in set(dead))
+        result, gone = [], []
+        for row_id, amount, state, pid, host, expires_at in rows:
+            unsettled = state == "unsettled" or expires_at <= now or not _alive(pid, host)
+            if unsettled and state == "reserved":
+                gone.append((row_id,))
+            result.append((row_id, amount, unsettled))
+        if gone:
+            conn.executemany("UPDATE judge_spend SET state = 'unsettled' WHERE id = ?", gone)
+        return result
+
+    def _outstanding(
+        self, conn: sqlite3.Connection, evaluator: str, column: str, period: str, now: float
+    ) -> tuple[float, float]:
+        """(in flight, unsettled): reserved spend of calls that may still settle, and of calls that will not
+        settle by themselves (their process is gone or their time is up), counted as spent at their worst case."""
+        rows = self._reserved(conn, f"evaluator = ? AND {column} = ?", (evaluator, period), now)
+        in_flight = sum(amount for _, amount, unsettled in rows if not unsettled)
+        return in_flight, sum(amount for _, amount, unsettled in rows if unsettled)
 
     def _settled(self, conn: sqlite3.Connection, evaluator: str, column: str, period: str) -> float:
         (total,) = conn.execute(
@@ -180,7 +210,8 @@ class BudgetLedger:
         """Reserve `amount_usd` of today's and this month's budget, or say which limit it does not fit.
 
         `outlives_process`: the money is committed beyond this process (a batch submitted to a provider keeps
-        running after a crash), so the reservation holds until it is settled or `ttl_s` passes.
+        running after a crash), so the reservation stays in flight after a crash, until it is settled or `ttl_s`
+        passes (then it counts as unsettled spend until a run settles it from the provider's record).
         """
         now_dt = self.clock()
         day, month = now_dt.strftime("%Y-%m-%d"), now_dt.strftime("%Y-%m")
@@ -194,11 +225,11 @@ class BudgetLedger:
                 ):
                     if limit is None:
                         continue
-                    settled = self._settled(conn, evaluator, column, period)
-                    in_flight = self._outstanding(conn, evaluator, column, period, now)
+                    in_flight, unsettled = self._outstanding(conn, evaluator, column, period, now)
+                    settled = self._settled(conn, evaluator, column, period) + unsettled
                     if settled + in_flight + amount_usd > limit + 1e-12:
-                        conn.execute("COMMIT")  # keeps the abandoned marks
-                        return Refusal(name, limit, settled, in_flight, amount_usd)
+                        conn.execute("COMMIT")  # keeps the unsettled marks
+                        return Refusal(name, limit, settled, in_flight, amount_usd, unsettled)
                 cursor = conn.execute(
                     "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at, expires_at, pid, host) "
                     "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
@@ -212,7 +243,8 @@ class BudgetLedger:
                 raise
 
     def settle(self, reservation: Reservation, actual_usd: float) -> None:
-        """Replace a reservation by the actual cost of the call, as billed (even above what was reserved)."""
+        """Replace a reservation (in flight or unsettled) by the actual cost of the call, as billed (even above
+        what was reserved)."""
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("DELETE FROM judge_spend WHERE id = ?", (reservation.id,))
@@ -225,23 +257,30 @@ class BudgetLedger:
             conn.execute("COMMIT")
 
     def release(self, reservation: Reservation) -> None:
-        """Drop a reservation whose money was never committed (e.g. a batch the provider refused)."""
+        """Drop a reservation whose money the provider's record shows was never committed (a batch it refused,
+        or one it never created). Only that record frees money: a killed call's reservation is never released."""
         with closing(self._connect()) as conn:
-            conn.execute("DELETE FROM judge_spend WHERE id = ? AND state = 'reserved'", (reservation.id,))
+            conn.execute("DELETE FROM judge_spend WHERE id = ?", (reservation.id,))
 
     def spent(self, evaluator: str, day: str | None = None, month: str | None = None) -> float:
-        """Settled plus outstanding spend of an evaluator on a UTC day (YYYY-MM-DD) or month (YYYY-MM)."""
+        """Settled, unsettled and in-flight spend of an evaluator on a UTC day (YYYY-MM-DD) or month (YYYY-MM)."""
         column, value = ("day", day) if day else ("month", month)
         with closing(self._connect()) as conn:
-            return self._settled(conn, evaluator, column, value) + self._outstanding(
-                conn, evaluator, column, value, time.time()
+            return self._settled(conn, evaluator, column, value) + sum(
+                self._outstanding(conn, evaluator, column, value, time.time())
             )
 
     def totals(self) -> list[tuple[str, str, float, int]]:
-        """(evaluator, day, spend_usd, calls) for every day with settled spend: one row per day, not per call."""
+        """(evaluator, day, spend_usd, calls) for every day with spend: one row per day, not per call. Spend is
+        what the budgets count as spent: settled calls, plus unsettled ones (killed in flight, or a batch no run
+        has collected after its time was up) at their worst case; calls in flight are not in it yet."""
         with closing(self._connect()) as conn:
+            self._reserved(conn, "1 = 1", (), time.time())  # marks reservations of gone processes unsettled
             return conn.execute(
-                "SELECT evaluator, day, spend_usd, calls FROM judge_spend_daily ORDER BY evaluator, day"
+                "SELECT evaluator, day, SUM(spend_usd), SUM(calls) FROM ("
+                "  SELECT evaluator, day, spend_usd, calls FROM judge_spend_daily"
+                "  UNION ALL SELECT evaluator, day, amount_usd, 1 FROM judge_spend WHERE state = 'unsettled'"
+                ") GROUP BY evaluator, day ORDER BY evaluator, day"
             ).fetchall()
 
     def rows(self) -> int:

@@ -7,7 +7,8 @@ queued up in one transaction: the judge's event loop only hands entries over. On
 written to a temporary name and renamed, was the format before; it cost about 1 ms of CPU per call, which at
 hundreds of calls per second was the largest share of our own overhead (README, judge throughput). Entries
 in that older layout are still read. `flush()` waits for the queued writes; the runner flushes at the end of
-every day. Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
+every day, and a write that failed is reported with the day's rows, never instead of them (the replies were
+paid for). Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
 """
 
 from __future__ import annotations
@@ -20,19 +21,22 @@ from pathlib import Path
 from typing import Any
 
 from eval_platform.judging.client import JudgeRequest
+from eval_platform.storage.sqlite import connect_wal
 
 
 def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -> str:
     """`endpoint` names where the reply comes from when the URL does not (the local judge's port changes
     from run to run); by default the request's api_base."""
     messages = json.dumps(request.messages, sort_keys=True)
-    if request.fence_secret:
-        # The fence secret is drawn per request; the same content must still find its cached reply.
-        messages = messages.replace(request.fence_secret, "fence")
+    # The fence secret is drawn per request; the same content must still find its cached reply. The key holds
+    # the text between the secret's occurrences, as a list: where the secret stood is marked by a list boundary,
+    # which no content can write (a fixed word in its place could be written by the content itself, and two
+    # traces could then share an entry: the second would get the first one's verdict without a call). A request
+    # without fences (a benchmark's prompt to the model under test) keeps its text whole, as its key always did.
     material = {
         "model": request.model,
         "api_base": endpoint or request.api_base,
-        "messages": messages,
+        "messages": messages.split(request.fence_secret) if request.fence_secret else messages,
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
         "sample": sample,
@@ -60,8 +64,7 @@ class JudgeCache:
 
     def _connect(self) -> sqlite3.Connection:
         self.directory.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
+        connection = connect_wal(self.path)  # waits for other processes opening the cache (a fresh one included)
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute(_SCHEMA)
         return connection
@@ -113,8 +116,11 @@ class JudgeCache:
                 connection.executemany("INSERT OR REPLACE INTO replies (key, entry) VALUES (?, ?)", batch)
                 connection.execute("COMMIT")
             except BaseException as error:  # noqa: BLE001 - reported by flush() in the judging thread
+                if connection is not None:  # the next batch starts afresh, outside this failed transaction
+                    connection.close()
+                    connection = None
                 with self._cond:
-                    self._error = error
+                    self._error = self._error or error  # the first failure says why
             with self._cond:
                 self._written += len(batch)
                 self._cond.notify_all()

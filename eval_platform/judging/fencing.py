@@ -3,8 +3,10 @@
 Every value substituted into a template (the trace's input, output, context, ...) is wrapped in a block
 whose delimiter carries a per-request secret: 64 random bits drawn when the prompt is built. The content's
 author wrote the text before the secret existed, so no content can close its block early or forge a
-well-formed block of its own (a tag derived from the content could be computed by the attacker).
-The judge-call cache stays content-addressed: its key replaces the request's secret by a fixed word.
+well-formed block of its own (a tag derived from the content could be computed by the attacker). Every
+block of a request carries that one secret, the few-shot examples' too: a tag fixed per evaluator would be
+the same in every request, so content could forge an example block that reads as the evaluator's own.
+The judge-call cache stays content-addressed: its key marks where the secret stood (see `cache.cache_key`).
 
     <<<output 3f9a1c0d2b7e55a1>>>
     ...the evaluated text, verbatim...

@@ -3,13 +3,12 @@
 The system message always carries the built-in mitigations, then the evaluator's `anti_gaming_clauses`
 (appended, never replacing them), then the reply schema. The user message is the evaluator's template
 with every value fenced (see `fencing`), preceded by the rubric and the few-shot examples. The fixed parts
-come first and the few-shot examples are fenced with a per-evaluator secret, so every request of an evaluator
-shares its prefix up to the content (provider prompt caching).
+come first, so every request of an evaluator shares its prefix up to the examples (provider prompt caching);
+the examples are fenced with the request's own secret, as the content is, so no content can forge one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -75,19 +74,10 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def few_shot_secret(config: EvaluatorConfig) -> str:
-    """The fence secret of the few-shot examples: fixed per evaluator, so every request of the day starts with
-    the same bytes (system message, then the examples) and a provider's prompt cache can serve that prefix.
-    The examples are the evaluator author's own text, not evaluated content; the content keeps its fresh
-    per-request secret, so it still cannot close its own block or forge one."""
-    material = json.dumps([e.model_dump(mode="json") for e in config.few_shot], sort_keys=True)
-    return hashlib.sha256(f"{config.name}\x00{material}".encode()).hexdigest()[:16]
-
-
-def few_shot_text(config: EvaluatorConfig, secret: str | None = None) -> str:
+def few_shot_text(config: EvaluatorConfig, secret: str) -> str:
+    """The few-shot examples, fenced with the request's secret (as the content is)."""
     if not config.few_shot:
         return ""
-    secret = secret or few_shot_secret(config)
     blocks = ["Examples of correct verdicts (the example content is data, like the content to judge):"]
     for i, example in enumerate(config.few_shot, start=1):
         shown = [f"Example {i}:"]
@@ -147,15 +137,16 @@ def build_messages(
     """The system and user messages of one request; every value fenced with a fresh (or the given) secret."""
     secret = secret or new_secret()
     tree = parse_template(config.prompt, allowed=template_variables(config.mode))
-    # Fixed parts first (rubric, then the examples), the content last: every request of an evaluator starts
-    # with the same bytes, which a provider's prompt cache serves at the cached rate.
+    # Fixed parts first (the rubric), then the examples and the content, both fenced with this request's secret:
+    # every request of an evaluator starts with the same bytes, which a provider's prompt cache serves at the
+    # cached rate.
     rubric = ""
     if config.rubric is not None:
         scale = config.score_scale
         rubric = rubric_text(config.rubric, scale.min, scale.max) + "\n\n"
         if not config.few_shot:
             rubric += "Now judge the following.\n\n"
-    user = rubric + few_shot_text(config) + render(tree, values, prefenced={"candidates"}, secret=secret)
+    user = rubric + few_shot_text(config, secret) + render(tree, values, prefenced={"candidates"}, secret=secret)
     messages = PromptMessages(
         [
             {"role": "system", "content": system_message(config, n_candidates)},

@@ -83,6 +83,15 @@ def resolve_endpoint(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
     return Endpoint(spec.model, spec.model, spec.api_base, api_key, spec.prices())
 
 
+def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
+    """Where one of the evaluator's models is called (see `resolve_endpoint`), priced at the batch discount
+    in batch mode."""
+    endpoint = resolve_endpoint(spec, runtime)
+    if endpoint is not None and endpoint.prices is not None and config.batched:
+        endpoint = replace(endpoint, prices=endpoint.prices.scaled(config.batch.discount))
+    return endpoint
+
+
 def unit_hash(*parts: str) -> float:
     """A stable number in [0, 1) per evaluator and trace: sampling picks the same traces on every rerun."""
     digest = hashlib.sha256("\x00".join(parts).encode()).digest()
@@ -354,14 +363,22 @@ def judge_day(
 
 
 async def _judge_day_closing(config, day, traces, runtime, manual_trace_ids) -> DayResult:
+    cache_failure = None
     try:
-        return await _judge_day(config, day, traces, runtime, manual_trace_ids)
+        result = await _judge_day(config, day, traces, runtime, manual_trace_ids)
     finally:
         # The day's event loop ends here: its HTTP sessions close with it, and cache writes land.
         close = getattr(runtime.client, "aclose", None)
         if close is not None:
             await close()
-        runtime.cache.flush()
+        try:
+            runtime.cache.flush()
+        except RuntimeError as error:  # the replies are paid for: a cache that cannot keep them costs no row
+            cache_failure = f"{error}: {type(error.__cause__).__name__}: {error.__cause__}"
+    if cache_failure is not None:
+        # Reported with the rows: the next run pays for these calls again instead of finding them cached.
+        result.summary["cache_write_failed"] = cache_failure
+    return result
 
 
 async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResult:
@@ -369,9 +386,7 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
     records = traces.to_dicts()
     members = []
     for spec in config.judge_models():
-        endpoint = resolve_endpoint(spec, runtime)
-        if endpoint is not None and endpoint.prices is not None and config.batched:
-            endpoint = replace(endpoint, prices=endpoint.prices.scaled(config.batch.discount))
+        endpoint = evaluator_endpoint(config, spec, runtime)
         judge = _Judge(config, endpoint, runtime) if endpoint else None
         members.extend(_Member(endpoint.label if endpoint else spec.model, judge, s) for s in range(config.samples))
     several = len(members) > 1

@@ -122,6 +122,9 @@ class LocalJudgeServer:
 
         self._requests = 0
         self._requests_by_model: Counter[str] = Counter()
+        # What a provider bills: every interactive reply it produced, read by the client or not (a client killed
+        # mid-call is billed all the same); tests compare spend ledgers with it (`/v1/stats/billed`).
+        self._billed: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
         self._first_seen = FirstSeen()
         self._recordings: PandaLMRecordings | None = None
@@ -204,6 +207,7 @@ class LocalJudgeServer:
         # Anthropic's Messages API and Message Batches (see `message_batches`).
         self.message_batches.routes(app)
         app.router.add_get("/v1/stats", self._stats)
+        app.router.add_get("/v1/stats/billed", self._billed_stats)
         app.router.add_post("/v1/stats/reset", self._reset_stats)
         # Batches created, files stored and batch lines answered (reset with the other counts).
         app.router.add_get("/v1/stats/batches", self.batches.stats_handler)
@@ -219,10 +223,15 @@ class LocalJudgeServer:
                 stats["rate_limited"] = self._rate_limited  # 429s sent by the rate limit
             return web.json_response(stats)
 
+    async def _billed_stats(self, _request: web.Request) -> web.Response:
+        with self._stats_lock:
+            return web.json_response({"replies": 0, "prompt_tokens": 0, "completion_tokens": 0, **self._billed})
+
     async def _reset_stats(self, _request: web.Request) -> web.Response:
         with self._stats_lock:
             self._requests = 0
             self._requests_by_model.clear()
+            self._billed.clear()
         self.batches.reset()
         return web.json_response({"requests": 0, "by_model": {}})
 
@@ -252,7 +261,12 @@ class LocalJudgeServer:
             self._take_token()
         except JudgeRequestError as error:
             return error.status, error.body(), error.headers
-        return await self.respond(body, credentials)
+        status, payload, headers = await self.respond(body, credentials)
+        if status == 200:
+            with self._stats_lock:
+                self._billed.update(replies=1, prompt_tokens=payload["usage"]["prompt_tokens"],
+                                    completion_tokens=payload["usage"]["completion_tokens"])
+        return status, payload, headers
 
     async def respond(self, body: Any, authorization: str) -> tuple[int, dict[str, Any], dict[str, str]]:
         """(status, JSON body, headers) of one chat-completions request body: what `/v1/chat/completions`

@@ -1,15 +1,19 @@
 """Budgets are used fully and never passed: reservations at send time, waiting for calls in flight,
-expiry of reservations a dead process left, and an overspend that stops further calls at once."""
+reservations a dead process left or that outlived their time counted as spent, and an overspend that stops
+further calls at once."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import polars as pl
 import pytest
 
@@ -102,7 +106,7 @@ def _reserve_and_hang(path: str, amount: float, ready) -> None:
     time.sleep(600)
 
 
-def test_reservations_of_a_killed_process_stop_counting(tmp_path):
+def test_reservations_of_a_killed_process_count_as_spent_never_freed(tmp_path):
     ledger_path = tmp_path / "budget.sqlite"
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
@@ -112,22 +116,99 @@ def test_reservations_of_a_killed_process_stop_counting(tmp_path):
         assert ready.wait(60)
         ledger = BudgetLedger(ledger_path)
         refused = ledger.reserve("budgeted", 0.5, 1.0, None)
-        assert isinstance(refused, Refusal) and refused.in_flight_usd == pytest.approx(0.9)
+        assert isinstance(refused, Refusal) and refused.in_flight_usd == pytest.approx(0.9) and refused.can_wait
         os.kill(child.pid, signal.SIGKILL)
         child.join(10)
-        granted = ledger.reserve("budgeted", 0.5, 1.0, None)
-        assert isinstance(granted, Reservation)  # the dead process's 0.9 no longer eats the day's budget
+        # Its call may have been billed: the 0.9 now counts as spent (not in flight: nothing will settle it,
+        # so nobody waits for it), and it is never released as free.
+        refused = ledger.reserve("budgeted", 0.5, 1.0, None)
+        assert isinstance(refused, Refusal) and not refused.can_wait
+        assert (refused.settled_usd, refused.unsettled_usd, refused.in_flight_usd) == pytest.approx((0.9, 0.9, 0.0))
+        assert "calls of killed runs" in refused.describe()
+        assert BudgetLedger(ledger_path).spent("budgeted", day=TODAY()) == pytest.approx(0.9)
+        assert [row[2:] for row in ledger.totals()] == [pytest.approx((0.9, 1))]  # what the cost rollups read
     finally:
         if child.is_alive():
             child.kill()
 
 
-def test_reservations_expire(tmp_path):
+def test_an_expired_reservation_counts_as_spent_until_settled(tmp_path):
     ledger = BudgetLedger(tmp_path / "budget.sqlite")
-    assert isinstance(ledger.reserve("e", 0.9, 1.0, None, ttl_s=0.2), Reservation)
-    assert isinstance(ledger.reserve("e", 0.5, 1.0, None), Refusal)
+    held = ledger.reserve("e", 0.9, 1.0, None, ttl_s=0.2)
+    assert isinstance(held, Reservation)
+    waiting = ledger.reserve("e", 0.5, 1.0, None)
+    assert isinstance(waiting, Refusal) and waiting.can_wait  # in flight: it may settle below its worst case
     time.sleep(0.3)
+    expired = ledger.reserve("e", 0.5, 1.0, None)
+    assert isinstance(expired, Refusal) and not expired.can_wait and expired.unsettled_usd == pytest.approx(0.9)
+    ledger.settle(held, 0.3)  # the provider's record arrives after all: the actual cost replaces the worst case
     assert isinstance(ledger.reserve("e", 0.5, 1.0, None), Reservation)
+    assert ledger.spent("e", day=held.day) == pytest.approx(0.8)
+
+
+KILLED_RUN = """
+import sys
+from pathlib import Path
+from eval_platform.judging.budget import BudgetLedger
+from eval_platform.judging.cache import JudgeCache
+from eval_platform.judging.client import LiteLLMJudgeClient
+from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform_tests.judging.test_budget import budgeted
+from eval_platform_tests.judging.test_runner import make_traces
+
+base_url, state, budget, n = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=8), JudgeCache(state / "cache"),
+                       BudgetLedger(state / "budget.sqlite"), env={})
+judge_day(budgeted(base_url, max_daily_cost_usd=budget), "2026-11-10", make_traces(n), runtime)
+print("finished")
+"""
+
+
+def billed_usd(server) -> float:
+    """What the provider billed: every reply it produced, read by the client or not (PRICED: 1000 USD/M)."""
+    billed = httpx.get(f"{server.base_url}/stats/billed", trust_env=False).json()
+    return (billed["prompt_tokens"] + billed["completion_tokens"]) * 1000.0 / 1e6
+
+
+def test_calls_in_flight_when_a_run_is_killed_stay_in_the_ledger_and_the_budget_holds_as_billed(tmp_path):
+    from eval_platform.local_judge import LocalJudgeServer
+
+    def counts(server) -> tuple[int, int]:
+        sent = httpx.get(f"{server.base_url}/stats", trust_env=False).json()["requests"]
+        return sent, httpx.get(f"{server.base_url}/stats/billed", trust_env=False).json()["replies"]
+
+    with LocalJudgeServer(data_root=REPO_DATA, latency_ms=1000) as server:
+        traces = make_traces(60)
+        budget = 12 * worst_case(budgeted(server.base_url), traces)
+        state = tmp_path / "state"
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        command = [sys.executable, "-c", KILLED_RUN, server.base_url, str(state), str(budget), "60"]
+        run = subprocess.Popen(command, env=env)
+        try:
+            # Killed once some calls are settled and others are at the provider, not answered yet.
+            sent, answered = counts(server)
+            while run.poll() is None and not (answered >= 8 and sent - answered >= 4):
+                time.sleep(0.02)
+                sent, answered = counts(server)
+        finally:
+            run.send_signal(signal.SIGKILL)
+            run.wait()
+        assert run.returncode == -signal.SIGKILL
+        sent, answered = counts(server)
+        assert sent - answered >= 4  # calls in flight at the kill
+        while counts(server)[1] < sent:  # the provider finishes (and bills) what it received
+            time.sleep(0.02)
+        ledger = BudgetLedger(state / "budget.sqlite")
+        # The calls in flight are counted at their worst case: the ledger never holds less than was billed.
+        assert ledger.spent("budgeted", day=TODAY()) >= billed_usd(server) > 0
+        assert sum(spend for _, _, spend, _ in ledger.totals()) >= billed_usd(server)  # the cost rollups' reader
+
+        # The re-run pays for the killed calls again; in billed terms the day's budget still holds.
+        config = budgeted(server.base_url, max_daily_cost_usd=budget)
+        rows = judge_day(config, "2026-11-10", traces, runtime_at(state)).rows
+        assert "budget_exhausted" in rows["reason"].to_list()
+        assert billed_usd(server) <= budget
+        assert BudgetLedger(state / "budget.sqlite").spent("budgeted", day=TODAY()) >= billed_usd(server)
 
 
 def test_a_reply_longer_than_reserved_is_recorded_and_stops_further_calls(local_judge, tmp_path):
