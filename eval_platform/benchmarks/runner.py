@@ -197,6 +197,9 @@ class TaskRun:
     evaluators: Mapping[str, EvaluatorConfig] = field(default_factory=dict)
     upstream_rows: pl.DataFrame | None = None  # `outputs_of` task's rows for this model
     gate_value: float | None = None  # the gating task's metric for this model (None: not available)
+    # Set by `run_task` when the judge cache could not keep the task's replies: the rows are kept (paid for), and
+    # the next run pays for those calls again instead of finding them cached.
+    cache_write_failed: str | None = None
 
     @property
     def task(self) -> Task:
@@ -309,7 +312,7 @@ async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
         close = getattr(run.runtime.client, "aclose", None)
         if close is not None:
             await close()
-        run.runtime.cache.flush()
+        run.cache_write_failed = run.runtime.cache.flush_or_report()
 
 
 async def _call(run: TaskRun, endpoint: Endpoint, row: dict, ledger: BudgetLedger | None) -> None:

@@ -170,6 +170,7 @@ def _task_metadata(task, run: TaskRun, frame: pl.DataFrame, results: pl.DataFram
         ]),
         "model_id": run.model.model,
         "dataset": f"{task.dataset}@v{frame['dataset_version'][0]}" if frame.height else task.dataset,
+        **({"cache_write_failed": run.cache_write_failed} if run.cache_write_failed else {}),
     }
 
 

@@ -136,3 +136,14 @@ class JudgeCache:
             error, self._error = self._error, None
         if error is not None:
             raise RuntimeError(f"judge cache write failed ({self.path})") from error
+
+    def flush_or_report(self) -> str | None:
+        """`flush()`, with a failed write returned as its message instead of raised.
+
+        The replies a failed write could not keep were paid for: callers keep their rows and report this beside
+        them (the next run pays for those calls again instead of finding them cached)."""
+        try:
+            self.flush()
+        except RuntimeError as error:
+            return f"{error}: {type(error.__cause__).__name__}: {error.__cause__}"
+        return None

@@ -363,7 +363,6 @@ def judge_day(
 
 
 async def _judge_day_closing(config, day, traces, runtime, manual_trace_ids) -> DayResult:
-    cache_failure = None
     try:
         result = await _judge_day(config, day, traces, runtime, manual_trace_ids)
     finally:
@@ -371,10 +370,8 @@ async def _judge_day_closing(config, day, traces, runtime, manual_trace_ids) -> 
         close = getattr(runtime.client, "aclose", None)
         if close is not None:
             await close()
-        try:
-            runtime.cache.flush()
-        except RuntimeError as error:  # the replies are paid for: a cache that cannot keep them costs no row
-            cache_failure = f"{error}: {type(error.__cause__).__name__}: {error.__cause__}"
+        # The replies are paid for: a cache that cannot keep them costs no row.
+        cache_failure = runtime.cache.flush_or_report()
     if cache_failure is not None:
         # Reported with the rows: the next run pays for these calls again instead of finding them cached.
         result.summary["cache_write_failed"] = cache_failure

@@ -4,6 +4,8 @@ spending at the limit, and the cases it could not afford are SKIPPED `budget_exh
 from __future__ import annotations
 
 import shutil
+import sqlite3
+from contextlib import closing
 
 import dagster as dg
 import pytest
@@ -72,3 +74,23 @@ def test_a_model_budget_needs_a_price(tmp_path):
         load_models(path)
     message = str(err.value)
     assert str(path) in message and "free-guess" in message and "no known price" in message
+
+
+def test_a_cache_that_cannot_store_the_answers_costs_no_row(priced_project, local_judge):
+    # A real SQLite failure on every write, as a full disk gives: the judge cache refuses inserts. The answers
+    # were paid for, so the task's rows are written all the same and the failure is reported beside them.
+    root, instance = priced_project
+    cache = state_dir(root) / "judge_cache" / "replies.sqlite"
+    cache.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(cache)) as conn:
+        conn.execute("CREATE TABLE replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)")
+        conn.execute("CREATE TRIGGER full BEFORE INSERT ON replies BEGIN SELECT RAISE(FAIL, 'disk is full'); END")
+        conn.commit()
+    asked = requests_for(local_judge, FIXED)
+    answer = dg.AssetKey(["benchmark", "gsm8k", "answer"])
+    materialize(root, instance, "priced-18", dg.AssetSelection.assets(answer))
+    completed = dict(query(root, "SELECT status, count(*) FROM benchmark_cases GROUP BY ALL"))["COMPLETED"]
+    assert completed > 0 and requests_for(local_judge, FIXED) - asked == completed
+    metadata = instance.get_latest_materialization_event(answer).asset_materialization.metadata
+    assert "disk is full" in metadata["cache_write_failed"].value
+    assert str(cache) in metadata["cache_write_failed"].value
