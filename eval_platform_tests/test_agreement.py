@@ -11,10 +11,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from eval_platform.agreement import PAIRWISE_LABELS, _DailyTables, _Rows, _windows, inter_annotator
+from eval_platform.agreement.humans import inter_annotator
+from eval_platform.agreement.judge_vs_human import PAIRWISE_LABELS
+from eval_platform.agreement.periods import DailyTables, windows
+from eval_platform.agreement.rows import Rows
 from eval_platform.stats.annotators import annotator_agreement
-from eval_platform.stats.kappa import category_counts, cohen_kappa, fleiss_kappa, randolph_kappa
-from eval_platform.stats.reliability import LEVELS
 from eval_platform.stats.judge_agreement import (
     label_agreement,
     label_agreement_table,
@@ -23,6 +24,8 @@ from eval_platform.stats.judge_agreement import (
     position_consistency_from_counts,
     position_counts,
 )
+from eval_platform.stats.kappa import category_counts, cohen_kappa, fleiss_kappa, randolph_kappa
+from eval_platform.stats.reliability import LEVELS
 
 DAYS = [f"2026-10-{d:02d}" for d in range(1, 13)]
 
@@ -45,8 +48,8 @@ def _in(frame: pl.DataFrame, start, end) -> pl.DataFrame:
 def test_label_statistics_per_window_equal_those_of_the_windows_rows(seed):
     # a rare label and one that only the judge gives: each window has its own set of seen labels
     frame = _frame(seed, ["neutral", "negative", "positive", "positive", "sarcastic"][: 3 + seed % 3])
-    tables = _DailyTables(frame, frame["judge"])
-    for _, start, end in _windows(DAYS, 3):
+    tables = DailyTables(frame, frame["judge"])
+    for _, start, end in windows(DAYS, 3):
         part = _in(frame, start, end)
         assert label_agreement_table(*tables.contingency(tables.window(start, end))) == label_agreement(part["human"], part["judge"])
 
@@ -55,9 +58,9 @@ def test_label_statistics_per_window_equal_those_of_the_windows_rows(seed):
 def test_pairwise_statistics_per_window_equal_those_of_the_windows_rows(seed):
     frame = _frame(seed, ["A", "B", "tie", "garbage"])  # a verdict outside the labels: out of the table, in S1
     for judge in (frame["judge"], frame["judge"].fill_null("tie")):
-        tables = _DailyTables(frame, judge)
+        tables = DailyTables(frame, judge)
         rows = frame.with_columns(judge.alias("judge"))
-        for _, start, end in _windows(DAYS, 7):
+        for _, start, end in windows(DAYS, 7):
             part, full = _in(rows, start, end), tables.window(start, end)
             assert label_agreement_table(*tables.contingency(full, PAIRWISE_LABELS)) == label_agreement(
                 part["human"], part["judge"], labels=PAIRWISE_LABELS)
@@ -66,7 +69,7 @@ def test_pairwise_statistics_per_window_equal_those_of_the_windows_rows(seed):
 
 def test_a_window_without_rows_has_no_statistics():
     frame = _frame(0, ["A", "B", "tie"])
-    tables = _DailyTables(frame, frame["judge"])
+    tables = DailyTables(frame, frame["judge"])
     empty = tables.window("2026-09-01", "2026-09-07")
     assert label_agreement_table(*tables.contingency(empty)).n == 0
     assert tables.pairwise(empty).with_ties is None
@@ -104,7 +107,7 @@ def _two_tasks(seed: int) -> pl.DataFrame:
 
 
 def _inter_annotator_rows(annotations: pl.DataFrame, categories=None) -> dict[tuple, dict]:
-    rows = _Rows([])
+    rows = Rows([])
     inter_annotator(annotations, rows, categories)
     return {(r["section"], r["task"], r["statistic"], r.get("subject"), r.get("reference")): r for r in rows.out}
 

@@ -9,16 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from eval_platform.agreement import (
-    _DailyScoreTables,
-    _join_slots,
-    _keyed,
-    _Rows,
-    _sorted_by_key,
-    _windows,
-    compute,
-    judge_vs_judge,
-)
+from eval_platform.agreement import compute
+from eval_platform.agreement.judge_rows import join_slots, keyed, sorted_by_key
+from eval_platform.agreement.judge_vs_judge import judge_vs_judge
+from eval_platform.agreement.periods import DailyScoreTables, windows
+from eval_platform.agreement.rows import Rows
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
 from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.judging.config import EvaluatorConfig
@@ -165,7 +160,7 @@ def _random_scores(rng: np.random.Generator) -> tuple[dict[str, EvaluatorConfig]
 @pytest.mark.parametrize("seed", range(6))
 def test_judge_vs_judge_equals_the_join_on_trace_ids(seed):
     evaluators, scores = _random_scores(np.random.default_rng(seed))
-    rows = _Rows([])
+    rows = Rows([])
     judge_vs_judge(evaluators, scores.lazy(), rows)
     ours = [(r["subject"], r["reference"], r["statistic"], r["value"], r["n"]) for r in rows.out]
     plain = _plain_judge_vs_judge(evaluators, scores)
@@ -181,17 +176,17 @@ def test_slots_sharing_a_key_are_not_joined():
                         schema_overrides={"key": pl.UInt64, "trace_id_b": pl.String})
     right = pl.DataFrame({"key": [7, 7, 9], "trace_id": ["b", "a", "c"], "trace_id_b": ["x", "z", None], "v": [10.0, 20.0, 30.0]},
                          schema_overrides={"key": pl.UInt64})
-    joined = _join_slots(_sorted_by_key(left), _sorted_by_key(right)).sort("a")
+    joined = join_slots(sorted_by_key(left), sorted_by_key(right)).sort("a")
     assert joined.rows() == [(2.0, 10.0), (3.0, 30.0)]
 
 
 def test_sorting_by_key_keeps_every_row_with_its_slot():
     frame = pl.DataFrame({"trace_id": [f"t{i % 7}" for i in range(50)], "trace_id_b": [None if i % 3 else f"u{i}" for i in range(50)],
                           "score": [float(i) for i in range(50)]}, schema_overrides={"trace_id_b": pl.String})
-    keyed = _keyed(frame.lazy(), "score").collect()
-    ordered = _sorted_by_key(keyed)
+    with_keys = keyed(frame.lazy(), "score").collect()
+    ordered = sorted_by_key(with_keys)
     assert ordered["key"].is_sorted()
-    assert sorted(ordered.select("trace_id", "trace_id_b", "v").rows(), key=str) == sorted(keyed.select("trace_id", "trace_id_b", "v").rows(), key=str)
+    assert sorted(ordered.select("trace_id", "trace_id_b", "v").rows(), key=str) == sorted(with_keys.select("trace_id", "trace_id_b", "v").rows(), key=str)
 
 
 # ------------------------------------------------------------------------------------------ statistics from counts
@@ -237,9 +232,9 @@ def _score_frame(seed: int, levels: int, n: int = 400) -> pl.DataFrame:
 @pytest.mark.parametrize("seed", range(6))
 def test_score_statistics_per_window_equal_those_of_the_windows_rows(seed):
     frame = _score_frame(seed, levels=3 + seed)
-    tables = _DailyScoreTables(frame)
+    tables = DailyScoreTables(frame)
     assert tables.fits
-    for _, start, end in _windows(DAYS[:-1], 2):
+    for _, start, end in windows(DAYS[:-1], 2):
         part = frame if start is None else frame.filter(pl.col("date").is_between(pl.lit(start), pl.lit(end)))
         ours, plain = tables.agreement(start, end), score_agreement(part["human"], part["judge"])
         assert (ours.n, ours.note) == (plain.n, plain.note)
@@ -257,7 +252,7 @@ def test_score_statistics_per_window_equal_those_of_the_windows_rows(seed):
 def test_score_table_of_a_few_items_equals_the_items_statistics(pairs):
     frame = pl.DataFrame({"date": [DAYS[0]] * len(pairs), "human": [p[0] for p in pairs], "judge": [p[1] for p in pairs]},
                          schema={"date": pl.String, "human": pl.Float64, "judge": pl.Float64})
-    ours, plain = _DailyScoreTables(frame).agreement(DAYS[0], DAYS[0]), score_agreement(frame["human"], frame["judge"])
+    ours, plain = DailyScoreTables(frame).agreement(DAYS[0], DAYS[0]), score_agreement(frame["human"], frame["judge"])
     assert (ours.n, ours.note) == (plain.n, plain.note)
     for field in ("spearman", "pearson", "mae"):
         assert getattr(ours, field) == pytest.approx(getattr(plain, field), abs=1e-12)

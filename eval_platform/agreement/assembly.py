@@ -1,0 +1,67 @@
+"""`compute`: every section of the agreement table, each evaluator's rows read once, and the ground truth."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import polars as pl
+
+from eval_platform.agreement.humans import inter_annotator
+from eval_platform.agreement.judge_rows import JudgeVerdicts, ScoreSource, read_evaluator
+from eval_platform.agreement.judge_vs_human import imported_vs_human, judge_vs_human
+from eval_platform.agreement.judge_vs_judge import imported_vs_evaluators, judge_vs_judge
+from eval_platform.agreement.periods import TRAILING_DAYS
+from eval_platform.agreement.position import position
+from eval_platform.agreement.ranking import ranking_agreement
+from eval_platform.agreement.rows import Rows
+from eval_platform.agreement.tables import AGREEMENT_SCHEMA, GROUND_TRUTH_SCHEMA
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.schemas import conform
+from eval_platform.stats.annotators import clear_majority, majority_labels
+
+MIN_GROUND_TRUTH_CONSENSUS = 2 / 3
+
+
+def compute(
+    evaluators: dict[str, EvaluatorConfig],
+    scores: ScoreSource,
+    annotations: pl.DataFrame,
+    judgments: pl.DataFrame,
+    trailing_days: int = TRAILING_DAYS,
+    categories: dict[tuple[str, str], list[str]] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The `agreement` rows and the `ground_truth` items; `categories` as in `inter_annotator`.
+
+    `scores` may be a lazy scan, or one per evaluator (the asset passes those, `read_evaluator`): each
+    evaluator's rows are read once, only the columns used, for all its statistics, and let go after but for
+    the verdicts judge-vs-judge compares, so judge_scores is never held in memory whole (3.3 GB at 10M rows)."""
+    rows = Rows([])
+    cache: dict = {}  # majority labels, human references and pairwise item labels, computed once
+    inter_annotator(annotations, rows, categories, cache)
+    verdicts: dict[str, JudgeVerdicts] = {}
+    for name, config in sorted(evaluators.items()):
+        own = read_evaluator(scores, name, config.mode)
+        if config.human_agreement is not None and not own.is_empty():
+            judge_vs_human(config, own, annotations, rows, trailing_days, cache)
+        if config.mode == "pairwise" and not own.is_empty():
+            position(config, own, rows, trailing_days)
+        verdicts[name] = JudgeVerdicts.of(config.mode, own)
+        del own
+    if not judgments.is_empty() and not annotations.is_empty():
+        imported_vs_human(judgments, annotations, rows, cache)
+        imported_vs_evaluators(evaluators, scores, judgments, annotations, rows, cache)
+        ranking_agreement(annotations, judgments, rows)
+    judge_vs_judge(evaluators, scores, rows, verdicts)
+    frame = conform(pl.DataFrame(rows.out, infer_schema_length=None), AGREEMENT_SCHEMA).with_columns(
+        pl.lit(datetime.now(UTC)).alias("computed_at"),
+        ((pl.col("statistic") == "cohen_kappa") & (pl.col("value") < pl.col("floor"))).alias("below_floor"),
+    )
+    truth = []
+    for task, criterion in annotations.select("task", "criterion").unique(maintain_order=True).iter_rows():
+        majority = cache.get(("majority", task, criterion))
+        if majority is None:
+            majority = majority_labels(annotations.filter(pl.col("task").eq_missing(task) & pl.col("criterion").eq_missing(criterion)))
+        truth.append(clear_majority(majority, MIN_GROUND_TRUTH_CONSENSUS).with_columns(
+            pl.lit(task).alias("task"), pl.lit(criterion).alias("criterion")))
+    truth_frame = pl.concat(truth, how="diagonal_relaxed") if truth else pl.DataFrame()
+    return frame, conform(truth_frame, GROUND_TRUTH_SCHEMA)
