@@ -128,7 +128,9 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
     from eval_platform.judging.runner import JudgeRuntime, judge_day
     from eval_platform.storage.warehouse import read_partition
 
-    names = [n for n in keyless if evaluators[n].mode == "score"]  # never a real provider: local judge only
+    # the last keyless evaluator judging one trace at a time on a scale: never a real provider, local judge only
+    modes = {n: evaluators[n].judge_mode for n in keyless}
+    names = [n for n, mode in modes.items() if mode.verdict == "scaled" and not mode.relative]
     if not names:
         return ""
     name = names[-1]

@@ -43,7 +43,7 @@ def compute(
         own = read_evaluator(scores, name, config.mode)
         if config.human_agreement is not None and not own.is_empty():
             judge_vs_human(config, own, annotations, rows, trailing_days, cache)
-        if config.mode == "pairwise" and not own.is_empty():
+        if config.judge_mode.agreement == "preference" and not own.is_empty():
             position(config, own, rows, trailing_days)
         verdicts[name] = JudgeVerdicts.of(config.mode, own)
         del own

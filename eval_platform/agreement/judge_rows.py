@@ -8,17 +8,19 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from eval_platform.judging.modes import MODES, NUMERIC_MODES
+from eval_platform.judging.modes import MODES
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, empty_frame
 
 SLOT = ["trace_id", "trace_id_b"]  # what a verdict is about: a trace, or a pair of traces (B side; null for one trace)
+# What each kind of comparison (`JudgeMode.agreement`) reads besides the vote column.
+EXTRA_COLUMNS = {"scores": ["score", "raw_score"], "labels": [], "preference": ["verdict_ab", "verdict_ba"]}
 ScoreSource = pl.DataFrame | pl.LazyFrame | Mapping[str, pl.LazyFrame]
 
 
 def score_columns(mode: str) -> list[str]:
     """The judge_scores columns the agreement statistics read for an evaluator of this mode."""
     judged = MODES[mode].vote_column
-    extra = ["score", "raw_score"] if mode in NUMERIC_MODES else ["verdict_ab", "verdict_ba"] if mode == "pairwise" else []
+    extra = EXTRA_COLUMNS[MODES[mode].agreement]
     return ["date", *SLOT, "role", "model", "sample", "is_final", "status", *dict.fromkeys([judged, *extra])]
 
 

@@ -8,7 +8,6 @@ from eval_platform.agreement.humans import human_reference, only_task
 from eval_platform.agreement.periods import DailyScoreTables, DailyTables, in_window, sorted_by_date, windows
 from eval_platform.agreement.rows import Rows, label_rows, pairwise_rows
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.modes import NUMERIC_MODES
 from eval_platform.stats.judge_agreement import (
     label_agreement,
     label_agreement_table,
@@ -70,37 +69,38 @@ def judge_vs_human(
         "section": "judge_vs_human", "task": options.task, "criterion": options.criterion,
         "subject": config.name, "reference": "human_majority", "floor": options.floor,
     }
-    if config.mode == "pairwise":
+    kind = config.judge_mode.agreement
+    if kind == "preference":
         frame = evaluator_pairwise_labels(final, pairwise_human_labels(reference))
         if cache is not None:  # imported_vs_evaluators compares the same labels with the imported judges'
             cache["pairwise_labels", config.name] = frame
-    elif config.mode in NUMERIC_MODES:
+    elif kind == "scores":
         frame = final.join(reference.select("item_id", "value", "trace_id"), on="trace_id").select(
             "item_id", "date", pl.col("value").alias("human"),
             pl.when(pl.col("status") == "COMPLETED").then(pl.col("raw_score")).alias("judge"),
         )
     else:
-        judge = pl.col("label") if config.mode == "categorical" else pl.col("passed").cast(pl.String)
+        judge = pl.col(config.judge_mode.vote_column).cast(pl.String)  # a label, or passed as true / false
         # the judge's verdict named before the join: judge_scores has a `label` column of its own
         verdicts = final.select("trace_id", "date", pl.when(pl.col("status") == "COMPLETED").then(judge.str.to_lowercase()).alias("judge"))
         human = reference.select("item_id", "trace_id", pl.col("label").str.to_lowercase().alias("human"))
         frame = verdicts.join(human, on="trace_id").select("item_id", "date", "human", "judge")
-    if config.mode in NUMERIC_MODES:  # from tables per day when the values are few, else from each window's rows
+    if kind == "scores":  # from tables per day when the values are few, else from each window's rows
         daily_scores = DailyScoreTables(frame)
         by_date = None if daily_scores.fits else sorted_by_date(frame)
-    if config.mode == "pairwise":  # label statistics from tables per day, under both conventions
+    if kind == "preference":  # label statistics from tables per day, under both conventions
         conventions = [("failed_excluded", DailyTables(frame, frame["judge"])),
                        ("unusable_as_tie", DailyTables(frame, frame["judge"].fill_null("tie")))]
-    elif config.mode not in NUMERIC_MODES:
+    elif kind == "labels":
         tables = DailyTables(frame, frame["judge"])
     for window, start, end in windows(frame["date"].unique().to_list(), trailing_days):
         fields = {**base, "period": window, "period_start": start, "period_end": end}
-        if config.mode == "pairwise":
+        if kind == "preference":
             for convention, daily in conventions:
                 full = daily.window(start, end)
                 labels = label_agreement_table(*daily.contingency(full, PAIRWISE_LABELS))
                 pairwise_rows(labels, daily.pairwise(full), rows, {**fields, "convention": convention})
-        elif config.mode in NUMERIC_MODES:
+        elif kind == "scores":
             if daily_scores.fits:
                 result = daily_scores.agreement(start, end)
             else:

@@ -16,7 +16,7 @@ from eval_platform.agreement.judge_vs_human import (
 )
 from eval_platform.agreement.rows import Rows
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.modes import NUMERIC_MODES
+from eval_platform.judging.modes import AgreementKind
 from eval_platform.stats.judge_agreement import label_table, pairwise_agreement, score_agreement_by_counts
 from eval_platform.stats.kappa import cohen_kappa_table
 
@@ -35,18 +35,20 @@ def judge_vs_judge(
         members = verdicts[name].members
         for a, b in itertools.combinations(sorted(members), 2):
             both = join_slots(members[a], members[b])
-            compare(config.mode, both["a"], both["b"], rows, {"section": "judge_vs_judge", "subject": f"{name}:{a}",
+            compare(config.judge_mode.agreement, both["a"], both["b"], rows, {"section": "judge_vs_judge", "subject": f"{name}:{a}",
                      "reference": f"{name}:{b}", "period": "all"})
     for (a, ca), (b, cb) in itertools.combinations(sorted(evaluators.items()), 2):
         if ca.mode != cb.mode:
             continue
         both = join_slots(verdicts[a].final, verdicts[b].final)
         if both.height:
-            compare(ca.mode, both["a"], both["b"], rows, {"section": "judge_vs_judge", "subject": a, "reference": b, "period": "all"})
+            compare(ca.judge_mode.agreement, both["a"], both["b"], rows, {"section": "judge_vs_judge", "subject": a, "reference": b, "period": "all"})
 
 
-def compare(mode: str, a: pl.Series, b: pl.Series, rows: Rows, fields: dict) -> None:
-    if mode in NUMERIC_MODES:
+def compare(kind: AgreementKind, a: pl.Series, b: pl.Series, rows: Rows, fields: dict) -> None:
+    """Two judges' verdicts on the same slots: correlations of scores, kappa of labels, and for preferences
+    MT-Bench's agreement with and without ties too."""
+    if kind == "scores":
         result = score_agreement_by_counts(a, b)
         rows.add("spearman", result.spearman, result.n, note=result.note, **fields)
         rows.add("pearson", result.pearson, result.n, note=result.note, **fields)
@@ -54,7 +56,7 @@ def compare(mode: str, a: pl.Series, b: pl.Series, rows: Rows, fields: dict) -> 
         return
     kappa = cohen_kappa_table(label_table(a, b)[0])  # = cohen_kappa(a.cast(pl.String), b.cast(pl.String))
     rows.add("cohen_kappa", kappa.value, kappa.n, note=kappa.note, **fields)
-    if mode == "pairwise":
+    if kind == "preference":
         s = pairwise_agreement(a, b)
         rows.add("agreement_with_ties_s1", s.with_ties, s.n_with_ties, note=s.note, **fields)
         rows.add("agreement_without_ties_s2", s.without_ties, s.n_without_ties, note=s.note, **fields)
@@ -69,7 +71,7 @@ def imported_vs_evaluators(
     cache = {} if cache is None else cache
     for name, config in evaluators.items():
         options = config.human_agreement
-        if config.mode != "pairwise" or options is None:
+        if config.judge_mode.agreement != "preference" or options is None:
             continue
         reference = pairwise_human_labels(human_reference(annotations, options.task, options.criterion, cache))
         ours = cache.get(("pairwise_labels", name))
@@ -79,6 +81,6 @@ def imported_vs_evaluators(
         for source, part in judgments.group_by("source", maintain_order=True):
             theirs = imported_pairwise_labels(part, reference).select("item_id", theirs="judge")
             both = ours.join(theirs, on="item_id")
-            compare("pairwise", both["judge"], both["theirs"], rows, {
+            compare("preference", both["judge"], both["theirs"], rows, {
                 "section": "judge_vs_judge", "task": options.task, "subject": name, "reference": source[0],
                 "period": "all", "convention": "failed_excluded"})

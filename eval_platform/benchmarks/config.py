@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from eval_platform.config_files import load_named, read_mapping, record_broken, validate
 from eval_platform.ingest.datasets import dataset_versions
 from eval_platform.judging.config import EvaluatorConfig, ModelSpec
+from eval_platform.judging.modes import MODES
 from eval_platform.judging.templates import TemplateError, parse_template
 from eval_platform.scoring import registry
 
@@ -44,7 +45,8 @@ class Gate(_Strict):
     min: float
 
 
-JUDGE_MODES = ("pairwise", "score", "binary", "categorical")  # the judge modes a model under test can be benchmarked in
+# The judge modes a model under test can be benchmarked in: those that say how their verdict meets a gold one.
+JUDGE_MODES = tuple(name for name, mode in MODES.items() if mode.as_judge is not None)
 
 
 class JudgeAs(_Strict):
@@ -65,7 +67,8 @@ class JudgeAs(_Strict):
 
     @property
     def pairwise(self) -> bool:
-        return self.mode == "pairwise"
+        """The judge compares two candidates (shown in both orders), rather than rating one response."""
+        return self.mode in MODES and MODES[self.mode].unit == "pair"
 
     def shown_fields(self) -> tuple[str, ...]:
         """The case fields the judge's prompt needs (a case without one is FAILED missing_field)."""

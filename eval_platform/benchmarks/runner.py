@@ -38,13 +38,13 @@ from eval_platform.judging.budget import BudgetLedger, BudgetRefused, Reservatio
 from eval_platform.judging.cache import cache_key
 from eval_platform.judging.client import JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.modes.pairwise import unswap
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.prompts import build_messages
 from eval_platform.judging.redaction import redact, remember, remember_env
-from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, unswap, worst_case_prompt_tokens
+from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, worst_case_prompt_tokens
 from eval_platform.judging.templates import _value, parse_template, render
 from eval_platform.scoring import registry
-from eval_platform.scoring.judge_verdict import verdict_text
 from eval_platform.settings import state_dir
 
 COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
@@ -432,11 +432,11 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
         except ParseFailure as failure:
             row["verdict"], row["reason"], row["reason_detail"] = None, "no_verdict", f"{failure.reason}: {failure.detail}"
             continue
-        if judge.mode == "pairwise":
+        if task.as_judge.pairwise:
             row["verdict"] = unswap(verdict.winner) if row["presentation"] == "BA" else verdict.winner
         else:
-            row["verdict"] = verdict_text(judge.mode, verdict)
-    if judge is not None and judge.mode == "pairwise":
+            row["verdict"] = judge.judge_mode.gold_text(verdict)
+    if judge is not None and task.as_judge.pairwise:
         _link_orders(rows)
     evaluator_values = _evaluator_scores(run, rows)
     options = [registry.SCORERS[spec.name].options(**spec.options) for spec in task.scorers]

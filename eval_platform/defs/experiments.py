@@ -27,9 +27,6 @@ from eval_platform.experiments.regressions import (
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.storage.warehouse import read_partition, write_partition
 
-# Their per-trace score is relative to the other candidates of a pair or group, so a daily mean says nothing.
-NO_DAILY_MEAN_MODES = frozenset({"pairwise", "n_wise"})
-
 
 def _md_table(frame: pl.DataFrame, columns: list[str]) -> dg.MetadataValue:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -107,7 +104,7 @@ class AlertsConfig(dg.Config):
 
 
 def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition) -> dg.AssetsDefinition:
-    monitored = sorted(name for name, cfg in evaluators.items() if cfg.mode not in NO_DAILY_MEAN_MODES)
+    monitored = sorted(name for name, cfg in evaluators.items() if not cfg.judge_mode.relative)  # a relative score's mean says nothing
 
     @dg.asset(
         deps=[judge_scores],

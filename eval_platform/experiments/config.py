@@ -30,7 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from eval_platform.config_files import load_named, record_broken
-from eval_platform.judging.config import BOOLEAN_MODES, EvaluatorConfig
+from eval_platform.judging.config import EvaluatorConfig
 
 Method = Literal["frequentist", "bayesian", "both"]
 Direction = Literal["increase", "decrease"]
@@ -157,12 +157,12 @@ class ExperimentConfig(_Strict):
                     f"field '{field}.evaluator': no evaluator named '{metric.evaluator}' "
                     f"(known: {', '.join(sorted(evaluators)) or 'none'})"
                 )
-            elif evaluator.mode == "pairwise":
+            elif evaluator.judge_mode.unit == "pair":
                 problems.append(
                     f"field '{field}.evaluator': '{metric.evaluator}' is pairwise and has no per-trace metric; "
                     "name it in pairwise_evaluator instead"
                 )
-            elif metric.field == "passed" and evaluator.mode not in BOOLEAN_MODES:
+            elif metric.field == "passed" and evaluator.judge_mode.verdict != "boolean":
                 problems.append(
                     f"field '{field}.field': '{metric.evaluator}' is a {evaluator.mode} evaluator without pass/fail; "
                     "use field: score"
@@ -179,7 +179,7 @@ class ExperimentConfig(_Strict):
                     f"field 'pairwise_evaluator': no evaluator named '{self.pairwise_evaluator}' "
                     f"(known: {', '.join(sorted(evaluators)) or 'none'})"
                 )
-            elif evaluator.mode != "pairwise":
+            elif evaluator.judge_mode.unit != "pair":
                 problems.append(
                     f"field 'pairwise_evaluator': '{self.pairwise_evaluator}' is a {evaluator.mode} evaluator, "
                     "not pairwise"

@@ -15,31 +15,28 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from eval_platform.config_files import load_named, record_broken
 from eval_platform.ingest.datasets import dataset_versions
 from eval_platform.judging import pricing
+from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, JudgeMode
+from eval_platform.judging.modes import Strict as _Strict
+from eval_platform.judging.modes.n_wise import MAX_CANDIDATES, NWiseOptions  # noqa: F401 (MAX_CANDIDATES re-exported)
+from eval_platform.judging.modes.pairwise import PairwiseOptions
 from eval_platform.judging.openai_compat import is_openai_compatible
-from eval_platform.judging.modes import BOOLEAN_MODES, LABEL_MODES, MODES, SCALED_MODES  # noqa: F401 (re-exported)
-from eval_platform.judging.modes.pairwise import TIE_WORDS
 from eval_platform.judging.templates import TemplateError, parse_template, template_names
 
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 10
-MAX_CANDIDATES = 10
 Mode = Literal[tuple(MODES)]  # type: ignore[valid-type]  # the registry is the one list of modes
 Trigger = Literal["all", "sampled", "manual"]
-Consensus = Literal["median", "mean", "majority_vote", "unanimous"]
+Consensus = ConsensusRule
 
 
 class EvaluatorConfigError(ValueError):
     """A broken evaluator file: the message names the file and the field."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ScoreScale(_Strict):
@@ -51,45 +48,6 @@ class ScoreScale(_Strict):
         if self.max <= self.min:
             raise ValueError(f"score_scale.max ({self.max}) must be greater than score_scale.min ({self.min})")
         return self
-
-
-class PairwiseOptions(_Strict):
-    pair_by: str = Field(
-        "metadata.item_id",
-        description="Traces of one day sharing this value are compared: a trace column or metadata.<key>.",
-    )
-    orders: Literal["both", "random"] = Field(
-        "both", description="both: judge A/B and B/A, a flipped verdict is a tie; random: one seeded order."
-    )
-    seed: int = 0
-    allow_ties: bool = Field(True, description="false: the judge must pick one; a 'tie' reply is FAILED.")
-    candidate_names: tuple[str, str] = Field(
-        ("A", "B"), description="What the prompt calls the two candidates, first-shown first."
-    )
-    when_both_named: Literal["ambiguous", "first_shown"] = Field(
-        "ambiguous",
-        description="A reply naming both candidates as its verdict: ambiguous (FAILED, the default), or "
-        "first_shown, the convention of LLMBar's published parser (it tries the first-shown candidate's pattern "
-        "first), only to reproduce figures produced by that parser.",
-    )
-
-    @field_validator("candidate_names")
-    @classmethod
-    def _distinct_names(cls, names: tuple[str, str]) -> tuple[str, str]:
-        if names[0].strip().lower() == names[1].strip().lower() or not all(n.strip() for n in names):
-            raise ValueError(f"candidate_names must be two different non-empty names, got {list(names)}")
-        if any(n.strip().lower() in TIE_WORDS for n in names):
-            raise ValueError(f"candidate_names may not be a tie word ({sorted(TIE_WORDS)})")
-        return names
-
-
-class NWiseOptions(_Strict):
-    group_by: str = Field("metadata.item_id", description="Traces of one day sharing this value are ranked together.")
-    permutations: int = Field(
-        2, ge=1, le=MAX_CANDIDATES, description="Presentation orders per group: as found, reversed, then seeded shuffles."
-    )
-    seed: int = 0
-    min_candidates: int = Field(2, ge=2, le=MAX_CANDIDATES)
 
 
 class RubricLevel(_Strict):
@@ -304,9 +262,11 @@ class EvaluatorConfig(_Strict):
         if not isinstance(raw, dict) or not isinstance(raw.get("mode"), str):
             return raw
         mode, raw = raw["mode"], dict(raw)
+        if mode not in MODES:
+            return raw  # the field's own validation names the modes there are
         if raw.get("consensus") is None:
             raw["consensus"] = default_consensus(mode)
-        for option in MODES[mode].options if mode in MODES else ():
+        for option in MODES[mode].options:
             if raw.get(option) is None:
                 raw[option] = {}
         return raw
@@ -367,13 +327,13 @@ class EvaluatorConfig(_Strict):
         if (self.input_cost_per_million is None) != (self.output_cost_per_million is None):
             raise ValueError("set both input_cost_per_million and output_cost_per_million, or neither")
         members = len(self.judge_models()) * self.samples
-        if self.mode in LABEL_MODES and self.consensus in {"mean", "median"}:
+        allowed = self.judge_mode.consensus
+        if self.consensus not in allowed:
+            what = "averages numbers" if self.consensus in {"mean", "median"} else "counts votes"
+            gives = "labels" if self.judge_mode.labelled else "ranks" if self.judge_mode.unit == "group" else "numbers"
             raise ValueError(
-                f"consensus '{self.consensus}' averages numbers; mode '{self.mode}' gives labels: "
-                "use majority_vote or unanimous"
+                f"consensus '{self.consensus}' {what}; mode '{self.mode}' gives {gives}: use {' or '.join(allowed)}"
             )
-        if self.mode == "n_wise" and self.consensus in {"majority_vote", "unanimous"}:
-            raise ValueError("mode 'n_wise' combines ranks: use consensus mean or median")
         if members < 2 and (self.min_agreement_threshold is not None or self.flag_on_disagreement):
             raise ValueError("min_agreement_threshold / flag_on_disagreement need several models or samples")
         has_budget = self.max_daily_cost_usd is not None or self.max_monthly_cost_usd is not None
@@ -384,40 +344,39 @@ class EvaluatorConfig(_Strict):
                     "enforced; set input_cost_per_million and output_cost_per_million"
                 )
 
+    @property
+    def judge_mode(self) -> JudgeMode:
+        """The evaluator's mode: its options, reply, planning, consensus and agreement (`judging.modes`)."""
+        return MODES[self.mode]
+
     def _check_mode_options(self) -> None:
-        mode = self.mode
-        _only_for(self.score_scale, "score_scale", mode, SCALED_MODES)
-        _only_for(self.rubric, "rubric", mode, SCALED_MODES)
+        mode = self.judge_mode
+        for name in MODE_FIELDS:
+            unset = getattr(self, name) is None if name != "expect" else self.expect
+            if not unset and name not in (*mode.options, *mode.accepts):
+                owners = sorted(m.name for m in MODES.values() if name in (*m.options, *m.accepts))
+                if name == "expect":
+                    raise ValueError(f"expect only applies to mode {' / '.join(repr(o) for o in owners)}")
+                raise ValueError(f"`{name}` only applies to mode {' / '.join(owners)}, not '{self.mode}'")
         if self.rubric is not None:
             scale = self.score_scale
             for level in self.rubric.levels:
                 low, high = level.bounds
                 if low < scale.min or high > scale.max:
                     raise ValueError(f"rubric level {low}..{high} lies outside score_scale {scale.min}..{scale.max}")
-        if mode == "categorical":
-            if not self.labels:
-                raise ValueError("mode 'categorical' needs `labels`: a mapping label -> score in 0..1")
-            bad = {k: v for k, v in self.labels.items() if not 0.0 <= v <= 1.0}
-            if bad:
-                raise ValueError(f"labels map to scores in 0..1; out of range: {bad}")
-        _only_for(self.labels, "labels", mode, {"categorical"})
-        _only_for(self.pairwise, "pairwise", mode, {"pairwise"})
-        _only_for(self.n_wise, "n_wise", mode, {"n_wise"})
-        _only_for(self.reference, "reference", mode, {"reference"})
-        if mode != "assertion" and not self.expect:
-            raise ValueError("expect only applies to mode 'assertion'")
+        if mode.check is not None:
+            mode.check(self)
 
     def _check_few_shot(self) -> None:
         from eval_platform.judging.prompts import reply_schema  # prompts builds on this module
 
-        if self.few_shot and self.mode == "n_wise":
-            raise ValueError("few_shot is not supported for mode 'n_wise'")
+        if self.few_shot and not self.judge_mode.few_shot:
+            raise ValueError(f"few_shot is not supported for mode '{self.mode}'")
         validators = [jsonschema.Draft202012Validator(reply_schema(self))]
         if self.output_schema is not None:
             validators.append(jsonschema.Draft202012Validator(self.output_schema))
-        pair = self.mode == "pairwise"
         for i, example in enumerate(self.few_shot):
-            shown = {"output_a": example.output_a, "output_b": example.output_b} if pair else {"output": example.output}
+            shown = {name: getattr(example, name, None) for name in self.judge_mode.output_variables}
             if not all(value is not None for value in shown.values()):
                 raise ValueError(f"few_shot[{i}] needs {' and '.join(shown)} for mode '{self.mode}'")
             for validator in validators:
@@ -482,12 +441,7 @@ NON_VERDICT_FIELDS = (
 
 
 def default_consensus(mode: str) -> Consensus:
-    return "majority_vote" if mode in LABEL_MODES else "mean"
-
-
-def _only_for(value: Any, field: str, mode: str, modes: set[str] | frozenset[str]) -> None:
-    if value is not None and mode not in modes:
-        raise ValueError(f"`{field}` only applies to mode {' / '.join(sorted(modes))}, not '{mode}'")
+    return MODES[mode].default_consensus
 
 
 def template_variables(mode: str) -> set[str]:

@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.modes import MODES, NUMERIC_MODES
+if TYPE_CHECKING:  # the modes import this module's statuses: the config (and its mode) come in at run time
+    from eval_platform.judging.config import EvaluatorConfig
 
 COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
-PAIRWISE_SCORE = {"A": 1.0, "B": 0.0, "tie": 0.5}
 
 
 def _vote(config: EvaluatorConfig, row: dict):
-    return row[MODES[config.mode].vote_column]
+    return row[config.judge_mode.vote_column]
 
 
 def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> dict:
@@ -47,7 +47,7 @@ def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> di
             detail = f"{first['reason']}: {first.get('reason_detail')}" if first.get("reason_detail") else first["reason"]
             return {**row, "status": FAILED, "reason": "all_members_failed", "reason_detail": detail}
         return {**row, "status": SKIPPED, "reason": members[0]["reason"], "reason_detail": members[0].get("reason_detail")}
-    if config.mode in NUMERIC_MODES and config.consensus in {"mean", "median"}:
+    if config.judge_mode.numeric and config.consensus in {"mean", "median"}:
         row.update(_numeric(config, done))
     else:
         outcome = _by_vote(config, done)
@@ -82,8 +82,8 @@ def _numeric(config: EvaluatorConfig, done: list[dict]) -> dict:
         "score": combine(scores),
         "agreement": 1.0 - (max(scores) - min(scores)),
     }
-    if config.mode == "n_wise":
-        result["label"] = None  # a rank needs the whole group: read it from raw_score (mean rank)
+    # No label: a label carried by a member (n_wise's competition rank) needs the whole group (raw_score has
+    # the mean rank), and a scaled verdict has none.
     return result
 
 
@@ -91,17 +91,15 @@ def _by_vote(config: EvaluatorConfig, done: list[dict]) -> dict | None:
     counts = Counter(_vote(config, m) for m in done)
     (top, top_count), *rest = counts.most_common()
     split = (rest and rest[0][1] == top_count) if config.consensus == "majority_vote" else bool(rest)
+    mode = config.judge_mode
     if split:
-        if config.mode != "pairwise":
+        if mode.split_vote is None:
             return None
-        top = "tie"
+        top = mode.split_vote
     agreement = counts.get(top, 0) / len(done)
     carrier = next((m for m in done if _vote(config, m) == top), None)
-    if config.mode == "pairwise":
-        result = {"winner": top, "score": PAIRWISE_SCORE[top], "label": top, "agreement": agreement}
-        if carrier is not None:
-            result.update(winner_trace_id=carrier["winner_trace_id"], winner_variant=carrier["winner_variant"])
-        return result
+    if mode.vote_fields is not None:
+        return {**mode.vote_fields(top, carrier), "agreement": agreement}
     return {
         "agreement": agreement,
         "score": carrier["score"],

@@ -25,7 +25,6 @@ import json
 from typing import Any
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.modes import MODES
 from eval_platform.judging.modes.pairwise import pairwise_aliases  # noqa: F401 (re-exported)
 from eval_platform.judging.replies import (  # noqa: F401 (Verdict, ParseFailure and the JSON finders are re-exported)
     ParseFailure,
@@ -59,16 +58,13 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
             raise ParseFailure("schema_violation", "output_schema requires a JSON object reply; none found")
         if is_truncated_json(text):
             raise ParseFailure("truncated", "the reply ends inside a JSON object")
-    verdict = MODES[config.mode].parse(config, obj, text, n_candidates)
-    if obj is not None and not config.strict and any(key in obj for key in _VERDICT_KEYS[config.mode]):
+    verdict = config.judge_mode.parse(config, obj, text, n_candidates)
+    if obj is not None and not config.strict and any(key in obj for key in config.judge_mode.verdict_keys):
         _check_the_text_agrees(config, verdict, text, n_candidates)
     confidence = confidence_of(obj, text)
     reasoning = reasoning_of(obj) if obj is not None else text.strip()
     return Verdict(**{**verdict.__dict__, "reasoning": reasoning, "confidence": confidence})
 
-
-# The keys under which each mode's parser looks for its verdict in a JSON reply.
-_VERDICT_KEYS = {name: mode.verdict_keys for name, mode in MODES.items()}
 
 
 def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | None) -> dict[str, Any] | None:
@@ -79,13 +75,13 @@ def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | 
     verdict-bearing object in it says the same thing.
     """
     objects = find_json_objects(text)
-    keys = _VERDICT_KEYS[config.mode]
+    keys = config.judge_mode.verdict_keys
     bearing = [obj for obj in objects if any(key in obj for key in keys)]
     if len(bearing) > 1:
         decisions = []
         for obj in bearing:
             try:
-                verdict = MODES[config.mode].parse(config, obj, text, n_candidates)
+                verdict = config.judge_mode.parse(config, obj, text, n_candidates)
             except ParseFailure as failure:
                 decisions.append(f"unreadable ({failure.reason})")
                 continue
@@ -111,7 +107,7 @@ def _check_the_text_agrees(config: EvaluatorConfig, verdict: Verdict, text: str,
     """
     rest = text_outside_json(text)
     try:
-        in_text = MODES[config.mode].parse(config, None, rest, n_candidates)
+        in_text = config.judge_mode.parse(config, None, rest, n_candidates)
     except ParseFailure as failure:
         if failure.reason == "unparseable":  # the text around the JSON gives no verdict of its own
             return

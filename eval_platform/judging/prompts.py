@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eval_platform.judging.config import EvaluatorConfig, Rubric, template_variables
+from eval_platform.judging.config import EvaluatorConfig, Rubric
 from eval_platform.judging.fencing import REPLY_SCHEMA_MARKER, fence, new_secret
-from eval_platform.judging.modes import MODES
 from eval_platform.judging.modes.n_wise import candidate_letters
 from eval_platform.judging.templates import parse_template, render
 
@@ -32,7 +31,7 @@ OUTPUT_SCHEMA_MARKER = "The reply must also satisfy this JSON Schema:"
 def reply_schema(config: EvaluatorConfig, n_candidates: int | None = None) -> dict[str, Any]:
     """The JSON Schema of the reply object this evaluator's mode expects."""
     reasoning = {"type": "string", "description": "the reasoning behind the verdict"}
-    verdict = MODES[config.mode].verdict_schema(config, n_candidates)
+    verdict = config.judge_mode.verdict_schema(config, n_candidates)
     properties = {"reasoning": reasoning, **verdict}
     required = ["reasoning", *verdict]
     if config.request_confidence:
@@ -43,8 +42,8 @@ def reply_schema(config: EvaluatorConfig, n_candidates: int | None = None) -> di
 
 def system_message(config: EvaluatorConfig, n_candidates: int | None = None) -> str:
     parts = [MITIGATIONS, *config.anti_gaming_clauses]
-    if MODES[config.mode].system_note:
-        parts.append(MODES[config.mode].system_note)
+    if config.judge_mode.system_note:
+        parts.append(config.judge_mode.system_note)
     if config.rubric is not None and config.rubric.chain_of_thought:
         parts.append("Think step by step: write your reasoning first, then give the verdict.")
     schema = reply_schema(config, n_candidates)
@@ -136,7 +135,7 @@ def build_messages(
 ) -> PromptMessages:
     """The system and user messages of one request; every value fenced with a fresh (or the given) secret."""
     secret = secret or new_secret()
-    tree = parse_template(config.prompt, allowed=template_variables(config.mode))
+    tree = parse_template(config.prompt, allowed=config.judge_mode.template_variables())
     # Fixed parts first (the rubric), then the examples and the content, both fenced with this request's secret:
     # every request of an evaluator starts with the same bytes, which a provider's prompt cache serves at the
     # cached rate.

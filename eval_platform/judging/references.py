@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from eval_platform.judging.runner import key_value
+from eval_platform.judging.units import key_value
 
 
 def attach_dataset_references(traces: pl.DataFrame, cases: pl.DataFrame, match_on: str) -> pl.DataFrame:

@@ -1,7 +1,7 @@
 """Judge one day of traces with one evaluator: selection, calls, cache, budget, and one status per row.
 
-Framework-free: the `judge_scores` asset calls `judge_day` and writes what it returns. A unit is a trace
-(score, binary, assertion, categorical, reference), a pair (pairwise) or a group (n_wise). Every unit gets
+Framework-free: the `judge_scores` asset calls `judge_day` and writes what it returns. A unit is a trace, a
+pair or a group, as the evaluator's mode plans them (`JudgeMode.units`, see `judging.units`). Every unit gets
 one row per slot (trace, pair or candidate) and member (model x sample) with status COMPLETED, FAILED
 (reason and raw reply kept, never a score) or SKIPPED (reason). With several members a `consensus` row
 per slot combines them (see `consensus`); `role <> 'member'` selects the one final row per slot.
@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
-import json
-import math
 import os
-import random
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +26,12 @@ from eval_platform.judging import pricing
 from eval_platform.judging.budget import BudgetLedger, BudgetRefused, Reservation, reserve_or_wait
 from eval_platform.judging.cache import JudgeCache, cache_key
 from eval_platform.judging.client import CallOutcome, JudgeClient, JudgeRequest
-from eval_platform.judging.config import MAX_CANDIDATES, EvaluatorConfig, ModelSpec
-from eval_platform.judging.consensus import COMPLETED, FAILED, PAIRWISE_SCORE, SKIPPED, consensus_row
-from eval_platform.judging.fencing import new_secret
+from eval_platform.judging.config import EvaluatorConfig, ModelSpec
+from eval_platform.judging.consensus import COMPLETED, FAILED, SKIPPED, consensus_row
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
 from eval_platform.judging.redaction import remember, remember_env
+from eval_platform.judging.units import Day, Unit
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
 
 if TYPE_CHECKING:
@@ -257,73 +254,6 @@ def _no_credentials_detail(config: EvaluatorConfig) -> str:
     return f"{' / '.join(names) or 'the key variable'} not set and no local judge configured"
 
 
-def key_value(trace: dict[str, Any], key: str) -> str | None:
-    """A trace column, or `metadata.<key>` from its metadata object, as text."""
-    if key.startswith("metadata."):
-        metadata = json.loads(trace.get("metadata") or "{}")
-        value = metadata.get(key.removeprefix("metadata."))
-    else:
-        value = trace.get(key)
-    return None if value is None else str(value)
-
-
-def _base_row(config: EvaluatorConfig, day: str, trace: dict[str, Any], judged_at: datetime) -> dict:
-    return {
-        "evaluator": config.name,
-        "date": day,
-        "trace_id": trace["trace_id"],
-        "sample": 0,
-        "config_hash": config.config_hash,
-        "experiment_id": trace.get("experiment_id"),
-        "variant": trace.get("variant"),
-        "project_id": trace.get("project_id"),
-        "judged_at": judged_at,
-        "cost_usd": 0.0,
-        "cached_cost_usd": 0.0,
-        "calls": 0,
-        "cache_hit": False,
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "cached_prompt_tokens": 0,
-    }
-
-
-def add_flag(row: dict, flag: str) -> None:
-    flags = set(filter(None, (row.get("flags") or "").split(",")))
-    row["flags"] = ",".join(sorted(flags | {flag}))
-
-
-def _fill_from_call(config: EvaluatorConfig, row: dict, result: _CallResult) -> dict:
-    row.update(
-        status=result.status,
-        reason=result.reason,
-        reason_detail=result.detail,
-        raw_response=result.raw,
-        provider_model=result.provider_model,
-        prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
-        cached_prompt_tokens=result.cached_prompt_tokens,
-        cost_usd=result.cost_usd,
-        cached_cost_usd=result.cached_cost_usd,
-        latency_ms=result.latency_ms,
-        calls=result.calls,
-        cache_hit=result.cache_hit,
-    )
-    if result.status == COMPLETED and result.verdict is not None:
-        v = result.verdict
-        row.update(
-            score=v.score,
-            raw_score=v.raw_score,
-            label=v.label,
-            passed=v.passed,
-            reasoning=v.reasoning,
-            confidence=v.confidence,
-        )
-        if v.confidence is not None and v.confidence < config.min_confidence:
-            add_flag(row, "low_confidence")
-    return row
-
-
 @dataclass
 class DayResult:
     rows: pl.DataFrame
@@ -335,16 +265,6 @@ class _Member:
     label: str  # what rows show in `model`
     judge: _Judge | None  # None: the model's key is missing and no local judge is configured
     sample: int
-
-
-@dataclass
-class _Unit:
-    """What one member judges at once: a trace, a pair or a group; one output row per slot."""
-
-    unit_id: str  # what trigger sampling hashes
-    slots: list[dict]  # base rows, one per output row
-    judge: Any = None  # async (judge, sample) -> list[dict], one row per slot
-    skip: tuple[str, str | None] | None = None  # (code, detail) when skipped whatever the member: no pair, ...
 
 
 def judge_day(
@@ -401,7 +321,7 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
             return "no_credentials", _no_credentials_detail(config)
         return None
 
-    async def member_rows(unit: _Unit, member: _Member) -> list[dict]:
+    async def member_rows(unit: Unit, member: _Member) -> list[dict]:
         if member.judge is None:
             detail = _no_credentials_detail(config)
             rows = [{**slot, "status": SKIPPED, "reason": "no_credentials", "reason_detail": detail} for slot in unit.slots]
@@ -411,7 +331,7 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
             row.update(model=member.label, sample=member.sample, role="member" if several else "verdict")
         return rows
 
-    async def run(unit: _Unit) -> list[dict]:
+    async def run(unit: Unit) -> list[dict]:
         skipped = unit.skip or skip_reason(unit.unit_id)
         if skipped:
             code, detail = skipped
@@ -427,286 +347,14 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
                 rows.append(consensus_row(config, {**slot, "model": final_label, "role": "consensus", "sample": None}, votes))
         return rows
 
-    planners = {"pairwise": _pair_units, "n_wise": _group_units}
-    units = planners.get(config.mode, _single_units)(config, day, records, judged_at)
+    plan = Day(config, day, records, judged_at, values=lambda trace: trace_values(trace, config.span),
+               messages=partial(build_messages, config), candidates=candidates_text)
+    units = config.judge_mode.units(plan)
     rows = [row for group in await asyncio.gather(*(run(u) for u in units)) for row in group]
     for row in rows:
         row["is_final"] = row["role"] != "member"
     frame = conform(pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA)
     return DayResult(frame, summarize(frame, len(records)))
-
-
-def _single_units(config, day, records, judged_at) -> list[_Unit]:
-    units = []
-    for trace in records:
-        unit = _Unit(trace["trace_id"], [_base_row(config, day, trace, judged_at)])
-        try:
-            values = trace_values(trace, config.span)
-        except LookupError as exc:
-            unit.skip = ("span_not_found", str(exc))
-            units.append(unit)
-            continue
-        if config.mode == "reference" and not values["expected"]:
-            unit.skip = ("no_reference", "the trace has no expected_output (nor a matching dataset case)")
-        messages = build_messages(config, values)
-
-        async def one(judge: _Judge, sample: int, slot=unit.slots[0], messages=messages) -> list[dict]:
-            return [_fill_from_call(config, dict(slot), await judge.call(messages, sample))]
-
-        unit.judge = one
-        units.append(unit)
-    return units
-
-
-def _grouped(records, key: str, day: str):
-    """Traces of the day by their `key` value (sorted by variant, trace_id), and the traces without one."""
-    groups: dict[str, list[dict]] = {}
-    lone: list[tuple[dict, str]] = []
-    for trace in records:
-        value = key_value(trace, key)
-        if value is None:
-            lone.append((trace, ("no_group_key", f"{key} is missing")))
-        else:
-            groups.setdefault(value, []).append(trace)
-    for members in groups.values():
-        members.sort(key=lambda t: (t.get("variant") or "", t["trace_id"]))
-    return dict(sorted(groups.items())), lone
-
-
-def _pair_units(config, day, records, judged_at) -> list[_Unit]:
-    options = config.pairwise
-    groups, lone = _grouped(records, options.pair_by, day)
-    units = [_Unit(t["trace_id"], [_base_row(config, day, t, judged_at)], skip=r) for t, r in lone]
-    for value, members in groups.items():
-        if len(members) < 2:
-            reason = ("no_pair", f"no other trace of {day} shares {options.pair_by}={value}")
-            units.append(_Unit(members[0]["trace_id"], [_base_row(config, day, members[0], judged_at)], skip=reason))
-        for a, b in itertools.combinations(members, 2):
-            pair_id = f"{value}|{a['trace_id']}|{b['trace_id']}"
-            slot = {**_base_row(config, day, a, judged_at), "trace_id_b": b["trace_id"], "pair_key": value}
-            unit = _Unit(pair_id, [slot])
-            try:
-                va, vb = trace_values(a, config.span), trace_values(b, config.span)
-            except LookupError as exc:
-                unit.skip = ("span_not_found", str(exc))
-                units.append(unit)
-                continue
-
-            async def one(judge, sample, slot=slot, a=a, b=b, va=va, vb=vb, pair_id=pair_id) -> list[dict]:
-                return [await _judge_pair(judge, config, dict(slot), a, b, va, vb, sample, pair_id)]
-
-            unit.judge = one
-            units.append(unit)
-    return units
-
-
-def presentation_orders(config: EvaluatorConfig, pair_id: str, sample: int) -> list[str]:
-    """AB, BA or both: the orders a pair is shown in."""
-    if config.pairwise.orders == "random":
-        return [random.Random(f"{config.pairwise.seed}|{pair_id}|{sample}").choice(["AB", "BA"])]
-    return ["AB", "BA"]
-
-
-def combine_orders(verdict_ab: str | None, verdict_ba: str | None) -> tuple[str, bool | None]:
-    """The pair's winner from its verdicts per order (both in A/B terms), and whether they agree.
-
-    A verdict that flips with the presentation order is a tie (FastChat's both-order rule); with one order
-    judged, that verdict stands and consistency is unknown (None).
-    """
-    verdicts = [v for v in (verdict_ab, verdict_ba) if v is not None]
-    if len(verdicts) < 2:
-        return verdicts[0], None
-    consistent = verdicts[0] == verdicts[1]
-    return (verdicts[0] if consistent else "tie"), consistent
-
-
-def unswap(winner: str) -> str:
-    """A verdict given with B shown first, in A/B terms."""
-    return {"A": "B", "B": "A"}.get(winner, winner)
-
-
-def _merge_calls(results: list[_CallResult]) -> _CallResult:
-    """Tokens, spend and calls of several calls made for one row."""
-    combined = _CallResult(cost_usd=0.0)
-    for result in results:
-        combined.prompt_tokens += result.prompt_tokens
-        combined.completion_tokens += result.completion_tokens
-        combined.cached_prompt_tokens += result.cached_prompt_tokens
-        unknown = result.cost_usd is None or combined.cost_usd is None
-        combined.cost_usd = None if unknown else combined.cost_usd + result.cost_usd
-        combined.cached_cost_usd += result.cached_cost_usd
-        combined.latency_ms = max(combined.latency_ms, result.latency_ms)
-        combined.calls += result.calls
-        combined.provider_model = combined.provider_model or result.provider_model
-    combined.cache_hit = all(r.cache_hit for r in results)
-    return combined
-
-
-async def _judge_pair(judge: _Judge, config, row: dict, a: dict, b: dict, va, vb, sample: int, pair_id: str) -> dict:
-    async def judge_order(order: str) -> tuple[str, _CallResult]:
-        first, second = (va, vb) if order == "AB" else (vb, va)
-        values = {**first, "output_a": first["output"], "output_b": second["output"]}
-        return order, await judge.call(build_messages(config, values), sample)
-
-    orders = presentation_orders(config, pair_id, sample)
-    results = dict(await asyncio.gather(*(judge_order(o) for o in orders)))
-    combined = _merge_calls(list(results.values()))
-    combined.raw = "\n---\n".join(f"[{o}] {r.raw}" for o, r in results.items() if r.raw is not None) or None
-
-    def mapped(order: str) -> str | None:
-        result = results.get(order)
-        if result is None or result.status != COMPLETED:
-            return None
-        return unswap(result.verdict.winner) if order == "BA" else result.verdict.winner
-
-    row.update(verdict_ab=mapped("AB"), verdict_ba=mapped("BA"))
-    bad = [(o, r) for o, r in results.items() if r.status != COMPLETED]
-    if bad:
-        order, worst = bad[0]
-        combined.status = worst.status
-        combined.reason, combined.detail = worst.reason, f"{worst.detail} (order {order})"
-        return _fill_from_call(config, row, combined)
-    winner, consistent = combine_orders(row["verdict_ab"], row["verdict_ba"])
-    verdicts = [r.verdict for r in results.values()]
-    reasons = [v.reasoning for v in verdicts if v.reasoning]
-    confidences = [v.confidence for v in verdicts if v.confidence is not None]
-    combined.verdict = Verdict(
-        PAIRWISE_SCORE[winner],
-        None,
-        winner,
-        None,
-        winner,
-        "\n---\n".join(reasons) or None,
-        confidence=min(confidences) if confidences else None,
-    )
-    row = _fill_from_call(config, row, combined)
-    row["position_consistent"] = consistent
-    if consistent is False:
-        row["reason"] = "inconsistent_order"
-        row["reason_detail"] = "the verdict flipped with the presentation order, counted as a tie"
-        add_flag(row, "inconsistent_order")
-    row.update(_winner_columns(winner, a, b))
-    return row
-
-
-def _winner_columns(winner: str | None, a: dict, b: dict) -> dict:
-    winner_trace = {"A": a, "B": b}.get(winner)
-    return {
-        "winner": winner,
-        "winner_trace_id": winner_trace["trace_id"] if winner_trace else None,
-        "winner_variant": winner_trace.get("variant") if winner_trace else None,
-    }
-
-
-def _group_units(config, day, records, judged_at) -> list[_Unit]:
-    options = config.n_wise
-    groups, lone = _grouped(records, options.group_by, day)
-    units = [_Unit(t["trace_id"], [_base_row(config, day, t, judged_at)], skip=r) for t, r in lone]
-    for value, members in groups.items():
-        slots = [{**_base_row(config, day, t, judged_at), "pair_key": value} for t in members]
-        unit = _Unit(f"{value}|" + "|".join(t["trace_id"] for t in members), slots)
-        if not options.min_candidates <= len(members) <= MAX_CANDIDATES:
-            unit.skip = (
-                "group_size",
-                f"{len(members)} traces share {options.group_by}={value}; "
-                f"n_wise ranks {options.min_candidates}..{MAX_CANDIDATES}",
-            )
-            units.append(unit)
-            continue
-        try:
-            values = [trace_values(t, config.span) for t in members]
-        except LookupError as exc:
-            unit.skip = ("span_not_found", str(exc))
-            units.append(unit)
-            continue
-
-        async def rank(judge, sample, slots=slots, values=values, group_id=unit.unit_id) -> list[dict]:
-            return await _judge_group(judge, config, [dict(s) for s in slots], values, sample, group_id)
-
-        unit.judge = rank
-        units.append(unit)
-    return units
-
-
-def group_orders(n: int, permutations: int, seed: int, group_id: str, sample: int) -> list[tuple[int, ...]]:
-    """Presentation orders of n candidates: as found, reversed, then seeded shuffles; no order twice."""
-    orders: list[tuple[int, ...]] = []
-    candidates = [tuple(range(n)), tuple(reversed(range(n)))]
-    rng = random.Random(f"{seed}|{group_id}|{sample}")
-    limit = min(permutations, math.factorial(n))
-    while len(orders) < limit:
-        order = candidates.pop(0) if candidates else tuple(rng.sample(range(n), n))
-        if order not in orders:
-            orders.append(order)
-    return orders
-
-
-def mean_ranks(rankings: list[list[int]], n: int) -> list[float]:
-    """Each candidate's mean rank (1 = best) over rankings given as candidate indices, best first."""
-    totals = [0.0] * n
-    for ranking in rankings:
-        for position, candidate in enumerate(ranking, start=1):
-            totals[candidate] += position
-    return [total / len(rankings) for total in totals]
-
-
-def competition_ranks(values: list[float]) -> list[int]:
-    """1 + how many candidates have a strictly better (lower) mean rank: ties share a rank."""
-    return [1 + sum(other < value for other in values) for value in values]
-
-
-async def _judge_group(judge: _Judge, config, rows: list[dict], values: list[dict], sample: int, group_id: str):
-    n = len(rows)
-    orders = group_orders(n, config.n_wise.permutations, config.n_wise.seed, group_id, sample)
-
-    async def judge_order(order: tuple[int, ...]) -> _CallResult:
-        secret = new_secret()
-        shown = {**values[order[0]], "candidates": candidates_text([values[i]["output"] for i in order], secret)}
-        messages = build_messages(config, shown, n_candidates=n, secret=secret)
-        return await judge.call(messages, sample, n_candidates=n)
-
-    results = await asyncio.gather(*(judge_order(o) for o in orders))
-    combined = _merge_calls(results)
-    combined.raw = "\n---\n".join(f"[{''.join(map(str, o))}] {r.raw}" for o, r in zip(orders, results, strict=True) if r.raw)
-    bad = [(o, r) for o, r in zip(orders, results, strict=True) if r.status != COMPLETED]
-    # The group's calls are accounted on its first row, so sums over rows count each call once.
-    accounted = [_fill_from_call(config, rows[0], combined)] + [
-        {**row, "status": combined.status, "latency_ms": combined.latency_ms, "cache_hit": combined.cache_hit}
-        for row in rows[1:]
-    ]
-    if bad:
-        order, worst = bad[0]
-        for row in accounted:
-            row.update(
-                status=worst.status,
-                reason=worst.reason,
-                reason_detail=f"{worst.detail} (order {''.join(map(str, order))})",
-            )
-        return accounted
-    rankings = [
-        [order[ord(letter) - ord("A")] for letter in result.verdict.ranking]
-        for order, result in zip(orders, results, strict=True)
-    ]
-    means = mean_ranks(rankings, n)
-    final = competition_ranks(means)
-    consistent = all(r == rankings[0] for r in rankings) if len(rankings) > 1 else None
-    reasons = "\n---\n".join(r.verdict.reasoning for r in results if r.verdict.reasoning) or None
-    confidences = [r.verdict.confidence for r in results if r.verdict.confidence is not None]
-    for i, row in enumerate(accounted):
-        row.update(
-            status=COMPLETED,
-            raw_score=means[i],
-            score=1.0 - (means[i] - 1.0) / (n - 1),
-            label=str(final[i]),
-            reasoning=reasons,
-            confidence=min(confidences) if confidences else None,
-            position_consistent=consistent,
-        )
-        if consistent is False:
-            add_flag(row, "rank_inconsistent")
-        if confidences and min(confidences) < config.min_confidence:
-            add_flag(row, "low_confidence")
-    return accounted
 
 
 def summarize(rows: pl.DataFrame, traces_in_partition: int) -> dict[str, Any]:

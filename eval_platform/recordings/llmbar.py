@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.modes.pairwise import combine_orders, unswap
 from eval_platform.judging.parsing import ParseFailure, parse_reply
-from eval_platform.judging.runner import combine_orders, unswap
 from eval_platform.settings import data_root
 
 LLMBAR_DIR = Path("sources") / "llmbar" / "Dataset"

@@ -24,24 +24,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from eval_platform.judging.modes import modes_where
 from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
 from eval_platform.stats.judge_agreement import score_agreement
 from eval_platform.stats.kappa import cohen_kappa
 
-LABEL_MODES = ("binary", "categorical")
-SCORE_MODES = ("score",)
+# The judge modes whose one-response verdict a benchmark checks as a gold label, or as a gold score.
+GOLD_LABEL_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "label")))
+GOLD_SCORE_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "score")))
 _BINARY = {"true": "true", "yes": "true", "pass": "true", "passed": "true", "1": "true",
            "false": "false", "no": "false", "fail": "false", "failed": "false", "0": "false"}
 NO_VERDICT = "(no verdict)"
-
-
-def verdict_text(mode: str, verdict) -> str | None:
-    """The verdict as the `verdict` column holds it (see the module doc)."""
-    if mode == "score":
-        return None if verdict.raw_score is None else repr(float(verdict.raw_score))
-    if mode == "binary":
-        return None if verdict.passed is None else str(bool(verdict.passed)).lower()
-    return verdict.label
 
 
 class LabelOptions(ScorerOptions):
@@ -121,10 +114,10 @@ def _correlation(_values, _outputs, cases: Sequence[Mapping[str, Any]], options:
 
 
 SCORERS = [
-    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True, judge_modes=LABEL_MODES),
-    Scorer("verdict_kappa", LabelOptions, _accuracy, reference_field, _kappa, judge_task=True, judge_modes=LABEL_MODES,
+    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True, judge_modes=GOLD_LABEL_MODES),
+    Scorer("verdict_kappa", LabelOptions, _accuracy, reference_field, _kappa, judge_task=True, judge_modes=GOLD_LABEL_MODES,
            interval=False),
-    Scorer("verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True, judge_modes=SCORE_MODES),
+    Scorer("verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True, judge_modes=GOLD_SCORE_MODES),
     Scorer("verdict_correlation", CorrelationOptions, _score_value, reference_field, _correlation, judge_task=True,
-           judge_modes=SCORE_MODES, interval=False),
+           judge_modes=GOLD_SCORE_MODES, interval=False),
 ]

@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from eval_platform.judging.modes import modes_where
 from eval_platform.scoring.registry import MissingField, NotApplicable, Scorer, ScorerOptions
 from eval_platform.stats.kappa import cohen_kappa
 
-PAIRWISE = ("pairwise",)
+PAIRWISE = tuple(sorted(modes_where(lambda m: m.as_judge == "preference")))  # the judge modes it scores
 DEFAULT_LABELS = {"1": "A", "2": "B", "A": "A", "B": "B", "a": "A", "b": "B"}
 
 

@@ -95,7 +95,7 @@ tasks:
     ("change", "message"),
     [
         (("mode: pairwise", "mode: n_wise"),
-         "field 'tasks.pairs.as_judge.evaluator.mode': judges of mode pairwise, score, binary, categorical can be "
+         "field 'tasks.pairs.as_judge.evaluator.mode': judges of mode score, binary, categorical, pairwise can be "
          "benchmarked, not 'n_wise'"),
         (('mode: pairwise, prompt: "{{input}} {{output_a}} {{output_b}}"', 'mode: score, prompt: "{{input}} {{output}}"'),
          "field 'tasks.pairs.scorers.0.name': scorer 'pair_accuracy' scores pairwise judges, and this task's judge is score"),

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from eval_platform.judging.parsing import ParseFailure, parse_reply
-from eval_platform.judging.runner import unswap
+from eval_platform.judging.modes.pairwise import unswap
 from eval_platform.recordings.llmbar import LLMBAR_EVALUATOR, ORDERS, WINNER_LABEL, replay_run, run_paths
 from eval_platform_tests.conftest import REPO_DATA
 

@@ -1,24 +1,54 @@
 """The judge modes, one module each, and the `MODES` registry (mode name -> `JudgeMode`).
 
-A `JudgeMode` states what the rest of the platform needs to know about a mode, so that no other file
-types out a set of mode names: what kind of verdict it gives (which decides consensus, aggregation and
-agreement statistics), the JSON keys its verdict is read from, the column a consensus vote is taken on,
-the option sections it needs (filled with their defaults when absent), and its template variables.
+A `JudgeMode` states everything the rest of the platform needs to know about a mode, so that no other file
+names a mode or types out a set of mode names:
 
-Each mode's module also owns its reply: the JSON Schema of its verdict fields (`verdict_schema`, which the
-prompt shows the judge) and its parser (`parse`, a JSON object or the text shapes real judges write, to a
-`Verdict`). `parsing.parse_reply` and `prompts.reply_schema` only dispatch on the mode. Adding a mode is
-one module here defining `MODE` plus its entry below, and its tests.
+- its options: the evaluator sections it needs (filled with their defaults when absent), the other fields it
+  accepts, a check of its own (`check`), its template variables, whether few-shot examples apply;
+- its reply: the JSON Schema of its verdict fields (`verdict_schema`, which the prompt shows the judge), the
+  JSON keys its verdict is read from and its parser (`parse`, a JSON object or the text shapes real judges
+  write, to a `Verdict`); `parsing.parse_reply` and `prompts.reply_schema` only dispatch on the mode;
+- its planning of units (`unit`, `plan`): one trace (the default, `units.single_units`), a pair or a group,
+  with the values a trace must have to be judged (`needs_values`);
+- how its verdicts combine across models and samples (`consensus`: the rules it allows, the first its
+  default; `vote_column`, `split_vote`, `vote_fields`); across presentation orders, its `plan` does it;
+- what agreement compares (`agreement`: scores, labels or pairwise preferences);
+- how a benchmark checks it as a judge against gold verdicts (`as_judge`, `gold_text`).
+
+Adding a mode is one module here defining `MODE`, its entry in `MODES` below, and its tests. A mode module
+imports this base and `judging.units`, never the registry's users (config, prompts, runner): what it needs of
+them at run time (trace values, messages) the runner hands it in a `units.Day`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from eval_platform.judging import units
+
+if TYPE_CHECKING:
+    from eval_platform.judging.config import EvaluatorConfig
 
 VerdictKind = Literal["scaled", "boolean", "label", "ranking"]
+UnitKind = Literal["trace", "pair", "group"]
+AgreementKind = Literal["scores", "labels", "preference"]
+GoldKind = Literal["score", "label", "preference"]
+ConsensusRule = Literal["median", "mean", "majority_vote", "unanimous"]
+VOTES: tuple[ConsensusRule, ...] = ("majority_vote", "unanimous")
+AVERAGES: tuple[ConsensusRule, ...] = ("mean", "median")
 BASE_VARIABLES = frozenset({"input", "output", "context", "expected", "metadata"})
+# The evaluator fields that belong to some mode: set on an evaluator of another mode, they are refused.
+MODE_FIELDS = ("score_scale", "rubric", "labels", "expect", "pairwise", "n_wise", "reference")
+
+
+class Strict(BaseModel):
+    """A section of an evaluator file: unknown fields are refused, values frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @dataclass(frozen=True)
@@ -27,7 +57,10 @@ class JudgeMode:
     verdict: VerdictKind
     verdict_keys: tuple[str, ...]  # where a JSON reply holds the verdict, most usual key first
     vote_column: str  # the judge_scores column a consensus vote counts
+    agreement: AgreementKind  # what agreement compares: raw scores, labels (the vote column) or A/B/tie
+    consensus: tuple[ConsensusRule, ...]  # the rules allowed; the first is the default
     options: tuple[str, ...] = ()  # evaluator sections the mode needs, defaulted to {} when absent
+    accepts: tuple[str, ...] = ()  # other evaluator fields of MODE_FIELDS it allows (rubric, labels, expect)
     output_variables: tuple[str, ...] = ("output",)  # what the prompt shows in place of {{output}}
     required_variables: tuple[tuple[str, str], ...] = ()  # (variable, why) the prompt must use
     # (config, JSON object or None, reply text, n candidates) -> Verdict; raises replies.ParseFailure
@@ -35,6 +68,16 @@ class JudgeMode:
     # (config, n candidates) -> the verdict fields of the reply's JSON Schema
     verdict_schema: Callable[..., dict[str, Any]] | None = None
     system_note: str | None = None  # a line the system message adds for this mode
+    check: Callable[[EvaluatorConfig], None] | None = None  # raises ValueError on a config the mode refuses
+    few_shot: bool = True  # few-shot examples (shown with output_variables) apply
+    unit: UnitKind = "trace"  # what one call judges: a trace, a pair of traces or a group
+    plan: Callable[[units.Day], list[units.Unit]] | None = None  # the day's units; None: one per trace
+    needs_values: tuple[tuple[str, str, str], ...] = ()  # (value, skip code, detail): a trace without it is SKIPPED
+    split_vote: str | None = None  # what a vote without a majority gives; None: FAILED no_consensus
+    # (winning vote, a member row that cast it or None) -> the consensus row's verdict columns
+    vote_fields: Callable[[Any, dict | None], dict[str, Any]] | None = None
+    as_judge: GoldKind | None = None  # how a benchmark checks it against gold verdicts; None: not benchmarked
+    gold_text: Callable[[Any], str | None] | None = None  # a Verdict as the benchmark's `verdict` column holds it
 
     @property
     def numeric(self) -> bool:
@@ -46,8 +89,21 @@ class JudgeMode:
         """Its per-case value is a label: consensus is a vote, agreement is on labels."""
         return self.verdict in ("boolean", "label")
 
+    @property
+    def relative(self) -> bool:
+        """Its per-trace score is relative to the other candidates of its pair or group (a daily mean says nothing)."""
+        return self.unit != "trace"
+
+    @property
+    def default_consensus(self) -> ConsensusRule:
+        return self.consensus[0]
+
     def template_variables(self) -> set[str]:
         return set(BASE_VARIABLES - {"output"}) | set(self.output_variables)
+
+    def units(self, day: units.Day) -> list[units.Unit]:
+        """The day's units: what each member judges at once (a trace, a pair, a group)."""
+        return (self.plan or units.single_units)(day)
 
 
 from eval_platform.judging.modes import (  # noqa: E402  (the modules import JudgeMode from here)
@@ -65,12 +121,10 @@ MODES: dict[str, JudgeMode] = {
 }
 
 
-def modes_where(predicate) -> frozenset[str]:
+def modes_where(predicate: Callable[[JudgeMode], bool]) -> frozenset[str]:
     """The names of the modes for which `predicate(mode)` holds."""
     return frozenset(name for name, mode in MODES.items() if predicate(mode))
 
 
-SCALED_MODES = modes_where(lambda m: m.verdict == "scaled")
-BOOLEAN_MODES = modes_where(lambda m: m.verdict == "boolean")
-LABEL_MODES = modes_where(lambda m: m.labelled)
-NUMERIC_MODES = modes_where(lambda m: m.numeric)
+LABEL_MODES = modes_where(lambda m: m.labelled)  # a verdict that is a label (pairwise's winner too): voted on
+NUMERIC_MODES = modes_where(lambda m: m.numeric)  # a verdict that is a number (n_wise's mean rank too): averaged

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.modes import JudgeMode
+from eval_platform.judging.modes import VOTES, JudgeMode
 from eval_platform.judging.modes.binary import read_yes_no
 from eval_platform.judging.replies import Verdict
 
@@ -23,6 +23,7 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
 
 
 MODE = JudgeMode(
-    "assertion", "boolean", ("answer", "verdict", "result"), "passed",
-    parse=parse, verdict_schema=verdict_schema, system_note="Answer the question about the content with yes or no.",
+    "assertion", "boolean", ("answer", "verdict", "result"), "passed", agreement="labels", consensus=VOTES,
+    accepts=("expect",), parse=parse, verdict_schema=verdict_schema,
+    system_note="Answer the question about the content with yes or no.",
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.modes import JudgeMode
+from eval_platform.judging.modes import VOTES, JudgeMode
 from eval_platform.judging.replies import ParseFailure, Verdict, field, yes_no, yes_no_from_text
 
 if TYPE_CHECKING:
@@ -33,4 +33,12 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
     return Verdict(1.0 if passed else 0.0, 1.0 if passed else 0.0, None, passed, None, None)
 
 
-MODE = JudgeMode("binary", "boolean", ("passed", "verdict", "result"), "passed", parse=parse, verdict_schema=verdict_schema)
+def gold_text(verdict: Verdict) -> str | None:
+    """`true` / `false`, as a benchmark compares it with a gold label."""
+    return None if verdict.passed is None else str(bool(verdict.passed)).lower()
+
+
+MODE = JudgeMode(
+    "binary", "boolean", ("passed", "verdict", "result"), "passed", agreement="labels", consensus=VOTES,
+    parse=parse, verdict_schema=verdict_schema, as_judge="label", gold_text=gold_text,
+)

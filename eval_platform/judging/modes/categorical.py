@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.modes import JudgeMode
+from eval_platform.judging.modes import VOTES, JudgeMode
 from eval_platform.judging.replies import ParseFailure, Verdict, choice_from_text, field, norm
 
 if TYPE_CHECKING:
@@ -32,4 +32,21 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
     return Verdict(config.labels[canonical], None, canonical, None, None, None)
 
 
-MODE = JudgeMode("categorical", "label", ("label", "category"), "label", parse=parse, verdict_schema=verdict_schema)
+def check(config: EvaluatorConfig) -> None:
+    if not config.labels:
+        raise ValueError("mode 'categorical' needs `labels`: a mapping label -> score in 0..1")
+    bad = {k: v for k, v in config.labels.items() if not 0.0 <= v <= 1.0}
+    if bad:
+        raise ValueError(f"labels map to scores in 0..1; out of range: {bad}")
+
+
+def gold_text(verdict: Verdict) -> str | None:
+    """The label, as a benchmark compares it with a gold label."""
+    return verdict.label
+
+
+MODE = JudgeMode(
+    "categorical", "label", ("label", "category"), "label", agreement="labels", consensus=VOTES,
+    accepts=("labels",), check=check, parse=parse, verdict_schema=verdict_schema, as_judge="label",
+    gold_text=gold_text,
+)

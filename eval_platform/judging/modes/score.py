@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.modes import JudgeMode
+from eval_platform.judging.modes import AVERAGES, VOTES, JudgeMode
 from eval_platform.judging.replies import SCORE_TEXT_RE, ParseFailure, Verdict, field, score_from_text
 
 if TYPE_CHECKING:
@@ -37,4 +37,13 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
     return Verdict((raw - scale.min) / (scale.max - scale.min), float(raw), None, None, None, None)
 
 
-MODE = JudgeMode("score", "scaled", ("score", "rating"), "raw_score", options=("score_scale",), parse=parse, verdict_schema=verdict_schema)
+def gold_text(verdict: Verdict) -> str | None:
+    """The raw score on the evaluator's scale, as a benchmark compares it with a gold score."""
+    return None if verdict.raw_score is None else repr(float(verdict.raw_score))
+
+
+MODE = JudgeMode(
+    "score", "scaled", ("score", "rating"), "raw_score", agreement="scores", consensus=(*AVERAGES, *VOTES),
+    options=("score_scale",), accepts=("rubric",), parse=parse, verdict_schema=verdict_schema,
+    as_judge="score", gold_text=gold_text,
+)
