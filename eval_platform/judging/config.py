@@ -30,7 +30,6 @@ from eval_platform.judging.templates import TemplateError, parse_template, templ
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 10
-Mode = Literal[tuple(MODES)]  # type: ignore[valid-type]  # the registry is the one list of modes
 Trigger = Literal["all", "sampled", "manual"]
 Consensus = ConsensusRule
 
@@ -188,7 +187,7 @@ class EvaluatorConfig(_Strict):
     name: str
     description: str = ""
     enabled: bool = True
-    mode: Mode
+    mode: str = Field(description="The judge mode: a name in the registry `judging.modes.MODES`.")
     prompt: str
     model: str | None = Field(None, description="One judge model (litellm string); or give `models`.")
     models: list[ModelSpec] | None = Field(None, description="Several judges; their verdicts are combined by `consensus`.")
@@ -244,6 +243,15 @@ class EvaluatorConfig(_Strict):
         gt=0,
         description="A request whose prompt (with the fenced content) is longer is SKIPPED (prompt_too_large), never sent.",
     )
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        # Checked against the registry when an evaluator loads (not frozen into a type when this module loads),
+        # so that a mode registered in MODES is a mode: the registry is the one list.
+        if value not in MODES:
+            raise ValueError(f"Input should be {', '.join(repr(name) for name in MODES)}")
+        return value
 
     @field_validator("samples", mode="before")
     @classmethod

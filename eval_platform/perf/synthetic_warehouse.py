@@ -30,6 +30,7 @@ import polars as pl
 
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
 from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
+from eval_platform.judging.modes import MODES
 from eval_platform.judging.budget import BudgetLedger
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
 from eval_platform.settings import state_dir
@@ -156,7 +157,7 @@ def write_config(root: Path) -> None:
         (root / folder).mkdir(parents=True, exist_ok=True)
         for name, fields in files.items():
             if folder == "evaluators":
-                variables = "{{output_a}} vs {{output_b}}" if fields["mode"] == "pairwise" else "{{output}}"
+                variables = "{{output_a}} vs {{output_b}}" if MODES[fields["mode"]].unit == "pair" else "{{output}}"
                 prices = {} if "models" in fields else dict(zip(("input_cost_per_million", "output_cost_per_million"),
                                                                  MODEL_PRICES[fields["model"]], strict=True))
                 fields = {"description": f"synthetic {name}", **fields, **prices, "max_daily_cost_usd": 40.0,
@@ -276,7 +277,7 @@ def _pairwise(world: World, name: str, a: np.ndarray, b: np.ndarray) -> dict:
 def _judge_scores(world: World, name: str, d: int, day: str) -> pl.DataFrame:
     fields, _ = EVALUATORS[name]
     rng = world.rng
-    if fields["mode"] == "pairwise":
+    if MODES[fields["mode"]].unit == "pair":
         a, b = world.pairs(d)
         rows, extra = a, _pairwise(world, name, a, b)
         prompt = (a - d * world.per_day) // len(VARIANTS) + d * world.prompts_per_day
@@ -296,7 +297,7 @@ def _judge_scores(world: World, name: str, d: int, day: str) -> pl.DataFrame:
     frames = []
     for i, model in enumerate(models):
         status, reason = _status(rng, n, skipped)
-        verdict = extra if fields["mode"] == "pairwise" else _verdicts(world, name, rows, i)
+        verdict = extra if MODES[fields["mode"]].unit == "pair" else _verdicts(world, name, rows, i)
         done = status == "COMPLETED"
         columns = {**base, **{k: v for k, v in extra.items() if k not in verdict}, **verdict,
                    **_call_columns(rng, n, model, orders, status), "status": status, "reason": reason,

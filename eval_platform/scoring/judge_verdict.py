@@ -31,7 +31,7 @@ from eval_platform.stats.kappa import cohen_kappa
 
 # The judge modes whose one-response verdict a benchmark checks as a gold label, or as a gold score.
 GOLD_LABEL_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "label")))
-GOLD_SCORE_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "score")))
+GOLD_SCORE_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "rating")))
 _BINARY = {"true": "true", "yes": "true", "pass": "true", "passed": "true", "1": "true",
            "false": "false", "no": "false", "fail": "false", "failed": "false", "0": "false"}
 NO_VERDICT = "(no verdict)"

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 VerdictKind = Literal["scaled", "boolean", "label", "ranking"]
 UnitKind = Literal["trace", "pair", "group"]
 AgreementKind = Literal["scores", "labels", "preference"]
-GoldKind = Literal["score", "label", "preference"]
+GoldKind = Literal["rating", "label", "preference"]
 ConsensusRule = Literal["median", "mean", "majority_vote", "unanimous"]
 VOTES: tuple[ConsensusRule, ...] = ("majority_vote", "unanimous")
 AVERAGES: tuple[ConsensusRule, ...] = ("mean", "median")
