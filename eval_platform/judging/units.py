@@ -181,7 +181,9 @@ def single_units(day: Day) -> list[Unit]:
                 unit.skip = (code, detail)
         messages = day.messages(values)
 
-        async def one(judge: Caller, sample: int, slot: dict = unit.slots[0], messages: Messages = messages) -> list[dict]:
+        async def one(
+            judge: Caller, sample: int, slot: dict = unit.slots[0], messages: Messages = messages
+        ) -> list[dict]:
             return [fill_from_call(config, dict(slot), await judge.call(messages, sample))]
 
         unit.judge = one

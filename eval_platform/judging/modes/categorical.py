@@ -14,22 +14,30 @@ if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
 
 
+def _labels(config: EvaluatorConfig) -> dict[str, float]:
+    """The evaluator's `labels`, which an evaluator of this mode always has once loaded (defaulted or required)."""
+    value = config.labels
+    if value is None:
+        raise ValueError(f"evaluator '{config.name}' of mode '{config.mode}' has no `labels`")
+    return value
+
+
 def verdict_schema(config: EvaluatorConfig, _n_candidates: int | None) -> dict[str, Any]:
-    return {"label": {"type": "string", "enum": list(config.labels)}}
+    return {"label": {"type": "string", "enum": list(_labels(config))}}
 
 
 def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: int | None) -> Verdict:
-    labels = {k.lower(): k for k in config.labels}
+    labels = {k.lower(): k for k in _labels(config)}
     value = field(obj, "label", "category")
     if obj is not None and value is not None:
         if not isinstance(value, str) or norm(value) not in labels:
-            raise ParseFailure("schema_violation", f"'label' must be one of {list(config.labels)}, got {value!r}")
+            raise ParseFailure("schema_violation", f"'label' must be one of {list(_labels(config))}, got {value!r}")
         canonical = labels[norm(value)]
     elif obj is not None and config.strict:
         raise ParseFailure("schema_violation", "the reply has no 'label'")
     else:
         canonical = choice_from_text(text, labels, "label")
-    return Verdict(config.labels[canonical], None, canonical, None, None, None)
+    return Verdict(_labels(config)[canonical], None, canonical, None, None, None)
 
 
 def check(config: EvaluatorConfig) -> None:

@@ -42,10 +42,19 @@ MAX_CANDIDATES = 10
 class NWiseOptions(Strict):
     group_by: str = Field("metadata.item_id", description="Traces of one day sharing this value are ranked together.")
     permutations: int = Field(
-        2, ge=1, le=MAX_CANDIDATES, description="Presentation orders per group: as found, reversed, then seeded shuffles."
+        2, ge=1, le=MAX_CANDIDATES,
+        description="Presentation orders per group: as found, reversed, then seeded shuffles.",
     )
     seed: int = 0
     min_candidates: int = Field(2, ge=2, le=MAX_CANDIDATES)
+
+
+def _options(config: EvaluatorConfig) -> NWiseOptions:
+    """The evaluator's `n_wise`, which an evaluator of this mode always has once loaded (defaulted or required)."""
+    value = config.n_wise
+    if value is None:
+        raise ValueError(f"evaluator '{config.name}' of mode '{config.mode}' has no `n_wise`")
+    return value
 
 
 def candidate_letters(n: int) -> list[str]:
@@ -98,7 +107,7 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, n_cand
 def plan(day: Day) -> list[Unit]:
     """One group per `group_by` value; a group outside min_candidates..MAX_CANDIDATES is SKIPPED group_size."""
     config = day.config
-    options = config.n_wise
+    options = _options(config)
     groups, lone = grouped(day.records, options.group_by)
     units = [Unit(t["trace_id"], [day.base_row(t)], skip=r) for t, r in lone]
     for value, members in groups.items():
@@ -162,7 +171,7 @@ async def _judge_group(
 ) -> list[dict]:
     config = day.config
     n = len(rows)
-    orders = group_orders(n, config.n_wise.permutations, config.n_wise.seed, group_id, sample)
+    orders = group_orders(n, _options(config).permutations, _options(config).seed, group_id, sample)
 
     async def judge_order(order: tuple[int, ...]) -> CallResult:
         secret = new_secret()

@@ -64,6 +64,14 @@ class PairwiseOptions(Strict):
         return names
 
 
+def _options(config: EvaluatorConfig) -> PairwiseOptions:
+    """The evaluator's `pairwise`, which an evaluator of this mode always has once loaded (defaulted or required)."""
+    value = config.pairwise
+    if value is None:
+        raise ValueError(f"evaluator '{config.name}' of mode '{config.mode}' has no `pairwise`")
+    return value
+
+
 def pairwise_aliases(names: tuple[str, str]) -> dict[str, str]:
     """Every way a judge may name the first-shown (A) or second-shown (B) candidate, or a tie."""
     aliases: dict[str, str] = {}
@@ -81,13 +89,13 @@ def pairwise_aliases(names: tuple[str, str]) -> dict[str, str]:
 
 
 def verdict_schema(config: EvaluatorConfig, _n_candidates: int | None) -> dict[str, Any]:
-    options = config.pairwise
+    options = _options(config)
     names = list(options.candidate_names) + (["tie"] if options.allow_ties else [])
     return {"winner": {"type": "string", "enum": names}}
 
 
 def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: int | None) -> Verdict:
-    options = config.pairwise
+    options = _options(config)
     aliases = pairwise_aliases(options.candidate_names)
     value = field(obj, "winner", "verdict", "choice")
     if obj is not None and value is not None:
@@ -115,7 +123,7 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
 def plan(day: Day) -> list[Unit]:
     """Every pair of the day's traces sharing `pair_by`; a trace alone in its group is SKIPPED no_pair."""
     config = day.config
-    options = config.pairwise
+    options = _options(config)
     groups, lone = grouped(day.records, options.pair_by)
     units = [Unit(t["trace_id"], [day.base_row(t)], skip=r) for t, r in lone]
     for value, members in groups.items():
@@ -146,8 +154,8 @@ def plan(day: Day) -> list[Unit]:
 
 def presentation_orders(config: EvaluatorConfig, pair_id: str, sample: int) -> list[str]:
     """AB, BA or both: the orders a pair is shown in."""
-    if config.pairwise.orders == "random":
-        return [random.Random(f"{config.pairwise.seed}|{pair_id}|{sample}").choice(["AB", "BA"])]
+    if _options(config).orders == "random":
+        return [random.Random(f"{_options(config).seed}|{pair_id}|{sample}").choice(["AB", "BA"])]
     return ["AB", "BA"]
 
 

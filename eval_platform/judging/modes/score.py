@@ -11,17 +11,25 @@ from eval_platform.judging.modes import AVERAGES, VOTES, JudgeMode
 from eval_platform.judging.replies import SCORE_TEXT_RE, ParseFailure, Verdict, field, score_from_text
 
 if TYPE_CHECKING:
-    from eval_platform.judging.config import EvaluatorConfig
+    from eval_platform.judging.config import EvaluatorConfig, ScoreScale
+
+
+def _scale(config: EvaluatorConfig) -> ScoreScale:
+    """The evaluator's `score_scale`, which an evaluator of this mode always has once loaded (defaulted or required)."""
+    value = config.score_scale
+    if value is None:
+        raise ValueError(f"evaluator '{config.name}' of mode '{config.mode}' has no `score_scale`")
+    return value
 
 
 def verdict_schema(config: EvaluatorConfig, _n_candidates: int | None) -> dict[str, Any]:
-    scale = config.score_scale
+    scale = _scale(config)
     return {"score": {"type": "number", "minimum": scale.min, "maximum": scale.max}}
 
 
 def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: int | None) -> Verdict:
     raw = field(obj, "score", "rating")
-    scale = config.score_scale
+    scale = _scale(config)
     if obj is not None and raw is not None:
         if isinstance(raw, str) and not config.strict:
             match = SCORE_TEXT_RE.match(raw.strip())
