@@ -45,7 +45,7 @@ def _unprivileged_user() -> str | None:
     raise RuntimeError("running as root and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -81,7 +81,7 @@ class PostgresServer:
         self.bin_dir = bin_dir
         self.run_as = _unprivileged_user()
         self.password = secrets.token_hex(12)
-        self.port = _free_port()
+        self.port = free_port()
         # mkdtemp, not pytest's tmp_path: the server's user must be able to enter every parent folder.
         self.folder = Path(tempfile.mkdtemp(prefix="eval-platform-pg-"))
         self.data_dir = self.folder / "data"
@@ -114,7 +114,7 @@ class PostgresServer:
             except RuntimeError as error:
                 if attempt == 2 or "could not bind" not in str(error):
                     raise
-                self.port = _free_port()
+                self.port = free_port()
 
     def stop(self) -> None:
         try:

@@ -16,13 +16,23 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.partition import JudgedPartition, PartitionNotReady, judge_partition
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
 
-# Score a day as soon as its traces are (re)ingested, never while they are still being written.
+# Score a day when its traces were updated after its scores, never while they are still being written.
+# A partition whose judge_scores materialization is newer than its traces' is current and is not judged again,
+# also when the sensor sees both updates on one tick (it was off during a backfill of traces and judge_scores,
+# or both landed within one tick): Dagster then compares their materialization times, which it knows for
+# `any_deps_match(newly_updated())` but not for `any_deps_updated()` (whose reset wins every tie). Forgetting
+# the update on the tick after a request (second `since`) means a judging run that failed is not retried by the
+# sensor, which would pay the provider again and again: a failure waits for a person or the next traces update.
+_TRACES_UPDATED = dg.AutomationCondition.any_deps_match(dg.AutomationCondition.newly_updated()).with_label(
+    "traces updated"
+)
 SCORE_WHEN_TRACES_UPDATE = (
-    dg.AutomationCondition.any_deps_updated()
+    _TRACES_UPDATED.since(dg.AutomationCondition.newly_updated())
+    & _TRACES_UPDATED.since(dg.AutomationCondition.newly_requested())
     & ~dg.AutomationCondition.any_deps_missing()
     & ~dg.AutomationCondition.any_deps_in_progress()
     & ~dg.AutomationCondition.in_progress()
-)
+).with_label("score when its traces are newer than its scores")
 
 
 # A backfill judges a range of days of one evaluator per run (Dagster cuts a multi-partitioned backfill into ranges

@@ -16,8 +16,20 @@ benchmark_models = dg.DynamicPartitionsDefinition(name="benchmark_models")
 
 # Rollups over judge_scores (costs, agreement, experiments, alerts): recomputed once the partitions they read
 # were updated and nothing they read is still running, so a 30-day backfill refreshes them once, at its end.
+#
+# The rule: an input's update is forgotten only once a request of the rollup was made after the sensor saw it.
+# The sensor ticks every 30 s and learns of an update on the first tick after it; a tick reports "requested
+# on the previous tick" one tick late. So a tick that reports the request and, with it, new updates is not proof
+# of anything: those updates may have landed after the requested run read its inputs, and are kept. Dagster's
+# `since_last_handled()` forgets them on that tick, and also on the tick that sees the rollup's own new
+# materialization (a run that read before the update and finished after it): back-to-back backfills then left
+# the rollups stale for good (issue 17). Here only a request forgets, and only on a tick with no new update;
+# the cost is at most one extra refresh (a few seconds of DuckDB) when an update came just before a request.
+# `any_deps_updated()` ignores updates made by a run that also refreshed this rollup after them, and counts an
+# input requested on the same tick, so chained rollups (judge_cost_daily -> judge_cost_monthly) refresh in one run.
+_INPUTS_UPDATED = dg.AutomationCondition.any_deps_updated()
 REFRESH_AFTER_UPDATES = (
-    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    _INPUTS_UPDATED.since(dg.AutomationCondition.newly_requested() & ~_INPUTS_UPDATED)
     & ~dg.AutomationCondition.any_deps_in_progress()
     & ~dg.AutomationCondition.in_progress()
 ).with_label("refresh after its inputs were updated")

@@ -5,11 +5,8 @@ once in separate processes (as on separate machines) loses and duplicates nothin
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import sysconfig
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,24 +18,13 @@ import yaml
 
 from eval_platform.definitions import build_definitions
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
+from eval_platform_tests.dagster_daemon import finished_ticks, running_daemon
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_POSTGRES = REPO / "dagster.postgres.yaml"
 SHIPPED_SQLITE = REPO / "dagster.yaml"
 DAYS = ["2026-11-09", "2026-11-10"]
 EVALUATORS = ["helpfulness", "conciseness"]
-
-
-@pytest.fixture
-def postgres_home(tmp_path, postgres_db, monkeypatch) -> Path:
-    """A DAGSTER_HOME holding the shipped PostgreSQL config, with its variables set for the test's database."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(SHIPPED_POSTGRES, home / "dagster.yaml")
-    for name, value in postgres_db.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    return home
 
 
 @pytest.fixture
@@ -226,63 +212,39 @@ def test_a_concurrent_backfill_through_postgres_loses_and_duplicates_nothing(pro
     assert {status for *_, status in judged} == {"COMPLETED"}
 
 
-def wait_for(condition, daemon: subprocess.Popen, log: Path, polls: int = 1200) -> None:
-    """Poll every 0.5 s until `condition()` holds; fail with the daemon's log if it dies or ~10 min pass."""
-    for _ in range(polls):
-        if condition():
-            return
-        assert daemon.poll() is None, f"the daemon exited:\n{log.read_text()[-5000:]}"
-        time.sleep(0.5)
-    pytest.fail(f"the daemon did not get there in {polls // 2} s:\n{log.read_text()[-5000:]}")
-
-
 def test_a_backfill_the_daemon_launches_from_the_postgres_queue_loses_and_duplicates_nothing(project, postgres_home):
     """The production path: ingesting two days makes the automation sensor request every judge_scores partition
     of them as a backfill; the daemon queues its runs in PostgreSQL and launches them in their own processes
     under the queue's limits."""
-    log = postgres_home / "daemon.log"
-    daemon = subprocess.Popen(
-        [str(Path(sysconfig.get_path("scripts")) / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
-        cwd=REPO, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
     expected = {str(judge_key(day, evaluator)) for day in DAYS for evaluator in EVALUATORS}
-    try:
+    defs = build_definitions(project)
+    with dg.DagsterInstance.get() as instance, running_daemon(postgres_home) as daemon:
         # The sensor's first tick only records where it starts from; an update counts once it has ticked.
-        first_tick = "Finished auto-materialization tick for judge_scores_automation"
-        wait_for(lambda: first_tick in log.read_text(), daemon, log)
-        defs = build_definitions(project)
-        with dg.DagsterInstance.get() as instance:
-            for day in DAYS:
-                assert materialize(defs, "traces", day, instance).success
+        daemon.wait_for(lambda: finished_ticks(instance))
+        for day in DAYS:
+            assert materialize(defs, "traces", day, instance).success
 
-            def judge_runs():
-                return [run for run in instance.get_runs() if dg.AssetKey("judge_scores") in (run.asset_selection or ())]
+        def judge_runs():
+            return [run for run in instance.get_runs() if dg.AssetKey("judge_scores") in (run.asset_selection or ())]
 
-            def backfill_done():
-                runs = judge_runs()
-                done = instance.get_materialized_partitions(dg.AssetKey("judge_scores"))
-                return done == expected and runs and all(run.is_finished for run in runs)
+        def backfill_done():
+            runs = judge_runs()
+            done = instance.get_materialized_partitions(dg.AssetKey("judge_scores"))
+            return done == expected and runs and all(run.is_finished for run in runs)
 
-            wait_for(backfill_done, daemon, log)
-            judge_runs = judge_runs()
-            assert {run.status for run in judge_runs} == {dg.DagsterRunStatus.SUCCESS}
-            backfills = instance.get_backfills()
-            assert backfills and all(run.tags.get("dagster/backfill") for run in judge_runs)
-            for run in judge_runs:  # every run waited in the PostgreSQL queue before the daemon launched it
-                assert instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED)
-            # the queue never ran more backfill runs at once than the `dagster/backfill` tag limit (2)
-            records = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id for run in judge_runs]))
-            spans = [(record.start_time, record.end_time) for record in records]
-            assert max(sum(start <= moment < end for start, end in spans) for moment, _ in spans) <= 2
-            records = instance.fetch_materializations(dg.AssetKey("judge_scores"), limit=100).records
-            assert Counter(record.partition_key for record in records) == Counter(expected)
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
+        daemon.wait_for(backfill_done)
+        judge_runs = judge_runs()
+        assert {run.status for run in judge_runs} == {dg.DagsterRunStatus.SUCCESS}
+        backfills = instance.get_backfills()
+        assert backfills and all(run.tags.get("dagster/backfill") for run in judge_runs)
+        for run in judge_runs:  # every run waited in the PostgreSQL queue before the daemon launched it
+            assert instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED)
+        # the queue never ran more backfill runs at once than the `dagster/backfill` tag limit (2)
+        records = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id for run in judge_runs]))
+        spans = [(record.start_time, record.end_time) for record in records]
+        assert max(sum(start <= moment < end for start, end in spans) for moment, _ in spans) <= 2
+        records = instance.fetch_materializations(dg.AssetKey("judge_scores"), limit=100).records
+        assert Counter(record.partition_key for record in records) == Counter(expected)
 
     judged = sql(project, "SELECT evaluator, CAST(date AS VARCHAR), trace_id, status FROM judge_scores")
     traced = sql(project, "SELECT CAST(date AS VARCHAR), trace_id FROM traces")
