@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from eval_platform.config_files import load_named, record_broken
 from eval_platform.ingest.datasets import dataset_versions
-from eval_platform.judging import pricing
-from eval_platform.judging.openai_compat import is_openai_compatible
 from eval_platform.judging.modes import BOOLEAN_MODES, LABEL_MODES, MODES, SCALED_MODES  # noqa: F401 (re-exported)
 from eval_platform.judging.modes.pairwise import TIE_WORDS
 from eval_platform.judging.templates import TemplateError, parse_template, template_names
+from eval_platform.llm import pricing
+from eval_platform.llm.openai_compat import is_openai_compatible
 
 log = logging.getLogger(__name__)
 

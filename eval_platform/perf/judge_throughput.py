@@ -25,12 +25,13 @@ from pathlib import Path
 import aiohttp
 import polars as pl
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient, _litellm
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.prompts import build_messages, trace_values
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient, _litellm
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import TRACE_SCHEMA, conform
 
 

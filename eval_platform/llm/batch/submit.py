@@ -19,16 +19,19 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.batch_api import BatchAPI, error_reason, http_status
-from eval_platform.judging.batch_providers import custom_id_prefix
-from eval_platform.judging.batch_state import BatchState, RecordedCall, TrackedBatch, endpoint_id
-from eval_platform.judging.budget import Refusal, Reservation
-from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
-from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.redaction import clip
-from eval_platform.judging.runner import Endpoint, JudgeRuntime
+from eval_platform.llm.batch.api import BatchAPI, error_reason, http_status
+from eval_platform.llm.batch.providers import custom_id_prefix
+from eval_platform.llm.batch.state import BatchState, RecordedCall, TrackedBatch, endpoint_id
+from eval_platform.llm.budget import Refusal, Reservation
+from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
+from eval_platform.llm.endpoint import Endpoint
+from eval_platform.llm.redaction import clip
+from eval_platform.llm.runtime import JudgeRuntime
+
+if TYPE_CHECKING:
+    from eval_platform.judging.config import EvaluatorConfig
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.batch_api import (
+from eval_platform.llm.batch.api import (
     COMPLETION_WINDOW,
     BatchAPI,
     BatchLookupUndecided,
@@ -39,14 +39,13 @@ from eval_platform.judging.batch_api import (
     request_line,
     result_lines,
 )
-from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest, cached_prompt_tokens
-from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body, resolve_base_and_headers
-from eval_platform.judging.redaction import clip, remember
+from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest, cached_prompt_tokens
+from eval_platform.llm.endpoint import Endpoint
+from eval_platform.llm.openai_compat import ProviderHTTPError, chat_body, resolve_base_and_headers
+from eval_platform.llm.redaction import clip, remember
 
 if TYPE_CHECKING:
     import aiohttp
-
-    from eval_platform.judging.runner import Endpoint
 
 AZURE_CHAT_ENDPOINT = "/chat/completions"  # Azure's spelling of the batch endpoint and of each line's url
 ANTHROPIC_API_BASE = "https://api.anthropic.com"
@@ -75,7 +74,7 @@ def custom_id_prefix(submission: str) -> str:
 
 
 def _litellm():
-    from eval_platform.judging.client import _litellm as load  # litellm loaded and configured once
+    from eval_platform.llm.client import _litellm as load  # litellm loaded and configured once
 
     return load()
 
@@ -241,7 +240,9 @@ class AnthropicBatchAPI:
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         return as_openai_batch(json.loads(await self._call("GET", f"{self.base_url}/v1/messages/batches/{batch_id}")))
 
-    async def find(self, submission: str, since: float, requests: int = 0, max_pages: int = 50) -> dict[str, Any] | None:
+    async def find(
+        self, submission: str, since: float, requests: int = 0, max_pages: int = 50
+    ) -> dict[str, Any] | None:
         """Anthropic keeps no metadata, so a candidate is a batch created since `since` with as many requests;
         an ended one is ours when its results carry this submission's custom_ids. A candidate still running
         cannot be told apart yet: that raises, and nothing is created again until it has ended."""
