@@ -238,7 +238,8 @@ class BudgetLedger:
                     (evaluator, day, month, amount_usd, now, now + ttl_s, pid, _HOST),
                 )
                 conn.execute("COMMIT")
-                return Reservation(int(cursor.lastrowid), evaluator, day, month, amount_usd)
+                assert cursor.lastrowid is not None  # set by every INSERT
+                return Reservation(cursor.lastrowid, evaluator, day, month, amount_usd)
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -267,10 +268,11 @@ class BudgetLedger:
     def spent(self, evaluator: str, day: str | None = None, month: str | None = None) -> float:
         """Settled, unsettled and in-flight spend of an evaluator on a UTC day (YYYY-MM-DD) or month (YYYY-MM)."""
         column, value = ("day", day) if day else ("month", month)
+        if value is None:
+            raise ValueError("spent() needs a day or a month")
         with closing(self._connect()) as conn:
-            return self._settled(conn, evaluator, column, value) + sum(
-                self._outstanding(conn, evaluator, column, value, time.time())
-            )
+            in_flight, unsettled = self._outstanding(conn, evaluator, column, value, time.time())
+            return self._settled(conn, evaluator, column, value) + in_flight + unsettled
 
     def totals(self) -> list[tuple[str, str, float, int]]:
         """(evaluator, day, spend_usd, calls) for every day with spend: one row per day, not per call. Spend is

@@ -64,7 +64,7 @@ def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: JudgeR
     """Where one of the evaluator's models is called (see `resolve_endpoint`), priced at the batch discount
     in batch mode."""
     endpoint = resolve_endpoint(spec, runtime)
-    if endpoint is not None and endpoint.prices is not None and config.batched:
+    if endpoint is not None and endpoint.prices is not None and config.batch is not None and config.batched:
         endpoint = replace(endpoint, prices=endpoint.prices.scaled(config.batch.discount))
     return endpoint
 

@@ -64,7 +64,7 @@ class Completion:
     usage: dict[str, Any]
 
 
-def is_connection_error(exc: Exception) -> bool:
+def is_connection_error(exc: BaseException) -> bool:
     """An aiohttp connection failure or a socket error: retryable, as litellm's APIConnectionError."""
     aiohttp = sys.modules.get("aiohttp")
     return isinstance(exc, OSError) or (aiohttp is not None and isinstance(exc, aiohttp.ClientError))

@@ -71,6 +71,8 @@ def model_cost() -> dict[str, Any]:
     """litellm's bundled price map, read from its JSON file without importing litellm (2-3 s at start-up):
     the same file litellm loads as `litellm.model_cost` with LITELLM_LOCAL_MODEL_COST_MAP=True."""
     spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("litellm is not installed: its price map prices the judge calls")
     folder = Path(next(iter(spec.submodule_search_locations)))
     return json.loads((folder / "model_prices_and_context_window_backup.json").read_text(encoding="utf-8"))
 

@@ -6,7 +6,7 @@ The local judge runs in its own process and answers every call after a fixed art
 ceiling is about concurrency / latency calls per second. The bare client (aiohttp, same concurrency, same
 request bodies) measures what this machine reaches; the platform's path (prompt rendering, the client with
 its retries and limiter, cache, parsing, row building) is reported as a fraction of it. OpenAI-compatible
-endpoints take the lean path (`judging.openai_compat`); `--litellm` also times the same day with every call
+endpoints take the lean path (`llm.openai_compat`); `--litellm` also times the same day with every call
 through litellm (`lean=False`), the path before, in the same run.
 """
 

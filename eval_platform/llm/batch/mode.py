@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from eval_platform.llm.batch.api import TERMINAL, error_reason, http_status, unanswered
 from eval_platform.llm.batch.providers import batch_api_for
 from eval_platform.llm.batch.state import BatchState, RecordedCall, TrackedBatch, endpoint_id, partition_lock
-from eval_platform.llm.batch.submit import adopt, submit
+from eval_platform.llm.batch.submit import adopt, batch_options, submit
 from eval_platform.llm.budget import BudgetRefused, Refusal, Reservation
 from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest
 from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
@@ -111,7 +111,8 @@ def judge_day_in_batch(
                 reservation = batch.record.get("reservation")
                 if reservation is not None:
                     runtime.ledger.settle(Reservation(**reservation), batch.spend_usd)
-                batch.record.update(state="collected", status=batch.provider["status"], spend_usd=batch.spend_usd)
+                status = (batch.provider or batch.record).get("status")
+                batch.record.update(state="collected", status=status, spend_usd=batch.spend_usd)
                 state.save()
     result.summary["batches"] = [b.summary() for b in batches]
     return result
@@ -208,7 +209,8 @@ async def _retrieve(batch: TrackedBatch) -> None:
 
 async def _wait(config: EvaluatorConfig, batches: list[TrackedBatch]) -> None:
     """Poll every batch this run needs until it ends or the run's `batch.timeout_s` is spent."""
-    deadline = time.monotonic() + config.batch.timeout_s
+    options = batch_options(config)
+    deadline = time.monotonic() + options.timeout_s
     pending = [b for b in batches if b.claims and (b.provider or {}).get("status") not in TERMINAL]
     while pending:
         for batch in list(pending):
@@ -218,7 +220,7 @@ async def _wait(config: EvaluatorConfig, batches: list[TrackedBatch]) -> None:
         remaining = deadline - time.monotonic()
         if not pending or remaining <= 0:
             break
-        await asyncio.sleep(min(config.batch.poll_interval_s, remaining))
+        await asyncio.sleep(min(options.poll_interval_s, remaining))
 
 
 async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCalls) -> None:
@@ -229,8 +231,8 @@ async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCal
         return  # an unneeded batch still running: left for a later run
     if status not in TERMINAL:
         detail = (
-            f"batch {batch.batch_id} still {status} after this run waited {config.batch.timeout_s:g} s; it stays "
-            "submitted, and the next run of this partition collects it instead of submitting again"
+            f"batch {batch.batch_id} still {status} after this run waited {batch_options(config).timeout_s:g} s; "
+            "it stays submitted, and the next run of this partition collects it instead of submitting again"
         )
         for _, request in batch.claims:
             calls.answer(request.key, CallOutcome(error_reason="batch_timeout", error_detail=detail, attempts=1))

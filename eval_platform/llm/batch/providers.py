@@ -226,7 +226,8 @@ class AnthropicBatchAPI:
         optional = config.map_openai_params(
             {"temperature": request.temperature, "max_tokens": request.max_tokens}, {}, model, drop_params=False
         )
-        params = config.transform_request(model, copy.deepcopy(request.messages), optional, {}, {})
+        messages: Any = copy.deepcopy(request.messages)  # litellm's message types; these are plain chat messages
+        params = config.transform_request(model, messages, optional, {}, {})
         return json.dumps({"custom_id": custom_id, "params": params}) + "\n"
 
     async def upload(self, content: bytes, filename: str) -> str | None:
@@ -302,11 +303,11 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
     latency_ms = ended_latency_ms(batch)
     outcomes: dict[str, CallOutcome] = {}
     for item in result_lines(text):
-        result = item.get("result") if isinstance(item.get("result"), dict) else {}
+        result: dict[str, Any] = item["result"] if isinstance(item.get("result"), dict) else {}
         kind = result.get("type")
         outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
         if kind == "succeeded":
-            message = result.get("message")
+            message: Any = result.get("message")
             try:
                 response = AnthropicConfig().transform_parsed_response(
                     completion_response=message, raw_response=httpx.Response(200, json=message),
@@ -327,7 +328,7 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
                 outcome.cached_prompt_tokens = cached_prompt_tokens(usage)
         elif kind == "errored":
             error = result.get("error") or {}
-            inner = error.get("error") if isinstance(error.get("error"), dict) else error
+            inner: Any = error.get("error") if isinstance(error.get("error"), dict) else error
             status = ANTHROPIC_ERROR_STATUS.get(inner.get("type"))
             outcome.error_reason = "rate_limited" if status == 429 else f"provider_error:{status or inner.get('type')}"
             outcome.error_detail = f"batch {batch_id}: HTTP {status}: {clip(json.dumps(error), ERROR_DETAIL_CHARS)}"
