@@ -2,7 +2,7 @@
 
 import os
 
-from eval_platform.judging.redaction import install_log_redaction
+from eval_platform.llm.redaction import install_log_redaction
 
 # litellm fetches its model price map from the network on import unless told otherwise.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -121,11 +121,12 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
 
     import polars as pl
 
-    from eval_platform.judging.budget import BudgetLedger
-    from eval_platform.judging.cache import JudgeCache
-    from eval_platform.judging.client import LiteLLMJudgeClient
     from eval_platform.judging.config import BatchOptions
-    from eval_platform.judging.runner import JudgeRuntime, judge_day
+    from eval_platform.judging.runner import judge_day
+    from eval_platform.llm.budget import BudgetLedger
+    from eval_platform.llm.cache import JudgeCache
+    from eval_platform.llm.client import LiteLLMJudgeClient
+    from eval_platform.llm.runtime import JudgeRuntime
     from eval_platform.storage.warehouse import read_partition
 
     # the last keyless evaluator judging one trace at a time on a scale: never a real provider, local judge only

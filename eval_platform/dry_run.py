@@ -30,14 +30,16 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from eval_platform.benchmarks.config import ModelUnderTest, Suite, load_models, load_suites, upstream
-from eval_platform.benchmarks.runner import TaskRun, endpoint_for, run_task
+from eval_platform.benchmarks.runner import TaskRun, run_task
 from eval_platform.ingest.traces import read_trace_day
-from eval_platform.judging import pricing
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import CallOutcome, JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig, load_evaluators
-from eval_platform.judging.runner import JudgeRuntime, judge_day, worst_case_prompt_tokens
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm import pricing
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import CallOutcome, JudgeRequest
+from eval_platform.llm.endpoint import model_endpoint
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.settings import data_root, state_dir
 from eval_platform.storage.warehouse import read_partition
 
@@ -143,7 +145,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
                 if prices is None:
                     bill.unpriced_calls += 1
                 else:
-                    worst = prices.cost(worst_case_prompt_tokens(request.messages), request.max_tokens)
+                    worst = pricing.worst_case_cost(prices, request.messages, request.max_tokens)
                     bill.worst_case_usd += worst * discount
     return bill
 
@@ -198,7 +200,7 @@ def estimate_suite(
             bill = TaskBill(suite_name, task_name, model_name, cases=frame.height, cached=cache.hits, distinct=len(cache.missed))
             bill.skipped = int((frame["status"] == "SKIPPED").sum())
             bill.out_of_scope = not model.runs(suite_name, task_name)
-            endpoint, _ = endpoint_for(model, runtime) if task.calls_model else (None, None)
+            endpoint, _ = model_endpoint(model, runtime) if task.calls_model else (None, None)
             split = (client.closed_after or 0) if task.calls_model else 0  # the model's calls come first
             for i, request in enumerate(client.requests):
                 if i < split:
@@ -210,7 +212,7 @@ def estimate_suite(
                 if prices is None:
                     bill.unpriced_calls += 1
                 else:
-                    bill.worst_case_usd += prices.cost(worst_case_prompt_tokens(request.messages), request.max_tokens)
+                    bill.worst_case_usd += pricing.worst_case_cost(prices, request.messages, request.max_tokens)
             bills.append(bill)
     return bills
 

@@ -7,12 +7,13 @@ import polars as pl
 import pytest
 
 from eval_platform.dry_run import estimate, main
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
-from eval_platform.judging.config import load_evaluators
-from eval_platform.judging.runner import JudgeRuntime, judge_day
 from eval_platform.ingest.traces import read_trace_day
+from eval_platform.judging.config import load_evaluators
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.settings import state_dir
 from eval_platform_tests.conftest import copy_sample_days, judge_requests, write_evaluator
 

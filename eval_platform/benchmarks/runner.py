@@ -33,24 +33,21 @@ import polars as pl
 from eval_platform.benchmarks.config import ModelUnderTest, Suite, Task, dataset_versions
 from eval_platform.benchmarks.results import MetricSummary, summarize, summarize_corpus
 from eval_platform.ingest.datasets import expected_value, validate_dataset
-from eval_platform.judging import pricing
-from eval_platform.judging.budget import BudgetLedger, BudgetRefused, Reservation, reserve_or_wait
-from eval_platform.judging.cache import cache_key
-from eval_platform.judging.client import JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes.pairwise import unswap
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.prompts import build_messages
-from eval_platform.judging.redaction import redact, remember, remember_env
-from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, worst_case_prompt_tokens
+from eval_platform.judging.runner import judge_day
 from eval_platform.judging.templates import _value, parse_template, render
+from eval_platform.llm.budget import Budget, BudgetLedger, reservation_ttl_s
+from eval_platform.llm.call import ModelCaller
+from eval_platform.llm.endpoint import Endpoint, model_endpoint
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.scoring import registry
 from eval_platform.settings import state_dir
 
 COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
 TIMEOUT_S, MAX_RETRIES = 120.0, 3
-# Longest a call can hold its budget reservation: every attempt timing out, plus the backoff between them.
-BUDGET_TTL_S = (MAX_RETRIES + 1) * TIMEOUT_S + MAX_RETRIES * 30.0 + 60.0
 
 
 def benchmark_ledger(root: Path) -> BudgetLedger:
@@ -166,23 +163,6 @@ def case_field(case: Mapping[str, Any], name: str) -> str | None:
     return _value({k: case.get(k) for k in ("input", "expected_output", "case_id", "metadata")}, name)
 
 
-def endpoint_for(model: ModelUnderTest, runtime: JudgeRuntime) -> tuple[Endpoint | None, str | None]:
-    """Where the model under test is called, or (None, why not): a missing key skips, never falls back."""
-    if model.model.startswith("local/"):
-        if not runtime.local_judge_url:
-            return None, "the model is served by the local judge, and no local_judge_url is configured"
-        name = model.model.removeprefix("local/")
-        return Endpoint(f"openai/{name}", model.model, runtime.local_judge_url, "local", model.prices() or pricing.FREE), None
-    key = runtime.env.get(model.api_key_env) if model.api_key_env else None
-    if model.api_key_env and not key:
-        return None, f"environment variable {model.api_key_env} is not set"
-    # The key, or the provider's variable litellm falls back on, is never kept (see judging.redaction).
-    remember(key)
-    remember_env(runtime.env)
-    api_key = key or ("no-key" if model.api_base else None)
-    return Endpoint(model.model, model.model, model.api_base, api_key, model.prices()), None
-
-
 @dataclass
 class TaskRun:
     """Everything one task needs for one model under test."""
@@ -210,7 +190,7 @@ def run_task(run: TaskRun) -> pl.DataFrame:
     """One row per case x sample (x presentation) with output, status and scores (BENCHMARK_CASE_SCHEMA)."""
     task, started = run.task, datetime.now(UTC)
     data = load_dataset(run.root, task)
-    endpoint, no_endpoint = endpoint_for(run.model, run.runtime) if task.calls_model else (None, None)
+    endpoint, no_endpoint = model_endpoint(run.model, run.runtime) if task.calls_model else (None, None)
     presentations = ["AB", "BA"] if task.as_judge is not None and task.as_judge.pairwise else [""]
     rows = []
     for case in data.cases:
@@ -305,9 +285,16 @@ def _judge_config(run: TaskRun) -> EvaluatorConfig:
 
 
 async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
+    model, budget = run.model, None
+    if model.budgeted:
+        budget = Budget(
+            benchmark_ledger(run.root), budget_name(run.model_name), model.max_daily_cost_usd,
+            model.max_monthly_cost_usd, reservation_ttl_s(TIMEOUT_S, MAX_RETRIES),
+        )
+    key_envs = [model.api_key_env] if model.api_key_env else []
+    caller = ModelCaller(run.runtime, endpoint, budget=budget, key_envs=key_envs)
     try:
-        ledger = benchmark_ledger(run.root) if run.model.budgeted else None
-        await asyncio.gather(*(_call(run, endpoint, row, ledger) for row in rows))
+        await asyncio.gather(*(_call(run, caller, row) for row in rows))
     finally:
         close = getattr(run.runtime.client, "aclose", None)
         if close is not None:
@@ -315,86 +302,35 @@ async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
         run.cache_write_failed = run.runtime.cache.flush_or_report()
 
 
-async def _call(run: TaskRun, endpoint: Endpoint, row: dict, ledger: BudgetLedger | None) -> None:
+async def _call(run: TaskRun, caller: ModelCaller, row: dict) -> None:
     task, case = run.task, row["_case"]
     if task.as_judge is not None:
         missing = [name for name in task.as_judge.shown_fields() if case_field(case, name) is None]
         if missing:
             row.update(status=FAILED, reason="missing_field", reason_detail=f"the case has no {missing}")
             return
-    messages = _messages(run, row)
-    request = JudgeRequest(
-        model=endpoint.model,
-        messages=messages,
-        api_base=endpoint.api_base,
-        api_key=endpoint.api_key,
-        temperature=task.temperature,
-        max_tokens=task.max_tokens,
-        timeout_s=TIMEOUT_S,
+    request = caller.request(
+        _messages(run, row), temperature=task.temperature, max_tokens=task.max_tokens, timeout_s=TIMEOUT_S,
         max_retries=MAX_RETRIES,
-        fence_secret=getattr(messages, "fence_secret", None),
     )
-    local = endpoint.label.startswith("local/")
-    key = cache_key(request, row["sample"], endpoint="local-judge" if local else None)
-    cached = run.runtime.cache.get(key)
-    if cached is not None:
-        # Replies cached before benchmark replies were redacted may hold a key: redacted on the way out too.
-        row.update(
-            status=COMPLETED,
-            output=redact(cached.get("content"), [endpoint.api_key]),
-            provider_model=redact(cached.get("provider_model"), [endpoint.api_key]),
-            prompt_tokens=cached.get("prompt_tokens", 0),
-            completion_tokens=cached.get("completion_tokens", 0),
-            cost_usd=0.0,
-            latency_ms=0.0,
-            cache_hit=True,
-        )
-        return
-    prices = endpoint.prices
-    reservation: Reservation | None = None
-    before_send = None
-    if ledger is not None and prices is not None and prices != pricing.FREE:
-        model, worst = run.model, prices.cost(worst_case_prompt_tokens(messages), task.max_tokens)
-
-        async def before_send() -> None:  # reserved while the call holds its concurrency slot, as for judges
-            nonlocal reservation
-            reservation = await reserve_or_wait(
-                ledger, budget_name(run.model_name), worst,
-                model.max_daily_cost_usd, model.max_monthly_cost_usd, ttl_s=BUDGET_TTL_S,
-            )
-
     started = time.perf_counter()
-    try:
-        outcome = await run.runtime.client.complete(request, before_send=before_send)
-    except BudgetRefused as refused:
-        row.update(status=SKIPPED, reason="budget_exhausted", reason_detail=str(refused), cost_usd=0.0)
+    # Every reply is kept as the output (a judge task's verdict is parsed when scoring), so every one is cached.
+    result = await caller.call(request, row["sample"], parse=lambda content: content)
+    if result.status == SKIPPED:
+        row.update(status=SKIPPED, reason=result.reason, reason_detail=result.detail, cost_usd=0.0)
         return
-    # A model under test may echo its key as a judge may: the same redaction before a row or the cache.
-    outcome.redact([endpoint.api_key])
-    cost = prices.cost(outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_prompt_tokens) if prices else None
-    if reservation is not None:
-        ledger.settle(reservation, cost or 0.0)
     row.update(
-        provider_model=outcome.provider_model,
-        prompt_tokens=outcome.prompt_tokens,
-        completion_tokens=outcome.completion_tokens,
-        cost_usd=cost,
-        latency_ms=outcome.latency_ms or (time.perf_counter() - started) * 1000,
+        provider_model=result.provider_model,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        cost_usd=result.cost_usd,
+        latency_ms=0.0 if result.cache_hit else result.latency_ms or (time.perf_counter() - started) * 1000,
+        cache_hit=result.cache_hit,
     )
-    if not outcome.ok:
-        row.update(status=FAILED, reason=outcome.error_reason, reason_detail=f"after {outcome.attempts} attempt(s): {outcome.error_detail}")
+    if result.status == FAILED:
+        row.update(status=FAILED, reason=result.reason, reason_detail=result.detail)
         return
-    row.update(status=COMPLETED, output=outcome.content or "")
-    run.runtime.cache.put(
-        key,
-        {
-            "content": outcome.content,
-            "provider_model": outcome.provider_model,
-            "prompt_tokens": outcome.prompt_tokens,
-            "completion_tokens": outcome.completion_tokens,
-            "cost_usd": cost,
-        },
-    )
+    row.update(status=COMPLETED, output=result.verdict)
 
 
 def _take_outputs(run: TaskRun, rows: list[dict]) -> None:

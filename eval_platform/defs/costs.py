@@ -20,8 +20,8 @@ from eval_platform.defs.catalog import (
 )
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.llm.budget import BudgetLedger
 from eval_platform.schemas import conform
 from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition

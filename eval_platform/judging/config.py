@@ -19,13 +19,13 @@ from pydantic import Field, field_validator, model_validator
 
 from eval_platform.config_files import load_named, record_broken
 from eval_platform.ingest.datasets import dataset_versions
-from eval_platform.judging import pricing
 from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, JudgeMode
 from eval_platform.judging.modes import Strict as _Strict
 from eval_platform.judging.modes.n_wise import MAX_CANDIDATES, NWiseOptions  # noqa: F401 (MAX_CANDIDATES re-exported)
 from eval_platform.judging.modes.pairwise import PairwiseOptions
-from eval_platform.judging.openai_compat import is_openai_compatible
 from eval_platform.judging.templates import TemplateError, parse_template, template_names
+from eval_platform.llm import pricing
+from eval_platform.llm.openai_compat import is_openai_compatible
 
 log = logging.getLogger(__name__)
 

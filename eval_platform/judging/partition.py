@@ -13,7 +13,8 @@ import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig, ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
-from eval_platform.judging.runner import DayResult, JudgeRuntime, judge_day
+from eval_platform.judging.runner import DayResult, judge_day
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.settings import warehouse_dir
 from eval_platform.storage.warehouse import read_partition, write_partition
 

@@ -20,7 +20,7 @@ from eval_platform.judging.consensus import COMPLETED
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
 
-# The outcome of one judge call (the runner's `_CallResult`): status, reason, detail, raw reply, verdict,
+# The outcome of one judge call (`llm.call.CallResult`): status, reason, detail, raw reply, verdict,
 # provider model, tokens, cost, latency, calls, cache_hit.
 CallResult = Any
 Messages = list[dict[str, str]]

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from eval_platform.llm.budget import BudgetLedger
 from eval_platform.perf.synthetic_warehouse import PER_ITEM, VARIANTS, generate
-from eval_platform.judging.budget import BudgetLedger
 from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import PARTITION_FILE, partition_dir, read_partition, table_glob, write_partition
 

@@ -6,7 +6,7 @@ The local judge runs in its own process and answers every call after a fixed art
 ceiling is about concurrency / latency calls per second. The bare client (aiohttp, same concurrency, same
 request bodies) measures what this machine reaches; the platform's path (prompt rendering, the client with
 its retries and limiter, cache, parsing, row building) is reported as a fraction of it. OpenAI-compatible
-endpoints take the lean path (`judging.openai_compat`); `--litellm` also times the same day with every call
+endpoints take the lean path (`llm.openai_compat`); `--litellm` also times the same day with every call
 through litellm (`lean=False`), the path before, in the same run.
 """
 
@@ -25,12 +25,13 @@ from pathlib import Path
 import aiohttp
 import polars as pl
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient, _litellm
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.prompts import build_messages, trace_values
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient, _litellm
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import TRACE_SCHEMA, conform
 
 

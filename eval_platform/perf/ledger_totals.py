@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
-from eval_platform.judging.budget import BudgetLedger, Reservation
+from eval_platform.llm.budget import BudgetLedger, Reservation
 
 # The queries the ledger ran before compaction (one row per call).
 _PER_CALL_TOTALS = (

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.perf.judge_throughput import _traces
 
 

@@ -31,7 +31,7 @@ import polars as pl
 from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
 from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.judging.modes import MODES
-from eval_platform.judging.budget import BudgetLedger
+from eval_platform.llm.budget import BudgetLedger
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
 from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import write_partition

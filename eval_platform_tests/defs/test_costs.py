@@ -7,8 +7,8 @@ import pytest
 
 from eval_platform.defs.catalog import JUDGE_COST_DAILY_SCHEMA
 from eval_platform.defs.costs import ledger_spend, monthly_rollup
-from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.llm.budget import BudgetLedger
 from eval_platform.schemas import conform
 
 

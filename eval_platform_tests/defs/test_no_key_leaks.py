@@ -192,7 +192,7 @@ def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_pa
 
 def test_dagster_context_log_lines_are_redacted(tmp_path):
     """What an asset logs through `context.log` reaches the event log and the compute logs redacted."""
-    from eval_platform.judging.redaction import remember
+    from eval_platform.llm.redaction import remember
 
     remember(KEY)  # as judging does for every key it uses
 

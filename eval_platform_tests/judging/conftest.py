@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient, RetryPolicy
-from eval_platform.judging.runner import JudgeRuntime
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.llm.runtime import JudgeRuntime
 
 
 @pytest.fixture

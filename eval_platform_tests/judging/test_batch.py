@@ -23,13 +23,14 @@ import httpx
 import polars as pl
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient, RetryPolicy
 from eval_platform.judging.config import EvaluatorConfig, EvaluatorConfigError, load_evaluator
-from eval_platform.judging.pricing import model_cost
 from eval_platform.judging.prompts import build_messages, trace_values
-from eval_platform.judging.runner import JudgeRuntime, judge_day, worst_case_prompt_tokens
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.llm.pricing import model_cost, worst_case_prompt_tokens
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_lean_path import CASES, VARYING
@@ -235,11 +236,12 @@ def test_a_poll_timeout_keeps_the_batch_and_the_next_run_resumes_it(tmp_path):
 CRASHING_RUN = """
 import sys
 from pathlib import Path
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.judging.config import load_evaluator
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 
 state = Path(sys.argv[2])
@@ -419,7 +421,7 @@ def test_a_submission_that_never_reached_the_provider_is_abandoned_and_its_reser
 
 
 def test_output_lines_that_are_damaged_or_not_completions_never_become_verdicts():
-    from eval_platform.judging.batch_api import read_results, unanswered
+    from eval_platform.llm.batch.api import read_results, unanswered
 
     batch = {"id": "batch_x", "status": "completed", "created_at": 100, "completed_at": 102}
     good = {"choices": [{"message": {"content": '{"score": 3}'}, "finish_reason": "stop"}], "model": "m",

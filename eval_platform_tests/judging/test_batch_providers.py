@@ -22,10 +22,10 @@ import httpx
 import polars as pl
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.config import EvaluatorConfig, load_evaluator
-from eval_platform.judging.pricing import model_cost
 from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.pricing import model_cost
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_batch import (

@@ -15,9 +15,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger
 from eval_platform.judging.config import load_evaluator
 from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_batch import FAST, PRICES, batch_stats, make_runtime, one_request_worst_usd
@@ -31,11 +31,12 @@ import os
 import signal
 import sys
 from pathlib import Path
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.judging.config import load_evaluator
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.conftest import REPO_DATA
 from eval_platform_tests.judging.test_runner import make_traces
 
@@ -123,7 +124,7 @@ def test_known_model_behind_a_localhost_api_base_is_charged_its_price(proxy, tmp
 def test_daily_budget_of_a_known_model_behind_a_localhost_api_base_triggers(proxy, tmp_path):
     # Before the pricing rule, these calls cost 0 and the budget never stopped anything.
     from eval_platform.judging.prompts import build_messages, trace_values
-    from eval_platform.judging.runner import worst_case_prompt_tokens
+    from eval_platform.llm.pricing import worst_case_prompt_tokens
 
     entry = litellm_price_map_entry("gpt-4o-mini")
     assert (entry["input_cost_per_token"], entry["output_cost_per_token"]) == (0.15e-6, 0.60e-6)
@@ -183,8 +184,8 @@ def test_cached_prompt_tokens_are_stored_and_priced_at_the_cached_rate(tmp_path)
 
 
 def test_litellm_cached_price_is_used_when_known():
-    from eval_platform.judging import pricing
-    from eval_platform.judging.pricing import model_cost
+    from eval_platform.llm import pricing
+    from eval_platform.llm.pricing import model_cost
 
     prices = pricing.lookup("openai/gpt-4o-mini")
     assert prices.cached_input_per_million == model_cost()["gpt-4o-mini"]["cache_read_input_token_cost"] * 1e6

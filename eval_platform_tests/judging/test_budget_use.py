@@ -17,11 +17,13 @@ import httpx
 import polars as pl
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger, Refusal, Reservation
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
 from eval_platform.judging.prompts import build_messages, trace_values
-from eval_platform.judging.runner import JudgeRuntime, judge_day, worst_case_prompt_tokens
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger, Refusal, Reservation
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.pricing import worst_case_prompt_tokens
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.conftest import REPO_DATA
 from eval_platform_tests.judging.test_budget import PRICED, budgeted
 from eval_platform_tests.judging.test_runner import make_traces
@@ -149,10 +151,11 @@ def test_an_expired_reservation_counts_as_spent_until_settled(tmp_path):
 KILLED_RUN = """
 import sys
 from pathlib import Path
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.judging.test_budget import budgeted
 from eval_platform_tests.judging.test_runner import make_traces
 

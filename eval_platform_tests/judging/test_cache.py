@@ -11,11 +11,11 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache, cache_key
-from eval_platform.judging.client import JudgeRequest
 from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache, cache_key
+from eval_platform.llm.client import JudgeRequest
 from eval_platform_tests.conftest import judge_requests
 from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
 

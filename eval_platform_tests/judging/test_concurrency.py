@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from eval_platform.judging.concurrency import NEW, RETRY, EndpointLimiter
+from eval_platform.llm.concurrency import NEW, RETRY, EndpointLimiter
 
 
 def test_a_429_pauses_the_endpoint_and_halves_its_concurrency_once_per_pause():
@@ -59,10 +59,11 @@ def test_a_fixed_limiter_keeps_its_concurrency():
 def test_a_rate_limited_day_finishes_with_every_row_completed(tmp_path):
     import polars as pl
 
-    from eval_platform.judging.budget import BudgetLedger
-    from eval_platform.judging.cache import JudgeCache
-    from eval_platform.judging.client import LiteLLMJudgeClient, RetryPolicy
-    from eval_platform.judging.runner import JudgeRuntime, judge_day
+    from eval_platform.judging.runner import judge_day
+    from eval_platform.llm.budget import BudgetLedger
+    from eval_platform.llm.cache import JudgeCache
+    from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+    from eval_platform.llm.runtime import JudgeRuntime
     from eval_platform.local_judge import LocalJudgeServer
     from eval_platform_tests.conftest import REPO_DATA
     from eval_platform_tests.judging.test_runner import evaluator, make_traces

@@ -15,12 +15,13 @@ import socket
 import polars as pl
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient, RetryPolicy
-from eval_platform.judging.openai_compat import is_openai_compatible
-from eval_platform.judging.runner import JudgeRuntime, judge_day
-from eval_platform_tests.judging.test_modes import judge, models
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.llm.openai_compat import is_openai_compatible
+from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform_tests.judging.test_modes import judge
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 
 VARYING = ["latency_ms", "judged_at"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import litellm
 import pytest
 
-from eval_platform.judging import pricing
 from eval_platform.judging.fencing import unfence_all
 from eval_platform.judging.templates import TemplateError, parse_template, render
+from eval_platform.llm import pricing
 
 
 def test_price_per_million_matches_litellm_map():
@@ -95,10 +95,10 @@ def test_fence_tags_are_a_per_request_secret_no_content_can_forge():
 
 
 def test_the_cache_key_does_not_depend_on_the_fence_secret():
-    from eval_platform.judging.cache import cache_key
-    from eval_platform.judging.client import JudgeRequest
     from eval_platform.judging.config import EvaluatorConfig
     from eval_platform.judging.prompts import build_messages
+    from eval_platform.llm.cache import cache_key
+    from eval_platform.llm.client import JudgeRequest
 
     config = EvaluatorConfig.model_validate({"name": "f", "mode": "score", "model": "openai/x", "prompt": "{{output}}"})
 

@@ -10,12 +10,13 @@ import warnings
 import polars as pl
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient, RetryPolicy
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.redaction import REDACTED, clip, redact, remember
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.llm.redaction import REDACTED, clip, redact, remember
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.judging.test_runner import make_traces
 

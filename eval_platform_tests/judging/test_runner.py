@@ -7,11 +7,12 @@ import json
 import polars as pl
 import pytest
 
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.runner import JudgeRuntime, judge_day, unit_hash
+from eval_platform.judging.runner import judge_day, unit_hash
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import TRACE_SCHEMA, conform
 from eval_platform_tests.conftest import judge_requests
 

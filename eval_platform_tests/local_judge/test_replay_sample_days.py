@@ -13,11 +13,12 @@ import polars as pl
 import pytest
 
 from eval_platform.ingest.traces import read_trace_day
-from eval_platform.judging.budget import BudgetLedger
-from eval_platform.judging.cache import JudgeCache
-from eval_platform.judging.client import LiteLLMJudgeClient
 from eval_platform.judging.config import load_evaluator
-from eval_platform.judging.runner import JudgeRuntime, judge_day
+from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.conftest import REPO_DATA
 
 RECORDED = REPO_DATA / "judgments" / "pandalm_gpt-3.5-turbo.jsonl"

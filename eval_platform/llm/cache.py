@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from eval_platform.judging.client import JudgeRequest
+from eval_platform.llm.client import JudgeRequest
 from eval_platform.storage.sqlite import connect_wal
 
 

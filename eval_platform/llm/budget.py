@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from eval_platform.judging.client import SendRefused
+from eval_platform.llm.client import SendRefused
 from eval_platform.storage.sqlite import connect_wal
 
 _SCHEMA = """
@@ -216,6 +216,7 @@ class BudgetLedger:
         now_dt = self.clock()
         day, month = now_dt.strftime("%Y-%m-%d"), now_dt.strftime("%Y-%m")
         now = time.time()
+        pid = None if outlives_process else os.getpid()  # a batch's reservation outlives this process
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the totals
             try:
@@ -231,12 +232,14 @@ class BudgetLedger:
                         conn.execute("COMMIT")  # keeps the unsettled marks
                         return Refusal(name, limit, settled, in_flight, amount_usd, unsettled)
                 cursor = conn.execute(
-                    "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at, expires_at, pid, host) "
+                    "INSERT INTO judge_spend"
+                    " (evaluator, day, month, amount_usd, state, created_at, expires_at, pid, host) "
                     "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
-                    (evaluator, day, month, amount_usd, now, now + ttl_s, None if outlives_process else os.getpid(), _HOST),
+                    (evaluator, day, month, amount_usd, now, now + ttl_s, pid, _HOST),
                 )
                 conn.execute("COMMIT")
-                return Reservation(int(cursor.lastrowid), evaluator, day, month, amount_usd)
+                assert cursor.lastrowid is not None  # set by every INSERT
+                return Reservation(cursor.lastrowid, evaluator, day, month, amount_usd)
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -265,10 +268,11 @@ class BudgetLedger:
     def spent(self, evaluator: str, day: str | None = None, month: str | None = None) -> float:
         """Settled, unsettled and in-flight spend of an evaluator on a UTC day (YYYY-MM-DD) or month (YYYY-MM)."""
         column, value = ("day", day) if day else ("month", month)
+        if value is None:
+            raise ValueError("spent() needs a day or a month")
         with closing(self._connect()) as conn:
-            return self._settled(conn, evaluator, column, value) + sum(
-                self._outstanding(conn, evaluator, column, value, time.time())
-            )
+            in_flight, unsettled = self._outstanding(conn, evaluator, column, value, time.time())
+            return self._settled(conn, evaluator, column, value) + in_flight + unsettled
 
     def totals(self) -> list[tuple[str, str, float, int]]:
         """(evaluator, day, spend_usd, calls) for every day with spend: one row per day, not per call. Spend is
@@ -297,6 +301,29 @@ class BudgetRefused(SendRefused):
     def __init__(self, refusal: Refusal):
         super().__init__(refusal.describe())
         self.refusal = refusal
+
+
+def reservation_ttl_s(timeout_s: float, max_retries: int) -> float:
+    """Longest an interactive call can hold its reservation: every attempt timing out, plus the backoff between
+    them (at least 15 minutes)."""
+    return max(900.0, (max_retries + 1) * timeout_s + max_retries * 30.0 + 60.0)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The limits one caller's calls are reserved and settled against (an evaluator's, a model under test's)."""
+
+    ledger: BudgetLedger
+    name: str  # whose spend: an evaluator's name, or model:<name> in the benchmark ledger
+    max_daily_usd: float | None
+    max_monthly_usd: float | None
+    ttl_s: float  # see `reservation_ttl_s`
+
+    async def reserve(self, worst_usd: float) -> Reservation:
+        """A reservation of a call's worst case (see `reserve_or_wait`)."""
+        return await reserve_or_wait(
+            self.ledger, self.name, worst_usd, self.max_daily_usd, self.max_monthly_usd, self.ttl_s
+        )
 
 
 # How often a call refused for budget looks again while other calls' reservations are in flight.

@@ -14,14 +14,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from eval_platform.judging.concurrency import NEW, RETRY, EndpointLimiter
-from eval_platform.judging.openai_compat import (
+from eval_platform.llm.concurrency import NEW, RETRY, EndpointLimiter
+from eval_platform.llm.openai_compat import (
     OpenAICompatTransport,
     ProviderHTTPError,
     is_connection_error,
     is_openai_compatible,
 )
-from eval_platform.judging.redaction import clip, redact
+from eval_platform.llm.redaction import clip, redact
 
 
 @functools.cache

@@ -23,7 +23,7 @@ import re
 import threading
 import warnings
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 
 REDACTED = "[REDACTED]"
 # No piece of a key this long survives; shorter secrets are not worth matching (they would hide ordinary words).
@@ -93,6 +93,12 @@ def _spans(text: str, blocks: tuple[tuple[str, str, int], ...]) -> list[tuple[in
     return spans
 
 
+@overload
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str: ...
+@overload
+def redact(text: None, secrets: Iterable[str | None] = ()) -> None: ...
+@overload
+def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None: ...
 def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
     """`text` with every piece of a secret (`secrets`, and every one remembered) of MIN_PIECE or more characters
     replaced by [REDACTED]; `secrets` are remembered from now on."""
@@ -116,6 +122,12 @@ def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
     return "".join(parts)
 
 
+@overload
+def clip(text: str, limit: int, secrets: Iterable[str | None] = ()) -> str: ...
+@overload
+def clip(text: None, limit: int, secrets: Iterable[str | None] = ()) -> None: ...
+@overload
+def clip(text: str | None, limit: int, secrets: Iterable[str | None] = ()) -> str | None: ...
 def clip(text: str | None, limit: int, secrets: Iterable[str | None] = ()) -> str | None:
     """`text` redacted, then cut to `limit` characters: the one way provider text is shortened."""
     text = redact(text, secrets)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.batch_api import (
+from eval_platform.llm.batch.api import (
     COMPLETION_WINDOW,
     BatchAPI,
     BatchLookupUndecided,
@@ -39,14 +39,13 @@ from eval_platform.judging.batch_api import (
     request_line,
     result_lines,
 )
-from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest, cached_prompt_tokens
-from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body, resolve_base_and_headers
-from eval_platform.judging.redaction import clip, remember
+from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest, cached_prompt_tokens
+from eval_platform.llm.endpoint import Endpoint
+from eval_platform.llm.openai_compat import ProviderHTTPError, chat_body, resolve_base_and_headers
+from eval_platform.llm.redaction import clip, remember
 
 if TYPE_CHECKING:
     import aiohttp
-
-    from eval_platform.judging.runner import Endpoint
 
 AZURE_CHAT_ENDPOINT = "/chat/completions"  # Azure's spelling of the batch endpoint and of each line's url
 ANTHROPIC_API_BASE = "https://api.anthropic.com"
@@ -75,7 +74,7 @@ def custom_id_prefix(submission: str) -> str:
 
 
 def _litellm():
-    from eval_platform.judging.client import _litellm as load  # litellm loaded and configured once
+    from eval_platform.llm.client import _litellm as load  # litellm loaded and configured once
 
     return load()
 
@@ -227,7 +226,8 @@ class AnthropicBatchAPI:
         optional = config.map_openai_params(
             {"temperature": request.temperature, "max_tokens": request.max_tokens}, {}, model, drop_params=False
         )
-        params = config.transform_request(model, copy.deepcopy(request.messages), optional, {}, {})
+        messages: Any = copy.deepcopy(request.messages)  # litellm's message types; these are plain chat messages
+        params = config.transform_request(model, messages, optional, {}, {})
         return json.dumps({"custom_id": custom_id, "params": params}) + "\n"
 
     async def upload(self, content: bytes, filename: str) -> str | None:
@@ -241,7 +241,9 @@ class AnthropicBatchAPI:
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         return as_openai_batch(json.loads(await self._call("GET", f"{self.base_url}/v1/messages/batches/{batch_id}")))
 
-    async def find(self, submission: str, since: float, requests: int = 0, max_pages: int = 50) -> dict[str, Any] | None:
+    async def find(
+        self, submission: str, since: float, requests: int = 0, max_pages: int = 50
+    ) -> dict[str, Any] | None:
         """Anthropic keeps no metadata, so a candidate is a batch created since `since` with as many requests;
         an ended one is ours when its results carry this submission's custom_ids. A candidate still running
         cannot be told apart yet: that raises, and nothing is created again until it has ended."""
@@ -301,11 +303,11 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
     latency_ms = ended_latency_ms(batch)
     outcomes: dict[str, CallOutcome] = {}
     for item in result_lines(text):
-        result = item.get("result") if isinstance(item.get("result"), dict) else {}
+        result: dict[str, Any] = item["result"] if isinstance(item.get("result"), dict) else {}
         kind = result.get("type")
         outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
         if kind == "succeeded":
-            message = result.get("message")
+            message: Any = result.get("message")
             try:
                 response = AnthropicConfig().transform_parsed_response(
                     completion_response=message, raw_response=httpx.Response(200, json=message),
@@ -326,7 +328,7 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
                 outcome.cached_prompt_tokens = cached_prompt_tokens(usage)
         elif kind == "errored":
             error = result.get("error") or {}
-            inner = error.get("error") if isinstance(error.get("error"), dict) else error
+            inner: Any = error.get("error") if isinstance(error.get("error"), dict) else error
             status = ANTHROPIC_ERROR_STATUS.get(inner.get("type"))
             outcome.error_reason = "rate_limited" if status == 429 else f"provider_error:{status or inner.get('type')}"
             outcome.error_detail = f"batch {batch_id}: HTTP {status}: {clip(json.dumps(error), ERROR_DETAIL_CHARS)}"

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eval_platform.judging.client import (
+from eval_platform.llm.client import (
     ERROR_DETAIL_CHARS,
     RETRYABLE_STATUS,
     CallOutcome,
@@ -32,8 +32,8 @@ from eval_platform.judging.client import (
     cached_prompt_tokens,
     transport_error_reason,
 )
-from eval_platform.judging.openai_compat import ProviderHTTPError, chat_body, parse_completion
-from eval_platform.judging.redaction import clip
+from eval_platform.llm.openai_compat import ProviderHTTPError, chat_body, parse_completion
+from eval_platform.llm.redaction import clip
 
 if TYPE_CHECKING:
     import aiohttp
@@ -146,7 +146,9 @@ class OpenAIBatchAPI:
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         return json.loads(await self._call("GET", f"/batches/{batch_id}", headers=self.headers))
 
-    async def find(self, submission: str, since: float, requests: int = 0, max_pages: int = 50) -> dict[str, Any] | None:
+    async def find(
+        self, submission: str, since: float, requests: int = 0, max_pages: int = 50
+    ) -> dict[str, Any] | None:
         """The batch whose metadata carries `submission`, among those created since `since` (epoch seconds)."""
         after = None
         for _ in range(max_pages):
@@ -173,7 +175,8 @@ class OpenAIBatchAPI:
 
 def ended_latency_ms(batch: dict[str, Any]) -> float:
     """From the batch's creation to its end (completed, expired, failed or cancelled); 0 when either is unknown."""
-    ended = next((float(batch[k]) for k in ("completed_at", "expired_at", "failed_at", "cancelled_at") if batch.get(k)), None)
+    ends = ("completed_at", "expired_at", "failed_at", "cancelled_at")
+    ended = next((float(batch[k]) for k in ends if batch.get(k)), None)
     if ended is None or not batch.get("created_at"):
         return 0.0
     return max(0.0, (ended - float(batch["created_at"])) * 1000)
@@ -228,7 +231,8 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
                 error = item.get("error") or {}
                 code = error.get("code") or "unknown"
                 outcome.error_reason = "batch_expired" if code == "batch_expired" else "batch_failed"
-                outcome.error_detail = f"batch {batch_id} gave no answer ({code}): {error.get('message') or ''}".rstrip()
+                message = error.get("message") or ""
+                outcome.error_detail = f"batch {batch_id} gave no answer ({code}): {message}".rstrip()
             outcomes[item["custom_id"]] = outcome
     return outcomes
 

@@ -48,6 +48,18 @@ class Prices:
 FREE = Prices(0.0, 0.0)
 
 
+def worst_case_prompt_tokens(messages: list[dict[str, str]]) -> int:
+    """At most this many prompt tokens: BPE tokens are at least one byte each, so bytes bound tokens; plus
+    per-message framing."""
+    return sum(len(m["content"].encode()) + 8 for m in messages) + 16
+
+
+def worst_case_cost(prices: Prices, messages: list[dict[str, str]], max_tokens: int) -> float:
+    """The most a call can cost: every prompt byte a token and the full `max_tokens` of completion. What a
+    budget reserves before sending and what the dry run bills."""
+    return prices.cost(worst_case_prompt_tokens(messages), max_tokens)
+
+
 def is_local(model: str, api_base: str | None) -> bool:
     if model.startswith(("local/", "ollama/", "ollama_chat/")):
         return True
@@ -59,6 +71,8 @@ def model_cost() -> dict[str, Any]:
     """litellm's bundled price map, read from its JSON file without importing litellm (2-3 s at start-up):
     the same file litellm loads as `litellm.model_cost` with LITELLM_LOCAL_MODEL_COST_MAP=True."""
     spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("litellm is not installed: its price map prices the judge calls")
     folder = Path(next(iter(spec.submodule_search_locations)))
     return json.loads((folder / "model_prices_and_context_window_backup.json").read_text(encoding="utf-8"))
 

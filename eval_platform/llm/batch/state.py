@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval_platform.judging.batch_api import BatchAPI
-from eval_platform.judging.client import JudgeRequest
-from eval_platform.judging.runner import Endpoint
+from eval_platform.llm.batch.api import BatchAPI
+from eval_platform.llm.client import JudgeRequest
+from eval_platform.llm.endpoint import Endpoint
 
 
 @dataclass

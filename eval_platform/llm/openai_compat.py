@@ -18,8 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging import pricing
-from eval_platform.judging.redaction import clip, remember
+from eval_platform.llm import pricing
+from eval_platform.llm.redaction import clip, remember
 
 if TYPE_CHECKING:
     import aiohttp
@@ -64,7 +64,7 @@ class Completion:
     usage: dict[str, Any]
 
 
-def is_connection_error(exc: Exception) -> bool:
+def is_connection_error(exc: BaseException) -> bool:
     """An aiohttp connection failure or a socket error: retryable, as litellm's APIConnectionError."""
     aiohttp = sys.modules.get("aiohttp")
     return isinstance(exc, OSError) or (aiohttp is not None and isinstance(exc, aiohttp.ClientError))
@@ -102,7 +102,8 @@ class OpenAICompatTransport:
         base, headers = resolve_base_and_headers(api_base, api_key)
         body = chat_body(model, messages, temperature, max_tokens)
         async with asyncio.timeout(timeout_s):
-            async with self._session().post(f"{base}/chat/completions", data=json.dumps(body), headers=headers) as response:
+            post = self._session().post(f"{base}/chat/completions", data=json.dumps(body), headers=headers)
+            async with post as response:
                 text = await response.text()
                 status, retry_after = response.status, response.headers.get("retry-after")
         if status >= 400:

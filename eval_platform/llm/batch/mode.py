@@ -33,21 +33,30 @@ import logging
 import time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import polars as pl
+from eval_platform.llm.batch.api import TERMINAL, error_reason, http_status, unanswered
+from eval_platform.llm.batch.providers import batch_api_for
+from eval_platform.llm.batch.state import BatchState, RecordedCall, TrackedBatch, endpoint_id, partition_lock
+from eval_platform.llm.batch.submit import adopt, batch_options, submit
+from eval_platform.llm.budget import BudgetRefused, Refusal, Reservation
+from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest
+from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
+from eval_platform.llm.redaction import clip
+from eval_platform.llm.runtime import JudgeRuntime
 
-from eval_platform.judging.batch_api import TERMINAL, error_reason, http_status, unanswered
-from eval_platform.judging.batch_providers import batch_api_for
-from eval_platform.judging.batch_state import BatchState, RecordedCall, TrackedBatch, endpoint_id, partition_lock
-from eval_platform.judging.batch_submit import adopt, submit
-from eval_platform.judging.budget import BudgetRefused, Refusal, Reservation
-from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest
-from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.redaction import clip
-from eval_platform.judging.runner import DayResult, Endpoint, JudgeRuntime, _judge_day_closing, evaluator_endpoint
+if TYPE_CHECKING:
+    from eval_platform.judging.config import EvaluatorConfig
+
+
+class _Summarized(Protocol):
+    summary: dict[str, Any]
+
+
+R = TypeVar("R", bound=_Summarized)
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +72,9 @@ class BatchCalls:
     def answer(self, key: str, result: CallOutcome | Refusal) -> None:
         self._answers[key].append(result)
 
-    async def outcome(self, endpoint: Endpoint, request: JudgeRequest, key: str, worst_usd: float | None) -> CallOutcome:
+    async def outcome(
+        self, endpoint: Endpoint, request: JudgeRequest, key: str, worst_usd: float | None
+    ) -> CallOutcome:
         # As an interactive call would, give the other calls of the day their turn before this one's reply
         # lands in the cache: two identical requests of one day are then both answered, not one from the cache.
         await asyncio.sleep(0)
@@ -84,22 +95,24 @@ def batch_dir(runtime: JudgeRuntime) -> Path:
 
 
 def judge_day_in_batch(
-    config: EvaluatorConfig, day: str, traces: pl.DataFrame, runtime: JudgeRuntime, manual_trace_ids: set[str]
-) -> DayResult:
-    """`judge_day` for an evaluator with `batch`: the same rows, its calls delivered through batches."""
+    config: EvaluatorConfig, day: str, runtime: JudgeRuntime, judge_pass: Callable[[JudgeRuntime], R]
+) -> R:
+    """`judge_pass` (the judge's day, as `judge_day` runs it) for an evaluator with `batch`: the same rows, its
+    calls delivered through batches. The pass runs twice: recording its calls, then answering them."""
     with partition_lock(batch_dir(runtime), config.name, day):
         state = BatchState(batch_dir(runtime), config.name, day)
         calls = BatchCalls()
-        asyncio.run(_judge_day_closing(config, day, traces, replace(runtime, batch=calls), manual_trace_ids))
+        judge_pass(replace(runtime, batch=calls))
         batches = asyncio.run(_deliver(config, day, calls, runtime, state))
         calls.recording = False
-        result = asyncio.run(_judge_day_closing(config, day, traces, replace(runtime, batch=calls), manual_trace_ids))
+        result = judge_pass(replace(runtime, batch=calls))
         for batch in batches:
             if batch.collected:
                 reservation = batch.record.get("reservation")
                 if reservation is not None:
                     runtime.ledger.settle(Reservation(**reservation), batch.spend_usd)
-                batch.record.update(state="collected", status=batch.provider["status"], spend_usd=batch.spend_usd)
+                status = (batch.provider or batch.record).get("status")
+                batch.record.update(state="collected", status=status, spend_usd=batch.spend_usd)
                 state.save()
     result.summary["batches"] = [b.summary() for b in batches]
     return result
@@ -196,7 +209,8 @@ async def _retrieve(batch: TrackedBatch) -> None:
 
 async def _wait(config: EvaluatorConfig, batches: list[TrackedBatch]) -> None:
     """Poll every batch this run needs until it ends or the run's `batch.timeout_s` is spent."""
-    deadline = time.monotonic() + config.batch.timeout_s
+    options = batch_options(config)
+    deadline = time.monotonic() + options.timeout_s
     pending = [b for b in batches if b.claims and (b.provider or {}).get("status") not in TERMINAL]
     while pending:
         for batch in list(pending):
@@ -206,7 +220,7 @@ async def _wait(config: EvaluatorConfig, batches: list[TrackedBatch]) -> None:
         remaining = deadline - time.monotonic()
         if not pending or remaining <= 0:
             break
-        await asyncio.sleep(min(config.batch.poll_interval_s, remaining))
+        await asyncio.sleep(min(options.poll_interval_s, remaining))
 
 
 async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCalls) -> None:
@@ -217,8 +231,8 @@ async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCal
         return  # an unneeded batch still running: left for a later run
     if status not in TERMINAL:
         detail = (
-            f"batch {batch.batch_id} still {status} after this run waited {config.batch.timeout_s:g} s; it stays "
-            "submitted, and the next run of this partition collects it instead of submitting again"
+            f"batch {batch.batch_id} still {status} after this run waited {batch_options(config).timeout_s:g} s; "
+            "it stays submitted, and the next run of this partition collects it instead of submitting again"
         )
         for _, request in batch.claims:
             calls.answer(request.key, CallOutcome(error_reason="batch_timeout", error_detail=detail, attempts=1))
@@ -227,7 +241,10 @@ async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCal
         results = await batch.api.results(provider)
     except Exception as exc:  # the batch is done and paid; a later run downloads it again
         reason, _ = error_reason(exc)
-        detail = f"batch {batch.batch_id} ended {status}, but its results could not be downloaded: {type(exc).__name__}: {exc}"
+        detail = (
+            f"batch {batch.batch_id} ended {status}, but its results could not be downloaded: "
+            f"{type(exc).__name__}: {exc}"
+        )
         detail = clip(detail, ERROR_DETAIL_CHARS)
         for _, request in batch.claims:
             calls.answer(request.key, CallOutcome(error_reason=reason, error_detail=detail, attempts=1))

@@ -19,16 +19,19 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eval_platform.judging.batch_api import BatchAPI, error_reason, http_status
-from eval_platform.judging.batch_providers import custom_id_prefix
-from eval_platform.judging.batch_state import BatchState, RecordedCall, TrackedBatch, endpoint_id
-from eval_platform.judging.budget import Refusal, Reservation
-from eval_platform.judging.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
-from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.redaction import clip
-from eval_platform.judging.runner import Endpoint, JudgeRuntime
+from eval_platform.llm.batch.api import BatchAPI, error_reason, http_status
+from eval_platform.llm.batch.providers import custom_id_prefix
+from eval_platform.llm.batch.state import BatchState, RecordedCall, TrackedBatch, endpoint_id
+from eval_platform.llm.budget import Refusal, Reservation
+from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
+from eval_platform.llm.endpoint import Endpoint
+from eval_platform.llm.redaction import clip
+from eval_platform.llm.runtime import JudgeRuntime
+
+if TYPE_CHECKING:
+    from eval_platform.judging.config import BatchOptions, EvaluatorConfig
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,13 @@ log = logging.getLogger(__name__)
 # for the completion window plus this margin, unless the batch is settled first.
 RESERVATION_MARGIN_S = 3600.0
 COMPLETION_WINDOW_S = 24 * 3600.0
+
+
+def batch_options(config: EvaluatorConfig) -> BatchOptions:
+    """The evaluator's `batch` options: only an evaluator with them is judged in batches."""
+    if config.batch is None:
+        raise ValueError(f"evaluator '{config.name}' has no batch options: it is not judged in batches")
+    return config.batch
 
 
 Answer = Callable[[str, CallOutcome | Refusal], None]  # the outcome of a call, by its cache key
@@ -48,7 +58,7 @@ def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[Re
         return fresh, None, []
     worst = [r.worst_usd or 0.0 for r in fresh]
     totals = list(itertools.accumulate(worst))  # totals[i]: the worst case of the first i + 1 requests
-    ttl_s = config.batch.timeout_s + COMPLETION_WINDOW_S + RESERVATION_MARGIN_S
+    ttl_s = batch_options(config).timeout_s + COMPLETION_WINDOW_S + RESERVATION_MARGIN_S
     n, refusal = len(fresh), None
     while n > 0:
         result = runtime.ledger.reserve(
@@ -63,7 +73,10 @@ def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[Re
         n = min(bisect.bisect_right(totals, result.remaining_usd + 1e-12), n - 1)
     else:
         result = None
-    refused = [(r, replace(refusal, amount_usd=w)) for r, w in zip(fresh[n:], worst[n:], strict=True)]
+    # With no refusal, every request fitted: none is left over.
+    refused = [] if refusal is None else [
+        (r, replace(refusal, amount_usd=w)) for r, w in zip(fresh[n:], worst[n:], strict=True)
+    ]
     return fresh[:n], result, refused
 
 
@@ -116,7 +129,7 @@ async def submit(
     except SubmitFailed as failed:
         if failed.maybe_created:
             # Kept as `submitting` with its reservation: the next run looks the batch up before submitting again.
-            failed.outcome.error_detail += (
+            failed.outcome.error_detail = (failed.outcome.error_detail or "") + (
                 f"; the batch may exist: the next run of this partition looks for submission {submission} first"
             )
             for _, request in claims:
@@ -185,7 +198,7 @@ async def _create(
                     found = await api.find(metadata["submission"], since - 60, requests)
                 except Exception as lookup:  # cannot tell whether it exists: do not create another
                     looking = f"; looking for it: {type(lookup).__name__}: {lookup}"
-                    outcome.error_detail += clip(looking, ERROR_DETAIL_CHARS)
+                    outcome.error_detail = (outcome.error_detail or "") + clip(looking, ERROR_DETAIL_CHARS)
                     raise SubmitFailed(outcome, maybe_created=True) from lookup
                 if found is not None:
                     return found
