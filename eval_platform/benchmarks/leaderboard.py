@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from eval_platform.benchmarks.config import Suite
-from eval_platform.benchmarks.results import Z_95, wilson_interval
+from eval_platform.benchmarks.results import Z_95, TaskCases, as_task_cases, wilson_interval
 from eval_platform.benchmarks.runner import BENCHMARK_RESULT_SCHEMA, UTC_TS
 
 RESAMPLES = 2000
@@ -48,8 +48,12 @@ LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
     "computed_at": UTC_TS,
 }
 
-# Per-case values of a task's primary metric: task -> case_id -> value.
-CaseValues = Mapping[str, Mapping[str, float]]
+# A task's cases for its primary metric: task -> TaskCases (or, for a mean metric, case_id -> value).
+CaseValues = Mapping[str, TaskCases | Mapping[str, float]]
+
+
+def _tasks(suite: Suite, values: CaseValues) -> dict[str, TaskCases]:
+    return {t: as_task_cases(values.get(t, {})) for t in suite.tasks}
 
 
 def units(suite: Suite) -> list[tuple[str, list[str], float, str]]:
@@ -68,12 +72,18 @@ def _macro(suite: Suite, tasks: list[str], means: Mapping[str, float]) -> float 
     return float(np.dot(weights, [means[t] for t in present]) / weights.sum())
 
 
-def _score(suite: Suite, values: Mapping[str, np.ndarray], kind: str, top: list | None = None) -> float | None:
-    """The suite's (or one unit's) score from per-task case arrays."""
+def _pooled(values: Mapping[str, TaskCases]) -> np.ndarray:
+    """Every case of the tasks pooled (micro); a corpus task's cases each count at its corpus score."""
+    parts = [v.as_pooled_cases() for v in values.values() if len(v)]
+    return np.concatenate(parts) if parts else np.array([])
+
+
+def _score(suite: Suite, values: Mapping[str, TaskCases], kind: str, top: list | None = None) -> float | None:
+    """The suite's (or one unit's) score from its tasks' cases."""
     if kind == "micro":
-        pooled = np.concatenate([v for v in values.values() if len(v)]) if any(len(v) for v in values.values()) else np.array([])
+        pooled = _pooled(values)
         return float(pooled.mean()) if len(pooled) else None
-    means = {t: float(v.mean()) for t, v in values.items() if len(v)}
+    means = {t: v.value() for t, v in values.items() if len(v)}
     if top is None:
         return _macro(suite, list(values), means)
     unit_values, weights = [], []
@@ -86,8 +96,9 @@ def _score(suite: Suite, values: Mapping[str, np.ndarray], kind: str, top: list 
     return float(np.dot(weights, unit_values) / sum(weights)) if unit_values else None
 
 
-def _resampled(suite, sides: list[Mapping[str, np.ndarray]], kind, top, seed: int) -> list[np.ndarray]:
-    """Each side's score over the same RESAMPLES draws of cases within each task (vectorized)."""
+def _resampled(suite, sides: list[Mapping[str, TaskCases]], kind, top, seed: int) -> list[np.ndarray]:
+    """Each side's score over the same RESAMPLES draws of cases within each task (vectorized; a corpus task's score
+    is recomputed from each draw's summed statistics)."""
     rng = np.random.default_rng(seed)
     stats: list[dict[str, tuple[np.ndarray, int]]] = [{} for _ in sides]
     for task in suite.tasks:
@@ -96,12 +107,12 @@ def _resampled(suite, sides: list[Mapping[str, np.ndarray]], kind, top, seed: in
             continue
         index = rng.integers(0, n, (RESAMPLES, n))
         for side, stat in zip(sides, stats, strict=True):
-            stat[task] = (side[task][index].sum(axis=1), n)
+            stat[task] = (side[task].resampled_totals(index), n)
     return [_score_draws(suite, stat, kind, top) for stat in stats] if stats[0] else []
 
 
 def _score_draws(suite, stat: Mapping[str, tuple[np.ndarray, int]], kind, top) -> np.ndarray:
-    """`_score` over resampled per-task sums: one value per draw."""
+    """`_score` over resampled per-task totals (see `TaskCases.resampled_totals`): one value per draw."""
     if kind == "micro":
         return sum(sums for sums, _ in stat.values()) / sum(n for _, n in stat.values())
     if top is None:
@@ -122,7 +133,7 @@ def _macro_draws(suite, tasks: list[str], stat) -> np.ndarray:
     return weights @ means / weights.sum()
 
 
-def _bootstrap(suite, values: Mapping[str, np.ndarray], kind, top, seed: int) -> tuple[float | None, float | None]:
+def _bootstrap(suite, values: Mapping[str, TaskCases], kind, top, seed: int) -> tuple[float | None, float | None]:
     draws = _resampled(suite, [values], kind, top, seed)
     if not draws:
         return None, None
@@ -130,14 +141,15 @@ def _bootstrap(suite, values: Mapping[str, np.ndarray], kind, top, seed: int) ->
     return float(low), float(high)
 
 
-def _interval(suite, values, kind, top, seed) -> tuple[float | None, float | None, float | None]:
-    """(ci_low, ci_high, stderr); Wilson on the pooled cases when the bootstrap has no width."""
+def _interval(suite, values, kind, top, seed, value: float) -> tuple[float | None, float | None, float | None]:
+    """(ci_low, ci_high, stderr) of `value`; Wilson's for `value` over the pooled cases when the bootstrap has no
+    width (never a certainty of 0)."""
     low, high = _bootstrap(suite, values, kind, top, seed)
-    pooled = np.concatenate([v for v in values.values() if len(v)]) if any(len(v) for v in values.values()) else np.array([])
     if low is None:
         return None, None, None
-    if high - low == 0 and len(pooled) and 0 <= pooled.mean() <= 1:
-        low, high = wilson_interval(float(pooled.mean()) * len(pooled), len(pooled))
+    n = sum(len(v) for v in values.values())
+    if high - low == 0 and n and 0 <= value <= 1:
+        low, high = wilson_interval(value * n, n)
     return low, high, (high - low) / (2 * Z_95)
 
 
@@ -146,14 +158,14 @@ def suite_results(
 ) -> pl.DataFrame:
     """`benchmark_results` rows for each group and for the suite, for one model (BENCHMARK_RESULT_SCHEMA)."""
     now = datetime.now(UTC)
-    arrays = {t: np.array(list(case_values.get(t, {}).values()), dtype=float) for t in suite.tasks}
+    arrays = _tasks(suite, case_values)
     primary = {t: task.scorers[0].metric_name for t, task in suite.tasks.items()}
     rows = []
 
     def row(level: str, name: str, tasks: list[str], kind: str, top=None) -> dict:
         values = {t: arrays[t] for t in tasks}
         value = _score(suite, values, kind, top)
-        low, high, stderr = _interval(suite, values, kind, top, seed) if value is not None else (None, None, None)
+        low, high, stderr = _interval(suite, values, kind, top, seed, value) if value is not None else (None, None, None)
         metrics = {primary[t] for t in tasks}
         mine = task_rows.filter(pl.col("name").is_in(tasks) & pl.col("metric").is_in(list(metrics)))
         first = mine.unique("name")
@@ -200,18 +212,19 @@ def leaderboard(
     """One row per model and aggregate (macro, micro): rank, score, interval and the paired gap to the leader."""
     now = datetime.now(UTC)
     top = units(suite)
+    cases = {model: _tasks(suite, values) for model, values in by_model.items()}
     out = []
     for kind in ("macro", "micro"):
         scored = {}
-        for model, values in by_model.items():
-            arrays = {t: np.array(list(values.get(t, {}).values()), dtype=float) for t in suite.tasks}
-            score = _score(suite, arrays, kind, top if kind == "macro" else None)
-            low, high, _ = _interval(suite, arrays, kind, top if kind == "macro" else None, seed) if score is not None else (None, None, None)
+        for model, arrays in cases.items():
+            use_top = top if kind == "macro" else None
+            score = _score(suite, arrays, kind, use_top)
+            low, high, _ = _interval(suite, arrays, kind, use_top, seed, score) if score is not None else (None, None, None)
             scored[model] = (score, low, high, arrays)
         ranked = sorted((m for m in scored if scored[m][0] is not None), key=lambda m: (-scored[m][0], m))
         leader = ranked[0] if ranked else None
         for model, (score, low, high, arrays) in scored.items():
-            gap = _paired_gap(suite, by_model[model], by_model[leader], kind, top, seed) if leader and model != leader and score is not None else (None, None, None, 0)
+            gap = _paired_gap(suite, cases[model], cases[leader], kind, top, seed) if leader and model != leader and score is not None else (None, None, None, 0)
             out.append(
                 {
                     "suite": suite_name,
@@ -237,14 +250,15 @@ def leaderboard(
     return pl.DataFrame(out, schema=LEADERBOARD_SCHEMA).sort("suite", "aggregate", "rank", nulls_last=True)
 
 
-def _paired_gap(suite, mine: CaseValues, leader: CaseValues, kind, top, seed):
-    """(gap, ci_low, ci_high, paired cases): model minus leader over the cases both answered, resampled together."""
+def _paired_gap(suite, mine: Mapping[str, TaskCases], leader: Mapping[str, TaskCases], kind, top, seed):
+    """(gap, ci_low, ci_high, paired cases): model minus leader over the cases both answered, resampled together
+    (a corpus task's scores recomputed on the same drawn cases for both)."""
     a, b = {}, {}
     for task in suite.tasks:
-        common = sorted(set(mine.get(task, {})) & set(leader.get(task, {})))
+        common = sorted(set(mine[task].ids) & set(leader[task].ids))
         if common:
-            a[task] = np.array([mine[task][c] for c in common])
-            b[task] = np.array([leader[task][c] for c in common])
+            a[task] = mine[task].on(common)
+            b[task] = leader[task].on(common)
     if not a:
         return None, None, None, 0
     use_top = top if kind == "macro" else None
