@@ -1,12 +1,16 @@
 """Groups, suite scores and the leaderboard: aggregates over tasks, with intervals from the cases.
 
-- A task's primary metric is its first scorer. A group aggregates its tasks' primary metrics, `macro`
-  (the weighted mean of the task values: the paper's "average over subsets") or `micro` (every case of
-  every task pooled), as the suite declares; the suite score is the macro mean over its top-level units
-  (each group, and each task in no group, weighted by its weight), and the micro mean over all its cases.
-- Intervals come from a seeded bootstrap that resamples cases within each task (tasks are fixed strata).
-  When every case has the same value the bootstrap has no width; the interval is then Wilson's on the
-  pooled cases, never a standard error of exactly 0.
+- A task's primary metric is its first scorer, and a task's value is what its own `benchmark_results` row
+  reports: the mean over its cases, or for a corpus metric (BLEU, chrF) the corpus score (`TaskCases`).
+  A group aggregates its tasks' values, `macro` (weighted by the tasks' weights: the paper's "average over
+  subsets") or `micro` (weighted by the tasks' numbers of cases, lm-evaluation-harness's `weight_by_size`: for
+  per-case metrics exactly the mean of every case pooled), as the suite declares; the suite score is the macro
+  mean over its top-level units (each group, and each task in no group, weighted by its weight), and the micro
+  mean over all its tasks.
+- Intervals come from a seeded bootstrap that resamples cases within each task (tasks are fixed strata) and
+  recomputes each task's value on every draw (a corpus score from the drawn cases' summed statistics) before
+  aggregating. When the bootstrap has no width (every case alike) the interval is Wilson's for the value over
+  the pooled cases, never a standard error of exactly 0.
 - The leaderboard ranks the models of a suite by score. The gap of each model to the leader is paired: both
   are resampled on the same cases, among the cases both answered, and the gap is significant when its 95%
   interval excludes 0.
@@ -121,7 +125,8 @@ def _score_draws(suite, stat: Mapping[str, tuple[np.ndarray, int]], kind, top) -
     for _name, tasks, weight, aggregate in top:
         sub = {t: stat[t] for t in tasks if t in stat}
         if sub:
-            unit_values.append(_score_draws(suite, sub, "micro", None) if aggregate == "micro" else _macro_draws(suite, tasks, sub))
+            unit_values.append(_score_draws(suite, sub, "micro", None) if aggregate == "micro"
+                               else _macro_draws(suite, tasks, sub))
             weights.append(weight)
     return np.average(np.vstack(unit_values), axis=0, weights=weights)
 
@@ -141,9 +146,11 @@ def _bootstrap(suite, values: Mapping[str, TaskCases], kind, top, seed: int) -> 
     return float(low), float(high)
 
 
-def _interval(suite, values, kind, top, seed, value: float) -> tuple[float | None, float | None, float | None]:
+def _interval(suite, values, kind, top, seed, value: float | None) -> tuple[float | None, float | None, float | None]:
     """(ci_low, ci_high, stderr) of `value`; Wilson's for `value` over the pooled cases when the bootstrap has no
     width (never a certainty of 0)."""
+    if value is None:
+        return None, None, None
     low, high = _bootstrap(suite, values, kind, top, seed)
     if low is None:
         return None, None, None
@@ -165,7 +172,7 @@ def suite_results(
     def row(level: str, name: str, tasks: list[str], kind: str, top=None) -> dict:
         values = {t: arrays[t] for t in tasks}
         value = _score(suite, values, kind, top)
-        low, high, stderr = _interval(suite, values, kind, top, seed, value) if value is not None else (None, None, None)
+        low, high, stderr = _interval(suite, values, kind, top, seed, value)
         metrics = {primary[t] for t in tasks}
         mine = task_rows.filter(pl.col("name").is_in(tasks) & pl.col("metric").is_in(list(metrics)))
         first = mine.unique("name")
@@ -219,12 +226,13 @@ def leaderboard(
         for model, arrays in cases.items():
             use_top = top if kind == "macro" else None
             score = _score(suite, arrays, kind, use_top)
-            low, high, _ = _interval(suite, arrays, kind, use_top, seed, score) if score is not None else (None, None, None)
+            low, high, _ = _interval(suite, arrays, kind, use_top, seed, score)
             scored[model] = (score, low, high, arrays)
         ranked = sorted((m for m in scored if scored[m][0] is not None), key=lambda m: (-scored[m][0], m))
         leader = ranked[0] if ranked else None
         for model, (score, low, high, arrays) in scored.items():
-            gap = _paired_gap(suite, cases[model], cases[leader], kind, top, seed) if leader and model != leader and score is not None else (None, None, None, 0)
+            gap = (_paired_gap(suite, cases[model], cases[leader], kind, top, seed)
+                   if leader and model != leader and score is not None else (None, None, None, 0))
             out.append(
                 {
                     "suite": suite_name,

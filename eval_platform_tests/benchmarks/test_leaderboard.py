@@ -47,6 +47,19 @@ def test_all_equal_values_get_a_wilson_interval_not_zero_width():
         assert row["ci_low"] < 1.0 and row["stderr"] > 0
 
 
+def test_a_bootstrap_without_width_gets_a_wilson_interval_around_the_value_it_describes():
+    # every case of a right, every case of b wrong: every draw of the macro mean (a, b) is 0.5, while the pooled cases
+    # are 20 of 21 right; the interval is the macro value's, not the pooled mean's
+    suite = Suite.model_validate({"name": "s", "tasks": {
+        name: {"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "exact_match"}]} for name in ("a", "b")}})
+    case_values = {"a": {f"a{i}": 1.0 for i in range(20)}, "b": {"b0": 0.0}}
+    rows = {r["aggregate"]: r for r in
+            suite_results("s", suite, "m", case_values, pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA)).to_dicts()}
+    macro = rows["macro"]
+    assert macro["value"] == 0.5 and macro["ci_low"] < 0.5 < macro["ci_high"] and macro["stderr"] > 0
+    assert rows["micro"]["ci_low"] <= 20 / 21 <= rows["micro"]["ci_high"]
+
+
 def test_paired_gap_is_significant_only_when_the_cases_say_so():
     rng = np.random.default_rng(1)
     base = [rng.integers(0, 2, 60).astype(float).tolist() for _ in range(3)]
@@ -97,7 +110,8 @@ def bleu_cases(outputs: list[str], references: list[str], task: str = "t") -> pl
 
 def bleu_suite(aggregate: str, extra_tasks: dict | None = None) -> Suite:
     tasks = {"t": {"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "bleu"}]}, **(extra_tasks or {})}
-    return Suite.model_validate({"name": "s", "tasks": tasks, "groups": {"g": {"tasks": list(tasks), "aggregate": aggregate}}})
+    groups = {"g": {"tasks": list(tasks), "aggregate": aggregate}}
+    return Suite.model_validate({"name": "s", "tasks": tasks, "groups": groups})
 
 
 @functools.cache
