@@ -100,9 +100,14 @@ def _score(suite: Suite, values: Mapping[str, TaskCases], kind: str, top: list |
     return float(np.dot(weights, unit_values) / sum(weights)) if unit_values else None
 
 
-def _resampled(suite, sides: list[Mapping[str, TaskCases]], kind, top, seed: int) -> list[np.ndarray]:
-    """Each side's score over the same RESAMPLES draws of cases within each task (vectorized; a corpus task's score
-    is recomputed from each draw's summed statistics)."""
+# One side's resampled tasks: task -> (each draw's total, cases); see `TaskCases.resampled_totals`.
+Resampled = Mapping[str, tuple[np.ndarray, int]]
+
+
+def _resampled(suite, sides: list[Mapping[str, TaskCases]], seed: int) -> list[Resampled]:
+    """Each side's tasks over the same RESAMPLES draws of cases within each task (vectorized; a corpus task's score
+    is recomputed from each draw's summed statistics). Any aggregate is then `_score_draws` of these, so a caller
+    resamples once for macro and micro."""
     rng = np.random.default_rng(seed)
     stats: list[dict[str, tuple[np.ndarray, int]]] = [{} for _ in sides]
     for task in suite.tasks:
@@ -112,10 +117,10 @@ def _resampled(suite, sides: list[Mapping[str, TaskCases]], kind, top, seed: int
         index = rng.integers(0, n, (RESAMPLES, n))
         for side, stat in zip(sides, stats, strict=True):
             stat[task] = (side[task].resampled_totals(index), n)
-    return [_score_draws(suite, stat, kind, top) for stat in stats] if stats[0] else []
+    return stats
 
 
-def _score_draws(suite, stat: Mapping[str, tuple[np.ndarray, int]], kind, top) -> np.ndarray:
+def _score_draws(suite, stat: Resampled, kind, top) -> np.ndarray:
     """`_score` over resampled per-task totals (see `TaskCases.resampled_totals`): one value per draw."""
     if kind == "micro":
         return sum(sums for sums, _ in stat.values()) / sum(n for _, n in stat.values())
@@ -138,23 +143,13 @@ def _macro_draws(suite, tasks: list[str], stat) -> np.ndarray:
     return weights @ means / weights.sum()
 
 
-def _bootstrap(suite, values: Mapping[str, TaskCases], kind, top, seed: int) -> tuple[float | None, float | None]:
-    draws = _resampled(suite, [values], kind, top, seed)
-    if not draws:
-        return None, None
-    low, high = np.quantile(draws[0], [0.025, 0.975])
-    return float(low), float(high)
-
-
-def _interval(suite, values, kind, top, seed, value: float | None) -> tuple[float | None, float | None, float | None]:
-    """(ci_low, ci_high, stderr) of `value`; Wilson's for `value` over the pooled cases when the bootstrap has no
-    width (never a certainty of 0)."""
-    if value is None:
+def _interval(suite, stat: Resampled, kind, top, value: float | None) -> tuple[float | None, ...]:
+    """(ci_low, ci_high, stderr) of `value` from its tasks' resampled totals; Wilson's for `value` over the pooled
+    cases when the bootstrap has no width (never a certainty of 0)."""
+    if value is None or not stat:
         return None, None, None
-    low, high = _bootstrap(suite, values, kind, top, seed)
-    if low is None:
-        return None, None, None
-    n = sum(len(v) for v in values.values())
+    low, high = (float(q) for q in np.quantile(_score_draws(suite, stat, kind, top), [0.025, 0.975]))
+    n = sum(cases for _, cases in stat.values())
     if high - low == 0 and n and 0 <= value <= 1:
         low, high = wilson_interval(value * n, n)
     return low, high, (high - low) / (2 * Z_95)
@@ -168,11 +163,14 @@ def suite_results(
     arrays = _tasks(suite, case_values)
     primary = {t: task.scorers[0].metric_name for t, task in suite.tasks.items()}
     rows = []
+    resampled: dict[tuple[str, ...], Resampled] = {}  # the suite's macro and micro rows share their draws
 
     def row(level: str, name: str, tasks: list[str], kind: str, top=None) -> dict:
         values = {t: arrays[t] for t in tasks}
         value = _score(suite, values, kind, top)
-        low, high, stderr = _interval(suite, values, kind, top, seed, value)
+        if tuple(tasks) not in resampled:
+            (resampled[tuple(tasks)],) = _resampled(suite, [values], seed)
+        low, high, stderr = _interval(suite, resampled[tuple(tasks)], kind, top, value)
         metrics = {primary[t] for t in tasks}
         mine = task_rows.filter(pl.col("name").is_in(tasks) & pl.col("metric").is_in(list(metrics)))
         first = mine.unique("name")
@@ -220,19 +218,25 @@ def leaderboard(
     now = datetime.now(UTC)
     top = units(suite)
     cases = {model: _tasks(suite, values) for model, values in by_model.items()}
+    # resampled once per model and once per (model, leader) pair, for macro and micro alike
+    own = {model: _resampled(suite, [arrays], seed)[0] for model, arrays in cases.items()}
+    pairs: dict[tuple[str, str], tuple | None] = {}
     out = []
     for kind in ("macro", "micro"):
         scored = {}
         for model, arrays in cases.items():
             use_top = top if kind == "macro" else None
             score = _score(suite, arrays, kind, use_top)
-            low, high, _ = _interval(suite, arrays, kind, use_top, seed, score)
+            low, high, _ = _interval(suite, own[model], kind, use_top, score)
             scored[model] = (score, low, high, arrays)
         ranked = sorted((m for m in scored if scored[m][0] is not None), key=lambda m: (-scored[m][0], m))
         leader = ranked[0] if ranked else None
         for model, (score, low, high, arrays) in scored.items():
-            gap = (_paired_gap(suite, cases[model], cases[leader], kind, top, seed)
-                   if leader and model != leader and score is not None else (None, None, None, 0))
+            gap = None, None, None, 0
+            if leader and model != leader and score is not None:
+                if (model, leader) not in pairs:
+                    pairs[(model, leader)] = _paired(suite, cases[model], cases[leader], seed)
+                gap = _gap(suite, pairs[(model, leader)], kind, top)
             out.append(
                 {
                     "suite": suite_name,
@@ -258,9 +262,9 @@ def leaderboard(
     return pl.DataFrame(out, schema=LEADERBOARD_SCHEMA).sort("suite", "aggregate", "rank", nulls_last=True)
 
 
-def _paired_gap(suite, mine: Mapping[str, TaskCases], leader: Mapping[str, TaskCases], kind, top, seed):
-    """(gap, ci_low, ci_high, paired cases): model minus leader over the cases both answered, resampled together
-    (a corpus task's scores recomputed on the same drawn cases for both)."""
+def _paired(suite, mine: Mapping[str, TaskCases], leader: Mapping[str, TaskCases], seed: int) -> tuple | None:
+    """Model and leader on the cases both answered, each task resampled on the same draws of cases for both (a
+    corpus task's scores recomputed on those draws for each): (mine, leader, mine's draws, leader's draws)."""
     a, b = {}, {}
     for task in suite.tasks:
         common = sorted(set(mine[task].ids) & set(leader[task].ids))
@@ -268,9 +272,18 @@ def _paired_gap(suite, mine: Mapping[str, TaskCases], leader: Mapping[str, TaskC
             a[task] = mine[task].on(common)
             b[task] = leader[task].on(common)
     if not a:
+        return None
+    draws_a, draws_b = _resampled(suite, [a, b], seed)
+    return a, b, draws_a, draws_b
+
+
+def _gap(suite, pair: tuple | None, kind, top):
+    """(gap, ci_low, ci_high, paired cases): model minus leader over the cases both answered."""
+    if pair is None:
         return None, None, None, 0
+    a, b, draws_a, draws_b = pair
     use_top = top if kind == "macro" else None
     observed = _score(suite, a, kind, use_top) - _score(suite, b, kind, use_top)
-    draws_a, draws_b = _resampled(suite, [a, b], kind, use_top, seed)
-    low, high = np.quantile(draws_a - draws_b, [0.025, 0.975])
+    differences = _score_draws(suite, draws_a, kind, use_top) - _score_draws(suite, draws_b, kind, use_top)
+    low, high = np.quantile(differences, [0.025, 0.975])
     return observed, float(low), float(high), int(sum(len(v) for v in a.values()))
