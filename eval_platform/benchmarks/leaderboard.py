@@ -1,12 +1,16 @@
 """Groups, suite scores and the leaderboard: aggregates over tasks, with intervals from the cases.
 
-- A task's primary metric is its first scorer. A group aggregates its tasks' primary metrics, `macro`
-  (the weighted mean of the task values: the paper's "average over subsets") or `micro` (every case of
-  every task pooled), as the suite declares; the suite score is the macro mean over its top-level units
-  (each group, and each task in no group, weighted by its weight), and the micro mean over all its cases.
-- Intervals come from a seeded bootstrap that resamples cases within each task (tasks are fixed strata).
-  When every case has the same value the bootstrap has no width; the interval is then Wilson's on the
-  pooled cases, never a standard error of exactly 0.
+- A task's primary metric is its first scorer, and a task's value is what its own `benchmark_results` row
+  reports: the mean over its cases, or for a corpus metric (BLEU, chrF) the corpus score (`TaskCases`).
+  A group aggregates its tasks' values, `macro` (weighted by the tasks' weights: the paper's "average over
+  subsets") or `micro` (weighted by the tasks' numbers of cases, lm-evaluation-harness's `weight_by_size`: for
+  per-case metrics exactly the mean of every case pooled), as the suite declares; the suite score is the macro
+  mean over its top-level units (each group, and each task in no group, weighted by its weight), and the micro
+  mean over all its tasks.
+- Intervals come from a seeded bootstrap that resamples cases within each task (tasks are fixed strata) and
+  recomputes each task's value on every draw (a corpus score from the drawn cases' summed statistics) before
+  aggregating. When the bootstrap has no width (every case alike) the interval is Wilson's for the value over
+  the pooled cases, never a standard error of exactly 0.
 - The leaderboard ranks the models of a suite by score. The gap of each model to the leader is paired: both
   are resampled on the same cases, among the cases both answered, and the gap is significant when its 95%
   interval excludes 0.
@@ -22,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from eval_platform.benchmarks.config import Suite
-from eval_platform.benchmarks.results import Z_95, wilson_interval
+from eval_platform.benchmarks.results import Z_95, TaskCases, as_task_cases, wilson_interval
 from eval_platform.benchmarks.runner import BENCHMARK_RESULT_SCHEMA, UTC_TS
 
 RESAMPLES = 2000
@@ -48,8 +52,12 @@ LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
     "computed_at": UTC_TS,
 }
 
-# Per-case values of a task's primary metric: task -> case_id -> value.
-CaseValues = Mapping[str, Mapping[str, float]]
+# A task's cases for its primary metric: task -> TaskCases (or, for a mean metric, case_id -> value).
+CaseValues = Mapping[str, TaskCases | Mapping[str, float]]
+
+
+def _tasks(suite: Suite, values: CaseValues) -> dict[str, TaskCases]:
+    return {t: as_task_cases(values.get(t, {})) for t in suite.tasks}
 
 
 def units(suite: Suite) -> list[tuple[str, list[str], float, str]]:
@@ -68,12 +76,18 @@ def _macro(suite: Suite, tasks: list[str], means: Mapping[str, float]) -> float 
     return float(np.dot(weights, [means[t] for t in present]) / weights.sum())
 
 
-def _score(suite: Suite, values: Mapping[str, np.ndarray], kind: str, top: list | None = None) -> float | None:
-    """The suite's (or one unit's) score from per-task case arrays."""
+def _pooled(values: Mapping[str, TaskCases]) -> np.ndarray:
+    """Every case of the tasks pooled (micro); a corpus task's cases each count at its corpus score."""
+    parts = [v.as_pooled_cases() for v in values.values() if len(v)]
+    return np.concatenate(parts) if parts else np.array([])
+
+
+def _score(suite: Suite, values: Mapping[str, TaskCases], kind: str, top: list | None = None) -> float | None:
+    """The suite's (or one unit's) score from its tasks' cases."""
     if kind == "micro":
-        pooled = np.concatenate([v for v in values.values() if len(v)]) if any(len(v) for v in values.values()) else np.array([])
+        pooled = _pooled(values)
         return float(pooled.mean()) if len(pooled) else None
-    means = {t: float(v.mean()) for t, v in values.items() if len(v)}
+    means = {t: v.value() for t, v in values.items() if len(v)}
     if top is None:
         return _macro(suite, list(values), means)
     unit_values, weights = [], []
@@ -86,8 +100,14 @@ def _score(suite: Suite, values: Mapping[str, np.ndarray], kind: str, top: list 
     return float(np.dot(weights, unit_values) / sum(weights)) if unit_values else None
 
 
-def _resampled(suite, sides: list[Mapping[str, np.ndarray]], kind, top, seed: int) -> list[np.ndarray]:
-    """Each side's score over the same RESAMPLES draws of cases within each task (vectorized)."""
+# One side's resampled tasks: task -> (each draw's total, cases); see `TaskCases.resampled_totals`.
+Resampled = Mapping[str, tuple[np.ndarray, int]]
+
+
+def _resampled(suite, sides: list[Mapping[str, TaskCases]], seed: int) -> list[Resampled]:
+    """Each side's tasks over the same RESAMPLES draws of cases within each task (vectorized; a corpus task's score
+    is recomputed from each draw's summed statistics). Any aggregate is then `_score_draws` of these, so a caller
+    resamples once for macro and micro."""
     rng = np.random.default_rng(seed)
     stats: list[dict[str, tuple[np.ndarray, int]]] = [{} for _ in sides]
     for task in suite.tasks:
@@ -96,12 +116,12 @@ def _resampled(suite, sides: list[Mapping[str, np.ndarray]], kind, top, seed: in
             continue
         index = rng.integers(0, n, (RESAMPLES, n))
         for side, stat in zip(sides, stats, strict=True):
-            stat[task] = (side[task][index].sum(axis=1), n)
-    return [_score_draws(suite, stat, kind, top) for stat in stats] if stats[0] else []
+            stat[task] = (side[task].resampled_totals(index), n)
+    return stats
 
 
-def _score_draws(suite, stat: Mapping[str, tuple[np.ndarray, int]], kind, top) -> np.ndarray:
-    """`_score` over resampled per-task sums: one value per draw."""
+def _score_draws(suite, stat: Resampled, kind, top) -> np.ndarray:
+    """`_score` over resampled per-task totals (see `TaskCases.resampled_totals`): one value per draw."""
     if kind == "micro":
         return sum(sums for sums, _ in stat.values()) / sum(n for _, n in stat.values())
     if top is None:
@@ -110,7 +130,8 @@ def _score_draws(suite, stat: Mapping[str, tuple[np.ndarray, int]], kind, top) -
     for _name, tasks, weight, aggregate in top:
         sub = {t: stat[t] for t in tasks if t in stat}
         if sub:
-            unit_values.append(_score_draws(suite, sub, "micro", None) if aggregate == "micro" else _macro_draws(suite, tasks, sub))
+            unit_values.append(_score_draws(suite, sub, "micro", None) if aggregate == "micro"
+                               else _macro_draws(suite, tasks, sub))
             weights.append(weight)
     return np.average(np.vstack(unit_values), axis=0, weights=weights)
 
@@ -122,22 +143,15 @@ def _macro_draws(suite, tasks: list[str], stat) -> np.ndarray:
     return weights @ means / weights.sum()
 
 
-def _bootstrap(suite, values: Mapping[str, np.ndarray], kind, top, seed: int) -> tuple[float | None, float | None]:
-    draws = _resampled(suite, [values], kind, top, seed)
-    if not draws:
-        return None, None
-    low, high = np.quantile(draws[0], [0.025, 0.975])
-    return float(low), float(high)
-
-
-def _interval(suite, values, kind, top, seed) -> tuple[float | None, float | None, float | None]:
-    """(ci_low, ci_high, stderr); Wilson on the pooled cases when the bootstrap has no width."""
-    low, high = _bootstrap(suite, values, kind, top, seed)
-    pooled = np.concatenate([v for v in values.values() if len(v)]) if any(len(v) for v in values.values()) else np.array([])
-    if low is None:
+def _interval(suite, stat: Resampled, kind, top, value: float | None) -> tuple[float | None, ...]:
+    """(ci_low, ci_high, stderr) of `value` from its tasks' resampled totals; Wilson's for `value` over the pooled
+    cases when the bootstrap has no width (never a certainty of 0)."""
+    if value is None or not stat:
         return None, None, None
-    if high - low == 0 and len(pooled) and 0 <= pooled.mean() <= 1:
-        low, high = wilson_interval(float(pooled.mean()) * len(pooled), len(pooled))
+    low, high = (float(q) for q in np.quantile(_score_draws(suite, stat, kind, top), [0.025, 0.975]))
+    n = sum(cases for _, cases in stat.values())
+    if high - low == 0 and n and 0 <= value <= 1:
+        low, high = wilson_interval(value * n, n)
     return low, high, (high - low) / (2 * Z_95)
 
 
@@ -146,14 +160,17 @@ def suite_results(
 ) -> pl.DataFrame:
     """`benchmark_results` rows for each group and for the suite, for one model (BENCHMARK_RESULT_SCHEMA)."""
     now = datetime.now(UTC)
-    arrays = {t: np.array(list(case_values.get(t, {}).values()), dtype=float) for t in suite.tasks}
+    arrays = _tasks(suite, case_values)
     primary = {t: task.scorers[0].metric_name for t, task in suite.tasks.items()}
     rows = []
+    resampled: dict[tuple[str, ...], Resampled] = {}  # the suite's macro and micro rows share their draws
 
     def row(level: str, name: str, tasks: list[str], kind: str, top=None) -> dict:
         values = {t: arrays[t] for t in tasks}
         value = _score(suite, values, kind, top)
-        low, high, stderr = _interval(suite, values, kind, top, seed) if value is not None else (None, None, None)
+        if tuple(tasks) not in resampled:
+            (resampled[tuple(tasks)],) = _resampled(suite, [values], seed)
+        low, high, stderr = _interval(suite, resampled[tuple(tasks)], kind, top, value)
         metrics = {primary[t] for t in tasks}
         mine = task_rows.filter(pl.col("name").is_in(tasks) & pl.col("metric").is_in(list(metrics)))
         first = mine.unique("name")
@@ -200,18 +217,26 @@ def leaderboard(
     """One row per model and aggregate (macro, micro): rank, score, interval and the paired gap to the leader."""
     now = datetime.now(UTC)
     top = units(suite)
+    cases = {model: _tasks(suite, values) for model, values in by_model.items()}
+    # resampled once per model and once per (model, leader) pair, for macro and micro alike
+    own = {model: _resampled(suite, [arrays], seed)[0] for model, arrays in cases.items()}
+    pairs: dict[tuple[str, str], tuple | None] = {}
     out = []
     for kind in ("macro", "micro"):
         scored = {}
-        for model, values in by_model.items():
-            arrays = {t: np.array(list(values.get(t, {}).values()), dtype=float) for t in suite.tasks}
-            score = _score(suite, arrays, kind, top if kind == "macro" else None)
-            low, high, _ = _interval(suite, arrays, kind, top if kind == "macro" else None, seed) if score is not None else (None, None, None)
+        for model, arrays in cases.items():
+            use_top = top if kind == "macro" else None
+            score = _score(suite, arrays, kind, use_top)
+            low, high, _ = _interval(suite, own[model], kind, use_top, score)
             scored[model] = (score, low, high, arrays)
         ranked = sorted((m for m in scored if scored[m][0] is not None), key=lambda m: (-scored[m][0], m))
         leader = ranked[0] if ranked else None
         for model, (score, low, high, arrays) in scored.items():
-            gap = _paired_gap(suite, by_model[model], by_model[leader], kind, top, seed) if leader and model != leader and score is not None else (None, None, None, 0)
+            gap = None, None, None, 0
+            if leader and model != leader and score is not None:
+                if (model, leader) not in pairs:
+                    pairs[(model, leader)] = _paired(suite, cases[model], cases[leader], seed)
+                gap = _gap(suite, pairs[(model, leader)], kind, top)
             out.append(
                 {
                     "suite": suite_name,
@@ -237,18 +262,28 @@ def leaderboard(
     return pl.DataFrame(out, schema=LEADERBOARD_SCHEMA).sort("suite", "aggregate", "rank", nulls_last=True)
 
 
-def _paired_gap(suite, mine: CaseValues, leader: CaseValues, kind, top, seed):
-    """(gap, ci_low, ci_high, paired cases): model minus leader over the cases both answered, resampled together."""
+def _paired(suite, mine: Mapping[str, TaskCases], leader: Mapping[str, TaskCases], seed: int) -> tuple | None:
+    """Model and leader on the cases both answered, each task resampled on the same draws of cases for both (a
+    corpus task's scores recomputed on those draws for each): (mine, leader, mine's draws, leader's draws)."""
     a, b = {}, {}
     for task in suite.tasks:
-        common = sorted(set(mine.get(task, {})) & set(leader.get(task, {})))
+        common = sorted(set(mine[task].ids) & set(leader[task].ids))
         if common:
-            a[task] = np.array([mine[task][c] for c in common])
-            b[task] = np.array([leader[task][c] for c in common])
+            a[task] = mine[task].on(common)
+            b[task] = leader[task].on(common)
     if not a:
+        return None
+    draws_a, draws_b = _resampled(suite, [a, b], seed)
+    return a, b, draws_a, draws_b
+
+
+def _gap(suite, pair: tuple | None, kind, top):
+    """(gap, ci_low, ci_high, paired cases): model minus leader over the cases both answered."""
+    if pair is None:
         return None, None, None, 0
+    a, b, draws_a, draws_b = pair
     use_top = top if kind == "macro" else None
     observed = _score(suite, a, kind, use_top) - _score(suite, b, kind, use_top)
-    draws_a, draws_b = _resampled(suite, [a, b], kind, use_top, seed)
-    low, high = np.quantile(draws_a - draws_b, [0.025, 0.975])
+    differences = _score_draws(suite, draws_a, kind, use_top) - _score_draws(suite, draws_b, kind, use_top)
+    low, high = np.quantile(differences, [0.025, 0.975])
     return observed, float(low), float(high), int(sum(len(v) for v in a.values()))

@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from eval_platform.benchmarks.config import ModelUnderTest, Suite, Task, dataset_versions
-from eval_platform.benchmarks.results import MetricSummary, summarize, summarize_corpus
+from eval_platform.benchmarks.results import MetricSummary, TaskCases, summarize, summarize_corpus
 from eval_platform.ingest.datasets import expected_value, validate_dataset
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes.pairwise import unswap
@@ -545,12 +545,29 @@ def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: in
     done = frame.filter(pl.col("status") == COMPLETED)
     if done.is_empty():
         return MetricSummary(None, None, None, None, 0)
-    fields = ("case_id", "sample", "presentation", "input", "expected_output", "expected_output_json", "verdict")
-    cases = [{**{f: r[f] for f in fields}, "expected_output": expected_value(r)} for r in done.iter_rows(named=True)]
-    outputs, options = done["output"].to_list(), scorer.options(**spec.options)
     if scorer.statistics is None:
+        cases, outputs, options = _scored_rows(done, scorer, spec)
         value = scorer.aggregate([], outputs, cases, options)
         return MetricSummary(value, None, None, None, done["case_id"].n_unique())
+    corpus = corpus_cases(done, scorer, spec)
+    # the corpus score from the same statistics (what `aggregate` computes, without tokenizing everything twice)
+    return summarize_corpus(corpus.value(), corpus.data, corpus.corpus, seed=seed)
+
+
+def _scored_rows(done: pl.DataFrame, scorer: registry.Scorer, spec) -> tuple[list[dict], list[str], Any]:
+    fields = ("case_id", "sample", "presentation", "input", "expected_output", "expected_output_json", "verdict")
+    cases = [{**{f: r[f] for f in fields}, "expected_output": expected_value(r)} for r in done.iter_rows(named=True)]
+    return cases, done["output"].to_list(), scorer.options(**spec.options)
+
+
+def corpus_cases(frame: pl.DataFrame, scorer: registry.Scorer, spec) -> TaskCases:
+    """A corpus metric's (declared `statistics`) summable statistics per case over the COMPLETED rows, a case's
+    samples and presentation orders summed, with the corpus score over summed statistics: what the task's row
+    reports and resamples, and what groups, suites and the leaderboard aggregate."""
+    done = frame.filter(pl.col("status") == COMPLETED)
+    if done.is_empty():
+        return TaskCases((), np.zeros((0, 0)))
+    cases, outputs, options = _scored_rows(done, scorer, spec)
     case_ids, row_case = np.unique(done["case_id"].to_numpy(), return_inverse=True)
     rows = scorer.statistics(outputs, cases, options)
     per_case = np.zeros((len(case_ids), rows.shape[1]))
@@ -559,5 +576,14 @@ def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: in
     def score(summed: np.ndarray) -> float:
         return scorer.from_statistics(summed, options)
 
-    # the corpus score from the same statistics (what `aggregate` computes, without tokenizing everything twice)
-    return summarize_corpus(score(per_case.sum(axis=0)), per_case, score, seed=seed)
+    return TaskCases(tuple(case_ids.tolist()), per_case, score)
+
+
+def task_cases(frame: pl.DataFrame, task: Task) -> TaskCases:
+    """A task's cases as groups, suites and the leaderboard use them: its primary (first) metric per case, or for a
+    corpus metric its cases' statistics, so a group's value for the task is the value the task's own row reports."""
+    spec = task.scorers[0]
+    scorer = registry.SCORERS[spec.name]
+    if scorer.statistics is not None:
+        return corpus_cases(frame, scorer, spec)
+    return TaskCases.of_values(per_case_values(frame, spec.metric_name))

@@ -18,7 +18,8 @@ import polars as pl
 
 from eval_platform.benchmarks.config import Suite, SuiteError, load_models, load_suites, upstream
 from eval_platform.benchmarks.leaderboard import LEADERBOARD_SCHEMA, leaderboard, suite_results
-from eval_platform.benchmarks.runner import COMPLETED, FAILED, SKIPPED, TaskRun, per_case_values, run_task, task_results
+from eval_platform.benchmarks.results import TaskCases
+from eval_platform.benchmarks.runner import COMPLETED, FAILED, SKIPPED, TaskRun, run_task, task_cases, task_results
 from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
@@ -213,7 +214,7 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
                 cases = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name})
                 results = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name})
                 if cases is not None:
-                    case_values[task_name] = per_case_values(cases, task.scorers[0].metric_name)
+                    case_values[task_name] = task_cases(cases, task)
                 if results is not None:
                     task_rows.append(results)
             if not task_rows:
@@ -338,8 +339,8 @@ def leaderboard_preview(board: pl.DataFrame) -> str:
 
 
 def _suite_case_values(root: Path, suite_name: str, suite: Suite):
-    """model -> task -> case_id -> primary metric value, and model -> cost, from `benchmark_cases`."""
-    by_model: dict[str, dict[str, dict[str, float]]] = {}
+    """model -> task -> its cases' primary metric (`task_cases`), and model -> cost, from `benchmark_cases`."""
+    by_model: dict[str, dict[str, TaskCases]] = {}
     costs: dict[str, float | None] = {}
     if not has_files(root, "benchmark_cases"):
         return by_model, costs
@@ -347,7 +348,7 @@ def _suite_case_values(root: Path, suite_name: str, suite: Suite):
     for (model, task_name), frame in cases.group_by("model", "task"):
         if task_name not in suite.tasks:
             continue
-        by_model.setdefault(model, {})[task_name] = per_case_values(frame, suite.tasks[task_name].scorers[0].metric_name)
+        by_model.setdefault(model, {})[task_name] = task_cases(frame, suite.tasks[task_name])
     for (model,), frame in cases.group_by("model"):
         called = frame.filter(pl.col("status") != SKIPPED)
         # A call whose price is unknown leaves the total unknown: never summed as if it were free.

@@ -81,7 +81,7 @@ class _Bare:
         import polars as pl
 
         from eval_platform.benchmarks.leaderboard import suite_results
-        from eval_platform.benchmarks.runner import TaskRun, per_case_values, run_task, task_results
+        from eval_platform.benchmarks.runner import TaskRun, run_task, task_cases, task_results
         from eval_platform.defs.resources import JudgeResource
         from eval_platform.storage.warehouse import write_partition
 
@@ -93,7 +93,7 @@ class _Bare:
             write_partition(self.root, "benchmark_cases", {"suite": "synth", "task": task, "model": name}, frame)
             results = task_results(frame, "synth", task, self.suite.tasks[task], name)
             write_partition(self.root, "benchmark_results", {"suite": "synth", "name": task, "model": name}, results)
-            values[task] = per_case_values(frame, self.suite.tasks[task].scorers[0].metric_name)
+            values[task] = task_cases(frame, self.suite.tasks[task])
             rows.append(results)
         scores = suite_results("synth", self.suite, name, values, pl.concat(rows))
         write_partition(self.root, "benchmark_results", {"suite": "synth", "name": "_suite", "model": name}, scores)

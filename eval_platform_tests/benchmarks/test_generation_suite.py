@@ -12,6 +12,7 @@ import duckdb
 import httpx
 import pytest
 import yaml
+from sacrebleu.metrics import BLEU
 
 from eval_platform.definitions import build_definitions
 from eval_platform_tests.conftest import REPO_DATA
@@ -207,3 +208,34 @@ def test_the_leaderboard_cost_is_known_when_every_call_has_a_price(project, loca
     costs = query(root, "SELECT name, cost_usd FROM benchmark_results "
                         "WHERE model = 'always-18' AND metric = 'numeric_match'")
     assert sorted(costs) == [("answer", 0.0), ("careful", 0.0)]
+
+
+def test_a_bleu_tasks_group_suite_and_leaderboard_scores_are_its_corpus_bleu(project, local_judge):
+    root, instance = project
+    # The model answers "The answer is 18." to every case: right on c1, wrong on two longer references. Mean sentence
+    # BLEU is about 0.36 (1.0 on c1); corpus BLEU pools the n-grams and pays the brevity penalty: about 0.16.
+    cases = [
+        {"case_id": "c1", "input": "How many?", "expected_output": "The answer is 18."},
+        {"case_id": "c2", "input": "Who?", "expected_output": "Nobody in the village knew the name of that old man."},
+        {"case_id": "c3", "input": "Where?", "expected_output": "Somewhere far beyond the hills and the two rivers."},
+    ]
+    (root / "datasets" / "phrases").mkdir()
+    (root / "datasets" / "phrases" / "v1.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+    task = {"dataset": "phrases", "prompt": "{{input}}", "scorers": [{"name": "bleu"}]}
+    groups = {"speaking": {"tasks": ["say"], "aggregate": "micro"}}
+    suite = {"name": "phrases", "tasks": {"say": task}, "groups": groups}
+    (root / "benchmarks" / "phrases.yaml").write_text(yaml.safe_dump(suite))
+    materialize(root, instance, "always-18", dg.AssetSelection.groups("benchmark_phrases"))
+    defs = build_definitions(root)
+    assert dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance,
+                          resources=defs.resources).success
+    corpus = BLEU(effective_order=True).corpus_score(["The answer is 18."] * 3, [[c["expected_output"] for c in cases]])
+    rows = query(root, "SELECT level, aggregate, value, ci_low, ci_high FROM benchmark_results "
+                       "WHERE suite = 'phrases' AND model = 'always-18' ORDER BY level, aggregate")
+    board = query(root, "SELECT 'leaderboard', aggregate, score, ci_low, ci_high FROM leaderboard "
+                        "WHERE suite = 'phrases' AND model = 'always-18' ORDER BY aggregate")
+    assert [r[:2] for r in rows] == [("group", "micro"), ("suite", "macro"), ("suite", "micro"), ("task", "corpus")]
+    assert [r[1] for r in board] == ["macro", "micro"]
+    for level, aggregate, value, low, high in rows + board:
+        assert value == pytest.approx(corpus.score / 100, abs=1e-12) and value < 0.2, (level, aggregate)
+        assert low <= value <= high, (level, aggregate)
