@@ -24,12 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
+from eval_platform.scoring.base import Scorer, ScorerOptions, reference_field
 from eval_platform.stats.judge_agreement import score_agreement
 from eval_platform.stats.kappa import cohen_kappa
 
-LABEL_MODES = ("binary", "categorical")
-SCORE_MODES = ("score",)
+# The single-response judge modes whose verdict `verdict_text` writes as a label or as a score (not the
+# `judging.modes.LABEL_MODES`, every labelled mode: `assertion` has no gold label to check here).
+LABELLED_VERDICT_MODES = ("binary", "categorical")
+SCORED_VERDICT_MODES = ("score",)
 _BINARY = {"true": "true", "yes": "true", "pass": "true", "passed": "true", "1": "true",
            "false": "false", "no": "false", "fail": "false", "failed": "false", "0": "false"}
 NO_VERDICT = "(no verdict)"
@@ -121,10 +123,12 @@ def _correlation(_values, _outputs, cases: Sequence[Mapping[str, Any]], options:
 
 
 SCORERS = [
-    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True, judge_modes=LABEL_MODES),
-    Scorer("verdict_kappa", LabelOptions, _accuracy, reference_field, _kappa, judge_task=True, judge_modes=LABEL_MODES,
-           interval=False),
-    Scorer("verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True, judge_modes=SCORE_MODES),
+    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True,
+           judge_modes=LABELLED_VERDICT_MODES),
+    Scorer("verdict_kappa", LabelOptions, _accuracy, reference_field, _kappa, judge_task=True,
+           judge_modes=LABELLED_VERDICT_MODES, aggregation="corpus", interval=False),
+    Scorer("verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True,
+           judge_modes=SCORED_VERDICT_MODES),
     Scorer("verdict_correlation", CorrelationOptions, _score_value, reference_field, _correlation, judge_task=True,
-           judge_modes=SCORE_MODES, interval=False),
+           judge_modes=SCORED_VERDICT_MODES, aggregation="corpus", interval=False),
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from eval_platform.scoring.registry import MissingField, NotApplicable, Scorer, ScorerOptions
+from eval_platform.scoring.base import MissingField, NotApplicable, Scorer, ScorerOptions
 from eval_platform.stats.kappa import cohen_kappa
 
 PAIRWISE = ("pairwise",)
@@ -123,5 +123,5 @@ SCORERS = [
            judge_modes=PAIRWISE),
     Scorer("position_agreement", PositionAgreementOptions, _position_agreement, judge_task=True, judge_modes=PAIRWISE),
     Scorer("llmbar_kappa", LlmbarKappaOptions, _llmbar_kappa_case, lambda _o: ("expected_output",), _llmbar_kappa,
-           judge_task=True, judge_modes=PAIRWISE, interval=False),
+           judge_task=True, judge_modes=PAIRWISE, aggregation="corpus", interval=False),
 ]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
+from eval_platform.scoring.base import Scorer, ScorerOptions, reference_field
 from eval_platform.scoring.squad import references
 
 
