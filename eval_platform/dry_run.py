@@ -38,6 +38,7 @@ from eval_platform.judging.cache import JudgeCache
 from eval_platform.judging.client import CallOutcome, JudgeRequest
 from eval_platform.judging.config import EvaluatorConfig, load_evaluators
 from eval_platform.judging.runner import JudgeRuntime, judge_day, worst_case_prompt_tokens
+from eval_platform.schemas import SKIPPED
 from eval_platform.settings import data_root, state_dir
 from eval_platform.storage.warehouse import read_partition
 
@@ -196,7 +197,7 @@ def estimate_suite(
                           upstream_rows=outputs.get(task.outputs_of), gate_value=float("inf") if task.gate else None)
             outputs[task_name] = frame = run_task(run)
             bill = TaskBill(suite_name, task_name, model_name, cases=frame.height, cached=cache.hits, distinct=len(cache.missed))
-            bill.skipped = int((frame["status"] == "SKIPPED").sum())
+            bill.skipped = int((frame["status"] == SKIPPED).sum())
             bill.out_of_scope = not model.runs(suite_name, task_name)
             endpoint, _ = endpoint_for(model, runtime) if task.calls_model else (None, None)
             split = (client.closed_after or 0) if task.calls_model else 0  # the model's calls come first

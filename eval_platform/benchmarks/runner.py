@@ -42,12 +42,13 @@ from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.prompts import build_messages
 from eval_platform.judging.redaction import redact, remember, remember_env
 from eval_platform.judging.runner import Endpoint, JudgeRuntime, judge_day, unswap, worst_case_prompt_tokens
-from eval_platform.judging.templates import _value, parse_template, render
+from eval_platform.judging.templates import parse_template, render
+from eval_platform.record_fields import field_text
+from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, BENCHMARK_RESULT_SCHEMA, COMPLETED, FAILED, SKIPPED
 from eval_platform.scoring import registry
 from eval_platform.scoring.judge_verdict import verdict_text
 from eval_platform.settings import state_dir
 
-COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
 TIMEOUT_S, MAX_RETRIES = 120.0, 3
 # Longest a call can hold its budget reservation: every attempt timing out, plus the backoff between them.
 BUDGET_TTL_S = (MAX_RETRIES + 1) * TIMEOUT_S + MAX_RETRIES * 30.0 + 60.0
@@ -61,63 +62,6 @@ def benchmark_ledger(root: Path) -> BudgetLedger:
 
 def budget_name(model_name: str) -> str:
     return f"model:{model_name}"
-
-UTC_TS = pl.Datetime("us", "UTC")
-SCORE_STRUCT = pl.List(pl.Struct({"metric": pl.String(), "value": pl.Float64()}))
-
-BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
-    "suite": pl.String(),
-    "task": pl.String(),
-    "model": pl.String(),  # the partition key (models.yaml name)
-    "model_id": pl.String(),  # the litellm model string called
-    "dataset": pl.String(),
-    "dataset_version": pl.Int64(),
-    "dataset_hash": pl.String(),
-    "case_id": pl.String(),
-    "sample": pl.Int64(),
-    "presentation": pl.String(),  # judge tasks: AB (pair as listed) or BA (swapped); else ""
-    "input": pl.String(),
-    "expected_output": pl.String(),
-    "expected_output_json": pl.Boolean(),  # expected_output is JSON text (a list of accepted answers, an object)
-    "output": pl.String(),
-    "verdict": pl.String(),  # judge tasks: the parsed winner in the case's terms (A = first pair field), or the score / pass / label
-    "status": pl.String(),
-    "reason": pl.String(),
-    "reason_detail": pl.String(),
-    "scores": SCORE_STRUCT,
-    "primary_metric": pl.String(),
-    "primary_value": pl.Float64(),
-    "prompt_tokens": pl.Int64(),
-    "completion_tokens": pl.Int64(),
-    "cost_usd": pl.Float64(),  # null when the row's call has no known price (never counted as free); 0 without a call
-    "latency_ms": pl.Float64(),
-    "cache_hit": pl.Boolean(),
-    "provider_model": pl.String(),
-    "task_config_hash": pl.String(),
-    "scorer_config_hash": pl.String(),
-    "run_at": UTC_TS,
-}
-
-BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
-    "suite": pl.String(),
-    "level": pl.String(),  # task | group | suite
-    "name": pl.String(),  # the task's or group's name; the suite's own name at level 'suite'
-    "model": pl.String(),
-    "metric": pl.String(),
-    "aggregate": pl.String(),  # mean (task) | macro | micro
-    "value": pl.Float64(),
-    "stderr": pl.Float64(),
-    "ci_low": pl.Float64(),
-    "ci_high": pl.Float64(),
-    "n": pl.Int64(),  # cases with a value
-    "n_failed": pl.Int64(),  # cases with no value and a FAILED row
-    "n_skipped": pl.Int64(),  # cases all of whose rows were SKIPPED
-    "cost_usd": pl.Float64(),
-    "datasets": pl.String(),  # dataset@vN (sha256 prefix), every one the row covers
-    "task_config_hash": pl.String(),
-    "scorer_config_hash": pl.String(),
-    "computed_at": UTC_TS,
-}
 
 
 def _hash(value: Any) -> str:
@@ -163,7 +107,7 @@ def load_dataset(root: Path, task: Task) -> DatasetSlice:
 
 def case_field(case: Mapping[str, Any], name: str) -> str | None:
     """A case field by name: `input`, `expected_output`, `case_id` or `metadata.<key>`."""
-    return _value({k: case.get(k) for k in ("input", "expected_output", "case_id", "metadata")}, name)
+    return field_text({k: case.get(k) for k in ("input", "expected_output", "case_id", "metadata")}, name)
 
 
 def endpoint_for(model: ModelUnderTest, runtime: JudgeRuntime) -> tuple[Endpoint | None, str | None]:

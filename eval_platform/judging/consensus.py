@@ -24,9 +24,7 @@ from collections import Counter
 
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes import MODES, NUMERIC_MODES
-
-COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
-PAIRWISE_SCORE = {"A": 1.0, "B": 0.0, "tie": 0.5}
+from eval_platform.schemas import COMPLETED, FAILED, PAIRWISE_SCORE, SKIPPED
 
 
 def _vote(config: EvaluatorConfig, row: dict):

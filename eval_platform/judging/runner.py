@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-import json
 import math
 import os
 import random
@@ -35,6 +34,7 @@ from eval_platform.judging.fencing import new_secret
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
 from eval_platform.judging.redaction import remember, remember_env
+from eval_platform.record_fields import field_text
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
 
 if TYPE_CHECKING:
@@ -257,16 +257,6 @@ def _no_credentials_detail(config: EvaluatorConfig) -> str:
     return f"{' / '.join(names) or 'the key variable'} not set and no local judge configured"
 
 
-def key_value(trace: dict[str, Any], key: str) -> str | None:
-    """A trace column, or `metadata.<key>` from its metadata object, as text."""
-    if key.startswith("metadata."):
-        metadata = json.loads(trace.get("metadata") or "{}")
-        value = metadata.get(key.removeprefix("metadata."))
-    else:
-        value = trace.get(key)
-    return None if value is None else str(value)
-
-
 def _base_row(config: EvaluatorConfig, day: str, trace: dict[str, Any], judged_at: datetime) -> dict:
     return {
         "evaluator": config.name,
@@ -463,7 +453,7 @@ def _grouped(records, key: str, day: str):
     groups: dict[str, list[dict]] = {}
     lone: list[tuple[dict, str]] = []
     for trace in records:
-        value = key_value(trace, key)
+        value = field_text(trace, key)
         if value is None:
             lone.append((trace, ("no_group_key", f"{key} is missing")))
         else:

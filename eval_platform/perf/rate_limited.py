@@ -27,6 +27,7 @@ from eval_platform.judging.client import LiteLLMJudgeClient
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import JudgeRuntime, judge_day
 from eval_platform.perf.judge_throughput import _traces
+from eval_platform.schemas import COMPLETED
 
 
 def _server(latency_ms: float, rps: float, burst: int) -> tuple[subprocess.Popen, str]:
@@ -65,7 +66,7 @@ def run(adaptive: bool, traces: pl.DataFrame, args: argparse.Namespace) -> dict:
     return {
         "client": "adaptive" if adaptive else "fixed",
         "wall_s": round(wall, 1),
-        "completed": rows.filter(pl.col("status") == "COMPLETED").height,
+        "completed": rows.filter(pl.col("status") == COMPLETED).height,
         "http_429": stats["rate_limited"],
         "requests": stats["requests"],
         "slowest_call_s": round(float(rows["latency_ms"].max()) / 1000, 1),

@@ -8,7 +8,7 @@ import pytest
 
 from eval_platform.benchmarks.config import Suite
 from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
-from eval_platform.benchmarks.runner import BENCHMARK_RESULT_SCHEMA
+from eval_platform.schemas import BENCHMARK_RESULT_SCHEMA
 
 SUITE = Suite.model_validate({
     "name": "s",
