@@ -55,7 +55,8 @@ TRACE_SCHEMA: dict[str, pl.DataType] = {
     "prompt_tokens": pl.Int64(),
     "completion_tokens": pl.Int64(),
     "cost_usd": pl.Float64(),  # the traced application's own spend, never judge spend
-    "spans": pl.String(),  # JSON list of GenAI spans {span_id, parent_span_id, name, operation, model, input, output, context} or null
+    # JSON list of GenAI spans {span_id, parent_span_id, name, operation, model, input, output, context} or null
+    "spans": pl.String(),
     "source_file": pl.String(),  # path relative to the data root
     "source_line": pl.Int64(),  # 1-based line / row / element number inside source_file
 }
@@ -183,7 +184,8 @@ GROUND_TRUTH_SCHEMA: dict[str, pl.DataType] = {
 }
 
 AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
-    "section": pl.String(),  # inter_annotator | annotator | judge_vs_human | judge_vs_judge | position_consistency | ranking
+    # inter_annotator | annotator | judge_vs_human | judge_vs_judge | position_consistency | ranking
+    "section": pl.String(),
     "task": pl.String(),  # the annotation task (null for judge_vs_judge between evaluators without one)
     "criterion": pl.String(),
     "subject": pl.String(),  # the evaluator, imported judge (source), annotator or annotator pair judged
@@ -315,7 +317,8 @@ BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
     "expected_output": pl.String(),
     "expected_output_json": pl.Boolean(),  # expected_output is JSON text (a list of accepted answers, an object)
     "output": pl.String(),
-    "verdict": pl.String(),  # judge tasks: the parsed winner in the case's terms (A = first pair field), or the score / pass / label
+    # judge tasks: the parsed winner in the case's terms (A = first pair field), or the score / pass / label
+    "verdict": pl.String(),
     "status": pl.String(),
     "reason": pl.String(),
     "reason_detail": pl.String(),

@@ -22,8 +22,8 @@ from eval_platform.benchmarks.runner import COMPLETED, FAILED, SKIPPED, TaskRun,
 from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
-from eval_platform.defs.partition_ranges import fail_if_any, materialize, run_partitions
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
+from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import LEADERBOARD_SCHEMA

@@ -104,7 +104,8 @@ def _llmbar_kappa(_values, _outputs, cases: Sequence[Mapping[str, Any]], options
     if options.against == "other_order":
         by_case: dict[tuple, dict[str, int]] = {}
         for case in cases:
-            by_case.setdefault((case["case_id"], case["sample"]), {})[case["presentation"]] = _mapped_winner(case.get("verdict"))
+            winner = _mapped_winner(case.get("verdict"))
+            by_case.setdefault((case["case_id"], case["sample"]), {})[case["presentation"]] = winner
         pairs = [(both["AB"], both["BA"]) for both in by_case.values() if len(both) == 2]
         return kappa([a for a, _ in pairs], [b for _, b in pairs])
 
