@@ -7,15 +7,29 @@ from pathlib import Path
 import dagster as dg
 
 from eval_platform.defs.agreement import build_agreement
-from eval_platform.defs.benchmarks import benchmark_models_sensor, build_benchmarks
 from eval_platform.defs.annotations import human_annotations, imported_judgments
-from eval_platform.defs.costs import app_cost_daily, build_judge_cost_daily, build_judge_cost_monthly
-from eval_platform.defs.datasets import dataset_job, dataset_versions, new_dataset_files_sensor
+from eval_platform.defs.benchmarks import benchmark_models_sensor, build_benchmarks
+from eval_platform.defs.costs import (
+    app_cost_daily,
+    build_judge_cost_daily,
+    build_judge_cost_monthly,
+)
+from eval_platform.defs.datasets import (
+    dataset_job,
+    dataset_versions,
+    new_dataset_files_sensor,
+)
 from eval_platform.defs.experiments import build_alerts, build_experiment_results
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.report import build_report_asset
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
-from eval_platform.defs.traces import daily_ingest_schedule, new_trace_files_sensor, quarantine, traces, traces_job
+from eval_platform.defs.traces import (
+    daily_ingest_schedule,
+    new_trace_files_sensor,
+    quarantine,
+    traces,
+    traces_job,
+)
 from eval_platform.experiments.config import load_experiments
 from eval_platform.judging.config import load_evaluators
 from eval_platform.settings import data_root

@@ -25,6 +25,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
+from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED
 from eval_platform.settings import DATA_DIR_ENV, data_root, duckdb_path
 
 
@@ -51,13 +52,13 @@ def _materialize(defs: dg.Definitions, asset_key: str, partition_key, instance) 
 def _summary(root: Path) -> str:
     with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
         rows = conn.execute(
-            """
+            f"""
             SELECT evaluator, any_value(model) AS model,
-                   count(*) FILTER (status <> 'SKIPPED' OR reason <> 'not_sampled') AS judged,
-                   count(*) FILTER (status = 'COMPLETED') AS completed,
-                   count(*) FILTER (status = 'FAILED') AS failed,
-                   count(*) FILTER (status = 'SKIPPED') AS skipped,
-                   avg(score) FILTER (status = 'COMPLETED' AND is_final) AS mean_score,
+                   count(*) FILTER (status <> '{SKIPPED}' OR reason <> '{NOT_SAMPLED}') AS judged,
+                   count(*) FILTER (status = '{COMPLETED}') AS completed,
+                   count(*) FILTER (status = '{FAILED}') AS failed,
+                   count(*) FILTER (status = '{SKIPPED}') AS skipped,
+                   avg(score) FILTER (status = '{COMPLETED}' AND is_final) AS mean_score,
                    sum(coalesce(cost_usd, 0)) AS cost_usd,
                    sum(calls) AS calls, sum(cache_hit::INT) AS cache_hits
             FROM judge_scores GROUP BY evaluator ORDER BY evaluator
@@ -147,7 +148,7 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
     interactive = read_partition(root, "judge_scores", {"evaluator": name, "date": day}).select(columns).sort("trace_id")
     same = result.rows.select(columns).sort("trace_id").equals(interactive)
     sent = sum(b["requests"] for b in result.summary["batches"])
-    done = result.rows.filter(pl.col("status") == "COMPLETED").height
+    done = result.rows.filter(pl.col("status") == COMPLETED).height
     return (
         f"batch mode: {name}[{day}] judged again through the local judge's batch API: "
         f"{len(result.summary['batches'])} batch, {sent} requests, {done} COMPLETED; "
@@ -209,7 +210,7 @@ def _experiments_summary(root: Path) -> str:
         ).fetchall()
         alerts, latest = conn.execute(
             "SELECT count(*), count(*) FILTER (day = (SELECT max(date) FROM judge_scores s WHERE s.evaluator = a.evaluator "
-            "AND s.is_final AND s.status = 'COMPLETED')) FROM alerts a"
+            f"AND s.is_final AND s.status = '{COMPLETED}')) FROM alerts a"
         ).fetchone()
     lines = [f"\nexperiment_results: {experiments} experiment(s), {comparisons} comparisons, {significant} significant"]
     lines += [f"  {name}: Bradley-Terry ranking by {evaluator}: {order}" for name, evaluator, order in rankings]

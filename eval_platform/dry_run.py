@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from eval_platform.benchmarks.config import ModelUnderTest, Suite, load_models, load_suites, upstream
+from eval_platform.benchmarks.config import (
+    ModelUnderTest,
+    Suite,
+    load_models,
+    load_suites,
+    upstream,
+)
 from eval_platform.benchmarks.runner import TaskRun, run_task
 from eval_platform.ingest.traces import read_trace_day
 from eval_platform.judging.config import EvaluatorConfig, load_evaluators
@@ -40,6 +46,7 @@ from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import CallOutcome, JudgeRequest
 from eval_platform.llm.endpoint import model_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.schemas import SKIPPED
 from eval_platform.settings import data_root, state_dir
 from eval_platform.storage.warehouse import read_partition
 
@@ -198,7 +205,7 @@ def estimate_suite(
                           upstream_rows=outputs.get(task.outputs_of), gate_value=float("inf") if task.gate else None)
             outputs[task_name] = frame = run_task(run)
             bill = TaskBill(suite_name, task_name, model_name, cases=frame.height, cached=cache.hits, distinct=len(cache.missed))
-            bill.skipped = int((frame["status"] == "SKIPPED").sum())
+            bill.skipped = int((frame["status"] == SKIPPED).sum())
             bill.out_of_scope = not model.runs(suite_name, task_name)
             endpoint, _ = model_endpoint(model, runtime) if task.calls_model else (None, None)
             split = (client.closed_after or 0) if task.calls_model else 0  # the model's calls come first

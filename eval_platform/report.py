@@ -20,6 +20,7 @@ from typing import Any
 
 import duckdb
 
+from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
 from eval_platform.settings import duckdb_path
 
 REPORT_FILE = Path("reports") / "report.html"
@@ -64,9 +65,9 @@ def daily_judging(conn) -> tuple[list[dict[str, Any]], dict[tuple[str, str], flo
     """Per evaluator and scored day: mean score and status counts of the final rows; and the day's judge spend."""
     daily = _query(
         conn,
-        "SELECT evaluator, date, avg(score) FILTER (status = 'COMPLETED') AS mean_score, "
-        "count(*) FILTER (status = 'COMPLETED') AS completed, count(*) FILTER (status = 'FAILED') AS failed, "
-        "count(*) FILTER (status = 'SKIPPED') AS skipped "
+        f"SELECT evaluator, date, avg(score) FILTER (status = '{COMPLETED}') AS mean_score, "
+        f"count(*) FILTER (status = '{COMPLETED}') AS completed, count(*) FILTER (status = '{FAILED}') AS failed, "
+        f"count(*) FILTER (status = '{SKIPPED}') AS skipped "
         "FROM judge_scores WHERE is_final GROUP BY ALL ORDER BY evaluator, date",
     )
     # Spend by the day that was scored (every row, members of a panel included; a cache hit costs 0). The
@@ -112,7 +113,12 @@ def _date_axis(ax, days: list[date]) -> None:
     """A date axis over the scored days, readable at any span: each day while they are under a week apart
     (the automatic locator would tick hours there), else a few ticks chosen for the span (weeks, months, years;
     90 days: one per month) whose labels name each month and year once."""
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, DateFormatter, DayLocator
+    from matplotlib.dates import (
+        AutoDateLocator,
+        ConciseDateFormatter,
+        DateFormatter,
+        DayLocator,
+    )
 
     if (days[-1] - days[0]).days < 7:
         ax.xaxis.set_major_locator(DayLocator())

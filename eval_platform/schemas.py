@@ -1,13 +1,36 @@
-"""Column contracts of the tables every module agrees on.
+"""The warehouse's contracts in one place: every table's columns, and the status and reason vocabulary.
 
-Polars dtypes are the source of truth; Parquet files and DuckDB views follow them.
+Polars dtypes are the source of truth; Parquet files and DuckDB views follow them. `TABLES` is the catalog's
+list (one DuckDB view each, DESIGN.md "Outputs"): a new table is one schema and one `TABLES` entry here, plus its
+producer. Producers import their schema from here; nothing else defines a table's columns.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 UTC_TS = pl.Datetime("us", "UTC")
+
+# ---- status and reason vocabulary (judge_scores, benchmark_cases) ----
+# Every selected trace (benchmark case) ends in exactly one status. A failure is never a score.
+COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
+STATUSES = (COMPLETED, FAILED, SKIPPED)
+# The rows analyses count: one final row per trace/pair/candidate (not a panel member), with a verdict.
+FINAL_COMPLETED = pl.col("is_final") & (pl.col("status") == COMPLETED)
+
+# Why a row was SKIPPED (the `reason` column); no call was paid for it.
+BUDGET_EXHAUSTED = "budget_exhausted"  # the call would exceed a daily or monthly budget
+DISABLED = "disabled"  # the evaluator has enabled: false
+NOT_SAMPLED = "not_sampled"  # outside the evaluator's sample_rate (the same traces on every rerun)
+SKIP_REASONS = (BUDGET_EXHAUSTED, DISABLED, NOT_SAMPLED)
+# Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Transport: timeout,
+# rate_limited, provider_error:<status>, connection_error; reply: empty_reply, unparseable, ambiguous, truncated,
+# schema_violation, out_of_range; consensus: no_consensus, low_agreement; benchmarks: scorer_error.
+# What a pairwise winner scores on the `score` column is the pairwise mode's (`judging.modes.pairwise.PAIRWISE_SCORE`).
+
+# ---- inputs ----
 
 # A normalized trace (DESIGN.md "canonical trace"). Text fields hold plain text: chat messages are
 # rendered as "role: content" lines; `*_messages` keep the original structure as JSON when it existed.
@@ -30,7 +53,8 @@ TRACE_SCHEMA: dict[str, pl.DataType] = {
     "prompt_tokens": pl.Int64(),
     "completion_tokens": pl.Int64(),
     "cost_usd": pl.Float64(),  # the traced application's own spend, never judge spend
-    "spans": pl.String(),  # JSON list of GenAI spans {span_id, parent_span_id, name, operation, model, input, output, context} or null
+    # JSON list of GenAI spans {span_id, parent_span_id, name, operation, model, input, output, context} or null
+    "spans": pl.String(),
     "source_file": pl.String(),  # path relative to the data root
     "source_line": pl.Int64(),  # 1-based line / row / element number inside source_file
 }
@@ -46,6 +70,23 @@ QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
     "raw": pl.String(),  # the raw text of the row (truncated to 10k chars)
     "quarantined_at": UTC_TS,
 }
+
+# One row per case of a dataset version (`dataset_versions`, the `test_cases` view).
+TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
+    "dataset": pl.String(),
+    "version": pl.Int64(),
+    "case_id": pl.String(),
+    "input": pl.String(),
+    "expected_output": pl.String(),
+    # true: expected_output is the JSON text of a list (any of its items is right), object, number or boolean the
+    # dataset file wrote as JSON; false: plain text (CSV cells are always text)
+    "expected_output_json": pl.Boolean(),
+    "metadata": pl.String(),
+    "source_file": pl.String(),
+    "source_line": pl.Int64(),
+}
+
+# ---- judging ----
 
 # One verdict row per (evaluator, trace or pair, model, sample).
 JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
@@ -93,6 +134,284 @@ JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "judged_at": UTC_TS,
 }
 
+# ---- annotations and agreement ----
+
+HUMAN_ANNOTATION_SCHEMA: dict[str, pl.DataType] = {
+    "task": pl.String(),
+    "item_id": pl.String(),
+    "annotator": pl.String(),
+    "criterion": pl.String(),
+    "schema": pl.String(),  # classification | rating | ranking
+    "label": pl.String(),
+    "value": pl.Float64(),  # rating value, mapped classification value, or rank (1 = best)
+    "trace_id": pl.String(),
+    "response1_trace_id": pl.String(),
+    "response2_trace_id": pl.String(),
+    "annotated_at": UTC_TS,
+    "metadata": pl.String(),  # JSON object of the row's other fields
+    "source_file": pl.String(),
+    "source_line": pl.Int64(),
+}
+
+IMPORTED_JUDGMENT_SCHEMA: dict[str, pl.DataType] = {
+    "source": pl.String(),  # the judge or study, e.g. "gpt-3.5-turbo (PandaLM study)"
+    "task": pl.String(),
+    "criterion": pl.String(),
+    "item_id": pl.String(),
+    "verdict": pl.String(),  # as recorded
+    "value": pl.Float64(),  # numeric score, when there is one
+    "reasoning": pl.String(),
+    "trace_id": pl.String(),
+    "response1_trace_id": pl.String(),
+    "response2_trace_id": pl.String(),
+    "judged_at": UTC_TS,
+    "metadata": pl.String(),  # JSON object of the row's other fields
+    "source_file": pl.String(),
+    "source_line": pl.Int64(),
+}
+
+# The majority label of the human annotations per (task, criterion, item).
+GROUND_TRUTH_SCHEMA: dict[str, pl.DataType] = {
+    "task": pl.String(),
+    "criterion": pl.String(),
+    "item_id": pl.String(),
+    "label": pl.String(),  # the majority label
+    "votes": pl.Int64(),
+    "top_votes": pl.Int64(),
+    "consensus": pl.Float64(),  # top_votes / votes
+}
+
+AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
+    # inter_annotator | annotator | judge_vs_human | judge_vs_judge | position_consistency | ranking
+    "section": pl.String(),
+    "task": pl.String(),  # the annotation task (null for judge_vs_judge between evaluators without one)
+    "criterion": pl.String(),
+    "subject": pl.String(),  # the evaluator, imported judge (source), annotator or annotator pair judged
+    "reference": pl.String(),  # what it is compared with: human_majority, an annotator, another judge
+    "period": pl.String(),  # all | day | trailing
+    "period_start": pl.String(),  # YYYY-MM-DD, null for `all`
+    "period_end": pl.String(),
+    "convention": pl.String(),  # failed_excluded | unusable_as_tie (judge rows); null otherwise
+    "statistic": pl.String(),
+    "value": pl.Float64(),  # null when undefined: see `note`
+    "n": pl.Int64(),  # items (units, pairs) the value is computed over
+    "interpretation": pl.String(),  # Landis & Koch bands for kappas, Krippendorff's for alpha
+    "note": pl.String(),
+    "floor": pl.Float64(),  # the evaluator's configured minimum kappa with humans
+    "below_floor": pl.Boolean(),
+    "details": pl.String(),  # JSON: confusion matrix and its labels, label counts, ...
+    "computed_at": UTC_TS,
+}
+
+# ---- experiments and regressions ----
+
+# Per experiment and metric: per-variant statistics and the significance analysis (one row per variant or pair).
+_F, _I, _S, _B = pl.Float64(), pl.Int64(), pl.String(), pl.Boolean()
+EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "experiment": _S, "experiment_id": _S, "kind": _S, "metric": _S, "evaluator": _S, "metric_role": _S,
+    "direction": _S, "variant": _S, "control_variant": _S, "opponent": _S, "method": _S, "alpha": _F,
+    "n": _I, "n_control": _I, "mean": _F, "std": _F, "ci_low": _F, "ci_high": _F,
+    "mean_control": _F, "difference": _F, "relative_difference": _F,
+    "diff_ci_low": _F, "diff_ci_high": _F, "t_statistic": _F, "df": _F, "p_value": _F,
+    "prob_improvement": _F, "expected_lift": _F, "credible_low": _F, "credible_high": _F, "expected_loss": _F,
+    "cohens_d": _F, "effect_interpretation": _S,
+    "significant": _B, "outcome": _S, "insufficient_sample": _B,
+    "guardrail_rule": _S, "guardrail_passed": _B, "recommendation": _S,
+    "wins": _I, "losses": _I, "ties": _I, "win_rate": _F, "strength": _F, "rank": _I,
+    "note": _S, "start_date": _S, "end_date": _S, "stale": _B, "stale_reason": _S, "computed_at": UTC_TS,
+}
+
+# A day whose mean judge score fell significantly below the evaluator's trailing baseline.
+ALERT_SCHEMA: dict[str, pl.DataType] = {
+    "evaluator": pl.String(),
+    "day": pl.String(),
+    "mean": pl.Float64(),
+    "n": pl.Int64(),
+    "baseline_mean": pl.Float64(),
+    "baseline_n": pl.Int64(),
+    "baseline_start": pl.String(),
+    "baseline_end": pl.String(),
+    "baseline_days": pl.Int64(),
+    "difference": pl.Float64(),
+    "relative_difference": pl.Float64(),
+    "t_statistic": pl.Float64(),
+    "df": pl.Float64(),
+    "p_value": pl.Float64(),
+    "alpha": pl.Float64(),
+    "cohens_d": pl.Float64(),
+    "severity": pl.String(),
+    "message": pl.String(),
+    "detected_at": UTC_TS,
+}
+
+# ---- costs ----
+
+# What judging cost, summed over rows of judge_scores; the daily and monthly rollups share these.
+JUDGE_COST_MEASURES: dict[str, pl.DataType] = {
+    "rows": pl.Int64(),
+    "calls": pl.Int64(),
+    "cache_hits": pl.Int64(),
+    "completed": pl.Int64(),
+    "failed": pl.Int64(),
+    "skipped": pl.Int64(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "spend_usd": pl.Float64(),
+    "avoided_by_cache_usd": pl.Float64(),
+}
+_JUDGE_COST_KEYS: dict[str, pl.DataType] = {
+    "evaluator": pl.String(), "model": pl.String(), "project_id": pl.String()
+}
+
+JUDGE_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
+    "day": pl.String(),
+    **_JUDGE_COST_KEYS,
+    **JUDGE_COST_MEASURES,
+    "budget_daily_usd": pl.Float64(),
+    "ledger_spend_usd": pl.Float64(),
+    "budget_used_pct": pl.Float64(),
+    "computed_at": UTC_TS,
+}
+
+JUDGE_COST_MONTHLY_SCHEMA: dict[str, pl.DataType] = {
+    "month": pl.String(),  # YYYY-MM (UTC)
+    **_JUDGE_COST_KEYS,
+    "days": pl.Int64(),
+    **JUDGE_COST_MEASURES,
+    "budget_monthly_usd": pl.Float64(),
+    "ledger_spend_usd": pl.Float64(),
+    "budget_used_pct": pl.Float64(),
+    "computed_at": UTC_TS,
+}
+
+APP_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
+    "day": pl.String(),
+    "project_id": pl.String(),
+    "model": pl.String(),
+    "traces": pl.Int64(),
+    "traces_with_cost": pl.Int64(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "app_cost_usd": pl.Float64(),  # the traced application's own spend; never judge spend
+    "computed_at": UTC_TS,
+}
+
+# ---- benchmarks ----
+
+SCORE_STRUCT = pl.List(pl.Struct({"metric": pl.String(), "value": pl.Float64()}))
+
+BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
+    "suite": pl.String(),
+    "task": pl.String(),
+    "model": pl.String(),  # the partition key (models.yaml name)
+    "model_id": pl.String(),  # the litellm model string called
+    "dataset": pl.String(),
+    "dataset_version": pl.Int64(),
+    "dataset_hash": pl.String(),
+    "case_id": pl.String(),
+    "sample": pl.Int64(),
+    "presentation": pl.String(),  # judge tasks: AB (pair as listed) or BA (swapped); else ""
+    "input": pl.String(),
+    "expected_output": pl.String(),
+    "expected_output_json": pl.Boolean(),  # expected_output is JSON text (a list of accepted answers, an object)
+    "output": pl.String(),
+    # judge tasks: the parsed winner in the case's terms (A = first pair field), or the score / pass / label
+    "verdict": pl.String(),
+    "status": pl.String(),
+    "reason": pl.String(),
+    "reason_detail": pl.String(),
+    "scores": SCORE_STRUCT,
+    "primary_metric": pl.String(),
+    "primary_value": pl.Float64(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "cost_usd": pl.Float64(),  # null when the row's call has no known price (never counted as free); 0 without a call
+    "latency_ms": pl.Float64(),
+    "cache_hit": pl.Boolean(),
+    "provider_model": pl.String(),
+    "task_config_hash": pl.String(),
+    "scorer_config_hash": pl.String(),
+    "run_at": UTC_TS,
+}
+
+BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "suite": pl.String(),
+    "level": pl.String(),  # task | group | suite
+    "name": pl.String(),  # the task's or group's name; the suite's own name at level 'suite'
+    "model": pl.String(),
+    "metric": pl.String(),
+    "aggregate": pl.String(),  # mean (task) | macro | micro
+    "value": pl.Float64(),
+    "stderr": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "n": pl.Int64(),  # cases with a value
+    "n_failed": pl.Int64(),  # cases with no value and a FAILED row
+    "n_skipped": pl.Int64(),  # cases all of whose rows were SKIPPED
+    "cost_usd": pl.Float64(),
+    "datasets": pl.String(),  # dataset@vN (sha256 prefix), every one the row covers
+    "task_config_hash": pl.String(),
+    "scorer_config_hash": pl.String(),
+    "computed_at": UTC_TS,
+}
+
+LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
+    "suite": pl.String(),
+    "aggregate": pl.String(),  # macro | micro
+    "model": pl.String(),
+    "rank": pl.Int64(),
+    "score": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "n_cases": pl.Int64(),
+    "tasks_scored": pl.Int64(),
+    "tasks_total": pl.Int64(),
+    "leader": pl.String(),
+    "gap_to_leader": pl.Float64(),
+    "gap_ci_low": pl.Float64(),
+    "gap_ci_high": pl.Float64(),
+    "paired_cases": pl.Int64(),
+    "significant_vs_leader": pl.Boolean(),
+    "cost_usd": pl.Float64(),
+    "computed_at": UTC_TS,
+}
+
+
+# ---- the catalog ----
+
+
+@dataclass(frozen=True)
+class Table:
+    """A warehouse table: its columns and what one row is (for a reader of this file and the README)."""
+
+    schema: dict[str, pl.DataType]
+    description: str
+
+
+TABLES: dict[str, Table] = {
+    "traces": Table(TRACE_SCHEMA, "one normalized trace per row, partitioned by UTC day"),
+    "quarantine": Table(QUARANTINE_SCHEMA, "one rejected input row (or file) with its reason and raw text"),
+    "judge_scores": Table(JUDGE_SCORE_SCHEMA, "one verdict per (evaluator, trace or pair, model, sample)"),
+    "test_cases": Table(TEST_CASE_SCHEMA, "one case of a dataset version"),
+    "judge_cost_daily": Table(JUDGE_COST_DAILY_SCHEMA, "judge spend per UTC day, evaluator, model, project"),
+    "judge_cost_monthly": Table(JUDGE_COST_MONTHLY_SCHEMA, "judge spend per UTC month, evaluator, model, project"),
+    "app_cost_daily": Table(APP_COST_DAILY_SCHEMA, "the traced application's own spend per day, project, model"),
+    "human_annotations": Table(HUMAN_ANNOTATION_SCHEMA, "one annotator's label for one item and criterion"),
+    "agreement": Table(AGREEMENT_SCHEMA, "one agreement statistic per section, subject, reference and period"),
+    "ground_truth": Table(GROUND_TRUTH_SCHEMA, "the human majority label per task, criterion and item"),
+    "imported_judgments": Table(IMPORTED_JUDGMENT_SCHEMA, "one verdict produced elsewhere, with its source"),
+    "experiment_results": Table(EXPERIMENT_RESULT_SCHEMA, "per experiment, metric and variant: the analysis"),
+    "alerts": Table(ALERT_SCHEMA, "one evaluator-day whose mean score regressed against its baseline"),
+    "benchmark_cases": Table(BENCHMARK_CASE_SCHEMA, "one model output for one benchmark case and its scores"),
+    "benchmark_results": Table(BENCHMARK_RESULT_SCHEMA, "one metric of a task, group or suite for one model"),
+    "leaderboard": Table(LEADERBOARD_SCHEMA, "one model's rank in one suite"),
+}
+
+
+def table_schemas() -> dict[str, dict[str, pl.DataType]]:
+    """Table name -> columns, for every table of the catalog."""
+    return {name: table.schema for name, table in TABLES.items()}
+
 
 def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
@@ -104,18 +423,3 @@ def conform(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     if missing:
         df = df.with_columns(missing)
     return df.select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
-
-# One row per case of a dataset version (`dataset_versions`, the `test_cases` view).
-TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
-    "dataset": pl.String(),
-    "version": pl.Int64(),
-    "case_id": pl.String(),
-    "input": pl.String(),
-    "expected_output": pl.String(),
-    # true: expected_output is the JSON text of a list (any of its items is right), object, number or boolean the
-    # dataset file wrote as JSON; false: plain text (CSV cells are always text)
-    "expected_output_json": pl.Boolean(),
-    "metadata": pl.String(),
-    "source_file": pl.String(),
-    "source_line": pl.Int64(),
-}

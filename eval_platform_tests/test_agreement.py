@@ -24,7 +24,12 @@ from eval_platform.stats.judge_agreement import (
     position_consistency_from_counts,
     position_counts,
 )
-from eval_platform.stats.kappa import category_counts, cohen_kappa, fleiss_kappa, randolph_kappa
+from eval_platform.stats.kappa import (
+    category_counts,
+    cohen_kappa,
+    fleiss_kappa,
+    randolph_kappa,
+)
 from eval_platform.stats.reliability import LEVELS
 
 DAYS = [f"2026-10-{d:02d}" for d in range(1, 13)]

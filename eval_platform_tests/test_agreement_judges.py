@@ -14,10 +14,14 @@ from eval_platform.agreement.judge_rows import join_slots, keyed, sorted_by_key
 from eval_platform.agreement.judge_vs_judge import judge_vs_judge
 from eval_platform.agreement.periods import DailyScoreTables, windows
 from eval_platform.agreement.rows import Rows
-from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
-from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform, empty_frame
+from eval_platform.schemas import (
+    HUMAN_ANNOTATION_SCHEMA,
+    IMPORTED_JUDGMENT_SCHEMA,
+    JUDGE_SCORE_SCHEMA,
+    conform,
+    empty_frame,
+)
 from eval_platform.stats.judge_agreement import (
     _average_ranks,
     label_table,

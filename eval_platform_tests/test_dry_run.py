@@ -15,7 +15,11 @@ from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.settings import state_dir
-from eval_platform_tests.conftest import copy_sample_days, judge_requests, write_evaluator
+from eval_platform_tests.conftest import (
+    copy_sample_days,
+    judge_requests,
+    write_evaluator,
+)
 
 DAYS = ["2026-11-09", "2026-11-10"]
 
@@ -98,7 +102,11 @@ def test_dry_run_of_a_suite_counts_model_and_judge_calls_sends_nothing_and_bound
     from eval_platform.benchmarks.config import load_models, load_suites
     from eval_platform.benchmarks.runner import benchmark_ledger
     from eval_platform.dry_run import estimate_suite
-    from eval_platform_tests.benchmarks.test_generation_suite import materialize, query, requests_for
+    from eval_platform_tests.benchmarks.test_generation_suite import (
+        materialize,
+        query,
+        requests_for,
+    )
     from eval_platform_tests.conftest import REPO_DATA
 
     fixed = "fixed/The answer is 18."

@@ -7,16 +7,22 @@ from datetime import UTC, datetime
 import polars as pl
 
 from eval_platform.agreement.humans import inter_annotator
-from eval_platform.agreement.judge_rows import JudgeVerdicts, ScoreSource, read_evaluator
+from eval_platform.agreement.judge_rows import (
+    JudgeVerdicts,
+    ScoreSource,
+    read_evaluator,
+)
 from eval_platform.agreement.judge_vs_human import imported_vs_human, judge_vs_human
-from eval_platform.agreement.judge_vs_judge import imported_vs_evaluators, judge_vs_judge
+from eval_platform.agreement.judge_vs_judge import (
+    imported_vs_evaluators,
+    judge_vs_judge,
+)
 from eval_platform.agreement.periods import TRAILING_DAYS
 from eval_platform.agreement.position import position
 from eval_platform.agreement.ranking import ranking_agreement
 from eval_platform.agreement.rows import Rows
-from eval_platform.agreement.tables import AGREEMENT_SCHEMA, GROUND_TRUTH_SCHEMA
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.schemas import conform
+from eval_platform.schemas import AGREEMENT_SCHEMA, GROUND_TRUTH_SCHEMA, conform
 from eval_platform.stats.annotators import clear_majority, majority_labels
 
 MIN_GROUND_TRUTH_CONSENSUS = 2 / 3

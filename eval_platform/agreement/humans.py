@@ -14,7 +14,12 @@ from eval_platform.stats.annotators import (
     majority_labels,
     majority_labels_coded,
 )
-from eval_platform.stats.kappa import category_counts_coded, cohen_kappa_table, fleiss_kappa, randolph_kappa
+from eval_platform.stats.kappa import (
+    category_counts_coded,
+    cohen_kappa_table,
+    fleiss_kappa,
+    randolph_kappa,
+)
 from eval_platform.stats.reliability import krippendorff_alphas_coded
 
 ORDERED_SCHEMAS = {"rating", "ranking"}

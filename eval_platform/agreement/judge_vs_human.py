@@ -5,7 +5,13 @@ from __future__ import annotations
 import polars as pl
 
 from eval_platform.agreement.humans import human_reference, only_task
-from eval_platform.agreement.periods import DailyScoreTables, DailyTables, in_window, sorted_by_date, windows
+from eval_platform.agreement.periods import (
+    DailyScoreTables,
+    DailyTables,
+    in_window,
+    sorted_by_date,
+    windows,
+)
 from eval_platform.agreement.rows import Rows, label_rows, pairwise_rows
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.stats.judge_agreement import (

@@ -8,7 +8,12 @@ import itertools
 import polars as pl
 
 from eval_platform.agreement.humans import human_reference
-from eval_platform.agreement.judge_rows import JudgeVerdicts, ScoreSource, join_slots, read_evaluator
+from eval_platform.agreement.judge_rows import (
+    JudgeVerdicts,
+    ScoreSource,
+    join_slots,
+    read_evaluator,
+)
 from eval_platform.agreement.judge_vs_human import (
     evaluator_pairwise_labels,
     imported_pairwise_labels,
@@ -17,7 +22,11 @@ from eval_platform.agreement.judge_vs_human import (
 from eval_platform.agreement.rows import Rows
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes import AgreementKind
-from eval_platform.stats.judge_agreement import label_table, pairwise_agreement, score_agreement_by_counts
+from eval_platform.stats.judge_agreement import (
+    label_table,
+    pairwise_agreement,
+    score_agreement_by_counts,
+)
 from eval_platform.stats.kappa import cohen_kappa_table
 
 

@@ -9,7 +9,11 @@ import numpy as np
 import polars as pl
 
 from eval_platform.stats._labels import encode
-from eval_platform.stats.judge_agreement import MAX_TABLE_CELLS, pairwise_agreement_counts, score_agreement_table
+from eval_platform.stats.judge_agreement import (
+    MAX_TABLE_CELLS,
+    pairwise_agreement_counts,
+    score_agreement_table,
+)
 
 TRAILING_DAYS = 7
 

@@ -9,7 +9,11 @@ import polars as pl
 from eval_platform.agreement.periods import windows
 from eval_platform.agreement.rows import Rows
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.stats.judge_agreement import position_consistency, position_consistency_from_counts, position_counts
+from eval_platform.stats.judge_agreement import (
+    position_consistency,
+    position_consistency_from_counts,
+    position_counts,
+)
 
 
 def position(config: EvaluatorConfig, scores: pl.DataFrame, rows: Rows, trailing_days: int) -> None:

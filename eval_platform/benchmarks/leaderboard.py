@@ -26,31 +26,15 @@ import numpy as np
 import polars as pl
 
 from eval_platform.benchmarks.config import Suite
-from eval_platform.benchmarks.results import Z_95, TaskCases, as_task_cases, wilson_interval
-from eval_platform.benchmarks.runner import BENCHMARK_RESULT_SCHEMA, UTC_TS
+from eval_platform.benchmarks.results import (
+    Z_95,
+    TaskCases,
+    as_task_cases,
+    wilson_interval,
+)
+from eval_platform.schemas import BENCHMARK_RESULT_SCHEMA, LEADERBOARD_SCHEMA
 
 RESAMPLES = 2000
-
-LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
-    "suite": pl.String(),
-    "aggregate": pl.String(),  # macro | micro
-    "model": pl.String(),
-    "rank": pl.Int64(),
-    "score": pl.Float64(),
-    "ci_low": pl.Float64(),
-    "ci_high": pl.Float64(),
-    "n_cases": pl.Int64(),
-    "tasks_scored": pl.Int64(),
-    "tasks_total": pl.Int64(),
-    "leader": pl.String(),
-    "gap_to_leader": pl.Float64(),
-    "gap_ci_low": pl.Float64(),
-    "gap_ci_high": pl.Float64(),
-    "paired_cases": pl.Int64(),
-    "significant_vs_leader": pl.Boolean(),
-    "cost_usd": pl.Float64(),
-    "computed_at": UTC_TS,
-}
 
 # A task's cases for its primary metric: task -> TaskCases (or, for a mean metric, case_id -> value).
 CaseValues = Mapping[str, TaskCases | Mapping[str, float]]

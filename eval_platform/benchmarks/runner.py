@@ -30,23 +30,40 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from eval_platform.benchmarks.config import ModelUnderTest, Suite, Task, dataset_versions
-from eval_platform.benchmarks.results import MetricSummary, TaskCases, summarize, summarize_corpus
+from eval_platform.benchmarks.config import (
+    ModelUnderTest,
+    Suite,
+    Task,
+    dataset_versions,
+)
+from eval_platform.benchmarks.results import (
+    MetricSummary,
+    TaskCases,
+    summarize,
+    summarize_corpus,
+)
 from eval_platform.ingest.datasets import expected_value, validate_dataset
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes.pairwise import unswap
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.prompts import build_messages
 from eval_platform.judging.runner import judge_day
-from eval_platform.judging.templates import _value, parse_template, render
+from eval_platform.judging.templates import parse_template, render
 from eval_platform.llm.budget import Budget, BudgetLedger, reservation_ttl_s
 from eval_platform.llm.call import ModelCaller
 from eval_platform.llm.endpoint import Endpoint, model_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.record_fields import field_text
+from eval_platform.schemas import (
+    BENCHMARK_CASE_SCHEMA,
+    BENCHMARK_RESULT_SCHEMA,
+    COMPLETED,
+    FAILED,
+    SKIPPED,
+)
 from eval_platform.scoring import registry
 from eval_platform.settings import state_dir
 
-COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
 TIMEOUT_S, MAX_RETRIES = 120.0, 3
 
 
@@ -58,63 +75,6 @@ def benchmark_ledger(root: Path) -> BudgetLedger:
 
 def budget_name(model_name: str) -> str:
     return f"model:{model_name}"
-
-UTC_TS = pl.Datetime("us", "UTC")
-SCORE_STRUCT = pl.List(pl.Struct({"metric": pl.String(), "value": pl.Float64()}))
-
-BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
-    "suite": pl.String(),
-    "task": pl.String(),
-    "model": pl.String(),  # the partition key (models.yaml name)
-    "model_id": pl.String(),  # the litellm model string called
-    "dataset": pl.String(),
-    "dataset_version": pl.Int64(),
-    "dataset_hash": pl.String(),
-    "case_id": pl.String(),
-    "sample": pl.Int64(),
-    "presentation": pl.String(),  # judge tasks: AB (pair as listed) or BA (swapped); else ""
-    "input": pl.String(),
-    "expected_output": pl.String(),
-    "expected_output_json": pl.Boolean(),  # expected_output is JSON text (a list of accepted answers, an object)
-    "output": pl.String(),
-    "verdict": pl.String(),  # judge tasks: the parsed winner in the case's terms (A = first pair field), or the score / pass / label
-    "status": pl.String(),
-    "reason": pl.String(),
-    "reason_detail": pl.String(),
-    "scores": SCORE_STRUCT,
-    "primary_metric": pl.String(),
-    "primary_value": pl.Float64(),
-    "prompt_tokens": pl.Int64(),
-    "completion_tokens": pl.Int64(),
-    "cost_usd": pl.Float64(),  # null when the row's call has no known price (never counted as free); 0 without a call
-    "latency_ms": pl.Float64(),
-    "cache_hit": pl.Boolean(),
-    "provider_model": pl.String(),
-    "task_config_hash": pl.String(),
-    "scorer_config_hash": pl.String(),
-    "run_at": UTC_TS,
-}
-
-BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
-    "suite": pl.String(),
-    "level": pl.String(),  # task | group | suite
-    "name": pl.String(),  # the task's or group's name; the suite's own name at level 'suite'
-    "model": pl.String(),
-    "metric": pl.String(),
-    "aggregate": pl.String(),  # mean (task) | macro | micro
-    "value": pl.Float64(),
-    "stderr": pl.Float64(),
-    "ci_low": pl.Float64(),
-    "ci_high": pl.Float64(),
-    "n": pl.Int64(),  # cases with a value
-    "n_failed": pl.Int64(),  # cases with no value and a FAILED row
-    "n_skipped": pl.Int64(),  # cases all of whose rows were SKIPPED
-    "cost_usd": pl.Float64(),
-    "datasets": pl.String(),  # dataset@vN (sha256 prefix), every one the row covers
-    "task_config_hash": pl.String(),
-    "scorer_config_hash": pl.String(),
-    "computed_at": UTC_TS,
-}
 
 
 def _hash(value: Any) -> str:
@@ -160,7 +120,7 @@ def load_dataset(root: Path, task: Task) -> DatasetSlice:
 
 def case_field(case: Mapping[str, Any], name: str) -> str | None:
     """A case field by name: `input`, `expected_output`, `case_id` or `metadata.<key>`."""
-    return _value({k: case.get(k) for k in ("input", "expected_output", "case_id", "metadata")}, name)
+    return field_text({k: case.get(k) for k in ("input", "expected_output", "case_id", "metadata")}, name)
 
 
 @dataclass

@@ -4,18 +4,28 @@
 import dagster as dg
 import polars as pl
 
-from eval_platform.agreement import AGREEMENT_SCHEMA, compute
+from eval_platform.agreement import compute
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.annotation_tasks import AnnotationTasksError, find_annotation_tasks
+from eval_platform.ingest.annotation_tasks import (
+    AnnotationTasksError,
+    find_annotation_tasks,
+)
 from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
-from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
-from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.schemas import empty_frame
-from eval_platform.storage.warehouse import partition_files, read_partition, write_partition
+from eval_platform.schemas import (
+    AGREEMENT_SCHEMA,
+    HUMAN_ANNOTATION_SCHEMA,
+    IMPORTED_JUDGMENT_SCHEMA,
+    empty_frame,
+)
+from eval_platform.storage.warehouse import (
+    partition_files,
+    read_partition,
+    write_partition,
+)
 
 SCORE_COLUMNS = [
     "evaluator", "date", "trace_id", "trace_id_b", "model", "sample", "role", "is_final", "status",

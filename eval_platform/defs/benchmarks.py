@@ -16,18 +16,38 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from eval_platform.benchmarks.config import Suite, SuiteError, load_models, load_suites, upstream
-from eval_platform.benchmarks.leaderboard import LEADERBOARD_SCHEMA, leaderboard, suite_results
+from eval_platform.benchmarks.config import (
+    Suite,
+    SuiteError,
+    load_models,
+    load_suites,
+    upstream,
+)
+from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
 from eval_platform.benchmarks.results import TaskCases
-from eval_platform.benchmarks.runner import COMPLETED, FAILED, SKIPPED, TaskRun, run_task, task_cases, task_results
+from eval_platform.benchmarks.runner import (
+    COMPLETED,
+    FAILED,
+    SKIPPED,
+    TaskRun,
+    run_task,
+    task_cases,
+    task_results,
+)
 from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
-from eval_platform.defs.partition_ranges import fail_if_any, materialize, run_partitions
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
+from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition
+from eval_platform.schemas import LEADERBOARD_SCHEMA
+from eval_platform.storage.warehouse import (
+    has_files,
+    read_partition,
+    table_glob,
+    write_partition,
+)
 
 MODELS_FILE = Path("benchmarks") / "models.yaml"
 

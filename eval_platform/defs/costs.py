@@ -1,90 +1,24 @@
-"""What judging cost (`judge_cost_daily`, `judge_cost_monthly`) and, apart, what the traced app spent.
-
-Judge spend and the traced application's own spend (`traces.cost_usd`) are never added together: the
-app's spend has its own table, `app_cost_daily`.
-"""
-
-
-from datetime import UTC, datetime
+"""Assets of what judging cost (`judge_cost_daily`, `judge_cost_monthly`) and, apart, what the traced app spent
+(`app_cost_daily`); the rollups themselves are `eval_platform.costs`."""
 
 import dagster as dg
-import duckdb
-import polars as pl
 
-from eval_platform.defs.catalog import (
-    APP_COST_DAILY_SCHEMA,
-    JUDGE_COST_DAILY_SCHEMA,
-    JUDGE_COST_MEASURES,
-    JUDGE_COST_MONTHLY_SCHEMA,
-    refresh,
+from eval_platform.costs import (
+    app_cost_rollup,
+    cost_rollup,
+    judge_ledger,
+    monthly_rollup,
 )
+from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.llm.budget import BudgetLedger
-from eval_platform.schemas import conform
-from eval_platform.settings import state_dir
-from eval_platform.storage.warehouse import has_files, read_partition, table_glob, write_partition
-
-
-def cost_rollup(root, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
-    """Judge spend per UTC day of judging. Judge spend only: the traced application's own cost_usd is
-    in `traces` and is never added here."""
-    if not has_files(root, "judge_scores"):
-        return conform(pl.DataFrame(), JUDGE_COST_DAILY_SCHEMA)
-    # Rows are grouped by the UTC day number and only the groups' days are formatted: a strftime and a time
-    # zone conversion on every row took most of the query's time at 10M rows.
-    with duckdb.connect() as conn:
-        frame = conn.sql(
-            f"""
-            SELECT strftime(DATE '1970-01-01' + CAST(utc_day AS INTEGER), '%Y-%m-%d') AS day, * EXCLUDE (utc_day)
-            FROM (
-                SELECT floor(epoch_us(judged_at) / 86400000000) AS utc_day, evaluator, model, project_id,
-                       count(*) AS rows, sum(calls) AS calls, sum(cache_hit::INT) AS cache_hits,
-                       count(*) FILTER (status = 'COMPLETED') AS completed,
-                       count(*) FILTER (status = 'FAILED') AS failed,
-                       count(*) FILTER (status = 'SKIPPED') AS skipped,
-                       sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-                       sum(coalesce(cost_usd, 0)) AS spend_usd, sum(cached_cost_usd) AS avoided_by_cache_usd
-                FROM read_parquet('{table_glob(root, "judge_scores")}')
-                GROUP BY ALL
-            )
-            ORDER BY day, evaluator, model, project_id
-            """
-        ).pl()
-    budgets = {name: cfg.max_daily_cost_usd for name, cfg in evaluators.items()}
-    spend = ledger_spend(BudgetLedger(state_dir(root) / "budget.sqlite"))
-    frame = with_budget_use(frame, spend, "day", budgets, "budget_daily_usd")
-    return conform(frame, JUDGE_COST_DAILY_SCHEMA)
-
-
-def ledger_spend(ledger: BudgetLedger) -> pl.DataFrame:
-    """The ledger's spend per evaluator and UTC day of the call (all runs, cache hits cost nothing)."""
-    return pl.DataFrame(
-        [(e, d, s) for e, d, s, _ in ledger.totals()],
-        schema={"evaluator": pl.String, "day": pl.String, "ledger_spend_usd": pl.Float64},
-        orient="row",
-        strict=False,
-    )
-
-
-def with_budget_use(
-    frame: pl.DataFrame, spend: pl.DataFrame, period: str, budgets: dict[str, float | None], budget_column: str
-) -> pl.DataFrame:
-    """Adds the period's ledger spend, the evaluator's budget for that period and the percentage used."""
-    return (
-        frame.join(spend, on=["evaluator", period], how="left", maintain_order="left")
-        .with_columns(
-            pl.col("evaluator").replace_strict(budgets, default=None, return_dtype=pl.Float64).alias(budget_column),
-            pl.col("ledger_spend_usd").fill_null(0.0),
-            pl.lit(datetime.now(UTC)).alias("computed_at"),
-        )
-        .with_columns((100 * pl.col("ledger_spend_usd") / pl.col(budget_column)).alias("budget_used_pct"))
-    )
+from eval_platform.storage.warehouse import read_partition, write_partition
 
 
 def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):
-    @dg.asset(deps=[judge_scores], kinds={"duckdb", "parquet"}, group_name="costs", automation_condition=REFRESH_AFTER_UPDATES)
+    @dg.asset(deps=[judge_scores], kinds={"duckdb", "parquet"}, group_name="costs",
+              automation_condition=REFRESH_AFTER_UPDATES)
     def judge_cost_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend and tokens per UTC day, evaluator, model and project: calls, cache hits, failures,
         and the day's budget use from the spend ledger (`ledger_spend_usd`, all runs of the day)."""
@@ -103,25 +37,9 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
     return judge_cost_daily
 
 
-def monthly_rollup(daily: pl.DataFrame, ledger: BudgetLedger, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
-    """`judge_cost_daily` summed per UTC month, with the month's ledger spend against the monthly budget."""
-    frame = (
-        daily.with_columns(pl.col("day").str.slice(0, 7).alias("month"))
-        .group_by("month", "evaluator", "model", "project_id")
-        .agg(pl.col(list(JUDGE_COST_MEASURES)).sum(), pl.col("day").n_unique().alias("days"))
-    )
-    monthly_spend = (
-        ledger_spend(ledger)
-        .group_by("evaluator", pl.col("day").str.slice(0, 7).alias("month"))
-        .agg(pl.col("ledger_spend_usd").sum())
-    )
-    budgets = {name: cfg.max_monthly_cost_usd for name, cfg in evaluators.items()}
-    frame = with_budget_use(frame, monthly_spend, "month", budgets, "budget_monthly_usd")
-    return conform(frame.sort("month", "evaluator", "model", "project_id", nulls_last=True), JUDGE_COST_MONTHLY_SCHEMA)
-
-
 def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_daily: dg.AssetsDefinition):
-    @dg.asset(deps=[judge_cost_daily], kinds={"duckdb", "parquet"}, group_name="costs", automation_condition=REFRESH_AFTER_UPDATES)
+    @dg.asset(deps=[judge_cost_daily], kinds={"duckdb", "parquet"}, group_name="costs",
+              automation_condition=REFRESH_AFTER_UPDATES)
     def judge_cost_monthly(warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend per UTC month, evaluator, model and project, with the month's budget use from the
         spend ledger (`ledger_spend_usd` against `max_monthly_cost_usd`)."""
@@ -129,7 +47,7 @@ def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_
         daily = read_partition(root, "judge_cost_daily", {})
         if daily is None:
             raise dg.Failure("judge_cost_daily is not materialized yet: materialize it first")
-        frame = monthly_rollup(daily, BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators)
+        frame = monthly_rollup(daily, judge_ledger(root), evaluators)
         write_partition(root, "judge_cost_monthly", {}, frame)
         refresh(root)
         return dg.MaterializeResult(
@@ -143,23 +61,6 @@ def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_
     return judge_cost_monthly
 
 
-def app_cost_rollup(root) -> pl.DataFrame:
-    """The traced application's own spend and tokens per trace day, project and model."""
-    if not has_files(root, "traces"):
-        return conform(pl.DataFrame(), APP_COST_DAILY_SCHEMA)
-    with duckdb.connect() as conn:
-        frame = conn.sql(
-            f"""
-            SELECT date AS day, project_id, model, count(*) AS traces,
-                   count(cost_usd) AS traces_with_cost, sum(prompt_tokens) AS prompt_tokens,
-                   sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS app_cost_usd
-            FROM read_parquet('{table_glob(root, "traces")}', union_by_name = true)
-            GROUP BY ALL ORDER BY ALL
-            """
-        ).pl()
-    return conform(frame.with_columns(pl.lit(datetime.now(UTC)).alias("computed_at")), APP_COST_DAILY_SCHEMA)
-
-
 @dg.asset(deps=["traces"], kinds={"duckdb", "parquet"}, group_name="costs", automation_condition=REFRESH_AFTER_UPDATES)
 def app_cost_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """The traced application's own spend (`traces.cost_usd`) per day, project and model: reported here,
@@ -169,5 +70,8 @@ def app_cost_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
     write_partition(root, "app_cost_daily", {}, frame)
     refresh(root)
     return dg.MaterializeResult(
-        metadata={"rows": frame.height, "app_cost_usd": dg.MetadataValue.float(float(frame["app_cost_usd"].sum() or 0.0))}
+        metadata={
+            "rows": frame.height,
+            "app_cost_usd": dg.MetadataValue.float(float(frame["app_cost_usd"].sum() or 0.0)),
+        }
     )

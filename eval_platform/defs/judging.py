@@ -8,12 +8,16 @@ import polars as pl
 from pydantic import Field
 
 from eval_platform.defs.catalog import refresh
-from eval_platform.defs.partition_ranges import fail_if_any, materialize, run_partitions
 from eval_platform.defs.partitions import judge_partitions
+from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.partition import JudgedPartition, PartitionNotReady, judge_partition
+from eval_platform.judging.evaluator_day import (
+    JudgedPartition,
+    PartitionNotReady,
+    judge_partition,
+)
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
 
 # Score a day when its traces were updated after its scores, never while they are still being written.

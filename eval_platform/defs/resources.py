@@ -11,7 +11,7 @@ from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform.settings import DATA_DIR_ENV, state_dir
+from eval_platform.settings import DATA_DIR_ENV, data_root, state_dir
 
 LOCAL_JUDGE_URL_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_URL"
 
@@ -23,7 +23,7 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @property
     def root(self) -> Path:
-        return Path(self.data_dir or os.environ.get(DATA_DIR_ENV, "data")).resolve()
+        return Path(self.data_dir).resolve() if self.data_dir else data_root()
 
 
 class JudgeResource(dg.ConfigurableResource):

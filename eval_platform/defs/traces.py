@@ -11,12 +11,16 @@ import dagster as dg
 import polars as pl
 
 from eval_platform.defs.catalog import refresh
-from eval_platform.defs.partition_ranges import fail_if_any, materialize, run_partitions
 from eval_platform.defs.partitions import trace_days
+from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.traces import list_trace_files, read_trace_day
-from eval_platform.storage.warehouse import has_files, table_glob, write_partition, write_quarantine
-
+from eval_platform.storage.warehouse import (
+    has_files,
+    table_glob,
+    write_partition,
+    write_quarantine,
+)
 
 # A backfill ingests a range of days per run, at most this many: each run pays the start of a Python process and the
 # code location (seconds), while ingesting a day of exports takes well under a second. Bounded so that a failed run

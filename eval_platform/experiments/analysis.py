@@ -61,7 +61,12 @@ import numpy as np
 import polars as pl
 
 from eval_platform.experiments.config import ExperimentConfig, Guardrail, Metric
-from eval_platform.schemas import UTC_TS, conform
+from eval_platform.schemas import (
+    EXPERIMENT_RESULT_SCHEMA,
+    FINAL_COMPLETED,
+    UTC_TS,
+    conform,
+)
 from eval_platform.stats.distributions import t_ppf
 from eval_platform.stats.experiments import (
     INSUFFICIENT,
@@ -71,26 +76,9 @@ from eval_platform.stats.experiments import (
     cohens_d,
     welch_t_test,
 )
-from eval_platform.stats.ranking import bradley_terry, win_rates, wilson_interval
-
-
-_F, _I, _S, _B = pl.Float64(), pl.Int64(), pl.String(), pl.Boolean()
-EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
-    "experiment": _S, "experiment_id": _S, "kind": _S, "metric": _S, "evaluator": _S, "metric_role": _S,
-    "direction": _S, "variant": _S, "control_variant": _S, "opponent": _S, "method": _S, "alpha": _F,
-    "n": _I, "n_control": _I, "mean": _F, "std": _F, "ci_low": _F, "ci_high": _F,
-    "mean_control": _F, "difference": _F, "relative_difference": _F,
-    "diff_ci_low": _F, "diff_ci_high": _F, "t_statistic": _F, "df": _F, "p_value": _F,
-    "prob_improvement": _F, "expected_lift": _F, "credible_low": _F, "credible_high": _F, "expected_loss": _F,
-    "cohens_d": _F, "effect_interpretation": _S,
-    "significant": _B, "outcome": _S, "insufficient_sample": _B,
-    "guardrail_rule": _S, "guardrail_passed": _B, "recommendation": _S,
-    "wins": _I, "losses": _I, "ties": _I, "win_rate": _F, "strength": _F, "rank": _I,
-    "note": _S, "start_date": _S, "end_date": _S, "stale": _B, "stale_reason": _S, "computed_at": UTC_TS,
-}
+from eval_platform.stats.ranking import bradley_terry, wilson_interval, win_rates
 
 BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no significant difference"
-FINAL_COMPLETED = pl.col("is_final") & (pl.col("status") == "COMPLETED")
 
 
 def experiment_results(
@@ -119,7 +107,7 @@ def keep_stale_rows(fresh: pl.DataFrame, previous: pl.DataFrame | None, unavaila
     if previous is None or not unavailable:
         return fresh
     reasons = pl.DataFrame({"experiment": list(unavailable), "reason": list(unavailable.values())},
-                           schema={"experiment": _S, "reason": _S})
+                           schema={"experiment": pl.String(), "reason": pl.String()})
     kept = (
         conform(previous, EXPERIMENT_RESULT_SCHEMA)
         .filter(~pl.col("experiment").is_in(fresh["experiment"].unique().implode()))

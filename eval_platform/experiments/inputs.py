@@ -7,7 +7,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
+from eval_platform.schemas import (
+    FINAL_COMPLETED,
+    JUDGE_SCORE_SCHEMA,
+    TRACE_SCHEMA,
+    conform,
+)
 from eval_platform.storage.warehouse import partition_files
 
 SCORE_COLUMNS = [
@@ -31,7 +36,7 @@ def read_final_scores(root: Path, evaluators: list[str]) -> pl.DataFrame:
     wanted = sorted(set(evaluators) & set(files))
     if not wanted:
         return conform(pl.DataFrame(), schema)
-    final = pl.col("is_final") & (pl.col("status") == "COMPLETED") & pl.col("evaluator").is_in(wanted)
+    final = FINAL_COMPLETED & pl.col("evaluator").is_in(wanted)
     return conform(_scan([files[name] for name in wanted], schema).filter(final).collect(), schema)
 
 

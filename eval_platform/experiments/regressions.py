@@ -25,39 +25,17 @@ from datetime import UTC, date, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from eval_platform.schemas import UTC_TS, conform
+from eval_platform.schemas import ALERT_SCHEMA, FINAL_COMPLETED, UTC_TS, conform
 from eval_platform.stats.experiments import cohens_d, welch_t_test
 
 DEFAULT_BASELINE_DAYS = 7
 DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_N = 10
 
-ALERT_SCHEMA: dict[str, pl.DataType] = {
-    "evaluator": pl.String(),
-    "day": pl.String(),
-    "mean": pl.Float64(),
-    "n": pl.Int64(),
-    "baseline_mean": pl.Float64(),
-    "baseline_n": pl.Int64(),
-    "baseline_start": pl.String(),
-    "baseline_end": pl.String(),
-    "baseline_days": pl.Int64(),
-    "difference": pl.Float64(),
-    "relative_difference": pl.Float64(),
-    "t_statistic": pl.Float64(),
-    "df": pl.Float64(),
-    "p_value": pl.Float64(),
-    "alpha": pl.Float64(),
-    "cohens_d": pl.Float64(),
-    "severity": pl.String(),
-    "message": pl.String(),
-    "detected_at": UTC_TS,
-}
-
 
 def daily_scores(scores: pl.DataFrame, evaluators: list[str] | None = None) -> pl.DataFrame:
     """(evaluator, date, scores: list of the day's final completed scores), sorted."""
-    frame = scores.filter(pl.col("is_final") & (pl.col("status") == "COMPLETED") & pl.col("score").is_not_null())
+    frame = scores.filter(FINAL_COMPLETED & pl.col("score").is_not_null())
     if evaluators is not None:
         frame = frame.filter(pl.col("evaluator").is_in(evaluators))
     return frame.group_by("evaluator", "date").agg(pl.col("score").alias("scores")).sort("evaluator", "date")

@@ -44,7 +44,12 @@ from typing import Any
 import polars as pl
 
 from eval_platform.ingest.annotation_labels import label_schema, normalized_labels
-from eval_platform.ingest.annotation_tasks import TASKS_FILE_NAMES, AnnotationTasks, CriterionSpec, find_annotation_tasks
+from eval_platform.ingest.annotation_tasks import (
+    TASKS_FILE_NAMES,
+    AnnotationTasks,
+    CriterionSpec,
+    find_annotation_tasks,
+)
 from eval_platform.ingest.common import RowError, dumps, preview
 from eval_platform.ingest.export_files import (
     ExportRow,
@@ -57,29 +62,12 @@ from eval_platform.ingest.export_files import (
 )
 from eval_platform.ingest.quarantine import utc_now
 from eval_platform.ingest.records import parse_timestamp
-from eval_platform.schemas import UTC_TS, conform, empty_frame
+from eval_platform.schemas import HUMAN_ANNOTATION_SCHEMA, conform, empty_frame
 
 SOURCE = "human_annotations"
 FOLDER = "annotations"
 DEFAULT_CRITERION = "overall"
 SCHEMAS = ("classification", "rating", "ranking")
-
-HUMAN_ANNOTATION_SCHEMA: dict[str, pl.DataType] = {
-    "task": pl.String(),
-    "item_id": pl.String(),
-    "annotator": pl.String(),
-    "criterion": pl.String(),
-    "schema": pl.String(),  # classification | rating | ranking
-    "label": pl.String(),
-    "value": pl.Float64(),  # rating value, mapped classification value, or rank (1 = best)
-    "trace_id": pl.String(),
-    "response1_trace_id": pl.String(),
-    "response2_trace_id": pl.String(),
-    "annotated_at": UTC_TS,
-    "metadata": pl.String(),  # JSON object of the row's other fields
-    "source_file": pl.String(),
-    "source_line": pl.Int64(),
-}
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "task": ("task", "task_name"),

@@ -49,27 +49,10 @@ from eval_platform.ingest.export_files import (
 )
 from eval_platform.ingest.quarantine import utc_now
 from eval_platform.ingest.records import parse_timestamp
-from eval_platform.schemas import UTC_TS, conform, empty_frame
+from eval_platform.schemas import IMPORTED_JUDGMENT_SCHEMA, conform, empty_frame
 
 SOURCE = "imported_judgments"
 FOLDER = "judgments"
-
-IMPORTED_JUDGMENT_SCHEMA: dict[str, pl.DataType] = {
-    "source": pl.String(),  # the judge or study, e.g. "gpt-3.5-turbo (PandaLM study)"
-    "task": pl.String(),
-    "criterion": pl.String(),
-    "item_id": pl.String(),
-    "verdict": pl.String(),  # as recorded
-    "value": pl.Float64(),  # numeric score, when there is one
-    "reasoning": pl.String(),
-    "trace_id": pl.String(),
-    "response1_trace_id": pl.String(),
-    "response2_trace_id": pl.String(),
-    "judged_at": UTC_TS,
-    "metadata": pl.String(),  # JSON object of the row's other fields
-    "source_file": pl.String(),
-    "source_line": pl.Int64(),
-}
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "source": ("source", "judge", "judge_model"),

@@ -50,7 +50,12 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from eval_platform.ingest.common import RowError, dumps, preview
-from eval_platform.ingest.messages import document_text, is_message_list, maybe_json, render_messages
+from eval_platform.ingest.messages import (
+    document_text,
+    is_message_list,
+    maybe_json,
+    render_messages,
+)
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -23,7 +23,11 @@ from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, Judge
 from eval_platform.judging.modes import Strict as _Strict
 from eval_platform.judging.modes.n_wise import MAX_CANDIDATES, NWiseOptions  # noqa: F401 (MAX_CANDIDATES re-exported)
 from eval_platform.judging.modes.pairwise import PairwiseOptions
-from eval_platform.judging.templates import TemplateError, parse_template, template_names
+from eval_platform.judging.templates import (
+    TemplateError,
+    parse_template,
+    template_names,
+)
 from eval_platform.llm import pricing
 from eval_platform.llm.openai_compat import is_openai_compatible
 
@@ -376,7 +380,9 @@ class EvaluatorConfig(_Strict):
             mode.check(self)
 
     def _check_few_shot(self) -> None:
-        from eval_platform.judging.prompts import reply_schema  # prompts builds on this module
+        from eval_platform.judging.prompts import (
+            reply_schema,  # prompts builds on this module
+        )
 
         if self.few_shot and not self.judge_mode.few_shot:
             raise ValueError(f"few_shot is not supported for mode '{self.mode}'")

@@ -23,10 +23,11 @@ import statistics
 from collections import Counter
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the modes import this module's statuses: the config (and its mode) come in at run time
+from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
+
+if TYPE_CHECKING:  # the config (and its mode) come in at run time: the modes import this module
     from eval_platform.judging.config import EvaluatorConfig
 
-COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
 
 
 def _vote(config: EvaluatorConfig, row: dict):

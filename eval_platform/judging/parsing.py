@@ -46,7 +46,9 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
         raise ParseFailure("empty_reply", "the judge returned no content")
     if config.strict:
         obj = strict_json(text)
-        from eval_platform.judging.prompts import reply_schema  # prompts builds on config, like this module
+        from eval_platform.judging.prompts import (
+            reply_schema,  # prompts builds on config, like this module
+        )
 
         validate(obj, reply_schema(config, n_candidates), "the reply schema")
     else:

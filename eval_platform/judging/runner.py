@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.consensus import COMPLETED, FAILED, SKIPPED, consensus_row
+from eval_platform.judging.consensus import consensus_row
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
 from eval_platform.judging.units import Day, Unit
@@ -29,7 +29,13 @@ from eval_platform.llm.budget import Budget, reservation_ttl_s
 from eval_platform.llm.call import CallResult, ModelCaller, ReplyRejected
 from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
+from eval_platform.schemas import (
+    COMPLETED,
+    FAILED,
+    JUDGE_SCORE_SCHEMA,
+    SKIPPED,
+    conform,
+)
 
 
 def unit_hash(*parts: str) -> float:

@@ -10,11 +10,11 @@ content is declared data inside an unguessable delimiter.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from eval_platform.judging.fencing import fence, new_secret
+from eval_platform.record_fields import field_text
 
 _NAME = r"[a-z_]+(?:\.[A-Za-z0-9_]+)?"
 _TOKEN_RE = re.compile(rf"\{{\{{\s*(#if\s+{_NAME}|/if|{_NAME})\s*\}}\}}")
@@ -107,28 +107,13 @@ def render(
         if isinstance(node, _Text):
             parts.append(node.text)
         elif isinstance(node, _Var):
-            value = _value(values, node.name) or ""
+            value = field_text(values, node.name) or ""
             name = node.name.replace(".", "_").lower()
             plain = node.name in prefenced or not fenced
             parts.append(value if plain else fence(name, value, secret))
-        elif _value(values, node.name):
+        elif field_text(values, node.name):
             parts.append(render(node.body, values, prefenced, secret, fenced))
     return "".join(parts)
-
-
-def _value(values: dict[str, str | None], name: str) -> str | None:
-    """A variable's text; `metadata.key` reads one key of the metadata JSON object."""
-    base, dot, key = name.partition(".")
-    if not dot:
-        return values.get(name)
-    try:
-        metadata = json.loads(values.get(base) or "{}")
-    except ValueError:
-        return None
-    value = metadata.get(key) if isinstance(metadata, dict) else None
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 def template_names(tree: tuple) -> set[str]:

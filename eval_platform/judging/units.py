@@ -9,13 +9,13 @@ built (which `judging.prompts` does on top of the modes, so a mode module never 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eval_platform.judging.consensus import COMPLETED
+from eval_platform.record_fields import field_text
+from eval_platform.schemas import COMPLETED
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -139,22 +139,12 @@ def merge_calls(results: list[CallResult]) -> CallResult:
     return combined
 
 
-def key_value(trace: dict[str, Any], key: str) -> str | None:
-    """A trace column, or `metadata.<key>` from its metadata object, as text."""
-    if key.startswith("metadata."):
-        metadata = json.loads(trace.get("metadata") or "{}")
-        value = metadata.get(key.removeprefix("metadata."))
-    else:
-        value = trace.get(key)
-    return None if value is None else str(value)
-
-
 def grouped(records: list[dict[str, Any]], key: str) -> tuple[dict[str, list[dict]], list[tuple[dict, Skip]]]:
     """Traces of the day by their `key` value (sorted by variant, trace_id), and the traces without one."""
     groups: dict[str, list[dict]] = {}
     lone: list[tuple[dict, Skip]] = []
     for trace in records:
-        value = key_value(trace, key)
+        value = field_text(trace, key)
         if value is None:
             lone.append((trace, ("no_group_key", f"{key} is missing")))
         else:

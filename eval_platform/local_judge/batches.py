@@ -27,7 +27,11 @@ from typing import Any
 
 from aiohttp import web
 
-from eval_platform.local_judge.echo_key import POLL_ECHO_STATUS, echoes_on_first_poll, poll_echo_message
+from eval_platform.local_judge.echo_key import (
+    POLL_ECHO_STATUS,
+    echoes_on_first_poll,
+    poll_echo_message,
+)
 
 # (status, JSON body, headers) of one chat-completions request body, given the caller's credentials.
 Respond = Callable[[Any, str], Awaitable[tuple[int, dict[str, Any], dict[str, str]]]]

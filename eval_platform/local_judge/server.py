@@ -31,13 +31,19 @@ from typing import Any
 
 from aiohttp import web
 
+from eval_platform.judging.fencing import unfence_all
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
-from eval_platform.local_judge.batches import BatchStore, authorization, azure_refusal, json_body
+from eval_platform.local_judge.batches import (
+    BatchStore,
+    authorization,
+    azure_refusal,
+    json_body,
+)
 from eval_platform.local_judge.echo_key import ECHO_KEY_MODELS, echo_key_answer
-from eval_platform.local_judge.message_batches import MessageBatches
 from eval_platform.local_judge.faults import FirstSeen, fault_answer
-from eval_platform.local_judge.mock_verdict import mock_verdict
 from eval_platform.local_judge.llmbar_replay import LLMBarRecordings
+from eval_platform.local_judge.message_batches import MessageBatches
+from eval_platform.local_judge.mock_verdict import mock_verdict
 from eval_platform.local_judge.pandalm_replay import (
     RECORDED_JUDGES,
     PandaLMRecordings,
@@ -45,7 +51,6 @@ from eval_platform.local_judge.pandalm_replay import (
     item_id_from_metadata,
 )
 from eval_platform.local_judge.scripted import SCRIPTED_PREFIXES, scripted_answer
-from eval_platform.judging.fencing import unfence_all
 from eval_platform.settings import data_root as default_data_root
 
 REPLAY_MISS_MESSAGE = "replay: no recorded verdict for this prompt (item not found)"

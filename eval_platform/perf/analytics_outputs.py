@@ -39,8 +39,8 @@ IGNORED = {"computed_at"}
 
 def dump(root: Path, out: Path) -> None:
     from eval_platform.agreement import compute
+    from eval_platform.costs import cost_rollup, monthly_rollup
     from eval_platform.defs import agreement as agreement_asset
-    from eval_platform.defs.costs import cost_rollup, monthly_rollup
     from eval_platform.experiments.analysis import experiment_results
     from eval_platform.experiments.config import load_experiments
     from eval_platform.experiments.inputs import read_final_scores, read_trace_variants

@@ -32,8 +32,15 @@ import polars as pl
 
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.perf.synthetic_warehouse import PER_ITEM, VARIANTS, generate
+from eval_platform.schemas import FINAL_COMPLETED
 from eval_platform.settings import state_dir
-from eval_platform.storage.warehouse import PARTITION_FILE, partition_dir, read_partition, table_glob, write_partition
+from eval_platform.storage.warehouse import (
+    PARTITION_FILE,
+    partition_dir,
+    read_partition,
+    table_glob,
+    write_partition,
+)
 
 # ------------------------------------------------------------------------------------------ computations
 # Each runs in its own child process and imports only what it needs (litellm, which the judging configs import,
@@ -84,7 +91,7 @@ def experiments(root: Path):
 
 def costs(root: Path):
     """`judge_cost_daily` then `judge_cost_monthly`, as their assets do it (the ledger has a row per call)."""
-    from eval_platform.defs.costs import cost_rollup, monthly_rollup
+    from eval_platform.costs import cost_rollup, monthly_rollup
 
     evaluators = _evaluators(root)
 
@@ -237,7 +244,7 @@ def _groups(root: Path) -> list[tuple[np.ndarray, np.ndarray]]:
     """(control, treatment) final completed scores of three evaluators, for each of the two treatments."""
     scores = (
         pl.scan_parquet(table_glob(root, "judge_scores"), hive_partitioning=False)
-        .filter(pl.col("is_final") & (pl.col("status") == "COMPLETED")
+        .filter(FINAL_COMPLETED
                 & pl.col("evaluator").is_in(["helpfulness", "relevance", "toxicity"]))
         .select("evaluator", "variant", "score")
         .collect()

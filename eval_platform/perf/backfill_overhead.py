@@ -116,7 +116,7 @@ def judge_directly(root: Path, days: list[str], evaluators: list[str]) -> tuple[
     from eval_platform.defs.catalog import refresh
     from eval_platform.defs.resources import JudgeResource
     from eval_platform.judging.config import load_evaluators
-    from eval_platform.judging.partition import judge_partition
+    from eval_platform.judging.evaluator_day import judge_partition
 
     configs = load_evaluators(root / "evaluators")
     runtime = JudgeResource().runtime(root)

@@ -28,6 +28,7 @@ from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.perf.judge_throughput import _traces
+from eval_platform.schemas import COMPLETED
 
 
 def _server(latency_ms: float, rps: float, burst: int) -> tuple[subprocess.Popen, str]:
@@ -66,7 +67,7 @@ def run(adaptive: bool, traces: pl.DataFrame, args: argparse.Namespace) -> dict:
     return {
         "client": "adaptive" if adaptive else "fixed",
         "wall_s": round(wall, 1),
-        "completed": rows.filter(pl.col("status") == "COMPLETED").height,
+        "completed": rows.filter(pl.col("status") == COMPLETED).height,
         "http_429": stats["rate_limited"],
         "requests": stats["requests"],
         "slowest_call_s": round(float(rows["latency_ms"].max()) / 1000, 1),

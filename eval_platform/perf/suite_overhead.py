@@ -81,7 +81,12 @@ class _Bare:
         import polars as pl
 
         from eval_platform.benchmarks.leaderboard import suite_results
-        from eval_platform.benchmarks.runner import TaskRun, run_task, task_cases, task_results
+        from eval_platform.benchmarks.runner import (
+            TaskRun,
+            run_task,
+            task_cases,
+            task_results,
+        )
         from eval_platform.defs.resources import JudgeResource
         from eval_platform.storage.warehouse import write_partition
 
@@ -153,8 +158,8 @@ def _dagster_one_run(dagster_root: Path, url: str) -> float:
     import dagster as dg
 
     from eval_platform.benchmarks.config import load_models
-    from eval_platform.defs.benchmarks import MODELS_PER_RUN
     from eval_platform.definitions import build_definitions
+    from eval_platform.defs.benchmarks import MODELS_PER_RUN
 
     os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"] = url
     defs = build_definitions(dagster_root)

@@ -28,11 +28,19 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA
-from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform.judging.modes import MODES
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
+from eval_platform.schemas import (
+    COMPLETED,
+    FAILED,
+    HUMAN_ANNOTATION_SCHEMA,
+    IMPORTED_JUDGMENT_SCHEMA,
+    JUDGE_SCORE_SCHEMA,
+    NOT_SAMPLED,
+    SKIPPED,
+    TRACE_SCHEMA,
+    conform,
+)
 from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import write_partition
 
@@ -199,9 +207,9 @@ def _call_columns(rng: np.random.Generator, n: int, model: str, orders: int, sta
     prompt_tokens = rng.integers(300, 1500, n) * orders
     completion_tokens = rng.integers(20, 300, n) * orders
     cost = (prompt_tokens * price_in + completion_tokens * price_out) / 1e6
-    cache_hit = (rng.random(n) < 0.08) & (status == "COMPLETED")
-    skipped = status == "SKIPPED"
-    retries = np.where(status == "FAILED", 4, rng.binomial(1, 0.05, n))
+    cache_hit = (rng.random(n) < 0.08) & (status == COMPLETED)
+    skipped = status == SKIPPED
+    retries = np.where(status == FAILED, 4, rng.binomial(1, 0.05, n))
     calls = np.where(cache_hit | skipped, 0, orders + retries)
     return {
         "model": model, "provider_model": np.where(skipped, None, model.split("/")[1] + "-2025-01-01"),
@@ -212,10 +220,10 @@ def _call_columns(rng: np.random.Generator, n: int, model: str, orders: int, sta
 
 
 def _status(rng: np.random.Generator, n: int, skipped: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    status = np.where(rng.random(n) < 0.03, "FAILED", "COMPLETED").astype(object)
-    reason = np.where(status == "FAILED", np.array(FAIL_REASONS, dtype=object)[rng.integers(0, 3, n)], None)
+    status = np.where(rng.random(n) < 0.03, FAILED, COMPLETED).astype(object)
+    reason = np.where(status == FAILED, np.array(FAIL_REASONS, dtype=object)[rng.integers(0, 3, n)], None)
     if skipped is not None:
-        status, reason = np.where(skipped, "SKIPPED", status), np.where(skipped, "not_sampled", reason)
+        status, reason = np.where(skipped, SKIPPED, status), np.where(skipped, NOT_SAMPLED, reason)
     return status, reason
 
 
@@ -298,7 +306,7 @@ def _judge_scores(world: World, name: str, d: int, day: str) -> pl.DataFrame:
     for i, model in enumerate(models):
         status, reason = _status(rng, n, skipped)
         verdict = extra if MODES[fields["mode"]].unit == "pair" else _verdicts(world, name, rows, i)
-        done = status == "COMPLETED"
+        done = status == COMPLETED
         columns = {**base, **{k: v for k, v in extra.items() if k not in verdict}, **verdict,
                    **_call_columns(rng, n, model, orders, status), "status": status, "reason": reason,
                    "role": "member" if len(models) > 1 else "verdict",
@@ -317,7 +325,7 @@ def _judge_scores(world: World, name: str, d: int, day: str) -> pl.DataFrame:
             *[pl.col(c).first() for c in ("evaluator", "date", "trace_id", "config_hash", "experiment_id", "variant",
                                           "project_id", "judged_at")],
         ).with_columns(
-            pl.when(pl.col("votes") > 0).then(pl.lit("COMPLETED")).otherwise(pl.lit("FAILED")).alias("status"),
+            pl.when(pl.col("votes") > 0).then(pl.lit(COMPLETED)).otherwise(pl.lit(FAILED)).alias("status"),
             pl.when(pl.col("votes") == 0).then(pl.lit("all_members_failed: timeout")).alias("reason"),
             pl.lit("consensus:median").alias("model"), pl.lit("consensus").alias("role"),
             pl.lit(None, pl.Int64).alias("sample"), pl.lit(0).alias("calls"), pl.lit(0.0).alias("cost_usd"),

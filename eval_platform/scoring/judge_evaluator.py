@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eval_platform.scoring.registry import Scorer, ScorerOptions
+from eval_platform.scoring.base import Scorer, ScorerOptions
 
 
 class JudgeOptions(ScorerOptions):

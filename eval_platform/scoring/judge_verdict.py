@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from eval_platform.judging.modes import modes_where
-from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
+from eval_platform.scoring.base import Scorer, ScorerOptions, reference_field
 from eval_platform.stats.judge_agreement import score_agreement
 from eval_platform.stats.kappa import cohen_kappa
 
@@ -114,10 +114,12 @@ def _correlation(_values, _outputs, cases: Sequence[Mapping[str, Any]], options:
 
 
 SCORERS = [
-    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True, judge_modes=GOLD_LABEL_MODES),
-    Scorer("verdict_kappa", LabelOptions, _accuracy, reference_field, _kappa, judge_task=True, judge_modes=GOLD_LABEL_MODES,
-           interval=False),
-    Scorer("verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True, judge_modes=GOLD_SCORE_MODES),
+    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True,
+           judge_modes=GOLD_LABEL_MODES),
+    Scorer("verdict_kappa", LabelOptions, _accuracy, reference_field, _kappa, judge_task=True,
+           judge_modes=GOLD_LABEL_MODES, aggregation="corpus", interval=False),
+    Scorer("verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True,
+           judge_modes=GOLD_SCORE_MODES),
     Scorer("verdict_correlation", CorrelationOptions, _score_value, reference_field, _correlation, judge_task=True,
-           judge_modes=GOLD_SCORE_MODES, interval=False),
+           judge_modes=GOLD_SCORE_MODES, aggregation="corpus", interval=False),
 ]

@@ -25,7 +25,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from eval_platform.judging.modes import modes_where
-from eval_platform.scoring.registry import MissingField, NotApplicable, Scorer, ScorerOptions
+from eval_platform.scoring.base import (
+    MissingField,
+    NotApplicable,
+    Scorer,
+    ScorerOptions,
+)
 from eval_platform.stats.kappa import cohen_kappa
 
 PAIRWISE = tuple(sorted(modes_where(lambda m: m.as_judge == "preference")))  # the judge modes it scores
@@ -105,7 +110,8 @@ def _llmbar_kappa(_values, _outputs, cases: Sequence[Mapping[str, Any]], options
     if options.against == "other_order":
         by_case: dict[tuple, dict[str, int]] = {}
         for case in cases:
-            by_case.setdefault((case["case_id"], case["sample"]), {})[case["presentation"]] = _mapped_winner(case.get("verdict"))
+            winner = _mapped_winner(case.get("verdict"))
+            by_case.setdefault((case["case_id"], case["sample"]), {})[case["presentation"]] = winner
         pairs = [(both["AB"], both["BA"]) for both in by_case.values() if len(both) == 2]
         return kappa([a for a, _ in pairs], [b for _, b in pairs])
 
@@ -124,5 +130,5 @@ SCORERS = [
            judge_modes=PAIRWISE),
     Scorer("position_agreement", PositionAgreementOptions, _position_agreement, judge_task=True, judge_modes=PAIRWISE),
     Scorer("llmbar_kappa", LlmbarKappaOptions, _llmbar_kappa_case, lambda _o: ("expected_output",), _llmbar_kappa,
-           judge_task=True, judge_modes=PAIRWISE, interval=False),
+           judge_task=True, judge_modes=PAIRWISE, aggregation="corpus", interval=False),
 ]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
+from eval_platform.scoring.base import Scorer, ScorerOptions, reference_field
 from eval_platform.scoring.squad import references
 
 
@@ -52,5 +52,6 @@ def _rouge(rouge_type: str):
 
 SCORERS = [
     Scorer(name, RougeOptions, _rouge(rouge_type), reference_field)
-    for name, rouge_type in (("rouge1", "rouge1"), ("rouge2", "rouge2"), ("rougeL", "rougeL"), ("rougeLsum", "rougeLsum"))
+    for name, rouge_type in (("rouge1", "rouge1"), ("rouge2", "rouge2"), ("rougeL", "rougeL"),
+                             ("rougeLsum", "rougeLsum"))
 ]

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
+from eval_platform.scoring.base import Scorer, ScorerOptions, reference_field
 from eval_platform.scoring.squad import references
 
 
@@ -88,8 +88,8 @@ def _corpus(metric):
 
 
 SCORERS = [
-    Scorer("bleu", BleuOptions, _sentence(_bleu), reference_field, _corpus(_bleu),
+    Scorer("bleu", BleuOptions, _sentence(_bleu), reference_field, _corpus(_bleu), aggregation="corpus",
            statistics=_statistics(_bleu), from_statistics=_from_statistics(_bleu)),
-    Scorer("chrf", ChrfOptions, _sentence(_chrf), reference_field, _corpus(_chrf),
+    Scorer("chrf", ChrfOptions, _sentence(_chrf), reference_field, _corpus(_chrf), aggregation="corpus",
            statistics=_statistics(_chrf), from_statistics=_from_statistics(_chrf)),
 ]

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from eval_platform.scoring.registry import Scorer, ScorerOptions, reference_field
+from eval_platform.scoring.base import Scorer, ScorerOptions, reference_field
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

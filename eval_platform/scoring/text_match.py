@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from eval_platform.scoring.registry import Scorer, ScorerOptions
+from eval_platform.scoring.base import Scorer, ScorerOptions
 from eval_platform.scoring.squad import references
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-
 BOUNDED_KEYS = 4_000_000  # keys up to which `first_occurrences` counts them in an array (8 bytes each)
 
 

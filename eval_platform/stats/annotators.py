@@ -16,7 +16,12 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from eval_platform.stats._labels import as_series, encode_series, first_occurrences, group_codes
+from eval_platform.stats._labels import (
+    as_series,
+    encode_series,
+    first_occurrences,
+    group_codes,
+)
 
 CONSENSUS_TOLERANCE = 1e-9  # so that 2 of 3 votes passes a threshold written as 2/3
 # Groups × codes cells up to which counts come from a bincount (8 bytes a cell) rather than a sort.

@@ -12,8 +12,8 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
-from eval_platform.lazy_modules import lazy
 
+from eval_platform.lazy_modules import lazy
 from eval_platform.stats._labels import as_series
 from eval_platform.stats.distributions import norm_cdf, norm_pdf, norm_ppf, t_ppf, t_sf
 

@@ -14,7 +14,6 @@ import polars as pl
 from eval_platform.stats._labels import as_series, encode
 from eval_platform.stats.distributions import norm_ppf
 
-
 WINNERS = ("left", "right", "tie")
 RANKING_SCHEMA = {"model": pl.String, "score": pl.Float64, "rank": pl.UInt32, "comparisons": pl.UInt32}
 

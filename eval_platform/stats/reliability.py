@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Literal
 
 import numpy as np
-from eval_platform.lazy_modules import lazy
 
+from eval_platform.lazy_modules import lazy
 from eval_platform.stats._labels import encode, first_occurrences, group_codes
 from eval_platform.stats.results import Agreement, interpret_alpha, undefined
 

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from eval_platform.benchmarks.config import SuiteError, load_suite, load_suites, upstream
+from eval_platform.benchmarks.config import (
+    SuiteError,
+    load_suite,
+    load_suites,
+    upstream,
+)
 
 GOOD = """
 tasks:

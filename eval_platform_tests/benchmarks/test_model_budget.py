@@ -15,7 +15,11 @@ from eval_platform.benchmarks.config import SuiteError, load_models
 from eval_platform.benchmarks.runner import benchmark_ledger, budget_name
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.settings import state_dir
-from eval_platform_tests.benchmarks.test_generation_suite import materialize, query, requests_for
+from eval_platform_tests.benchmarks.test_generation_suite import (
+    materialize,
+    query,
+    requests_for,
+)
 from eval_platform_tests.conftest import REPO_DATA
 
 BUDGET_USD = 2.0

@@ -9,8 +9,13 @@ from sacrebleu.metrics import BLEU
 from statsmodels.stats.proportion import proportion_confint
 
 from eval_platform.benchmarks.config import Task
-from eval_platform.benchmarks.results import summarize, summarize_corpus, wilson_interval
-from eval_platform.benchmarks.runner import BENCHMARK_CASE_SCHEMA, task_results
+from eval_platform.benchmarks.results import (
+    summarize,
+    summarize_corpus,
+    wilson_interval,
+)
+from eval_platform.benchmarks.runner import task_results
+from eval_platform.schemas import BENCHMARK_CASE_SCHEMA
 from eval_platform.scoring import registry
 
 

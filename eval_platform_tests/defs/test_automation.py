@@ -15,7 +15,13 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform_tests.conftest import write_evaluator
-from eval_platform_tests.dagster_daemon import code_server, finished_ticks, is_idle, running_daemon, sensor_cli
+from eval_platform_tests.dagster_daemon import (
+    code_server,
+    finished_ticks,
+    is_idle,
+    running_daemon,
+    sensor_cli,
+)
 from eval_platform_tests.defs.test_pipeline import materialize, query, write_day
 
 DAYS = ["2026-11-09", "2026-11-10"]

@@ -7,8 +7,8 @@ import logging
 
 import dagster as dg
 
-from eval_platform.defs.benchmarks import benchmark_models_sensor
 from eval_platform.definitions import build_definitions
+from eval_platform.defs.benchmarks import benchmark_models_sensor
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
 

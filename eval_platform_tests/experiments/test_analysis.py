@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 from scipy import integrate, stats
 
-from eval_platform.experiments.analysis import EXPERIMENT_RESULT_SCHEMA, experiment_results
+from eval_platform.experiments.analysis import experiment_results
 from eval_platform.experiments.config import ExperimentConfig
+from eval_platform.schemas import EXPERIMENT_RESULT_SCHEMA
 
 DAY = "2026-11-09"
 

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_platform.experiments.config import ExperimentConfigError, load_experiment, load_experiments
+from eval_platform.experiments.config import (
+    ExperimentConfigError,
+    load_experiment,
+    load_experiments,
+)
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform_tests.conftest import REPO_DATA
 

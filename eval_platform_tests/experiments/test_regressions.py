@@ -9,7 +9,12 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from eval_platform.experiments.regressions import ALERT_SCHEMA, current_alerts, latest_days, regressions
+from eval_platform.experiments.regressions import (
+    current_alerts,
+    latest_days,
+    regressions,
+)
+from eval_platform.schemas import ALERT_SCHEMA
 
 START = date(2026, 11, 1)
 

@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 from eval_platform.ingest.annotation_tasks import AnnotationTasksError
-from eval_platform.ingest.annotations import HUMAN_ANNOTATION_SCHEMA, annotation_overview, read_annotations
+from eval_platform.ingest.annotations import annotation_overview, read_annotations
+from eval_platform.schemas import HUMAN_ANNOTATION_SCHEMA
 from eval_platform_tests.conftest import REPO_DATA
 
 TASKS = """

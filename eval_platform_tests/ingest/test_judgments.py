@@ -9,7 +9,8 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_platform.ingest.judgments import IMPORTED_JUDGMENT_SCHEMA, read_judgments
+from eval_platform.ingest.judgments import read_judgments
+from eval_platform.schemas import IMPORTED_JUDGMENT_SCHEMA
 from eval_platform_tests.conftest import REPO_DATA
 
 

@@ -23,7 +23,11 @@ import httpx
 import polars as pl
 import pytest
 
-from eval_platform.judging.config import EvaluatorConfig, EvaluatorConfigError, load_evaluator
+from eval_platform.judging.config import (
+    EvaluatorConfig,
+    EvaluatorConfigError,
+    load_evaluator,
+)
 from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger

@@ -6,7 +6,11 @@ import logging
 
 import pytest
 
-from eval_platform.judging.config import EvaluatorConfigError, load_evaluator, load_evaluators
+from eval_platform.judging.config import (
+    EvaluatorConfigError,
+    load_evaluator,
+    load_evaluators,
+)
 from eval_platform_tests.conftest import REPO_DATA, write_evaluator
 
 BASE = {"mode": "score", "model": "openai/gpt-4o-mini", "prompt": "Rate {{output}} for {{input}}"}
@@ -78,7 +82,11 @@ def test_config_hash_changes_with_prompt(data_root):
 
 
 def test_every_field_is_declared_verdict_or_not():
-    from eval_platform.judging.config import NON_VERDICT_FIELDS, VERDICT_FIELDS, EvaluatorConfig
+    from eval_platform.judging.config import (
+        NON_VERDICT_FIELDS,
+        VERDICT_FIELDS,
+        EvaluatorConfig,
+    )
 
     # a new field must be placed on one side: otherwise a verdict could change under an unchanged hash
     assert set(VERDICT_FIELDS) | set(NON_VERDICT_FIELDS) == set(EvaluatorConfig.model_fields)

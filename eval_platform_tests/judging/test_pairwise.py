@@ -7,8 +7,8 @@ import json
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.schemas import TRACE_SCHEMA, conform
 from eval_platform.judging.runner import judge_day
+from eval_platform.schemas import TRACE_SCHEMA, conform
 from eval_platform_tests.conftest import REPO_DATA
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 

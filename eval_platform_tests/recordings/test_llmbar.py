@@ -12,9 +12,15 @@ import re
 import pytest
 import yaml
 
-from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.modes.pairwise import unswap
-from eval_platform.recordings.llmbar import LLMBAR_EVALUATOR, ORDERS, WINNER_LABEL, replay_run, run_paths
+from eval_platform.judging.parsing import ParseFailure, parse_reply
+from eval_platform.recordings.llmbar import (
+    LLMBAR_EVALUATOR,
+    ORDERS,
+    WINNER_LABEL,
+    replay_run,
+    run_paths,
+)
 from eval_platform_tests.conftest import REPO_DATA
 
 RUNS = run_paths(REPO_DATA)

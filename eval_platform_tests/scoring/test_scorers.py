@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from eval_platform.scoring import registry
+from eval_platform.scoring.base import Scorer, ScorerOptions
 from eval_platform.scoring.squad import normalize_answer
 
 
@@ -82,3 +83,21 @@ def test_aggregate_is_the_mean_and_none_when_nothing_answered():
     scorer = registry.get("exact_match")
     assert scorer.aggregate([1.0, 0.0, 1.0, 1.0], [], [], scorer.options()) == 0.75
     assert scorer.aggregate([], [], [], scorer.options()) is None
+
+
+def test_a_scorer_declares_its_aggregation_and_the_declaration_decides():
+    corpus = {name for name, scorer in registry.SCORERS.items() if scorer.task_level}
+    assert corpus == {"bleu", "chrf", "verdict_kappa", "verdict_correlation", "llmbar_kappa"}
+
+    # A corpus statistic written as a lambda is still a corpus statistic: the declaration, not the function's name.
+    longest = Scorer("longest", ScorerOptions, lambda output, _case, _options: float(len(output)),
+                     aggregate=lambda values, _outputs, _cases, _options: max(values), aggregation="corpus")
+    assert longest.task_level and longest.aggregate([1.0, 3.0], [], [], None) == 3.0
+
+    def total(values, _outputs, _cases, _options):
+        return sum(values)
+
+    with pytest.raises(ValueError, match="aggregation='corpus'"):  # an own aggregate, undeclared
+        Scorer("total", ScorerOptions, lambda output, _case, _options: 1.0, aggregate=total)
+    with pytest.raises(ValueError, match="needs its own aggregate"):  # declared, without the statistic
+        Scorer("total", ScorerOptions, lambda output, _case, _options: 1.0, aggregation="corpus")

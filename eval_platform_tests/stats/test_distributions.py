@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from eval_platform.stats.distributions import norm_cdf, norm_pdf, norm_ppf, norm_sf, t_ppf, t_sf
+from eval_platform.stats.distributions import (
+    norm_cdf,
+    norm_pdf,
+    norm_ppf,
+    norm_sf,
+    t_ppf,
+    t_sf,
+)
 
 X = [-40.0, -3.2, -0.5, 0.0, 1e-9, 0.7, 1.959963984540054, 5.0, 37.8]
 Q = [1e-12, 0.025, 0.5, 0.9, 0.975, 0.995, 1 - 1e-12]

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats
-from sklearn.metrics import accuracy_score, cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
+from sklearn.metrics import (
+    accuracy_score,
+    cohen_kappa_score,
+    confusion_matrix,
+    precision_recall_fscore_support,
+)
 
 from eval_platform.stats.judge_agreement import (
     label_agreement,

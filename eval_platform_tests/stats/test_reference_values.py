@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 from scipy.linalg import toeplitz
 
-from eval_platform.stats.kappa import cohen_kappa, cohen_kappa_table, fleiss_kappa, randolph_kappa
+from eval_platform.stats.kappa import (
+    cohen_kappa,
+    cohen_kappa_table,
+    fleiss_kappa,
+    randolph_kappa,
+)
 from eval_platform.stats.reliability import krippendorff_alpha
 
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "sources" / "reference_stats"

@@ -14,7 +14,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from eval_platform.defs.catalog import TABLES, refresh
+from eval_platform.defs.catalog import refresh
+from eval_platform.schemas import QUARANTINE_SCHEMA, TABLES, TRACE_SCHEMA
 from eval_platform.settings import duckdb_path
 from eval_platform.storage.warehouse import (
     STALE_TEMP_S,
@@ -104,12 +105,12 @@ def test_concurrent_runs_and_an_open_analyst_session_leave_every_view_correct(tm
 
 
 def test_a_view_change_blocked_by_an_open_session_fails_loudly(tmp_path):
-    refresh_catalog(tmp_path, {"traces": TABLES["traces"]})
+    refresh_catalog(tmp_path, {"traces": TRACE_SCHEMA})
     analyst = duckdb.connect(str(duckdb_path(tmp_path)), read_only=True)
     try:
         with pytest.raises(CatalogLocked, match="eval_platform.duckdb"):
-            refresh_catalog(tmp_path, {"traces": TABLES["traces"], "quarantine": TABLES["quarantine"]}, wait_s=0.5)
+            refresh_catalog(tmp_path, {"traces": TRACE_SCHEMA, "quarantine": QUARANTINE_SCHEMA}, wait_s=0.5)
     finally:
         analyst.close()
-    assert refresh_catalog(tmp_path, {"traces": TABLES["traces"], "quarantine": TABLES["quarantine"]}) is True
+    assert refresh_catalog(tmp_path, {"traces": TRACE_SCHEMA, "quarantine": QUARANTINE_SCHEMA}) is True
     assert count(tmp_path, "SELECT count(*) FROM quarantine") == 0  # typed and empty before any partition

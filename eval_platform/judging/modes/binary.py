@@ -8,7 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eval_platform.judging.modes import VOTES, JudgeMode
-from eval_platform.judging.replies import ParseFailure, Verdict, field, yes_no, yes_no_from_text
+from eval_platform.judging.replies import (
+    ParseFailure,
+    Verdict,
+    field,
+    yes_no,
+    yes_no_from_text,
+)
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig

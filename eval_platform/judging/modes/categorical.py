@@ -8,7 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eval_platform.judging.modes import VOTES, JudgeMode
-from eval_platform.judging.replies import ParseFailure, Verdict, choice_from_text, field, norm
+from eval_platform.judging.replies import (
+    ParseFailure,
+    Verdict,
+    choice_from_text,
+    field,
+    norm,
+)
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig

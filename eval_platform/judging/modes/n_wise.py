@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from eval_platform.judging.consensus import COMPLETED
 from eval_platform.judging.fencing import new_secret
 from eval_platform.judging.modes import AVERAGES, JudgeMode, Strict
 from eval_platform.judging.replies import (
@@ -30,7 +29,17 @@ from eval_platform.judging.replies import (
     one_verdict,
     text_candidates,
 )
-from eval_platform.judging.units import Caller, CallResult, Day, Unit, add_flag, fill_from_call, grouped, merge_calls
+from eval_platform.judging.units import (
+    Caller,
+    CallResult,
+    Day,
+    Unit,
+    add_flag,
+    fill_from_call,
+    grouped,
+    merge_calls,
+)
+from eval_platform.schemas import COMPLETED
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig

@@ -20,10 +20,26 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from eval_platform.judging.consensus import COMPLETED
 from eval_platform.judging.modes import VOTES, JudgeMode, Strict
-from eval_platform.judging.replies import ParseFailure, Verdict, choices_in_text, field, norm, one_verdict
-from eval_platform.judging.units import Caller, CallResult, Day, Unit, add_flag, fill_from_call, grouped, merge_calls
+from eval_platform.judging.replies import (
+    ParseFailure,
+    Verdict,
+    choices_in_text,
+    field,
+    norm,
+    one_verdict,
+)
+from eval_platform.judging.units import (
+    Caller,
+    CallResult,
+    Day,
+    Unit,
+    add_flag,
+    fill_from_call,
+    grouped,
+    merge_calls,
+)
+from eval_platform.schemas import COMPLETED
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig

@@ -8,7 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eval_platform.judging.modes import AVERAGES, VOTES, JudgeMode
-from eval_platform.judging.replies import SCORE_TEXT_RE, ParseFailure, Verdict, field, score_from_text
+from eval_platform.judging.replies import (
+    SCORE_TEXT_RE,
+    ParseFailure,
+    Verdict,
+    field,
+    score_from_text,
+)
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig, ScoreScale

@@ -32,7 +32,11 @@ from eval_platform.llm.client import (
     cached_prompt_tokens,
     transport_error_reason,
 )
-from eval_platform.llm.openai_compat import ProviderHTTPError, chat_body, parse_completion
+from eval_platform.llm.openai_compat import (
+    ProviderHTTPError,
+    chat_body,
+    parse_completion,
+)
 from eval_platform.llm.redaction import clip
 
 if TYPE_CHECKING:

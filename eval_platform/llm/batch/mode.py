@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from eval_platform.llm.batch.api import TERMINAL, error_reason, http_status, unanswered
 from eval_platform.llm.batch.providers import batch_api_for
-from eval_platform.llm.batch.state import BatchState, RecordedCall, TrackedBatch, endpoint_id, partition_lock
+from eval_platform.llm.batch.state import (
+    BatchState,
+    RecordedCall,
+    TrackedBatch,
+    endpoint_id,
+    partition_lock,
+)
 from eval_platform.llm.batch.submit import adopt, batch_options, submit
 from eval_platform.llm.budget import BudgetRefused, Refusal, Reservation
 from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest

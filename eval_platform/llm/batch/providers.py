@@ -39,9 +39,18 @@ from eval_platform.llm.batch.api import (
     request_line,
     result_lines,
 )
-from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeRequest, cached_prompt_tokens
+from eval_platform.llm.client import (
+    ERROR_DETAIL_CHARS,
+    CallOutcome,
+    JudgeRequest,
+    cached_prompt_tokens,
+)
 from eval_platform.llm.endpoint import Endpoint
-from eval_platform.llm.openai_compat import ProviderHTTPError, chat_body, resolve_base_and_headers
+from eval_platform.llm.openai_compat import (
+    ProviderHTTPError,
+    chat_body,
+    resolve_base_and_headers,
+)
 from eval_platform.llm.redaction import clip, remember
 
 if TYPE_CHECKING:
@@ -74,7 +83,9 @@ def custom_id_prefix(submission: str) -> str:
 
 
 def _litellm():
-    from eval_platform.llm.client import _litellm as load  # litellm loaded and configured once
+    from eval_platform.llm.client import (
+        _litellm as load,  # litellm loaded and configured once
+    )
 
     return load()
 

@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from eval_platform.llm.batch.api import BatchAPI, error_reason, http_status
 from eval_platform.llm.batch.providers import custom_id_prefix
-from eval_platform.llm.batch.state import BatchState, RecordedCall, TrackedBatch, endpoint_id
+from eval_platform.llm.batch.state import (
+    BatchState,
+    RecordedCall,
+    TrackedBatch,
+    endpoint_id,
+)
 from eval_platform.llm.budget import Refusal, Reservation
 from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
 from eval_platform.llm.endpoint import Endpoint

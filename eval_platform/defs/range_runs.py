@@ -1,5 +1,5 @@
 """A run over a range of partitions (what a backfill policy launches), wired into Dagster the same way for every
-asset that has one: each partition's work done (`partition_runs.each_partition`: one failure never loses the
+asset that has one: each partition's work done (`range_runs.each_partition`: one failure never loses the
 others), each partition materialized with its own metadata, and the run failing by name for the ones that failed."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import dagster as dg
 
-from eval_platform.partition_runs import PartitionRun, each_partition
+from eval_platform.range_runs import PartitionRun, each_partition
 
 T = TypeVar("T")
 

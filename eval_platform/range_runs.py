@@ -1,4 +1,5 @@
-"""A run over several partitions (a backfill policy's range): each one's work done, one failure never losing the rest."""
+"""A run over a range of partitions (what a backfill policy launches): each one's work done, one failure never
+losing the rest. `defs/range_runs.py` wires it into Dagster."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ class PartitionRun(Generic[T]):
     failed: dict[str, str]
 
 
-def each_partition(keys: Iterable[str], work: Callable[[str], T], log: Callable[[str], None] = print) -> PartitionRun[T]:
+def each_partition(
+    keys: Iterable[str], work: Callable[[str], T], log: Callable[[str], None] = print
+) -> PartitionRun[T]:
     """`work(key)` for every partition key; one that fails (input missing, provider down, a bug) is recorded with
     its error and the others still run, so a backfill run never throws away the partitions it got right."""
     run: PartitionRun[T] = PartitionRun(done={}, failed={})

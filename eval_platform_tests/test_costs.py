@@ -5,11 +5,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from eval_platform.defs.catalog import JUDGE_COST_DAILY_SCHEMA
-from eval_platform.defs.costs import ledger_spend, monthly_rollup
+from eval_platform.costs import ledger_spend, monthly_rollup
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.schemas import conform
+from eval_platform.schemas import JUDGE_COST_DAILY_SCHEMA, conform
 
 
 def test_monthly_budget_use_comes_from_the_ledger(tmp_path):

@@ -1,0 +1,101 @@
+"""What a scorer is: its options model, the case fields it needs, its per-case value and how it aggregates.
+
+Scorer modules import this module, never `scoring.registry` (which imports them all): each imports first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ScorerOptions(BaseModel):
+    """Base of every scorer's options: unknown options are an error, never ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MissingField(ValueError):
+    """A case lacks a field the scorer needs; the case is FAILED with this message, never scored 0."""
+
+
+class NotApplicable(ValueError):
+    """The metric has no value for this row (e.g. position agreement when the other order's call failed);
+    the row keeps its status and its other metrics."""
+
+
+def mean(values: Sequence[float]) -> float | None:
+    """Arithmetic mean; None for no values (nothing answered is not a score of 0)."""
+    return sum(values) / len(values) if values else None
+
+
+def mean_of_values(values: Sequence[float], _outputs, _cases, _options) -> float | None:
+    """The `aggregate` of a per-case scorer: the mean of its per-case values."""
+    return mean(values)
+
+
+# "mean": the task value is the mean of the per-case values (exact match, token F1, ...);
+# "corpus": a statistic over all the task's cases at once (corpus BLEU and chrF, a kappa, a correlation), which
+# the scorer computes in its own `aggregate`.
+Aggregation = Literal["mean", "corpus"]
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """One metric: `value(output, case, options)` per case and `aggregate(values, outputs, cases, options)`."""
+
+    name: str
+    options: type[ScorerOptions]
+    value: Callable[[str, Mapping[str, Any], Any], float]
+    needs: Callable[[Any], tuple[str, ...]] = lambda _options: ()
+    aggregate: Callable[[Sequence[float], Sequence[str], Sequence[Mapping[str, Any]], Any], float | None] = (
+        mean_of_values
+    )
+    # Declared, never inferred from `aggregate`: a "corpus" scorer gives its own `aggregate`, a "mean" one does not.
+    aggregation: Aggregation = "mean"
+    # Reads the verdict an `as_judge` task parsed from the model's reply (case fields `verdict`, `verdict_other`),
+    # for judges of these modes.
+    judge_task: bool = False
+    judge_modes: tuple[str, ...] = ()
+    # Its value comes from an evaluator's judge call made by the suite runner, not from `value`.
+    calls_evaluator: bool = False
+    # False for a task-level statistic (e.g. a kappa) whose interval is not the per-case values' interval.
+    interval: bool = True
+    # A corpus statistic (corpus BLEU, chrF) declares how it is built from per-output sufficient statistics, so
+    # its interval resamples cases and recomputes it, instead of describing the mean of the per-case values:
+    # `statistics(outputs, cases, options)` -> an array with one row per output, and
+    # `from_statistics(summed row, options)` -> the value `aggregate` gives for those outputs.
+    statistics: Callable[[Sequence[str], Sequence[Mapping[str, Any]], Any], Any] | None = None
+    from_statistics: Callable[[Any, Any], float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in ("mean", "corpus"):
+            raise ValueError(f"scorer '{self.name}': aggregation must be 'mean' or 'corpus', not {self.aggregation!r}")
+        if (self.aggregation == "corpus") == (self.aggregate is mean_of_values):
+            raise ValueError(
+                f"scorer '{self.name}': aggregation='corpus' needs its own aggregate, and an own aggregate needs "
+                "aggregation='corpus' (a 'mean' scorer's task value is the mean of its per-case values)"
+            )
+        if self.aggregation == "mean" and (self.statistics or self.from_statistics):
+            raise ValueError(f"scorer '{self.name}': sufficient statistics belong to a corpus scorer")
+
+    @property
+    def task_level(self) -> bool:
+        """Its task value is a statistic over the task's cases (`aggregate`), not the mean of per-case values."""
+        return self.aggregation == "corpus"
+
+    def score(self, output: str, case: Mapping[str, Any], options: ScorerOptions | None = None) -> float:
+        """The case's value; `MissingField` when the case lacks a field this scorer needs."""
+        options = options or self.options()
+        missing = [field for field in self.needs(options) if case.get(field) is None]
+        if missing:
+            raise MissingField(f"scorer '{self.name}' needs case field(s) {missing}, absent in this case")
+        return self.value(output, case, options)
+
+
+def reference_field(options: Any) -> tuple[str, ...]:
+    """`needs` of scorers comparing against the case field named by their `reference_field` option."""
+    return (options.reference_field,)
