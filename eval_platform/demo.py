@@ -78,9 +78,13 @@ def _summary(root: Path) -> str:
             f"{evaluator:<22}{model:<30}{judged:>7}{completed:>7}{failed:>7}{skipped:>8}{mean_text:>7}{cost:>10.4f}{calls:>7}{hits:>7}"
         )
     if any(model == "local/mock" for _, model, *_ in rows):
-        lines.append("\nlocal/mock rows are placeholder verdicts from the local judge (no API key set): not a quality judgment.")
+        lines.append(
+            "\nlocal/mock rows are placeholder verdicts from the local judge (no API key set): not a quality judgment."
+        )
     if any(model.startswith("local/replay/") for _, model, *_ in rows):
-        lines.append("local/replay rows are real GPT-3.5-turbo verdicts recorded by the PandaLM authors, replayed over HTTP.")
+        lines.append(
+            "local/replay rows are real GPT-3.5-turbo verdicts recorded by the PandaLM authors, replayed over HTTP."
+        )
     return "\n".join(lines)
 
 
@@ -102,7 +106,10 @@ def _agreement_summary(root: Path) -> str:
             "SELECT string_agg(printf('%.2f', value), ' / ' ORDER BY subject, reference) FROM agreement "
             "WHERE section = 'inter_annotator' AND statistic = 'cohen_kappa'"
         ).fetchone()[0]
-    lines = [f"\nagreement: annotator pairwise Cohen's kappa {annotators}", f"  {'judge vs human majority':<34}{'convention':<18}{'n':>5}{'acc':>8}{'macro F1':>10}{'kappa':>8}"]
+    lines = [
+        f"\nagreement: annotator pairwise Cohen's kappa {annotators}",
+        f"  {'judge vs human majority':<34}{'convention':<18}{'n':>5}{'acc':>8}{'macro F1':>10}{'kappa':>8}",
+    ]
     for subject, convention, accuracy, f1, kappa, n in rows:
         lines.append(f"  {subject:<34}{convention:<18}{n:>5}{100 * accuracy:>7.2f}%{100 * f1:>9.2f}%{kappa:>8.3f}")
     return "\n".join(lines)
@@ -140,12 +147,17 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
     traces = read_partition(root, "traces", {"date": day})
     with tempfile.TemporaryDirectory() as scratch:
         runtime = JudgeRuntime(
-            LiteLLMJudgeClient(), JudgeCache(Path(scratch) / "cache"), BudgetLedger(Path(scratch) / "budget.sqlite"),
-            local_judge_url=os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"], batch_dir=Path(scratch) / "judge_batches",
+            LiteLLMJudgeClient(),
+            JudgeCache(Path(scratch) / "cache"),
+            BudgetLedger(Path(scratch) / "budget.sqlite"),
+            local_judge_url=os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"],
+            batch_dir=Path(scratch) / "judge_batches",
         )
         result = judge_day(config, day, traces, runtime)
     columns = ["trace_id", "status", "reason", "score"]
-    interactive = read_partition(root, "judge_scores", {"evaluator": name, "date": day}).select(columns).sort("trace_id")
+    interactive = (
+        read_partition(root, "judge_scores", {"evaluator": name, "date": day}).select(columns).sort("trace_id")
+    )
     same = result.rows.select(columns).sort("trace_id").equals(interactive)
     sent = sum(b["requests"] for b in result.summary["batches"])
     done = result.rows.filter(pl.col("status") == COMPLETED).height
@@ -188,10 +200,14 @@ def _leaderboard_summary(root: Path) -> str:
             "SELECT model, string_agg(name || ' ' || printf('%.2f', 100 * value), ', ' ORDER BY name) FROM benchmark_results "
             "WHERE suite = 'llmbar' AND level = 'task' AND metric = 'pair_accuracy' AND value IS NOT NULL GROUP BY model ORDER BY model"
         ).fetchall()
-    lines = ["\nleaderboard (macro over the tasks each model ran; 95% interval; gap to the leader paired over shared cases):"]
+    lines = [
+        "\nleaderboard (macro over the tasks each model ran; 95% interval; gap to the leader paired over shared cases):"
+    ]
     for suite, rank, model, score, low, high, scored, total, significant in board:
         gap = "leader" if rank == 1 else ("significantly behind" if significant else "not significantly behind")
-        lines.append(f"  {suite:<7} {rank}. {model:<32} {score:.3f} [{low:.3f}, {high:.3f}]  {scored}/{total} tasks, {gap}")
+        lines.append(
+            f"  {suite:<7} {rank}. {model:<32} {score:.3f} [{low:.3f}, {high:.3f}]  {scored}/{total} tasks, {gap}"
+        )
     lines.append("LLMBar accuracy over both orders, % (the paper's correct_average):")
     lines += [f"  {model}: {text}" for model, text in tasks]
     return "\n".join(lines)
@@ -259,8 +275,14 @@ def main(argv: list[str] | None = None) -> int:
                 for day in days:
                     _materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": day, "evaluator": name}), instance)
                 print(f"  judge_scores[{name}] scored for {len(days)} days", flush=True)
-            for asset in ("judge_cost_daily", "judge_cost_monthly", "app_cost_daily", "human_annotations",
-                          "imported_judgments", "agreement"):
+            for asset in (
+                "judge_cost_daily",
+                "judge_cost_monthly",
+                "app_cost_daily",
+                "human_annotations",
+                "imported_judgments",
+                "agreement",
+            ):
                 _materialize(defs, asset, None, instance)
             _materialize(defs, "experiment_results", None, instance)
             _materialize(defs, "alerts", None, instance)

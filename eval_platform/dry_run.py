@@ -178,14 +178,23 @@ class TaskBill:
 
 
 def estimate_suite(
-    root: Path, suite_name: str, suite: Suite, model_name: str, model: ModelUnderTest,
+    root: Path,
+    suite_name: str,
+    suite: Suite,
+    model_name: str,
+    model: ModelUnderTest,
     evaluators: dict[str, EvaluatorConfig],
 ) -> list[TaskBill]:
     """The calls one model's run of a suite would make, task by task, and their worst-case cost; nothing is sent."""
     # Budgets are left out: a dry run never writes the benchmark ledger (and reports what a budget would cap).
     model = model.model_copy(update={"max_daily_cost_usd": None, "max_monthly_cost_usd": None})
     env = {**os.environ, **({model.api_key_env: DRY_RUN_KEY} if model.api_key_env else {})}
-    env |= {spec.api_key_env: DRY_RUN_KEY for config in evaluators.values() for spec in config.judge_models() if spec.api_key_env}
+    env |= {
+        spec.api_key_env: DRY_RUN_KEY
+        for config in evaluators.values()
+        for spec in config.judge_models()
+        if spec.api_key_env
+    }
     edges, done, outputs, bills = upstream(suite), set(), {}, []
     order = []
     while len(order) < len(suite.tasks):  # dependency order (load_suites refuses cycles)
@@ -199,12 +208,29 @@ def estimate_suite(
             # later one) are planned and priced as in a real run.
             client = RecordingClient(stand_in="x" * (OUTPUT_BYTES_PER_TOKEN * task.max_tokens))
             cache = CountingCache(state_dir(root) / "judge_cache")
-            runtime = JudgeRuntime(client=client, cache=cache, ledger=BudgetLedger(Path(scratch) / "budget.sqlite"),
-                                   env=env, local_judge_url="http://127.0.0.1:9/v1")  # never called: nothing is sent
-            run = TaskRun(root, suite_name, suite, task_name, model_name, model, runtime, evaluators,
-                          upstream_rows=outputs.get(task.outputs_of), gate_value=float("inf") if task.gate else None)
+            runtime = JudgeRuntime(
+                client=client,
+                cache=cache,
+                ledger=BudgetLedger(Path(scratch) / "budget.sqlite"),
+                env=env,
+                local_judge_url="http://127.0.0.1:9/v1",
+            )  # never called: nothing is sent
+            run = TaskRun(
+                root,
+                suite_name,
+                suite,
+                task_name,
+                model_name,
+                model,
+                runtime,
+                evaluators,
+                upstream_rows=outputs.get(task.outputs_of),
+                gate_value=float("inf") if task.gate else None,
+            )
             outputs[task_name] = frame = run_task(run)
-            bill = TaskBill(suite_name, task_name, model_name, cases=frame.height, cached=cache.hits, distinct=len(cache.missed))
+            bill = TaskBill(
+                suite_name, task_name, model_name, cases=frame.height, cached=cache.hits, distinct=len(cache.missed)
+            )
             bill.skipped = int((frame["status"] == SKIPPED).sum())
             bill.out_of_scope = not model.runs(suite_name, task_name)
             endpoint, _ = model_endpoint(model, runtime) if task.calls_model else (None, None)
@@ -239,11 +265,15 @@ def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root:
         print(f"left out, broken in benchmarks/models.yaml: {', '.join(sorted(broken))}\n")
     unknown = sorted(set(names) - set(models))
     if unknown:
-        parser.error(f"no model named {', '.join(unknown)} in benchmarks/models.yaml; known: {', '.join(sorted(models))}")
+        parser.error(
+            f"no model named {', '.join(unknown)} in benchmarks/models.yaml; known: {', '.join(sorted(models))}"
+        )
     print(f"dry run of suite {args.suite} for {len(names)} model(s), data root {root}: nothing is sent\n")
     w = max(16, *(len(t) + 2 for t in suites[args.suite].tasks))
-    print(f"{'model':<34}{'task':<{w}}{'rows':>7}{'model calls':>12}{'judge calls':>12}{'distinct':>9}{'cached':>8}"
-          f"{'worst case $':>14}")
+    print(
+        f"{'model':<34}{'task':<{w}}{'rows':>7}{'model calls':>12}{'judge calls':>12}{'distinct':>9}{'cached':>8}"
+        f"{'worst case $':>14}"
+    )
     total, unpriced, estimated, outside = 0.0, 0, False, []
     for name in names:
         bills = estimate_suite(root, args.suite, suites[args.suite], name, models[name], evaluators)
@@ -256,18 +286,33 @@ def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root:
             unpriced += bill.unpriced_calls
             estimated |= bill.judge_calls > 0 and suites[args.suite].tasks[bill.task].outputs_of is not None
             scope = "   (not in the model's scope)" if bill.out_of_scope else ""
-            print(f"{name:<34}{bill.task:<{w}}{bill.cases:>7}{bill.model_calls:>12}{bill.judge_calls:>12}"
-                  f"{bill.distinct:>9}{bill.cached:>8}{bill.worst_case_usd:>14.4f}{scope}")
+            print(
+                f"{name:<34}{bill.task:<{w}}{bill.cases:>7}{bill.model_calls:>12}{bill.judge_calls:>12}"
+                f"{bill.distinct:>9}{bill.cached:>8}{bill.worst_case_usd:>14.4f}{scope}"
+            )
         total += subtotal
-        limits = [f"{kind} {value:g} USD" for kind, value in (("daily budget", models[name].max_daily_cost_usd),
-                  ("monthly budget", models[name].max_monthly_cost_usd)) if value is not None]
-        print(f"{name:<34}{'(all tasks)':<{w}}{'':>55}{subtotal:>14.4f}" + (f"   capped by its {', '.join(limits)}" if limits else ""))
+        limits = [
+            f"{kind} {value:g} USD"
+            for kind, value in (
+                ("daily budget", models[name].max_daily_cost_usd),
+                ("monthly budget", models[name].max_monthly_cost_usd),
+            )
+            if value is not None
+        ]
+        print(
+            f"{name:<34}{'(all tasks)':<{w}}{'':>55}{subtotal:>14.4f}"
+            + (f"   capped by its {', '.join(limits)}" if limits else "")
+        )
     if outside:
         print(f"\nnot in this suite's scope (models.yaml `only`), nothing to call: {', '.join(outside)}")
-    print(f"\nworst case in all: {total:.4f} USD (every call sent, every prompt byte a token, full max_tokens, gates passed)")
+    print(
+        f"\nworst case in all: {total:.4f} USD (every call sent, every prompt byte a token, full max_tokens, gates passed)"
+    )
     if estimated:
-        print(f"judge calls on generated outputs: each output priced as {OUTPUT_BYTES_PER_TOKEN} bytes per max_tokens token "
-              "(an estimate: outputs do not exist before the run)")
+        print(
+            f"judge calls on generated outputs: each output priced as {OUTPUT_BYTES_PER_TOKEN} bytes per max_tokens token "
+            "(an estimate: outputs do not exist before the run)"
+        )
     if unpriced:
         print(f"{unpriced} call(s) go to models with no known price: their cost is unknown, not counted as 0")
     return 0
@@ -279,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--end", help="last day, YYYY-MM-DD (inclusive)")
     parser.add_argument("--evaluator", action="append", help="an evaluator name (repeatable); default: all enabled")
     parser.add_argument("--suite", help="a benchmark suite (data/benchmarks/<suite>.yaml) instead of a judge backfill")
-    parser.add_argument("--model", action="append", help="with --suite: a model of models.yaml (repeatable); default: all")
+    parser.add_argument(
+        "--model", action="append", help="with --suite: a model of models.yaml (repeatable); default: all"
+    )
     args = parser.parse_args(argv)
     root = data_root()
     if args.suite:

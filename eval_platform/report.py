@@ -140,7 +140,9 @@ def _judging(conn, plots: list[str]) -> tuple[str, int]:
         judged = row["completed"] + row["failed"]
         row["failed_rate"] = row["failed"] / judged if judged else None
         row["cost_usd"] = costs.get((row["evaluator"], row["date"]))
-    table = _table(daily, ["evaluator", "date", "mean_score", "completed", "failed", "skipped", "failed_rate", "cost_usd"])
+    table = _table(
+        daily, ["evaluator", "date", "mean_score", "completed", "failed", "skipped", "failed_rate", "cost_usd"]
+    )
     return plots[-1] + table, len({r["evaluator"] for r in daily})
 
 
@@ -182,15 +184,30 @@ def _experiments(conn, plots: list[str]) -> str:
     ax = figure.subplots()
     labels = [f"{r['experiment']} {r['evaluator']}: {r['variant']} vs {r['control_variant']}" for r in shown]
     centres = [r["difference"] for r in shown]
-    errors = [[c - r["diff_ci_low"] for c, r in zip(centres, shown, strict=True)], [r["diff_ci_high"] - c for c, r in zip(centres, shown, strict=True)]]
+    errors = [
+        [c - r["diff_ci_low"] for c, r in zip(centres, shown, strict=True)],
+        [r["diff_ci_high"] - c for c, r in zip(centres, shown, strict=True)],
+    ]
     ax.errorbar(centres, labels, xerr=errors, fmt="o", capsize=3)
     ax.axvline(0, color="grey", linewidth=0.8)
     ax.set_xlabel("difference in mean score (95% CI)")
     ax.tick_params(labelsize=7)
     figure.tight_layout()
     plots.append(_png(figure))
-    columns = ["experiment", "evaluator", "variant", "control_variant", "n", "n_control", "difference", "diff_ci_low",
-               "diff_ci_high", "p_value", "significant", "recommendation"]
+    columns = [
+        "experiment",
+        "evaluator",
+        "variant",
+        "control_variant",
+        "n",
+        "n_control",
+        "difference",
+        "diff_ci_low",
+        "diff_ci_high",
+        "p_value",
+        "significant",
+        "recommendation",
+    ]
     return plots[-1] + _table(rows, columns)
 
 
@@ -218,7 +235,18 @@ def _leaderboard(conn, plots: list[str]) -> str:
             figure.tight_layout()
             plots.append(_png(figure))
             parts.append(plots[-1])
-    columns = ["suite", "rank", "model", "score", "ci_low", "ci_high", "tasks_scored", "tasks_total", "gap_to_leader", "significant_vs_leader"]
+    columns = [
+        "suite",
+        "rank",
+        "model",
+        "score",
+        "ci_low",
+        "ci_high",
+        "tasks_scored",
+        "tasks_total",
+        "gap_to_leader",
+        "significant_vs_leader",
+    ]
     return "".join(parts) + _table(rows, columns)
 
 

@@ -73,9 +73,14 @@ def stop_group(process: subprocess.Popen) -> None:
 @contextmanager
 def running_daemon(home: Path, workspace: Path = WORKSPACE) -> Iterator[Daemon]:
     log = home / "daemon.log"
-    process = subprocess.Popen([str(SCRIPTS / "dagster-daemon"), "run", "-w", str(workspace)], cwd=REPO,
-                               env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [str(SCRIPTS / "dagster-daemon"), "run", "-w", str(workspace)],
+        cwd=REPO,
+        env=dict(os.environ),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         yield Daemon(process, log)
     finally:
@@ -89,9 +94,26 @@ def code_server(folder: Path) -> Iterator[Path]:
     port = free_port()
     log = folder / "code_server.log"
     process = subprocess.Popen(
-        [str(SCRIPTS / "dagster"), "api", "grpc", "-m", "eval_platform.definitions", "--location-name",
-         "eval_platform", "-h", "127.0.0.1", "-p", str(port), "-d", str(REPO)],
-        cwd=REPO, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            str(SCRIPTS / "dagster"),
+            "api",
+            "grpc",
+            "-m",
+            "eval_platform.definitions",
+            "--location-name",
+            "eval_platform",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-d",
+            str(REPO),
+        ],
+        cwd=REPO,
+        env=dict(os.environ),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     workspace = folder / "workspace.yaml"
     location = {"host": "127.0.0.1", "port": port, "location_name": "eval_platform"}
@@ -137,5 +159,10 @@ def is_idle(instance: dg.DagsterInstance) -> bool:
 
 def sensor_cli(action: str, sensor: str = AUTOMATION_SENSOR) -> None:
     """`dagster sensor start|stop <sensor>`, as a user turns a sensor on or off from a shell."""
-    subprocess.run([str(SCRIPTS / "dagster"), "sensor", action, sensor, "-w", str(WORKSPACE)], cwd=REPO,
-                   env=dict(os.environ), check=True, capture_output=True)
+    subprocess.run(
+        [str(SCRIPTS / "dagster"), "sensor", action, sensor, "-w", str(WORKSPACE)],
+        cwd=REPO,
+        env=dict(os.environ),
+        check=True,
+        capture_output=True,
+    )

@@ -70,8 +70,9 @@ class PostgresDatabase:
         }
 
     def connect(self):
-        return psycopg2.connect(host=self.host, port=self.port, user=self.user, password=self.password,
-                                dbname=self.db_name)
+        return psycopg2.connect(
+            host=self.host, port=self.port, user=self.user, password=self.password, dbname=self.db_name
+        )
 
 
 class PostgresServer:
@@ -103,8 +104,19 @@ class PostgresServer:
             user = pwd.getpwnam(self.run_as)
             for path in (self.folder, password_file):
                 os.chown(path, user.pw_uid, user.pw_gid)
-        self._run("initdb", "-D", str(self.data_dir), "-U", SUPERUSER, f"--pwfile={password_file}",
-                  "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8", "--no-locale")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data_dir),
+            "-U",
+            SUPERUSER,
+            f"--pwfile={password_file}",
+            "--auth-host=scram-sha-256",
+            "--auth-local=trust",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        )
         password_file.unlink()
         for attempt in range(3):  # the free port can be taken by another process before the server binds it
             options = f"-h 127.0.0.1 -p {self.port} -k {self.folder}"
@@ -124,8 +136,9 @@ class PostgresServer:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def create_database(self, name: str) -> PostgresDatabase:
-        admin = psycopg2.connect(host="127.0.0.1", port=self.port, user=SUPERUSER, password=self.password,
-                                 dbname="postgres")
+        admin = psycopg2.connect(
+            host="127.0.0.1", port=self.port, user=SUPERUSER, password=self.password, dbname="postgres"
+        )
         try:
             admin.autocommit = True  # CREATE DATABASE cannot run inside a transaction
             with admin.cursor() as cursor:

@@ -42,7 +42,10 @@ def _frame(seed: int, values: list) -> pl.DataFrame:
     n = 400
     pick = lambda: [values[i] if i < len(values) else None for i in rng.integers(0, len(values) + 1, n)]  # noqa: E731
     dates = [DAYS[i] if i != 4 else None for i in rng.integers(0, len(DAYS) - 1, n)]
-    return pl.DataFrame({"date": dates, "human": pick(), "judge": pick()}, schema={"date": pl.String, "human": pl.String, "judge": pl.String})
+    return pl.DataFrame(
+        {"date": dates, "human": pick(), "judge": pick()},
+        schema={"date": pl.String, "human": pl.String, "judge": pl.String},
+    )
 
 
 def _in(frame: pl.DataFrame, start, end) -> pl.DataFrame:
@@ -56,7 +59,9 @@ def test_label_statistics_per_window_equal_those_of_the_windows_rows(seed):
     tables = DailyTables(frame, frame["judge"])
     for _, start, end in windows(DAYS, 3):
         part = _in(frame, start, end)
-        assert label_agreement_table(*tables.contingency(tables.window(start, end))) == label_agreement(part["human"], part["judge"])
+        assert label_agreement_table(*tables.contingency(tables.window(start, end))) == label_agreement(
+            part["human"], part["judge"]
+        )
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -68,7 +73,8 @@ def test_pairwise_statistics_per_window_equal_those_of_the_windows_rows(seed):
         for _, start, end in windows(DAYS, 7):
             part, full = _in(rows, start, end), tables.window(start, end)
             assert label_agreement_table(*tables.contingency(full, PAIRWISE_LABELS)) == label_agreement(
-                part["human"], part["judge"], labels=PAIRWISE_LABELS)
+                part["human"], part["judge"], labels=PAIRWISE_LABELS
+            )
             assert tables.pairwise(full) == pairwise_agreement(part["human"], part["judge"])
 
 
@@ -84,8 +90,13 @@ def test_a_window_without_rows_has_no_statistics():
 def test_position_consistency_from_counts_summed_over_days(seed):
     rng = np.random.default_rng(seed)
     verdicts = ["A", "B", "tie", None, "odd"]
-    frame = pl.DataFrame({"day": rng.integers(0, 5, 300), "first": [verdicts[i] for i in rng.integers(0, 5, 300)],
-                          "swapped": [verdicts[i] for i in rng.integers(0, 5, 300)]})
+    frame = pl.DataFrame(
+        {
+            "day": rng.integers(0, 5, 300),
+            "first": [verdicts[i] for i in rng.integers(0, 5, 300)],
+            "swapped": [verdicts[i] for i in rng.integers(0, 5, 300)],
+        }
+    )
     days = [position_counts(part["first"], part["swapped"]) for _, part in frame.group_by("day")]
     summed = position_consistency_from_counts(*(sum(column) for column in zip(*days)))
     assert summed == position_consistency(frame["first"], frame["swapped"])
@@ -98,16 +109,25 @@ def _two_tasks(seed: int) -> pl.DataFrame:
     """A 1–5 rating task and a three-label classification, with missing labels and repeated annotations."""
     rng = np.random.default_rng(seed)
     frames = []
-    for task, schema, labels in (("quality", "rating", ["1", "2", "3", "4", "5"]), ("topic", "classification", ["x", "y", "z"])):
+    for task, schema, labels in (
+        ("quality", "rating", ["1", "2", "3", "4", "5"]),
+        ("topic", "classification", ["x", "y", "z"]),
+    ):
         n = 300
         label = [labels[i] if i < len(labels) else None for i in rng.integers(0, len(labels) + 1, n)]
-        frames.append(pl.DataFrame({
-            "task": task, "criterion": task, "schema": schema,
-            "item_id": [f"{task}-{i}" for i in rng.integers(0, 60, n)],
-            "annotator": [f"ann-{i}" for i in rng.integers(0, 5, n)],
-            "label": label,
-            "value": [float(x) if x is not None and schema == "rating" else None for x in label],
-        }))
+        frames.append(
+            pl.DataFrame(
+                {
+                    "task": task,
+                    "criterion": task,
+                    "schema": schema,
+                    "item_id": [f"{task}-{i}" for i in rng.integers(0, 60, n)],
+                    "annotator": [f"ann-{i}" for i in rng.integers(0, 5, n)],
+                    "label": label,
+                    "value": [float(x) if x is not None and schema == "rating" else None for x in label],
+                }
+            )
+        )
     return pl.concat(frames)
 
 
@@ -121,14 +141,24 @@ def _inter_annotator_rows(annotations: pl.DataFrame, categories=None) -> dict[tu
 def test_inter_annotator_statistics_equal_the_peers_on_each_tasks_first_labels(seed):
     annotations = _two_tasks(seed)
     got = _inter_annotator_rows(annotations, {("topic", "topic"): ["x", "y", "z", "w"]})
-    for task, levels, column, weightings in (("quality", LEVELS, "value", (None, "linear", "quadratic")),
-                                             ("topic", ("nominal",), "label", (None,))):
+    for task, levels, column, weightings in (
+        ("quality", LEVELS, "value", (None, "linear", "quadratic")),
+        ("topic", ("nominal",), "label", (None,)),
+    ):
         part = annotations.filter(pl.col("task") == task)
         first = part.drop_nulls(column).unique(["item_id", "annotator"], keep="first", maintain_order=True)
         wide = first.pivot(on="annotator", index="item_id", values=column).sort("item_id")
         coders = sorted(c for c in wide.columns if c != "item_id")
-        matrix = wide.select(coders).with_columns(pl.all().cast(pl.Float64) if column == "value"
-                                                 else pl.all().replace_strict({"x": 0.0, "y": 1.0, "z": 2.0})).to_numpy().T
+        matrix = (
+            wide.select(coders)
+            .with_columns(
+                pl.all().cast(pl.Float64)
+                if column == "value"
+                else pl.all().replace_strict({"x": 0.0, "y": 1.0, "z": 2.0})
+            )
+            .to_numpy()
+            .T
+        )
         for level in levels:
             expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement=level)
             row = got["inter_annotator", task, f"krippendorff_alpha_{level}", "annotators", "annotators"]
@@ -156,8 +186,13 @@ def test_an_annotators_label_after_a_missing_one_counts_in_their_pair_kappas():
     score count it, so does Cohen's kappa between annotators."""
     annotations = pl.DataFrame(
         [("i1", "a", None), ("i1", "a", "yes"), ("i1", "b", "yes"), ("i2", "a", "no"), ("i2", "b", "no")],
-        schema=["item_id", "annotator", "label"], orient="row",
-    ).with_columns(task=pl.lit("t"), criterion=pl.lit("t"), schema=pl.lit("classification"), value=pl.lit(None, pl.Float64))
+        schema=["item_id", "annotator", "label"],
+        orient="row",
+    ).with_columns(
+        task=pl.lit("t"), criterion=pl.lit("t"), schema=pl.lit("classification"), value=pl.lit(None, pl.Float64)
+    )
     row = _inter_annotator_rows(annotations)["inter_annotator", "t", "cohen_kappa", "a", "b"]
-    alpha = _inter_annotator_rows(annotations)["inter_annotator", "t", "krippendorff_alpha_nominal", "annotators", "annotators"]
+    alpha = _inter_annotator_rows(annotations)[
+        "inter_annotator", "t", "krippendorff_alpha_nominal", "annotators", "annotators"
+    ]
     assert row["n"] == 2 and alpha["n"] == 4

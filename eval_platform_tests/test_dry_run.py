@@ -28,9 +28,20 @@ DAYS = ["2026-11-09", "2026-11-10"]
 def test_dry_run_counts_the_calls_a_run_makes_and_sends_nothing(data_root, local_judge, mode, capsys):
     prompt = "Rate {{output}}" if mode == "score" else "{{output_a}} or {{output_b}}"
     extra = {"score_scale": {"min": 0, "max": 1}, "samples": 2} if mode == "score" else {}
-    write_evaluator(data_root, "priced", mode=mode, model="openai/mock", api_base=local_judge.base_url,
-                    prompt=prompt, trigger="sampled", sample_rate=0.1, input_cost_per_million=1.0,
-                    output_cost_per_million=2.0, max_tokens=100, **extra)
+    write_evaluator(
+        data_root,
+        "priced",
+        mode=mode,
+        model="openai/mock",
+        api_base=local_judge.base_url,
+        prompt=prompt,
+        trigger="sampled",
+        sample_rate=0.1,
+        input_cost_per_million=1.0,
+        output_cost_per_million=2.0,
+        max_tokens=100,
+        **extra,
+    )
     copy_sample_days(data_root, DAYS)
     config = load_evaluators(data_root / "evaluators")["priced"]
 
@@ -40,8 +51,12 @@ def test_dry_run_counts_the_calls_a_run_makes_and_sends_nothing(data_root, local
     assert bill.calls > 0 and bill.cached == 0 and bill.days == 2
     assert bill.worst_case_usd > 0 and bill.unpriced_calls == 0
 
-    runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(state_dir(data_root) / "judge_cache"),
-                           BudgetLedger(data_root / "ledger.sqlite"), env={})
+    runtime = JudgeRuntime(
+        LiteLLMJudgeClient(),
+        JudgeCache(state_dir(data_root) / "judge_cache"),
+        BudgetLedger(data_root / "ledger.sqlite"),
+        env={},
+    )
     made, spent = 0, 0.0
     for day in DAYS:
         rows = judge_day(config, day, read_trace_day(data_root, day).traces, runtime).rows
@@ -62,8 +77,17 @@ def test_dry_run_counts_the_calls_a_run_makes_and_sends_nothing(data_root, local
 
 
 def test_a_call_without_a_known_price_is_counted_as_unknown_not_free(data_root):
-    write_evaluator(data_root, "mystery", mode="score", model="openai/my-private-model", api_key_env="MYSTERY_KEY",
-                    prompt="Rate {{output}}", score_scale={"min": 0, "max": 1}, trigger="sampled", sample_rate=0.05)
+    write_evaluator(
+        data_root,
+        "mystery",
+        mode="score",
+        model="openai/my-private-model",
+        api_key_env="MYSTERY_KEY",
+        prompt="Rate {{output}}",
+        score_scale={"min": 0, "max": 1},
+        trigger="sampled",
+        sample_rate=0.05,
+    )
     copy_sample_days(data_root, DAYS[:1])
     bill = estimate(load_evaluators(data_root / "evaluators")["mystery"], DAYS[:1], data_root)
     assert bill.calls > 0 and bill.unpriced_calls == bill.calls and bill.worst_case_usd == 0.0
@@ -73,15 +97,26 @@ assert pl  # polars is the frame library of the rows compared above
 
 
 def test_a_batch_evaluator_dry_run_submits_nothing_and_prices_at_the_discount(data_root, local_judge):
-    common = dict(mode="score", model="openai/mock", api_base=local_judge.base_url, prompt="Rate {{output}}",
-                  score_scale={"min": 0, "max": 1}, input_cost_per_million=1.0, output_cost_per_million=2.0, max_tokens=100)
+    common = dict(
+        mode="score",
+        model="openai/mock",
+        api_base=local_judge.base_url,
+        prompt="Rate {{output}}",
+        score_scale={"min": 0, "max": 1},
+        input_cost_per_million=1.0,
+        output_cost_per_million=2.0,
+        max_tokens=100,
+    )
     write_evaluator(data_root, "interactive", name="interactive", **common)
     write_evaluator(data_root, "batched", name="batched", batch={"discount": 0.5}, **common)
     copy_sample_days(data_root, DAYS)
     evaluators = load_evaluators(data_root / "evaluators")
     before = judge_requests(local_judge)
     batches_before = httpx.get(f"{local_judge.base_url}/stats/batches", trust_env=False).json()["batches"]
-    one_by_one, batched = estimate(evaluators["interactive"], DAYS, data_root), estimate(evaluators["batched"], DAYS, data_root)
+    one_by_one, batched = (
+        estimate(evaluators["interactive"], DAYS, data_root),
+        estimate(evaluators["batched"], DAYS, data_root),
+    )
     assert judge_requests(local_judge) == before
     assert httpx.get(f"{local_judge.base_url}/stats/batches", trust_env=False).json()["batches"] == batches_before
     assert batched.calls == one_by_one.calls > 0
@@ -114,8 +149,12 @@ def test_dry_run_of_a_suite_counts_model_and_judge_calls_sends_nothing_and_bound
     shutil.copy(REPO_DATA / "evaluators" / "helpfulness.yaml", data_root / "evaluators")
     (data_root / "benchmarks").mkdir()
     shutil.copy(REPO_DATA / "benchmarks" / "gsm8k.yaml", data_root / "benchmarks")
-    model = {"model": f"local/{fixed}", "input_cost_per_million": 1000.0, "output_cost_per_million": 1000.0,
-             "max_daily_cost_usd": 1000.0}
+    model = {
+        "model": f"local/{fixed}",
+        "input_cost_per_million": 1000.0,
+        "output_cost_per_million": 1000.0,
+        "max_daily_cost_usd": 1000.0,
+    }
     (data_root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump({"models": {"priced-18": model}}))
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
     monkeypatch.setenv("EVAL_PLATFORM_DATA_DIR", str(data_root))
@@ -124,7 +163,10 @@ def test_dry_run_of_a_suite_counts_model_and_judge_calls_sends_nothing_and_bound
     models = load_models(data_root / "benchmarks" / "models.yaml")
 
     asked, judged_before = requests_for(local_judge, fixed), judge_requests(local_judge)
-    bills = {b.task: b for b in estimate_suite(data_root, "gsm8k", suites["gsm8k"], "priced-18", models["priced-18"], evaluators)}
+    bills = {
+        b.task: b
+        for b in estimate_suite(data_root, "gsm8k", suites["gsm8k"], "priced-18", models["priced-18"], evaluators)
+    }
     assert requests_for(local_judge, fixed) == asked and judge_requests(local_judge) == judged_before  # nothing sent
     assert not benchmark_ledger(data_root).totals()  # the model's budget ledger untouched
     assert (bills["answer"].model_calls, bills["answer"].judge_calls) == (50, 0)
@@ -135,11 +177,18 @@ def test_dry_run_of_a_suite_counts_model_and_judge_calls_sends_nothing_and_bound
     (tmp_path / "dagster_home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
         instance.add_dynamic_partitions("benchmark_models", ["priced-18"])
-        materialize(data_root, instance, "priced-18", dg.AssetSelection.assets(dg.AssetKey(["benchmark", "gsm8k", "answer"])))
-    [(spent, completed)] = query(data_root, "SELECT sum(cost_usd), count(*) FILTER (status = 'COMPLETED') FROM benchmark_cases")
+        materialize(
+            data_root, instance, "priced-18", dg.AssetSelection.assets(dg.AssetKey(["benchmark", "gsm8k", "answer"]))
+        )
+    [(spent, completed)] = query(
+        data_root, "SELECT sum(cost_usd), count(*) FILTER (status = 'COMPLETED') FROM benchmark_cases"
+    )
     assert completed == 50 and 0 < spent <= bills["answer"].worst_case_usd  # the worst case bounds the bill
 
-    again = {b.task: b for b in estimate_suite(data_root, "gsm8k", suites["gsm8k"], "priced-18", models["priced-18"], evaluators)}
+    again = {
+        b.task: b
+        for b in estimate_suite(data_root, "gsm8k", suites["gsm8k"], "priced-18", models["priced-18"], evaluators)
+    }
     assert again["answer"].cached == 50 and again["answer"].worst_case_usd == 0.0  # the cache answers: free
 
     assert main(["--suite", "gsm8k"]) == 0

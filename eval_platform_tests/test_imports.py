@@ -29,8 +29,13 @@ def _modules() -> list[str]:
 
 
 def _import_alone(module: str) -> tuple[str, str | None]:
-    done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+        timeout=300,
+    )
     return module, None if done.returncode == 0 else done.stderr.strip().splitlines()[-1]
 
 

@@ -13,8 +13,11 @@ from eval_platform.record_fields import field_text
 
 
 def test_metadata_values_read_as_json_text_and_missing_as_none():
-    trace = {"trace_id": "t1", "latency_ms": 12.5,
-             "metadata": json.dumps({"flag": True, "n": 3, "tags": ["a", "b"], "who": "Ana", "none": None})}
+    trace = {
+        "trace_id": "t1",
+        "latency_ms": 12.5,
+        "metadata": json.dumps({"flag": True, "n": 3, "tags": ["a", "b"], "who": "Ana", "none": None}),
+    }
     assert field_text(trace, "metadata.flag") == "true"  # not Python's "True"
     assert field_text(trace, "metadata.n") == "3"
     assert field_text(trace, "metadata.tags") == '["a", "b"]'  # not "['a', 'b']"
@@ -30,10 +33,13 @@ def test_metadata_values_read_as_json_text_and_missing_as_none():
 
 def test_reference_matching_reads_metadata_as_the_prompt_does():
     cases = pl.DataFrame({"case_id": ["true", "[1, 2]"], "expected_output": ["yes", "pair"]})
-    traces = pl.DataFrame({
-        "trace_id": ["t1", "t2", "t3", "t4"],
-        "metadata": [json.dumps({"case_id": True}), json.dumps({"case_id": [1, 2]}), "{}", "[]"],
-        "expected_output": [None, None, None, None],
-    }, schema={"trace_id": pl.String, "metadata": pl.String, "expected_output": pl.String})
+    traces = pl.DataFrame(
+        {
+            "trace_id": ["t1", "t2", "t3", "t4"],
+            "metadata": [json.dumps({"case_id": True}), json.dumps({"case_id": [1, 2]}), "{}", "[]"],
+            "expected_output": [None, None, None, None],
+        },
+        schema={"trace_id": pl.String, "metadata": pl.String, "expected_output": pl.String},
+    )
     matched = attach_dataset_references(traces, cases, "metadata.case_id")
     assert matched["expected_output"].to_list() == ["yes", "pair", None, None]

@@ -66,8 +66,13 @@ def compute(
     for task, criterion in annotations.select("task", "criterion").unique(maintain_order=True).iter_rows():
         majority = cache.get(("majority", task, criterion))
         if majority is None:
-            majority = majority_labels(annotations.filter(pl.col("task").eq_missing(task) & pl.col("criterion").eq_missing(criterion)))
-        truth.append(clear_majority(majority, MIN_GROUND_TRUTH_CONSENSUS).with_columns(
-            pl.lit(task).alias("task"), pl.lit(criterion).alias("criterion")))
+            majority = majority_labels(
+                annotations.filter(pl.col("task").eq_missing(task) & pl.col("criterion").eq_missing(criterion))
+            )
+        truth.append(
+            clear_majority(majority, MIN_GROUND_TRUTH_CONSENSUS).with_columns(
+                pl.lit(task).alias("task"), pl.lit(criterion).alias("criterion")
+            )
+        )
     truth_frame = pl.concat(truth, how="diagonal_relaxed") if truth else pl.DataFrame()
     return frame, conform(truth_frame, GROUND_TRUTH_SCHEMA)

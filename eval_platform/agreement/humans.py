@@ -30,7 +30,9 @@ def _task_key(annotations: pl.DataFrame) -> list[tuple[str, str, str]]:
     return [tuple(row) for row in keys.iter_rows()]
 
 
-def inter_annotator(annotations: pl.DataFrame, rows: Rows, categories: dict | None = None, cache: dict | None = None) -> None:
+def inter_annotator(
+    annotations: pl.DataFrame, rows: Rows, categories: dict | None = None, cache: dict | None = None
+) -> None:
     """`categories`: (task, criterion) -> the labels declared for a classification (tasks.yaml). Randolph's
     kappa takes chance agreement as 1 / number of categories the annotators could choose, so a declared label
     nobody used still counts. `cache` (see `human_reference`) keeps each task's majority labels.
@@ -48,20 +50,40 @@ def inter_annotator(annotations: pl.DataFrame, rows: Rows, categories: dict | No
         values = valued.label_names.to_numpy()
         alphas = krippendorff_alphas_coded(valued.items, valued.annotators, valued.labels, values, list(levels))
         for alpha in alphas:  # one coincidence matrix for every level
-            rows.add(alpha.statistic, alpha.value, alpha.n, note=alpha.note, subject="annotators",
-                     reference="annotators", **base)
+            rows.add(
+                alpha.statistic,
+                alpha.value,
+                alpha.n,
+                note=alpha.note,
+                subject="annotators",
+                reference="annotators",
+                **base,
+            )
         declared = None if ordered else (categories or {}).get((task, criterion))
         counts = category_counts_coded(valued.items, valued.labels, values, declared)
         for kappa in (fleiss_kappa(counts), randolph_kappa(counts)):
-            rows.add(kappa.statistic, kappa.value, kappa.n, note=kappa.note, subject="annotators",
-                     reference="annotators", **base)
+            rows.add(
+                kappa.statistic,
+                kappa.value,
+                kappa.n,
+                note=kappa.note,
+                subject="annotators",
+                reference="annotators",
+                **base,
+            )
         majority = majority_labels_coded(labelled)
         if cache is not None and task is not None and criterion is not None:
             cache["majority", task, criterion] = majority
         label_counts = dict(majority.group_by("label").len().sort("label").iter_rows())
-        rows.add("items_with_majority", float(majority["label"].is_not_null().sum()), majority.height,
-                 subject="annotators", reference="annotators",
-                 details=json.dumps({"majority_label_counts": {str(k): v for k, v in label_counts.items()}}), **base)
+        rows.add(
+            "items_with_majority",
+            float(majority["label"].is_not_null().sum()),
+            majority.height,
+            subject="annotators",
+            reference="annotators",
+            details=json.dumps({"majority_label_counts": {str(k): v for k, v in label_counts.items()}}),
+            **base,
+        )
         _annotator_pairs(valued, ordered, rows, base)
         for row in annotator_agreement_coded(labelled).iter_rows(named=True):
             fields = {**base, "section": "annotator", "subject": row["annotator"], "reference": "others_majority"}
@@ -79,7 +101,9 @@ def _annotator_pairs(coded: CodedAnnotations, ordered: bool, rows: Rows, base: d
             rows.add(name, kappa.value, kappa.n, note=kappa.note, subject=a, reference=b, **base)
 
 
-def human_reference(annotations: pl.DataFrame, task: str, criterion: str | None, cache: dict | None = None) -> pl.DataFrame:
+def human_reference(
+    annotations: pl.DataFrame, task: str, criterion: str | None, cache: dict | None = None
+) -> pl.DataFrame:
     """Per item: the majority `label`, mean `value`, and (pairwise tasks) the two responses' trace ids.
 
     `cache`, one dict per `compute`: each reference is computed once for all the judges of its task, from the

@@ -92,7 +92,9 @@ class JudgeVerdicts:
         judged = MODES[mode].vote_column if MODES[mode].labelled else None
         completed = rows.lazy().filter(pl.col("status") == "COMPLETED")  # lazy: only the columns kept are filtered
         final = keyed(completed.filter(pl.col("is_final")), judged or "score")
-        sampled = keyed(completed.filter((pl.col("role") == "member") & (pl.col("sample") == 0)), judged or "raw_score", "model")
+        sampled = keyed(
+            completed.filter((pl.col("role") == "member") & (pl.col("sample") == 0)), judged or "raw_score", "model"
+        )
         final, sampled = pl.collect_all([final, sampled])
         members = {}  # a filter per model: a tenth of the time of partition_by on millions of rows
         for model in sampled["model"].unique(maintain_order=True).to_list():

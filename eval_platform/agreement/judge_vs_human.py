@@ -65,15 +65,23 @@ def _pairwise_stats(frame: pl.DataFrame, rows: Rows, base: dict) -> None:
 
 
 def judge_vs_human(
-    config: EvaluatorConfig, scores: pl.DataFrame, annotations: pl.DataFrame, rows: Rows, trailing_days: int,
+    config: EvaluatorConfig,
+    scores: pl.DataFrame,
+    annotations: pl.DataFrame,
+    rows: Rows,
+    trailing_days: int,
     cache: dict | None = None,
 ) -> None:
     options = config.human_agreement
     reference = human_reference(annotations, options.task, options.criterion, cache)
     final = scores.filter(pl.col("is_final"))
     base = {
-        "section": "judge_vs_human", "task": options.task, "criterion": options.criterion,
-        "subject": config.name, "reference": "human_majority", "floor": options.floor,
+        "section": "judge_vs_human",
+        "task": options.task,
+        "criterion": options.criterion,
+        "subject": config.name,
+        "reference": "human_majority",
+        "floor": options.floor,
     }
     kind = config.judge_mode.agreement
     if kind == "preference":
@@ -82,21 +90,27 @@ def judge_vs_human(
             cache["pairwise_labels", config.name] = frame
     elif kind == "scores":
         frame = final.join(reference.select("item_id", "value", "trace_id"), on="trace_id").select(
-            "item_id", "date", pl.col("value").alias("human"),
+            "item_id",
+            "date",
+            pl.col("value").alias("human"),
             pl.when(pl.col("status") == "COMPLETED").then(pl.col("raw_score")).alias("judge"),
         )
     else:
         judge = pl.col(config.judge_mode.vote_column).cast(pl.String)  # a label, or passed as true / false
         # the judge's verdict named before the join: judge_scores has a `label` column of its own
-        verdicts = final.select("trace_id", "date", pl.when(pl.col("status") == "COMPLETED").then(judge.str.to_lowercase()).alias("judge"))
+        verdicts = final.select(
+            "trace_id", "date", pl.when(pl.col("status") == "COMPLETED").then(judge.str.to_lowercase()).alias("judge")
+        )
         human = reference.select("item_id", "trace_id", pl.col("label").str.to_lowercase().alias("human"))
         frame = verdicts.join(human, on="trace_id").select("item_id", "date", "human", "judge")
     if kind == "scores":  # from tables per day when the values are few, else from each window's rows
         daily_scores = DailyScoreTables(frame)
         by_date = None if daily_scores.fits else sorted_by_date(frame)
     if kind == "preference":  # label statistics from tables per day, under both conventions
-        conventions = [("failed_excluded", DailyTables(frame, frame["judge"])),
-                       ("unusable_as_tie", DailyTables(frame, frame["judge"].fill_null("tie")))]
+        conventions = [
+            ("failed_excluded", DailyTables(frame, frame["judge"])),
+            ("unusable_as_tie", DailyTables(frame, frame["judge"].fill_null("tie"))),
+        ]
     elif kind == "labels":
         tables = DailyTables(frame, frame["judge"])
     for window, start, end in windows(frame["date"].unique().to_list(), trailing_days):
@@ -121,7 +135,9 @@ def judge_vs_human(
             label_rows(labels, rows, {**fields, "convention": "failed_excluded"})
 
 
-def imported_vs_human(judgments: pl.DataFrame, annotations: pl.DataFrame, rows: Rows, cache: dict | None = None) -> None:
+def imported_vs_human(
+    judgments: pl.DataFrame, annotations: pl.DataFrame, rows: Rows, cache: dict | None = None
+) -> None:
     """Each imported judge against the human majority of its task (pairwise verdicts)."""
     for (source, task, criterion), part in judgments.group_by("source", "task", "criterion", maintain_order=True):
         task = task or only_task(annotations)
@@ -129,6 +145,12 @@ def imported_vs_human(judgments: pl.DataFrame, annotations: pl.DataFrame, rows: 
             continue
         reference = pairwise_human_labels(human_reference(annotations, task, criterion, cache))
         frame = imported_pairwise_labels(part, reference)
-        base = {"section": "judge_vs_human", "task": task, "criterion": criterion, "subject": source,
-                "reference": "human_majority", "period": "all"}
+        base = {
+            "section": "judge_vs_human",
+            "task": task,
+            "criterion": criterion,
+            "subject": source,
+            "reference": "human_majority",
+            "period": "all",
+        }
         _pairwise_stats(frame, rows, base)

@@ -31,7 +31,9 @@ from eval_platform.stats.kappa import cohen_kappa_table
 
 
 def judge_vs_judge(
-    evaluators: dict[str, EvaluatorConfig], scores: ScoreSource | None, rows: Rows,
+    evaluators: dict[str, EvaluatorConfig],
+    scores: ScoreSource | None,
+    rows: Rows,
     verdicts: dict[str, JudgeVerdicts] | None = None,
 ) -> None:
     """Members of a consensus evaluator against each other, and same-mode evaluators on the same slots.
@@ -39,19 +41,32 @@ def judge_vs_judge(
     `verdicts`: each evaluator's `JudgeVerdicts` when `compute` has them from reading its rows for the other
     sections; otherwise each evaluator is read from `scores` once."""
     if verdicts is None:
-        verdicts = {name: JudgeVerdicts.of(c.mode, read_evaluator(scores, name, c.mode)) for name, c in evaluators.items()}
+        verdicts = {
+            name: JudgeVerdicts.of(c.mode, read_evaluator(scores, name, c.mode)) for name, c in evaluators.items()
+        }
     for name, config in evaluators.items():
         members = verdicts[name].members
         for a, b in itertools.combinations(sorted(members), 2):
             both = join_slots(members[a], members[b])
-            compare(config.judge_mode.agreement, both["a"], both["b"], rows, {"section": "judge_vs_judge", "subject": f"{name}:{a}",
-                     "reference": f"{name}:{b}", "period": "all"})
+            compare(
+                config.judge_mode.agreement,
+                both["a"],
+                both["b"],
+                rows,
+                {"section": "judge_vs_judge", "subject": f"{name}:{a}", "reference": f"{name}:{b}", "period": "all"},
+            )
     for (a, ca), (b, cb) in itertools.combinations(sorted(evaluators.items()), 2):
         if ca.mode != cb.mode:
             continue
         both = join_slots(verdicts[a].final, verdicts[b].final)
         if both.height:
-            compare(ca.judge_mode.agreement, both["a"], both["b"], rows, {"section": "judge_vs_judge", "subject": a, "reference": b, "period": "all"})
+            compare(
+                ca.judge_mode.agreement,
+                both["a"],
+                both["b"],
+                rows,
+                {"section": "judge_vs_judge", "subject": a, "reference": b, "period": "all"},
+            )
 
 
 def compare(kind: AgreementKind, a: pl.Series, b: pl.Series, rows: Rows, fields: dict) -> None:
@@ -72,8 +87,12 @@ def compare(kind: AgreementKind, a: pl.Series, b: pl.Series, rows: Rows, fields:
 
 
 def imported_vs_evaluators(
-    evaluators: dict[str, EvaluatorConfig], scores: ScoreSource, judgments: pl.DataFrame,
-    annotations: pl.DataFrame, rows: Rows, cache: dict | None = None,
+    evaluators: dict[str, EvaluatorConfig],
+    scores: ScoreSource,
+    judgments: pl.DataFrame,
+    annotations: pl.DataFrame,
+    rows: Rows,
+    cache: dict | None = None,
 ) -> None:
     """Each pairwise evaluator with a human task against each imported judge of that task (its item labels from
     `cache` when `judge_vs_human` computed them, else from its rows in `scores`)."""
@@ -90,6 +109,17 @@ def imported_vs_evaluators(
         for source, part in judgments.group_by("source", maintain_order=True):
             theirs = imported_pairwise_labels(part, reference).select("item_id", theirs="judge")
             both = ours.join(theirs, on="item_id")
-            compare("preference", both["judge"], both["theirs"], rows, {
-                "section": "judge_vs_judge", "task": options.task, "subject": name, "reference": source[0],
-                "period": "all", "convention": "failed_excluded"})
+            compare(
+                "preference",
+                both["judge"],
+                both["theirs"],
+                rows,
+                {
+                    "section": "judge_vs_judge",
+                    "task": options.task,
+                    "subject": name,
+                    "reference": source[0],
+                    "period": "all",
+                    "convention": "failed_excluded",
+                },
+            )

@@ -93,7 +93,9 @@ class DailyScoreTables:
     otherwise the windows are ranked from their rows."""
 
     def __init__(self, frame: pl.DataFrame):
-        sides = frame.select("date", *(pl.col(c).cast(pl.Float64).fill_nan(None) for c in ("human", "judge"))).drop_nulls(["human", "judge"])
+        sides = frame.select(
+            "date", *(pl.col(c).cast(pl.Float64).fill_nan(None) for c in ("human", "judge"))
+        ).drop_nulls(["human", "judge"])
         human, judge = sides["human"].to_numpy(), sides["judge"].to_numpy()
         self.human_values, self.judge_values = (np.sort(sides[c].unique().to_numpy()) for c in ("human", "judge"))
         self.fits = self.human_values.size * self.judge_values.size <= MAX_TABLE_CELLS

@@ -21,15 +21,29 @@ def position(config: EvaluatorConfig, scores: pl.DataFrame, rows: Rows, trailing
     mirrored = pl.col("verdict_ba").replace({"A": "B", "B": "A"})  # back to presentation terms
     frame = both.select("date", "verdict_ab", mirrored.alias("shown_swapped"))
     # Counts per day, summed over each window's days: 61 windows cost 30 days' counts instead of 61 passes.
-    days = {day: position_counts(part["verdict_ab"], part["shown_swapped"])
-            for (day,), part in frame.group_by("date") if day is not None}
+    days = {
+        day: position_counts(part["verdict_ab"], part["shown_swapped"])
+        for (day,), part in frame.group_by("date")
+        if day is not None
+    }
     for window, start, end in windows(scores["date"].unique().to_list(), trailing_days):
         if start is None:
             result = position_consistency(frame["verdict_ab"], frame["shown_swapped"])
         else:
             counts = [c for day, c in days.items() if start <= day <= end]
             result = position_consistency_from_counts(*(sum(column) for column in zip((0, 0, 0), *counts)))
-        rows.add("position_consistency", result.consistency, result.n, note=result.note,
-                 section="position_consistency", subject=config.name, reference="swapped_order",
-                 period=window, period_start=start, period_end=end,
-                 details=json.dumps({"inconsistent": result.inconsistent, "first_position_share": result.first_position_share}))
+        rows.add(
+            "position_consistency",
+            result.consistency,
+            result.n,
+            note=result.note,
+            section="position_consistency",
+            subject=config.name,
+            reference="swapped_order",
+            period=window,
+            period_start=start,
+            period_end=end,
+            details=json.dumps(
+                {"inconsistent": result.inconsistent, "first_position_share": result.first_position_share}
+            ),
+        )

@@ -67,14 +67,18 @@ def ranking_agreement(annotations: pl.DataFrame, judgments: pl.DataFrame, rows: 
         judges = sorted(name for name in fits if name != HUMAN_VOTES)
         pairs = [(judge, HUMAN_VOTES) for judge in judges] + list(itertools.combinations(judges, 2))
         for subject, reference in pairs:
-            _rank_correlation(fits[subject], fits[reference], rows, {**base, "subject": subject, "reference": reference})
+            _rank_correlation(
+                fits[subject], fits[reference], rows, {**base, "subject": subject, "reference": reference}
+            )
 
 
 def _rank_correlation(subject: BradleyTerry, reference: BradleyTerry, rows: Rows, fields: dict) -> None:
     both = subject.table.join(reference.table, on="model", suffix="_reference")
     ranks = score_agreement(both["rank_reference"], both["rank"])
     strengths = score_agreement(both["score_reference"], both["score"])
-    fit_notes = [f"{side} fit: {fit.note}" for side, fit in (("subject", subject), ("reference", reference)) if fit.note]
+    fit_notes = [
+        f"{side} fit: {fit.note}" for side, fit in (("subject", subject), ("reference", reference)) if fit.note
+    ]
     details = json.dumps({"subject": subject.table.to_dicts(), "reference": reference.table.to_dicts()})
     for statistic, value, result in (
         ("bradley_terry_rank_pearson", ranks.pearson, ranks),

@@ -200,14 +200,18 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
         where = f"{path}: field 'tasks.{task_name}"
         for index, spec in enumerate(task.scorers):
             if spec.name not in registry.SCORERS:
-                raise SuiteError(f"{where}.scorers.{index}.name': unknown scorer '{spec.name}'; known: {sorted(registry.SCORERS)}")
+                raise SuiteError(
+                    f"{where}.scorers.{index}.name': unknown scorer '{spec.name}'; known: {sorted(registry.SCORERS)}"
+                )
             try:
                 registry.SCORERS[spec.name].options(**spec.options)
             except ValueError as exc:
                 raise SuiteError(f"{where}.scorers.{index}.options': {exc}") from None
         names = [spec.metric_name for spec in task.scorers]
         if len(set(names)) < len(names):
-            raise SuiteError(f"{where}.scorers': two scorers give the metric {sorted({n for n in names if names.count(n) > 1})}; name one with 'metric'")
+            raise SuiteError(
+                f"{where}.scorers': two scorers give the metric {sorted({n for n in names if names.count(n) > 1})}; name one with 'metric'"
+            )
         for field_name in ("prompt", "system"):
             template = getattr(task, field_name)
             if template is not None:
@@ -218,11 +222,19 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
         if task.as_judge is not None:
             _check_judge(where, task_name, task.as_judge)
         for index, spec in enumerate(task.scorers):
-            if registry.SCORERS[spec.name].calls_evaluator and evaluators is not None and spec.options["evaluator"] not in evaluators:
-                raise SuiteError(f"{where}.scorers.{index}.options.evaluator': unknown evaluator '{spec.options['evaluator']}'; known: {sorted(evaluators)}")
+            if (
+                registry.SCORERS[spec.name].calls_evaluator
+                and evaluators is not None
+                and spec.options["evaluator"] not in evaluators
+            ):
+                raise SuiteError(
+                    f"{where}.scorers.{index}.options.evaluator': unknown evaluator '{spec.options['evaluator']}'; known: {sorted(evaluators)}"
+                )
             scorer = registry.SCORERS[spec.name]
             if scorer.judge_task and task.as_judge is None:
-                raise SuiteError(f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: the task needs 'as_judge'")
+                raise SuiteError(
+                    f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: the task needs 'as_judge'"
+                )
             if scorer.judge_task and task.as_judge.mode not in scorer.judge_modes:
                 raise SuiteError(
                     f"{where}.scorers.{index}.name': scorer '{spec.name}' scores {' or '.join(scorer.judge_modes)} "
@@ -257,12 +269,15 @@ def _check_judge(where: str, task_name: str, judge: JudgeAs) -> None:
             raise SuiteError(f"{where}.as_judge.evaluator.{key}': not allowed: the model under test is the judge")
     mode = judge.evaluator.get("mode")
     if mode not in JUDGE_MODES:
-        raise SuiteError(f"{where}.as_judge.evaluator.mode': judges of mode {', '.join(JUDGE_MODES)} can be benchmarked, not {mode!r}")
+        raise SuiteError(
+            f"{where}.as_judge.evaluator.mode': judges of mode {', '.join(JUDGE_MODES)} can be benchmarked, not {mode!r}"
+        )
     try:
         judge.config(task_name, UNDER_TEST)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{where}.as_judge.evaluator{''.join(f'.{part}' for part in err['loc'])}': {err['msg']}" for err in exc.errors()
+            f"{where}.as_judge.evaluator{''.join(f'.{part}' for part in err['loc'])}': {err['msg']}"
+            for err in exc.errors()
         )
         raise SuiteError(problems) from None
     for field_name in judge.shown_fields():
@@ -270,7 +285,9 @@ def _check_judge(where: str, task_name: str, judge: JudgeAs) -> None:
     if judge.reference is not None:
         _check_case_field(f"{where}.as_judge.reference'", judge.reference)
         if judge.reference == "expected_output":
-            raise SuiteError(f"{where}.as_judge.reference': expected_output is the gold verdict; the judge must not see it")
+            raise SuiteError(
+                f"{where}.as_judge.reference': expected_output is the gold verdict; the judge must not see it"
+            )
 
 
 def _check_case_field(where: str, name: str) -> None:
@@ -287,7 +304,13 @@ def metrics_of(task: Task) -> set[str]:
 def upstream(suite: Suite) -> dict[str, list[str]]:
     """Each task's upstream tasks: those it depends on, the one gating it and the one whose outputs it scores."""
     return {
-        name: sorted({*task.depends_on, *([task.gate.task] if task.gate else []), *([task.outputs_of] if task.outputs_of else [])})
+        name: sorted(
+            {
+                *task.depends_on,
+                *([task.gate.task] if task.gate else []),
+                *([task.outputs_of] if task.outputs_of else []),
+            }
+        )
         for name, task in suite.tasks.items()
     }
 
@@ -318,14 +341,18 @@ def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
 def _check_dataset(path: Path, task_name: str, task: Task, data_root: Path) -> None:
     versions = dataset_versions(data_root, task.dataset)
     if not versions:
-        raise SuiteError(f"{path}: field 'tasks.{task_name}.dataset': unknown dataset '{task.dataset}' (no datasets/{task.dataset}/v<N>.<ext>)")
+        raise SuiteError(
+            f"{path}: field 'tasks.{task_name}.dataset': unknown dataset '{task.dataset}' (no datasets/{task.dataset}/v<N>.<ext>)"
+        )
     if task.version != "newest" and task.version not in versions:
         raise SuiteError(
             f"{path}: field 'tasks.{task_name}.version': dataset '{task.dataset}' has no version {task.version}; it has {sorted(versions)}"
         )
 
 
-def load_suites(folder: Path, data_root: Path, evaluators: set[str] | None = None) -> tuple[dict[str, Suite], dict[str, str]]:
+def load_suites(
+    folder: Path, data_root: Path, evaluators: set[str] | None = None
+) -> tuple[dict[str, Suite], dict[str, str]]:
     """Every suite in `folder` that loads, and an error message per file that does not (one bad file never hides the others)."""
     suites, errors = {}, {}
     for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:

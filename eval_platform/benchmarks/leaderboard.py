@@ -114,8 +114,9 @@ def _score_draws(suite, stat: Resampled, kind, top) -> np.ndarray:
     for _name, tasks, weight, aggregate in top:
         sub = {t: stat[t] for t in tasks if t in stat}
         if sub:
-            unit_values.append(_score_draws(suite, sub, "micro", None) if aggregate == "micro"
-                               else _macro_draws(suite, tasks, sub))
+            unit_values.append(
+                _score_draws(suite, sub, "micro", None) if aggregate == "micro" else _macro_draws(suite, tasks, sub)
+            )
             weights.append(weight)
     return np.average(np.vstack(unit_values), axis=0, weights=weights)
 

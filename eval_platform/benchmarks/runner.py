@@ -190,7 +190,10 @@ def run_task(run: TaskRun) -> pl.DataFrame:
         row.setdefault("cost_usd", 0.0)
     _score(run, rows)
     primary = task.scorers[0].metric_name
-    hashes = {"task_config_hash": task_config_hash(task), "scorer_config_hash": scorer_config_hash(task, run.evaluators)}
+    hashes = {
+        "task_config_hash": task_config_hash(task),
+        "scorer_config_hash": scorer_config_hash(task, run.evaluators),
+    }
     for row in rows:
         row.pop("_case")
         row.pop("_verdict_other", None)
@@ -198,7 +201,12 @@ def run_task(run: TaskRun) -> pl.DataFrame:
         values = {s["metric"]: s["value"] for s in row.get("scores") or []}
         row["primary_value"] = values.get(primary)
     frame = pl.DataFrame(rows, schema_overrides=BENCHMARK_CASE_SCHEMA, infer_schema_length=None)
-    return frame.select([pl.col(c).cast(t) if c in frame.columns else pl.lit(None, t).alias(c) for c, t in BENCHMARK_CASE_SCHEMA.items()])
+    return frame.select(
+        [
+            pl.col(c).cast(t) if c in frame.columns else pl.lit(None, t).alias(c)
+            for c, t in BENCHMARK_CASE_SCHEMA.items()
+        ]
+    )
 
 
 def _task_skip(run: TaskRun, no_endpoint: str | None) -> tuple[str, str] | None:
@@ -223,8 +231,11 @@ def _messages(run: TaskRun, row: dict) -> list[dict[str, str]]:
     if task.as_judge is not None:
         judge = task.as_judge
         # expected_output is the gold verdict: {{expected}} shows the `reference` field, if any, never the gold
-        judge_values = {"input": case["input"], "metadata": case["metadata"],
-                        "expected": case_field(case, judge.reference) if judge.reference else None}
+        judge_values = {
+            "input": case["input"],
+            "metadata": case["metadata"],
+            "expected": case_field(case, judge.reference) if judge.reference else None,
+        }
         if judge.pairwise:
             first, second = (case_field(case, name) for name in judge.pair)
             if row["presentation"] == "BA":
@@ -235,7 +246,9 @@ def _messages(run: TaskRun, row: dict) -> list[dict[str, str]]:
         return build_messages(_judge_config(run), judge_values)
     messages = []
     if task.system is not None:
-        messages.append({"role": "system", "content": render(parse_template(task.system, set(values)), values, fenced=False)})
+        messages.append(
+            {"role": "system", "content": render(parse_template(task.system, set(values)), values, fenced=False)}
+        )
     messages.append({"role": "user", "content": render(parse_template(task.prompt, set(values)), values, fenced=False)})
     return messages
 
@@ -248,8 +261,11 @@ async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
     model, budget = run.model, None
     if model.budgeted:
         budget = Budget(
-            benchmark_ledger(run.root), budget_name(run.model_name), model.max_daily_cost_usd,
-            model.max_monthly_cost_usd, reservation_ttl_s(TIMEOUT_S, MAX_RETRIES),
+            benchmark_ledger(run.root),
+            budget_name(run.model_name),
+            model.max_daily_cost_usd,
+            model.max_monthly_cost_usd,
+            reservation_ttl_s(TIMEOUT_S, MAX_RETRIES),
         )
     key_envs = [model.api_key_env] if model.api_key_env else []
     caller = ModelCaller(run.runtime, endpoint, budget=budget, key_envs=key_envs)
@@ -270,7 +286,10 @@ async def _call(run: TaskRun, caller: ModelCaller, row: dict) -> None:
             row.update(status=FAILED, reason="missing_field", reason_detail=f"the case has no {missing}")
             return
     request = caller.request(
-        _messages(run, row), temperature=task.temperature, max_tokens=task.max_tokens, timeout_s=TIMEOUT_S,
+        _messages(run, row),
+        temperature=task.temperature,
+        max_tokens=task.max_tokens,
+        timeout_s=TIMEOUT_S,
         max_retries=MAX_RETRIES,
     )
     started = time.perf_counter()
@@ -310,9 +329,17 @@ def _take_outputs(run: TaskRun, rows: list[dict]) -> None:
     for row in rows:
         up = upstream.get((row["case_id"], row["sample"], row["presentation"]))
         if up is None:
-            row.update(status=SKIPPED, reason="upstream_missing", reason_detail=f"task '{task.outputs_of}' has no row for this case")
+            row.update(
+                status=SKIPPED,
+                reason="upstream_missing",
+                reason_detail=f"task '{task.outputs_of}' has no row for this case",
+            )
         elif up["status"] != COMPLETED:
-            row.update(status=SKIPPED, reason=f"upstream_{up['status'].lower()}", reason_detail=f"task '{task.outputs_of}': {up['reason']}")
+            row.update(
+                status=SKIPPED,
+                reason=f"upstream_{up['status'].lower()}",
+                reason_detail=f"task '{task.outputs_of}': {up['reason']}",
+            )
         else:
             row.update(status=COMPLETED, output=up["output"], provider_model=up["provider_model"])
 
@@ -326,7 +353,11 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
         try:
             verdict = parse_reply(judge, row["output"] or "")
         except ParseFailure as failure:
-            row["verdict"], row["reason"], row["reason_detail"] = None, "no_verdict", f"{failure.reason}: {failure.detail}"
+            row["verdict"], row["reason"], row["reason_detail"] = (
+                None,
+                "no_verdict",
+                f"{failure.reason}: {failure.detail}",
+            )
             continue
         if task.as_judge.pairwise:
             row["verdict"] = unswap(verdict.winner) if row["presentation"] == "BA" else verdict.winner
@@ -340,8 +371,12 @@ def _score(run: TaskRun, rows: list[dict]) -> None:
         if row["status"] != COMPLETED:
             continue
         expected = expected_value(row["_case"])  # a JSON list / object as the dataset wrote it, never its repr
-        case = {**row["_case"], "expected_output": expected, "verdict": row.get("verdict"),
-                "presentation": row["presentation"]}
+        case = {
+            **row["_case"],
+            "expected_output": expected,
+            "verdict": row.get("verdict"),
+            "presentation": row["presentation"],
+        }
         if "_verdict_other" in row:
             case["verdict_other"] = row["_verdict_other"]
         scores = []
@@ -385,7 +420,9 @@ def _row_key(row: dict) -> str:
     return f"{row['case_id']}|{row['sample']}|{row['presentation']}"
 
 
-def _evaluator_scores(run: TaskRun, rows: list[dict]) -> dict[str, dict[str, tuple[float | None, tuple[str, str] | None]]]:
+def _evaluator_scores(
+    run: TaskRun, rows: list[dict]
+) -> dict[str, dict[str, tuple[float | None, tuple[str, str] | None]]]:
     """Evaluator name -> row key -> (score, None) or (None, (reason, detail)), through `judge_day`."""
     results: dict[str, dict] = {}
     completed = [row for row in rows if row["status"] == COMPLETED]
@@ -395,7 +432,9 @@ def _evaluator_scores(run: TaskRun, rows: list[dict]) -> dict[str, dict[str, tup
         name = spec.options["evaluator"]
         config = run.evaluators.get(name)
         if config is None:
-            results[name] = {_row_key(r): (None, ("unknown_evaluator", f"no evaluator named '{name}'")) for r in completed}
+            results[name] = {
+                _row_key(r): (None, ("unknown_evaluator", f"no evaluator named '{name}'")) for r in completed
+            }
             continue
         traces = pl.DataFrame(
             [
@@ -408,7 +447,13 @@ def _evaluator_scores(run: TaskRun, rows: list[dict]) -> dict[str, dict[str, tup
                 }
                 for row in completed
             ],
-            schema={"trace_id": pl.String(), "input": pl.String(), "output": pl.String(), "expected_output": pl.String(), "metadata": pl.String()},
+            schema={
+                "trace_id": pl.String(),
+                "input": pl.String(),
+                "output": pl.String(),
+                "expected_output": pl.String(),
+                "metadata": pl.String(),
+            },
         )
         day = f"benchmark:{run.suite_name}.{run.task_name}"
         # Every case is judged: an evaluator's trace sampling (trigger/sample_rate) is for production traffic.
@@ -433,7 +478,10 @@ def per_case_values(frame: pl.DataFrame, metric: str) -> dict[str, float]:
         return {}
     long = (
         frame.filter(pl.col("status") == COMPLETED)
-        .select("case_id", pl.col("scores").list.eval(pl.element().filter(pl.element().struct.field("metric") == metric)).alias("s"))
+        .select(
+            "case_id",
+            pl.col("scores").list.eval(pl.element().filter(pl.element().struct.field("metric") == metric)).alias("s"),
+        )
         .explode("s")
         .select("case_id", pl.col("s").struct.field("value").alias("value"))
         .drop_nulls("value")
@@ -457,11 +505,17 @@ def case_counts(frame: pl.DataFrame, metric: str) -> tuple[int, int, int]:
     return len(scored), failed, skipped
 
 
-def task_results(frame: pl.DataFrame, suite_name: str, task_name: str, task: Task, model_name: str, seed: int = 0) -> pl.DataFrame:
+def task_results(
+    frame: pl.DataFrame, suite_name: str, task_name: str, task: Task, model_name: str, seed: int = 0
+) -> pl.DataFrame:
     """One `benchmark_results` row per scorer of a task for one model (BENCHMARK_RESULT_SCHEMA)."""
     now = datetime.now(UTC)
     first = frame.row(0, named=True) if frame.height else {}
-    datasets = f"{task.dataset}@v{first.get('dataset_version')} ({(first.get('dataset_hash') or '')[:12]})" if first else task.dataset
+    datasets = (
+        f"{task.dataset}@v{first.get('dataset_version')} ({(first.get('dataset_hash') or '')[:12]})"
+        if first
+        else task.dataset
+    )
     # Unknown when one call's price is: summing the others would count that call as free.
     cost = float(frame["cost_usd"].sum()) if frame.height and not frame["cost_usd"].null_count() else None
     out = []

@@ -1,6 +1,5 @@
 """`agreement` and `ground_truth`: inter-annotator, judge-vs-human and judge-vs-judge agreement."""
 
-
 import dagster as dg
 import polars as pl
 
@@ -28,8 +27,22 @@ from eval_platform.storage.warehouse import (
 )
 
 SCORE_COLUMNS = [
-    "evaluator", "date", "trace_id", "trace_id_b", "model", "sample", "role", "is_final", "status",
-    "score", "raw_score", "label", "passed", "winner", "verdict_ab", "verdict_ba",
+    "evaluator",
+    "date",
+    "trace_id",
+    "trace_id_b",
+    "model",
+    "sample",
+    "role",
+    "is_final",
+    "status",
+    "score",
+    "raw_score",
+    "label",
+    "passed",
+    "winner",
+    "verdict_ab",
+    "verdict_ba",
 ]
 
 
@@ -38,12 +51,18 @@ def scan_scores(root) -> dict[str, pl.LazyFrame]:
     `compute` reads one evaluator's rows at a time and opens only its files (a filter on one scan of every
     file opens all of them, twice the time), so the whole table is never in memory at once. An evaluator
     without partitions has no scan (no rows)."""
-    return {name: pl.scan_parquet(files, hive_partitioning=False).select(SCORE_COLUMNS)
-            for name, files in partition_files(root, "judge_scores", "evaluator").items()}
+    return {
+        name: pl.scan_parquet(files, hive_partitioning=False).select(SCORE_COLUMNS)
+        for name, files in partition_files(root, "judge_scores", "evaluator").items()
+    }
 
 
 def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):
-    floors = {name: c.human_agreement.floor for name, c in evaluators.items() if c.human_agreement and c.human_agreement.floor is not None}
+    floors = {
+        name: c.human_agreement.floor
+        for name, c in evaluators.items()
+        if c.human_agreement and c.human_agreement.floor is not None
+    }
 
     @dg.asset(
         deps=[judge_scores, human_annotations, imported_judgments],
@@ -93,7 +112,10 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
             metadata={
                 "floors": dg.MetadataValue.json(floors),
                 "below_floor": dg.MetadataValue.json(
-                    [{k: row[k] for k in ("subject", "period_end", "value", "floor", "n")} for row in below.iter_rows(named=True)]
+                    [
+                        {k: row[k] for k in ("subject", "period_end", "value", "floor", "n")}
+                        for row in below.iter_rows(named=True)
+                    ]
                 ),
             },
         )

@@ -2,7 +2,6 @@
 (verdicts of judges run elsewhere). Both are unpartitioned: each materialization re-reads its whole folder and
 replaces the table, so a fixed or removed file is reflected at once."""
 
-
 import dagster as dg
 import polars as pl
 
@@ -17,7 +16,9 @@ from eval_platform.storage.warehouse import write_partition, write_quarantine
 
 def _md_table(frame: pl.DataFrame) -> dg.MetadataValue:
     header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * frame.width
-    cells = ["| " + " | ".join(", ".join(v) if isinstance(v, list) else str(v) for v in row) + " |" for row in frame.rows()]
+    cells = [
+        "| " + " | ".join(", ".join(v) if isinstance(v, list) else str(v) for v in row) + " |" for row in frame.rows()
+    ]
     return dg.MetadataValue.md("\n".join([header, *cells]))
 
 

@@ -10,7 +10,6 @@ comparing two dataset versions is two suite files, not a partition a backfill co
 Core logic is in `eval_platform.benchmarks`; this module only wires it.
 """
 
-
 from pathlib import Path
 
 import dagster as dg
@@ -77,17 +76,24 @@ def model_under_test(root: Path, name: str):
     if name in broken:
         raise dg.Failure(f"model '{name}' cannot run: {broken[name]}")
     if name not in models:
-        raise dg.Failure(f"model '{name}' is a partition but not in {root / MODELS_FILE}; add it back or delete the partition")
+        raise dg.Failure(
+            f"model '{name}' is a partition but not in {root / MODELS_FILE}; add it back or delete the partition"
+        )
     return models[name]
 
 
-def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[str, EvaluatorConfig]) -> dg.AssetsDefinition:
+def _task_asset(
+    suite_name: str, suite: Suite, task_name: str, evaluators: dict[str, EvaluatorConfig]
+) -> dg.AssetsDefinition:
     task = suite.tasks[task_name]
     key = task_key(suite_name, task_name)
     source = (
-        f"the model answers `prompt` over {task.dataset}" if task.prompt is not None
-        else f"the model judges {task.dataset}'s pairs in both orders" if task.as_judge is not None
-        else f"outputs of task `{task.outputs_of}`" if task.outputs_of is not None
+        f"the model answers `prompt` over {task.dataset}"
+        if task.prompt is not None
+        else f"the model judges {task.dataset}'s pairs in both orders"
+        if task.as_judge is not None
+        else f"outputs of task `{task.outputs_of}`"
+        if task.outputs_of is not None
         else f"recorded outputs in case field `{task.outputs_from}`"
     )
     description = (
@@ -126,21 +132,37 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
         def one(model_name: str) -> dict:
             upstream_rows = None
             if task.outputs_of is not None:
-                upstream_rows = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task.outputs_of, "model": model_name})
+                upstream_rows = read_partition(
+                    root, "benchmark_cases", {"suite": suite_name, "task": task.outputs_of, "model": model_name}
+                )
             gate_value = None
             if task.gate is not None:
-                gate_rows = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task.gate.task, "model": model_name})
+                gate_rows = read_partition(
+                    root, "benchmark_results", {"suite": suite_name, "name": task.gate.task, "model": model_name}
+                )
                 if gate_rows is not None:
                     hit = gate_rows.filter(pl.col("metric") == task.gate.metric)
                     gate_value = hit["value"][0] if hit.height else None
             run = TaskRun(
-                root, suite_name, suite, task_name, model_name, model_under_test(root, model_name), judge.runtime(root),
-                evaluators=evaluators, upstream_rows=upstream_rows, gate_value=gate_value,
+                root,
+                suite_name,
+                suite,
+                task_name,
+                model_name,
+                model_under_test(root, model_name),
+                judge.runtime(root),
+                evaluators=evaluators,
+                upstream_rows=upstream_rows,
+                gate_value=gate_value,
             )
             frame = run_task(run)
             results = task_results(frame, suite_name, task_name, task, model_name)
-            write_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name}, frame)
-            write_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}, results)
+            write_partition(
+                root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name}, frame
+            )
+            write_partition(
+                root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}, results
+            )
             return _task_metadata(task, run, frame, results)
 
         run = run_partitions(context, one)
@@ -157,8 +179,11 @@ def _task_asset(suite_name: str, suite: Suite, task_name: str, evaluators: dict[
                 metadata=(
                     {"failed_rate": next(iter(done.values()))["failed_rate"], "max_failed_rate": task.max_failed_rate}
                     if len(done) == 1 and not failed
-                    else {"models_above": dg.MetadataValue.json(above), "max_failed_rate": task.max_failed_rate,
-                          "models_checked": len(done)}
+                    else {
+                        "models_above": dg.MetadataValue.json(above),
+                        "max_failed_rate": task.max_failed_rate,
+                        "models_checked": len(done),
+                    }
                 ),
             )
         fail_if_any(run, "models")
@@ -179,16 +204,21 @@ def _task_metadata(task, run: TaskRun, frame: pl.DataFrame, results: pl.DataFram
         "skipped": counts.get(SKIPPED, 0),
         "failed_rate": rounded(failed_rate),
         "reasons": dg.MetadataValue.json(dict(reasons.iter_rows())),
-        "calls": int((~frame["cache_hit"] & frame["status"].is_in([COMPLETED, FAILED])).sum()) if task.calls_model else 0,
+        "calls": int((~frame["cache_hit"] & frame["status"].is_in([COMPLETED, FAILED])).sum())
+        if task.calls_model
+        else 0,
         "cost_usd": rounded(frame["cost_usd"].sum(), USD_DIGITS),
         **{
-            f"{row['metric']}": dg.MetadataValue.float(rounded(row["value"])) for row in results.iter_rows(named=True)
+            f"{row['metric']}": dg.MetadataValue.float(rounded(row["value"]))
+            for row in results.iter_rows(named=True)
             if row["value"] is not None
         },
-        "results": dg.MetadataValue.json([
-            {key: rounded(value) if isinstance(value, float) else value for key, value in row.items()}
-            for row in results.select("metric", "value", "ci_low", "ci_high", "n", "n_failed").to_dicts()
-        ]),
+        "results": dg.MetadataValue.json(
+            [
+                {key: rounded(value) if isinstance(value, float) else value for key, value in row.items()}
+                for row in results.select("metric", "value", "ci_low", "ci_high", "n", "n_failed").to_dicts()
+            ]
+        ),
         "model_id": run.model.model,
         "dataset": f"{task.dataset}@v{frame['dataset_version'][0]}" if frame.height else task.dataset,
         **({"cache_write_failed": run.cache_write_failed} if run.cache_write_failed else {}),
@@ -231,17 +261,29 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
         def one(model_name: str) -> dict:
             case_values, task_rows = {}, []
             for task_name, task in suite.tasks.items():
-                cases = read_partition(root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name})
-                results = read_partition(root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name})
+                cases = read_partition(
+                    root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name}
+                )
+                results = read_partition(
+                    root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}
+                )
                 if cases is not None:
                     case_values[task_name] = task_cases(cases, task)
                 if results is not None:
                     task_rows.append(results)
             if not task_rows:
-                raise dg.Failure(f"no task of suite {suite_name} has run for model {model_name}; materialize its tasks first")
-            rows = suite_results(suite_name, suite, model_name, case_values, pl.concat(task_rows, how="vertical_relaxed"))
-            previous = read_partition(root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name})
-            write_partition(root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name}, rows)
+                raise dg.Failure(
+                    f"no task of suite {suite_name} has run for model {model_name}; materialize its tasks first"
+                )
+            rows = suite_results(
+                suite_name, suite, model_name, case_values, pl.concat(task_rows, how="vertical_relaxed")
+            )
+            previous = read_partition(
+                root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name}
+            )
+            write_partition(
+                root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name}, rows
+            )
             macro = rows.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro")).row(0, named=True)
             dropped, before = False, None
             if previous is not None:
@@ -277,7 +319,11 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
                 metadata={k: drop[k] for k in ("score", "previous_score", "previous_ci_low")},
             )
         elif done:
-            dropped = {m: {k: d[k] for k in ("score", "previous_score", "previous_ci_low")} for m, d in drops.items() if d["dropped"]}
+            dropped = {
+                m: {k: d[k] for k in ("score", "previous_score", "previous_ci_low")}
+                for m, d in drops.items()
+                if d["dropped"]
+            }
             yield dg.AssetCheckResult(
                 check_name="score_not_dropped",
                 passed=not dropped,
@@ -337,8 +383,16 @@ def leaderboard_preview(board: pl.DataFrame) -> str:
             return ""
         return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
 
-    columns = ["suite", "rank (macro)", "model", "score (macro) [95% CI]", "score (micro) [95% CI]",
-               "gap to leader (macro) [95% CI]", "gap significant", "cost (USD)"]
+    columns = [
+        "suite",
+        "rank (macro)",
+        "model",
+        "score (macro) [95% CI]",
+        "score (micro) [95% CI]",
+        "gap to leader (macro) [95% CI]",
+        "gap significant",
+        "cost (USD)",
+    ]
     macro = board.filter(pl.col("aggregate") == "macro")
     micro = {(r["suite"], r["model"]): r for r in board.filter(pl.col("aggregate") == "micro").iter_rows(named=True)}
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -346,10 +400,13 @@ def leaderboard_preview(board: pl.DataFrame) -> str:
         other = micro.get((row["suite"], row["model"]), {})
         significant = row["significant_vs_leader"]
         cells = [
-            row["suite"], "" if row["rank"] is None else str(row["rank"]), row["model"],
+            row["suite"],
+            "" if row["rank"] is None else str(row["rank"]),
+            row["model"],
             interval(row["score"], row["ci_low"], row["ci_high"]),
             interval(other.get("score"), other.get("ci_low"), other.get("ci_high")),
-            "leader" if row["model"] == row["leader"]
+            "leader"
+            if row["model"] == row["leader"]
             else interval(row["gap_to_leader"], row["gap_ci_low"], row["gap_ci_high"]),
             "" if significant is None else "yes" if significant else "no",
             "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.{USD_DIGITS}f}".rstrip("0").rstrip("."),
@@ -398,7 +455,9 @@ def benchmark_models_sensor(context: dg.SensorEvaluationContext, warehouse: Ware
     return dg.SensorResult(dynamic_partitions_requests=[benchmark_models.build_add_request(new)])
 
 
-def build_benchmarks(root: Path, evaluators: dict[str, EvaluatorConfig]) -> tuple[list[dg.AssetsDefinition], dict[str, str]]:
+def build_benchmarks(
+    root: Path, evaluators: dict[str, EvaluatorConfig]
+) -> tuple[list[dg.AssetsDefinition], dict[str, str]]:
     """Every suite that loads as its own asset group, plus the leaderboard; a broken suite file is listed, not fatal."""
     suites, broken = load_suites(root / "benchmarks", root, set(evaluators))
     broken_models: dict[str, str] = {}

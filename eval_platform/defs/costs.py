@@ -17,8 +17,9 @@ from eval_platform.storage.warehouse import read_partition, write_partition
 
 
 def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):
-    @dg.asset(deps=[judge_scores], kinds={"duckdb", "parquet"}, group_name="costs",
-              automation_condition=REFRESH_AFTER_UPDATES)
+    @dg.asset(
+        deps=[judge_scores], kinds={"duckdb", "parquet"}, group_name="costs", automation_condition=REFRESH_AFTER_UPDATES
+    )
     def judge_cost_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend and tokens per UTC day, evaluator, model and project: calls, cache hits, failures,
         and the day's budget use from the spend ledger (`ledger_spend_usd`, all runs of the day)."""
@@ -38,8 +39,12 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
 
 
 def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_daily: dg.AssetsDefinition):
-    @dg.asset(deps=[judge_cost_daily], kinds={"duckdb", "parquet"}, group_name="costs",
-              automation_condition=REFRESH_AFTER_UPDATES)
+    @dg.asset(
+        deps=[judge_cost_daily],
+        kinds={"duckdb", "parquet"},
+        group_name="costs",
+        automation_condition=REFRESH_AFTER_UPDATES,
+    )
     def judge_cost_monthly(warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend per UTC month, evaluator, model and project, with the month's budget use from the
         spend ledger (`ledger_spend_usd` against `max_monthly_cost_usd`)."""

@@ -1,6 +1,5 @@
 """`dataset_versions`: versioned test-case datasets, one dynamic partition per `<dataset>@v<N>`."""
 
-
 import hashlib
 import json
 

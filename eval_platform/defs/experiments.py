@@ -1,6 +1,5 @@
 """`experiment_results` (A/B analyses from `experiments/*.yaml`) and `alerts` (daily quality regressions)."""
 
-
 from pathlib import Path
 
 import dagster as dg
@@ -30,7 +29,9 @@ from eval_platform.storage.warehouse import read_partition, write_partition
 
 def _md_table(frame: pl.DataFrame, columns: list[str]) -> dg.MetadataValue:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.select(columns).rows()]
+    lines += [
+        "| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.select(columns).rows()
+    ]
     return dg.MetadataValue.md("\n".join(lines))
 
 
@@ -84,7 +85,9 @@ def build_experiment_results(
                 "significant": int(comparisons["significant"].fill_null(False).sum()),
                 "guardrails_failed": int((~comparisons["guardrail_passed"]).sum()),
                 "insufficient_sample": int(comparisons["insufficient_sample"].sum()),
-                "recommendations": _md_table(decisions, ["experiment", "variant", "metric", "outcome", "recommendation"]),
+                "recommendations": _md_table(
+                    decisions, ["experiment", "variant", "metric", "outcome", "recommendation"]
+                ),
                 "dagster/row_count": frame.height,
             }
         )
@@ -104,7 +107,9 @@ class AlertsConfig(dg.Config):
 
 
 def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition) -> dg.AssetsDefinition:
-    monitored = sorted(name for name, cfg in evaluators.items() if not cfg.judge_mode.relative)  # a relative score's mean says nothing
+    monitored = sorted(
+        name for name, cfg in evaluators.items() if not cfg.judge_mode.relative
+    )  # a relative score's mean says nothing
 
     @dg.asset(
         deps=[judge_scores],
@@ -156,7 +161,9 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             severity=dg.AssetCheckSeverity.WARN,
             metadata={
                 "regressions": current.height,
-                "alerts": _md_table(current, ["evaluator", "day", "mean", "baseline_mean", "p_value", "severity", "message"]),
+                "alerts": _md_table(
+                    current, ["evaluator", "day", "mean", "baseline_mean", "p_value", "severity", "message"]
+                ),
             },
         )
 

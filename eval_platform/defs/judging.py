@@ -1,6 +1,5 @@
 """`judge_scores`: LLM-as-judge verdicts, one partition per evaluator × day."""
 
-
 import os
 
 import dagster as dg
@@ -63,7 +62,9 @@ def broken_files_text(kind: str, broken: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str, str] | None = None) -> dg.AssetsDefinition:
+def build_judge_scores(
+    evaluators: dict[str, EvaluatorConfig], broken: dict[str, str] | None = None
+) -> dg.AssetsDefinition:
     # Disabled evaluators are not partitions: neither automated nor offered in the backfill dialog as if live.
     live = sorted(name for name, config in evaluators.items() if config.enabled)
     disabled = sorted(set(evaluators) - set(live))
@@ -74,9 +75,7 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
         "judge requests are served from the cache, so an unchanged partition costs nothing."
     ) + broken_files_text("evaluator", broken or {})
     if disabled:
-        description += (
-            f"\n\nDisabled evaluators (enabled: false; not partitions until enabled and reloaded): {', '.join(disabled)}"
-        )
+        description += f"\n\nDisabled evaluators (enabled: false; not partitions until enabled and reloaded): {', '.join(disabled)}"
 
     # One asset; `multi_asset` because its `backfill_policy` is stable API (on `@asset` it is a beta parameter).
     @dg.multi_asset(
@@ -121,7 +120,9 @@ def build_judge_scores(evaluators: dict[str, EvaluatorConfig], broken: dict[str,
         def judge_one(key: str) -> JudgedPartition:
             keys = partitions.get_partition_key_from_str(key).keys_by_dimension
             try:
-                return judge_partition(root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids))
+                return judge_partition(
+                    root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids)
+                )
             except PartitionNotReady as exc:
                 raise dg.Failure(str(exc)) from exc
 
@@ -195,10 +196,12 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
     }
     if in_run:
         metadata["traces_without_a_row"] = judged.traces_without_a_row
-        metadata["checks"] = dg.MetadataValue.json({
-            "every_trace_has_one_status": "PASSED" if judged.every_trace_has_one_status else "FAILED",
-            "failed_rate_below_threshold": "PASSED" if judged.failed_rate_ok else "WARN",
-        })
+        metadata["checks"] = dg.MetadataValue.json(
+            {
+                "every_trace_has_one_status": "PASSED" if judged.every_trace_has_one_status else "FAILED",
+                "failed_rate_below_threshold": "PASSED" if judged.failed_rate_ok else "WARN",
+            }
+        )
     return metadata
 
 
@@ -222,8 +225,12 @@ def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
                 check_name="failed_rate_below_threshold",
                 passed=one.failed_rate_ok,
                 severity=dg.AssetCheckSeverity.WARN,
-                metadata={"failed_rate": round(one.failed_rate, 4), "max_failed_rate": one.evaluator.max_failed_rate,
-                          "failed": summary["failed"], "judged": one.judged},
+                metadata={
+                    "failed_rate": round(one.failed_rate, 4),
+                    "max_failed_rate": one.evaluator.max_failed_rate,
+                    "failed": summary["failed"],
+                    "judged": one.judged,
+                },
             ),
         ]
     name = partition_name
@@ -235,16 +242,23 @@ def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
             check_name="every_trace_has_one_status",
             passed=not without_status,
             severity=dg.AssetCheckSeverity.ERROR,
-            metadata={"partitions": len(judged), "traces_without_a_row": sum(p.traces_without_a_row for p in judged),
-                      "failing_partitions": without_status},
+            metadata={
+                "partitions": len(judged),
+                "traces_without_a_row": sum(p.traces_without_a_row for p in judged),
+                "failing_partitions": without_status,
+            },
         ),
         dg.AssetCheckResult(
             check_name="failed_rate_below_threshold",
             passed=not above,
             severity=dg.AssetCheckSeverity.WARN,
-            metadata={"partitions": len(judged), "partitions_above_threshold": dg.MetadataValue.json(above),
-                      "worst_failed_rate": round(max(p.failed_rate for p in judged), 4),
-                      "failed": failed, "judged": total},
+            metadata={
+                "partitions": len(judged),
+                "partitions_above_threshold": dg.MetadataValue.json(above),
+                "worst_failed_rate": round(max(p.failed_rate for p in judged), 4),
+                "failed": failed,
+                "judged": total,
+            },
         ),
     ]
 

@@ -1,6 +1,5 @@
 """Partition definitions: days of traces, evaluators from YAML, dataset versions added by the sensor."""
 
-
 import os
 
 import dagster as dg

@@ -22,7 +22,9 @@ def run_partitions(context: dg.AssetExecutionContext, work: Callable[[str], T]) 
     return each_partition(context.partition_keys, work, log=context.log.error)
 
 
-def materialize(context: dg.AssetExecutionContext, run: PartitionRun, metadata: dict[str, dict]) -> Iterator[dg.MaterializeResult]:
+def materialize(
+    context: dg.AssetExecutionContext, run: PartitionRun, metadata: dict[str, dict]
+) -> Iterator[dg.MaterializeResult]:
     """The materialization(s) of a run, `metadata` per partition key: one partition as a plain materialization;
     several, each with its own metadata. When some failed, the others are recorded as materialized (events)
     before the run fails (`fail_if_any`), so a backfill shows exactly the failed ones as failed."""
@@ -31,7 +33,9 @@ def materialize(context: dg.AssetExecutionContext, run: PartitionRun, metadata: 
         return
     if run.failed:
         for key in run.done:
-            context.log_event(dg.AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=metadata[key]))
+            context.log_event(
+                dg.AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=metadata[key])
+            )
         return
     for key in run.done:
         context.add_asset_metadata(metadata[key], partition_key=key)
@@ -44,5 +48,8 @@ def fail_if_any(run: PartitionRun, what: str = "partitions") -> None:
         raise dg.Failure(
             f"{len(run.failed)} of {len(run.failed) + len(run.done)} {what} failed (the other {len(run.done)} are "
             "materialized): " + "; ".join(f"{key}: {message}" for key, message in sorted(run.failed.items())),
-            metadata={"failed_partitions": dg.MetadataValue.json(run.failed), "materialized_partitions": sorted(run.done)},
+            metadata={
+                "failed_partitions": dg.MetadataValue.json(run.failed),
+                "materialized_partitions": sorted(run.done),
+            },
         )

@@ -1,6 +1,5 @@
 """Resources: where the data root is, and how judges are reached."""
 
-
 import os
 from pathlib import Path
 

@@ -1,6 +1,5 @@
 """Trace ingest: the daily `traces` asset, the `quarantine` rollup, the new-files sensor and the daily schedule."""
 
-
 import hashlib
 import json
 import os
@@ -83,21 +82,32 @@ def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
         passed=not empty,
         severity=dg.AssetCheckSeverity.WARN,
         metadata={"days": len(days), "traces": sum(d.traces for d in days), "empty_days": [d.day for d in empty]},
-        description=None if not empty else "no valid trace on " + ", ".join(
-            f"{d.day} ({len(d.files)} file(s))" for d in empty),
+        description=None
+        if not empty
+        else "no valid trace on " + ", ".join(f"{d.day} ({len(d.files)} file(s))" for d in empty),
     )
 
 
 # One asset; `multi_asset` because its `backfill_policy` is stable API (on `@asset` it is a beta parameter).
 @dg.multi_asset(
     name="traces",
-    specs=[dg.AssetSpec("traces", kinds={"python", "parquet"}, group_name="ingest",
-                        description="Normalized traces of one UTC day, from every export file in `traces/<day>/` "
-                        "(JSONL, JSON, CSV, Parquet, OTLP/JSON GenAI spans). Rejected rows go to `quarantine` with "
-                        "file, line and reason.")],
+    specs=[
+        dg.AssetSpec(
+            "traces",
+            kinds={"python", "parquet"},
+            group_name="ingest",
+            description="Normalized traces of one UTC day, from every export file in `traces/<day>/` "
+            "(JSONL, JSON, CSV, Parquet, OTLP/JSON GenAI spans). Rejected rows go to `quarantine` with "
+            "file, line and reason.",
+        )
+    ],
     partitions_def=trace_days,
     backfill_policy=BACKFILL_POLICY,
-    check_specs=[dg.AssetCheckSpec("day_has_traces", asset="traces", description="WARN: a day with no trace files or no valid trace")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "day_has_traces", asset="traces", description="WARN: a day with no trace files or no valid trace"
+        )
+    ],
 )
 def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     """Normalized traces of one UTC day (a backfill run: of each day of its range), from every export file in
@@ -128,7 +138,10 @@ def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) 
         metadata={
             "rows": frame.height,
             "by_source_and_reason": dg.MetadataValue.md(
-                "\n".join(["| source | reason | rows |", "|---|---|---|"] + [f"| {s} | {r} | {n} |" for s, r, n in by_reason.rows()])
+                "\n".join(
+                    ["| source | reason | rows |", "|---|---|---|"]
+                    + [f"| {s} | {r} | {n} |" for s, r, n in by_reason.rows()]
+                )
             ),
         }
     )
@@ -152,7 +165,9 @@ def daily_ingest_schedule(context: dg.ScheduleEvaluationContext):
     day then runs through its automation condition (scored as soon as the day's traces are updated)."""
     yesterday = (context.scheduled_execution_time.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
     # Above backfill runs (priority 0) in the run queue: yesterday's data is never stuck behind a backfill.
-    return dg.RunRequest(run_key=f"scheduled-{yesterday}", partition_key=yesterday, tags={"dagster/priority": SCHEDULE_PRIORITY})
+    return dg.RunRequest(
+        run_key=f"scheduled-{yesterday}", partition_key=yesterday, tags={"dagster/priority": SCHEDULE_PRIORITY}
+    )
 
 
 def _file_states(root) -> dict[str, str]:

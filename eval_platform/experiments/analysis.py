@@ -106,8 +106,10 @@ def keep_stale_rows(fresh: pl.DataFrame, previous: pl.DataFrame | None, unavaila
     flagged `stale` with that reason. A broken file never turns an experiment's results into nothing."""
     if previous is None or not unavailable:
         return fresh
-    reasons = pl.DataFrame({"experiment": list(unavailable), "reason": list(unavailable.values())},
-                           schema={"experiment": pl.String(), "reason": pl.String()})
+    reasons = pl.DataFrame(
+        {"experiment": list(unavailable), "reason": list(unavailable.values())},
+        schema={"experiment": pl.String(), "reason": pl.String()},
+    )
     kept = (
         conform(previous, EXPERIMENT_RESULT_SCHEMA)
         .filter(~pl.col("experiment").is_in(fresh["experiment"].unique().implode()))
@@ -141,8 +143,14 @@ def analyze_experiment(config: ExperimentConfig, scores: pl.DataFrame, traces: p
     start = str(config.start_date) if config.start_date else min(days, default=None)
     end = str(config.end_date) if config.end_date else max(days, default=None)
     base = {
-        "experiment": config.name, "experiment_id": config.experiment_id, "control_variant": config.control,
-        "method": config.method, "alpha": config.alpha, "start_date": start, "end_date": end, "stale": False,
+        "experiment": config.name,
+        "experiment_id": config.experiment_id,
+        "control_variant": config.control,
+        "method": config.method,
+        "alpha": config.alpha,
+        "start_date": start,
+        "end_date": end,
+        "stale": False,
     }
     return conform(pl.DataFrame([{**base, **row} for row in rows], infer_schema_length=None), EXPERIMENT_RESULT_SCHEMA)
 
@@ -170,7 +178,9 @@ def metric_values(config: ExperimentConfig, metric: Metric, scores: pl.DataFrame
 
 def _variant_rows(config: ExperimentConfig, metric: Metric, role: str, values: pl.DataFrame) -> list[dict]:
     grouped = values.group_by("variant").agg(
-        pl.len().alias("n"), pl.col("value").mean().alias("mean"), pl.col("value").std().alias("std"),
+        pl.len().alias("n"),
+        pl.col("value").mean().alias("mean"),
+        pl.col("value").std().alias("std"),
         pl.col("value").sum().alias("successes"),
     )
     found = {row["variant"]: row for row in grouped.iter_rows(named=True)}
@@ -180,8 +190,14 @@ def _variant_rows(config: ExperimentConfig, metric: Metric, role: str, values: p
         low, high = _mean_interval(metric, group, config.alpha)
         rows.append(
             {
-                **_metric_columns(metric, role), "kind": "variant", "variant": variant, "n": group["n"],
-                "mean": group["mean"], "std": group["std"], "ci_low": low, "ci_high": high,
+                **_metric_columns(metric, role),
+                "kind": "variant",
+                "variant": variant,
+                "n": group["n"],
+                "mean": group["mean"],
+                "std": group["std"],
+                "ci_low": low,
+                "ci_high": high,
                 "insufficient_sample": group["n"] < config.minimum_sample_size,
             }
         )
@@ -210,8 +226,12 @@ def _comparison_row(
     alpha, min_n = config.alpha, config.minimum_sample_size
     better_sign = 1.0 if metric.direction == "increase" else -1.0
     row = {
-        **_metric_columns(metric, role), "kind": "comparison", "variant": treatment, "n": treated.size,
-        "n_control": control.size, "mean": treated.mean() if treated.size else None,
+        **_metric_columns(metric, role),
+        "kind": "comparison",
+        "variant": treatment,
+        "n": treated.size,
+        "n_control": control.size,
+        "mean": treated.mean() if treated.size else None,
         "std": treated.std(ddof=1) if treated.size > 1 else None,
         "mean_control": control.mean() if control.size else None,
         "insufficient_sample": min(control.size, treated.size) < min_n,
@@ -222,16 +242,25 @@ def _comparison_row(
     notes = []
     if config.method in ("frequentist", "both"):
         test = welch_t_test(control, treated, alpha=alpha, min_n=min_n)
-        row |= {"diff_ci_low": test.ci_low, "diff_ci_high": test.ci_high, "t_statistic": test.t, "df": test.df,
-                "p_value": test.p_value}
+        row |= {
+            "diff_ci_low": test.ci_low,
+            "diff_ci_high": test.ci_high,
+            "t_statistic": test.t,
+            "df": test.df,
+            "p_value": test.p_value,
+        }
         notes.append(test.note)
     if config.method in ("bayesian", "both"):
         posterior = _bayesian(metric, control, treated, alpha, min_n)
         better = posterior.prob_treatment_better
         loss = posterior.expected_loss_treatment if better_sign > 0 else posterior.expected_loss_control
-        row |= {"prob_improvement": None if better is None else (better if better_sign > 0 else 1 - better),
-                "expected_lift": posterior.expected_lift, "credible_low": posterior.ci_low,
-                "credible_high": posterior.ci_high, "expected_loss": loss}
+        row |= {
+            "prob_improvement": None if better is None else (better if better_sign > 0 else 1 - better),
+            "expected_lift": posterior.expected_lift,
+            "credible_low": posterior.ci_low,
+            "credible_high": posterior.ci_high,
+            "expected_loss": loss,
+        }
         notes.append(posterior.note)
     effect = cohens_d(control, treated, min_n=min_n)
     row["cohens_d"] = effect.value
@@ -248,8 +277,13 @@ def _comparison_row(
 def _bayesian(metric: Metric, control: np.ndarray, treated: np.ndarray, alpha: float, min_n: int):
     if metric.field == "passed":
         return beta_binomial_comparison(
-            int(control.sum()), control.size, int(treated.sum()), treated.size,
-            credible=1 - alpha, decision_threshold=1 - alpha, min_n=min_n,
+            int(control.sum()),
+            control.size,
+            int(treated.sum()),
+            treated.size,
+            credible=1 - alpha,
+            decision_threshold=1 - alpha,
+            min_n=min_n,
         )
     return bayesian_mean_comparison(control, treated, credible=1 - alpha, decision_threshold=1 - alpha, min_n=min_n)
 
@@ -338,17 +372,23 @@ def pairwise_verdicts(config: ExperimentConfig, scores: pl.DataFrame, traces: pl
     if lookup is None:  # trace ids repeat (or their hashes do): joins on the ids
         sides = sides.unique("trace_id", keep="first", maintain_order=True)
         frame = frame.join(sides.rename({"variant": "left", "experiment_id": "experiment_a"}), on="trace_id").join(
-            sides.rename({"trace_id": "trace_id_b", "variant": "right", "experiment_id": "experiment_b"}), on="trace_id_b")
+            sides.rename({"trace_id": "trace_id_b", "variant": "right", "experiment_id": "experiment_b"}),
+            on="trace_id_b",
+        )
     else:
-        frame = lookup.attach(lookup.attach(frame, "trace_id", "left", "experiment_a"), "trace_id_b", "right", "experiment_b")
+        frame = lookup.attach(
+            lookup.attach(frame, "trace_id", "left", "experiment_a"), "trace_id_b", "right", "experiment_b"
+        )
     if config.experiment_id is not None:
-        frame = frame.filter((pl.col("experiment_a") == config.experiment_id) & (pl.col("experiment_b") == config.experiment_id))
+        frame = frame.filter(
+            (pl.col("experiment_a") == config.experiment_id) & (pl.col("experiment_b") == config.experiment_id)
+        )
     return frame.filter(
-        pl.col("left").is_in(config.variants) & pl.col("right").is_in(config.variants)
-        & (pl.col("left") != pl.col("right")) & pl.col("winner").is_in(["A", "B", "tie"])
-    ).select(
-        "date", "left", "right", pl.col("winner").replace_strict({"A": "left", "B": "right", "tie": "tie"})
-    )
+        pl.col("left").is_in(config.variants)
+        & pl.col("right").is_in(config.variants)
+        & (pl.col("left") != pl.col("right"))
+        & pl.col("winner").is_in(["A", "B", "tie"])
+    ).select("date", "left", "right", pl.col("winner").replace_strict({"A": "left", "B": "right", "tie": "tie"}))
 
 
 class _TraceLookup:
@@ -376,20 +416,31 @@ class _TraceLookup:
         row = pl.Series(self.order[at]).cast(pl.UInt32 if self.keys.size <= np.iinfo(np.uint32).max else pl.UInt64)
         found = self.sides[row]
         same = pl.Series(self.keys[at] == wanted) & (found["trace_id"] == frame[id_column]).fill_null(False)
-        return frame.with_columns(found["variant"].alias(variant), found["experiment_id"].alias(experiment)).filter(same)
+        return frame.with_columns(found["variant"].alias(variant), found["experiment_id"].alias(experiment)).filter(
+            same
+        )
 
 
 def _pairwise_rows(config: ExperimentConfig, pairs: pl.DataFrame) -> list[dict]:
-    metric = {"metric": f"{config.pairwise_evaluator}.winner", "evaluator": config.pairwise_evaluator,
-              "metric_role": "pairwise"}
+    metric = {
+        "metric": f"{config.pairwise_evaluator}.winner",
+        "evaluator": config.pairwise_evaluator,
+        "metric_role": "pairwise",
+    }
     rows = [
         _win_rate_row(config, metric, record, opponent=None)
         for record in win_rates(pairs["left"], pairs["right"], pairs["winner"], 1 - config.alpha).iter_rows(named=True)
     ]
     for treatment in config.treatments:
-        duel = pairs.filter(pl.col("left").is_in([treatment, config.control]) & pl.col("right").is_in([treatment, config.control]))
-        table = win_rates(duel["left"], duel["right"], duel["winner"], 1 - config.alpha).filter(pl.col("model") == treatment)
-        rows += [_win_rate_row(config, metric, record, opponent=config.control) for record in table.iter_rows(named=True)]
+        duel = pairs.filter(
+            pl.col("left").is_in([treatment, config.control]) & pl.col("right").is_in([treatment, config.control])
+        )
+        table = win_rates(duel["left"], duel["right"], duel["winner"], 1 - config.alpha).filter(
+            pl.col("model") == treatment
+        )
+        rows += [
+            _win_rate_row(config, metric, record, opponent=config.control) for record in table.iter_rows(named=True)
+        ]
     ranking = bradley_terry(pairs["left"], pairs["right"], pairs["winner"])
     # The MM iteration stops within a 1e-10 relative tolerance, so strengths that are equal in theory differ in
     # their last digits and stats.ranking gives them different ranks; equal to 9 digits shares the best rank.
@@ -398,18 +449,33 @@ def _pairwise_rows(config: ExperimentConfig, pairs: pl.DataFrame) -> list[dict]:
     ).sort("rank", "model")
     for record in table.iter_rows(named=True):
         rows.append(
-            {**metric, "kind": "bradley_terry", "variant": record["model"], "n": record["comparisons"],
-             "strength": record["score"], "rank": record["rank"], "note": ranking.note,
-             "insufficient_sample": record["comparisons"] < config.minimum_sample_size}
+            {
+                **metric,
+                "kind": "bradley_terry",
+                "variant": record["model"],
+                "n": record["comparisons"],
+                "strength": record["score"],
+                "rank": record["rank"],
+                "note": ranking.note,
+                "insufficient_sample": record["comparisons"] < config.minimum_sample_size,
+            }
         )
     return rows
 
 
 def _win_rate_row(config: ExperimentConfig, metric: dict, record: dict, opponent: str | None) -> dict:
     return {
-        **metric, "kind": "win_rate", "variant": record["model"], "opponent": opponent, "n": record["comparisons"],
-        "wins": record["wins"], "losses": record["losses"], "ties": record["ties"], "win_rate": record["win_rate"],
-        "ci_low": record["ci_low"], "ci_high": record["ci_high"],
+        **metric,
+        "kind": "win_rate",
+        "variant": record["model"],
+        "opponent": opponent,
+        "n": record["comparisons"],
+        "wins": record["wins"],
+        "losses": record["losses"],
+        "ties": record["ties"],
+        "win_rate": record["win_rate"],
+        "ci_low": record["ci_low"],
+        "ci_high": record["ci_high"],
         "significant": bool(record["ci_low"] > 0.5 or record["ci_high"] < 0.5),
         "insufficient_sample": record["comparisons"] < config.minimum_sample_size,
     }

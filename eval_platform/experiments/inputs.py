@@ -16,15 +16,26 @@ from eval_platform.schemas import (
 from eval_platform.storage.warehouse import partition_files
 
 SCORE_COLUMNS = [
-    "evaluator", "date", "trace_id", "trace_id_b", "is_final", "status", "score", "passed", "winner",
-    "experiment_id", "variant",
+    "evaluator",
+    "date",
+    "trace_id",
+    "trace_id_b",
+    "is_final",
+    "status",
+    "score",
+    "passed",
+    "winner",
+    "experiment_id",
+    "variant",
 ]
 TRACE_COLUMNS = ["trace_id", "experiment_id", "variant"]
 
 
 def _scan(files: list[str], schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     # Partitions written by older versions may lack newer columns (null here); a file's other columns are not read.
-    return pl.scan_parquet(files, hive_partitioning=False, schema=schema, missing_columns="insert", extra_columns="ignore")
+    return pl.scan_parquet(
+        files, hive_partitioning=False, schema=schema, missing_columns="insert", extra_columns="ignore"
+    )
 
 
 def read_final_scores(root: Path, evaluators: list[str]) -> pl.DataFrame:
@@ -50,4 +61,6 @@ def read_trace_variants(root: Path) -> pl.DataFrame:
     keys = np.sort(traces["trace_id"].hash().to_numpy())  # distinct hashes: distinct ids, nothing to merge
     if traces["trace_id"].null_count() == 0 and not (keys[1:] == keys[:-1]).any():
         return traces
-    return traces.group_by("trace_id", maintain_order=True).agg(pl.col(c).drop_nulls().first() for c in TRACE_COLUMNS[1:])
+    return traces.group_by("trace_id", maintain_order=True).agg(
+        pl.col(c).drop_nulls().first() for c in TRACE_COLUMNS[1:]
+    )

@@ -66,8 +66,9 @@ def regressions(
             if alert is not None:
                 alerts.append(alert)
     frame = pl.DataFrame(alerts, schema={k: v for k, v in ALERT_SCHEMA.items() if k != "detected_at"})
-    return conform(frame.with_columns(pl.lit(detected_at or datetime.now(UTC), dtype=UTC_TS).alias("detected_at")),
-                   ALERT_SCHEMA)
+    return conform(
+        frame.with_columns(pl.lit(detected_at or datetime.now(UTC), dtype=UTC_TS).alias("detected_at")), ALERT_SCHEMA
+    )
 
 
 def _compare(evaluator, day, current, by_day, window, alpha, min_n) -> dict | None:
@@ -89,12 +90,24 @@ def _compare(evaluator, day, current, by_day, window, alpha, min_n) -> dict | No
         f"(n={baseline.size}) over {start.isoformat()}..{end.isoformat()}: {test.difference:+.3f}, {p_text}"
     )
     return {
-        "evaluator": evaluator, "day": day, "mean": test.mean_treatment, "n": current.size,
-        "baseline_mean": test.mean_control, "baseline_n": baseline.size, "baseline_start": start.isoformat(),
-        "baseline_end": end.isoformat(), "baseline_days": window, "difference": test.difference,
+        "evaluator": evaluator,
+        "day": day,
+        "mean": test.mean_treatment,
+        "n": current.size,
+        "baseline_mean": test.mean_control,
+        "baseline_n": baseline.size,
+        "baseline_start": start.isoformat(),
+        "baseline_end": end.isoformat(),
+        "baseline_days": window,
+        "difference": test.difference,
         "relative_difference": test.difference / test.mean_control if test.mean_control else None,
-        "t_statistic": test.t, "df": test.df, "p_value": test.p_value, "alpha": alpha, "cohens_d": effect,
-        "severity": severity, "message": message,
+        "t_statistic": test.t,
+        "df": test.df,
+        "p_value": test.p_value,
+        "alpha": alpha,
+        "cohens_d": effect,
+        "severity": severity,
+        "message": message,
     }
 
 
@@ -106,5 +119,7 @@ def latest_days(scores: pl.DataFrame, evaluators: list[str] | None = None) -> di
 
 def current_alerts(alerts: pl.DataFrame, latest: dict[str, str]) -> pl.DataFrame:
     """The alerts on each evaluator's latest day: what the `no_quality_regression` check fails on."""
-    latest_frame = pl.DataFrame({"evaluator": list(latest), "day": list(latest.values())}, schema={"evaluator": pl.String, "day": pl.String})
+    latest_frame = pl.DataFrame(
+        {"evaluator": list(latest), "day": list(latest.values())}, schema={"evaluator": pl.String, "day": pl.String}
+    )
     return alerts.join(latest_frame, on=["evaluator", "day"], how="semi")

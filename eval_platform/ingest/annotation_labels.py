@@ -65,8 +65,6 @@ def label_schema(spec: CriterionSpec | None, row_schema: str | None, criterion: 
     return "rating" if _number(value) is not None else "classification"
 
 
-
-
 def _label_text(value: Any, criterion: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -78,7 +76,9 @@ def _label_text(value: Any, criterion: str) -> str:
     return number_text(number)
 
 
-def normalized_labels(schema: str, spec: CriterionSpec | None, criterion: str, value: Any) -> list[tuple[str, float | None]]:
+def normalized_labels(
+    schema: str, spec: CriterionSpec | None, criterion: str, value: Any
+) -> list[tuple[str, float | None]]:
     """(label, value) pairs of one criterion: one pair, or one per ranked candidate."""
     if schema == "rating":
         number = _number(value)
@@ -87,7 +87,9 @@ def normalized_labels(schema: str, spec: CriterionSpec | None, criterion: str, v
         low, high = (spec.min, spec.max) if spec is not None else (None, None)
         if (low is not None and number < low) or (high is not None and number > high):
             bounds = f"{'-inf' if low is None else number_text(low)}..{'inf' if high is None else number_text(high)}"
-            raise RowError(f"label_out_of_range:{criterion}", f"rating of {criterion!r} is {number_text(number)}, outside {bounds}")
+            raise RowError(
+                f"label_out_of_range:{criterion}", f"rating of {criterion!r} is {number_text(number)}, outside {bounds}"
+            )
         return [(number_text(number), number)]
     if schema == "ranking":
         return _ranking(spec, criterion, value)
@@ -115,13 +117,19 @@ def _ranking(spec: CriterionSpec | None, criterion: str, value: Any) -> list[tup
         for candidate, rank in value.items():
             number = _number(rank)
             if number is None or not number.is_integer() or number < 1:
-                raise RowError(bad, f"rank of {candidate!r} in {criterion!r} is {preview(rank)}, not a positive integer")
+                raise RowError(
+                    bad, f"rank of {candidate!r} in {criterion!r} is {preview(rank)}, not a positive integer"
+                )
             ranks[str(candidate)] = number
         pairs = sorted(ranks.items(), key=lambda item: (item[1], item[0]))
     elif isinstance(value, list):
-        pairs = [(_label_text(candidate, criterion), float(position)) for position, candidate in enumerate(value, start=1)]
+        pairs = [
+            (_label_text(candidate, criterion), float(position)) for position, candidate in enumerate(value, start=1)
+        ]
     else:
-        raise RowError(bad, f"ranking of {criterion!r} is {preview(value)}, not a list (best first) or candidate -> rank")
+        raise RowError(
+            bad, f"ranking of {criterion!r} is {preview(value)}, not a list (best first) or candidate -> rank"
+        )
     names = [name for name, _ in pairs]
     if not names or any(not name for name in names):
         raise RowError(bad, f"ranking of {criterion!r} is empty or names an empty candidate")
@@ -130,6 +138,7 @@ def _ranking(spec: CriterionSpec | None, criterion: str, value: Any) -> list[tup
         raise RowError(bad, f"ranking of {criterion!r} lists {', '.join(map(repr, repeated))} more than once")
     if spec is not None and spec.candidates is not None and sorted(names) != sorted(spec.candidates):
         raise RowError(
-            bad, f"ranking of {criterion!r} orders {names}, but tasks.yaml asks for each of {spec.candidates} exactly once"
+            bad,
+            f"ranking of {criterion!r} orders {names}, but tasks.yaml asks for each of {spec.candidates} exactly once",
         )
     return pairs

@@ -76,13 +76,17 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "annotated_at": ("annotated_at", "created_at", "timestamp"),
 }
 REFERENCES = ("trace_id", "response1_trace_id", "response2_trace_id")
-_KNOWN = {alias for names in ALIASES.values() for alias in names} | set(REFERENCES) | {
-    "criterion",
-    "label",
-    "labels",
-    "schema",
-    "metadata",
-}
+_KNOWN = (
+    {alias for names in ALIASES.values() for alias in names}
+    | set(REFERENCES)
+    | {
+        "criterion",
+        "label",
+        "labels",
+        "schema",
+        "metadata",
+    }
+)
 
 
 @dataclass
@@ -111,7 +115,9 @@ def read_annotations(data_root: Path, *, now: datetime | None = None) -> Annotat
             rejects.reject(row, error)
             continue
         except Exception as exc:  # an ingest bug must not crash the asset nor lose the row
-            rejects.reject(row, RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})"))
+            rejects.reject(
+                row, RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})")
+            )
             continue
         keys = {(r["task"], r["item_id"], r["annotator"], r["criterion"]) for r in normalized}
         repeated = next((key for key in sorted(keys) if key in first_seen), None)
@@ -203,8 +209,6 @@ def _required_text(record: dict[str, Any], name: str) -> str:
     return value
 
 
-
-
 def _timestamp(value: Any) -> datetime:
     return parse_timestamp(value, "annotated_at")
 
@@ -232,7 +236,9 @@ def _labels(record: dict[str, Any], spec) -> dict[str, Any]:
     nested = record.get("labels")
     flat = {k.removeprefix("labels."): v for k, v in record.items() if k.startswith("labels.") and v is not None}
     if nested is not None and not isinstance(nested, dict):
-        raise RowError("invalid_type:labels", f"field 'labels' value {preview(nested)} is not an object of criterion -> label")
+        raise RowError(
+            "invalid_type:labels", f"field 'labels' value {preview(nested)} is not an object of criterion -> label"
+        )
     labels = {**(nested or {}), **flat}
     if labels:
         if record.get("label") is not None:
@@ -242,7 +248,9 @@ def _labels(record: dict[str, Any], spec) -> dict[str, Any]:
             raise RowError("missing_field:label", f"no label for criterion {', '.join(missing)}")
         return {str(k): v for k, v in labels.items()}
     if record.get("label") is None:
-        raise RowError("missing_field:label", "no label (looked for 'label', 'labels' and 'labels.<criterion>' columns)")
+        raise RowError(
+            "missing_field:label", "no label (looked for 'label', 'labels' and 'labels.<criterion>' columns)"
+        )
     criterion = text_field(record.get("criterion"), "criterion")
     if criterion is None:
         criterion = next(iter(spec.criteria)) if spec is not None and len(spec.criteria) == 1 else DEFAULT_CRITERION
@@ -266,8 +274,14 @@ def annotation_overview(frame: pl.DataFrame) -> pl.DataFrame:
     """Per task and criterion: schema, items, annotators (sorted list) and rows; for metadata and the UI."""
     if frame.is_empty():
         return pl.DataFrame(
-            schema={"task": pl.String, "criterion": pl.String, "schema": pl.String, "items": pl.UInt32,
-                    "annotators": pl.List(pl.String), "rows": pl.UInt32}
+            schema={
+                "task": pl.String,
+                "criterion": pl.String,
+                "schema": pl.String,
+                "items": pl.UInt32,
+                "annotators": pl.List(pl.String),
+                "rows": pl.UInt32,
+            }
         )
     return (
         frame.group_by("task", "criterion", "schema")

@@ -93,7 +93,16 @@ def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[p
             if case_id in seen:
                 problem = ("duplicate_case_id", f"{relative} line {line}: case id '{case_id}' appears twice")
         if problem:
-            rejects.append({"file": relative, "line": line, "reason": problem[0], "detail": problem[1], "raw": raw[:10_000], "quarantined_at": now})
+            rejects.append(
+                {
+                    "file": relative,
+                    "line": line,
+                    "reason": problem[0],
+                    "detail": problem[1],
+                    "raw": raw[:10_000],
+                    "quarantined_at": now,
+                }
+            )
             continue
         seen.add(case_id)
         metadata = row.get("metadata") or {}
@@ -109,6 +118,10 @@ def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[p
                 "source_line": line,
             }
         )
-    quarantined = conform(pl.DataFrame(rejects), QUARANTINE_SCHEMA) if rejects else conform(pl.DataFrame(), QUARANTINE_SCHEMA)
-    quarantined = quarantined.with_columns(pl.lit("dataset_versions").alias("source"), pl.lit(f"{name}@v{version}").alias("partition"))
+    quarantined = (
+        conform(pl.DataFrame(rejects), QUARANTINE_SCHEMA) if rejects else conform(pl.DataFrame(), QUARANTINE_SCHEMA)
+    )
+    quarantined = quarantined.with_columns(
+        pl.lit("dataset_versions").alias("source"), pl.lit(f"{name}@v{version}").alias("partition")
+    )
     return conform(pl.DataFrame(cases), TEST_CASE_SCHEMA), quarantined

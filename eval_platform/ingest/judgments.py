@@ -89,7 +89,9 @@ def read_judgments(data_root: Path, *, now: datetime | None = None) -> Judgments
             rejects.reject(row, error)
             continue
         except Exception as exc:  # an ingest bug must not crash the asset nor lose the row
-            rejects.reject(row, RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})"))
+            rejects.reject(
+                row, RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})")
+            )
             continue
         key = (normalized["source"], normalized["item_id"], normalized["task"], normalized["criterion"])
         if key in first_seen:
@@ -118,7 +120,9 @@ def normalize_judgment(row: ExportRow) -> dict[str, Any]:
             try:
                 record["metadata"] = json.loads(record["metadata"])
             except ValueError:
-                raise RowError("invalid_type:metadata", f"field 'metadata' is not a JSON object: {preview(record['metadata'])}") from None
+                raise RowError(
+                    "invalid_type:metadata", f"field 'metadata' is not a JSON object: {preview(record['metadata'])}"
+                ) from None
     item_id = text_field(first_present(record, ALIASES["item_id"]), "item_id")
     if item_id is None:
         raise RowError("missing_field:item_id", "no item_id (looked for 'item_id', 'item', 'example_id', 'trace_id')")
@@ -127,7 +131,9 @@ def normalize_judgment(row: ExportRow) -> dict[str, Any]:
     verdict = _verdict_text(first_present(record, ALIASES["verdict"]))
     if verdict is None:
         if number is None:
-            raise RowError("missing_field:verdict", "no verdict (looked for 'verdict', 'label', 'winner', 'result') and no score")
+            raise RowError(
+                "missing_field:verdict", "no verdict (looked for 'verdict', 'label', 'winner', 'result') and no score"
+            )
         verdict = number_text(number)
     if number is None:
         number = _number_or_none(verdict)
@@ -151,12 +157,6 @@ def normalize_judgment(row: ExportRow) -> dict[str, Any]:
         "source_line": row.line,
         **{name: text_field(record.get(name), name) for name in REFERENCES},
     }
-
-
-
-
-
-
 
 
 def _number_or_none(value: Any) -> float | None:

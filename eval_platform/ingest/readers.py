@@ -134,7 +134,9 @@ def _read_json(data: bytes) -> list[Candidate]:
         document = json.loads(text)
     except ValueError as exc:
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        return _file_error("invalid_json", f"the file is not valid JSON: {getattr(exc, 'msg', exc)}{where}", _shown(text))
+        return _file_error(
+            "invalid_json", f"the file is not valid JSON: {getattr(exc, 'msg', exc)}{where}", _shown(text)
+        )
     if is_otlp_document(document):
         return otlp_candidates(document)
     if isinstance(document, dict) and not any(key in document for key in _ID_KEYS):
@@ -199,7 +201,9 @@ def read_csv(data: bytes) -> list[Candidate]:
             continue
         if _undecodable(raw):
             message = "the row is not valid UTF-8 (bytes shown as U+FFFD in raw)"
-            candidates.append(Candidate(line=record_number, raw=_shown(raw), error=RowError("invalid_encoding", message)))
+            candidates.append(
+                Candidate(line=record_number, raw=_shown(raw), error=RowError("invalid_encoding", message))
+            )
         elif row is None:
             candidates.append(
                 Candidate(

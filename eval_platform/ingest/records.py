@@ -46,7 +46,7 @@ and `output` where it is the empty string, and JSON-looking cells of `metadata`,
 from __future__ import annotations
 
 import math
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from eval_platform.ingest.common import RowError, dumps, preview
@@ -57,7 +57,7 @@ from eval_platform.ingest.messages import (
     render_messages,
 )
 
-UTC = timezone.utc
+UTC = UTC
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 ALIASES: dict[str, tuple[str, ...]] = {

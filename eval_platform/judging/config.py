@@ -150,12 +150,15 @@ class BatchOptions(_Strict):
     enabled: bool = True
     poll_interval_s: float = Field(30.0, gt=0, description="How often the batch's status is asked for.")
     timeout_s: float = Field(
-        86_400.0, gt=0,
+        86_400.0,
+        gt=0,
         description="How long one run waits for the batch; then its traces are FAILED batch_timeout and the next "
         "run of the partition resumes the same batch (it is not submitted again).",
     )
     discount: float = Field(
-        0.5, gt=0, le=1,
+        0.5,
+        gt=0,
+        le=1,
         description="Batch price as a fraction of the interactive price (OpenAI, Anthropic and Google: 0.5).",
     )
 
@@ -168,7 +171,9 @@ class ModelSpec(_Strict):
     input_cost_per_million: float | None = Field(None, ge=0)
     output_cost_per_million: float | None = Field(None, ge=0)
     cached_input_cost_per_million: float | None = Field(
-        None, ge=0, description="Price of prompt tokens served from the provider's cache; default: litellm's, else input"
+        None,
+        ge=0,
+        description="Price of prompt tokens served from the provider's cache; default: litellm's, else input",
     )
 
     def prices(self) -> pricing.Prices | None:
@@ -194,7 +199,9 @@ class EvaluatorConfig(_Strict):
     mode: str = Field(description="The judge mode: a name in the registry `judging.modes.MODES`.")
     prompt: str
     model: str | None = Field(None, description="One judge model (litellm string); or give `models`.")
-    models: list[ModelSpec] | None = Field(None, description="Several judges; their verdicts are combined by `consensus`.")
+    models: list[ModelSpec] | None = Field(
+        None, description="Several judges; their verdicts are combined by `consensus`."
+    )
     consensus: Consensus | None = None
     min_agreement_threshold: float | None = Field(
         None, ge=0, le=1, description="Below this agreement among members, the consensus row is FAILED (low_agreement)."
@@ -240,7 +247,8 @@ class EvaluatorConfig(_Strict):
         0.2, ge=0, le=1, description="A partition whose judged rows FAILED above this rate fails a WARN check."
     )
     batch: BatchOptions | None = Field(
-        None, description="Judge each partition through the provider's batch API (see BatchOptions); default interactive."
+        None,
+        description="Judge each partition through the provider's batch API (see BatchOptions); default interactive.",
     )
     max_prompt_chars: int = Field(
         200_000,
@@ -440,16 +448,52 @@ class EvaluatorConfig(_Strict):
 # What can change a verdict, besides the judge models: the prompt and how it is built, the mode and its
 # options, how replies are parsed and checked, sampling and decoding, how members are combined and flagged.
 VERDICT_FIELDS = (
-    "mode", "prompt", "consensus", "min_agreement_threshold", "flag_on_disagreement", "temperature", "max_tokens",
-    "samples", "score_scale", "rubric", "labels", "expect", "strict", "pairwise", "n_wise", "reference", "few_shot",
-    "output_schema", "request_confidence", "min_confidence", "span", "anti_gaming_clauses",
+    "mode",
+    "prompt",
+    "consensus",
+    "min_agreement_threshold",
+    "flag_on_disagreement",
+    "temperature",
+    "max_tokens",
+    "samples",
+    "score_scale",
+    "rubric",
+    "labels",
+    "expect",
+    "strict",
+    "pairwise",
+    "n_wise",
+    "reference",
+    "few_shot",
+    "output_schema",
+    "request_confidence",
+    "min_confidence",
+    "span",
+    "anti_gaming_clauses",
 )
 
 # What cannot: which traces are judged, when, at what price and budget, through which endpoint and key.
 NON_VERDICT_FIELDS = (
-    "name", "description", "enabled", "trigger", "sample_rate", "max_daily_cost_usd", "max_monthly_cost_usd",
-    "input_cost_per_million", "output_cost_per_million", "cached_input_cost_per_million", "timeout_s", "max_retries", "api_base", "api_key_env",
-    "human_agreement", "model", "models", "local_judge", "max_prompt_chars", "max_failed_rate",  # the models enter the hash as (model, local_judge) pairs
+    "name",
+    "description",
+    "enabled",
+    "trigger",
+    "sample_rate",
+    "max_daily_cost_usd",
+    "max_monthly_cost_usd",
+    "input_cost_per_million",
+    "output_cost_per_million",
+    "cached_input_cost_per_million",
+    "timeout_s",
+    "max_retries",
+    "api_base",
+    "api_key_env",
+    "human_agreement",
+    "model",
+    "models",
+    "local_judge",
+    "max_prompt_chars",
+    "max_failed_rate",  # the models enter the hash as (model, local_judge) pairs
     "batch",  # how requests are delivered (batch API or one by one), not what they ask
 )
 

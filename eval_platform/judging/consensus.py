@@ -29,15 +29,21 @@ if TYPE_CHECKING:  # the config (and its mode) come in at run time: the modes im
     from eval_platform.judging.config import EvaluatorConfig
 
 
-
 def _vote(config: EvaluatorConfig, row: dict):
     return row[config.judge_mode.vote_column]
 
 
 def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> dict:
     """`row` (the slot's base fields) completed from the member rows of that slot."""
-    row = {**row, "calls": 0, "cost_usd": 0.0, "cached_cost_usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0,
-           "cached_prompt_tokens": 0}
+    row = {
+        **row,
+        "calls": 0,
+        "cost_usd": 0.0,
+        "cached_cost_usd": 0.0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached_prompt_tokens": 0,
+    }
     done = [m for m in members if m["status"] == COMPLETED]
     row["votes"] = len(done)
     row["cache_hit"] = all(m.get("cache_hit") for m in members)
@@ -45,9 +51,16 @@ def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> di
         failed = [m for m in members if m["status"] == FAILED]
         if failed:
             first = failed[0]
-            detail = f"{first['reason']}: {first.get('reason_detail')}" if first.get("reason_detail") else first["reason"]
+            detail = (
+                f"{first['reason']}: {first.get('reason_detail')}" if first.get("reason_detail") else first["reason"]
+            )
             return {**row, "status": FAILED, "reason": "all_members_failed", "reason_detail": detail}
-        return {**row, "status": SKIPPED, "reason": members[0]["reason"], "reason_detail": members[0].get("reason_detail")}
+        return {
+            **row,
+            "status": SKIPPED,
+            "reason": members[0]["reason"],
+            "reason_detail": members[0].get("reason_detail"),
+        }
     if config.judge_mode.numeric and config.consensus in {"mean", "median"}:
         row.update(_numeric(config, done))
     else:

@@ -73,7 +73,9 @@ def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:
     folder = warehouse_dir(root) / "test_cases" / f"dataset={options.dataset}"
     versions = sorted(int(p.name.removeprefix("version=")) for p in folder.glob("version=*"))
     version = options.version if options.version is not None else (versions[-1] if versions else None)
-    cases = read_partition(root, "test_cases", {"dataset": options.dataset, "version": str(version)}) if version else None
+    cases = (
+        read_partition(root, "test_cases", {"dataset": options.dataset, "version": str(version)}) if version else None
+    )
     if cases is None:
         raise PartitionNotReady(
             f"reference dataset {options.dataset}@v{version or '?'} is not materialized: "

@@ -68,7 +68,6 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
     return Verdict(**{**verdict.__dict__, "reasoning": reasoning, "confidence": confidence})
 
 
-
 def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | None) -> dict[str, Any] | None:
     """The JSON object holding the verdict; several objects with different verdicts are `ambiguous`.
 
@@ -122,6 +121,11 @@ def _check_the_text_agrees(config: EvaluatorConfig, verdict: Verdict, text: str,
 
 
 def _shown(verdict: Verdict) -> str:
-    named = {"raw_score": verdict.raw_score, "label": verdict.label, "passed": verdict.passed,
-             "winner": verdict.winner, "ranking": verdict.ranking}
+    named = {
+        "raw_score": verdict.raw_score,
+        "label": verdict.label,
+        "passed": verdict.passed,
+        "winner": verdict.winner,
+        "ranking": verdict.ranking,
+    }
     return ", ".join(f"{key} {value}" for key, value in named.items() if value is not None) or "none"

@@ -233,7 +233,9 @@ def yes_no(value: Any, strict: bool, key: str) -> bool:
         return value
     if not strict and isinstance(value, str) and norm(value) in YES | NO:
         return norm(value) in YES
-    raise ParseFailure("schema_violation", f"'{key}' must be {'true or false' if key == 'passed' else 'yes or no'}, got {value!r}")
+    raise ParseFailure(
+        "schema_violation", f"'{key}' must be {'true or false' if key == 'passed' else 'yes or no'}, got {value!r}"
+    )
 
 
 def yes_no_from_text(text: str) -> bool:

@@ -164,7 +164,9 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
     async def member_rows(unit: Unit, member: _Member) -> list[dict]:
         if member.judge is None:
             detail = _no_credentials_detail(config)
-            rows = [{**slot, "status": SKIPPED, "reason": "no_credentials", "reason_detail": detail} for slot in unit.slots]
+            rows = [
+                {**slot, "status": SKIPPED, "reason": "no_credentials", "reason_detail": detail} for slot in unit.slots
+            ]
         else:
             rows = await unit.judge(member.judge, member.sample)
         for row in rows:
@@ -176,7 +178,14 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
         if skipped:
             code, detail = skipped
             return [
-                {**slot, "model": final_label, "role": final_role, "status": SKIPPED, "reason": code, "reason_detail": detail}
+                {
+                    **slot,
+                    "model": final_label,
+                    "role": final_role,
+                    "status": SKIPPED,
+                    "reason": code,
+                    "reason_detail": detail,
+                }
                 for slot in unit.slots
             ]
         per_member = await asyncio.gather(*(member_rows(unit, m) for m in members))
@@ -184,16 +193,27 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
         if several:
             for i, slot in enumerate(unit.slots):
                 votes = [group[i] for group in per_member]
-                rows.append(consensus_row(config, {**slot, "model": final_label, "role": "consensus", "sample": None}, votes))
+                rows.append(
+                    consensus_row(config, {**slot, "model": final_label, "role": "consensus", "sample": None}, votes)
+                )
         return rows
 
-    plan = Day(config, day, records, judged_at, values=lambda trace: trace_values(trace, config.span),
-               messages=partial(build_messages, config), candidates=candidates_text)
+    plan = Day(
+        config,
+        day,
+        records,
+        judged_at,
+        values=lambda trace: trace_values(trace, config.span),
+        messages=partial(build_messages, config),
+        candidates=candidates_text,
+    )
     units = config.judge_mode.units(plan)
     rows = [row for group in await asyncio.gather(*(run(u) for u in units)) for row in group]
     for row in rows:
         row["is_final"] = row["role"] != "member"
-    frame = conform(pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA)
+    frame = conform(
+        pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA
+    )
     return DayResult(frame, summarize(frame, len(records)))
 
 

@@ -103,7 +103,8 @@ class Refusal:
     def describe(self) -> str:
         unsettled = (
             f" (of which {self.unsettled_usd:.6g} is calls of killed runs, counted at their worst case)"
-            if self.unsettled_usd > 0 else ""
+            if self.unsettled_usd > 0
+            else ""
         )
         return (
             f"{self.period} limit {self.limit_usd:.6g} USD: {self.settled_usd:.6g} spent{unsettled}, "

@@ -32,6 +32,7 @@ def _litellm() -> Any:
     litellm.suppress_debug_info = True
     return litellm
 
+
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 ERROR_DETAIL_CHARS = 2000  # a provider's error text is kept up to this length (redacted before it is cut)
 
@@ -205,8 +206,13 @@ class LiteLLMJudgeClient:
         """(content, finish_reason, provider model, usage) of one attempt; raises on any failure."""
         if self.lean and is_openai_compatible(request.model, request.api_base):
             reply = await self._transport.complete(
-                request.model, request.messages, request.api_base, request.api_key,
-                request.temperature, request.max_tokens, request.timeout_s,
+                request.model,
+                request.messages,
+                request.api_base,
+                request.api_key,
+                request.temperature,
+                request.max_tokens,
+                request.timeout_s,
             )
             return reply.content, reply.finish_reason, reply.model, reply.usage
         response = await _litellm().acompletion(
@@ -220,8 +226,11 @@ class LiteLLMJudgeClient:
             max_retries=0,  # retries are ours, so Retry-After and the budget stay in our hands
         )
         choice = response.choices[0]
-        return choice.message.content or "", choice.finish_reason, getattr(response, "model", None), getattr(
-            response, "usage", None
+        return (
+            choice.message.content or "",
+            choice.finish_reason,
+            getattr(response, "model", None),
+            getattr(response, "usage", None),
         )
 
     async def complete(self, request: JudgeRequest, before_send: BeforeSend | None = None) -> CallOutcome:

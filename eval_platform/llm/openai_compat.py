@@ -96,8 +96,14 @@ class OpenAICompatTransport:
             await session.close()
 
     async def complete(
-        self, model: str, messages: list[dict[str, str]], api_base: str | None, api_key: str | None,
-        temperature: float, max_tokens: int, timeout_s: float,
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        api_base: str | None,
+        api_key: str | None,
+        temperature: float,
+        max_tokens: int,
+        timeout_s: float,
     ) -> Completion:
         base, headers = resolve_base_and_headers(api_base, api_key)
         body = chat_body(model, messages, temperature, max_tokens)

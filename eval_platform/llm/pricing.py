@@ -38,7 +38,6 @@ class Prices:
             + completion_tokens * self.output_per_million
         ) / 1e6
 
-
     def scaled(self, factor: float) -> Prices:
         """Every rate times `factor`: a batch API's discount applies to input, cached input and output alike."""
         cached = None if self.cached_input_per_million is None else self.cached_input_per_million * factor

@@ -137,8 +137,12 @@ class BatchStore:
     def _store_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
         file_id = f"file-{uuid.uuid4().hex[:24]}"
         meta = {
-            "id": file_id, "object": "file", "bytes": len(content), "created_at": int(time.time()),
-            "filename": filename, "purpose": purpose,
+            "id": file_id,
+            "object": "file",
+            "bytes": len(content),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
         }
         with self._lock:
             self.files[file_id] = {**meta, "content": content}
@@ -194,10 +198,20 @@ class BatchStore:
         lines = [json.loads(line) for line in stored["content"].decode("utf-8").splitlines() if line.strip()]
         batch_id = f"batch_{uuid.uuid4().hex[:24]}"
         batch = {
-            "id": batch_id, "object": "batch", "endpoint": body["endpoint"], "errors": None,
-            "input_file_id": stored["id"], "completion_window": "24h", "status": "in_progress",
-            "output_file_id": None, "error_file_id": None, "created_at": int(time.time()),
-            "in_progress_at": int(time.time()), "completed_at": None, "expired_at": None, "cancelled_at": None,
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": body["endpoint"],
+            "errors": None,
+            "input_file_id": stored["id"],
+            "completion_window": "24h",
+            "status": "in_progress",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": int(time.time()),
+            "in_progress_at": int(time.time()),
+            "completed_at": None,
+            "expired_at": None,
+            "cancelled_at": None,
             "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
             "metadata": body.get("metadata"),
         }
@@ -226,10 +240,15 @@ class BatchStore:
                 return _error(400, f"no batch {after!r} to list after", "batch_not_found")
             newest_first = newest_first[ids.index(after) + 1 :]
         page = newest_first[:limit]
-        return web.json_response({
-            "object": "list", "data": page, "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None, "has_more": len(newest_first) > limit,
-        })
+        return web.json_response(
+            {
+                "object": "list",
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": len(newest_first) > limit,
+            }
+        )
 
     def poll_echo(self, batch_id: str, request: web.Request) -> str | None:
         """The echoed credentials a batch's first poll answers with (a batch of echo_key lines), else None."""
@@ -288,7 +307,9 @@ class BatchStore:
             final = "expired"
             errors += [
                 {
-                    "id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": line["custom_id"], "response": None,
+                    "id": f"batch_req_{uuid.uuid4().hex[:24]}",
+                    "custom_id": line["custom_id"],
+                    "response": None,
                     "error": {"code": "batch_expired", "message": EXPIRED_MESSAGE},
                 }
                 for line in lines

@@ -35,8 +35,14 @@ if TYPE_CHECKING:
 
 # Anthropic's error types by HTTP status (https://docs.anthropic.com/en/api/errors).
 ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-    413: "request_too_large", 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
 }
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
 
@@ -134,17 +140,25 @@ class MessageBatches:
         if not isinstance(requests, list) or not requests:
             return web.json_response(anthropic_error(400, "requests: a non-empty list is required"), status=400)
         for number, item in enumerate(requests):
-            if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str) or not isinstance(
-                item.get("params"), dict
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get("custom_id"), str)
+                or not isinstance(item.get("params"), dict)
             ):
                 message = f"requests.{number}: needs custom_id (string) and params (object)"
                 return web.json_response(anthropic_error(400, message), status=400)
         now = time.time()
         batch = {
-            "id": f"msgbatch_{uuid.uuid4().hex[:24]}", "type": "message_batch", "processing_status": "in_progress",
+            "id": f"msgbatch_{uuid.uuid4().hex[:24]}",
+            "type": "message_batch",
+            "processing_status": "in_progress",
             "request_counts": {"processing": len(requests), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
-            "ended_at": None, "created_at": _iso(now), "expires_at": _iso(now + timedelta(hours=24).total_seconds()),
-            "archived_at": None, "cancel_initiated_at": None, "results_url": None,
+            "ended_at": None,
+            "created_at": _iso(now),
+            "expires_at": _iso(now + timedelta(hours=24).total_seconds()),
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": None,
         }
         with self.store._lock:
             self.store.message_batches[batch["id"]] = {"batch": batch, "results": None, "created": now}
@@ -174,10 +188,14 @@ class MessageBatches:
                 return web.json_response(anthropic_error(400, f"no batch {after!r} to list after"), status=400)
             newest_first = newest_first[ids.index(after) + 1 :]
         page = newest_first[:limit]
-        return web.json_response({
-            "data": page, "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
-            "has_more": len(newest_first) > limit,
-        })
+        return web.json_response(
+            {
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": len(newest_first) > limit,
+            }
+        )
 
     def _entry(self, request: web.Request) -> dict[str, Any] | web.Response:
         refused = _refusal(request)
@@ -235,7 +253,11 @@ class MessageBatches:
             else:
                 status, payload, _ = await self.server.respond(chat_body(item["params"]), credentials)
                 status, message = to_message(status, payload)
-                result = {"type": "succeeded", "message": message} if status == 200 else {"type": "errored", "error": message}
+                result = (
+                    {"type": "succeeded", "message": message}
+                    if status == 200
+                    else {"type": "errored", "error": message}
+                )
                 with self.store._lock:
                     self.store.lines_answered += 1
             counts["processing"] -= 1
@@ -244,6 +266,7 @@ class MessageBatches:
         self.store.message_batches[batch["id"]]["results"] = "".join(json.dumps(line) + "\n" for line in lines).encode()
         base = self.server.base_url.removesuffix("/v1") if self.server.base_url else ""
         batch.update(
-            processing_status="ended", ended_at=_iso(time.time()),
+            processing_status="ended",
+            ended_at=_iso(time.time()),
             results_url=f"{base}/v1/messages/batches/{batch['id']}/results",
         )

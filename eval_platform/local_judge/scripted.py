@@ -29,7 +29,11 @@ def scripted_answer(model: str, prompt: str) -> Answer:
         if name not in blocks:
             raise JudgeRequestError(400, f"echo: the prompt has no fenced block named {name!r}", code="echo_miss")
         return Answer(blocks[name][0], f"local/{model}")
-    candidates = {name.removeprefix("candidate_").upper(): texts[0] for name, texts in blocks.items() if name.startswith("candidate_")}
+    candidates = {
+        name.removeprefix("candidate_").upper(): texts[0]
+        for name, texts in blocks.items()
+        if name.startswith("candidate_")
+    }
     if candidates:
         ranking = sorted(candidates, key=lambda letter: (-len(candidates[letter]), letter))
         return Answer(json.dumps({"ranking": ranking, "reasoning": "longest first"}), "local/longest")
@@ -39,4 +43,6 @@ def scripted_answer(model: str, prompt: str) -> Answer:
         a, b = len(blocks["output_a"][0]), len(blocks["output_b"][0])
         winner = names[0] if a > b else names[1] if b > a else "tie"
         return Answer(json.dumps({"winner": winner, "reasoning": "the longer one"}), "local/longest")
-    raise JudgeRequestError(400, "longest: the prompt has neither output_a/output_b nor candidate blocks", code="longest_miss")
+    raise JudgeRequestError(
+        400, "longest: the prompt has neither output_a/output_b nor candidate blocks", code="longest_miss"
+    )

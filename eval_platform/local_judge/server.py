@@ -269,8 +269,11 @@ class LocalJudgeServer:
         status, payload, headers = await self.respond(body, credentials)
         if status == 200:
             with self._stats_lock:
-                self._billed.update(replies=1, prompt_tokens=payload["usage"]["prompt_tokens"],
-                                    completion_tokens=payload["usage"]["completion_tokens"])
+                self._billed.update(
+                    replies=1,
+                    prompt_tokens=payload["usage"]["prompt_tokens"],
+                    completion_tokens=payload["usage"]["completion_tokens"],
+                )
         return status, payload, headers
 
     async def respond(self, body: Any, authorization: str) -> tuple[int, dict[str, Any], dict[str, str]]:

@@ -27,8 +27,18 @@ import polars as pl
 TOLERANCE = 1e-9
 TABLES = ["agreement", "ground_truth", "experiment_results", "judge_cost_daily", "judge_cost_monthly"]
 KEYS = {
-    "agreement": ["section", "task", "criterion", "subject", "reference", "period", "period_start", "period_end",
-                  "convention", "statistic"],
+    "agreement": [
+        "section",
+        "task",
+        "criterion",
+        "subject",
+        "reference",
+        "period",
+        "period_start",
+        "period_end",
+        "convention",
+        "statistic",
+    ],
     "ground_truth": ["task", "criterion", "item_id"],
     "experiment_results": ["experiment", "kind", "metric", "variant", "opponent"],
     "judge_cost_daily": ["day", "evaluator", "model", "project_id"],
@@ -53,20 +63,28 @@ def dump(root: Path, out: Path) -> None:
     evaluators = load_evaluators(root / "evaluators")
     # what the asset passes: an eager frame in older versions (read_scores), a lazy scan since (scan_scores)
     scores = getattr(agreement_asset, "scan_scores", None) or agreement_asset.read_scores
-    rows, truth = compute(evaluators, scores(root), read_partition(root, "human_annotations", {}),
-                          read_partition(root, "imported_judgments", {}),
-                          categories=agreement_asset.declared_categories(root))
+    rows, truth = compute(
+        evaluators,
+        scores(root),
+        read_partition(root, "human_annotations", {}),
+        read_partition(root, "imported_judgments", {}),
+        categories=agreement_asset.declared_categories(root),
+    )
     rows.write_parquet(out / "agreement.parquet")
     truth.write_parquet(out / "ground_truth.parquet")
     configs = load_experiments(root / "experiments", evaluators)
-    needed = sorted({m.evaluator for e in configs.values() for _, m in e.metrics}
-                    | {e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator})
+    needed = sorted(
+        {m.evaluator for e in configs.values() for _, m in e.metrics}
+        | {e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator}
+    )
     experiment_results(configs.values(), read_final_scores(root, needed), read_trace_variants(root)).write_parquet(
-        out / "experiment_results.parquet")
+        out / "experiment_results.parquet"
+    )
     daily = cost_rollup(root, evaluators)
     daily.write_parquet(out / "judge_cost_daily.parquet")
     monthly_rollup(daily, BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators).write_parquet(
-        out / "judge_cost_monthly.parquet")
+        out / "judge_cost_monthly.parquet"
+    )
     counts = {t: pl.scan_parquet(out / f"{t}.parquet").select(pl.len()).collect().item() for t in TABLES}
     print("dumped " + ", ".join(f"{t} ({n} rows)" for t, n in counts.items()))
 
@@ -119,24 +137,30 @@ def _compare_table(name: str, before: pl.DataFrame, after: pl.DataFrame) -> list
             if both.any():
                 largest = max(largest, float(np.max(np.abs(p[both] - q[both]))))
         elif column == "details":
-            bad = [i for i, (p, q) in enumerate(zip(x.to_list(), y.to_list()))
-                   if p != q and not (p is not None and q is not None and _close(json.loads(p), json.loads(q)))]
+            bad = [
+                i
+                for i, (p, q) in enumerate(zip(x.to_list(), y.to_list()))
+                if p != q and not (p is not None and q is not None and _close(json.loads(p), json.loads(q)))
+            ]
         else:
             bad = (x.ne_missing(y)).arg_true()
         checked += x.len()
         if len(bad):
             i = int(bad[0])
             problems.append(f"{name}.{column}: {len(bad)} values differ, e.g. {a.row(i, named=True)} vs {y[i]!r}")
-    print(f"{name}: {before.height} rows, {checked} values compared, largest absolute difference {largest:.1e}, "
-          f"row order {'same' if same_order else 'DIFFERENT'}")
+    print(
+        f"{name}: {before.height} rows, {checked} values compared, largest absolute difference {largest:.1e}, "
+        f"row order {'same' if same_order else 'DIFFERENT'}"
+    )
     return problems
 
 
 def compare(before_dir: Path, after_dir: Path) -> int:
     problems = []
     for name in TABLES:
-        problems += _compare_table(name, pl.read_parquet(before_dir / f"{name}.parquet"),
-                                   pl.read_parquet(after_dir / f"{name}.parquet"))
+        problems += _compare_table(
+            name, pl.read_parquet(before_dir / f"{name}.parquet"), pl.read_parquet(after_dir / f"{name}.parquet")
+        )
     print("\n".join(problems) if problems else f"all values equal within {TOLERANCE:g} (computed_at aside)")
     return 1 if problems else 0
 

@@ -62,8 +62,13 @@ def agreement(root: Path):
     evaluators = _evaluators(root)
 
     def run():
-        rows, truth = compute(evaluators, scan_scores(root), read_partition(root, "human_annotations", {}),
-                              read_partition(root, "imported_judgments", {}), categories=declared_categories(root))
+        rows, truth = compute(
+            evaluators,
+            scan_scores(root),
+            read_partition(root, "human_annotations", {}),
+            read_partition(root, "imported_judgments", {}),
+            categories=declared_categories(root),
+        )
         write_partition(root, "agreement", {}, rows)
         write_partition(root, "ground_truth", {}, truth)
         return {"rows": rows.height, "ground_truth": truth.height}
@@ -78,8 +83,10 @@ def experiments(root: Path):
     from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
 
     configs = load_experiments(root / "experiments", _evaluators(root))
-    needed = sorted({m.evaluator for e in configs.values() for _, m in e.metrics}
-                    | {e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator})
+    needed = sorted(
+        {m.evaluator for e in configs.values() for _, m in e.metrics}
+        | {e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator}
+    )
 
     def run():
         frame = experiment_results(configs.values(), read_final_scores(root, needed), read_trace_variants(root))
@@ -98,8 +105,9 @@ def costs(root: Path):
     def run():
         daily = cost_rollup(root, evaluators)
         write_partition(root, "judge_cost_daily", {}, daily)
-        monthly = monthly_rollup(read_partition(root, "judge_cost_daily", {}),
-                                 BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators)
+        monthly = monthly_rollup(
+            read_partition(root, "judge_cost_daily", {}), BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators
+        )
         write_partition(root, "judge_cost_monthly", {}, monthly)
         return {"daily_rows": daily.height, "monthly_rows": monthly.height}
 
@@ -113,8 +121,11 @@ def _tasks(root: Path, level: str = "nominal") -> dict[str, tuple[pl.DataFrame, 
     columns = ["task", "item_id", "annotator", "label", "value"]  # only these, so that loading sets no peak
     annotations = pl.scan_parquet(path).select(columns).collect()
     tasks = {task: part for (task,), part in annotations.partition_by("task", as_dict=True).items()}
-    return {t: (p, "value" if t == "quality" else "label") for t, p in sorted(tasks.items())
-            if level == "nominal" or t == "quality"}
+    return {
+        t: (p, "value" if t == "quality" else "label")
+        for t, p in sorted(tasks.items())
+        if level == "nominal" or t == "quality"
+    }
 
 
 def alpha_ours(root: Path, level: str):
@@ -122,7 +133,9 @@ def alpha_ours(root: Path, level: str):
     from eval_platform.stats.reliability import krippendorff_alpha_long
 
     tasks = _tasks(root, level).values()
-    return lambda: [krippendorff_alpha_long(p["item_id"], p["annotator"], p[column], level).value for p, column in tasks]
+    return lambda: [
+        krippendorff_alpha_long(p["item_id"], p["annotator"], p[column], level).value for p, column in tasks
+    ]
 
 
 def _matrix(part: pl.DataFrame, column: str) -> np.ndarray:
@@ -138,8 +151,9 @@ def alpha_peer(root: Path, level: str):
     import krippendorff
 
     tasks = _tasks(root, level).values()
-    return lambda: [krippendorff.alpha(reliability_data=_matrix(p, column), level_of_measurement=level)
-                    for p, column in tasks]
+    return lambda: [
+        krippendorff.alpha(reliability_data=_matrix(p, column), level_of_measurement=level) for p, column in tasks
+    ]
 
 
 def alpha_matrix_ours(root: Path, level: str):
@@ -172,8 +186,12 @@ def fleiss_ours(root: Path):
 
 def _raters(part: pl.DataFrame) -> np.ndarray:
     """Items × raters of label codes, statsmodels' input (a rater's column is their position on the item)."""
-    return (part.with_columns(pl.col("label").rank("dense"), pl.col("annotator").rank("ordinal").over("item_id"))
-            .pivot(on="annotator", index="item_id", values="label").drop("item_id").to_numpy())
+    return (
+        part.with_columns(pl.col("label").rank("dense"), pl.col("annotator").rank("ordinal").over("item_id"))
+        .pivot(on="annotator", index="item_id", values="label")
+        .drop("item_id")
+        .to_numpy()
+    )
 
 
 def fleiss_peer(root: Path):
@@ -189,8 +207,9 @@ def fleiss_matrix_ours(root: Path):
     from eval_platform.stats.kappa import category_counts, fleiss_kappa
 
     wides = [_raters(part) for part in _fully_rated(root)]
-    return lambda: [fleiss_kappa(category_counts(np.repeat(np.arange(w.shape[0]), w.shape[1]), w.ravel())).value
-                    for w in wides]
+    return lambda: [
+        fleiss_kappa(category_counts(np.repeat(np.arange(w.shape[0]), w.shape[1]), w.ravel())).value for w in wides
+    ]
 
 
 def fleiss_matrix_peer(root: Path):
@@ -209,7 +228,7 @@ def _pairs(root: Path) -> list[tuple[pl.Series, pl.Series, tuple]]:
         names = sorted(c for c in wide.columns if c != "item_id")
         weightings = (None, "linear", "quadratic") if column == "value" else (None,)
         for i, a in enumerate(names):
-            for b in names[i + 1:]:
+            for b in names[i + 1 :]:
                 shared = wide.select(a, b).drop_nulls()
                 out.append((shared[a], shared[b], weightings))
     return out
@@ -244,8 +263,7 @@ def _groups(root: Path) -> list[tuple[np.ndarray, np.ndarray]]:
     """(control, treatment) final completed scores of three evaluators, for each of the two treatments."""
     scores = (
         pl.scan_parquet(table_glob(root, "judge_scores"), hive_partitioning=False)
-        .filter(FINAL_COMPLETED
-                & pl.col("evaluator").is_in(["helpfulness", "relevance", "toxicity"]))
+        .filter(FINAL_COMPLETED & pl.col("evaluator").is_in(["helpfulness", "relevance", "toxicity"]))
         .select("evaluator", "variant", "score")
         .collect()
     )
@@ -277,22 +295,48 @@ COMPUTATIONS = {
     "agreement": ("agreement asset (read + compute + write)", agreement, None, None),
     "experiments": ("experiment_results asset (read + analyze + write)", experiments, None, None),
     "costs": ("judge_cost_daily + judge_cost_monthly", costs, None, None),
-    "alpha_nominal": ("Krippendorff's alpha, nominal, 4 tasks, from the long table", lambda r: alpha_ours(r, "nominal"),
-                      lambda r: alpha_peer(r, "nominal"), "krippendorff.alpha"),
-    "alpha_interval": ("Krippendorff's alpha, interval, rating task, from the long table", lambda r: alpha_ours(r, "interval"),
-                       lambda r: alpha_peer(r, "interval"), "krippendorff.alpha"),
-    "alpha_nominal_matrix": ("Krippendorff's alpha, nominal, 4 tasks, from a ready matrix",
-                             lambda r: alpha_matrix_ours(r, "nominal"), lambda r: alpha_matrix_peer(r, "nominal"),
-                             "krippendorff.alpha"),
-    "alpha_interval_matrix": ("Krippendorff's alpha, interval, rating task, from a ready matrix",
-                              lambda r: alpha_matrix_ours(r, "interval"), lambda r: alpha_matrix_peer(r, "interval"),
-                              "krippendorff.alpha"),
-    "fleiss": ("Fleiss' kappa, 4 tasks (fully rated items), from the long table", fleiss_ours, fleiss_peer,
-               "statsmodels fleiss_kappa + aggregate_raters"),
-    "fleiss_matrix": ("Fleiss' kappa, 4 tasks (fully rated items), from a ready items × raters matrix",
-                      fleiss_matrix_ours, fleiss_matrix_peer, "statsmodels fleiss_kappa + aggregate_raters"),
-    "cohen": ("Cohen's kappa, 180 annotator pairs, 270 kappas", cohen_ours, cohen_peer,
-              "statsmodels to_table + cohens_kappa"),
+    "alpha_nominal": (
+        "Krippendorff's alpha, nominal, 4 tasks, from the long table",
+        lambda r: alpha_ours(r, "nominal"),
+        lambda r: alpha_peer(r, "nominal"),
+        "krippendorff.alpha",
+    ),
+    "alpha_interval": (
+        "Krippendorff's alpha, interval, rating task, from the long table",
+        lambda r: alpha_ours(r, "interval"),
+        lambda r: alpha_peer(r, "interval"),
+        "krippendorff.alpha",
+    ),
+    "alpha_nominal_matrix": (
+        "Krippendorff's alpha, nominal, 4 tasks, from a ready matrix",
+        lambda r: alpha_matrix_ours(r, "nominal"),
+        lambda r: alpha_matrix_peer(r, "nominal"),
+        "krippendorff.alpha",
+    ),
+    "alpha_interval_matrix": (
+        "Krippendorff's alpha, interval, rating task, from a ready matrix",
+        lambda r: alpha_matrix_ours(r, "interval"),
+        lambda r: alpha_matrix_peer(r, "interval"),
+        "krippendorff.alpha",
+    ),
+    "fleiss": (
+        "Fleiss' kappa, 4 tasks (fully rated items), from the long table",
+        fleiss_ours,
+        fleiss_peer,
+        "statsmodels fleiss_kappa + aggregate_raters",
+    ),
+    "fleiss_matrix": (
+        "Fleiss' kappa, 4 tasks (fully rated items), from a ready items × raters matrix",
+        fleiss_matrix_ours,
+        fleiss_matrix_peer,
+        "statsmodels fleiss_kappa + aggregate_raters",
+    ),
+    "cohen": (
+        "Cohen's kappa, 180 annotator pairs, 270 kappas",
+        cohen_ours,
+        cohen_peer,
+        "statsmodels to_table + cohens_kappa",
+    ),
     "welch": ("Welch's t-test, 3 metrics × 2 treatments", welch_ours, welch_peer, "scipy.stats.ttest_ind"),
 }
 
@@ -316,8 +360,14 @@ def _child(name: str, side: str, root: Path) -> None:
     prepared, prepared_rss, cpu = time.perf_counter(), _peak_rss_mb(), _cpu_seconds()
     result = run()
     seconds = time.perf_counter() - prepared
-    report = {"prepare_s": prepared - started, "prepared_rss_mb": prepared_rss, "seconds": seconds,
-              "cpu_s": _cpu_seconds() - cpu, "peak_rss_mb": _peak_rss_mb(), "result": result}
+    report = {
+        "prepare_s": prepared - started,
+        "prepared_rss_mb": prepared_rss,
+        "seconds": seconds,
+        "cpu_s": _cpu_seconds() - cpu,
+        "peak_rss_mb": _peak_rss_mb(),
+        "result": result,
+    }
     print(json.dumps(report, default=float))
 
 
@@ -325,8 +375,10 @@ def _measure(name: str, side: str, root: Path, repeat: int) -> dict:
     """Run one computation `repeat` times, each in a fresh interpreter so that its peak RSS is its own: the
     median time and the largest peak (the machine is shared, so one run can be slowed by a neighbour)."""
     command = [sys.executable, "-m", "eval_platform.perf.analytics_scale", "--child", name, side, str(root)]
-    runs = [json.loads(subprocess.run(command, stdout=subprocess.PIPE, check=True).stdout.decode().splitlines()[-1])
-            for _ in range(repeat)]
+    runs = [
+        json.loads(subprocess.run(command, stdout=subprocess.PIPE, check=True).stdout.decode().splitlines()[-1])
+        for _ in range(repeat)
+    ]
     return {
         "seconds": float(np.median([r["seconds"] for r in runs])),
         "runs_s": [round(r["seconds"], 2) for r in runs],
@@ -365,10 +417,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.root is None:
             started = time.perf_counter()
             written = generate(root, args.rows, args.annotations, args.seed)
-            print(f"generated in {time.perf_counter() - started:.0f} s under {root}: "
-                  + ", ".join(f"{count:,} {table}" for table, count in written.items()))
-        print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, polars {pl.__version__}; "
-              f"median of {args.repeat} run(s) per computation, peak RSS the largest")
+            print(
+                f"generated in {time.perf_counter() - started:.0f} s under {root}: "
+                + ", ".join(f"{count:,} {table}" for table, count in written.items())
+            )
+        print(
+            f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, polars {pl.__version__}; "
+            f"median of {args.repeat} run(s) per computation, peak RSS the largest"
+        )
         lines = ["| computation | ours | peer | peer | max abs difference |", "| --- | --- | --- | --- | --- |"]
         for name in args.only or COMPUTATIONS:
             what, _, peer, peer_name = COMPUTATIONS[name]

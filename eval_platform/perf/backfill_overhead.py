@@ -82,16 +82,27 @@ def write_project(root: Path, days: list[str], evaluators: list[str], traces_per
 
     (root / "evaluators").mkdir(parents=True)
     for name in evaluators:
-        config = {"mode": "score", "score_scale": {"min": 0, "max": 1}, "model": "openai/mock", "api_base": judge_url,
-                  "temperature": 0.0, "prompt": f"Rate the {name} of the answer.\nQ: {{{{input}}}}\nA: {{{{output}}}}"}
+        config = {
+            "mode": "score",
+            "score_scale": {"min": 0, "max": 1},
+            "model": "openai/mock",
+            "api_base": judge_url,
+            "temperature": 0.0,
+            "prompt": f"Rate the {name} of the answer.\nQ: {{{{input}}}}\nA: {{{{output}}}}",
+        }
         (root / "evaluators" / f"{name}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     for day in days:
         folder = root / "traces" / day
         folder.mkdir(parents=True)
         lines = [
-            json.dumps({"trace_id": f"{day}-{i:05d}", "timestamp": f"{day}T{i % 24:02d}:00:00Z",
-                        "input": f"Summarise item {i} of {day} in one sentence.",
-                        "output": f"Item {i} of {day} is a synthetic trace with a short answer."})
+            json.dumps(
+                {
+                    "trace_id": f"{day}-{i:05d}",
+                    "timestamp": f"{day}T{i % 24:02d}:00:00Z",
+                    "input": f"Summarise item {i} of {day} in one sentence.",
+                    "output": f"Item {i} of {day} is a synthetic trace with a short answer.",
+                }
+            )
             for i in range(traces_per_day)
         ]
         (folder / "export.jsonl").write_text("\n".join(lines) + "\n")
@@ -100,9 +111,19 @@ def write_project(root: Path, days: list[str], evaluators: list[str], traces_per
 
 def start_judge(latency_ms: float) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "eval_platform.local_judge", "--host", "127.0.0.1", "--port", "0",
-         "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "eval_platform.local_judge",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--latency-ms",
+            str(latency_ms),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     line = process.stdout.readline().strip()
     if "listening on" not in line:
@@ -135,10 +156,15 @@ class Dagster:
     def __init__(self, base: Path, root: Path, start_date: str, partitions_per_run: int | None):
         self.home = base / "dagster_home"
         self.home.mkdir()
-        (self.home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text() + "\ntelemetry:\n  enabled: false\n")
+        (self.home / "dagster.yaml").write_text(
+            (REPO / "dagster.yaml").read_text() + "\ntelemetry:\n  enabled: false\n"
+        )
         self.env = {
-            **os.environ, "DAGSTER_HOME": str(self.home), "EVAL_PLATFORM_DATA_DIR": str(root),
-            "EVAL_PLATFORM_START_DATE": start_date, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            **os.environ,
+            "DAGSTER_HOME": str(self.home),
+            "EVAL_PLATFORM_DATA_DIR": str(root),
+            "EVAL_PLATFORM_START_DATE": start_date,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
         }
         if partitions_per_run is not None:
@@ -151,16 +177,18 @@ class Dagster:
 
     def _start(self, command: list[str], log: str) -> subprocess.Popen:
         with (self.base / log).open("wb") as out:
-            process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                command, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.processes.append(process)
         return process
 
     def __enter__(self) -> Dagster:
         workspace = str(REPO / "workspace.yaml")
         port = self.url.rsplit(":", 1)[1]
-        webserver = self._start([str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1", "-p", port],
-                                "webserver.log")
+        webserver = self._start(
+            [str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1", "-p", port], "webserver.log"
+        )
         deadline = time.monotonic() + 600
         while not self._loaded():
             if webserver.poll() is not None or time.monotonic() > deadline:
@@ -203,8 +231,14 @@ class Dagster:
     def backfill(self, partitions: list[str]) -> dict:
         """Launch the backfill of these judge_scores partitions and wait for it; times from the launch."""
         started = time.time()
-        launched = self.graphql(LAUNCH, params={"assetSelection": [{"path": ["judge_scores"]}],
-                                                "partitionNames": partitions, "title": "backfill_overhead"})
+        launched = self.graphql(
+            LAUNCH,
+            params={
+                "assetSelection": [{"path": ["judge_scores"]}],
+                "partitionNames": partitions,
+                "title": "backfill_overhead",
+            },
+        )
         launched = launched["launchPartitionBackfill"]
         if launched["__typename"] != "LaunchBackfillSuccess":
             raise RuntimeError(f"launch failed: {launched}")
@@ -221,8 +255,14 @@ class Dagster:
         last = max(int(e["timestamp"]) / 1000 for e in events) - started if events else float("nan")
         runs = backfill["runs"]
         busy = sum(r["endTime"] - r["startTime"] for r in runs if r["startTime"] and r["endTime"])
-        return {"status": backfill["status"], "wall_s": completed, "last_materialized_s": last, "runs": len(runs),
-                "run_seconds": busy, "materialized": sorted(e["partition"] for e in events)}
+        return {
+            "status": backfill["status"],
+            "wall_s": completed,
+            "last_materialized_s": last,
+            "runs": len(runs),
+            "run_seconds": busy,
+            "materialized": sorted(e["partition"] for e in events),
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,8 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--traces-per-day", type=int, default=100)
     parser.add_argument("--latency-ms", type=float, default=200.0)
-    parser.add_argument("--partitions-per-run", type=int, default=None,
-                        help="EVAL_PLATFORM_JUDGE_PARTITIONS_PER_RUN for the Dagster side (default: the project's)")
+    parser.add_argument(
+        "--partitions-per-run",
+        type=int,
+        default=None,
+        help="EVAL_PLATFORM_JUDGE_PARTITIONS_PER_RUN for the Dagster side (default: the project's)",
+    )
     args = parser.parse_args(argv)
 
     today = datetime.now(UTC).date()
@@ -254,20 +298,28 @@ def main(argv: list[str] | None = None) -> int:
 
     ok = result["status"] == "COMPLETED_SUCCESS" and result["materialized"] == sorted(partitions)
     policy = args.partitions_per_run or "project default"
-    print(f"{args.evaluators} evaluators x {args.days} days = {len(partitions)} partitions, {args.traces_per_day} "
-          f"traces/day, judge latency {args.latency_ms:.0f} ms, {rows} COMPLETED rows directly; "
-          f"partitions per run: {policy}; machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.evaluators} evaluators x {args.days} days = {len(partitions)} partitions, {args.traces_per_day} "
+        f"traces/day, judge latency {args.latency_ms:.0f} ms, {rows} COMPLETED rows directly; "
+        f"partitions per run: {policy}; machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    )
     print("| side | partitions | runs | wall time (s) | overhead |")
     print("|---|---:|---:|---:|---:|")
     print(f"| direct (judge_partition in one process) | {len(partitions)} | - | {direct_s:.1f} | - |")
-    print(f"| Dagster backfill, launch to COMPLETED_SUCCESS | {len(partitions)} | {result['runs']} | "
-          f"{result['wall_s']:.1f} | {100 * (result['wall_s'] - direct_s) / direct_s:+.0f}% |")
-    print(f"| Dagster backfill, launch to last partition materialized | {len(partitions)} | {result['runs']} | "
-          f"{result['last_materialized_s']:.1f} | {100 * (result['last_materialized_s'] - direct_s) / direct_s:+.0f}% |")
+    print(
+        f"| Dagster backfill, launch to COMPLETED_SUCCESS | {len(partitions)} | {result['runs']} | "
+        f"{result['wall_s']:.1f} | {100 * (result['wall_s'] - direct_s) / direct_s:+.0f}% |"
+    )
+    print(
+        f"| Dagster backfill, launch to last partition materialized | {len(partitions)} | {result['runs']} | "
+        f"{result['last_materialized_s']:.1f} | {100 * (result['last_materialized_s'] - direct_s) / direct_s:+.0f}% |"
+    )
     print(f"runs' own durations summed: {result['run_seconds']:.1f} s (runs overlap: the backfill tag limit is 2)")
     if not ok:
-        print(f"BACKFILL NOT CLEAN: status {result['status']}, {len(result['materialized'])} of {len(partitions)} "
-              f"partitions materialized; logs in {base}")
+        print(
+            f"BACKFILL NOT CLEAN: status {result['status']}, {len(result['materialized'])} of {len(partitions)} "
+            f"partitions materialized; logs in {base}"
+        )
         return 1
     shutil.rmtree(base, ignore_errors=True)
     return 0

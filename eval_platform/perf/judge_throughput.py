@@ -121,14 +121,18 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
         server.wait(timeout=10)
     theoretical = args.concurrency / (args.latency_ms / 1000)
-    print(f"traces={args.traces} concurrency={args.concurrency} latency={args.latency_ms:.0f}ms "
-          f"(theoretical ceiling {theoretical:.0f} calls/s)")
+    print(
+        f"traces={args.traces} concurrency={args.concurrency} latency={args.latency_ms:.0f}ms "
+        f"(theoretical ceiling {theoretical:.0f} calls/s)"
+    )
     print(f"bare aiohttp client : {ceiling:8.1f} calls/s")
     print(f"eval_platform judge : {ours:8.1f} calls/s  ({completed} COMPLETED rows)")
     print(f"ratio               : {ours / ceiling:8.2f}  (target >= 0.90 at 100 ms, >= 0.95 at 500 ms)")
     if args.litellm:
-        print(f"all through litellm : {through_litellm:8.1f} calls/s  ({completed_litellm} COMPLETED rows, "
-              f"ratio {through_litellm / ceiling:.2f})")
+        print(
+            f"all through litellm : {through_litellm:8.1f} calls/s  ({completed_litellm} COMPLETED rows, "
+            f"ratio {through_litellm / ceiling:.2f})"
+        )
         completed = min(completed, completed_litellm)
     return 0 if completed == args.traces else 1
 

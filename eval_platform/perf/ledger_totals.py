@@ -50,7 +50,12 @@ def _write_per_call(path: Path, calls: int, evaluators: int, days: int, seed: in
             "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at) "
             "VALUES (?, ?, '2026-11', ?, 'settled', ?)",
             (
-                (f"evaluator_{i % evaluators}", f"2026-11-{1 + (i // evaluators) % days:02d}", rng.uniform(1e-4, 5e-4), now)
+                (
+                    f"evaluator_{i % evaluators}",
+                    f"2026-11-{1 + (i // evaluators) % days:02d}",
+                    rng.uniform(1e-4, 5e-4),
+                    now,
+                )
                 for i in range(calls)
             ),
         )
@@ -96,7 +101,9 @@ def main() -> None:
         f"| budget check: month's spend (after: whole reserve + settle) | {before_check_s * 1000:.1f} ms "
         f"| {after_check_s * 1000:.2f} ms |"
     )
-    print(f"ledger rows after: {rows:,}; one-off compaction on first open: {compaction_s:.2f} s; max |diff| {worst:.1e}")
+    print(
+        f"ledger rows after: {rows:,}; one-off compaction on first open: {compaction_s:.2f} s; max |diff| {worst:.1e}"
+    )
 
 
 if __name__ == "__main__":

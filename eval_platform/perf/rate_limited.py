@@ -32,8 +32,19 @@ from eval_platform.schemas import COMPLETED
 
 
 def _server(latency_ms: float, rps: float, burst: int) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "eval_platform.local_judge", "--port", "0", "--latency-ms", str(latency_ms),
-               "--rate-limit-rps", str(rps), "--rate-limit-burst", str(burst)]
+    command = [
+        sys.executable,
+        "-m",
+        "eval_platform.local_judge",
+        "--port",
+        "0",
+        "--latency-ms",
+        str(latency_ms),
+        "--rate-limit-rps",
+        str(rps),
+        "--rate-limit-burst",
+        str(burst),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline().strip()
     if "listening on" not in line:
@@ -46,8 +57,15 @@ def run(adaptive: bool, traces: pl.DataFrame, args: argparse.Namespace) -> dict:
     process, base_url = _server(args.latency_ms, args.rps, args.burst)
     try:
         config = EvaluatorConfig.model_validate(
-            {"name": "rate_limited", "mode": "score", "model": "openai/mock", "api_base": base_url,
-             "prompt": "Q: {{input}}\nA: {{output}}", "score_scale": {"min": 0, "max": 1}, "max_retries": 20}
+            {
+                "name": "rate_limited",
+                "mode": "score",
+                "model": "openai/mock",
+                "api_base": base_url,
+                "prompt": "Q: {{input}}\nA: {{output}}",
+                "score_scale": {"min": 0, "max": 1},
+                "max_retries": 20,
+            }
         )
         with tempfile.TemporaryDirectory() as state:
             runtime = JudgeRuntime(
@@ -83,8 +101,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=float, default=100.0)
     args = parser.parse_args(argv)
     traces = _traces(args.traces)
-    print(f"{args.traces} traces, concurrency {args.concurrency}, limit {args.rps:g} req/s (burst {args.burst}), "
-          f"latency {args.latency_ms:g} ms")
+    print(
+        f"{args.traces} traces, concurrency {args.concurrency}, limit {args.rps:g} req/s (burst {args.burst}), "
+        f"latency {args.latency_ms:g} ms"
+    )
     for adaptive in (False, True):
         print(run(adaptive, traces, args), flush=True)
 

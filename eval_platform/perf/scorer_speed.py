@@ -81,7 +81,9 @@ CHUNK = 5_000
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=100_000)
-    parser.add_argument("--only", default="exact_match,token_f1,bleu,chrf,rouge1,rouge2,rougeL,numeric_match,contains,regex,valid_json")
+    parser.add_argument(
+        "--only", default="exact_match,token_f1,bleu,chrf,rouge1,rouge2,rougeL,numeric_match,contains,regex,valid_json"
+    )
     args = parser.parse_args()
     pairs = _pairs(args.cases)
     print(f"{args.cases:,} cases")
@@ -95,7 +97,7 @@ def main() -> None:
         ours, theirs, ours_s, theirs_s = [], [], 0.0, 0.0
         for k, start in enumerate(range(0, len(pairs), CHUNK)):
             chunk = pairs[start : start + CHUNK]
-            for side in ((0, 1) if k % 2 == 0 else (1, 0)):
+            for side in (0, 1) if k % 2 == 0 else (1, 0):
                 started = time.perf_counter()
                 if side == 0:
                     ours += [scorer.score(out, case, options) for out, case in chunk]
@@ -104,7 +106,9 @@ def main() -> None:
                     theirs += [direct(out, case) for out, case in chunk]
                     theirs_s += time.perf_counter() - started
         same = all(abs(a - b) < 1e-12 for a, b in zip(ours, theirs, strict=True))
-        print(f"{name:<14} {args.cases / ours_s:>17,.0f} {args.cases / theirs_s:>16,.0f} {theirs_s / ours_s:>6.2f}  {same}")
+        print(
+            f"{name:<14} {args.cases / ours_s:>17,.0f} {args.cases / theirs_s:>16,.0f} {theirs_s / ours_s:>6.2f}  {same}"
+        )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 def _write_project(root: Path, tasks: int, models: int, cases: int) -> None:
     (root / "datasets" / "synth").mkdir(parents=True)
-    lines = [json.dumps({"case_id": f"c{i:06d}", "input": f"What is {i} + 1?", "expected_output": str(i + 1)}) for i in range(cases)]
+    lines = [
+        json.dumps({"case_id": f"c{i:06d}", "input": f"What is {i} + 1?", "expected_output": str(i + 1)})
+        for i in range(cases)
+    ]
     (root / "datasets" / "synth" / "v1.jsonl").write_text("\n".join(lines) + "\n")
     (root / "evaluators").mkdir()
     (root / "benchmarks").mkdir()
@@ -57,7 +60,17 @@ def _write_project(root: Path, tasks: int, models: int, cases: int) -> None:
 
 def _start_judge(root: Path) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "eval_platform.local_judge", "--host", "127.0.0.1", "--port", "0", "--data-root", str(root)],
+        [
+            sys.executable,
+            "-m",
+            "eval_platform.local_judge",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--data-root",
+            str(root),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -135,14 +148,24 @@ def _measure(bare_root: Path, dagster_root: Path, url: str) -> tuple[float, floa
             bare_s += bare.model(model)
             started = time.perf_counter()
             result = dg.materialize(
-                assets=list(defs.assets), selection=dg.AssetSelection.groups("benchmark_synth"), partition_key=model,
-                instance=instance, resources=defs.resources, run_config=QUIET,
+                assets=list(defs.assets),
+                selection=dg.AssetSelection.groups("benchmark_synth"),
+                partition_key=model,
+                instance=instance,
+                resources=defs.resources,
+                run_config=QUIET,
             )
             assert result.success
             dagster_s += time.perf_counter() - started
         bare_s += bare.leaderboard()
         started = time.perf_counter()
-        dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance, resources=defs.resources, run_config=QUIET)
+        dg.materialize(
+            assets=list(defs.assets),
+            selection=["leaderboard"],
+            instance=instance,
+            resources=defs.resources,
+            run_config=QUIET,
+        )
         dagster_s += time.perf_counter() - started
     return bare_s, dagster_s
 
@@ -170,12 +193,21 @@ def _dagster_one_run(dagster_root: Path, url: str) -> float:
         instance.add_dynamic_partitions("benchmark_models", models)
         started = time.perf_counter()
         result = dg.materialize(
-            assets=list(defs.assets), selection=dg.AssetSelection.groups("benchmark_synth"), instance=instance,
-            resources=defs.resources, run_config=QUIET,
+            assets=list(defs.assets),
+            selection=dg.AssetSelection.groups("benchmark_synth"),
+            instance=instance,
+            resources=defs.resources,
+            run_config=QUIET,
             tags={"dagster/asset_partition_range_start": models[0], "dagster/asset_partition_range_end": models[-1]},
         )
         assert result.success
-        dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance, resources=defs.resources, run_config=QUIET)
+        dg.materialize(
+            assets=list(defs.assets),
+            selection=["leaderboard"],
+            instance=instance,
+            resources=defs.resources,
+            run_config=QUIET,
+        )
         return time.perf_counter() - started
 
 
@@ -184,7 +216,7 @@ def _measure_one_run(tmp: Path, url: str, args, repeat: int) -> tuple[list[float
     first, each on a fresh data root (an empty judge cache)."""
     bare_s, dagster_s = [], []
     for k in range(repeat):
-        for side in (("bare", "dagster") if k % 2 == 0 else ("dagster", "bare")):
+        for side in ("bare", "dagster") if k % 2 == 0 else ("dagster", "bare"):
             root = tmp / f"{side}{k}"
             _write_project(root, args.tasks, args.models, args.cases)
             if side == "bare":
@@ -216,7 +248,9 @@ def main() -> None:
                 _report(rows, [bare], [dagster])
             if "one-run" in args.modes:
                 bare, dagster = _measure_one_run(Path(tmp), url, args, args.repeat)
-                print(f"one run for all models (a backfill's run under the backfill policy; {args.repeat} alternating repeats):")
+                print(
+                    f"one run for all models (a backfill's run under the backfill policy; {args.repeat} alternating repeats):"
+                )
                 _report(rows, bare, dagster)
         finally:
             judge.terminate()
@@ -225,10 +259,15 @@ def main() -> None:
 
 def _report(rows: int, bare: list[float], dagster: list[float]) -> None:
     b, d = statistics.median(bare), statistics.median(dagster)
-    spread = f" (each: bare {', '.join(f'{x:.1f}' for x in bare)}; Dagster {', '.join(f'{x:.1f}' for x in dagster)})" if len(bare) > 1 else ""
+    spread = (
+        f" (each: bare {', '.join(f'{x:.1f}' for x in bare)}; Dagster {', '.join(f'{x:.1f}' for x in dagster)})"
+        if len(bare) > 1
+        else ""
+    )
     print(f"  bare (run_task in a loop):     {b:7.1f} s  ({rows / b:,.0f} rows/s)")
     print(f"  through Dagster:               {d:7.1f} s  ({rows / d:,.0f} rows/s)")
     print(f"  Dagster's share of the wall time (medians): {(d - b) / d:.1%}{spread}")
+
 
 if __name__ == "__main__":
     main()

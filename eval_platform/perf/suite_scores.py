@@ -35,9 +35,19 @@ def _frame(rng: random.Random, references: list[str], metric: str) -> pl.DataFra
     for i, reference in enumerate(references):
         output = reference if rng.random() < 0.3 else " ".join(rng.choices(WORDS, k=rng.randint(8, 30)))
         value = scorer.score(output, {"expected_output": reference}) if scorer.statistics is None else 0.0
-        rows.append({"case_id": f"c{i:06d}", "sample": 0, "presentation": "", "status": "COMPLETED",
-                     "output": output, "expected_output": reference, "expected_output_json": False,
-                     "cost_usd": 0.0, "scores": [{"metric": metric, "value": value}]})
+        rows.append(
+            {
+                "case_id": f"c{i:06d}",
+                "sample": 0,
+                "presentation": "",
+                "status": "COMPLETED",
+                "output": output,
+                "expected_output": reference,
+                "expected_output_json": False,
+                "cost_usd": 0.0,
+                "scores": [{"metric": metric, "value": value}],
+            }
+        )
     return pl.DataFrame(rows, schema=BENCHMARK_CASE_SCHEMA)
 
 

@@ -54,31 +54,97 @@ TONES = ["negative", "neutral", "positive"]
 PROJECTS = ["support-bot", "search-assistant", "sales-agent"]
 ANNOTATORS = [f"annotator-{i:02d}" for i in range(10)]
 PER_ITEM, MISSING = 4, 0.10
-FAIL_REASONS = ["unparseable: no JSON object and no score", "timeout: no reply after 4 retries",
-                "rate_limited: 429 after 4 retries"]
-REASONS = [f"The response {w}." for w in ("answers the question directly", "misses part of the request",
-           "is accurate but verbose", "contradicts the context", "is clear and complete", "is off topic")]
-MODEL_PRICES = {"openai/gpt-4o-mini": (0.15, 0.60), "anthropic/claude-3-5-haiku": (0.80, 4.00),
-                "openai/gpt-4o": (2.50, 10.00)}
+FAIL_REASONS = [
+    "unparseable: no JSON object and no score",
+    "timeout: no reply after 4 retries",
+    "rate_limited: 429 after 4 retries",
+]
+REASONS = [
+    f"The response {w}."
+    for w in (
+        "answers the question directly",
+        "misses part of the request",
+        "is accurate but verbose",
+        "contradicts the context",
+        "is clear and complete",
+        "is off topic",
+    )
+]
+MODEL_PRICES = {
+    "openai/gpt-4o-mini": (0.15, 0.60),
+    "anthropic/claude-3-5-haiku": (0.80, 4.00),
+    "openai/gpt-4o": (2.50, 10.00),
+}
 # name -> (evaluator YAML fields, judge_scores rows per trace); pairwise: one row per variant pair = per trace.
 EVALUATORS = {
-    "helpfulness": ({"mode": "score", "score_scale": {"min": 1, "max": 5}, "model": "openai/gpt-4o-mini",
-                     "human_agreement": {"task": "quality", "criterion": "helpfulness"}}, 1),
-    "toxicity": ({"mode": "score", "score_scale": {"min": 0, "max": 1}, "model": "openai/gpt-4o-mini",
-                  "trigger": "sampled", "sample_rate": 0.25}, 1),
-    "faithfulness": ({"mode": "score", "score_scale": {"min": 0, "max": 1}, "consensus": "median",
-                       "models": [{"model": m, "input_cost_per_million": p, "output_cost_per_million": q}
-                                 for m, (p, q) in MODEL_PRICES.items()]}, 4),
+    "helpfulness": (
+        {
+            "mode": "score",
+            "score_scale": {"min": 1, "max": 5},
+            "model": "openai/gpt-4o-mini",
+            "human_agreement": {"task": "quality", "criterion": "helpfulness"},
+        },
+        1,
+    ),
+    "toxicity": (
+        {
+            "mode": "score",
+            "score_scale": {"min": 0, "max": 1},
+            "model": "openai/gpt-4o-mini",
+            "trigger": "sampled",
+            "sample_rate": 0.25,
+        },
+        1,
+    ),
+    "faithfulness": (
+        {
+            "mode": "score",
+            "score_scale": {"min": 0, "max": 1},
+            "consensus": "median",
+            "models": [
+                {"model": m, "input_cost_per_million": p, "output_cost_per_million": q}
+                for m, (p, q) in MODEL_PRICES.items()
+            ],
+        },
+        4,
+    ),
     "relevance": ({"mode": "score", "score_scale": {"min": 0, "max": 10}, "model": "openai/gpt-4o-mini"}, 1),
-    "correctness": ({"mode": "binary", "model": "openai/gpt-4o",
-                     "human_agreement": {"task": "correctness", "criterion": "correct", "floor": 0.5}}, 1),
+    "correctness": (
+        {
+            "mode": "binary",
+            "model": "openai/gpt-4o",
+            "human_agreement": {"task": "correctness", "criterion": "correct", "floor": 0.5},
+        },
+        1,
+    ),
     "safety": ({"mode": "binary", "model": "openai/gpt-4o-mini"}, 1),
-    "topic": ({"mode": "categorical", "labels": {t: 0.5 for t in TOPICS}, "model": "openai/gpt-4o-mini",
-               "request_confidence": True, "human_agreement": {"task": "topic", "criterion": "topic", "floor": 0.6}}, 1),
-    "tone": ({"mode": "categorical", "labels": {"negative": 0.0, "neutral": 0.5, "positive": 1.0},
-              "model": "openai/gpt-4o-mini"}, 1),
-    "preference": ({"mode": "pairwise", "model": "openai/gpt-4o", "pairwise": {"orders": "both"},
-                    "human_agreement": {"task": "preference", "criterion": "preference", "floor": 0.3}}, 1),
+    "topic": (
+        {
+            "mode": "categorical",
+            "labels": {t: 0.5 for t in TOPICS},
+            "model": "openai/gpt-4o-mini",
+            "request_confidence": True,
+            "human_agreement": {"task": "topic", "criterion": "topic", "floor": 0.6},
+        },
+        1,
+    ),
+    "tone": (
+        {
+            "mode": "categorical",
+            "labels": {"negative": 0.0, "neutral": 0.5, "positive": 1.0},
+            "model": "openai/gpt-4o-mini",
+        },
+        1,
+    ),
+    "preference": (
+        {
+            "mode": "pairwise",
+            "model": "openai/gpt-4o",
+            "pairwise": {"orders": "both"},
+            "human_agreement": {"task": "preference", "criterion": "preference", "floor": 0.3},
+        },
+        1,
+    ),
     "preference_mini": ({"mode": "pairwise", "model": "openai/gpt-4o-mini", "pairwise": {"orders": "random"}}, 1),
 }
 ROWS_PER_PROMPT = len(VARIANTS) * sum(rows for _, rows in EVALUATORS.values())
@@ -89,15 +155,27 @@ TASKS = {  # annotations/tasks.yaml; "legal" is a topic annotators could pick bu
     "preference": {"criteria": {"preference": {"schema": "classification", "labels": {"0": 0, "1": 1, "2": 2}}}},
 }
 EXPERIMENTS = {
-    "prompt_rollout": {"experiment_id": "prompt-rollout", "control": "prompt-v1", "treatments": VARIANTS[1:],
-                       "primary_metric": {"evaluator": "helpfulness"}, "method": "both", "minimum_sample_size": 100,
-                       "guardrails": [{"evaluator": "toxicity", "max_degradation": 0.02},
-                                      {"evaluator": "correctness", "field": "passed",
-                                       "must_not_be_significantly_worse": True}],
-                       "pairwise_evaluator": "preference"},
-    "prompt_rollout_last_week": {"experiment_id": "prompt-rollout", "control": "prompt-v1", "treatments": ["prompt-v2"],
-                                 "primary_metric": {"evaluator": "relevance"}, "method": "bayesian",
-                                 "start_date": str(FIRST_DAY + timedelta(days=DAYS - 7))},
+    "prompt_rollout": {
+        "experiment_id": "prompt-rollout",
+        "control": "prompt-v1",
+        "treatments": VARIANTS[1:],
+        "primary_metric": {"evaluator": "helpfulness"},
+        "method": "both",
+        "minimum_sample_size": 100,
+        "guardrails": [
+            {"evaluator": "toxicity", "max_degradation": 0.02},
+            {"evaluator": "correctness", "field": "passed", "must_not_be_significantly_worse": True},
+        ],
+        "pairwise_evaluator": "preference",
+    },
+    "prompt_rollout_last_week": {
+        "experiment_id": "prompt-rollout",
+        "control": "prompt-v1",
+        "treatments": ["prompt-v2"],
+        "primary_metric": {"evaluator": "relevance"},
+        "method": "bayesian",
+        "start_date": str(FIRST_DAY + timedelta(days=DAYS - 7)),
+    },
 }
 
 
@@ -166,10 +244,25 @@ def write_config(root: Path) -> None:
         for name, fields in files.items():
             if folder == "evaluators":
                 variables = "{{output_a}} vs {{output_b}}" if MODES[fields["mode"]].unit == "pair" else "{{output}}"
-                prices = {} if "models" in fields else dict(zip(("input_cost_per_million", "output_cost_per_million"),
-                                                                 MODEL_PRICES[fields["model"]], strict=True))
-                fields = {"description": f"synthetic {name}", **fields, **prices, "max_daily_cost_usd": 40.0,
-                          "max_monthly_cost_usd": 1000.0, "prompt": f"Judge the {name} of: {{{{input}}}} {variables}"}
+                prices = (
+                    {}
+                    if "models" in fields
+                    else dict(
+                        zip(
+                            ("input_cost_per_million", "output_cost_per_million"),
+                            MODEL_PRICES[fields["model"]],
+                            strict=True,
+                        )
+                    )
+                )
+                fields = {
+                    "description": f"synthetic {name}",
+                    **fields,
+                    **prices,
+                    "max_daily_cost_usd": 40.0,
+                    "max_monthly_cost_usd": 1000.0,
+                    "prompt": f"Judge the {name} of: {{{{input}}}} {variables}",
+                }
             (root / folder / f"{name}.yaml").write_text(yaml.safe_dump(fields, sort_keys=False))
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     (root / "annotations" / "tasks.yaml").write_text(yaml.safe_dump({"tasks": TASKS}, sort_keys=False))
@@ -181,23 +274,25 @@ def _traces(world: World, d: int, day: str) -> pl.DataFrame:
     n = world.per_day
     prompt = pl.Series(np.arange(n) // len(VARIANTS) + d * world.prompts_per_day).cast(pl.String)
     rng = world.rng
-    frame = pl.DataFrame({
-        "trace_id": world.trace_ids[part],
-        "timestamp": datetime.fromisoformat(day).replace(tzinfo=UTC) + timedelta(hours=12),
-        "date": day,
-        "input": "Customer question #" + prompt,
-        "output": "Answer to question #" + prompt + " from " + _pick(VARIANTS, world.variant[part]),
-        "metadata": '{"item_id": "q-' + prompt + '"}',
-        "project_id": _pick(PROJECTS, world.project[part]),
-        "model": "openai/gpt-4o-mini",
-        "experiment_id": "prompt-rollout",
-        "variant": _pick(VARIANTS, world.variant[part]),
-        "latency_ms": rng.lognormal(6.5, 0.5, n),
-        "prompt_tokens": rng.integers(200, 1500, n),
-        "completion_tokens": rng.integers(50, 600, n),
-        "source_file": f"traces/{day}/export.jsonl",
-        "source_line": np.arange(1, n + 1),
-    })
+    frame = pl.DataFrame(
+        {
+            "trace_id": world.trace_ids[part],
+            "timestamp": datetime.fromisoformat(day).replace(tzinfo=UTC) + timedelta(hours=12),
+            "date": day,
+            "input": "Customer question #" + prompt,
+            "output": "Answer to question #" + prompt + " from " + _pick(VARIANTS, world.variant[part]),
+            "metadata": '{"item_id": "q-' + prompt + '"}',
+            "project_id": _pick(PROJECTS, world.project[part]),
+            "model": "openai/gpt-4o-mini",
+            "experiment_id": "prompt-rollout",
+            "variant": _pick(VARIANTS, world.variant[part]),
+            "latency_ms": rng.lognormal(6.5, 0.5, n),
+            "prompt_tokens": rng.integers(200, 1500, n),
+            "completion_tokens": rng.integers(50, 600, n),
+            "source_file": f"traces/{day}/export.jsonl",
+            "source_line": np.arange(1, n + 1),
+        }
+    )
     return conform(frame.with_columns(pl.col("prompt_tokens").mul(3e-7).alias("cost_usd")), TRACE_SCHEMA)
 
 
@@ -212,10 +307,15 @@ def _call_columns(rng: np.random.Generator, n: int, model: str, orders: int, sta
     retries = np.where(status == FAILED, 4, rng.binomial(1, 0.05, n))
     calls = np.where(cache_hit | skipped, 0, orders + retries)
     return {
-        "model": model, "provider_model": np.where(skipped, None, model.split("/")[1] + "-2025-01-01"),
-        "prompt_tokens": np.where(skipped, 0, prompt_tokens), "completion_tokens": np.where(skipped, 0, completion_tokens),
-        "cost_usd": np.where(cache_hit | skipped, 0.0, cost), "cached_cost_usd": np.where(cache_hit, cost, 0.0),
-        "calls": calls, "cache_hit": cache_hit, "latency_ms": np.where(calls > 0, rng.lognormal(7, 0.6, n), 0.0),
+        "model": model,
+        "provider_model": np.where(skipped, None, model.split("/")[1] + "-2025-01-01"),
+        "prompt_tokens": np.where(skipped, 0, prompt_tokens),
+        "completion_tokens": np.where(skipped, 0, completion_tokens),
+        "cost_usd": np.where(cache_hit | skipped, 0.0, cost),
+        "cached_cost_usd": np.where(cache_hit, cost, 0.0),
+        "calls": calls,
+        "cache_hit": cache_hit,
+        "latency_ms": np.where(calls > 0, rng.lognormal(7, 0.6, n), 0.0),
     }
 
 
@@ -248,8 +348,10 @@ def _verdicts(world: World, name: str, rows: np.ndarray, model_index: int = 0) -
         return {"passed": passed, "raw_score": passed.astype(float), "score": passed.astype(float)}
     labels, truth = (TOPICS, world.topic[rows]) if name == "topic" else (TONES, world.tone[rows])
     code = np.where(rng.random(n) < 0.82, truth, rng.integers(0, len(labels), n))
-    out = {"label": np.array(labels, dtype=object)[code],
-           "score": np.array([EVALUATORS[name][0]["labels"][t] for t in labels])[code]}
+    out = {
+        "label": np.array(labels, dtype=object)[code],
+        "score": np.array([EVALUATORS[name][0]["labels"][t] for t in labels])[code],
+    }
     if name == "topic":
         out["confidence"] = np.round(rng.beta(8, 2, n), 2)
         out["flags"] = np.where(out["confidence"] < 0.5, "low_confidence", None)
@@ -275,11 +377,18 @@ def _pairwise(world: World, name: str, a: np.ndarray, b: np.ndarray) -> dict:
         winner, consistent, flags = np.where(shown_ab, ab, ba), None, None
     ids = world.trace_ids
     winner_trace = np.where(winner == "A", a, np.where(winner == "B", b, -1))
-    return {"trace_id_b": ids.gather(b), "winner": winner, "label": winner, "verdict_ab": ab, "verdict_ba": ba,
-            "position_consistent": consistent, "flags": flags,
-            "score": np.select([winner == "A", winner == "B"], [1.0, 0.0], 0.5),
-            "winner_trace_id": _where(winner_trace >= 0, ids.gather(np.maximum(winner_trace, 0))),
-            "winner_variant": _where(winner_trace >= 0, _pick(VARIANTS, world.variant[np.maximum(winner_trace, 0)]))}
+    return {
+        "trace_id_b": ids.gather(b),
+        "winner": winner,
+        "label": winner,
+        "verdict_ab": ab,
+        "verdict_ba": ba,
+        "position_consistent": consistent,
+        "flags": flags,
+        "score": np.select([winner == "A", winner == "B"], [1.0, 0.0], 0.5),
+        "winner_trace_id": _where(winner_trace >= 0, ids.gather(np.maximum(winner_trace, 0))),
+        "winner_variant": _where(winner_trace >= 0, _pick(VARIANTS, world.variant[np.maximum(winner_trace, 0)])),
+    }
 
 
 def _judge_scores(world: World, name: str, d: int, day: str) -> pl.DataFrame:
@@ -296,40 +405,86 @@ def _judge_scores(world: World, name: str, d: int, day: str) -> pl.DataFrame:
     n = rows.size
     skipped = rng.random(n) >= fields["sample_rate"] if fields.get("trigger") == "sampled" else None
     judged_at = datetime.fromisoformat(day).replace(tzinfo=UTC) + timedelta(days=1, hours=1)
-    base = {"evaluator": name, "date": day, "trace_id": world.trace_ids.gather(rows), "sample": 0,
-            "config_hash": hashlib.sha256(name.encode()).hexdigest()[:12], "experiment_id": "prompt-rollout",
-            "variant": np.array(VARIANTS, dtype=object)[world.variant[rows]],
-            "project_id": np.array(PROJECTS, dtype=object)[world.project[rows]],
-            "judged_at": pl.select(pl.lit(judged_at) + pl.duration(seconds=rng.integers(0, 3 * 3600, n))).to_series()}
+    base = {
+        "evaluator": name,
+        "date": day,
+        "trace_id": world.trace_ids.gather(rows),
+        "sample": 0,
+        "config_hash": hashlib.sha256(name.encode()).hexdigest()[:12],
+        "experiment_id": "prompt-rollout",
+        "variant": np.array(VARIANTS, dtype=object)[world.variant[rows]],
+        "project_id": np.array(PROJECTS, dtype=object)[world.project[rows]],
+        "judged_at": pl.select(pl.lit(judged_at) + pl.duration(seconds=rng.integers(0, 3 * 3600, n))).to_series(),
+    }
     models = [m["model"] for m in fields["models"]] if "models" in fields else [fields["model"]]
     frames = []
     for i, model in enumerate(models):
         status, reason = _status(rng, n, skipped)
         verdict = extra if MODES[fields["mode"]].unit == "pair" else _verdicts(world, name, rows, i)
         done = status == COMPLETED
-        columns = {**base, **{k: v for k, v in extra.items() if k not in verdict}, **verdict,
-                   **_call_columns(rng, n, model, orders, status), "status": status, "reason": reason,
-                   "role": "member" if len(models) > 1 else "verdict",
-                   "reasoning": np.array(REASONS, dtype=object)[rng.integers(0, len(REASONS), n)]}
+        columns = {
+            **base,
+            **{k: v for k, v in extra.items() if k not in verdict},
+            **verdict,
+            **_call_columns(rng, n, model, orders, status),
+            "status": status,
+            "reason": reason,
+            "role": "member" if len(models) > 1 else "verdict",
+            "reasoning": np.array(REASONS, dtype=object)[rng.integers(0, len(REASONS), n)],
+        }
         frame = _frame(columns, JUDGE_SCORE_SCHEMA)
-        verdict_columns = ["score", "raw_score", "label", "passed", "winner", "winner_trace_id", "winner_variant",
-                           "verdict_ab", "verdict_ba", "position_consistent", "confidence", "reasoning"]
+        verdict_columns = [
+            "score",
+            "raw_score",
+            "label",
+            "passed",
+            "winner",
+            "winner_trace_id",
+            "winner_variant",
+            "verdict_ab",
+            "verdict_ba",
+            "position_consistent",
+            "confidence",
+            "reasoning",
+        ]
         frame = frame.with_columns(pl.when(pl.Series(done)).then(pl.col(c)).alias(c) for c in verdict_columns)
         frames.append(frame)
     if len(models) > 1:
         members = pl.concat(frames).with_columns(pl.int_range(pl.len()).mod(n).alias("slot"))
-        consensus = members.group_by("slot", maintain_order=True).agg(
-            pl.col("raw_score").median(), pl.col("score").median(),
-            (1 - (pl.col("score").max() - pl.col("score").min())).alias("agreement"),
-            pl.col("score").count().alias("votes"), pl.col("cache_hit").all(),
-            *[pl.col(c).first() for c in ("evaluator", "date", "trace_id", "config_hash", "experiment_id", "variant",
-                                          "project_id", "judged_at")],
-        ).with_columns(
-            pl.when(pl.col("votes") > 0).then(pl.lit(COMPLETED)).otherwise(pl.lit(FAILED)).alias("status"),
-            pl.when(pl.col("votes") == 0).then(pl.lit("all_members_failed: timeout")).alias("reason"),
-            pl.lit("consensus:median").alias("model"), pl.lit("consensus").alias("role"),
-            pl.lit(None, pl.Int64).alias("sample"), pl.lit(0).alias("calls"), pl.lit(0.0).alias("cost_usd"),
-            pl.lit(0.0).alias("cached_cost_usd"), pl.lit(0).alias("prompt_tokens"), pl.lit(0).alias("completion_tokens"),
+        consensus = (
+            members.group_by("slot", maintain_order=True)
+            .agg(
+                pl.col("raw_score").median(),
+                pl.col("score").median(),
+                (1 - (pl.col("score").max() - pl.col("score").min())).alias("agreement"),
+                pl.col("score").count().alias("votes"),
+                pl.col("cache_hit").all(),
+                *[
+                    pl.col(c).first()
+                    for c in (
+                        "evaluator",
+                        "date",
+                        "trace_id",
+                        "config_hash",
+                        "experiment_id",
+                        "variant",
+                        "project_id",
+                        "judged_at",
+                    )
+                ],
+            )
+            .with_columns(
+                pl.when(pl.col("votes") > 0).then(pl.lit(COMPLETED)).otherwise(pl.lit(FAILED)).alias("status"),
+                pl.when(pl.col("votes") == 0).then(pl.lit("all_members_failed: timeout")).alias("reason"),
+                pl.lit("consensus:median").alias("model"),
+                pl.lit("consensus").alias("role"),
+                pl.lit(None, pl.Int64).alias("sample"),
+                pl.lit(0).alias("calls"),
+                pl.lit(0.0).alias("cost_usd"),
+                pl.lit(0.0).alias("cached_cost_usd"),
+                pl.lit(0).alias("prompt_tokens"),
+                pl.lit(0).alias("completion_tokens"),
+            )
         )
         frames.append(conform(consensus, JUDGE_SCORE_SCHEMA))
     return pl.concat(frames).with_columns((pl.col("role") != "member").alias("is_final"))
@@ -383,26 +538,43 @@ def _annotations(world: World, count: int) -> tuple[pl.DataFrame, pl.DataFrame]:
             label, schema, criterion = pl.Series(value).cast(pl.Int64).cast(pl.String), "classification", "preference"
         ids = world.trace_ids.gather(key[item])
         pairwise = task == "preference"
-        frame = pl.DataFrame({
-            "task": task, "item_id": (f"{task}-" + pl.Series(item).cast(pl.String).str.zfill(7)) if pairwise else ids,
-            "annotator": _pick(ANNOTATORS, who), "criterion": criterion, "schema": schema, "label": label,
-            "value": value, "trace_id": None if pairwise else ids,
-            "response1_trace_id": world.trace_ids.gather(first[item]) if pairwise else None,
-            "response2_trace_id": world.trace_ids.gather(second[item]) if pairwise else None,
-            "annotated_at": datetime(2026, 11, 5, tzinfo=UTC), "metadata": "{}",
-            "source_file": f"annotations/{task}.jsonl", "source_line": np.arange(1, item.size + 1),
-        })
+        frame = pl.DataFrame(
+            {
+                "task": task,
+                "item_id": (f"{task}-" + pl.Series(item).cast(pl.String).str.zfill(7)) if pairwise else ids,
+                "annotator": _pick(ANNOTATORS, who),
+                "criterion": criterion,
+                "schema": schema,
+                "label": label,
+                "value": value,
+                "trace_id": None if pairwise else ids,
+                "response1_trace_id": world.trace_ids.gather(first[item]) if pairwise else None,
+                "response2_trace_id": world.trace_ids.gather(second[item]) if pairwise else None,
+                "annotated_at": datetime(2026, 11, 5, tzinfo=UTC),
+                "metadata": "{}",
+                "source_file": f"annotations/{task}.jsonl",
+                "source_line": np.arange(1, item.size + 1),
+            }
+        )
         frames.append(conform(frame, HUMAN_ANNOTATION_SCHEMA))
         if pairwise:
             gap = world.quality[first] - world.quality[second] + rng.logistic(0, 0.6, k)
             verdict = np.where(gap > 0.4, "1", np.where(gap < -0.4, "2", "0")).astype(object)
             verdict[rng.random(k) < 0.02] = "garbage"
-            imported = _frame({
-                "source": "gpt-4o (vendor study)", "task": task, "criterion": criterion,
-                "item_id": f"{task}-" + pl.Series(np.arange(k)).cast(pl.String).str.zfill(7), "verdict": verdict,
-                "response1_trace_id": world.trace_ids.gather(first), "response2_trace_id": world.trace_ids.gather(second),
-                "source_file": "judgments/vendor.jsonl", "source_line": np.arange(1, k + 1),
-            }, IMPORTED_JUDGMENT_SCHEMA)
+            imported = _frame(
+                {
+                    "source": "gpt-4o (vendor study)",
+                    "task": task,
+                    "criterion": criterion,
+                    "item_id": f"{task}-" + pl.Series(np.arange(k)).cast(pl.String).str.zfill(7),
+                    "verdict": verdict,
+                    "response1_trace_id": world.trace_ids.gather(first),
+                    "response2_trace_id": world.trace_ids.gather(second),
+                    "source_file": "judgments/vendor.jsonl",
+                    "source_line": np.arange(1, k + 1),
+                },
+                IMPORTED_JUDGMENT_SCHEMA,
+            )
     return pl.concat(frames), imported
 
 
@@ -430,5 +602,9 @@ def generate(root: Path, rows: int, annotations: int, seed: int) -> dict:
     human, imported = _annotations(world, annotations)
     write_partition(root, "human_annotations", {}, human)
     write_partition(root, "imported_judgments", {}, imported)
-    return {"judge_scores": total, "traces": world.quality.size, "human_annotations": human.height,
-            "imported_judgments": imported.height}
+    return {
+        "judge_scores": total,
+        "traces": world.quality.size,
+        "human_annotations": human.height,
+        "imported_judgments": imported.height,
+    }

@@ -11,7 +11,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +119,7 @@ class Trace:
 
 
 def iso_z(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _tokens(text: str, rng: random.Random) -> int:
@@ -131,7 +131,7 @@ def _tokens(text: str, rng: random.Random) -> int:
 def make_traces(item: dict[str, Any], day: str, seed: int) -> list[Trace]:
     """The two traces of one item on `day`: a request to the first model, then one to the second."""
     rng = random.Random(seed * 100_003 + item["idx"])
-    day_start = datetime.fromisoformat(day).replace(tzinfo=timezone.utc)
+    day_start = datetime.fromisoformat(day).replace(tzinfo=UTC)
     start = day_start + timedelta(seconds=rng.uniform(120, 86_400 - 900), microseconds=0)
     start = start.replace(microsecond=(start.microsecond // 1000) * 1000)
     traces = []

@@ -32,8 +32,18 @@ from eval_platform.stats.kappa import cohen_kappa
 # The judge modes whose one-response verdict a benchmark checks as a gold label, or as a gold score.
 GOLD_LABEL_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "label")))
 GOLD_SCORE_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "rating")))
-_BINARY = {"true": "true", "yes": "true", "pass": "true", "passed": "true", "1": "true",
-           "false": "false", "no": "false", "fail": "false", "failed": "false", "0": "false"}
+_BINARY = {
+    "true": "true",
+    "yes": "true",
+    "pass": "true",
+    "passed": "true",
+    "1": "true",
+    "false": "false",
+    "no": "false",
+    "fail": "false",
+    "failed": "false",
+    "0": "false",
+}
 NO_VERDICT = "(no verdict)"
 
 
@@ -114,12 +124,30 @@ def _correlation(_values, _outputs, cases: Sequence[Mapping[str, Any]], options:
 
 
 SCORERS = [
-    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True,
-           judge_modes=GOLD_LABEL_MODES),
-    Scorer("verdict_kappa", LabelOptions, _accuracy, reference_field, _kappa, judge_task=True,
-           judge_modes=GOLD_LABEL_MODES, aggregation="corpus", interval=False),
-    Scorer("verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True,
-           judge_modes=GOLD_SCORE_MODES),
-    Scorer("verdict_correlation", CorrelationOptions, _score_value, reference_field, _correlation, judge_task=True,
-           judge_modes=GOLD_SCORE_MODES, aggregation="corpus", interval=False),
+    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True, judge_modes=GOLD_LABEL_MODES),
+    Scorer(
+        "verdict_kappa",
+        LabelOptions,
+        _accuracy,
+        reference_field,
+        _kappa,
+        judge_task=True,
+        judge_modes=GOLD_LABEL_MODES,
+        aggregation="corpus",
+        interval=False,
+    ),
+    Scorer(
+        "verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True, judge_modes=GOLD_SCORE_MODES
+    ),
+    Scorer(
+        "verdict_correlation",
+        CorrelationOptions,
+        _score_value,
+        reference_field,
+        _correlation,
+        judge_task=True,
+        judge_modes=GOLD_SCORE_MODES,
+        aggregation="corpus",
+        interval=False,
+    ),
 ]

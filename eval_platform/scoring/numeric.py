@@ -36,9 +36,10 @@ def _numeric(output: str, case: Mapping[str, Any], options: NumericOptions) -> f
     if None in expected:
         raise ValueError(f"case field '{options.reference_field}' holds no number")
     got = last_number(output)
-    return float(got is not None and any(
-        math.isclose(got, number, rel_tol=options.rel_tol, abs_tol=options.abs_tol) for number in expected
-    ))
+    return float(
+        got is not None
+        and any(math.isclose(got, number, rel_tol=options.rel_tol, abs_tol=options.abs_tol) for number in expected)
+    )
 
 
 SCORERS = [Scorer("numeric_match", NumericOptions, _numeric, reference_field)]

@@ -126,9 +126,24 @@ def _llmbar_kappa(_values, _outputs, cases: Sequence[Mapping[str, Any]], options
 
 
 SCORERS = [
-    Scorer("pair_accuracy", PairAccuracyOptions, _pair_accuracy, lambda o: (o.reference_field,), judge_task=True,
-           judge_modes=PAIRWISE),
+    Scorer(
+        "pair_accuracy",
+        PairAccuracyOptions,
+        _pair_accuracy,
+        lambda o: (o.reference_field,),
+        judge_task=True,
+        judge_modes=PAIRWISE,
+    ),
     Scorer("position_agreement", PositionAgreementOptions, _position_agreement, judge_task=True, judge_modes=PAIRWISE),
-    Scorer("llmbar_kappa", LlmbarKappaOptions, _llmbar_kappa_case, lambda _o: ("expected_output",), _llmbar_kappa,
-           judge_task=True, judge_modes=PAIRWISE, aggregation="corpus", interval=False),
+    Scorer(
+        "llmbar_kappa",
+        LlmbarKappaOptions,
+        _llmbar_kappa_case,
+        lambda _o: ("expected_output",),
+        _llmbar_kappa,
+        judge_task=True,
+        judge_modes=PAIRWISE,
+        aggregation="corpus",
+        interval=False,
+    ),
 ]

@@ -24,8 +24,17 @@ from eval_platform.scoring.base import (
 # the names callers of the registry use, so they need not know the base module
 __all__ = ["SCORERS", "MissingField", "NotApplicable", "Scorer", "ScorerOptions", "get"]
 
-_MODULES = (squad, sacrebleu_metrics, rouge, text_match, json_valid, numeric, pairwise_choice, judge_verdict,
-            judge_evaluator)
+_MODULES = (
+    squad,
+    sacrebleu_metrics,
+    rouge,
+    text_match,
+    json_valid,
+    numeric,
+    pairwise_choice,
+    judge_verdict,
+    judge_evaluator,
+)
 
 SCORERS: dict[str, Scorer] = {scorer.name: scorer for module in _MODULES for scorer in module.SCORERS}
 

@@ -52,6 +52,10 @@ def _rouge(rouge_type: str):
 
 SCORERS = [
     Scorer(name, RougeOptions, _rouge(rouge_type), reference_field)
-    for name, rouge_type in (("rouge1", "rouge1"), ("rouge2", "rouge2"), ("rougeL", "rougeL"),
-                             ("rougeLsum", "rougeLsum"))
+    for name, rouge_type in (
+        ("rouge1", "rouge1"),
+        ("rouge2", "rouge2"),
+        ("rougeL", "rougeL"),
+        ("rougeLsum", "rougeLsum"),
+    )
 ]

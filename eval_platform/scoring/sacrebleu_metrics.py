@@ -88,8 +88,24 @@ def _corpus(metric):
 
 
 SCORERS = [
-    Scorer("bleu", BleuOptions, _sentence(_bleu), reference_field, _corpus(_bleu), aggregation="corpus",
-           statistics=_statistics(_bleu), from_statistics=_from_statistics(_bleu)),
-    Scorer("chrf", ChrfOptions, _sentence(_chrf), reference_field, _corpus(_chrf), aggregation="corpus",
-           statistics=_statistics(_chrf), from_statistics=_from_statistics(_chrf)),
+    Scorer(
+        "bleu",
+        BleuOptions,
+        _sentence(_bleu),
+        reference_field,
+        _corpus(_bleu),
+        aggregation="corpus",
+        statistics=_statistics(_bleu),
+        from_statistics=_from_statistics(_bleu),
+    ),
+    Scorer(
+        "chrf",
+        ChrfOptions,
+        _sentence(_chrf),
+        reference_field,
+        _corpus(_chrf),
+        aggregation="corpus",
+        statistics=_statistics(_chrf),
+        from_statistics=_from_statistics(_chrf),
+    ),
 ]

@@ -71,7 +71,11 @@ def first_occurrences(keys: np.ndarray, bound: int | None = None) -> np.ndarray:
     """True at the first row of each distinct key. With `bound` (every key is in 0..bound-1, a few million at
     most), a bincount first tells whether any key repeats, the common case being none; else a hash pass
     (`np.unique` would sort)."""
-    if bound is not None and bound <= BOUNDED_KEYS and (keys.size == 0 or np.bincount(keys, minlength=bound).max() <= 1):
+    if (
+        bound is not None
+        and bound <= BOUNDED_KEYS
+        and (keys.size == 0 or np.bincount(keys, minlength=bound).max() <= 1)
+    ):
         return np.ones(keys.size, dtype=bool)
     return pl.Series(keys).is_first_distinct().to_numpy()
 
@@ -85,4 +89,3 @@ def paired(first, second) -> tuple[pl.Series, pl.Series]:
         b = b.cast(a.dtype)
     both = a.is_not_null() & b.is_not_null()
     return a.filter(both), b.filter(both)
-

@@ -51,7 +51,9 @@ class CodedAnnotations:
         return cls(item_codes, annotator_codes, label_codes, item_names, annotator_names, label_names)
 
     @classmethod
-    def of_frame(cls, annotations: pl.DataFrame, item: str = "item_id", annotator: str = "annotator", label: str = "label") -> CodedAnnotations:
+    def of_frame(
+        cls, annotations: pl.DataFrame, item: str = "item_id", annotator: str = "annotator", label: str = "label"
+    ) -> CodedAnnotations:
         return cls.of(annotations[item], annotations[annotator], annotations[label])
 
     def relabelled(self, labels) -> CodedAnnotations:
@@ -71,7 +73,10 @@ class CodedAnnotations:
 def majority_labels(annotations: pl.DataFrame, item: str = "item_id", label: str = "label") -> pl.DataFrame:
     """One row per item: `label` (the most voted label; null when two or more labels tie for the most votes),
     `votes`, `top_votes` and `consensus` = top_votes / votes. Sorted by item (a null item first)."""
-    (items, item_names), (labels, label_names) = group_codes(annotations[item]), encode_series(as_series(annotations[label]))
+    (items, item_names), (labels, label_names) = (
+        group_codes(annotations[item]),
+        encode_series(as_series(annotations[label])),
+    )
     no_annotators = np.full(items.size, -1)
     coded = CodedAnnotations(items, no_annotators, labels, item_names, pl.Series([], dtype=pl.String), label_names)
     return majority_labels_coded(coded, item, label)
@@ -85,19 +90,30 @@ def majority_labels_coded(coded: CodedAnnotations, item: str = "item_id", label:
     starts = _starts(groups)
     votes = np.add.reduceat(counts, starts) if counts.size else counts
     top = np.maximum.reduceat(counts, starts) if counts.size else counts
-    at_top = np.add.reduceat(counts == np.repeat(top, np.diff(np.append(starts, counts.size))), starts) if counts.size else counts
+    at_top = (
+        np.add.reduceat(counts == np.repeat(top, np.diff(np.append(starts, counts.size))), starts)
+        if counts.size
+        else counts
+    )
     best = np.maximum.reduceat(counts * n_labels + codes, starts) % n_labels if counts.size else counts
     names = pl.concat([pl.Series([None], dtype=coded.item_names.dtype), coded.item_names])
-    return pl.DataFrame({
-        item: names.gather(groups[starts] if counts.size else []),
-        label: coded.label_names.gather(best),
-        "votes": pl.Series(votes, dtype=pl.UInt32),
-        "top_votes": pl.Series(top, dtype=pl.UInt32),
-        "unique": at_top == 1,
-    }).with_columns(
-        pl.when(pl.col("unique")).then(pl.col(label)).alias(label),
-        (pl.col("top_votes") / pl.col("votes")).alias("consensus"),
-    ).drop("unique").sort(item)
+    return (
+        pl.DataFrame(
+            {
+                item: names.gather(groups[starts] if counts.size else []),
+                label: coded.label_names.gather(best),
+                "votes": pl.Series(votes, dtype=pl.UInt32),
+                "top_votes": pl.Series(top, dtype=pl.UInt32),
+                "unique": at_top == 1,
+            }
+        )
+        .with_columns(
+            pl.when(pl.col("unique")).then(pl.col(label)).alias(label),
+            (pl.col("top_votes") / pl.col("votes")).alias("consensus"),
+        )
+        .drop("unique")
+        .sort(item)
+    )
 
 
 def ground_truth(
@@ -112,7 +128,9 @@ def ground_truth(
     return clear_majority(majority_labels(annotations, item, label), min_consensus, min_votes, label)
 
 
-def clear_majority(majority: pl.DataFrame, min_consensus: float = 2 / 3, min_votes: int = 2, label: str = "label") -> pl.DataFrame:
+def clear_majority(
+    majority: pl.DataFrame, min_consensus: float = 2 / 3, min_votes: int = 2, label: str = "label"
+) -> pl.DataFrame:
     """`ground_truth` from majority labels already computed (`majority_labels`)."""
     return majority.filter(
         pl.col(label).is_not_null(),
@@ -179,13 +197,19 @@ def annotator_agreement_coded(coded: CodedAnnotations, annotator: str = "annotat
         agreement = np.where(n > 0, agreeing / np.maximum(n, 1), np.nan)
         chance = chance / n.astype(float) ** 2
     seen = np.flatnonzero(np.bincount(annotators, minlength=n_annotators))
-    return pl.DataFrame({
-        annotator: coded.annotator_names.gather(seen),
-        "items_shared": pl.Series(items_shared[seen], dtype=pl.UInt32),
-        "n": pl.Series(n[seen], dtype=pl.UInt32),
-        "agreement_with_majority": pl.Series(agreement[seen]).fill_nan(None),
-        "chance": pl.Series(chance[seen]).fill_nan(None),
-    }).with_columns(_kappa("agreement_with_majority").alias("quality_kappa")).drop("chance")
+    return (
+        pl.DataFrame(
+            {
+                annotator: coded.annotator_names.gather(seen),
+                "items_shared": pl.Series(items_shared[seen], dtype=pl.UInt32),
+                "n": pl.Series(n[seen], dtype=pl.UInt32),
+                "agreement_with_majority": pl.Series(agreement[seen]).fill_nan(None),
+                "chance": pl.Series(chance[seen]).fill_nan(None),
+            }
+        )
+        .with_columns(_kappa("agreement_with_majority").alias("quality_kappa"))
+        .drop("chance")
+    )
 
 
 def pairwise_kappas(
@@ -197,8 +221,13 @@ def pairwise_kappas(
     undefined: both used one and the same label). Agrees with `kappa.cohen_kappa` on each pair.
     """
     tables = annotator_pair_tables(CodedAnnotations.of_frame(annotations, item, annotator, label))
-    schema = {"annotator_a": annotations.schema[annotator], "annotator_b": annotations.schema[annotator],
-              "n": pl.UInt32, "observed_agreement": pl.Float64, "chance": pl.Float64}
+    schema = {
+        "annotator_a": annotations.schema[annotator],
+        "annotator_b": annotations.schema[annotator],
+        "n": pl.UInt32,
+        "observed_agreement": pl.Float64,
+        "chance": pl.Float64,
+    }
     rows = []
     for a, b, table, _ in tables:
         n = table.sum()
@@ -231,8 +260,9 @@ def annotator_pair_tables(coded: CodedAnnotations) -> list[tuple[object, object,
         cells.append(((a * n_annotators + b) * n_labels + labels[same]) * n_labels + labels[same + distance])
     if not cells:
         return []
-    pairs, within, counts = _cells(*np.divmod(np.concatenate(cells), n_labels * n_labels),
-                                   n_annotators * n_annotators, n_labels * n_labels)
+    pairs, within, counts = _cells(
+        *np.divmod(np.concatenate(cells), n_labels * n_labels), n_annotators * n_annotators, n_labels * n_labels
+    )
     out = []
     starts = _starts(pairs)
     for start, end in zip(starts, np.append(starts[1:], pairs.size)):
@@ -241,12 +271,20 @@ def annotator_pair_tables(coded: CodedAnnotations) -> list[tuple[object, object,
         table = table.reshape(n_labels, n_labels)
         used = np.flatnonzero(table.sum(axis=0) + table.sum(axis=1))
         a, b = divmod(int(pairs[start]), n_annotators)
-        out.append((coded.annotator_names[a], coded.annotator_names[b], table[np.ix_(used, used)],
-                    coded.label_names.gather(used)))
+        out.append(
+            (
+                coded.annotator_names[a],
+                coded.annotator_names[b],
+                table[np.ix_(used, used)],
+                coded.label_names.gather(used),
+            )
+        )
     return out
 
 
-def _cells(groups: np.ndarray, codes: np.ndarray, n_groups: int, n_codes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cells(
+    groups: np.ndarray, codes: np.ndarray, n_groups: int, n_codes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The (group, code) pairs that occur and how often, sorted by group then code: a bincount when the
     groups × codes table is small enough, else a sort of the pair keys."""
     keys = groups * n_codes + codes
@@ -274,13 +312,19 @@ def _starts(sorted_groups: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]) if sorted_groups.size else sorted_groups
 
 
-def _chance_agreement(groups: np.ndarray, first: np.ndarray, second: np.ndarray, n_groups: int, n_codes: int) -> np.ndarray:
+def _chance_agreement(
+    groups: np.ndarray, first: np.ndarray, second: np.ndarray, n_groups: int, n_codes: int
+) -> np.ndarray:
     """Per group, Σ over labels of count(first = l) · count(second = l): Cohen's chance agreement times the
     group's count squared."""
     first_groups, first_codes, first_counts = _cells(groups, first, n_groups, n_codes)
     second_groups, second_codes, second_counts = _cells(groups, second, n_groups, n_codes)
-    _, in_first, in_second = np.intersect1d(first_groups * n_codes + first_codes, second_groups * n_codes + second_codes,
-                                            assume_unique=True, return_indices=True)
+    _, in_first, in_second = np.intersect1d(
+        first_groups * n_codes + first_codes,
+        second_groups * n_codes + second_codes,
+        assume_unique=True,
+        return_indices=True,
+    )
     products = first_counts[in_first] * second_counts[in_second]
     return np.bincount(first_groups[in_first], weights=products, minlength=n_groups)
 

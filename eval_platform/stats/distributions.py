@@ -42,4 +42,4 @@ def norm_ppf(q):
 def norm_pdf(x):
     """`scipy.stats.norm.pdf(x)`."""
     x = np.asarray(x, dtype=float)
-    return np.exp(-x**2 / 2.0) / _NORM_PDF_C
+    return np.exp(-(x**2) / 2.0) / _NORM_PDF_C

@@ -133,7 +133,9 @@ def category_counts(subjects, labels, categories=None) -> np.ndarray:
     return category_counts_coded(subject_codes, label_codes, seen, categories)
 
 
-def category_counts_coded(subject_codes: np.ndarray, label_codes: np.ndarray, seen: np.ndarray, categories=None) -> np.ndarray:
+def category_counts_coded(
+    subject_codes: np.ndarray, label_codes: np.ndarray, seen: np.ndarray, categories=None
+) -> np.ndarray:
     """`category_counts` from integer codes (-1 = missing): subjects 0..max (one row each), labels indexing
     `seen`, the sorted distinct labels (as `stats._labels.encode` gives them)."""
     if categories is not None:

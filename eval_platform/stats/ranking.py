@@ -36,7 +36,11 @@ def _comparisons(left, right, winner) -> pl.DataFrame:
     if unknown.height:
         raise ValueError(f"winner must be one of {WINNERS}, got {unknown['winner'].unique().to_list()[:5]}")
     return frame.with_columns(
-        pl.when(pl.col("winner") == "left").then(1.0).when(pl.col("winner") == "right").then(0.0).otherwise(0.5)
+        pl.when(pl.col("winner") == "left")
+        .then(1.0)
+        .when(pl.col("winner") == "right")
+        .then(0.0)
+        .otherwise(0.5)
         .alias("left_points")
     )
 

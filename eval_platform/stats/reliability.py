@@ -64,7 +64,10 @@ def krippendorff_alphas_long(units, coders, values, levels: list[Level]) -> list
 
 
 def krippendorff_alphas_coded(
-    unit_codes: np.ndarray, coder_codes: np.ndarray, value_codes: np.ndarray, categories: np.ndarray,
+    unit_codes: np.ndarray,
+    coder_codes: np.ndarray,
+    value_codes: np.ndarray,
+    categories: np.ndarray,
     levels: list[Level],
 ) -> list[Agreement]:
     """`krippendorff_alphas_long` from integer codes (-1 = missing) of the units, coders and values, the value
@@ -85,7 +88,9 @@ def krippendorff_alphas_coded(
     return results
 
 
-def _alphas(unit_codes: np.ndarray, value_codes: np.ndarray, categories: np.ndarray, levels: list[Level]) -> list[Agreement]:
+def _alphas(
+    unit_codes: np.ndarray, value_codes: np.ndarray, categories: np.ndarray, levels: list[Level]
+) -> list[Agreement]:
     """Alphas from one coded value per (unit, coder): unit codes and value codes (-1 = missing) of equal length."""
     statistics = [f"krippendorff_alpha_{level}" for level in levels]
     coded = value_codes >= 0
@@ -105,7 +110,9 @@ def _alphas(unit_codes: np.ndarray, value_codes: np.ndarray, categories: np.ndar
         distance = _distance(categories, marginals, level)
         expected = float((np.outer(marginals, marginals) * distance).sum())
         if expected == 0:
-            results.append(undefined(statistic, n, "every pairable value is the same: no variation, so alpha is undefined"))
+            results.append(
+                undefined(statistic, n, "every pairable value is the same: no variation, so alpha is undefined")
+            )
             continue
         alpha = 1.0 - (n - 1) * float((coincidences * distance).sum()) / expected
         results.append(Agreement(statistic=statistic, value=alpha, n=n, interpretation=interpret_alpha(alpha)))

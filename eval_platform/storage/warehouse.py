@@ -120,9 +120,7 @@ def write_quarantine(root: Path, source: str, partition: str, frame: pl.DataFram
 
 
 def _view_sql(root: Path, table: str) -> str:
-    return (
-        f"SELECT * FROM read_parquet('{table_glob(root, table)}', union_by_name = true, hive_partitioning = false)"
-    )
+    return f"SELECT * FROM read_parquet('{table_glob(root, table)}', union_by_name = true, hive_partitioning = false)"
 
 
 def _state_path(root: Path) -> Path:

@@ -61,18 +61,50 @@ def test_a_valid_suite_loads_with_its_dependencies_and_groups(root):
     [
         (("{name: exact_match}", "{name: bluert}"), "field 'tasks.smoke.scorers.0.name': unknown scorer 'bluert'"),
         (("{abs_tol: 0.5}", "{abs_tol: -1}"), "field 'tasks.full.scorers.1.options'"),
-        (("dataset: qa\n    version: 1", "dataset: qb\n    version: 1"), "field 'tasks.smoke.dataset': unknown dataset 'qb'"),
+        (
+            ("dataset: qa\n    version: 1", "dataset: qb\n    version: 1"),
+            "field 'tasks.smoke.dataset': unknown dataset 'qb'",
+        ),
         (("version: 1", "version: 3"), "field 'tasks.smoke.version': dataset 'qa' has no version 3"),
-        (("metric: exact_match", "metric: accuracy"), "field 'tasks.full.gate.metric': task 'smoke' does not produce 'accuracy'"),
-        (("{{input}}\"\n    scorers: [{name: exact_match}]", "{{inptu}}\"\n    scorers: [{name: exact_match}]"), "field 'tasks.smoke.prompt'"),
-        (("    outputs_from: metadata.output\n", "    outputs_from: metadata.output\n    seeds: 3\n"), "field 'tasks.judged.seeds'"),
-        (("outputs_from: metadata.output", "outputs_from: output"), "field 'tasks.judged.outputs_from': 'output' is not a case field"),
-        (("outputs_from: metadata.output", "outputs_of: fulll"), "field 'tasks.judged.outputs_of': unknown task 'fulll'"),
-        (("outputs_from: metadata.output", "prompt: '{{input}}'\n    outputs_of: full"), "give exactly one of 'prompt'"),
-        (("{name: contains, options: {text: \"because\"}}", "{name: judge, options: {evaluator: helpfulnes}}"), "field 'tasks.judged.scorers.0.options.evaluator': unknown evaluator 'helpfulnes'; known: ['helpfulness']"),
-        (("{name: token_f1}, {name: numeric_match", "{name: token_f1}, {name: token_f1, options: {}}, {name: numeric_match"),
-         "field 'tasks.full.scorers': two scorers give the metric ['token_f1']; name one with 'metric'"),
-        (("{name: contains, options: {text: \"because\"}}", "{name: pair_accuracy}"), "field 'tasks.judged.scorers.0.name': scorer 'pair_accuracy' scores a judge's verdicts: the task needs 'as_judge'"),
+        (
+            ("metric: exact_match", "metric: accuracy"),
+            "field 'tasks.full.gate.metric': task 'smoke' does not produce 'accuracy'",
+        ),
+        (
+            ('{{input}}"\n    scorers: [{name: exact_match}]', '{{inptu}}"\n    scorers: [{name: exact_match}]'),
+            "field 'tasks.smoke.prompt'",
+        ),
+        (
+            ("    outputs_from: metadata.output\n", "    outputs_from: metadata.output\n    seeds: 3\n"),
+            "field 'tasks.judged.seeds'",
+        ),
+        (
+            ("outputs_from: metadata.output", "outputs_from: output"),
+            "field 'tasks.judged.outputs_from': 'output' is not a case field",
+        ),
+        (
+            ("outputs_from: metadata.output", "outputs_of: fulll"),
+            "field 'tasks.judged.outputs_of': unknown task 'fulll'",
+        ),
+        (
+            ("outputs_from: metadata.output", "prompt: '{{input}}'\n    outputs_of: full"),
+            "give exactly one of 'prompt'",
+        ),
+        (
+            ('{name: contains, options: {text: "because"}}', "{name: judge, options: {evaluator: helpfulnes}}"),
+            "field 'tasks.judged.scorers.0.options.evaluator': unknown evaluator 'helpfulnes'; known: ['helpfulness']",
+        ),
+        (
+            (
+                "{name: token_f1}, {name: numeric_match",
+                "{name: token_f1}, {name: token_f1, options: {}}, {name: numeric_match",
+            ),
+            "field 'tasks.full.scorers': two scorers give the metric ['token_f1']; name one with 'metric'",
+        ),
+        (
+            ('{name: contains, options: {text: "because"}}', "{name: pair_accuracy}"),
+            "field 'tasks.judged.scorers.0.name': scorer 'pair_accuracy' scores a judge's verdicts: the task needs 'as_judge'",
+        ),
         (("tasks: [smoke, full]", "tasks: [smoke, ful]"), "field 'groups.answers.tasks': unknown task(s) ['ful']"),
     ],
 )
@@ -99,14 +131,29 @@ tasks:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (("mode: pairwise", "mode: n_wise"),
-         "field 'tasks.pairs.as_judge.evaluator.mode': judges of mode score, binary, categorical, pairwise can be "
-         "benchmarked, not 'n_wise'"),
-        (('mode: pairwise, prompt: "{{input}} {{output_a}} {{output_b}}"', 'mode: score, prompt: "{{input}} {{output}}"'),
-         "field 'tasks.pairs.scorers.0.name': scorer 'pair_accuracy' scores pairwise judges, and this task's judge is score"),
-        (("[metadata.output_1, metadata.output_2]", "[metadata.output_1, metadata.output_2]\n      reference: expected_output"),
-         "field 'tasks.pairs.as_judge.reference': expected_output is the gold verdict"),
-        (("{mode: pairwise,", "{mode: pairwise, model: openai/gpt-4o,"), "field 'tasks.pairs.as_judge.evaluator.model': not allowed"),
+        (
+            ("mode: pairwise", "mode: n_wise"),
+            "field 'tasks.pairs.as_judge.evaluator.mode': judges of mode score, binary, categorical, pairwise can be "
+            "benchmarked, not 'n_wise'",
+        ),
+        (
+            (
+                'mode: pairwise, prompt: "{{input}} {{output_a}} {{output_b}}"',
+                'mode: score, prompt: "{{input}} {{output}}"',
+            ),
+            "field 'tasks.pairs.scorers.0.name': scorer 'pair_accuracy' scores pairwise judges, and this task's judge is score",
+        ),
+        (
+            (
+                "[metadata.output_1, metadata.output_2]",
+                "[metadata.output_1, metadata.output_2]\n      reference: expected_output",
+            ),
+            "field 'tasks.pairs.as_judge.reference': expected_output is the gold verdict",
+        ),
+        (
+            ("{mode: pairwise,", "{mode: pairwise, model: openai/gpt-4o,"),
+            "field 'tasks.pairs.as_judge.evaluator.model': not allowed",
+        ),
         (("metadata.output_2]", "output_2]"), "field 'tasks.pairs.as_judge.pair': 'output_2' is not a case field"),
         (("{{output_b}}", "{{output_c}}"), "field 'tasks.pairs.as_judge.evaluator'"),
     ],

@@ -39,10 +39,12 @@ def project(data_root, local_judge, tmp_path, monkeypatch):
     shutil.copy(REPO_DATA / "evaluators" / "helpfulness.yaml", data_root / "evaluators")
     (data_root / "benchmarks").mkdir()
     shutil.copy(REPO_DATA / "benchmarks" / "gsm8k.yaml", data_root / "benchmarks")
-    models = {"models": {
-        "always-18": {"model": "local/fixed/The answer is 18."},
-        "unanswerable": {"model": "openai/gpt-4o-mini", "api_key_env": "EVAL_PLATFORM_TEST_UNSET_KEY"},
-    }}
+    models = {
+        "models": {
+            "always-18": {"model": "local/fixed/The answer is 18."},
+            "unanswerable": {"model": "openai/gpt-4o-mini", "api_key_env": "EVAL_PLATFORM_TEST_UNSET_KEY"},
+        }
+    }
     (data_root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump(models))
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
     monkeypatch.delenv("EVAL_PLATFORM_TEST_UNSET_KEY", raising=False)
@@ -56,8 +58,12 @@ def project(data_root, local_judge, tmp_path, monkeypatch):
 def materialize(root: Path, instance, model: str, selection) -> dg.ExecuteInProcessResult:
     defs = build_definitions(root)
     result = dg.materialize(
-        assets=list(defs.assets), selection=selection, partition_key=model, instance=instance,
-        resources=defs.resources, raise_on_error=False,
+        assets=list(defs.assets),
+        selection=selection,
+        partition_key=model,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
     )
     assert result.success
     return result
@@ -72,13 +78,16 @@ def test_generation_suite_scores_gates_and_judges(project, local_judge):
     results = {
         (name, metric): (value, n, n_failed, n_skipped)
         for name, metric, value, n, n_failed, n_skipped in query(
-            root, "SELECT name, metric, value, n, n_failed, n_skipped FROM benchmark_results WHERE model = 'always-18' AND level = 'task'"
+            root,
+            "SELECT name, metric, value, n, n_failed, n_skipped FROM benchmark_results WHERE model = 'always-18' AND level = 'task'",
         )
     }
     assert results[("answer", "numeric_match")] == (expected_18() / 50, 50, 0, 0)
     assert results[("answer", "regex")][0] == 1.0
     assert results[("careful", "numeric_match")] == (None, 0, 0, 50)
-    (detail,) = query(root, "SELECT DISTINCT reason || ': ' || reason_detail FROM benchmark_cases WHERE task = 'careful'")
+    (detail,) = query(
+        root, "SELECT DISTINCT reason || ': ' || reason_detail FROM benchmark_cases WHERE task = 'careful'"
+    )
     assert detail[0] == f"gate_failed: gate: task 'answer' numeric_match {expected_18() / 50:.4g} < min 0.5"
     judged_value, judged_n, _, _ = results[("judged", "judge")]
     assert judged_n == 50 and 0 <= judged_value <= 1
@@ -90,7 +99,9 @@ def test_generation_suite_scores_gates_and_judges(project, local_judge):
 def test_missing_key_skips_every_case_without_a_call(project, local_judge):
     root, instance = project
     materialize(root, instance, "unanswerable", [dg.AssetKey(["benchmark", "gsm8k", "answer"])])
-    assert query(root, "SELECT status, reason, count(*) FROM benchmark_cases GROUP BY ALL") == [("SKIPPED", "no_credentials", 50)]
+    assert query(root, "SELECT status, reason, count(*) FROM benchmark_cases GROUP BY ALL") == [
+        ("SKIPPED", "no_credentials", 50)
+    ]
     (value,) = query(root, "SELECT value FROM benchmark_results WHERE metric = 'numeric_match'")
     assert value == (None,)  # nothing answered is not a score of 0
 
@@ -136,7 +147,9 @@ def test_a_passing_gate_runs_the_gated_task_with_its_samples(project, local_judg
     (root / "benchmarks" / "gsm8k.yaml").write_text(yaml.safe_dump(suite))
     materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "gsm8k", "answer"])])
     materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "gsm8k", "careful"])])
-    assert query(root, "SELECT status, count(*) FROM benchmark_cases WHERE task = 'careful' GROUP BY ALL") == [("COMPLETED", 150)]
+    assert query(root, "SELECT status, count(*) FROM benchmark_cases WHERE task = 'careful' GROUP BY ALL") == [
+        ("COMPLETED", 150)
+    ]
     (row,) = query(root, "SELECT n, value FROM benchmark_results WHERE name = 'careful'")
     assert row == (50, expected_18() / 50)
 
@@ -155,14 +168,18 @@ def test_suite_score_drop_beyond_the_previous_interval_warns(project, local_judg
     root, instance = project
     selection = [dg.AssetKey(["benchmark", "gsm8k", "answer"]), dg.AssetKey(["benchmark_scores", "gsm8k"])]
     suite = yaml.safe_load((root / "benchmarks" / "gsm8k.yaml").read_text())
-    suite["tasks"] = {"answer": {**suite["tasks"]["answer"], "dataset": "eighteen"}}  # one task: its accuracy is the score
+    suite["tasks"] = {
+        "answer": {**suite["tasks"]["answer"], "dataset": "eighteen"}
+    }  # one task: its accuracy is the score
     (root / "benchmarks" / "gsm8k.yaml").write_text(yaml.safe_dump(suite))
     cases = [{"case_id": f"e{i}", "input": f"{i} + {18 - i}?", "expected_output": "18"} for i in range(40)]
     (root / "datasets" / "eighteen").mkdir()
     (root / "datasets" / "eighteen" / "v1.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
 
     def run(reply: str) -> dg.AssetCheckEvaluation:
-        (root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump({"models": {"always-18": {"model": f"local/fixed/{reply}"}}}))
+        (root / "benchmarks" / "models.yaml").write_text(
+            yaml.safe_dump({"models": {"always-18": {"model": f"local/fixed/{reply}"}}})
+        )
         result = materialize(root, instance, "always-18", selection)
         (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "score_not_dropped"]
         return check
@@ -184,14 +201,24 @@ def test_a_json_list_of_accepted_answers_is_any_of_them(project, local_judge):
     ]
     (root / "datasets" / "answers").mkdir()
     (root / "datasets" / "answers" / "v1.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
-    suite = {"name": "answers", "tasks": {"answer": {
-        "dataset": "answers", "prompt": "{{input}}", "scorers": [{"name": "contains"}, {"name": "bleu"}]}}}
+    suite = {
+        "name": "answers",
+        "tasks": {
+            "answer": {"dataset": "answers", "prompt": "{{input}}", "scorers": [{"name": "contains"}, {"name": "bleu"}]}
+        },
+    }
     (root / "benchmarks" / "answers.yaml").write_text(yaml.safe_dump(suite))
     materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "answers", "answer"])])
-    per_case = query(root, "SELECT case_id, expected_output, expected_output_json, primary_value FROM benchmark_cases "
-                           "WHERE suite = 'answers' ORDER BY case_id")
-    assert per_case == [("c1", '["18", "eighteen"]', True, 1.0),
-                        ("c2", '["17", "The answer is 18.", "It is 18."]', True, 1.0), ("c3", '["19"]', True, 0.0)]
+    per_case = query(
+        root,
+        "SELECT case_id, expected_output, expected_output_json, primary_value FROM benchmark_cases "
+        "WHERE suite = 'answers' ORDER BY case_id",
+    )
+    assert per_case == [
+        ("c1", '["18", "eighteen"]', True, 1.0),
+        ("c2", '["17", "The answer is 18.", "It is 18."]', True, 1.0),
+        ("c3", '["19"]', True, 0.0),
+    ]
     (bleu,) = query(root, "SELECT value FROM benchmark_results WHERE suite = 'answers' AND metric = 'bleu'")
     assert 0 < bleu[0] < 1  # a corpus score over cases with 2, 3 and 1 references
 
@@ -201,12 +228,18 @@ def test_the_leaderboard_cost_is_known_when_every_call_has_a_price(project, loca
     # `judged` takes answer's outputs (no call to the model under test): its rows cost nothing, not an unknown price.
     materialize(root, instance, "always-18", dg.AssetSelection.groups("benchmark_gsm8k"))
     defs = build_definitions(root)
-    result = dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance,
-                            resources=defs.resources, raise_on_error=False)
+    result = dg.materialize(
+        assets=list(defs.assets),
+        selection=["leaderboard"],
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
+    )
     assert result.success
     assert query(root, "SELECT DISTINCT cost_usd FROM leaderboard WHERE model = 'always-18'") == [(0.0,)]
-    costs = query(root, "SELECT name, cost_usd FROM benchmark_results "
-                        "WHERE model = 'always-18' AND metric = 'numeric_match'")
+    costs = query(
+        root, "SELECT name, cost_usd FROM benchmark_results WHERE model = 'always-18' AND metric = 'numeric_match'"
+    )
     assert sorted(costs) == [("answer", 0.0), ("careful", 0.0)]
 
 
@@ -227,13 +260,20 @@ def test_a_bleu_tasks_group_suite_and_leaderboard_scores_are_its_corpus_bleu(pro
     (root / "benchmarks" / "phrases.yaml").write_text(yaml.safe_dump(suite))
     materialize(root, instance, "always-18", dg.AssetSelection.groups("benchmark_phrases"))
     defs = build_definitions(root)
-    assert dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance,
-                          resources=defs.resources).success
+    assert dg.materialize(
+        assets=list(defs.assets), selection=["leaderboard"], instance=instance, resources=defs.resources
+    ).success
     corpus = BLEU(effective_order=True).corpus_score(["The answer is 18."] * 3, [[c["expected_output"] for c in cases]])
-    rows = query(root, "SELECT level, aggregate, value, ci_low, ci_high FROM benchmark_results "
-                       "WHERE suite = 'phrases' AND model = 'always-18' ORDER BY level, aggregate")
-    board = query(root, "SELECT 'leaderboard', aggregate, score, ci_low, ci_high FROM leaderboard "
-                        "WHERE suite = 'phrases' AND model = 'always-18' ORDER BY aggregate")
+    rows = query(
+        root,
+        "SELECT level, aggregate, value, ci_low, ci_high FROM benchmark_results "
+        "WHERE suite = 'phrases' AND model = 'always-18' ORDER BY level, aggregate",
+    )
+    board = query(
+        root,
+        "SELECT 'leaderboard', aggregate, score, ci_low, ci_high FROM leaderboard "
+        "WHERE suite = 'phrases' AND model = 'always-18' ORDER BY aggregate",
+    )
     assert [r[:2] for r in rows] == [("group", "micro"), ("suite", "macro"), ("suite", "micro"), ("task", "corpus")]
     assert [r[1] for r in board] == ["macro", "micro"]
     for level, aggregate, value, low, high in rows + board:

@@ -15,14 +15,16 @@ from eval_platform.benchmarks.runner import task_cases, task_results
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, BENCHMARK_RESULT_SCHEMA
 from eval_platform.scoring import registry
 
-SUITE = Suite.model_validate({
-    "name": "s",
-    "tasks": {
-        name: {"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "exact_match"}], "weight": weight}
-        for name, weight in (("a", 1.0), ("b", 1.0), ("c", 2.0))
-    },
-    "groups": {"ab": {"tasks": ["a", "b"], "aggregate": "micro"}},
-})
+SUITE = Suite.model_validate(
+    {
+        "name": "s",
+        "tasks": {
+            name: {"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "exact_match"}], "weight": weight}
+            for name, weight in (("a", 1.0), ("b", 1.0), ("c", 2.0))
+        },
+        "groups": {"ab": {"tasks": ["a", "b"], "aggregate": "micro"}},
+    }
+)
 
 
 def values(a: list[float], b: list[float], c: list[float]) -> dict[str, dict[str, float]]:
@@ -31,7 +33,10 @@ def values(a: list[float], b: list[float], c: list[float]) -> dict[str, dict[str
 
 def test_group_micro_and_suite_macro_are_the_declared_means():
     case_values = values([1, 0, 1, 1], [0, 0], [1, 0, 0, 0, 0])
-    rows = {(r["level"], r["name"], r["aggregate"]): r for r in suite_results("s", SUITE, "m", case_values, pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA)).to_dicts()}
+    rows = {
+        (r["level"], r["name"], r["aggregate"]): r
+        for r in suite_results("s", SUITE, "m", case_values, pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA)).to_dicts()
+    }
     group = rows[("group", "ab", "micro")]
     assert group["value"] == pytest.approx(3 / 6)  # pooled over a and b's six cases
     # top-level units: group ab (weight 1) and task c (weight 2)
@@ -42,7 +47,9 @@ def test_group_micro_and_suite_macro_are_the_declared_means():
 
 
 def test_all_equal_values_get_a_wilson_interval_not_zero_width():
-    rows = suite_results("s", SUITE, "m", values([1] * 5, [1] * 5, [1] * 5), pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA))
+    rows = suite_results(
+        "s", SUITE, "m", values([1] * 5, [1] * 5, [1] * 5), pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA)
+    )
     for row in rows.to_dicts():
         assert row["value"] == 1.0 and row["ci_high"] == 1.0
         assert row["ci_low"] < 1.0 and row["stderr"] > 0
@@ -51,11 +58,20 @@ def test_all_equal_values_get_a_wilson_interval_not_zero_width():
 def test_a_bootstrap_without_width_gets_a_wilson_interval_around_the_value_it_describes():
     # every case of a right, every case of b wrong: every draw of the macro mean (a, b) is 0.5, while the pooled cases
     # are 20 of 21 right; the interval is the macro value's, not the pooled mean's
-    suite = Suite.model_validate({"name": "s", "tasks": {
-        name: {"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "exact_match"}]} for name in ("a", "b")}})
+    suite = Suite.model_validate(
+        {
+            "name": "s",
+            "tasks": {
+                name: {"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "exact_match"}]}
+                for name in ("a", "b")
+            },
+        }
+    )
     case_values = {"a": {f"a{i}": 1.0 for i in range(20)}, "b": {"b0": 0.0}}
-    rows = {r["aggregate"]: r for r in
-            suite_results("s", suite, "m", case_values, pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA)).to_dicts()}
+    rows = {
+        r["aggregate"]: r
+        for r in suite_results("s", suite, "m", case_values, pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA)).to_dicts()
+    }
     macro = rows["macro"]
     assert macro["value"] == 0.5 and macro["ci_low"] < 0.5 < macro["ci_high"] and macro["stderr"] > 0
     assert rows["micro"]["ci_low"] <= 20 / 21 <= rows["micro"]["ci_high"]
@@ -101,9 +117,18 @@ def bleu_cases(outputs: list[str], references: list[str], task: str = "t") -> pl
     """`benchmark_cases` rows of a BLEU task as the runner writes them (sentence BLEU as each row's value)."""
     bleu = registry.get("bleu")
     rows = [
-        {"task": task, "case_id": f"c{i:02d}", "sample": 0, "presentation": "", "status": "COMPLETED", "output": out,
-         "expected_output": ref, "expected_output_json": False, "cost_usd": 0.0,
-         "scores": [{"metric": "bleu", "value": bleu.score(out, {"expected_output": ref})}]}
+        {
+            "task": task,
+            "case_id": f"c{i:02d}",
+            "sample": 0,
+            "presentation": "",
+            "status": "COMPLETED",
+            "output": out,
+            "expected_output": ref,
+            "expected_output_json": False,
+            "cost_usd": 0.0,
+            "scores": [{"metric": "bleu", "value": bleu.score(out, {"expected_output": ref})}],
+        }
         for i, (out, ref) in enumerate(zip(outputs, references, strict=True))
     ]
     return pl.DataFrame(rows, schema=BENCHMARK_CASE_SCHEMA)
@@ -122,8 +147,9 @@ def sacrebleu_draws(outputs: tuple[str, ...], references: tuple[str, ...]) -> np
     n = len(outputs)
     index = np.random.default_rng(0).integers(0, n, (RESAMPLES, n))
     metric = BLEU(effective_order=True)
-    return np.array([metric.corpus_score([outputs[i] for i in d], [[references[i] for i in d]]).score / 100
-                     for d in index])
+    return np.array(
+        [metric.corpus_score([outputs[i] for i in d], [[references[i] for i in d]]).score / 100 for d in index]
+    )
 
 
 @pytest.mark.parametrize("aggregate", ["macro", "micro"])
@@ -131,8 +157,10 @@ def test_a_group_of_one_bleu_task_reports_the_tasks_own_corpus_score_and_interva
     outputs, references = long_right_short_wrong()
     suite, frame = bleu_suite(aggregate), bleu_cases(outputs, references)
     task_row = task_results(frame, "s", "t", suite.tasks["t"], "m")
-    rows = {(r["level"], r["aggregate"]): r for r in
-            suite_results("s", suite, "m", {"t": task_cases(frame, suite.tasks["t"])}, task_row).to_dicts()}
+    rows = {
+        (r["level"], r["aggregate"]): r
+        for r in suite_results("s", suite, "m", {"t": task_cases(frame, suite.tasks["t"])}, task_row).to_dicts()
+    }
     (task,) = task_row.to_dicts()
     corpus = BLEU(effective_order=True).corpus_score(outputs, [references]).score / 100
     assert task["value"] == pytest.approx(corpus) and task["value"] > 0.6  # the mean sentence score is 0.2
@@ -155,8 +183,10 @@ def test_a_group_with_a_bleu_task_and_a_mean_task_weighs_the_tasks_values():
     for aggregate in ("macro", "micro"):
         suite = bleu_suite(aggregate, {"e": exact})
         values = {"t": task_cases(frame, suite.tasks["t"]), "e": right}
-        rows = {(r["level"], r["aggregate"]): r for r in
-                suite_results("s", suite, "m", values, pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA)).to_dicts()}
+        rows = {
+            (r["level"], r["aggregate"]): r
+            for r in suite_results("s", suite, "m", values, pl.DataFrame(schema=BENCHMARK_RESULT_SCHEMA)).to_dicts()
+        }
         corpus = BLEU(effective_order=True).corpus_score(outputs, [references]).score / 100
         group = rows[("group", aggregate)]
         if aggregate == "macro":  # the tasks' values, weighted by the tasks' weights (1 and 3)
@@ -172,11 +202,15 @@ def test_the_leaderboard_ranks_by_corpus_bleu_and_its_paired_gap_recomputes_both
     outputs, references = long_right_short_wrong()
     other = long_wrong_short_right()
     suite = bleu_suite("macro")
-    by_model = {"long-right": {"t": task_cases(bleu_cases(outputs, references), suite.tasks["t"])},
-                "short-right": {"t": task_cases(bleu_cases(other, references), suite.tasks["t"])}}
+    by_model = {
+        "long-right": {"t": task_cases(bleu_cases(outputs, references), suite.tasks["t"])},
+        "short-right": {"t": task_cases(bleu_cases(other, references), suite.tasks["t"])},
+    }
     metric = BLEU(effective_order=True)
-    corpus = {"long-right": metric.corpus_score(outputs, [references]).score / 100,
-              "short-right": metric.corpus_score(other, [references]).score / 100}
+    corpus = {
+        "long-right": metric.corpus_score(outputs, [references]).score / 100,
+        "short-right": metric.corpus_score(other, [references]).score / 100,
+    }
     # mean sentence BLEU (0.2 and 0.8) ranks them the other way
     assert corpus["long-right"] > 0.6 > 0.3 > corpus["short-right"]
     board = leaderboard("s", suite, by_model, {})

@@ -30,7 +30,9 @@ def recorded_runs() -> list[tuple[str, str, str, dict]]:
     for stats in sorted((REPO_DATA / "sources" / "llmbar" / "Dataset").glob("**/evaluators/*/*/statistics.json")):
         if (stats.parent / "result.json").exists():
             subset = stats.parents[3].name
-            runs.append((SUBSET_TASK[subset], stats.parent.parent.name, stats.parent.name, json.loads(stats.read_text())))
+            runs.append(
+                (SUBSET_TASK[subset], stats.parent.parent.name, stats.parent.name, json.loads(stats.read_text()))
+            )
     return runs
 
 
@@ -66,18 +68,26 @@ def llmbar_project(tmp_path_factory, local_judge):
         suite = dg.AssetSelection.groups("benchmark_llmbar")
         for model in sorted(models["models"]):
             result = dg.materialize(
-                assets=list(defs.assets), selection=suite, partition_key=model, instance=instance,
-                resources=defs.resources, raise_on_error=False,
+                assets=list(defs.assets),
+                selection=suite,
+                partition_key=model,
+                instance=instance,
+                resources=defs.resources,
+                raise_on_error=False,
             )
             assert result.success, model
         calls = judge_requests(local_judge) - before
-        board = dg.materialize(assets=list(defs.assets), selection=["leaderboard"], instance=instance, resources=defs.resources)
+        board = dg.materialize(
+            assets=list(defs.assets), selection=["leaderboard"], instance=instance, resources=defs.resources
+        )
         assert board.success
         yield root, defs, instance, calls
     mp.undo()
 
 
-@pytest.mark.parametrize(("task", "judge", "method", "published"), recorded_runs(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    ("task", "judge", "method", "published"), recorded_runs(), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_every_recorded_run_reproduces_its_published_statistics(llmbar_project, task, judge, method, published):
     root, *_ = llmbar_project
     rows = dict(
@@ -96,16 +106,27 @@ def test_every_recorded_run_reproduces_its_published_statistics(llmbar_project, 
     assert round(rows["position_agreement"][0] * n) == equal
     assert rows["position_agreement"][0] == pytest.approx(equal / total, abs=1e-12)
     # per presentation order (correct_False: as listed, correct_True: swapped) and in both orders at once
-    for metric, field in (("accuracy_as_listed", "correct_False"), ("accuracy_swapped", "correct_True"),
-                          ("accuracy_both_orders", "correct_both")):
+    for metric, field in (
+        ("accuracy_as_listed", "correct_False"),
+        ("accuracy_swapped", "correct_True"),
+        ("accuracy_both_orders", "correct_both"),
+    ):
         right, total = count(published[field])
         value, n, n_failed = rows[metric]
         assert (n, n_failed) == (total, 0)
         assert value == pytest.approx(right / total, abs=1e-12), (metric, value, right, total)
     # the kappas, with the authors' mapping of a winner to 1 (first output) or 0 (anything else)
-    for metric, field in (("kappa_as_listed", "kappa_False"), ("kappa_swapped", "kappa_True"),
-                          ("kappa_average", "kappa_average"), ("kappa_between_orders", "kappa_agreement")):
-        assert rows[metric][0] == pytest.approx(published[field], abs=1e-12), (metric, rows[metric][0], published[field])
+    for metric, field in (
+        ("kappa_as_listed", "kappa_False"),
+        ("kappa_swapped", "kappa_True"),
+        ("kappa_average", "kappa_average"),
+        ("kappa_between_orders", "kappa_agreement"),
+    ):
+        assert rows[metric][0] == pytest.approx(published[field], abs=1e-12), (
+            metric,
+            rows[metric][0],
+            published[field],
+        )
 
 
 def count(figure: str) -> tuple[int, int]:
@@ -123,9 +144,14 @@ def test_the_adversarial_group_is_the_mean_of_its_four_subsets_and_unrecorded_su
     # Recorded runs: 28 runs x n pairs x 2 orders; plus always-a on all 885 pairs x 2 orders; no-key: none.
     recorded_pairs = sum(int(re.match(r"\s*\d+\s*/\s*(\d+)", p["equal"]).group(1)) for *_, p in recorded_runs())
     assert calls == 2 * recorded_pairs + 2 * 885
-    skipped = dict(query(root, "SELECT reason, count(*) FROM benchmark_cases WHERE model = 'llmbar-gpt-4-vanilla' GROUP BY reason"))
+    skipped = dict(
+        query(root, "SELECT reason, count(*) FROM benchmark_cases WHERE model = 'llmbar-gpt-4-vanilla' GROUP BY reason")
+    )
     assert skipped == {None: 200, "not_in_scope": 2 * 785}
-    (group,) = query(root, "SELECT value FROM benchmark_results WHERE level = 'group' AND name = 'adversarial' AND model = 'always-a'")
+    (group,) = query(
+        root,
+        "SELECT value FROM benchmark_results WHERE level = 'group' AND name = 'adversarial' AND model = 'always-a'",
+    )
     subsets = query(
         root,
         "SELECT value FROM benchmark_results WHERE level = 'task' AND metric = 'pair_accuracy' AND model = 'always-a' "
@@ -148,7 +174,10 @@ def test_a_live_judge_is_a_partition_and_a_missing_key_skips_without_a_call(llmb
         assert agreement == 0.0
     reasons = query(root, "SELECT DISTINCT status, reason FROM benchmark_cases WHERE model = 'no-key'")
     assert reasons == [("SKIPPED", "no_credentials")]
-    (row,) = query(root, "SELECT value, n, n_skipped FROM benchmark_results WHERE model = 'no-key' AND name = 'natural' AND metric = 'pair_accuracy'")
+    (row,) = query(
+        root,
+        "SELECT value, n, n_skipped FROM benchmark_results WHERE model = 'no-key' AND name = 'natural' AND metric = 'pair_accuracy'",
+    )
     assert row == (None, 0, 100)
 
 

@@ -48,7 +48,9 @@ def test_a_model_budget_stops_spending_and_skips_the_rest(priced_project, local_
     root, instance = priced_project
     asked = requests_for(local_judge, FIXED)
     materialize(root, instance, "priced-18", dg.AssetSelection.assets(dg.AssetKey(["benchmark", "gsm8k", "answer"])))
-    statuses = dict(query(root, "SELECT status || coalesce(':' || reason, ''), count(*) FROM benchmark_cases GROUP BY ALL"))
+    statuses = dict(
+        query(root, "SELECT status || coalesce(':' || reason, ''), count(*) FROM benchmark_cases GROUP BY ALL")
+    )
     completed, skipped = statuses.get("COMPLETED", 0), statuses.get("SKIPPED:budget_exhausted", 0)
     assert completed + skipped == 50 and set(statuses) <= {"COMPLETED", "SKIPPED:budget_exhausted"}
     assert 0 < completed < 50 and skipped > 0
@@ -58,7 +60,10 @@ def test_a_model_budget_stops_spending_and_skips_the_rest(priced_project, local_
     ledger = benchmark_ledger(root)
     spent = ledger.spent(budget_name("priced-18"), day=ledger.clock().strftime("%Y-%m-%d"))
     assert spent == pytest.approx(spent_rows, abs=1e-9)
-    worst = max(r[0] for r in query(root, "SELECT (length(input) + 200) * 1000.0 / 1e6 + 512 * 1000.0 / 1e6 FROM benchmark_cases"))
+    worst = max(
+        r[0]
+        for r in query(root, "SELECT (length(input) + 200) * 1000.0 / 1e6 + 512 * 1000.0 / 1e6 FROM benchmark_cases")
+    )
     assert BUDGET_USD - worst <= spent <= BUDGET_USD + 1e-9
     (detail,) = query(root, "SELECT any_value(reason_detail) FROM benchmark_cases WHERE status = 'SKIPPED'")[0]
     assert "daily" in detail and f"{BUDGET_USD:g}" in detail
@@ -67,7 +72,9 @@ def test_a_model_budget_stops_spending_and_skips_the_rest(priced_project, local_
     # a re-run pays only for what is still missing: the budget is spent, so nothing more is sent or charged
     materialize(root, instance, "priced-18", dg.AssetSelection.assets(dg.AssetKey(["benchmark", "gsm8k", "answer"])))
     assert requests_for(local_judge, FIXED) - asked == completed
-    assert benchmark_ledger(root).spent(budget_name("priced-18"), day=ledger.clock().strftime("%Y-%m-%d")) == pytest.approx(spent)
+    assert benchmark_ledger(root).spent(
+        budget_name("priced-18"), day=ledger.clock().strftime("%Y-%m-%d")
+    ) == pytest.approx(spent)
     assert dict(query(root, "SELECT status, count(*) FROM benchmark_cases GROUP BY ALL"))["COMPLETED"] == completed
 
 

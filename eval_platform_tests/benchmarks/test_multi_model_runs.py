@@ -12,7 +12,11 @@ from eval_platform.defs.benchmarks import MODELS_PER_RUN, task_key
 from eval_platform_tests.benchmarks.test_generation_suite import materialize, query
 from eval_platform_tests.conftest import REPO_DATA
 
-MODELS = {"a-18": "local/fixed/The answer is 18.", "b-7": "local/fixed/The answer is 7.", "c-18": "local/fixed/The answer is 18."}
+MODELS = {
+    "a-18": "local/fixed/The answer is 18.",
+    "b-7": "local/fixed/The answer is 7.",
+    "c-18": "local/fixed/The answer is 18.",
+}
 
 
 def setup(root, instance, models: dict[str, str], partitions: list[str]) -> None:
@@ -20,7 +24,9 @@ def setup(root, instance, models: dict[str, str], partitions: list[str]) -> None
     shutil.copy(REPO_DATA / "evaluators" / "helpfulness.yaml", root / "evaluators")
     (root / "benchmarks").mkdir(exist_ok=True)
     shutil.copy(REPO_DATA / "benchmarks" / "gsm8k.yaml", root / "benchmarks")
-    (root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump({"models": {k: {"model": v} for k, v in models.items()}}))
+    (root / "benchmarks" / "models.yaml").write_text(
+        yaml.safe_dump({"models": {k: {"model": v} for k, v in models.items()}})
+    )
     instance.add_dynamic_partitions("benchmark_models", partitions)
 
 
@@ -30,16 +36,25 @@ def range_run(root, instance, start: str, end: str) -> dg.ExecuteInProcessResult
 
     defs = build_definitions(root)
     return dg.materialize(
-        assets=list(defs.assets), selection=dg.AssetSelection.groups("benchmark_gsm8k"), instance=instance,
-        resources=defs.resources, raise_on_error=False,
+        assets=list(defs.assets),
+        selection=dg.AssetSelection.groups("benchmark_gsm8k"),
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
         tags={"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end},
     )
 
 
 def snapshot(root) -> tuple[list, list]:
-    cases = query(root, "SELECT suite, task, model, case_id, sample, status, reason, output, primary_value FROM benchmark_cases ORDER BY ALL")
-    results = query(root, "SELECT suite, level, name, model, metric, aggregate, value, ci_low, ci_high, n, n_failed, n_skipped "
-                          "FROM benchmark_results ORDER BY ALL")
+    cases = query(
+        root,
+        "SELECT suite, task, model, case_id, sample, status, reason, output, primary_value FROM benchmark_cases ORDER BY ALL",
+    )
+    results = query(
+        root,
+        "SELECT suite, level, name, model, metric, aggregate, value, ci_low, ci_high, n, n_failed, n_skipped "
+        "FROM benchmark_results ORDER BY ALL",
+    )
     return cases, results
 
 
@@ -63,14 +78,18 @@ def test_one_run_scores_a_range_of_models_as_separate_runs_would(data_root, loca
         assert len(instance.get_runs()) == 1
         answer = task_key("gsm8k", "answer")
         for model, model_id in MODELS.items():
-            records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=answer, asset_partitions=[model]), limit=10).records
+            records = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=answer, asset_partitions=[model]), limit=10
+            ).records
             assert len(records) == 1, model  # each model materialized once, in the one run
             metadata = records[0].asset_materialization.metadata
             assert metadata["model_id"].value == model_id and metadata["completed"].value == 50
         assert instance.get_latest_materialization_event(dg.AssetKey(["benchmark_scores", "gsm8k"])) is not None
     assert snapshot(together) == snapshot(separate)
     # the models' own numbers differ: nothing of one model leaked into another's rows
-    values = dict(query(together, "SELECT model, value FROM benchmark_results WHERE name = 'answer' AND metric = 'numeric_match'"))
+    values = dict(
+        query(together, "SELECT model, value FROM benchmark_results WHERE name = 'answer' AND metric = 'numeric_match'")
+    )
     assert values["a-18"] == values["c-18"] != values["b-7"]
 
 
@@ -86,8 +105,12 @@ def test_a_model_that_fails_does_not_stop_the_others_in_its_run(data_root, local
         assert "gone" in message and "not in" in message and "a-18" not in message.split("materialized")[0]
         answer = task_key("gsm8k", "answer")
         for model in ("a-18", "b-7"):
-            records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=answer, asset_partitions=[model]), limit=10).records
+            records = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=answer, asset_partitions=[model]), limit=10
+            ).records
             assert len(records) == 1, model
-        assert not instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=answer, asset_partitions=["gone"]), limit=10).records
+        assert not instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=answer, asset_partitions=["gone"]), limit=10
+        ).records
     models = {m for (m,) in query(data_root, "SELECT DISTINCT model FROM benchmark_cases WHERE task = 'answer'")}
     assert models == {"a-18", "b-7"}

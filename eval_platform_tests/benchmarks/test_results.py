@@ -57,9 +57,17 @@ def test_a_corpus_bleu_task_reports_an_interval_around_its_corpus_score():
     outputs, references = corpus_task()
     bleu = registry.get("bleu")
     rows = [
-        {"case_id": f"c{i:02d}", "sample": 0, "presentation": "", "status": "COMPLETED", "output": out,
-         "expected_output": ref, "expected_output_json": False, "cost_usd": 0.0,
-         "scores": [{"metric": "bleu", "value": bleu.score(out, {"expected_output": ref})}]}
+        {
+            "case_id": f"c{i:02d}",
+            "sample": 0,
+            "presentation": "",
+            "status": "COMPLETED",
+            "output": out,
+            "expected_output": ref,
+            "expected_output_json": False,
+            "cost_usd": 0.0,
+            "scores": [{"metric": "bleu", "value": bleu.score(out, {"expected_output": ref})}],
+        }
         for i, (out, ref) in enumerate(zip(outputs, references, strict=True))
     ]
     frame = pl.DataFrame(rows, schema=BENCHMARK_CASE_SCHEMA)
@@ -78,8 +86,13 @@ def test_the_corpus_bootstrap_equals_resampling_cases_through_sacrebleu_itself()
     options = bleu.options()
     cases = [{"expected_output": ref} for ref in references]
     value = bleu.aggregate([], outputs, cases, options)
-    summary = summarize_corpus(value, bleu.statistics(outputs, cases, options),
-                               lambda summed: bleu.from_statistics(summed, options), seed=5, resamples=resamples)
+    summary = summarize_corpus(
+        value,
+        bleu.statistics(outputs, cases, options),
+        lambda summed: bleu.from_statistics(summed, options),
+        seed=5,
+        resamples=resamples,
+    )
     # the peer: the same draws of cases, each scored by sacrebleu's public corpus_score
     draws = np.random.default_rng(5).integers(0, len(outputs), size=(resamples, len(outputs)))
     metric = BLEU(effective_order=True)

@@ -16,12 +16,27 @@ from eval_platform_tests.benchmarks.test_generation_suite import materialize, qu
 
 # (reply the model under test gives, gold verdict). `echo/output` replies with the case's metadata.output, so
 # each case scripts the verdict of the judge under test.
-SCORED = [('{"score": 2, "reasoning": "weak"}', "1"), ('{"score": 7, "reasoning": "fine"}', "5"),
-          ('{"score": 5, "reasoning": "ok"}', "8"), ('{"score": 9, "reasoning": "great"}', "9"),
-          ("I cannot tell.", "6")]
-LABELLED = [('{"label": "good"}', "good"), ('{"label": "bad"}', "Good"), ('{"label": "bad"}', "bad"),
-            ('{"label": "good"}', "bad"), ('{"label": "good"}', "good"), ("no idea", "bad")]
-PASSED = [('{"passed": true}', "yes"), ('{"passed": false}', "no"), ('{"passed": true}', "no"), ('{"passed": false}', "no")]
+SCORED = [
+    ('{"score": 2, "reasoning": "weak"}', "1"),
+    ('{"score": 7, "reasoning": "fine"}', "5"),
+    ('{"score": 5, "reasoning": "ok"}', "8"),
+    ('{"score": 9, "reasoning": "great"}', "9"),
+    ("I cannot tell.", "6"),
+]
+LABELLED = [
+    ('{"label": "good"}', "good"),
+    ('{"label": "bad"}', "Good"),
+    ('{"label": "bad"}', "bad"),
+    ('{"label": "good"}', "bad"),
+    ('{"label": "good"}', "good"),
+    ("no idea", "bad"),
+]
+PASSED = [
+    ('{"passed": true}', "yes"),
+    ('{"passed": false}', "no"),
+    ('{"passed": true}', "no"),
+    ('{"passed": false}', "no"),
+]
 
 SUITE = """
 name: graders
@@ -63,8 +78,10 @@ tasks:
 def write_dataset(root, name: str, cases: list[tuple[str, str]]) -> None:
     folder = root / "datasets" / name
     folder.mkdir(parents=True)
-    rows = [{"case_id": f"{name}-{i}", "input": f"question {i}", "expected_output": gold, "metadata": {"output": reply}}
-            for i, (reply, gold) in enumerate(cases)]
+    rows = [
+        {"case_id": f"{name}-{i}", "input": f"question {i}", "expected_output": gold, "metadata": {"output": reply}}
+        for i, (reply, gold) in enumerate(cases)
+    ]
     (folder / "v1.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
@@ -74,10 +91,19 @@ def graders(data_root, local_judge, tmp_path, monkeypatch):
         write_dataset(data_root, name, cases)
     (data_root / "benchmarks").mkdir()
     (data_root / "benchmarks" / "graders.yaml").write_text(SUITE)
-    (data_root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump({"models": {
-        "echo": {"model": "local/echo/output"},
-        "peeker": {"model": "local/echo/expected", "only": ["graders.peek"]},  # replies with what {{expected}} shows
-    }}))
+    (data_root / "benchmarks" / "models.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "models": {
+                    "echo": {"model": "local/echo/output"},
+                    "peeker": {
+                        "model": "local/echo/expected",
+                        "only": ["graders.peek"],
+                    },  # replies with what {{expected}} shows
+                }
+            }
+        )
+    )
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
     (tmp_path / "dagster_home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
@@ -88,12 +114,17 @@ def graders(data_root, local_judge, tmp_path, monkeypatch):
 
 
 def results(root, task: str) -> dict[str, tuple]:
-    rows = query(root, f"SELECT metric, value, n, n_failed, ci_low FROM benchmark_results WHERE level = 'task' AND name = '{task}'")
+    rows = query(
+        root,
+        f"SELECT metric, value, n, n_failed, ci_low FROM benchmark_results WHERE level = 'task' AND name = '{task}'",
+    )
     return {metric: rest for metric, *rest in rows}
 
 
 def test_a_score_judge_against_gold_scores(graders):
-    verdicts = query(graders, "SELECT case_id, status, reason, verdict FROM benchmark_cases WHERE task = 'scores' ORDER BY case_id")
+    verdicts = query(
+        graders, "SELECT case_id, status, reason, verdict FROM benchmark_cases WHERE task = 'scores' ORDER BY case_id"
+    )
     assert [v[3] for v in verdicts] == ["2.0", "7.0", "5.0", "9.0", None]  # raw scores on the evaluator's scale
     assert verdicts[4][1:3] == ("FAILED", "scorer_error")  # no score: never counted as right, never lost
     judged = [(float(gold), json.loads(reply)["score"]) for reply, gold in SCORED[:4]]
@@ -103,15 +134,22 @@ def test_a_score_judge_against_gold_scores(graders):
     rho, n, _, ci_low = got["verdict_correlation"]
     assert rho == pytest.approx(stats.spearmanr([g for g, _ in judged], [j for _, j in judged]).statistic, abs=1e-12)
     assert n == 4 and ci_low is None  # a task-level statistic: no per-case interval
-    assert got["pearson"][0] == pytest.approx(stats.pearsonr([g for g, _ in judged], [j for _, j in judged]).statistic, abs=1e-12)
+    assert got["pearson"][0] == pytest.approx(
+        stats.pearsonr([g for g, _ in judged], [j for _, j in judged]).statistic, abs=1e-12
+    )
 
 
-@pytest.mark.parametrize(("task", "cases", "normalize"), [
-    ("labels", LABELLED, lambda gold: gold.lower()),
-    ("passes", PASSED, lambda gold: {"yes": "true", "no": "false"}[gold]),
-])
+@pytest.mark.parametrize(
+    ("task", "cases", "normalize"),
+    [
+        ("labels", LABELLED, lambda gold: gold.lower()),
+        ("passes", PASSED, lambda gold: {"yes": "true", "no": "false"}[gold]),
+    ],
+)
 def test_a_label_judge_against_gold_labels(graders, task, cases, normalize):
-    verdicts = query(graders, f"SELECT verdict, status, reason FROM benchmark_cases WHERE task = '{task}' ORDER BY case_id")
+    verdicts = query(
+        graders, f"SELECT verdict, status, reason FROM benchmark_cases WHERE task = '{task}' ORDER BY case_id"
+    )
     judge = []
     for reply, _gold in cases:
         try:
@@ -135,6 +173,8 @@ def test_a_label_judge_against_gold_labels(graders, task, cases, normalize):
 def test_the_judge_never_sees_the_gold_verdict(graders):
     """expected_output is the gold verdict. A judge that replies with whatever {{expected}} shows gets nothing
     there (no `reference` field is set), so it cannot copy the gold score: every case is without a score."""
-    rows = query(graders, "SELECT verdict, status, reason FROM benchmark_cases WHERE model = 'peeker' AND task = 'peek'")
+    rows = query(
+        graders, "SELECT verdict, status, reason FROM benchmark_cases WHERE model = 'peeker' AND task = 'peek'"
+    )
     assert len(rows) == len(SCORED)
     assert all(verdict is None and (status, reason) == ("FAILED", "scorer_error") for verdict, status, reason in rows)

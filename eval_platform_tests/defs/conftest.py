@@ -17,8 +17,10 @@ SHIPPED_POSTGRES = Path(__file__).resolve().parents[2] / "dagster.postgres.yaml"
 def postgres_server():
     bin_dir = find_bin_dir()
     if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or under "
-                    "/usr/lib/postgresql/*/bin: install them with `apt-get install postgresql` (CI does)")
+        pytest.skip(
+            "PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or under "
+            "/usr/lib/postgresql/*/bin: install them with `apt-get install postgresql` (CI does)"
+        )
     server = PostgresServer(bin_dir)
     server.start()
     yield server

@@ -24,7 +24,11 @@ def query(root: Path, sql: str) -> list[tuple]:
 
 def materialize(defs, instance, asset: str, partition=None) -> dg.ExecuteInProcessResult:
     result = dg.materialize(
-        assets=list(defs.assets), selection=[asset], partition_key=partition, instance=instance, resources=defs.resources
+        assets=list(defs.assets),
+        selection=[asset],
+        partition_key=partition,
+        instance=instance,
+        resources=defs.resources,
     )
     assert result.success
     return result
@@ -54,7 +58,9 @@ def pandalm(tmp_path_factory, local_judge):
             for day in DAYS:
                 materialize(defs, instance, "traces", day)
                 for evaluator in ("pairwise_preference", "pairwise_high_floor"):
-                    materialize(defs, instance, "judge_scores", dg.MultiPartitionKey({"date": day, "evaluator": evaluator}))
+                    materialize(
+                        defs, instance, "judge_scores", dg.MultiPartitionKey({"date": day, "evaluator": evaluator})
+                    )
             for asset in ("human_annotations", "imported_judgments"):
                 materialize(defs, instance, asset)
             checks = materialize(defs, instance, "agreement").get_asset_check_evaluations()
@@ -73,10 +79,16 @@ def stat(root: Path, subject: str, convention: str, statistic: str, window: str 
 
 def test_annotators_agree_as_published(pandalm):
     root, _, _ = pandalm
-    kappas = query(root, "SELECT subject, reference, round(value, 2) FROM agreement "
-                         "WHERE section = 'inter_annotator' AND statistic = 'cohen_kappa' ORDER BY 1, 2")
-    assert kappas == [("annotator1", "annotator2", 0.85), ("annotator1", "annotator3", 0.88),
-                      ("annotator2", "annotator3", 0.86)]
+    kappas = query(
+        root,
+        "SELECT subject, reference, round(value, 2) FROM agreement "
+        "WHERE section = 'inter_annotator' AND statistic = 'cohen_kappa' ORDER BY 1, 2",
+    )
+    assert kappas == [
+        ("annotator1", "annotator2", 0.85),
+        ("annotator1", "annotator3", 0.88),
+        ("annotator2", "annotator3", 0.86),
+    ]
     counts = query(root, "SELECT label, count(*) FROM ground_truth GROUP BY 1 ORDER BY 1")
     assert counts == [("0", 105), ("1", 422), ("2", 472)]
 
@@ -87,7 +99,10 @@ def test_annotators_agree_as_published(pandalm):
 )
 def test_imported_judges_reproduce_pandalm(pandalm, subject, published):
     root, _, _ = pandalm
-    ours = [stat(root, subject, "unusable_as_tie", s)[0] for s in ("accuracy", "macro_precision", "macro_recall", "macro_f1")]
+    ours = [
+        stat(root, subject, "unusable_as_tie", s)[0]
+        for s in ("accuracy", "macro_precision", "macro_recall", "macro_f1")
+    ]
     assert [round(100 * v, 2) for v in ours] == list(published)
 
 
@@ -101,26 +116,41 @@ def test_replayed_judge_scores_reproduce_pandalm_under_its_convention(pandalm):
     excluded = [stat(root, "pairwise_preference", "failed_excluded", s) for s in names]
     imported = [stat(root, GPT, "failed_excluded", s) for s in names]
     assert excluded == imported and excluded[0][1] == 974  # the 25 recorded "garbage" replies are FAILED
-    same = query(root, "SELECT statistic, value, n FROM agreement WHERE section = 'judge_vs_judge' "
-                       f"AND subject = 'pairwise_preference' AND reference = '{GPT}' AND statistic LIKE 'agreement%'")
+    same = query(
+        root,
+        "SELECT statistic, value, n FROM agreement WHERE section = 'judge_vs_judge' "
+        f"AND subject = 'pairwise_preference' AND reference = '{GPT}' AND statistic LIKE 'agreement%'",
+    )
     # identical on every usable item; S2 leaves out the 38 recorded ties
     assert sorted(same) == [("agreement_with_ties_s1", 1.0, 974), ("agreement_without_ties_s2", 1.0, 936)]
 
 
 def test_windows_position_consistency_and_floor_check(pandalm):
     root, instance, _ = pandalm
-    days = query(root, "SELECT period_start, n FROM agreement WHERE subject = 'pairwise_preference' AND period = 'day' "
-                       "AND statistic = 'accuracy' AND convention = 'unusable_as_tie' ORDER BY 1")
+    days = query(
+        root,
+        "SELECT period_start, n FROM agreement WHERE subject = 'pairwise_preference' AND period = 'day' "
+        "AND statistic = 'accuracy' AND convention = 'unusable_as_tie' ORDER BY 1",
+    )
     assert [d for d, _ in days] == DAYS and sum(n for _, n in days) == 999
-    trailing = query(root, "SELECT n FROM agreement WHERE subject = 'pairwise_preference' AND period = 'trailing' "
-                           "AND period_end = '2026-11-15' AND statistic = 'accuracy' AND convention = 'unusable_as_tie'")
+    trailing = query(
+        root,
+        "SELECT n FROM agreement WHERE subject = 'pairwise_preference' AND period = 'trailing' "
+        "AND period_end = '2026-11-15' AND statistic = 'accuracy' AND convention = 'unusable_as_tie'",
+    )
     assert trailing == [(999,)]  # the seven days ending on the 15th
-    consistency = query(root, "SELECT value, n FROM agreement WHERE section = 'position_consistency' AND period = 'all' "
-                              "AND subject = 'pairwise_preference'")
+    consistency = query(
+        root,
+        "SELECT value, n FROM agreement WHERE section = 'position_consistency' AND period = 'all' "
+        "AND subject = 'pairwise_preference'",
+    )
     assert consistency == [(1.0, 974)]  # a replayed recording cannot depend on the order
-    kappas = query(root, "SELECT subject, floor, below_floor, value FROM agreement WHERE period = 'trailing' "
-                         "AND period_end = '2026-11-15' AND statistic = 'cohen_kappa' AND convention = 'failed_excluded' "
-                         "AND section = 'judge_vs_human' AND floor IS NOT NULL ORDER BY 1")
+    kappas = query(
+        root,
+        "SELECT subject, floor, below_floor, value FROM agreement WHERE period = 'trailing' "
+        "AND period_end = '2026-11-15' AND statistic = 'cohen_kappa' AND convention = 'failed_excluded' "
+        "AND section = 'judge_vs_human' AND floor IS NOT NULL ORDER BY 1",
+    )
     assert [row[:3] for row in kappas] == [("pairwise_high_floor", 0.95, True), ("pairwise_preference", 0.4, False)]
     assert 0.4 < kappas[1][3] < 0.95
 

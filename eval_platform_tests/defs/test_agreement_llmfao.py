@@ -28,10 +28,15 @@ from eval_platform.definitions import build_definitions
 from eval_platform_tests.conftest import REPO_DATA
 
 LLMFAO = REPO_DATA / "sources" / "llmfao"
-TASKS = {"tasks": {"llmfao": {"criteria": {"preference": {"schema": "classification", "labels": ["left", "right", "tie"]}}}}}
+TASKS = {
+    "tasks": {"llmfao": {"criteria": {"preference": {"schema": "classification", "labels": ["left", "right", "tie"]}}}}
+}
 # (subject, reference) as the asset writes them: each judge against the humans, then judges in name order
-PUBLISHED_RANK_CORRELATION = {("gpt-4", "human_votes"): 0.730918, ("gpt-3", "human_votes"): 0.716610,
-                              ("gpt-3", "gpt-4"): 0.717136}
+PUBLISHED_RANK_CORRELATION = {
+    ("gpt-4", "human_votes"): 0.730918,
+    ("gpt-3", "human_votes"): 0.716610,
+    ("gpt-3", "gpt-4"): 0.717136,
+}
 PUBLISHED_HUMAN_TOP = [("GPT 4", 0.041215), ("Platypus-2 Instruct (70B)", 0.029233)]
 
 
@@ -41,18 +46,28 @@ def export_llmfao(root: Path) -> pl.DataFrame:
     (root / "annotations").mkdir(parents=True)
     (root / "annotations" / "tasks.yaml").write_text(yaml.safe_dump(TASKS))
     crowd.select(
-        pl.lit("llmfao").alias("task"), pl.col("id").alias("item_id"), pl.format("worker-{}", "worker").alias("annotator"),
-        pl.lit("preference").alias("criterion"), pl.col("winner").alias("label"),
-        pl.col("left").alias("candidate_a"), pl.col("right").alias("candidate_b"),
+        pl.lit("llmfao").alias("task"),
+        pl.col("id").alias("item_id"),
+        pl.format("worker-{}", "worker").alias("annotator"),
+        pl.lit("preference").alias("criterion"),
+        pl.col("winner").alias("label"),
+        pl.col("left").alias("candidate_a"),
+        pl.col("right").alias("candidate_b"),
     ).write_csv(root / "annotations" / "llmfao_crowd.csv")
     (root / "judgments").mkdir()
-    for source, file_name, candidates in (("gpt-4", "gpt4-crowd-comparisons.csv", True),
-                                          ("gpt-3", "gpt3-crowd-comparisons.csv", False)):
+    for source, file_name, candidates in (
+        ("gpt-4", "gpt4-crowd-comparisons.csv", True),
+        ("gpt-3", "gpt3-crowd-comparisons.csv", False),
+    ):
         verdicts = pl.read_csv(LLMFAO / file_name)
         named = [pl.col("left").alias("candidate_a"), pl.col("right").alias("candidate_b")] if candidates else []
         verdicts.select(
-            pl.lit(source).alias("source"), pl.lit("llmfao").alias("task"), pl.lit("preference").alias("criterion"),
-            pl.col("id").alias("item_id"), pl.col("winner").alias("verdict"), *named,
+            pl.lit(source).alias("source"),
+            pl.lit("llmfao").alias("task"),
+            pl.lit("preference").alias("criterion"),
+            pl.col("id").alias("item_id"),
+            pl.col("winner").alias("verdict"),
+            *named,
         ).write_csv(root / "judgments" / f"llmfao_{source}.csv")
     return crowd
 
@@ -69,8 +84,10 @@ def llmfao(tmp_path_factory):
         defs = build_definitions(root)
         with dg.instance_for_test(temp_dir=str(tmp / "dagster_home")) as instance:
             result = dg.materialize(
-                assets=list(defs.assets), selection=["human_annotations", "imported_judgments", "agreement"],
-                instance=instance, resources=defs.resources,
+                assets=list(defs.assets),
+                selection=["human_annotations", "imported_judgments", "agreement"],
+                instance=instance,
+                resources=defs.resources,
             )
             assert result.success
     return root, crowd
@@ -94,8 +111,11 @@ def ranking(root: Path, subject: str, reference: str, statistic: str = "bradley_
 
 def test_every_vote_and_verdict_is_loaded(llmfao):
     root, _ = llmfao
-    loaded = query(root, "SELECT (SELECT count(*) FROM human_annotations), (SELECT count(*) FROM imported_judgments), "
-                         "(SELECT count(*) FROM quarantine)")
+    loaded = query(
+        root,
+        "SELECT (SELECT count(*) FROM human_annotations), (SELECT count(*) FROM imported_judgments), "
+        "(SELECT count(*) FROM quarantine)",
+    )
     assert loaded == [(8931, 2 * 2139, 0)]
 
 
@@ -132,6 +152,9 @@ def test_left_right_verdicts_are_compared_with_the_crowd_majority(llmfao):
     counts = crowd.group_by("id", "winner").len()
     top = counts.filter(pl.col("len") == pl.col("len").max().over("id"))
     with_majority = top.group_by("id").len().filter(pl.col("len") == 1).height  # a unique most-voted label
-    rows = query(root, "SELECT subject, n FROM agreement WHERE section = 'judge_vs_human' AND task = 'llmfao' "
-                       "AND statistic = 'accuracy' AND convention = 'failed_excluded' ORDER BY subject")
+    rows = query(
+        root,
+        "SELECT subject, n FROM agreement WHERE section = 'judge_vs_human' AND task = 'llmfao' "
+        "AND statistic = 'accuracy' AND convention = 'failed_excluded' ORDER BY subject",
+    )
     assert rows == [("gpt-3", with_majority), ("gpt-4", with_majority)]

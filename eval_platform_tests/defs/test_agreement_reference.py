@@ -56,7 +56,9 @@ class Cases:
         return name
 
     def rate(self, task: str, item: str, annotator: str, label) -> None:
-        self.rows.append({"task": task, "item_id": item, "annotator": annotator, "criterion": CRITERION, "label": label})
+        self.rows.append(
+            {"task": task, "item_id": item, "annotator": annotator, "criterion": CRITERION, "label": label}
+        )
 
     def expect(self, task: str, statistic: str, value: float, tolerance: float, pair=("annotators", "annotators")):
         self.expected.append((task, statistic, *pair, value, tolerance))
@@ -121,14 +123,20 @@ def build_cases() -> Cases:
         counts = case["counts"]
         if any(not float(c).is_integer() for row in counts for c in row):
             continue  # fractional ratings cannot be exported (see the module docstring)
-        task = cases.task(f"fleiss_vs_randolph_{number}", "classification", [str(c) for c in range(1, len(counts[0]) + 1)])
+        task = cases.task(
+            f"fleiss_vs_randolph_{number}", "classification", [str(c) for c in range(1, len(counts[0]) + 1)]
+        )
         _subjects_x_categories(cases, task, [[int(c) for c in row] for row in counts])
         for field, value in case["expected"].items():
             if field in statistic:
                 cases.expect(task, statistic[field], value, case.get("atol", 1e-12))
 
-    weights = {"kappa": "cohen_kappa", "kappa_unweighted": "cohen_kappa", "kappa_linear": "cohen_kappa_linear",
-               "kappa_quadratic": "cohen_kappa_quadratic"}
+    weights = {
+        "kappa": "cohen_kappa",
+        "kappa_unweighted": "cohen_kappa",
+        "kappa_linear": "cohen_kappa_linear",
+        "kappa_quadratic": "cohen_kappa_quadratic",
+    }
     for case in _load("cohen_kappa_artstein_poesio_sklearn")["cases"]:
         weighted = any(key in ("kappa_linear", "kappa_quadratic") for key in case["expected"])
         task = cases.task(f"cohen_kappa_{case['name']}", "rating" if weighted else "classification")
@@ -146,9 +154,14 @@ def build_cases() -> Cases:
     irr = _load("cohen_kappa_irr_anxiety")
     task = cases.task("cohen_kappa_irr_anxiety", "rating")
     ratings = irr["ratings_subjects_x_raters"]
-    _coders_x_units(cases, task, [list(column) for column in zip(*ratings, strict=True)], ["rater1", "rater2", "rater3"])
-    irr_statistics = {"unweighted": "cohen_kappa", "equal_linear": "cohen_kappa_linear",
-                      "squared_quadratic": "cohen_kappa_quadratic"}  # weights_0_0_1_1_2: custom, not in the table
+    _coders_x_units(
+        cases, task, [list(column) for column in zip(*ratings, strict=True)], ["rater1", "rater2", "rater3"]
+    )
+    irr_statistics = {
+        "unweighted": "cohen_kappa",
+        "equal_linear": "cohen_kappa_linear",
+        "squared_quadratic": "cohen_kappa_quadratic",
+    }  # weights_0_0_1_1_2: custom, not in the table
     for key, statistic_name in irr_statistics.items():
         # R prints 7 significant digits
         cases.expect(task, statistic_name, irr["expected_rater2_vs_rater3"][key]["kappa"], 1e-7, ("rater2", "rater3"))
@@ -173,7 +186,9 @@ def agreement_root(tmp_path_factory) -> Path:
         defs = build_definitions(root)
         with dg.instance_for_test(temp_dir=str(tmp / "dagster_home")) as instance:
             result = dg.materialize(
-                assets=list(defs.assets), selection=["human_annotations", "agreement"], instance=instance,
+                assets=list(defs.assets),
+                selection=["human_annotations", "agreement"],
+                instance=instance,
                 resources=defs.resources,
             )
             assert result.success
@@ -197,7 +212,9 @@ def test_every_rating_is_loaded(agreement_root):
     ("task", "statistic", "subject", "reference", "expected", "tolerance"),
     [pytest.param(*case, id=f"{case[0]}-{case[1]}") for case in CASES.expected],
 )
-def test_published_value_from_the_agreement_view(agreement_root, task, statistic, subject, reference, expected, tolerance):
+def test_published_value_from_the_agreement_view(
+    agreement_root, task, statistic, subject, reference, expected, tolerance
+):
     rows = query(
         agreement_root,
         "SELECT value, n FROM agreement WHERE section = 'inter_annotator' AND period = 'all' "

@@ -46,7 +46,9 @@ def project(data_root, tmp_path):
 
 
 def materialize(defs, instance, selection=ASSETS, **kwargs) -> dg.ExecuteInProcessResult:
-    return dg.materialize(assets=list(defs.assets), selection=selection, instance=instance, resources=defs.resources, **kwargs)
+    return dg.materialize(
+        assets=list(defs.assets), selection=selection, instance=instance, resources=defs.resources, **kwargs
+    )
 
 
 def query(root: Path, sql: str) -> list[tuple]:
@@ -69,7 +71,13 @@ def test_assets_are_defined_and_views_exist_before_any_run(project):
 
     refresh(root)  # typed empty views until the first materialization
     assert query(root, "SELECT count(*) FROM human_annotations") == [(0,)]
-    assert {c[0] for c in query(root, "DESCRIBE imported_judgments")} >= {"source", "item_id", "verdict", "value", "reasoning"}
+    assert {c[0] for c in query(root, "DESCRIBE imported_judgments")} >= {
+        "source",
+        "item_id",
+        "verdict",
+        "value",
+        "reasoning",
+    }
 
 
 def test_pandalm_labels_and_verdicts_land_in_duckdb_and_bad_rows_in_quarantine(project):
@@ -79,21 +87,34 @@ def test_pandalm_labels_and_verdicts_land_in_duckdb_and_bad_rows_in_quarantine(p
     # 999 items x 3 annotators, plus the one good row of the bad file.
     assert query(root, "SELECT count(*), count(DISTINCT item_id) FROM human_annotations") == [(2998, 999)]
     assert query(root, "SELECT annotator, count(*) FROM human_annotations GROUP BY 1 ORDER BY 1") == [
-        ("annotator1", 999), ("annotator2", 999), ("annotator3", 999), ("annotator4", 1)]
+        ("annotator1", 999),
+        ("annotator2", 999),
+        ("annotator3", 999),
+        ("annotator4", 1),
+    ]
     # The published majority-vote label distribution (PandaLM README): 0: 105, 1: 422, 2: 472.
     majority = """
         WITH votes AS (SELECT item_id, label, count(*) AS n FROM human_annotations
                        WHERE source_file = 'annotations/pandalm_human.jsonl' GROUP BY ALL),
              gold AS (SELECT item_id, arg_max(label, n) AS label FROM votes GROUP BY item_id)"""
     assert query(root, f"{majority} SELECT label, count(*) FROM gold GROUP BY 1 ORDER BY 1") == [
-        ("0", 105), ("1", 422), ("2", 472)]
+        ("0", 105),
+        ("1", 422),
+        ("2", 472),
+    ]
     # ... and GPT-3.5-turbo's published accuracy against it, 71.07% (Tie and garbage count as 0).
-    accuracy = query(root, f"""{majority}
+    accuracy = query(
+        root,
+        f"""{majority}
         SELECT avg((CASE WHEN j.verdict IN ('Tie', 'garbage') THEN '0' ELSE j.verdict END = g.label)::INT)
-        FROM imported_judgments j JOIN gold g USING (item_id) WHERE j.source = 'gpt-3.5-turbo (PandaLM study)'""")
+        FROM imported_judgments j JOIN gold g USING (item_id) WHERE j.source = 'gpt-3.5-turbo (PandaLM study)'""",
+    )
     assert round(accuracy[0][0], 4) == 0.7107
     assert query(root, "SELECT source, count(*) FROM imported_judgments GROUP BY 1 ORDER BY 1") == [
-        ("gpt-3.5-turbo (PandaLM study)", 999), ("my-judge", 1), ("pandalm-7b (PandaLM study)", 999)]
+        ("gpt-3.5-turbo (PandaLM study)", 999),
+        ("my-judge", 1),
+        ("pandalm-7b (PandaLM study)", 999),
+    ]
 
     quarantined = query(root, "SELECT source, file, line, reason, detail FROM quarantine ORDER BY source, line")
     annotations_file, judgments_file = "annotations/zz_bad.csv", "judgments/zz_bad.jsonl"
@@ -112,12 +133,20 @@ def test_pandalm_labels_and_verdicts_land_in_duckdb_and_bad_rows_in_quarantine(p
     assert "annotations/pandalm_human.jsonl line 1" in quarantined[3][4]
 
     annotations_meta, judgments_meta = metadata(instance, "human_annotations"), metadata(instance, "imported_judgments")
-    assert (annotations_meta["rows"], annotations_meta["quarantined"], annotations_meta["dagster/row_count"]) == (2998, 5, 2998)
+    assert (annotations_meta["rows"], annotations_meta["quarantined"], annotations_meta["dagster/row_count"]) == (
+        2998,
+        5,
+        2998,
+    )
     assert annotations_meta["annotators"] == ["annotator1", "annotator2", "annotator3", "annotator4"]
     assert annotations_meta["tasks_file"] == "annotations/tasks.yaml"
     assert "| pandalm_pairwise | preference | classification | 999 |" in annotations_meta["tasks"]
     assert (judgments_meta["rows"], judgments_meta["quarantined"]) == (1999, 3)
-    assert judgments_meta["quarantine_reasons"] == {"invalid_json": 1, "missing_field:item_id": 1, "missing_field:verdict": 1}
+    assert judgments_meta["quarantine_reasons"] == {
+        "invalid_json": 1,
+        "missing_field:item_id": 1,
+        "missing_field:verdict": 1,
+    }
 
 
 def test_rematerializing_replaces_the_tables_and_their_quarantine(project):
@@ -138,7 +167,9 @@ def test_rematerializing_replaces_the_tables_and_their_quarantine(project):
 
 def test_a_broken_tasks_file_fails_the_run_naming_the_file_and_field(project):
     root, defs, instance = project
-    (root / "annotations" / "tasks.yaml").write_text("tasks:\n  pandalm_pairwise:\n    criteria:\n      preference: {schema: vote}\n")
+    (root / "annotations" / "tasks.yaml").write_text(
+        "tasks:\n  pandalm_pairwise:\n    criteria:\n      preference: {schema: vote}\n"
+    )
     result = materialize(defs, instance, selection=["human_annotations"], raise_on_error=False)
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")

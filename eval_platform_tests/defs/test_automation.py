@@ -43,8 +43,16 @@ def project(data_root, local_judge):
     for day in DAYS:
         write_day(data_root, day, n=TRACES_PER_DAY, bad=False)
     for name in EVALUATORS:
-        write_evaluator(data_root, name, mode="score", model="openai/mock", api_base=local_judge.base_url,
-                        temperature=0.0, score_scale={"min": 0, "max": 1}, prompt=f"{name}: {{{{output}}}}")
+        write_evaluator(
+            data_root,
+            name,
+            mode="score",
+            model="openai/mock",
+            api_base=local_judge.base_url,
+            temperature=0.0,
+            score_scale={"min": 0, "max": 1},
+            prompt=f"{name}: {{{{output}}}}",
+        )
     return data_root
 
 
@@ -54,9 +62,15 @@ def judge_backfill(defs, instance: dg.DagsterInstance, days: list[str], backfill
     first, last = sorted(EVALUATORS)[0], sorted(EVALUATORS)[-1]
     for day in days:
         result = dg.materialize(
-            list(defs.assets), selection=["judge_scores"], instance=instance, resources=defs.resources,
-            tags={"dagster/asset_partition_range_start": f"{day}|{first}",
-                  "dagster/asset_partition_range_end": f"{day}|{last}", "test/backfill": backfill},
+            list(defs.assets),
+            selection=["judge_scores"],
+            instance=instance,
+            resources=defs.resources,
+            tags={
+                "dagster/asset_partition_range_start": f"{day}|{first}",
+                "dagster/asset_partition_range_end": f"{day}|{last}",
+                "test/backfill": backfill,
+            },
         )
         assert result.success
 
@@ -87,8 +101,9 @@ def test_an_update_seen_on_the_tick_after_the_rollups_request_is_not_forgotten(p
         assert all(requested(tick, rollup) == {None} for rollup in ROLLUPS)
         # The requested run reads the first backfill and finishes; the second backfill lands before the next tick,
         # which sees the request, the rollups' new materializations and the second backfill at once.
-        assert dg.materialize(list(defs.assets), selection=list(ROLLUPS), instance=instance,
-                              resources=defs.resources).success
+        assert dg.materialize(
+            list(defs.assets), selection=list(ROLLUPS), instance=instance, resources=defs.resources
+        ).success
         judge_backfill(defs, instance, [day], "second")
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         assert all(requested(tick, rollup) == {None} for rollup in ROLLUPS)
@@ -131,7 +146,9 @@ def test_rollups_are_never_older_than_what_they_read_after_back_to_back_backfill
 
             def rollup_run():
                 runs = instance.get_runs()
-                return next((run for run in runs if dg.AssetKey("judge_cost_daily") in (run.asset_selection or ())), None)
+                return next(
+                    (run for run in runs if dg.AssetKey("judge_cost_daily") in (run.asset_selection or ())), None
+                )
 
             # STARTED is written by the run's own process: from then on it needs nothing from the daemon.
             launched = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
@@ -155,12 +172,15 @@ def test_rollups_are_never_older_than_what_they_read_after_back_to_back_backfill
             assert latest.asset_materialization.metadata["calls"].value == 0
 
     # What an analyst reads: the costs count the second backfill's cache hits, not the first one's calls.
-    judged = query(project, "SELECT evaluator, count(*), sum(calls), sum(cache_hit::INT) FROM judge_scores "
-                            "GROUP BY ALL ORDER BY ALL")
+    judged = query(
+        project,
+        "SELECT evaluator, count(*), sum(calls), sum(cache_hit::INT) FROM judge_scores GROUP BY ALL ORDER BY ALL",
+    )
     assert judged == [(name, TRACES_PER_DAY, 0, TRACES_PER_DAY) for name in sorted(EVALUATORS)]
     for table in ("judge_cost_daily", "judge_cost_monthly"):
-        costs = query(project, f"SELECT evaluator, sum(rows), sum(calls), sum(cache_hits) FROM {table} "
-                               "GROUP BY ALL ORDER BY ALL")
+        costs = query(
+            project, f"SELECT evaluator, sum(rows), sum(calls), sum(cache_hits) FROM {table} GROUP BY ALL ORDER BY ALL"
+        )
         assert costs == judged, table
 
 
@@ -193,12 +213,20 @@ def test_turning_the_sensor_back_on_does_not_rejudge_what_a_backfill_judged_whil
         (project / "traces" / DAYS[0] / "late.jsonl").write_text(json.dumps(late) + "\n")
         assert materialize(defs, "traces", DAYS[0], instance).success
         ticks_before = len(finished_ticks(instance))
-        daemon.wait_for(lambda: len(finished_ticks(instance)) > ticks_before and judge_runs(instance) != runs_while_off
-                        and is_idle(instance))
+        daemon.wait_for(
+            lambda: (
+                len(finished_ticks(instance)) > ticks_before
+                and judge_runs(instance) != runs_while_off
+                and is_idle(instance)
+            )
+        )
         again = judge_materializations(instance) - judged_while_off
         assert again == Counter({f"{DAYS[0]}|{name}": 1 for name in EVALUATORS})
         assert last_materialized(instance, "judge_cost_daily") > last_materialized(instance, "judge_scores")
 
-    judged = query(project, "SELECT evaluator, CAST(date AS VARCHAR), count(*) FROM judge_scores WHERE trace_id = "
-                            "'late-trace' GROUP BY ALL ORDER BY ALL")
+    judged = query(
+        project,
+        "SELECT evaluator, CAST(date AS VARCHAR), count(*) FROM judge_scores WHERE trace_id = "
+        "'late-trace' GROUP BY ALL ORDER BY ALL",
+    )
     assert judged == [(name, DAYS[0], 1) for name in sorted(EVALUATORS)]

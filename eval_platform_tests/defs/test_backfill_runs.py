@@ -20,17 +20,34 @@ def setup_project(root, local_judge):
 
     for day in DAYS:
         write_day(root, day, n=TRACES_PER_DAY[day], bad=False)
-    write_evaluator(root, "helpfulness", mode="score", score_scale={"min": 0, "max": 1},
-                    prompt="{{input}} -> {{output}}", model="openai/mock", api_base=local_judge.base_url)
-    write_evaluator(root, "relevance", mode="score", score_scale={"min": 0, "max": 1},
-                    prompt="Is {{output}} relevant to {{input}}?", model="openai/mock", api_base=local_judge.base_url)
+    write_evaluator(
+        root,
+        "helpfulness",
+        mode="score",
+        score_scale={"min": 0, "max": 1},
+        prompt="{{input}} -> {{output}}",
+        model="openai/mock",
+        api_base=local_judge.base_url,
+    )
+    write_evaluator(
+        root,
+        "relevance",
+        mode="score",
+        score_scale={"min": 0, "max": 1},
+        prompt="Is {{output}} relevant to {{input}}?",
+        model="openai/mock",
+        api_base=local_judge.base_url,
+    )
     return build_definitions(root)
 
 
 def range_run(defs, instance, start: str, end: str) -> dg.ExecuteInProcessResult:
     """One run over the partitions from `start` to `end`, tagged as the backfill daemon tags a policy's run."""
     return dg.materialize(
-        assets=list(defs.assets), selection=["judge_scores"], instance=instance, resources=defs.resources,
+        assets=list(defs.assets),
+        selection=["judge_scores"],
+        instance=instance,
+        resources=defs.resources,
         tags={"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end},
         raise_on_error=False,
     )
@@ -61,15 +78,20 @@ def test_one_run_judges_a_range_of_days_each_partition_with_its_own_metadata(dat
             assert metadata["rows"].value == metadata["completed"].value == TRACES_PER_DAY[day]
             assert metadata["evaluator"].value == "relevance"
             assert f"date={day}" in metadata["parquet"].value
-            assert metadata["checks"].value == {"every_trace_has_one_status": "PASSED",
-                                                "failed_rate_below_threshold": "PASSED"}
+            assert metadata["checks"].value == {
+                "every_trace_has_one_status": "PASSED",
+                "failed_rate_below_threshold": "PASSED",
+            }
         checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
         assert checks["every_trace_has_one_status"].passed and checks["failed_rate_below_threshold"].passed
         assert checks["every_trace_has_one_status"].metadata["partitions"].value == len(DAYS)
 
     # the catalog, refreshed by the run: every trace of each day judged once, nothing else judged
-    judged = query(data_root, "SELECT evaluator, CAST(date AS VARCHAR), count(*), count(DISTINCT trace_id) "
-                              "FROM judge_scores GROUP BY ALL ORDER BY ALL")
+    judged = query(
+        data_root,
+        "SELECT evaluator, CAST(date AS VARCHAR), count(*), count(DISTINCT trace_id) "
+        "FROM judge_scores GROUP BY ALL ORDER BY ALL",
+    )
     assert judged == [("relevance", day, TRACES_PER_DAY[day], TRACES_PER_DAY[day]) for day in DAYS]
 
 
@@ -109,10 +131,25 @@ def test_a_run_of_several_partitions_warns_naming_the_partition_whose_failed_rat
 
     day = DAYS[0]
     write_day(data_root, day, n=TRACES_PER_DAY[day], bad=False)
-    write_evaluator(data_root, "flaky", mode="score", score_scale={"min": 0, "max": 1}, prompt="Rate {{output}}",
-                    model="openai/fault/malformed", api_base=local_judge.base_url, max_failed_rate=0.1)
-    write_evaluator(data_root, "helpfulness", mode="score", score_scale={"min": 0, "max": 1},
-                    prompt="{{input}} -> {{output}}", model="openai/mock", api_base=local_judge.base_url)
+    write_evaluator(
+        data_root,
+        "flaky",
+        mode="score",
+        score_scale={"min": 0, "max": 1},
+        prompt="Rate {{output}}",
+        model="openai/fault/malformed",
+        api_base=local_judge.base_url,
+        max_failed_rate=0.1,
+    )
+    write_evaluator(
+        data_root,
+        "helpfulness",
+        mode="score",
+        score_scale={"min": 0, "max": 1},
+        prompt="{{input}} -> {{output}}",
+        model="openai/mock",
+        api_base=local_judge.base_url,
+    )
     defs = build_definitions(data_root)
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         assert materialize(defs, "traces", day, instance).success
@@ -135,7 +172,10 @@ def test_a_run_of_several_partitions_warns_naming_the_partition_whose_failed_rat
 
 def traces_range_run(defs, instance, start: str, end: str) -> dg.ExecuteInProcessResult:
     return dg.materialize(
-        assets=list(defs.assets), selection=["traces"], instance=instance, resources=defs.resources,
+        assets=list(defs.assets),
+        selection=["traces"],
+        instance=instance,
+        resources=defs.resources,
         tags={"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end},
         raise_on_error=False,
     )

@@ -14,8 +14,15 @@ from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
 def test_a_broken_evaluator_file_leaves_the_rest_working(data_root, local_judge, monkeypatch):
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
-    write_evaluator(data_root, "good", mode="score", model="openai/gpt-4o-mini", api_key_env="NO_SUCH_KEY_SET",
-                    prompt="Rate {{output}}", score_scale={"min": 0, "max": 1})
+    write_evaluator(
+        data_root,
+        "good",
+        mode="score",
+        model="openai/gpt-4o-mini",
+        api_key_env="NO_SUCH_KEY_SET",
+        prompt="Rate {{output}}",
+        score_scale={"min": 0, "max": 1},
+    )
     write_evaluator(data_root, "typo", mode="score", model="openai/gpt-4o-mini", temprature=0.2, prompt="{{output}}")
     (data_root / "experiments").mkdir()
     (data_root / "experiments" / "bad_exp.yaml").write_text("variants: not-a-list\n")
@@ -31,9 +38,13 @@ def test_a_broken_evaluator_file_leaves_the_rest_working(data_root, local_judge,
     assert "bad_exp.yaml" in experiments.descriptions_by_key[dg.AssetKey("experiment_results")]
 
     with dg.instance_for_test() as instance:
-        for selection, key in (("traces", "2026-11-09"), ("judge_scores", dg.MultiPartitionKey({"date": "2026-11-09", "evaluator": "good"}))):
-            result = dg.materialize(list(defs.assets), selection=[selection], partition_key=key, instance=instance,
-                                    resources=defs.resources)
+        for selection, key in (
+            ("traces", "2026-11-09"),
+            ("judge_scores", dg.MultiPartitionKey({"date": "2026-11-09", "evaluator": "good"})),
+        ):
+            result = dg.materialize(
+                list(defs.assets), selection=[selection], partition_key=key, instance=instance, resources=defs.resources
+            )
             assert result.success
 
 
@@ -48,8 +59,14 @@ def test_a_broken_suite_or_models_file_leaves_the_other_suites_and_judging_loade
         "tasks:\n  a:\n    dataset: qa\n    prompt: '{{input}}'\n    depends_on: [a]\n    scorers: [{name: numeric_match}]\n"
     )
     (data_root / "benchmarks" / "models.yaml").write_text("models:\n  x/y: {model: openai/gpt-4o-mini}\n")
-    write_evaluator(data_root, "good", mode="score", model="openai/gpt-4o-mini", prompt="Rate {{output}}",
-                    score_scale={"min": 0, "max": 1})
+    write_evaluator(
+        data_root,
+        "good",
+        mode="score",
+        model="openai/gpt-4o-mini",
+        prompt="Rate {{output}}",
+        score_scale={"min": 0, "max": 1},
+    )
 
     with caplog.at_level(logging.ERROR):
         defs = build_definitions(data_root)
@@ -90,8 +107,14 @@ def test_a_bad_model_entry_breaks_only_that_models_runs(data_root, local_judge, 
         instance.add_dynamic_partitions("benchmark_models", ["fine", "typo"])
         task = dg.AssetKey(["benchmark", "good", "t"])
         runs = {
-            model: dg.materialize(list(defs.assets), selection=[task], partition_key=model, instance=instance,
-                                  resources=defs.resources, raise_on_error=False)
+            model: dg.materialize(
+                list(defs.assets),
+                selection=[task],
+                partition_key=model,
+                instance=instance,
+                resources=defs.resources,
+                raise_on_error=False,
+            )
             for model in ("fine", "typo")
         }
     assert runs["fine"].success
@@ -104,9 +127,14 @@ def test_a_bad_model_entry_breaks_only_that_models_runs(data_root, local_judge, 
 def test_a_reference_evaluator_naming_a_missing_dataset_version_is_a_broken_file(data_root):
     (data_root / "datasets" / "faq").mkdir(parents=True)
     (data_root / "datasets" / "faq" / "v1.jsonl").write_text('{"input": "q", "expected_output": "a"}\n')
-    write_evaluator(data_root, "gold", mode="reference", model="openai/gpt-4o-mini",
-                    prompt="{{output}} vs {{expected}}",
-                    reference={"source": "dataset", "dataset": "faq", "version": 2})
+    write_evaluator(
+        data_root,
+        "gold",
+        mode="reference",
+        model="openai/gpt-4o-mini",
+        prompt="{{output}} vs {{expected}}",
+        reference={"source": "dataset", "dataset": "faq", "version": 2},
+    )
     write_evaluator(data_root, "good", mode="score", model="openai/gpt-4o-mini", prompt="Rate {{output}}")
     defs = build_definitions(data_root)
     judge_scores = defs.resolve_assets_def("judge_scores")

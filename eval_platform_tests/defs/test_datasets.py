@@ -22,8 +22,12 @@ def query(root: Path, sql: str) -> list[tuple]:
 
 def run(defs, instance, asset: str, partition=None, ok: bool = True) -> dg.ExecuteInProcessResult:
     result = dg.materialize(
-        assets=list(defs.assets), selection=[asset], partition_key=partition, instance=instance,
-        resources=defs.resources, raise_on_error=False,
+        assets=list(defs.assets),
+        selection=[asset],
+        partition_key=partition,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
     )
     assert result.success is ok
     return result
@@ -36,20 +40,39 @@ def write_jsonl(path: Path, rows: list) -> None:
 
 @pytest.fixture
 def project(data_root, local_judge, tmp_path):
-    write_jsonl(data_root / "datasets" / "faq" / "v1.jsonl", [
-        {"case_id": "c1", "input": "2 + 2?", "expected_output": "4"},
-        {"case_id": "c2", "input": "Capital of France?", "expected_output": "2"},
-        {"case_id": "c1", "input": "duplicate id", "expected_output": "1"},
-        {"case_id": "c3", "expected_output": "no input"},
-        "{broken",
-    ])
-    write_jsonl(data_root / "traces" / DAY / "export.jsonl", [
-        {"trace_id": f"t{i}", "timestamp": f"{DAY}T10:00:0{i}Z", "input": "q", "output": "a",
-         "metadata": {"case_id": case}} for i, case in enumerate(["c1", "c2", "unknown"])
-    ])
+    write_jsonl(
+        data_root / "datasets" / "faq" / "v1.jsonl",
+        [
+            {"case_id": "c1", "input": "2 + 2?", "expected_output": "4"},
+            {"case_id": "c2", "input": "Capital of France?", "expected_output": "2"},
+            {"case_id": "c1", "input": "duplicate id", "expected_output": "1"},
+            {"case_id": "c3", "expected_output": "no input"},
+            "{broken",
+        ],
+    )
+    write_jsonl(
+        data_root / "traces" / DAY / "export.jsonl",
+        [
+            {
+                "trace_id": f"t{i}",
+                "timestamp": f"{DAY}T10:00:0{i}Z",
+                "input": "q",
+                "output": "a",
+                "metadata": {"case_id": case},
+            }
+            for i, case in enumerate(["c1", "c2", "unknown"])
+        ],
+    )
     # echo/expected replies with the gold answer itself, so each score shows which answer the judge saw.
-    write_evaluator(data_root, "gold", mode="reference", model="openai/echo/expected", api_base=local_judge.base_url,
-                    reference={"source": "dataset", "dataset": "faq"}, prompt="{{output}} vs {{expected}}")
+    write_evaluator(
+        data_root,
+        "gold",
+        mode="reference",
+        model="openai/echo/expected",
+        api_base=local_judge.base_url,
+        reference={"source": "dataset", "dataset": "faq"},
+        prompt="{{output}} vs {{expected}}",
+    )
     (tmp_path / "dagster_home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
         yield data_root, build_definitions(data_root), instance

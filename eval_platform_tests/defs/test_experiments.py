@@ -29,7 +29,9 @@ def query(root: Path, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
-def materialize(defs: dg.Definitions, resources: dict, asset: str, instance, partition=None) -> dg.ExecuteInProcessResult:
+def materialize(
+    defs: dg.Definitions, resources: dict, asset: str, instance, partition=None
+) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         assets=list(defs.assets), selection=[asset], partition_key=partition, instance=instance, resources=resources
     )
@@ -42,7 +44,9 @@ def instance(tmp_path):
         yield instance
 
 
-def judge_everything(root: Path, defs: dg.Definitions, resources: dict, instance, days: list[str], evaluators: list[str]):
+def judge_everything(
+    root: Path, defs: dg.Definitions, resources: dict, instance, days: list[str], evaluators: list[str]
+):
     for day in days:
         assert materialize(defs, resources, "traces", instance, day).success
         for name in evaluators:
@@ -65,32 +69,46 @@ def test_sample_experiment_over_two_sample_days(data_root, local_judge, instance
 
     result = materialize(defs, resources, "experiment_results", instance)
     assert result.success
-    metadata = instance.get_latest_materialization_event(dg.AssetKey("experiment_results")).asset_materialization.metadata
+    metadata = instance.get_latest_materialization_event(
+        dg.AssetKey("experiment_results")
+    ).asset_materialization.metadata
     assert metadata["experiments"].value == 1 and metadata["comparisons"].value == 8  # 4 treatments × 2 metrics
 
     kinds = dict(query(data_root, "SELECT kind, count(*) FROM experiment_results GROUP BY kind"))
     assert kinds == {"variant": 10, "comparison": 8, "win_rate": 9, "bradley_terry": 5}
 
     # Per-variant n and mean equal a plain SQL aggregate over the judge_scores view.
-    expected = query(data_root, """
+    expected = query(
+        data_root,
+        """
         SELECT evaluator || '.score', variant, count(*), avg(score) FROM judge_scores
         WHERE is_final AND status = 'COMPLETED' AND evaluator IN ('helpfulness', 'toxicity')
-          AND experiment_id = 'pandalm-model-comparison' GROUP BY ALL ORDER BY ALL""")
-    actual = query(data_root, "SELECT metric, variant, n, mean FROM experiment_results WHERE kind = 'variant' ORDER BY ALL")
+          AND experiment_id = 'pandalm-model-comparison' GROUP BY ALL ORDER BY ALL""",
+    )
+    actual = query(
+        data_root, "SELECT metric, variant, n, mean FROM experiment_results WHERE kind = 'variant' ORDER BY ALL"
+    )
     assert [r[:3] for r in actual] == [r[:3] for r in expected]
     assert [r[3] for r in actual] == pytest.approx([r[3] for r in expected])
 
     # Every comparison below the minimum sample says so; the others carry a p-value and a posterior probability.
-    for n, n_control, p, prob, outcome, text in query(data_root, """
+    for n, n_control, p, prob, outcome, text in query(
+        data_root,
+        """
             SELECT n, n_control, p_value, prob_improvement, outcome, recommendation FROM experiment_results
-            WHERE kind = 'comparison' AND metric_role = 'primary'"""):
+            WHERE kind = 'comparison' AND metric_role = 'primary'""",
+    ):
         if min(n, n_control) < 30:
-            assert outcome == "insufficient sample" and text.startswith(f"insufficient sample: {min(n, n_control)} < 30")
+            assert outcome == "insufficient sample" and text.startswith(
+                f"insufficient sample: {min(n, n_control)} < 30"
+            )
         else:
             assert p is not None and prob is not None and text
 
     # Win rates from the real recorded verdicts equal an independent SQL count over judge_scores ⋈ traces.
-    counted = query(data_root, """
+    counted = query(
+        data_root,
+        """
         WITH verdicts AS (
             SELECT ta.variant AS a, tb.variant AS b, s.winner FROM judge_scores s
             JOIN traces ta ON ta.trace_id = s.trace_id JOIN traces tb ON tb.trace_id = s.trace_id_b
@@ -98,14 +116,23 @@ def test_sample_experiment_over_two_sample_days(data_root, local_judge, instance
         sides AS (
             SELECT a AS variant, winner = 'A' AS won, winner = 'B' AS lost, winner = 'tie' AS tied FROM verdicts
             UNION ALL SELECT b, winner = 'B', winner = 'A', winner = 'tie' FROM verdicts)
-        SELECT variant, count(*), sum(won::INT), sum(lost::INT), sum(tied::INT) FROM sides GROUP BY ALL ORDER BY ALL""")
-    assert query(data_root, """
+        SELECT variant, count(*), sum(won::INT), sum(lost::INT), sum(tied::INT) FROM sides GROUP BY ALL ORDER BY ALL""",
+    )
+    assert (
+        query(
+            data_root,
+            """
         SELECT variant, n, wins, losses, ties FROM experiment_results
-        WHERE kind = 'win_rate' AND opponent IS NULL ORDER BY ALL""") == counted
+        WHERE kind = 'win_rate' AND opponent IS NULL ORDER BY ALL""",
+        )
+        == counted
+    )
     assert sum(row[1] for row in counted) / 2 > 200  # two days of PandaLM pairs
     ranks = query(data_root, "SELECT rank, variant FROM experiment_results WHERE kind = 'bradley_terry' ORDER BY rank")
     assert [r[0] for r in ranks] == [1, 2, 3, 4, 5]
-    assert query(data_root, "SELECT round(sum(strength), 9) FROM experiment_results WHERE kind = 'bradley_terry'") == [(1.0,)]
+    assert query(data_root, "SELECT round(sum(strength), 9) FROM experiment_results WHERE kind = 'bradley_terry'") == [
+        (1.0,)
+    ]
 
     result = materialize(defs, resources, "alerts", instance)
     assert result.success
@@ -125,11 +152,18 @@ def scripted_day(root: Path, day: str, rng, shift: float, n: int = 40) -> None:
     for i in range(n):
         variant = "b" if i % 2 else "a"
         score = float(np.clip(rng.normal(0.55 + (0.15 if variant == "b" else 0) + shift, 0.08), 0, 1))
-        lines.append(json.dumps({
-            "trace_id": f"{day}-{i}", "timestamp": f"{day}T12:00:00Z", "input": f"question {i}",
-            "output": json.dumps({"score": round(score, 4), "reasoning": "scripted by the trace"}),
-            "experiment_id": "prompt-v2", "variant": variant,
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "trace_id": f"{day}-{i}",
+                    "timestamp": f"{day}T12:00:00Z",
+                    "input": f"question {i}",
+                    "output": json.dumps({"score": round(score, 4), "reasoning": "scripted by the trace"}),
+                    "experiment_id": "prompt-v2",
+                    "variant": variant,
+                }
+            )
+        )
     (folder / "export.jsonl").write_text("\n".join(lines) + "\n")
 
 
@@ -138,27 +172,52 @@ def test_a_treatment_that_wins_ships_and_a_bad_day_raises_an_alert(data_root, lo
     days = ["2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"]
     for day in days:
         scripted_day(data_root, day, rng, shift=-0.35 if day == days[-1] else 0.0)
-    write_evaluator(data_root, "quality", mode="score", score_scale={"min": 0, "max": 1}, model="openai/echo/output",
-                    api_base=local_judge.base_url, prompt="{{input}} -> {{output}}")
+    write_evaluator(
+        data_root,
+        "quality",
+        mode="score",
+        score_scale={"min": 0, "max": 1},
+        model="openai/echo/output",
+        api_base=local_judge.base_url,
+        prompt="{{input}} -> {{output}}",
+    )
     (data_root / "experiments").mkdir()
-    (data_root / "experiments" / "prompt_v2.yaml").write_text(yaml.safe_dump({
-        "experiment_id": "prompt-v2", "control": "a", "treatments": ["b"], "method": "both",
-        "primary_metric": {"evaluator": "quality"}, "minimum_sample_size": 20, "end_date": "2026-11-03",
-    }))
+    (data_root / "experiments" / "prompt_v2.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "experiment_id": "prompt-v2",
+                "control": "a",
+                "treatments": ["b"],
+                "method": "both",
+                "primary_metric": {"evaluator": "quality"},
+                "minimum_sample_size": 20,
+                "end_date": "2026-11-03",
+            }
+        )
+    )
     defs = build_definitions(data_root)
     judge_everything(data_root, defs, defs.resources, instance, days, ["quality"])
 
     assert materialize(defs, defs.resources, "experiment_results", instance).success
-    [(n, n_control, outcome, significant, text)] = query(data_root, """
+    [(n, n_control, outcome, significant, text)] = query(
+        data_root,
+        """
         SELECT n, n_control, outcome, significant, recommendation FROM experiment_results
-        WHERE experiment = 'prompt_v2' AND kind = 'comparison'""")
+        WHERE experiment = 'prompt_v2' AND kind = 'comparison'""",
+    )
     assert (n, n_control, outcome, significant) == (60, 60, "better", True)  # the window ends before the bad day
-    assert text.startswith("ship b: quality.score improved significantly (+0.1") and text.endswith("there are no guardrails")
+    assert text.startswith("ship b: quality.score improved significantly (+0.1") and text.endswith(
+        "there are no guardrails"
+    )
 
     result = materialize(defs, defs.resources, "alerts", instance)
     assert result.success  # a failed WARN check does not fail the run
     [check] = result.get_asset_check_evaluations()
-    assert (check.check_name, check.passed, check.severity) == ("no_quality_regression", False, dg.AssetCheckSeverity.WARN)
+    assert (check.check_name, check.passed, check.severity) == (
+        "no_quality_regression",
+        False,
+        dg.AssetCheckSeverity.WARN,
+    )
     assert check.metadata["regressions"].value == 1
     [(day, mean, baseline_n, severity, message)] = query(
         data_root, "SELECT day, mean, baseline_n, severity, message FROM alerts WHERE evaluator = 'quality'"
@@ -184,14 +243,21 @@ def test_definitions_name_the_new_assets_and_show_a_broken_experiment(data_root)
     # A broken experiment breaks only itself (issue 10): it is named, with its field and message, on the asset.
     defs = build_definitions(data_root)
     description = defs.resolve_assets_def("experiment_results").descriptions_by_key[dg.AssetKey("experiment_results")]
-    assert re.search(r"typo\.yaml: .*typo\.yaml: field 'primary_metric\.evaluator': no evaluator named 'qualty'", description)
-    with pytest.raises(ExperimentConfigError, match=r"typo\.yaml: field 'primary_metric\.evaluator': no evaluator named 'qualty'"):
+    assert re.search(
+        r"typo\.yaml: .*typo\.yaml: field 'primary_metric\.evaluator': no evaluator named 'qualty'", description
+    )
+    with pytest.raises(
+        ExperimentConfigError, match=r"typo\.yaml: field 'primary_metric\.evaluator': no evaluator named 'qualty'"
+    ):
         load_experiments(data_root / "experiments", load_evaluators(data_root / "evaluators"))
 
 
 def experiment_rows(root: Path) -> dict[str, list[tuple]]:
-    rows = query(root, "SELECT experiment, kind, metric, variant, n, mean, stale, stale_reason, computed_at "
-                       "FROM experiment_results ORDER BY ALL")
+    rows = query(
+        root,
+        "SELECT experiment, kind, metric, variant, n, mean, stale, stale_reason, computed_at "
+        "FROM experiment_results ORDER BY ALL",
+    )
     by_experiment: dict[str, list[tuple]] = {}
     for row in rows:
         by_experiment.setdefault(row[0], []).append(row)
@@ -205,13 +271,24 @@ def test_a_broken_evaluator_or_experiment_file_keeps_its_last_rows_flagged_stale
     days = ["2026-11-01", "2026-11-02"]
     for day in days:
         scripted_day(data_root, day, rng, shift=0.0, n=20)
-    evaluator = write_evaluator(data_root, "quality", mode="score", score_scale={"min": 0, "max": 1},
-                                model="openai/echo/output", api_base=local_judge.base_url,
-                                prompt="{{input}} -> {{output}}")
+    evaluator = write_evaluator(
+        data_root,
+        "quality",
+        mode="score",
+        score_scale={"min": 0, "max": 1},
+        model="openai/echo/output",
+        api_base=local_judge.base_url,
+        prompt="{{input}} -> {{output}}",
+    )
     good_evaluator = evaluator.read_text()
     (data_root / "experiments").mkdir()
-    experiment = {"experiment_id": "prompt-v2", "control": "a", "treatments": ["b"],
-                  "primary_metric": {"evaluator": "quality"}, "minimum_sample_size": 5}
+    experiment = {
+        "experiment_id": "prompt-v2",
+        "control": "a",
+        "treatments": ["b"],
+        "primary_metric": {"evaluator": "quality"},
+        "minimum_sample_size": 5,
+    }
     for name in ("prompt_v2", "prompt_v2_again"):
         (data_root / "experiments" / f"{name}.yaml").write_text(yaml.safe_dump(experiment))
     defs = build_definitions(data_root)

@@ -24,12 +24,20 @@ DAY = "2026-11-09"
 def test_judge_scores_in_batch_mode_resumes_its_batch_across_runs(data_root, tmp_path):
     write_day(data_root, DAY, bad=False)
     (tmp_path / "home").mkdir()
-    with LocalJudgeServer(batch_delay_s=2.0) as server, dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
+    with (
+        LocalJudgeServer(batch_delay_s=2.0) as server,
+        dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance,
+    ):
         common = dict(
-            mode="score", score_scale={"min": 0, "max": 1}, prompt="{{input}} -> {{output}}", model="openai/mock",
+            mode="score",
+            score_scale={"min": 0, "max": 1},
+            prompt="{{input}} -> {{output}}",
+            model="openai/mock",
             api_base=server.base_url,
         )
-        write_evaluator(data_root, "batched", name="batched", batch={"poll_interval_s": 0.05, "timeout_s": 0.1}, **common)
+        write_evaluator(
+            data_root, "batched", name="batched", batch={"poll_interval_s": 0.05, "timeout_s": 0.1}, **common
+        )
         defs = build_definitions(data_root)
         assert materialize(defs, "traces", DAY, instance).success
 
@@ -45,7 +53,9 @@ def test_judge_scores_in_batch_mode_resumes_its_batch_across_runs(data_root, tmp
         assert [(b["batch_id"], b["state"]) for b in saved["batches"]] == [(batch["batch_id"], "open")]
 
         # Waiting longer now: the same batch is collected, not submitted again.
-        write_evaluator(data_root, "batched", name="batched", batch={"poll_interval_s": 0.05, "timeout_s": 120}, **common)
+        write_evaluator(
+            data_root, "batched", name="batched", batch={"poll_interval_s": 0.05, "timeout_s": 120}, **common
+        )
         defs = build_definitions(data_root)
         second = materialize(defs, "judge_scores", key(DAY, "batched"), instance)
         assert second.success

@@ -72,25 +72,43 @@ def write_project(root: Path, server: LocalJudgeServer) -> None:
     traces = root / "traces" / DAY
     traces.mkdir(parents=True)
     # Inputs of different lengths: the long echo's padding differs, so the keys straddle different cuts.
-    lines = [{"trace_id": f"t{i}", "timestamp": f"{DAY}T10:00:0{i}Z", "input": "Why? " * (i + 1), "output": "Because."}
-             for i in range(4)]
+    lines = [
+        {"trace_id": f"t{i}", "timestamp": f"{DAY}T10:00:0{i}Z", "input": "Why? " * (i + 1), "output": "Because."}
+        for i in range(4)
+    ]
     (traces / "export.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
     def models(provider: str, base: str) -> list[dict]:
-        return [{"model": f"{provider}/fault/{kind}", "api_base": base, "api_key_env": KEY_ENV}
-                for kind in ("echo_key_long", "echo_key_reply", "echo_key")]
+        return [
+            {"model": f"{provider}/fault/{kind}", "api_base": base, "api_key_env": KEY_ENV}
+            for kind in ("echo_key_long", "echo_key_reply", "echo_key")
+        ]
 
-    common = {"mode": "score", "score_scale": {"min": 1, "max": 5}, "prompt": "Q: {{input}} A: {{output}}",
-              "max_retries": 0, "timeout_s": 30}
+    common = {
+        "mode": "score",
+        "score_scale": {"min": 1, "max": 5},
+        "prompt": "Q: {{input}} A: {{output}}",
+        "max_retries": 0,
+        "timeout_s": 30,
+    }
     write_evaluator(root, "lean", name="lean", models=models("openai", v1), **common)
     write_evaluator(root, "litellm_azure", name="litellm_azure", models=models("azure", provider_root), **common)
-    write_evaluator(root, "litellm_anthropic", name="litellm_anthropic", models=models("anthropic", provider_root),
-                    **common)
+    write_evaluator(
+        root, "litellm_anthropic", name="litellm_anthropic", models=models("anthropic", provider_root), **common
+    )
     for provider, base in (("openai", v1), ("azure", provider_root), ("anthropic", provider_root)):
-        write_evaluator(root, f"batch_{provider}", name=f"batch_{provider}", models=models(provider, base),
-                        batch=BATCH, **common)
-    write_evaluator(root, "reply_judge", name="reply_judge", model="openai/fault/echo_key_reply", api_base=v1,
-                    api_key_env=KEY_ENV, **common)
+        write_evaluator(
+            root, f"batch_{provider}", name=f"batch_{provider}", models=models(provider, base), batch=BATCH, **common
+        )
+    write_evaluator(
+        root,
+        "reply_judge",
+        name="reply_judge",
+        model="openai/fault/echo_key_reply",
+        api_base=v1,
+        api_key_env=KEY_ENV,
+        **common,
+    )
 
     dataset = root / "datasets" / "tiny"
     dataset.mkdir(parents=True)
@@ -98,12 +116,24 @@ def write_project(root: Path, server: LocalJudgeServer) -> None:
     (dataset / "v1.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
     benchmarks = root / "benchmarks"
     benchmarks.mkdir()
-    suite = {"name": "leaky", "tasks": {
-        "answer": {"dataset": "tiny", "prompt": "{{input}}", "max_tokens": 64, "max_failed_rate": 1.0,
-                   "scorers": [{"name": "regex", "options": {"pattern": "authorised"}}]},
-        "judged": {"dataset": "tiny", "outputs_of": "answer", "max_failed_rate": 1.0,
-                   "scorers": [{"name": "judge", "options": {"evaluator": "reply_judge"}}]},
-    }}
+    suite = {
+        "name": "leaky",
+        "tasks": {
+            "answer": {
+                "dataset": "tiny",
+                "prompt": "{{input}}",
+                "max_tokens": 64,
+                "max_failed_rate": 1.0,
+                "scorers": [{"name": "regex", "options": {"pattern": "authorised"}}],
+            },
+            "judged": {
+                "dataset": "tiny",
+                "outputs_of": "answer",
+                "max_failed_rate": 1.0,
+                "scorers": [{"name": "judge", "options": {"evaluator": "reply_judge"}}],
+            },
+        },
+    }
     (benchmarks / "leaky.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
     under_test = {"leaky-reply": "openai/fault/echo_key_reply", "leaky-error": "openai/fault/echo_key_long"}
     models_file = {name: {"model": model, "api_base": v1, "api_key_env": KEY_ENV} for name, model in under_test.items()}
@@ -155,8 +185,13 @@ def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_pa
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with LocalJudgeServer() as server:
         write_project(data_root, server)
-        env = {**os.environ, "DAGSTER_HOME": str(home), "EVAL_PLATFORM_DATA_DIR": str(data_root), KEY_ENV: KEY,
-               "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(home),
+            "EVAL_PLATFORM_DATA_DIR": str(data_root),
+            KEY_ENV: KEY,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        }
         env.pop("EVAL_PLATFORM_LOCAL_JUDGE_URL", None)
         printed = {"run": run_and_capture([sys.executable, "-c", RUN, str(data_root), DAY, ",".join(MODELS)], env)}
         dry_run = [sys.executable, "-m", "eval_platform.dry_run"]
@@ -167,10 +202,12 @@ def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_pa
     assert "FAILED" not in printed["run"] and printed["run"].count(": ok") == 1 + 7 + len(MODELS), printed["run"]
     assert "polling batch" in printed["run"]  # the poll answered with the key echoed was logged
     with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
-        echoed = dict(conn.execute(
-            "SELECT evaluator, count(*) FILTER (WHERE raw_response LIKE '%Authoriz%' OR raw_response LIKE "
-            "'%authorised%' OR reason_detail LIKE '%Authoriz%') FROM judge_scores GROUP BY ALL"
-        ).fetchall())
+        echoed = dict(
+            conn.execute(
+                "SELECT evaluator, count(*) FILTER (WHERE raw_response LIKE '%Authoriz%' OR raw_response LIKE "
+                "'%authorised%' OR reason_detail LIKE '%Authoriz%') FROM judge_scores GROUP BY ALL"
+            ).fetchall()
+        )
         outputs = conn.execute(
             "SELECT count(*) FILTER (WHERE output LIKE '%authorised%'), count(*) FILTER (WHERE reason_detail LIKE "
             "'%Authoriz%') FROM benchmark_cases WHERE task = 'answer'"

@@ -50,8 +50,17 @@ def project(data_root, local_judge, tmp_path):
     for day in DAYS:
         write_day(data_root, day)
     common = {"model": "openai/mock", "api_base": local_judge.base_url, "temperature": 0.0}
-    write_evaluator(data_root, "helpfulness", mode="score", score_scale={"min": 0, "max": 1}, prompt="{{input}} -> {{output}}", **common)
-    write_evaluator(data_root, "preference", mode="pairwise", prompt="{{input}}: {{output_a}} vs {{output_b}}", **common)
+    write_evaluator(
+        data_root,
+        "helpfulness",
+        mode="score",
+        score_scale={"min": 0, "max": 1},
+        prompt="{{input}} -> {{output}}",
+        **common,
+    )
+    write_evaluator(
+        data_root, "preference", mode="pairwise", prompt="{{input}}: {{output_a}} vs {{output_b}}", **common
+    )
     write_evaluator(data_root, "strict", mode="binary", enabled=False, prompt="{{output}}", **common)
     (tmp_path / "dagster_home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
@@ -60,7 +69,11 @@ def project(data_root, local_judge, tmp_path):
 
 def materialize(defs, asset: str, partition, instance) -> dg.ExecuteInProcessResult:
     return dg.materialize(
-        assets=list(defs.assets), selection=[asset], partition_key=partition, instance=instance, resources=defs.resources
+        assets=list(defs.assets),
+        selection=[asset],
+        partition_key=partition,
+        instance=instance,
+        resources=defs.resources,
     )
 
 
@@ -103,21 +116,50 @@ def test_daily_scoring_end_to_end(project, local_judge):
     by_status = dict(query(root, "SELECT evaluator || ':' || status, count(*) FROM judge_scores GROUP BY 1"))
     assert by_status == {"helpfulness:COMPLETED": 12, "preference:COMPLETED": 6}
     cols = {c[0] for c in query(root, "DESCRIBE judge_scores")}
-    assert {"evaluator", "date", "trace_id", "model", "provider_model", "sample", "status", "reason", "score",
-            "raw_score", "label", "passed", "reasoning", "raw_response", "prompt_tokens", "completion_tokens",
-            "cost_usd", "latency_ms", "cache_hit", "config_hash", "judged_at"} <= cols
+    assert {
+        "evaluator",
+        "date",
+        "trace_id",
+        "model",
+        "provider_model",
+        "sample",
+        "status",
+        "reason",
+        "score",
+        "raw_score",
+        "label",
+        "passed",
+        "reasoning",
+        "raw_response",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "latency_ms",
+        "cache_hit",
+        "config_hash",
+        "judged_at",
+    } <= cols
     cost = query(root, "SELECT evaluator, sum(calls), sum(completed) FROM judge_cost_daily GROUP BY 1 ORDER BY 1")
     assert cost == [("helpfulness", 12, 12), ("preference", 12, 6)]
 
     # Monthly rollup: the same totals per month; the app's own spend is reported apart, never added.
     assert materialize(defs, "judge_cost_monthly", None, instance).success
     assert materialize(defs, "app_cost_daily", None, instance).success
-    monthly = query(root, "SELECT month, evaluator, sum(calls), sum(completed), sum(days) FROM judge_cost_monthly "
-                          "GROUP BY ALL ORDER BY ALL")
+    monthly = query(
+        root,
+        "SELECT month, evaluator, sum(calls), sum(completed), sum(days) FROM judge_cost_monthly "
+        "GROUP BY ALL ORDER BY ALL",
+    )
     # Spend is counted by the UTC day of judging: the months of the days the test judged on.
-    from_daily = query(root, "SELECT substr(day, 1, 7), evaluator, sum(calls), sum(completed), count(DISTINCT day) "
-                             "FROM judge_cost_daily GROUP BY ALL ORDER BY ALL")
-    assert monthly == from_daily and [row[1:4] for row in monthly][:2] == [("helpfulness", 12, 12), ("preference", 12, 6)]
+    from_daily = query(
+        root,
+        "SELECT substr(day, 1, 7), evaluator, sum(calls), sum(completed), count(DISTINCT day) "
+        "FROM judge_cost_daily GROUP BY ALL ORDER BY ALL",
+    )
+    assert monthly == from_daily and [row[1:4] for row in monthly][:2] == [
+        ("helpfulness", 12, 12),
+        ("preference", 12, 6),
+    ]
     app = query(root, "SELECT sum(traces), round(sum(app_cost_usd), 9) FROM app_cost_daily")
     traced = query(root, "SELECT count(*), round(sum(cost_usd), 9) FROM traces")
     assert app == traced == [(12, 0.012)]
@@ -133,8 +175,11 @@ def test_daily_scoring_end_to_end(project, local_judge):
     before = judge_requests(local_judge)
     assert materialize(defs, "judge_scores", key(DAYS[0], "helpfulness"), instance).success
     assert judge_requests(local_judge) == before
-    rows = query(root, f"SELECT count(*), count(DISTINCT trace_id), bool_and(cache_hit) FROM judge_scores "
-                       f"WHERE evaluator = 'helpfulness' AND date = '{DAYS[0]}'")
+    rows = query(
+        root,
+        f"SELECT count(*), count(DISTINCT trace_id), bool_and(cache_hit) FROM judge_scores "
+        f"WHERE evaluator = 'helpfulness' AND date = '{DAYS[0]}'",
+    )
     assert rows == [(6, 6, True)]
     files = list(partition_dir(root, "judge_scores", {"evaluator": "helpfulness", "date": DAYS[0]}).iterdir())
     assert [f.name for f in files] == ["part.parquet"]  # no temp file left behind
@@ -143,15 +188,21 @@ def test_daily_scoring_end_to_end(project, local_judge):
 def test_judge_scores_needs_its_traces(project):
     _, defs, instance = project
     result = dg.materialize(
-        assets=list(defs.assets), selection=["judge_scores"], partition_key=key(DAYS[1], "helpfulness"),
-        instance=instance, resources=defs.resources, raise_on_error=False,
+        assets=list(defs.assets),
+        selection=["judge_scores"],
+        partition_key=key(DAYS[1], "helpfulness"),
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
     )
     assert not result.success
 
 
 def test_new_evaluator_file_is_a_new_partition_value(project):
     root, _, _ = project
-    write_evaluator(root, "concise", mode="binary", model="openai/mock", api_base="http://127.0.0.1:1/v1", prompt="{{output}}")
+    write_evaluator(
+        root, "concise", mode="binary", model="openai/mock", api_base="http://127.0.0.1:1/v1", prompt="{{output}}"
+    )
     judge = build_definitions(root).resolve_assets_def("judge_scores")
     assert "concise" in judge.partitions_def.get_partitions_def_for_dimension("evaluator").get_partition_keys()
     write_evaluator(root, "broken", mode="binary", model="openai/mock", prompt="{{nope}}")
@@ -168,12 +219,16 @@ def test_sensor_requests_days_with_new_files(project):
     context = dg.build_sensor_context(instance=instance, resources={"warehouse": defs.resources["warehouse"]})
     first = new_trace_files_sensor(context)
     assert sorted(r.partition_key for r in first.run_requests) == DAYS
-    context = dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"warehouse": defs.resources["warehouse"]})
+    context = dg.build_sensor_context(
+        instance=instance, cursor=first.cursor, resources={"warehouse": defs.resources["warehouse"]}
+    )
     assert new_trace_files_sensor(context).run_requests == []
     (root / "traces" / DAYS[1] / "late.jsonl").write_text(
         json.dumps({"trace_id": "late", "timestamp": f"{DAYS[1]}T23:00:00Z"}) + "\n"
     )
-    context = dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"warehouse": defs.resources["warehouse"]})
+    context = dg.build_sensor_context(
+        instance=instance, cursor=first.cursor, resources={"warehouse": defs.resources["warehouse"]}
+    )
     assert [r.partition_key for r in new_trace_files_sensor(context).run_requests] == [DAYS[1]]
 
 
@@ -186,10 +241,18 @@ def test_schedule_ingests_yesterday():
 def test_definitions_validate_cli(project):
     root, _, _ = project
     repo = Path(__file__).resolve().parents[2]
-    env = {"EVAL_PLATFORM_DATA_DIR": str(root), "PATH": str(Path(sys.executable).parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "DAGSTER_HOME": str(root.parent / "dagster_home")}
+    env = {
+        "EVAL_PLATFORM_DATA_DIR": str(root),
+        "PATH": str(Path(sys.executable).parent),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "DAGSTER_HOME": str(root.parent / "dagster_home"),
+    }
     done = subprocess.run(
         [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=300,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -31,8 +31,16 @@ EVALUATORS = ["helpfulness", "conciseness"]
 def project(data_root, local_judge):
     copy_sample_days(data_root, DAYS)
     for name in EVALUATORS:
-        write_evaluator(data_root, name, mode="score", model="openai/mock", api_base=local_judge.base_url,
-                        temperature=0.0, score_scale={"min": 0, "max": 1}, prompt=f"{name}: {{{{output}}}}")
+        write_evaluator(
+            data_root,
+            name,
+            mode="score",
+            model="openai/mock",
+            api_base=local_judge.base_url,
+            temperature=0.0,
+            score_scale={"min": 0, "max": 1},
+            prompt=f"{name}: {{{{output}}}}",
+        )
     return data_root
 
 
@@ -41,8 +49,9 @@ def judge_key(day: str, evaluator: str) -> dg.MultiPartitionKey:
 
 
 def materialize(defs, asset: str, partition, instance) -> dg.ExecuteInProcessResult:
-    return dg.materialize(list(defs.assets), selection=[asset], partition_key=partition, instance=instance,
-                          resources=defs.resources)
+    return dg.materialize(
+        list(defs.assets), selection=[asset], partition_key=partition, instance=instance, resources=defs.resources
+    )
 
 
 def sql(root: Path, query: str):
@@ -56,12 +65,21 @@ def test_postgres_config_has_the_same_queue_and_limits_as_the_shipped_dagster_ya
     connection = dict(postgres["storage"]["postgres"]["postgres_db"])
     assert connection.pop("scheme") == "postgresql+psycopg2"  # the driver dagster-postgres installs
     # no secret in the file: every connection field comes from the environment
-    assert connection == {field: {"env": f"DAGSTER_POSTGRES_{name}"} for field, name in
-                          [("hostname", "HOST"), ("port", "PORT"), ("username", "USER"), ("password", "PASSWORD"),
-                           ("db_name", "DB")]}
+    assert connection == {
+        field: {"env": f"DAGSTER_POSTGRES_{name}"}
+        for field, name in [
+            ("hostname", "HOST"),
+            ("port", "PORT"),
+            ("username", "USER"),
+            ("password", "PASSWORD"),
+            ("db_name", "DB"),
+        ]
+    }
 
 
-def test_an_instance_from_the_postgres_config_records_our_runs_and_materializations(project, postgres_home, postgres_db):
+def test_an_instance_from_the_postgres_config_records_our_runs_and_materializations(
+    project, postgres_home, postgres_db
+):
     defs = build_definitions(project)
     day = DAYS[0]
     with dg.DagsterInstance.get() as instance:
@@ -84,7 +102,9 @@ def test_an_instance_from_the_postgres_config_records_our_runs_and_materializati
     with postgres_db.connect() as conn, conn.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM runs")
         assert cursor.fetchone() == (2,)
-        cursor.execute("SELECT asset_key FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' ORDER BY id")
+        cursor.execute(
+            "SELECT asset_key FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' ORDER BY id"
+        )
         assert [row[0] for row in cursor.fetchall()] == ['["traces"]', '["judge_scores"]']
     conn.close()
     assert not [path for path in postgres_home.rglob("*") if path.suffix == ".db"]
@@ -94,8 +114,11 @@ def test_an_instance_from_the_postgres_config_records_our_runs_and_materializati
 
 def set_pool_limit_once() -> None:
     """The README's one-time step for a new PostgreSQL database (Dagster issue #33552), through the real CLI."""
-    subprocess.run([sys.executable, "-m", "dagster", "instance", "concurrency", "set", "llm_judge", "2"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "dagster", "instance", "concurrency", "set", "llm_judge", "2"],
+        check=True,
+        capture_output=True,
+    )
 
 
 def judge_once_then_change_default_limit(defs, home: Path, one_time_step: bool) -> dg.ExecuteInProcessResult:
@@ -110,8 +133,14 @@ def judge_once_then_change_default_limit(defs, home: Path, one_time_step: bool) 
     config["concurrency"]["pools"]["default_limit"] = 3
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))
     with dg.DagsterInstance.get() as instance:
-        return dg.materialize(list(defs.assets), selection=["judge_scores"], partition_key=key, instance=instance,
-                              resources=defs.resources, raise_on_error=False)
+        return dg.materialize(
+            list(defs.assets),
+            selection=["judge_scores"],
+            partition_key=key,
+            instance=instance,
+            resources=defs.resources,
+            raise_on_error=False,
+        )
 
 
 def test_after_the_one_time_pool_step_runs_survive_a_changed_default_limit(project, postgres_home):
@@ -168,8 +197,13 @@ def test_a_concurrent_backfill_through_postgres_loses_and_duplicates_nothing(pro
     signals.mkdir()
     go = signals / "go"
     processes = [
-        subprocess.Popen([sys.executable, "-c", RUN_ONE_PARTITION, day, evaluator, str(signals / f"ready-{i}"), str(go)],
-                         env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", RUN_ONE_PARTITION, day, evaluator, str(signals / f"ready-{i}"), str(go)],
+            env=dict(os.environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for i, (day, evaluator) in enumerate(launches)
     ]
     try:

@@ -20,18 +20,31 @@ def test_report_shows_each_evaluator_per_day_and_says_what_is_missing(data_root,
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
     monkeypatch.delenv("NO_SUCH_KEY_SET", raising=False)
     for name in ("clarity", "tone"):
-        write_evaluator(data_root, name, mode="score", model="openai/gpt-4o-mini", api_key_env="NO_SUCH_KEY_SET",
-                        prompt=f"Rate the {name} of {{{{output}}}}", score_scale={"min": 0, "max": 1})
+        write_evaluator(
+            data_root,
+            name,
+            mode="score",
+            model="openai/gpt-4o-mini",
+            api_key_env="NO_SUCH_KEY_SET",
+            prompt=f"Rate the {name} of {{{{output}}}}",
+            score_scale={"min": 0, "max": 1},
+        )
     copy_sample_days(data_root, DAYS)
     defs = build_definitions(data_root)
     with dg.instance_for_test() as instance:
         for day in DAYS:
-            assert dg.materialize(list(defs.assets), selection=["traces"], partition_key=day, instance=instance,
-                                  resources=defs.resources).success
+            assert dg.materialize(
+                list(defs.assets), selection=["traces"], partition_key=day, instance=instance, resources=defs.resources
+            ).success
             for name in ("clarity", "tone"):
                 key = dg.MultiPartitionKey({"date": day, "evaluator": name})
-                assert dg.materialize(list(defs.assets), selection=["judge_scores"], partition_key=key,
-                                      instance=instance, resources=defs.resources).success
+                assert dg.materialize(
+                    list(defs.assets),
+                    selection=["judge_scores"],
+                    partition_key=key,
+                    instance=instance,
+                    resources=defs.resources,
+                ).success
         result = dg.materialize(list(defs.assets), selection=["report"], instance=instance, resources=defs.resources)
         assert result.success
         metadata = result.asset_materializations_for_node("report")[0].metadata
@@ -65,11 +78,17 @@ def test_the_date_axis_stays_readable_at_90_days(data_root):
     start = date(2026, 8, 1)
     days = [(start + timedelta(days=i)).isoformat() for i in range(90)]
     for i, day in enumerate(days):
-        rows = pl.DataFrame({
-            "evaluator": ["clarity"] * 2, "date": [day] * 2, "trace_id": [f"{day}-a", f"{day}-b"],
-            "is_final": [True, True], "status": ["COMPLETED", "FAILED"], "score": [0.5 + (i % 7) / 20, None],
-            "cost_usd": [0.001, 0.0],
-        })
+        rows = pl.DataFrame(
+            {
+                "evaluator": ["clarity"] * 2,
+                "date": [day] * 2,
+                "trace_id": [f"{day}-a", f"{day}-b"],
+                "is_final": [True, True],
+                "status": ["COMPLETED", "FAILED"],
+                "score": [0.5 + (i % 7) / 20, None],
+                "cost_usd": [0.001, 0.0],
+            }
+        )
         rows = conform(rows, JUDGE_SCORE_SCHEMA)
         write_partition(data_root, "judge_scores", {"evaluator": "clarity", "date": day}, rows)
     refresh(data_root)

@@ -20,10 +20,17 @@ DAY = "2026-11-09"
 def score_rows(evaluator: str, variant: str, values, day: str = DAY, experiment_id: str = "exp", field: str = "score"):
     return [
         {
-            "evaluator": evaluator, "date": day, "trace_id": f"{evaluator}-{variant}-{day}-{i}", "trace_id_b": None,
-            "is_final": True, "status": "COMPLETED", "score": float(v) if field == "score" else None,
-            "passed": bool(v) if field == "passed" else None, "winner": None,
-            "experiment_id": experiment_id, "variant": variant,
+            "evaluator": evaluator,
+            "date": day,
+            "trace_id": f"{evaluator}-{variant}-{day}-{i}",
+            "trace_id_b": None,
+            "is_final": True,
+            "status": "COMPLETED",
+            "score": float(v) if field == "score" else None,
+            "passed": bool(v) if field == "passed" else None,
+            "winner": None,
+            "experiment_id": experiment_id,
+            "variant": variant,
         }
         for i, v in enumerate(values)
     ]
@@ -37,8 +44,14 @@ NO_TRACES = pl.DataFrame(schema={"trace_id": pl.String, "experiment_id": pl.Stri
 
 
 def experiment(**fields) -> ExperimentConfig:
-    base = {"name": "exp", "experiment_id": "exp", "control": "a", "treatments": ["b"],
-            "primary_metric": {"evaluator": "helpfulness"}, "minimum_sample_size": 5}
+    base = {
+        "name": "exp",
+        "experiment_id": "exp",
+        "control": "a",
+        "treatments": ["b"],
+        "primary_metric": {"evaluator": "helpfulness"},
+        "minimum_sample_size": 5,
+    }
     return ExperimentConfig.model_validate({**base, **fields})
 
 
@@ -70,7 +83,9 @@ def test_frequentist_comparison_matches_scipy(alpha):
     row = one(results, kind="comparison", metric="helpfulness.score")
     assert (row["n"], row["n_control"]) == (45, 60)
     assert row["difference"] == pytest.approx(TREATED.mean() - CONTROL.mean(), rel=1e-12)
-    assert (row["t_statistic"], row["df"], row["p_value"]) == pytest.approx((peer.statistic, peer.df, peer.pvalue), rel=1e-10)
+    assert (row["t_statistic"], row["df"], row["p_value"]) == pytest.approx(
+        (peer.statistic, peer.df, peer.pvalue), rel=1e-10
+    )
     assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((interval.low, interval.high), rel=1e-10)
     pooled = np.sqrt((44 * TREATED.var(ddof=1) + 59 * CONTROL.var(ddof=1)) / 103)
     d = (TREATED.mean() - CONTROL.mean()) / pooled
@@ -86,7 +101,9 @@ def test_frequentist_comparison_matches_scipy(alpha):
     for variant, values in (("a", CONTROL), ("b", TREATED)):
         summary = one(results, kind="variant", variant=variant)
         low, high = stats.t.interval(1 - alpha, values.size - 1, loc=values.mean(), scale=stats.sem(values))
-        assert (summary["n"], summary["mean"], summary["std"]) == pytest.approx((values.size, values.mean(), values.std(ddof=1)))
+        assert (summary["n"], summary["mean"], summary["std"]) == pytest.approx(
+            (values.size, values.mean(), values.std(ddof=1))
+        )
         assert (summary["ci_low"], summary["ci_high"]) == pytest.approx((low, high), rel=1e-10)
     assert (row["start_date"], row["end_date"]) == (DAY, DAY)
 
@@ -96,7 +113,9 @@ def test_insufficient_sample_gives_no_statistics_and_says_so():
     results = experiment_results([experiment(minimum_sample_size=30)], scores, NO_TRACES)
     row = one(results, kind="comparison")
     assert row["insufficient_sample"] is True and row["outcome"] == "insufficient sample"
-    assert row["p_value"] is None and row["t_statistic"] is None and row["cohens_d"] is None and row["significant"] is None
+    assert (
+        row["p_value"] is None and row["t_statistic"] is None and row["cohens_d"] is None and row["significant"] is None
+    )
     assert row["recommendation"] == "insufficient sample: 12 < 30 per variant (b: 12, a: 40)"
     assert row["difference"] == pytest.approx(TREATED[:12].mean() - CONTROL[:40].mean())  # still described
     assert one(results, kind="variant", variant="b")["insufficient_sample"] is True
@@ -132,8 +151,10 @@ def test_direction_decrease_turns_a_lower_mean_into_an_improvement():
 
 def guardrail_scores(treated_toxicity) -> pl.DataFrame:
     return frame(
-        score_rows("helpfulness", "a", CONTROL) + score_rows("helpfulness", "b", TREATED)
-        + score_rows("toxicity", "a", RNG.normal(0.9, 0.05, 60)) + score_rows("toxicity", "b", treated_toxicity)
+        score_rows("helpfulness", "a", CONTROL)
+        + score_rows("helpfulness", "b", TREATED)
+        + score_rows("toxicity", "a", RNG.normal(0.9, 0.05, 60))
+        + score_rows("toxicity", "b", treated_toxicity)
     )
 
 
@@ -145,19 +166,23 @@ def test_a_failed_guardrail_blocks_shipping():
     assert guard["metric_role"] == "guardrail" and guard["outcome"] == "worse" and guard["guardrail_passed"] is False
     assert guard["guardrail_rule"] == "not significantly worse"
     primary = one(results, kind="comparison", metric="helpfulness.score")
-    assert primary["recommendation"].startswith(
-        "do not ship b: helpfulness.score improved significantly (+0.1"
+    assert primary["recommendation"].startswith("do not ship b: helpfulness.score improved significantly (+0.1")
+    assert re.search(
+        r"but guardrails failed: toxicity\.score \(-0\.\d{3}, p<0\.001; rule: not significantly worse\)$",
+        primary["recommendation"],
     )
-    assert re.search(r"but guardrails failed: toxicity\.score \(-0\.\d{3}, p<0\.001; rule: not significantly worse\)$",
-                     primary["recommendation"])
     assert primary["guardrail_passed"] is None  # the primary metric is not a guardrail
 
 
 def test_max_degradation_is_a_non_inferiority_margin():
     # A 0.01 drop: within a 0.05 margin once the interval is narrow, but not with a 0.005 margin.
     control, treated = RNG.normal(0.9, 0.02, 200), RNG.normal(0.89, 0.02, 200)
-    scores = frame(score_rows("helpfulness", "a", CONTROL) + score_rows("helpfulness", "b", TREATED)
-                   + score_rows("toxicity", "a", control) + score_rows("toxicity", "b", treated))
+    scores = frame(
+        score_rows("helpfulness", "a", CONTROL)
+        + score_rows("helpfulness", "b", TREATED)
+        + score_rows("toxicity", "a", control)
+        + score_rows("toxicity", "b", treated)
+    )
     interval = stats.ttest_ind(treated, control, equal_var=False).confidence_interval(0.95)
     assert -interval.low < 0.05 and -interval.low > 0.005
     for margin, passed in ((0.05, True), (0.005, False)):
@@ -166,8 +191,13 @@ def test_max_degradation_is_a_non_inferiority_margin():
         assert one(results, kind="comparison", metric="toxicity.score")["guardrail_passed"] is passed
         text = one(results, kind="comparison", metric="helpfulness.score")["recommendation"]
         assert text.startswith("ship b") if passed else text.startswith("do not ship b")
-    ship = one(experiment_results([experiment(guardrails=[{"evaluator": "toxicity", "max_degradation": 0.05}])], scores,
-                                  NO_TRACES), kind="comparison", metric="helpfulness.score")
+    ship = one(
+        experiment_results(
+            [experiment(guardrails=[{"evaluator": "toxicity", "max_degradation": 0.05}])], scores, NO_TRACES
+        ),
+        kind="comparison",
+        metric="helpfulness.score",
+    )
     assert ship["recommendation"].endswith("and all guardrails passed")
 
 
@@ -193,20 +223,26 @@ def test_bayesian_mean_comparison_reports_posterior_figures():
     assert row["expected_lift"] == pytest.approx(TREATED.mean() - CONTROL.mean(), rel=1e-12)
     assert row["credible_low"] < row["expected_lift"] < row["credible_high"]
     assert 0 <= row["expected_loss"] < 0.001
-    assert row["outcome"] == "better" and row["recommendation"].startswith("ship b: helpfulness.score improved significantly (+0.")
+    assert row["outcome"] == "better" and row["recommendation"].startswith(
+        "ship b: helpfulness.score improved significantly (+0."
+    )
     assert "P(better)=" in row["recommendation"] and "p=" not in row["recommendation"]
 
 
 def test_pass_rates_use_wilson_intervals_and_the_beta_binomial_posterior():
     control = [1] * 30 + [0] * 20
     treated = [1] * 40 + [0] * 10
-    scores = frame(score_rows("strict", "a", control, field="passed") + score_rows("strict", "b", treated, field="passed"))
+    scores = frame(
+        score_rows("strict", "a", control, field="passed") + score_rows("strict", "b", treated, field="passed")
+    )
     config = experiment(primary_metric={"evaluator": "strict", "field": "passed"}, method="both")
     results = experiment_results([config], scores, NO_TRACES)
     summary = one(results, kind="variant", variant="a")
     centre, z = (30 + 1.959964**2 / 2) / (50 + 1.959964**2), 1.959964
     half = z * np.sqrt(50 * 0.6 * 0.4 + z**2 / 4) / (50 + z**2)
-    assert summary["mean"] == pytest.approx(0.6) and (summary["ci_low"], summary["ci_high"]) == pytest.approx((centre - half, centre + half), rel=1e-5)
+    assert summary["mean"] == pytest.approx(0.6) and (summary["ci_low"], summary["ci_high"]) == pytest.approx(
+        (centre - half, centre + half), rel=1e-5
+    )
     row = one(results, kind="comparison")
     probability = integrate.quad(lambda x: stats.beta(31, 21).pdf(x) * stats.beta(41, 11).sf(x), 0, 1)[0]
     assert row["prob_improvement"] == pytest.approx(probability, abs=1e-9)
@@ -216,8 +252,10 @@ def test_pass_rates_use_wilson_intervals_and_the_beta_binomial_posterior():
 
 def test_window_and_experiment_id_select_the_rows():
     scores = frame(
-        score_rows("helpfulness", "a", CONTROL) + score_rows("helpfulness", "b", TREATED)
-        + score_rows("helpfulness", "a", [0.0] * 10, day="2026-11-01") + score_rows("helpfulness", "b", [1.0] * 10, day="2026-12-01")
+        score_rows("helpfulness", "a", CONTROL)
+        + score_rows("helpfulness", "b", TREATED)
+        + score_rows("helpfulness", "a", [0.0] * 10, day="2026-11-01")
+        + score_rows("helpfulness", "b", [1.0] * 10, day="2026-12-01")
     )
     results = experiment_results([experiment(start_date="2026-11-05", end_date="2026-11-30")], scores, NO_TRACES)
     assert (one(results, kind="variant", variant="a")["n"], one(results, kind="variant", variant="b")["n"]) == (60, 45)
@@ -234,6 +272,7 @@ def test_no_experiments_gives_an_empty_typed_table():
 
 # --- pairwise: win rates and Bradley–Terry -------------------------------------------------------------------
 
+
 def pairwise_fixture():
     """Variants a, b, c. a–b: a wins 6, b wins 2, 2 ties. a–c: a wins 3, c wins 3. b–c: c wins 4, b wins 1.
     The verdict rows carry a wrong `variant`: both sides' variants must come from `traces`."""
@@ -243,11 +282,25 @@ def pairwise_fixture():
     games += [("a", "a", "A")]  # a variant against itself says nothing
     traces, rows = [], []
     for i, (left, right, winner) in enumerate(games):
-        traces += [{"trace_id": f"t{i}a", "experiment_id": "exp", "variant": left},
-                   {"trace_id": f"t{i}b", "experiment_id": "exp", "variant": right}]
-        rows.append({"evaluator": "preference", "date": DAY, "trace_id": f"t{i}a", "trace_id_b": f"t{i}b",
-                     "is_final": True, "status": "COMPLETED", "score": None, "passed": None, "winner": winner,
-                     "experiment_id": "exp", "variant": "wrong"})
+        traces += [
+            {"trace_id": f"t{i}a", "experiment_id": "exp", "variant": left},
+            {"trace_id": f"t{i}b", "experiment_id": "exp", "variant": right},
+        ]
+        rows.append(
+            {
+                "evaluator": "preference",
+                "date": DAY,
+                "trace_id": f"t{i}a",
+                "trace_id_b": f"t{i}b",
+                "is_final": True,
+                "status": "COMPLETED",
+                "score": None,
+                "passed": None,
+                "winner": winner,
+                "experiment_id": "exp",
+                "variant": "wrong",
+            }
+        )
     rows.append({**rows[0], "status": "FAILED", "winner": None})
     rows.append({**rows[0], "is_final": False, "winner": "B"})
     return frame(rows), pl.DataFrame(traces)
@@ -288,8 +341,13 @@ def test_bradley_terry_strengths_are_the_maximum_likelihood_solution():
     games = {("a", "b"): 10, ("a", "c"): 6, ("b", "c"): 5}
     points = {"a": 7 + 3, "b": 3 + 1, "c": 3 + 4}
     for variant in "abc":
-        expected = sum(n * strength[variant] / (strength[variant] + strength[other])
-                       for pair, n in games.items() if variant in pair for other in pair if other != variant)
+        expected = sum(
+            n * strength[variant] / (strength[variant] + strength[other])
+            for pair, n in games.items()
+            if variant in pair
+            for other in pair
+            if other != variant
+        )
         assert points[variant] == pytest.approx(expected, rel=1e-7)
     assert ranking["rank"].to_list() == [1, 2, 3]
     assert ranking["strength"].is_sorted(descending=True)  # the rows come best first

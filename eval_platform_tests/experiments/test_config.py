@@ -53,7 +53,10 @@ def test_defaults_and_name_from_the_file(tmp_path):
     assert config.variants == ["v1", "v2"]
     assert (config.method, config.alpha, config.minimum_sample_size) == ("frequentist", 0.05, 30)
     assert (config.primary_metric.field, config.primary_metric.direction) == ("score", "increase")
-    assert [(role, m.name) for role, m in config.metrics] == [("primary", "helpfulness.score"), ("guardrail", "toxicity.score")]
+    assert [(role, m.name) for role, m in config.metrics] == [
+        ("primary", "helpfulness.score"),
+        ("guardrail", "toxicity.score"),
+    ]
     assert config.guardrails[0].rule == "degradation at most 0.05"
 
 
@@ -89,11 +92,23 @@ def test_errors_name_the_file_and_the_field(tmp_path, change, message):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"primary_metric": {"evaluator": "helpfulnes"}}, r"field 'primary_metric.evaluator': no evaluator named 'helpfulnes'"),
-        ({"guardrails": [{"evaluator": "toxic", "max_degradation": 0.1}]}, r"field 'guardrails.0.evaluator': no evaluator named 'toxic'"),
+        (
+            {"primary_metric": {"evaluator": "helpfulnes"}},
+            r"field 'primary_metric.evaluator': no evaluator named 'helpfulnes'",
+        ),
+        (
+            {"guardrails": [{"evaluator": "toxic", "max_degradation": 0.1}]},
+            r"field 'guardrails.0.evaluator': no evaluator named 'toxic'",
+        ),
         ({"primary_metric": {"evaluator": "preference"}}, r"'preference' is pairwise .* name it in pairwise_evaluator"),
-        ({"primary_metric": {"evaluator": "helpfulness", "field": "passed"}}, r"score evaluator without pass/fail; use field: score"),
-        ({"pairwise_evaluator": "helpfulness"}, r"field 'pairwise_evaluator': 'helpfulness' is a score evaluator, not pairwise"),
+        (
+            {"primary_metric": {"evaluator": "helpfulness", "field": "passed"}},
+            r"score evaluator without pass/fail; use field: score",
+        ),
+        (
+            {"pairwise_evaluator": "helpfulness"},
+            r"field 'pairwise_evaluator': 'helpfulness' is a score evaluator, not pairwise",
+        ),
         ({"pairwise_evaluator": "missing"}, r"field 'pairwise_evaluator': no evaluator named 'missing'"),
     ],
 )
@@ -105,8 +120,11 @@ def test_evaluators_are_checked_when_given(tmp_path, change, message):
 
 
 def test_pass_rates_and_pairwise_are_accepted_for_the_right_modes(tmp_path):
-    path = write(tmp_path, "exp", **{**VALID, "primary_metric": {"evaluator": "strict", "field": "passed"},
-                                     "pairwise_evaluator": "preference"})
+    path = write(
+        tmp_path,
+        "exp",
+        **{**VALID, "primary_metric": {"evaluator": "strict", "field": "passed"}, "pairwise_evaluator": "preference"},
+    )
     assert load_experiment(path, EVALUATORS).primary_metric.name == "strict.passed"
 
 

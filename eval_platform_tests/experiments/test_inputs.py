@@ -18,20 +18,37 @@ def _scores(evaluator: str, rows: list[dict]) -> pl.DataFrame:
 
 
 def test_final_completed_rows_of_the_evaluators_asked_for(tmp_path):
-    write_partition(tmp_path, "judge_scores", {"evaluator": "helpful", "date": "2026-10-01"}, _scores("helpful", [
-        {"trace_id": "t1", "score": 4.0, "variant": "v1", "experiment_id": "x"},
-        {"trace_id": "t2", "score": 2.0, "status": "FAILED"},
-        {"trace_id": "t3", "score": 5.0, "is_final": False},
-    ]))
+    write_partition(
+        tmp_path,
+        "judge_scores",
+        {"evaluator": "helpful", "date": "2026-10-01"},
+        _scores(
+            "helpful",
+            [
+                {"trace_id": "t1", "score": 4.0, "variant": "v1", "experiment_id": "x"},
+                {"trace_id": "t2", "score": 2.0, "status": "FAILED"},
+                {"trace_id": "t3", "score": 5.0, "is_final": False},
+            ],
+        ),
+    )
     # an older partition: no variant, experiment_id or trace_id_b columns, and a column since dropped
-    older = _scores("helpful", [{"trace_id": "t4", "score": 3.0, "date": "2026-10-02"}]).drop(
-        "variant", "experiment_id", "trace_id_b").with_columns(pl.lit("x").alias("retired_column"))
+    older = (
+        _scores("helpful", [{"trace_id": "t4", "score": 3.0, "date": "2026-10-02"}])
+        .drop("variant", "experiment_id", "trace_id_b")
+        .with_columns(pl.lit("x").alias("retired_column"))
+    )
     write_partition(tmp_path, "judge_scores", {"evaluator": "helpful", "date": "2026-10-02"}, older)
-    write_partition(tmp_path, "judge_scores", {"evaluator": "other", "date": "2026-10-01"}, _scores("other", [
-        {"trace_id": "t1", "score": 1.0}]))
+    write_partition(
+        tmp_path,
+        "judge_scores",
+        {"evaluator": "other", "date": "2026-10-01"},
+        _scores("other", [{"trace_id": "t1", "score": 1.0}]),
+    )
     frame = read_final_scores(tmp_path, ["helpful", "missing"]).sort("trace_id")
     assert frame.select("evaluator", "trace_id", "score", "variant", "experiment_id").rows() == [
-        ("helpful", "t1", 4.0, "v1", "x"), ("helpful", "t4", 3.0, None, None)]
+        ("helpful", "t1", 4.0, "v1", "x"),
+        ("helpful", "t4", 3.0, None, None),
+    ]
     assert frame.schema["score"] == JUDGE_SCORE_SCHEMA["score"]
     assert read_final_scores(tmp_path, ["missing"]).is_empty()
     assert read_final_scores(tmp_path / "empty", ["helpful"]).columns == frame.columns
@@ -48,32 +65,59 @@ def test_one_row_per_trace(tmp_path):
     # a trace seen twice (written on two days) keeps its values, the first that are not null
     write_partition(tmp_path, "traces", {"date": "2026-10-03"}, _traces([("t1", None, None), ("t4", None, "v2")]))
     assert sorted(read_trace_variants(tmp_path).rows()) == [
-        ("t1", "x", "v1"), ("t2", "x", "v2"), ("t3", "x", "v1"), ("t4", None, "v2")]
+        ("t1", "x", "v1"),
+        ("t2", "x", "v2"),
+        ("t3", "x", "v1"),
+        ("t4", None, "v2"),
+    ]
 
 
 def test_pairwise_sides_take_the_first_row_of_a_repeated_trace():
-    config = ExperimentConfig(name="e", control="v1", treatments=["v2"], primary_metric={"evaluator": "q"},
-                              pairwise_evaluator="p")
-    scores = _scores("p", [{"trace_id": "t1", "trace_id_b": "t2", "winner": "A"},
-                           {"trace_id": "t2", "trace_id_b": "t3", "winner": "B"}])
-    traces = pl.DataFrame({"trace_id": ["t1", "t2", "t2", "t3"], "variant": ["v1", "v2", "v1", "v1"],
-                           "experiment_id": [None] * 4}, schema_overrides={"experiment_id": pl.String})
+    config = ExperimentConfig(
+        name="e", control="v1", treatments=["v2"], primary_metric={"evaluator": "q"}, pairwise_evaluator="p"
+    )
+    scores = _scores(
+        "p",
+        [{"trace_id": "t1", "trace_id_b": "t2", "winner": "A"}, {"trace_id": "t2", "trace_id_b": "t3", "winner": "B"}],
+    )
+    traces = pl.DataFrame(
+        {"trace_id": ["t1", "t2", "t2", "t3"], "variant": ["v1", "v2", "v1", "v1"], "experiment_id": [None] * 4},
+        schema_overrides={"experiment_id": pl.String},
+    )
     pairs = pairwise_verdicts(config, scores, traces).sort("left")
     assert pairs.select("left", "right", "winner").rows() == [("v1", "v2", "left"), ("v2", "v1", "right")]
 
 
 def test_pairwise_sides_found_by_trace_id_whatever_the_order_of_the_traces():
-    config = ExperimentConfig(name="e", control="v1", treatments=["v2"], primary_metric={"evaluator": "q"},
-                              pairwise_evaluator="p", experiment_id="x")
+    config = ExperimentConfig(
+        name="e",
+        control="v1",
+        treatments=["v2"],
+        primary_metric={"evaluator": "q"},
+        pairwise_evaluator="p",
+        experiment_id="x",
+    )
     ids = [f"t{i}" for i in range(230)]
-    scores = _scores("p", [{"trace_id": ids[i], "trace_id_b": ids[(i * 7 + 3) % 230], "winner": ["A", "B", "tie"][i % 3]}
-                           for i in range(200)])  # some B sides are not traces: those verdicts are left out
-    traces = pl.DataFrame({"trace_id": ids[:200][::-1], "variant": [f"v{1 + (i % 2)}" for i in range(200)][::-1],
-                           "experiment_id": ["x" if i % 5 else "y" for i in range(200)][::-1]})
+    scores = _scores(
+        "p",
+        [
+            {"trace_id": ids[i], "trace_id_b": ids[(i * 7 + 3) % 230], "winner": ["A", "B", "tie"][i % 3]}
+            for i in range(200)
+        ],
+    )  # some B sides are not traces: those verdicts are left out
+    traces = pl.DataFrame(
+        {
+            "trace_id": ids[:200][::-1],
+            "variant": [f"v{1 + (i % 2)}" for i in range(200)][::-1],
+            "experiment_id": ["x" if i % 5 else "y" for i in range(200)][::-1],
+        }
+    )
     pairs = pairwise_verdicts(config, scores, traces)
     variant = dict(zip(traces["trace_id"], traces["variant"]))
     experiment = dict(zip(traces["trace_id"], traces["experiment_id"]))
-    expected = [(variant[a], variant[b], {"A": "left", "B": "right", "tie": "tie"}[w])
-                for a, b, w in scores.select("trace_id", "trace_id_b", "winner").rows()
-                if b in variant and experiment[a] == experiment[b] == "x" and variant[a] != variant[b]]
+    expected = [
+        (variant[a], variant[b], {"A": "left", "B": "right", "tie": "tie"}[w])
+        for a, b, w in scores.select("trace_id", "trace_id_b", "winner").rows()
+        if b in variant and experiment[a] == experiment[b] == "x" and variant[a] != variant[b]
+    ]
     assert sorted(pairs.select("left", "right", "winner").rows()) == sorted(expected) and expected

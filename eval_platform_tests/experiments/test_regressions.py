@@ -46,7 +46,9 @@ def test_a_drop_fires_with_welch_figures_from_scipy():
     row = alerts.filter(pl.col("day") == day(9)).row(0, named=True)
     baseline = np.concatenate(history[2:9])  # the 7 days before day 9
     peer = stats.ttest_ind(history[9], baseline, equal_var=False)
-    assert (row["t_statistic"], row["df"], row["p_value"]) == pytest.approx((peer.statistic, peer.df, peer.pvalue), rel=1e-10)
+    assert (row["t_statistic"], row["df"], row["p_value"]) == pytest.approx(
+        (peer.statistic, peer.df, peer.pvalue), rel=1e-10
+    )
     assert (row["mean"], row["baseline_mean"]) == pytest.approx((history[9].mean(), baseline.mean()))
     assert (row["n"], row["baseline_n"], row["baseline_days"]) == (40, 280, 7)
     assert (row["baseline_start"], row["baseline_end"]) == (day(2), day(8))
@@ -100,8 +102,9 @@ def test_small_days_are_not_tested():
 def test_only_final_completed_scores_count():
     rng = np.random.default_rng(4)
     frame = scores({"quality": noise(rng, 8)})
-    bad_day = pl.DataFrame({"evaluator": "quality", "date": day(7), "score": [0.0] * 40, "is_final": False,
-                            "status": "COMPLETED"})
+    bad_day = pl.DataFrame(
+        {"evaluator": "quality", "date": day(7), "score": [0.0] * 40, "is_final": False, "status": "COMPLETED"}
+    )
     assert regressions(pl.concat([frame, bad_day])).filter(pl.col("day") == day(7)).height == 0
 
 
@@ -120,7 +123,14 @@ def test_latest_day_alerts_are_what_the_check_fails_on():
 
 
 def test_empty_input_gives_an_empty_typed_table():
-    empty = pl.DataFrame(schema={"evaluator": pl.String, "date": pl.String, "score": pl.Float64,
-                                 "is_final": pl.Boolean, "status": pl.String})
+    empty = pl.DataFrame(
+        schema={
+            "evaluator": pl.String,
+            "date": pl.String,
+            "score": pl.Float64,
+            "is_final": pl.Boolean,
+            "status": pl.String,
+        }
+    )
     assert regressions(empty).schema == pl.Schema(ALERT_SCHEMA)
     assert latest_days(empty) == {}

@@ -70,9 +70,16 @@ def test_match_scorers_accept_any_answer_of_a_list_and_compare_an_object_as_json
 
 
 def test_a_judge_sees_an_object_reference_as_json(tmp_path):
-    traces = pl.DataFrame({"trace_id": ["t1"], "input": ["Who signed?"], "output": ["Ana did."],
-                           "expected_output": [None], "metadata": ['{"case_id": "object"}']},
-                          schema_overrides={"expected_output": pl.String()})
+    traces = pl.DataFrame(
+        {
+            "trace_id": ["t1"],
+            "input": ["Who signed?"],
+            "output": ["Ana did."],
+            "expected_output": [None],
+            "metadata": ['{"case_id": "object"}'],
+        },
+        schema_overrides={"expected_output": pl.String()},
+    )
     attached = attach_dataset_references(traces, cases_of(tmp_path), "metadata.case_id")
     config = EvaluatorConfig.model_validate(
         {"name": "gold", "mode": "reference", "model": "openai/x", "prompt": "{{output}} vs {{expected}}"}

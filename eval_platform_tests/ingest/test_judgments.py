@@ -33,8 +33,15 @@ def test_the_pandalm_recordings_are_imported_verbatim(tmp_path):
     counts = Counter(frame.select("source", "verdict").rows())
     # The published distributions (data/sources/pandalm/PROVENANCE.md).
     gpt, panda = "gpt-3.5-turbo (PandaLM study)", "pandalm-7b (PandaLM study)"
-    assert counts == {(gpt, "1"): 460, (gpt, "2"): 476, (gpt, "Tie"): 38, (gpt, "garbage"): 25,
-                      (panda, "0"): 107, (panda, "1"): 433, (panda, "2"): 459}
+    assert counts == {
+        (gpt, "1"): 460,
+        (gpt, "2"): 476,
+        (gpt, "Tie"): 38,
+        (gpt, "garbage"): 25,
+        (panda, "0"): 107,
+        (panda, "1"): 433,
+        (panda, "2"): 459,
+    }
     # Each verdict and reason is exactly the recorded one.
     recorded = json.loads((REPO_DATA / "sources/pandalm/gpt-3.5-turbo-testset-v1.json").read_text(encoding="utf-8"))
     rows = {r["item_id"]: r for r in frame.filter(pl.col("source") == gpt).iter_rows(named=True)}
@@ -46,18 +53,36 @@ def test_the_pandalm_recordings_are_imported_verbatim(tmp_path):
     assert frame.filter(~pl.col("verdict").is_in(["Tie", "garbage"]))["value"].null_count() == 0
     first = frame.row(0, named=True)
     assert (first["response1_trace_id"], first["source_file"], first["source_line"]) == (
-        "pandalm-0000-bloom-7b", "judgments/pandalm_gpt-3.5-turbo.jsonl", 1)
+        "pandalm-0000-bloom-7b",
+        "judgments/pandalm_gpt-3.5-turbo.jsonl",
+        1,
+    )
 
 
 def test_other_shapes_scores_and_default_source(tmp_path):
-    write(tmp_path, "phoenix_relevance.csv",
-          "item_id,label,score,explanation,judged_at\n"
-          'q1,relevant,0.9,"cites the doc,\nverbatim",2026-11-10T09:00:00Z\n'
-          "q2,,0.25,,\n")
-    write(tmp_path, "ragas.json", json.dumps([
-        {"judge": "ragas-faithfulness", "trace_id": "t-9", "criterion": "faithfulness", "score": 1, "tags": ["x"]},
-        {"judge": "ragas-faithfulness", "trace_id": "t-10", "criterion": "faithfulness", "verdict": True},
-    ]))
+    write(
+        tmp_path,
+        "phoenix_relevance.csv",
+        "item_id,label,score,explanation,judged_at\n"
+        'q1,relevant,0.9,"cites the doc,\nverbatim",2026-11-10T09:00:00Z\n'
+        "q2,,0.25,,\n",
+    )
+    write(
+        tmp_path,
+        "ragas.json",
+        json.dumps(
+            [
+                {
+                    "judge": "ragas-faithfulness",
+                    "trace_id": "t-9",
+                    "criterion": "faithfulness",
+                    "score": 1,
+                    "tags": ["x"],
+                },
+                {"judge": "ragas-faithfulness", "trace_id": "t-10", "criterion": "faithfulness", "verdict": True},
+            ]
+        ),
+    )
     result = read_judgments(tmp_path)
     assert result.quarantine.height == 0, result.quarantine.to_dicts()
     got = result.judgments.select("source", "item_id", "criterion", "verdict", "value", "reasoning", "trace_id").rows()
@@ -73,16 +98,24 @@ def test_other_shapes_scores_and_default_source(tmp_path):
 
 def test_bad_rows_are_quarantined_with_file_line_and_reason(tmp_path):
     good = {"source": "s", "item_id": "i1", "verdict": "A"}
-    write(tmp_path, "bad.jsonl", "\n".join(json.dumps(row) if not isinstance(row, str) else row for row in [
-        good,                                               # 1 kept
-        {"source": "s", "verdict": "A"},                    # 2 no item
-        {"source": "s", "item_id": "i2"},                   # 3 no verdict, no score
-        {"source": "s", "item_id": "i3", "score": "high"},  # 4 score not a number
-        {"source": "s", "item_id": "i4", "verdict": {"winner": "A"}},  # 5 verdict not a scalar
-        good,                                               # 6 duplicate of line 1
-        "{broken",                                          # 7
-        {"source": "s", "item_id": "i5", "verdict": "B", "judged_at": "last week"},  # 8
-    ]) + "\n")
+    write(
+        tmp_path,
+        "bad.jsonl",
+        "\n".join(
+            json.dumps(row) if not isinstance(row, str) else row
+            for row in [
+                good,  # 1 kept
+                {"source": "s", "verdict": "A"},  # 2 no item
+                {"source": "s", "item_id": "i2"},  # 3 no verdict, no score
+                {"source": "s", "item_id": "i3", "score": "high"},  # 4 score not a number
+                {"source": "s", "item_id": "i4", "verdict": {"winner": "A"}},  # 5 verdict not a scalar
+                good,  # 6 duplicate of line 1
+                "{broken",  # 7
+                {"source": "s", "item_id": "i5", "verdict": "B", "judged_at": "last week"},  # 8
+            ]
+        )
+        + "\n",
+    )
     write(tmp_path, "empty.json", "")
     result = read_judgments(tmp_path)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.ingest import read_trace_day
@@ -97,7 +97,7 @@ def test_a_chat_span_maps_to_a_canonical_trace(tmp_path):
     )
     row = only_trace(ingest(tmp_path, export(span("00f067aa0ba902b7", "chat gpt-4", attrs, end_ms=1250))))
     assert row["trace_id"] == TRACE
-    assert row["timestamp"] == datetime(2026, 3, 4, 10, tzinfo=timezone.utc)
+    assert row["timestamp"] == datetime(2026, 3, 4, 10, tzinfo=UTC)
     assert row["latency_ms"] == 1250.0
     assert row["input"] == "system: You are a helpful bot\nuser: Tell me a joke about OpenTelemetry"
     assert row["output"] == "Why did the developer bring OpenTelemetry to the party?"

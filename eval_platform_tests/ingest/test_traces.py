@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -154,14 +154,14 @@ def test_trace_frame_is_exactly_the_canonical_schema(tmp_path):
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("2026-03-04T10:00:00Z", datetime(2026, 3, 4, 10, tzinfo=timezone.utc)),
-        ("2026-03-04T12:30:00+02:30", datetime(2026, 3, 4, 10, tzinfo=timezone.utc)),
-        ("2026-03-04 10:00:00.250", datetime(2026, 3, 4, 10, 0, 0, 250_000, tzinfo=timezone.utc)),
-        ("2026-03-04T10:00:00.123456789Z", datetime(2026, 3, 4, 10, 0, 0, 123_456, tzinfo=timezone.utc)),
-        (1772618400, datetime(2026, 3, 4, 10, tzinfo=timezone.utc)),
-        (1772618400.5, datetime(2026, 3, 4, 10, 0, 0, 500_000, tzinfo=timezone.utc)),
-        (1772618400123, datetime(2026, 3, 4, 10, 0, 0, 123_000, tzinfo=timezone.utc)),
-        ("1772618400", datetime(2026, 3, 4, 10, tzinfo=timezone.utc)),
+        ("2026-03-04T10:00:00Z", datetime(2026, 3, 4, 10, tzinfo=UTC)),
+        ("2026-03-04T12:30:00+02:30", datetime(2026, 3, 4, 10, tzinfo=UTC)),
+        ("2026-03-04 10:00:00.250", datetime(2026, 3, 4, 10, 0, 0, 250_000, tzinfo=UTC)),
+        ("2026-03-04T10:00:00.123456789Z", datetime(2026, 3, 4, 10, 0, 0, 123_456, tzinfo=UTC)),
+        (1772618400, datetime(2026, 3, 4, 10, tzinfo=UTC)),
+        (1772618400.5, datetime(2026, 3, 4, 10, 0, 0, 500_000, tzinfo=UTC)),
+        (1772618400123, datetime(2026, 3, 4, 10, 0, 0, 123_000, tzinfo=UTC)),
+        ("1772618400", datetime(2026, 3, 4, 10, tzinfo=UTC)),
     ],
 )
 def test_timestamps_are_iso_8601_or_epoch_and_stored_in_utc(tmp_path, value, expected):
@@ -347,7 +347,7 @@ def test_parquet_rows_with_typed_columns(tmp_path):
     table = pa.table(
         {
             "trace_id": ["p1", "p2", None, "p4"],
-            "timestamp": pa.array([datetime(2026, 3, 4, 10, tzinfo=timezone.utc)] * 4, pa.timestamp("ms", tz="UTC")),
+            "timestamp": pa.array([datetime(2026, 3, 4, 10, tzinfo=UTC)] * 4, pa.timestamp("ms", tz="UTC")),
             "input": ["i1", "i2", "i3", "i4"],
             "usage": [{"prompt_tokens": 3, "completion_tokens": 4}] * 3
             + [{"prompt_tokens": -1, "completion_tokens": 4}],
@@ -359,7 +359,7 @@ def test_parquet_rows_with_typed_columns(tmp_path):
     pq.write_table(table, path)
     day = read_trace_day(tmp_path, DAY)
     rows = by_id(day)
-    assert rows["p1"]["timestamp"] == datetime(2026, 3, 4, 10, tzinfo=timezone.utc)
+    assert rows["p1"]["timestamp"] == datetime(2026, 3, 4, 10, tzinfo=UTC)
     assert (rows["p1"]["prompt_tokens"], rows["p1"]["completion_tokens"]) == (3, 4)
     assert json.loads(rows["p1"]["metadata"]) == {"k": 1}
     assert [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()] == [
@@ -464,7 +464,7 @@ def test_raw_text_is_truncated_to_10k_characters(tmp_path):
 
 def test_quarantined_at_can_be_fixed(tmp_path):
     write(tmp_path, "a.jsonl", "nope\n")
-    now = datetime(2026, 3, 5, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 5, tzinfo=UTC)
     assert read_trace_day(tmp_path, DAY, now=now).quarantine["quarantined_at"].to_list() == [now]
 
 

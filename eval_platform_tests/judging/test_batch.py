@@ -44,12 +44,24 @@ from eval_platform_tests.judging.test_runner import DAY, make_traces
 FAST = {"poll_interval_s": 0.02}
 PRICES = {"input_cost_per_million": 2.0, "output_cost_per_million": 8.0}
 SAME_ROWS = [
-    "score", "binary", "assertion", "categorical", "reference", "pairwise_both_orders", "n_wise",
-    "consensus_samples", "two_models", "unparseable", "truncated", "prose",
+    "score",
+    "binary",
+    "assertion",
+    "categorical",
+    "reference",
+    "pairwise_both_orders",
+    "n_wise",
+    "consensus_samples",
+    "two_models",
+    "unparseable",
+    "truncated",
+    "prose",
 ]
 # Two judges (one endpoint each, so one batch each) combined by consensus.
 TWO_MODELS = dict(
-    mode="score", score_scale={"min": 1, "max": 5}, consensus="median",
+    mode="score",
+    score_scale={"min": 1, "max": 5},
+    consensus="median",
     models=[{"model": "openai/mock"}, {"model": 'openai/fixed/{"score": 4}'}],
 )
 
@@ -146,7 +158,9 @@ def test_provider_errors_per_line_keep_their_reason_codes(server, tmp_path):
 
 def test_rows_are_priced_at_the_batch_discount(server, tmp_path):
     traces = make_traces(4)
-    interactive = sorted_rows(judge_day(config_for(server, "score", **PRICES), DAY, traces, make_runtime(tmp_path / "i")).rows)
+    interactive = sorted_rows(
+        judge_day(config_for(server, "score", **PRICES), DAY, traces, make_runtime(tmp_path / "i")).rows
+    )
     config = config_for(server, "score", **PRICES, batch={**FAST, "discount": 0.5})
     batched = sorted_rows(judge_day(config, DAY, traces, make_runtime(tmp_path / "b")).rows)
     assert interactive["cost_usd"].sum() > 0
@@ -160,7 +174,9 @@ def test_the_default_discount_is_the_batch_price_in_litellms_map():
         {"name": "b", "mode": "binary", "prompt": "{{output}}", "model": "openai/gpt-4o-mini", "batch": {}}
     )
     assert entry["input_cost_per_token_batches"] == pytest.approx(config.batch.discount * entry["input_cost_per_token"])
-    assert entry["output_cost_per_token_batches"] == pytest.approx(config.batch.discount * entry["output_cost_per_token"])
+    assert entry["output_cost_per_token_batches"] == pytest.approx(
+        config.batch.discount * entry["output_cost_per_token"]
+    )
 
 
 def one_request_worst_usd(config: EvaluatorConfig, traces: pl.DataFrame) -> float:
@@ -258,9 +274,17 @@ print("finished")
 def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path, data_root):
     with LocalJudgeServer(batch_delay_s=3.0) as server:
         path = write_evaluator(
-            data_root, "crashy", name="crashy", mode="score", score_scale={"min": 1, "max": 5}, model="openai/mock",
-            api_base=server.base_url, prompt="Question: {{input}}\nAnswer: {{output}}", max_daily_cost_usd=5.0,
-            batch=FAST, **PRICES,
+            data_root,
+            "crashy",
+            name="crashy",
+            mode="score",
+            score_scale={"min": 1, "max": 5},
+            model="openai/mock",
+            api_base=server.base_url,
+            prompt="Question: {{input}}\nAnswer: {{output}}",
+            max_daily_cost_usd=5.0,
+            batch=FAST,
+            **PRICES,
         )
         state = tmp_path / "state"
         saved = state / "judge_batches" / "crashy" / f"{DAY}.json"
@@ -284,7 +308,9 @@ def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path,
         assert collected["state"] == "collected" and collected["status"] == "completed"
         # The killed run's reservation was settled once, with what the batch actually cost.
         ledger = BudgetLedger(state / "budget.sqlite")
-        assert ledger.spent("crashy", day=submitted["reservation"]["day"]) == pytest.approx(result.rows["cost_usd"].sum())
+        assert ledger.spent("crashy", day=submitted["reservation"]["day"]) == pytest.approx(
+            result.rows["cost_usd"].sum()
+        )
         assert ledger.rows() == 1
 
 
@@ -299,12 +325,20 @@ def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path,
 )
 def test_batch_mode_refuses_providers_whose_batch_api_it_does_not_speak(data_root, model, why):
     path = write_evaluator(
-        data_root, "other", name="other", mode="binary", prompt="{{output}}", model=model, batch={"enabled": True},
+        data_root,
+        "other",
+        name="other",
+        mode="binary",
+        prompt="{{output}}",
+        model=model,
+        batch={"enabled": True},
     )
     supported = r"openai/<model>.*azure/<deployment>.*anthropic/<model>"
     with pytest.raises(EvaluatorConfigError, match=rf"batch: model '{re.escape(model)}': .*{why}.*{supported}"):
         load_evaluator(path)
-    bad = write_evaluator(data_root, "bad", name="bad", mode="binary", prompt="{{output}}", model="openai/x", batch={"discount": 0})
+    bad = write_evaluator(
+        data_root, "bad", name="bad", mode="binary", prompt="{{output}}", model="openai/x", batch={"discount": 0}
+    )
     with pytest.raises(EvaluatorConfigError, match="discount"):
         load_evaluator(bad)
 
@@ -340,11 +374,17 @@ def test_a_batch_no_longer_needed_is_settled_and_closed_once_it_ends(tmp_path):
     with LocalJudgeServer(batch_delay_s=0.5) as server:
         state = tmp_path / "state"
         budget = {**PRICES, "max_daily_cost_usd": 5.0}
-        first = judge_day(config_for(server, "score", **budget, batch={**FAST, "timeout_s": 0.01}), DAY, make_traces(2),
-                          make_runtime(state))
+        first = judge_day(
+            config_for(server, "score", **budget, batch={**FAST, "timeout_s": 0.01}),
+            DAY,
+            make_traces(2),
+            make_runtime(state),
+        )
         assert first.rows["reason"].to_list() == ["batch_timeout"] * 2
         (old,) = first.summary["batches"]
-        while httpx.get(f"{server.base_url}/batches/{old['batch_id']}", trust_env=False).json()["status"] != "completed":
+        while (
+            httpx.get(f"{server.base_url}/batches/{old['batch_id']}", trust_env=False).json()["status"] != "completed"
+        ):
             time.sleep(0.05)
         # The prompt changed: the old batch's answers are for other requests; a new batch is submitted.
         changed = config_for(server, "score", **budget, batch=FAST, prompt="Q: {{input}}\nA: {{output}}")
@@ -375,8 +415,16 @@ def test_a_batch_whose_creation_went_unheard_is_found_not_created_twice(tmp_path
 def test_a_run_killed_while_creating_its_batch_is_resumed_by_the_submission_id(tmp_path, data_root):
     with LocalJudgeServer(batch_create_delay_s=5.0) as server:
         path = write_evaluator(
-            data_root, "creating", name="creating", mode="score", score_scale={"min": 1, "max": 5}, model="openai/mock",
-            api_base=server.base_url, prompt="Question: {{input}}\nAnswer: {{output}}", timeout_s=30, batch=FAST,
+            data_root,
+            "creating",
+            name="creating",
+            mode="score",
+            score_scale={"min": 1, "max": 5},
+            model="openai/mock",
+            api_base=server.base_url,
+            prompt="Question: {{input}}\nAnswer: {{output}}",
+            timeout_s=30,
+            batch=FAST,
         )
         state = tmp_path / "state"
         saved = state / "judge_batches" / "creating" / f"{DAY}.json"
@@ -407,11 +455,23 @@ def test_a_submission_that_never_reached_the_provider_is_abandoned_and_its_reser
     ledger = BudgetLedger(state / "budget.sqlite")
     held = ledger.reserve(config.name, 5.0, 5.0, None, ttl_s=86_400, outlives_process=True)
     record = {
-        "batch_id": None, "submission": "never-created", "endpoint": f"openai/mock@{server.base_url}",
-        "model": "openai/mock", "input_file_id": None, "submitted_at": "2026-11-10T00:00:00+00:00",
-        "submitted_epoch": time.time() - 5, "state": "submitting", "status": None, "requests": {},
-        "reservation": {"id": held.id, "evaluator": held.evaluator, "day": held.day, "month": held.month,
-                        "amount_usd": held.amount_usd},
+        "batch_id": None,
+        "submission": "never-created",
+        "endpoint": f"openai/mock@{server.base_url}",
+        "model": "openai/mock",
+        "input_file_id": None,
+        "submitted_at": "2026-11-10T00:00:00+00:00",
+        "submitted_epoch": time.time() - 5,
+        "state": "submitting",
+        "status": None,
+        "requests": {},
+        "reservation": {
+            "id": held.id,
+            "evaluator": held.evaluator,
+            "day": held.day,
+            "month": held.month,
+            "amount_usd": held.amount_usd,
+        },
     }
     saved = state / "judge_batches" / config.name / f"{DAY}.json"
     saved.parent.mkdir(parents=True)
@@ -428,13 +488,18 @@ def test_output_lines_that_are_damaged_or_not_completions_never_become_verdicts(
     from eval_platform.llm.batch.api import read_results, unanswered
 
     batch = {"id": "batch_x", "status": "completed", "created_at": 100, "completed_at": 102}
-    good = {"choices": [{"message": {"content": '{"score": 3}'}, "finish_reason": "stop"}], "model": "m",
-            "usage": {"prompt_tokens": 7, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}}
-    output = "\n".join([
-        json.dumps({"custom_id": "ok", "response": {"status_code": 200, "body": good}}),
-        "{damaged",
-        json.dumps({"custom_id": "odd", "response": {"status_code": 200, "body": {"object": "nothing"}}}),
-    ])
+    good = {
+        "choices": [{"message": {"content": '{"score": 3}'}, "finish_reason": "stop"}],
+        "model": "m",
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}},
+    }
+    output = "\n".join(
+        [
+            json.dumps({"custom_id": "ok", "response": {"status_code": 200, "body": good}}),
+            "{damaged",
+            json.dumps({"custom_id": "odd", "response": {"status_code": 200, "body": {"object": "nothing"}}}),
+        ]
+    )
     errors = json.dumps({"custom_id": "limited", "response": {"status_code": 429, "body": {"error": {}}}})
     results = read_results(batch, output, errors)
     assert set(results) == {"ok", "odd", "limited"}

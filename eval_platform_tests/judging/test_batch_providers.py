@@ -46,8 +46,16 @@ PROVIDERS = ["azure", "anthropic"]
 # A model litellm's price map knows, served by the local judge's mock (as a gateway on localhost would).
 PRICED = {"azure": "gpt-4o-mini", "anthropic": "claude-haiku-4-5"}
 ALIASES = {model: "mock" for model in PRICED.values()}
-SAME_ROWS = ["score", "binary", "categorical", "pairwise_both_orders", "consensus_samples", "unparseable", "truncated",
-             "prose"]
+SAME_ROWS = [
+    "score",
+    "binary",
+    "categorical",
+    "pairwise_both_orders",
+    "consensus_samples",
+    "unparseable",
+    "truncated",
+    "prose",
+]
 PROMPTS = {
     "pairwise": "Question: {{input}}\nFirst: {{output_a}}\nSecond: {{output_b}}",
     "n_wise": "Question: {{input}}\n{{candidates}}",
@@ -71,17 +79,31 @@ def provider_config(server, provider: str, name: str, **extra) -> EvaluatorConfi
     model = fields.pop("model", "mock")
     if "models" not in fields:
         fields["model"] = f"{provider}/{model}"
-    return EvaluatorConfig.model_validate({
-        "name": "providers", "mode": mode, "prompt": PROMPTS.get(mode, "Question: {{input}}\nAnswer: {{output}}"),
-        "api_base": root(server), "max_retries": 0, "timeout_s": 5, **fields,
-    })
+    return EvaluatorConfig.model_validate(
+        {
+            "name": "providers",
+            "mode": mode,
+            "prompt": PROMPTS.get(mode, "Question: {{input}}\nAnswer: {{output}}"),
+            "api_base": root(server),
+            "max_retries": 0,
+            "timeout_s": 5,
+            **fields,
+        }
+    )
 
 
 def evaluator_file(data_root: Path, server, provider: str, **extra) -> Path:
     return write_evaluator(
-        data_root, "crashy", name="crashy", mode="score", score_scale={"min": 1, "max": 5},
-        model=f"{provider}/mock", api_base=root(server), prompt="Question: {{input}}\nAnswer: {{output}}",
-        batch=FAST, **extra,
+        data_root,
+        "crashy",
+        name="crashy",
+        mode="score",
+        score_scale={"min": 1, "max": 5},
+        model=f"{provider}/mock",
+        api_base=root(server),
+        prompt="Question: {{input}}\nAnswer: {{output}}",
+        batch=FAST,
+        **extra,
     )
 
 
@@ -138,10 +160,15 @@ def test_one_consensus_of_three_providers_is_three_batches(server, tmp_path):
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_provider_errors_per_line_keep_their_interactive_reason_codes(server, tmp_path, provider):
-    interactive = judge_day(provider_config(server, provider, "server_error", max_retries=0), DAY, make_traces(2),
-                            make_runtime(tmp_path / "i")).rows
-    rows = judge_day(provider_config(server, provider, "server_error", batch=FAST), DAY, make_traces(2),
-                     make_runtime(tmp_path / "b")).rows
+    interactive = judge_day(
+        provider_config(server, provider, "server_error", max_retries=0),
+        DAY,
+        make_traces(2),
+        make_runtime(tmp_path / "i"),
+    ).rows
+    rows = judge_day(
+        provider_config(server, provider, "server_error", batch=FAST), DAY, make_traces(2), make_runtime(tmp_path / "b")
+    ).rows
     assert rows["status"].to_list() == ["FAILED"] * 2 and rows["score"].to_list() == [None] * 2
     assert rows["reason"].to_list() == interactive["reason"].to_list() == ["provider_error:500"] * 2
     assert all("batch" in d and "internal error injected" in d for d in rows["reason_detail"].to_list())
@@ -151,8 +178,11 @@ def test_provider_errors_per_line_keep_their_interactive_reason_codes(server, tm
 def test_rows_are_priced_at_the_batch_discount_of_litellms_price_map(server, tmp_path, provider):
     traces = make_traces(4)
     model = PRICED[provider]
-    interactive = sorted_rows(judge_day(provider_config(server, provider, "score", model=model), DAY, traces,
-                                        make_runtime(tmp_path / "i")).rows)
+    interactive = sorted_rows(
+        judge_day(
+            provider_config(server, provider, "score", model=model), DAY, traces, make_runtime(tmp_path / "i")
+        ).rows
+    )
     config = provider_config(server, provider, "score", model=model, batch=FAST)
     result = judge_day(config, DAY, traces, make_runtime(tmp_path / "b"))
     batched = sorted_rows(result.rows)
@@ -166,10 +196,15 @@ def test_rows_are_priced_at_the_batch_discount_of_litellms_price_map(server, tmp
 def test_the_default_discount_is_anthropics_and_azures_batch_price_in_litellms_map(entry):
     prices = model_cost()[entry]
     model = entry if entry.startswith("azure/") else f"anthropic/{entry}"
-    config = EvaluatorConfig.model_validate({"name": "b", "mode": "binary", "prompt": "{{output}}", "model": model,
-                                             "batch": {}})
-    assert prices["input_cost_per_token_batches"] == pytest.approx(config.batch.discount * prices["input_cost_per_token"])
-    assert prices["output_cost_per_token_batches"] == pytest.approx(config.batch.discount * prices["output_cost_per_token"])
+    config = EvaluatorConfig.model_validate(
+        {"name": "b", "mode": "binary", "prompt": "{{output}}", "model": model, "batch": {}}
+    )
+    assert prices["input_cost_per_token_batches"] == pytest.approx(
+        config.batch.discount * prices["input_cost_per_token"]
+    )
+    assert prices["output_cost_per_token_batches"] == pytest.approx(
+        config.batch.discount * prices["output_cost_per_token"]
+    )
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -212,12 +247,20 @@ def test_an_expired_batch_leaves_its_unanswered_traces_failed(tmp_path, provider
 def test_a_poll_timeout_keeps_the_batch_and_the_next_run_resumes_it(tmp_path, provider):
     with LocalJudgeServer(batch_delay_s=2.0) as server:
         state = tmp_path / "state"
-        first = judge_day(provider_config(server, provider, "score", batch={**FAST, "timeout_s": 0.1}), DAY,
-                          make_traces(3), make_runtime(state))
+        first = judge_day(
+            provider_config(server, provider, "score", batch={**FAST, "timeout_s": 0.1}),
+            DAY,
+            make_traces(3),
+            make_runtime(state),
+        )
         assert first.rows["reason"].to_list() == ["batch_timeout"] * 3
         (batch,) = first.summary["batches"]
-        second = judge_day(provider_config(server, provider, "score", batch={**FAST, "timeout_s": 60}), DAY,
-                           make_traces(3), make_runtime(state))
+        second = judge_day(
+            provider_config(server, provider, "score", batch={**FAST, "timeout_s": 60}),
+            DAY,
+            make_traces(3),
+            make_runtime(state),
+        )
         assert second.rows["status"].to_list() == ["COMPLETED"] * 3
         assert [(b["batch_id"], b["resumed"]) for b in second.summary["batches"]] == [(batch["batch_id"], True)]
         assert batch_stats(server)["batches"] == 1
@@ -279,15 +322,21 @@ def test_an_unheard_anthropic_batch_still_running_is_not_created_again_until_it_
         assert first.rows["status"].to_list() == ["FAILED"] * 3
         # Why: the create's answer was lost (timeout), and the lookup could not yet tell.
         assert first.rows["reason"].to_list() == ["timeout"] * 3
-        assert all("the batch may exist" in d and "may be submission" in d for d in first.rows["reason_detail"].to_list())
+        assert all(
+            "the batch may exist" in d and "may be submission" in d for d in first.rows["reason_detail"].to_list()
+        )
         saved = json.loads((state / "judge_batches" / config.name / f"{DAY}.json").read_text())["batches"]
         assert [b["state"] for b in saved] == ["submitting"]
         assert batch_stats(server)["batches"] == 1
 
         while httpx.get(f"{server.base_url}/stats/batches", trust_env=False).json()["batch_lines"] < 3:
             time.sleep(0.05)
-        second = judge_day(provider_config(server, "anthropic", "score", timeout_s=5, batch=FAST), DAY,
-                           make_traces(3), make_runtime(state))
+        second = judge_day(
+            provider_config(server, "anthropic", "score", timeout_s=5, batch=FAST),
+            DAY,
+            make_traces(3),
+            make_runtime(state),
+        )
         assert second.rows["status"].to_list() == ["COMPLETED"] * 3
         assert [b["resumed"] for b in second.summary["batches"]] == [True]
         assert batch_stats(server)["batches"] == 1
@@ -304,7 +353,9 @@ def test_a_cancelled_anthropic_batch_leaves_its_traces_failed_batch_failed(tmp_p
                 time.sleep(0.02)
             (batch,) = json.loads(saved.read_text())["batches"]
             headers = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
-            httpx.post(f"{root(server)}/v1/messages/batches/{batch['batch_id']}/cancel", headers=headers, trust_env=False)
+            httpx.post(
+                f"{root(server)}/v1/messages/batches/{batch['batch_id']}/cancel", headers=headers, trust_env=False
+            )
             rows = running.result().rows
         assert rows["status"].to_list() == ["FAILED"] * 3 and rows["reason"].to_list() == ["batch_failed"] * 3
         assert all(batch["batch_id"] in d and "canceled" in d for d in rows["reason_detail"].to_list())
@@ -322,8 +373,9 @@ def test_the_local_judge_refuses_azure_and_anthropic_calls_without_their_credent
     messages = f"{root(server)}/v1/messages"
     params = {"model": "mock", "max_tokens": 10, **body}
     assert httpx.post(messages, json=params, headers={"x-api-key": "k"}, trust_env=False).status_code == 400
-    reply = httpx.post(messages, json=params, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
-                       trust_env=False).json()
+    reply = httpx.post(
+        messages, json=params, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"}, trust_env=False
+    ).json()
     assert reply["type"] == "message" and reply["content"][0]["type"] == "text" and reply["stop_reason"] == "end_turn"
 
 
@@ -332,18 +384,38 @@ def test_an_azure_batch_beyond_the_first_page_of_litellms_list_is_never_created_
     # more batches created since than that page holds: its batch cannot be found, so none is created again.
     config = provider_config(server, "azure", "score", batch=FAST)
     azure = {"params": {"api-version": "2024-10-21"}, "headers": {"api-key": "k"}, "trust_env": False}
-    line = {"custom_id": "x", "method": "POST", "url": "/chat/completions",
-            "body": {"model": "mock", "messages": [{"role": "user", "content": "hi"}]}}
-    upload = httpx.post(f"{root(server)}/openai/files", data={"purpose": "batch"},
-                        files={"file": ("in.jsonl", json.dumps(line).encode())}, **azure).json()
+    line = {
+        "custom_id": "x",
+        "method": "POST",
+        "url": "/chat/completions",
+        "body": {"model": "mock", "messages": [{"role": "user", "content": "hi"}]},
+    }
+    upload = httpx.post(
+        f"{root(server)}/openai/files",
+        data={"purpose": "batch"},
+        files={"file": ("in.jsonl", json.dumps(line).encode())},
+        **azure,
+    ).json()
     for number in range(21):  # the lost one first, then 20 newer ones
-        body = {"input_file_id": upload["id"], "endpoint": "/chat/completions", "completion_window": "24h",
-                "metadata": {"submission": "lost-submission" if number == 0 else f"other-{number}"}}
+        body = {
+            "input_file_id": upload["id"],
+            "endpoint": "/chat/completions",
+            "completion_window": "24h",
+            "metadata": {"submission": "lost-submission" if number == 0 else f"other-{number}"},
+        }
         httpx.post(f"{root(server)}/openai/batches", json=body, **azure).raise_for_status()
     record = {
-        "batch_id": None, "submission": "lost-submission", "endpoint": f"azure/mock@{root(server)}",
-        "model": "azure/mock", "input_file_id": upload["id"], "submitted_at": "2026-11-10T00:00:00+00:00",
-        "submitted_epoch": time.time() - 5, "state": "submitting", "status": None, "requests": {}, "reservation": None,
+        "batch_id": None,
+        "submission": "lost-submission",
+        "endpoint": f"azure/mock@{root(server)}",
+        "model": "azure/mock",
+        "input_file_id": upload["id"],
+        "submitted_at": "2026-11-10T00:00:00+00:00",
+        "submitted_epoch": time.time() - 5,
+        "state": "submitting",
+        "status": None,
+        "requests": {},
+        "reservation": None,
     }
     state = tmp_path / "state"
     saved = state / "judge_batches" / config.name / f"{DAY}.json"

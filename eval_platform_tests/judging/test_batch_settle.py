@@ -67,8 +67,14 @@ def cached_costs(state: Path) -> list[float]:
 def test_an_open_batch_is_settled_on_rerun_when_the_cache_answers_everything(tmp_path, data_root):
     with LocalJudgeServer() as server:
         fields = dict(
-            name="settled", mode="score", score_scale={"min": 1, "max": 5}, model="openai/mock",
-            api_base=server.base_url, prompt="Question: {{input}}\nAnswer: {{output}}", batch=FAST, **PRICES,
+            name="settled",
+            mode="score",
+            score_scale={"min": 1, "max": 5},
+            model="openai/mock",
+            api_base=server.base_url,
+            prompt="Question: {{input}}\nAnswer: {{output}}",
+            batch=FAST,
+            **PRICES,
         )
         worst = one_request_worst_usd(load_evaluator(write_evaluator(data_root, "settled", **fields)), make_traces(4))
         # Room for the worst case of six requests: the killed run's batch reserved four of them.

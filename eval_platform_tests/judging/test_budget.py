@@ -83,7 +83,9 @@ def test_monthly_budget_counts_earlier_days(local_judge, tmp_path):
 
 
 def test_cost_is_tokens_times_price_per_million(local_judge, tmp_path):
-    runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={})
+    runtime = JudgeRuntime(
+        LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
+    )
     rows = judge_day(budgeted(local_judge.base_url), "2026-11-10", make_traces(2), runtime).rows
     expected = (rows["prompt_tokens"] * 1000.0 + rows["completion_tokens"] * 1000.0) / 1e6
     assert (rows["cost_usd"] - expected).abs().max() < 1e-12
@@ -103,8 +105,15 @@ def proxy():
 
 def proxied(base_url: str, **fields) -> EvaluatorConfig:
     return EvaluatorConfig.model_validate(
-        {"name": "proxied", "mode": "score", "model": "openai/gpt-4o-mini", "api_base": base_url,
-         "prompt": "Q: {{input}} A: {{output}}", "max_tokens": 100, **fields}
+        {
+            "name": "proxied",
+            "mode": "score",
+            "model": "openai/gpt-4o-mini",
+            "api_base": base_url,
+            "prompt": "Q: {{input}} A: {{output}}",
+            "max_tokens": 100,
+            **fields,
+        }
     )
 
 
@@ -113,10 +122,15 @@ def test_known_model_behind_a_localhost_api_base_is_charged_its_price(proxy, tmp
     import litellm
 
     config = proxied(proxy.base_url)
-    runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={})
+    runtime = JudgeRuntime(
+        LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
+    )
     rows = judge_day(config, "2026-11-10", make_traces(3), runtime).rows
     entry = litellm.model_cost["gpt-4o-mini"]
-    expected = rows["prompt_tokens"] * entry["input_cost_per_token"] + rows["completion_tokens"] * entry["output_cost_per_token"]
+    expected = (
+        rows["prompt_tokens"] * entry["input_cost_per_token"]
+        + rows["completion_tokens"] * entry["output_cost_per_token"]
+    )
     assert (rows["status"] == "COMPLETED").all() and (rows["cost_usd"] > 0).all()
     assert (rows["cost_usd"] - expected).abs().max() < 1e-15
 
@@ -135,7 +149,9 @@ def test_daily_budget_of_a_known_model_behind_a_localhost_api_base_triggers(prox
         for t in traces.to_dicts()
     )
     budget = 3.5 * worst
-    runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={})
+    runtime = JudgeRuntime(
+        LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
+    )
     rows = judge_day(proxied(proxy.base_url, max_daily_cost_usd=budget), "2026-11-10", traces, runtime).rows
     completed = rows.filter(pl.col("status") == "COMPLETED")
     expected = (completed["prompt_tokens"] * 0.15 + completed["completion_tokens"] * 0.60) / 1e6
@@ -154,8 +170,14 @@ def litellm_price_map_entry(model: str) -> dict:
 def test_budget_on_a_local_model_without_a_price_is_a_load_error():
     with pytest.raises(ValueError, match="no known price"):
         EvaluatorConfig.model_validate(
-            {"name": "x", "mode": "score", "model": "openai/my-finetune", "api_base": "http://127.0.0.1:4000/v1",
-             "prompt": "{{output}}", "max_daily_cost_usd": 1.0}
+            {
+                "name": "x",
+                "mode": "score",
+                "model": "openai/my-finetune",
+                "api_base": "http://127.0.0.1:4000/v1",
+                "prompt": "{{output}}",
+                "max_daily_cost_usd": 1.0,
+            }
         )
 
 
@@ -168,8 +190,12 @@ def test_cached_prompt_tokens_are_stored_and_priced_at_the_cached_rate(tmp_path)
         config = EvaluatorConfig.model_validate(
             {**budgeted(server.base_url).model_dump(), "cached_input_cost_per_million": 100.0}
         )
-        runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=1), JudgeCache(tmp_path / "c"),
-                               BudgetLedger(tmp_path / "b.sqlite"), env={})
+        runtime = JudgeRuntime(
+            LiteLLMJudgeClient(max_concurrency=1),
+            JudgeCache(tmp_path / "c"),
+            BudgetLedger(tmp_path / "b.sqlite"),
+            env={},
+        )
         rows = judge_day(config, "2026-11-10", make_traces(3), runtime).rows.sort("trace_id")
     finally:
         server.stop()

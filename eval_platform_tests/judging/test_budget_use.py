@@ -65,7 +65,9 @@ def test_one_partition_spends_the_budget_down_to_less_than_one_call(slow_judge, 
     probe = budgeted(slow_judge.base_url)
     worst = worst_case(probe, traces)
     budget = 6.5 * worst  # room for six worst cases; real calls cost about a third of theirs, so more fit
-    rows = judge_day(budgeted(slow_judge.base_url, max_daily_cost_usd=budget), "2026-11-10", traces, runtime_at(tmp_path)).rows
+    rows = judge_day(
+        budgeted(slow_judge.base_url, max_daily_cost_usd=budget), "2026-11-10", traces, runtime_at(tmp_path)
+    ).rows
     spent = rows["cost_usd"].sum()
     assert spent <= budget
     assert spent >= budget - worst  # before today's fix, concurrent reservations stopped it at about a third

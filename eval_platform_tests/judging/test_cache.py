@@ -29,8 +29,9 @@ TRACE_B = {"input": f"q{FORGED}x", "output": "y"}
 
 def key_of(config, values: dict) -> str:
     messages = build_messages(config, values)
-    request = JudgeRequest(config.model, messages, config.api_base, None, 0.0, 10, 5.0, 0,
-                           fence_secret=messages.fence_secret)
+    request = JudgeRequest(
+        config.model, messages, config.api_base, None, 0.0, 10, 5.0, 0, fence_secret=messages.fence_secret
+    )
     return cache_key(request, 0)
 
 
@@ -81,8 +82,10 @@ def test_many_processes_opening_a_fresh_cache_and_ledger_at_once_all_succeed(tmp
     (tmp_path / "cache").mkdir()
     # The first of the runs to arrive holds each fresh file's lock while it sets it up (as SQLite does while a
     # first open creates the tables); the others must wait for it, as they do for any other lock.
-    first = [sqlite3.connect(path, isolation_level=None) for path in (tmp_path / "budget.sqlite",
-                                                                      tmp_path / "cache" / "replies.sqlite")]
+    first = [
+        sqlite3.connect(path, isolation_level=None)
+        for path in (tmp_path / "budget.sqlite", tmp_path / "cache" / "replies.sqlite")
+    ]
     for connection in first:
         connection.execute("BEGIN IMMEDIATE")
     context = multiprocessing.get_context("spawn")

@@ -18,7 +18,16 @@ BASE = {"mode": "score", "model": "openai/gpt-4o-mini", "prompt": "Rate {{output
 
 def test_builtin_evaluators_load():
     evaluators = load_evaluators(REPO_DATA / "evaluators")
-    builtins = {"relevance", "hallucination", "faithfulness", "toxicity", "helpfulness", "coherence", "accuracy", "clarity"}
+    builtins = {
+        "relevance",
+        "hallucination",
+        "faithfulness",
+        "toxicity",
+        "helpfulness",
+        "coherence",
+        "accuracy",
+        "clarity",
+    }
     assert builtins <= set(evaluators)
     assert evaluators["accuracy"].score_scale.max == 10
     assert evaluators["pairwise_preference"].mode == "pairwise"
@@ -61,8 +70,12 @@ def test_invalid_yaml_names_file(data_root):
 
 def test_budget_allowed_with_price_override(data_root):
     path = write_evaluator(
-        data_root, "priced", **{**BASE, "model": "openai/my-private-model"}, max_daily_cost_usd=1.0,
-        input_cost_per_million=2.0, output_cost_per_million=8.0,
+        data_root,
+        "priced",
+        **{**BASE, "model": "openai/my-private-model"},
+        max_daily_cost_usd=1.0,
+        input_cost_per_million=2.0,
+        output_cost_per_million=8.0,
     )
     prices = load_evaluator(path).judge_models()[0].prices()
     assert (prices.input_per_million, prices.output_per_million) == (2.0, 8.0)
@@ -129,8 +142,9 @@ def test_config_hash_follows_what_can_change_a_verdict(data_root, change):
 
 
 def test_mode_defaults_are_filled_without_mutating_a_frozen_model(data_root):
-    config = load_evaluator(write_evaluator(data_root, "p", **{**BASE, "mode": "pairwise",
-                                                                "prompt": "{{output_a}} or {{output_b}}"}))
+    config = load_evaluator(
+        write_evaluator(data_root, "p", **{**BASE, "mode": "pairwise", "prompt": "{{output_a}} or {{output_b}}"})
+    )
     assert config.pairwise is not None and config.pairwise.orders == "both"
     assert config.consensus == "majority_vote"
     with pytest.raises(Exception):
@@ -143,8 +157,10 @@ REFERENCE = {"mode": "reference", "model": "openai/gpt-4o-mini", "prompt": "{{ou
 @pytest.mark.parametrize(
     ("reference", "expected"),
     [
-        ({"source": "dataset", "dataset": "faq", "version": 3},
-         "field 'reference.version': dataset 'faq' has no version 3; declared: [1, 2]"),
+        (
+            {"source": "dataset", "dataset": "faq", "version": 3},
+            "field 'reference.version': dataset 'faq' has no version 3; declared: [1, 2]",
+        ),
         ({"source": "dataset", "dataset": "fqa"}, "field 'reference.dataset': unknown dataset 'fqa'"),
         ({"source": "dataset", "dataset": "fqa", "version": 1}, "field 'reference.dataset': unknown dataset 'fqa'"),
     ],

@@ -39,7 +39,10 @@ CASES = {
         mode="score", samples=2, consensus="median", score_scale={"min": 1, "max": 5}, temperature=0.7
     ),
     "priced_with_budget": dict(
-        mode="score", score_scale={"min": 1, "max": 5}, input_cost_per_million=2.0, output_cost_per_million=8.0,
+        mode="score",
+        score_scale={"min": 1, "max": 5},
+        input_cost_per_million=2.0,
+        output_cost_per_million=8.0,
         max_daily_cost_usd=5.0,
     ),
     "retry_after_then_ok": dict(mode="score", model="fault/rate_limit_once", max_retries=2),
@@ -126,8 +129,12 @@ def test_lean_path_reports_cached_prompt_tokens(tmp_path):
 
     with LocalJudgeServer(prompt_cache=True) as server:
         config = judge(server, "score", score_scale={"min": 1, "max": 5})
-        runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=1), JudgeCache(tmp_path / "c"),
-                               BudgetLedger(tmp_path / "b.sqlite"), env={})
+        runtime = JudgeRuntime(
+            LiteLLMJudgeClient(max_concurrency=1),
+            JudgeCache(tmp_path / "c"),
+            BudgetLedger(tmp_path / "b.sqlite"),
+            env={},
+        )
         rows = judge_day(config, DAY, make_traces(3), runtime).rows
     cached = rows.sort("trace_id")["cached_prompt_tokens"].to_list()
     # One request at a time: the first pays for the system prompt, the next ones find it cached.
@@ -143,8 +150,9 @@ def test_openai_models_without_api_base_read_litellms_environment_on_both_paths(
     config = judge(local_judge, "score", model="fault/echo_key_reply", api_base=None)
     for lean in (False, True):
         state = tmp_path / str(lean)
-        runtime = JudgeRuntime(LiteLLMJudgeClient(lean=lean), JudgeCache(state / "c"), BudgetLedger(state / "b.sqlite"),
-                               env={})
+        runtime = JudgeRuntime(
+            LiteLLMJudgeClient(lean=lean), JudgeCache(state / "c"), BudgetLedger(state / "b.sqlite"), env={}
+        )
         rows = judge_day(config, DAY, make_traces(1), runtime).rows
         assert rows["status"].to_list() == ["COMPLETED"]
         # The key was sent, and echoed back: an environment key is redacted as an evaluator's is.

@@ -73,16 +73,25 @@ def _toy_mode(tmp_path, monkeypatch):
 
 
 def _evaluator(local_judge, name: str, *replies: str) -> EvaluatorConfig:
-    return EvaluatorConfig.model_validate({
-        "name": name, "mode": "grade", "prompt": "Grade: {{output}}", "api_base": local_judge.base_url,
-        "max_retries": 0, "timeout_s": 5, "models": [{"model": f"openai/fixed/{reply}"} for reply in replies],
-    })
+    return EvaluatorConfig.model_validate(
+        {
+            "name": name,
+            "mode": "grade",
+            "prompt": "Grade: {{output}}",
+            "api_base": local_judge.base_url,
+            "max_retries": 0,
+            "timeout_s": 5,
+            "models": [{"model": f"openai/fixed/{reply}"} for reply in replies],
+        }
+    )
 
 
 def test_a_mode_in_one_new_module_is_judged_combined_and_compared(tmp_path, monkeypatch, local_judge, runtime):
     _toy_mode(tmp_path, monkeypatch)
     traces = make_traces(3).with_columns(
-        pl.when(pl.col("trace_id") == pl.col("trace_id").first()).then(pl.lit("short")).otherwise(pl.col("output"))
+        pl.when(pl.col("trace_id") == pl.col("trace_id").first())
+        .then(pl.lit("short"))
+        .otherwise(pl.col("output"))
         .alias("output")
     )
     split = _evaluator(local_judge, "split", '{"grade": "good"}', '{"grade": "bad"}')
@@ -98,8 +107,12 @@ def test_a_mode_in_one_new_module_is_judged_combined_and_compared(tmp_path, monk
 
     agreeing = _evaluator(local_judge, "agreeing", '{"grade": "good"}', '{"grade":"good"}')
     both = pl.concat([rows, judge_day(agreeing, DAY, traces, runtime).rows], how="diagonal_relaxed")
-    table, _ = compute({"split": split, "agreeing": agreeing}, both, empty_frame(HUMAN_ANNOTATION_SCHEMA),
-                       empty_frame(IMPORTED_JUDGMENT_SCHEMA))
+    table, _ = compute(
+        {"split": split, "agreeing": agreeing},
+        both,
+        empty_frame(HUMAN_ANNOTATION_SCHEMA),
+        empty_frame(IMPORTED_JUDGMENT_SCHEMA),
+    )
     compared = table.filter(pl.col("section") == "judge_vs_judge")
     # compared as labels (kappa, no correlations): the two evaluators' finals, and each one's two member models
     assert set(compared["statistic"]) == {"cohen_kappa"} and compared.height == 3
@@ -126,11 +139,16 @@ def mode_name_uses(path: Path, names: set[str]) -> list[str]:
                 found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if node.value is not None and any(_MODE.search(ast.unparse(t)) for t in targets) \
-                    and isinstance(node.value, ast.Tuple | ast.List | ast.Set | ast.Call | ast.Dict) \
-                    and _names_a_mode(node.value, names):
+            if (
+                node.value is not None
+                and any(_MODE.search(ast.unparse(t)) for t in targets)
+                and isinstance(node.value, ast.Tuple | ast.List | ast.Set | ast.Call | ast.Dict)
+                and _names_a_mode(node.value, names)
+            ):
                 found.append(f"{path}:{node.lineno}: {ast.unparse(node)[:100]}")
-        elif isinstance(node, ast.Dict) and sum(isinstance(k, ast.Constant) and k.value in names for k in node.keys) > 1:
+        elif (
+            isinstance(node, ast.Dict) and sum(isinstance(k, ast.Constant) and k.value in names for k in node.keys) > 1
+        ):
             found.append(f"{path}:{node.lineno}: a dict keyed by mode names")
     return found
 
@@ -139,19 +157,25 @@ def test_no_file_outside_the_modes_names_a_mode():
     package = Path(eval_platform.__file__).parent
     modes = package / "judging" / "modes"
     names = set(MODES)
-    found = [use for path in sorted(package.rglob("*.py")) if modes not in path.parents
-             for use in mode_name_uses(path, names)]
+    found = [
+        use
+        for path in sorted(package.rglob("*.py"))
+        if modes not in path.parents
+        for use in mode_name_uses(path, names)
+    ]
     assert found == []
 
 
 def test_the_scan_finds_the_comparisons_it_forbids(tmp_path):
     source = tmp_path / "old.py"
-    source.write_text(textwrap.dedent('''
+    source.write_text(
+        textwrap.dedent("""
         LABEL_MODES = ("binary", "categorical")
         planners = {"pairwise": 1, "n_wise": 2}
         if config.mode == "pairwise" or mode in {"score", "reference"}:
             pass
         if row["score"] == "pairwise_rate":
             pass
-    '''))
+    """)
+    )
     assert len(mode_name_uses(source, set(MODES))) == 4  # not the column compared with a text

@@ -25,8 +25,13 @@ VERDICTS = {"scaled": 4, "boolean": True, "label": None, "ranking": ["B", "A"]}
 def test_every_registered_mode_is_a_working_evaluator_mode(name):
     mode = MODES[name]
     config = EvaluatorConfig.model_validate(
-        {"name": "e", "mode": name, "model": "openai/x", **EXTRA.get(name, {}),
-         "prompt": PROMPTS.get(name, "Q: {{input}} A: {{output}}")}
+        {
+            "name": "e",
+            "mode": name,
+            "model": "openai/x",
+            **EXTRA.get(name, {}),
+            "prompt": PROMPTS.get(name, "Q: {{input}} A: {{output}}"),
+        }
     )
     for option in mode.options:
         assert getattr(config, option) is not None  # filled with its defaults
@@ -38,7 +43,9 @@ def test_every_registered_mode_is_a_working_evaluator_mode(name):
         value = schema["properties"][key]["enum"][0]
     if name == "assertion":
         value = "yes"
-    verdict = parse_reply(config, json.dumps({"reasoning": "r", key: value}), n_candidates=2 if name == "n_wise" else None)
+    verdict = parse_reply(
+        config, json.dumps({"reasoning": "r", key: value}), n_candidates=2 if name == "n_wise" else None
+    )
     read = verdict.ranking if mode.verdict == "ranking" else getattr(verdict, mode.vote_column)
     assert read is not None  # the per-case value consensus votes or averages on
     assert (name in LABEL_MODES) != (name in NUMERIC_MODES)  # a mode is voted on or averaged, never both

@@ -17,7 +17,14 @@ PROMPT = "Instruction: {{input}}\nA: {{output_a}}\nB: {{output_b}}"
 
 def pairwise(local_judge, model: str, **fields) -> EvaluatorConfig:
     return EvaluatorConfig.model_validate(
-        {"name": "pw", "mode": "pairwise", "model": f"openai/{model}", "api_base": local_judge.base_url, "prompt": PROMPT, **fields}
+        {
+            "name": "pw",
+            "mode": "pairwise",
+            "model": f"openai/{model}",
+            "api_base": local_judge.base_url,
+            "prompt": PROMPT,
+            **fields,
+        }
     )
 
 
@@ -29,9 +36,17 @@ def pandalm_traces(indices: list[int]) -> pl.DataFrame:
         first, second = item["cmp_key"].split("_")
         text = item["instruction"] + ("\n\n" + item["input"] if item["input"] else "")
         for model, response in ((first, item["response1"]), (second, item["response2"])):
-            rows.append({"trace_id": f"pandalm-{idx:04d}-{model}", "timestamp": "2026-11-10T00:00:00Z", "date": DAY,
-                         "input": text, "output": response, "variant": model,
-                         "metadata": json.dumps({"item_id": f"pandalm-{idx:04d}"})})
+            rows.append(
+                {
+                    "trace_id": f"pandalm-{idx:04d}-{model}",
+                    "timestamp": "2026-11-10T00:00:00Z",
+                    "date": DAY,
+                    "input": text,
+                    "output": response,
+                    "variant": model,
+                    "metadata": json.dumps({"item_id": f"pandalm-{idx:04d}"}),
+                }
+            )
     frame = pl.DataFrame(rows).with_columns(pl.col("timestamp").str.to_datetime(time_zone="UTC"))
     return conform(frame, TRACE_SCHEMA)
 
@@ -49,7 +64,12 @@ def test_replay_reproduces_recorded_verdicts_in_both_orders(local_judge, runtime
             continue
         expected = {"1": "A", "2": "B", "Tie": "tie"}[verdict]
         # The replay maps the recording to each presentation order, so both orders agree.
-        assert (row["status"], row["winner"], row["verdict_ab"], row["verdict_ba"]) == ("COMPLETED", expected, expected, expected)
+        assert (row["status"], row["winner"], row["verdict_ab"], row["verdict_ba"]) == (
+            "COMPLETED",
+            expected,
+            expected,
+            expected,
+        )
         assert row["provider_model"] == "gpt-3.5-turbo (PandaLM recording)"
         if expected != "tie":
             assert row["winner_variant"] == row["winner_trace_id"].split("-", 2)[2]
@@ -68,7 +88,9 @@ def test_flipped_verdict_is_a_tie(local_judge, runtime):
 
 
 def test_random_order_makes_one_call_per_pair(local_judge, runtime):
-    rows = judge_day(pairwise(local_judge, "mock", pairwise={"orders": "random", "seed": 7}), DAY, make_traces(8), runtime).rows
+    rows = judge_day(
+        pairwise(local_judge, "mock", pairwise={"orders": "random", "seed": 7}), DAY, make_traces(8), runtime
+    ).rows
     assert rows["calls"].to_list() == [1] * 4
     assert (rows["verdict_ab"].is_null() ^ rows["verdict_ba"].is_null()).all()
 

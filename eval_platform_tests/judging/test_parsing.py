@@ -9,7 +9,11 @@ from eval_platform.judging.parsing import ParseFailure, parse_reply
 
 
 def config(mode: str, **fields) -> EvaluatorConfig:
-    prompts = {"pairwise": "{{output_a}} {{output_b}}", "n_wise": "{{candidates}}", "reference": "{{output}} {{expected}}"}
+    prompts = {
+        "pairwise": "{{output_a}} {{output_b}}",
+        "n_wise": "{{candidates}}",
+        "reference": "{{output}} {{expected}}",
+    }
     return EvaluatorConfig.model_validate(
         {"name": "p", "mode": mode, "model": "openai/x", "prompt": prompts.get(mode, "{{output}}"), **fields}
     )
@@ -92,7 +96,12 @@ def test_forbidden_tie_is_a_schema_violation():
 
 @pytest.mark.parametrize(
     ("reply", "passed"),
-    [('{"passed": true, "reasoning": "x"}', True), ("The output is toxic.\nFAIL", False), ("[[YES]]", True), ('{"passed": "no"}', False)],
+    [
+        ('{"passed": true, "reasoning": "x"}', True),
+        ("The output is toxic.\nFAIL", False),
+        ("[[YES]]", True),
+        ('{"passed": "no"}', False),
+    ],
 )
 def test_binary_shapes(reply, passed):
     assert parse_reply(config("binary"), reply).passed is passed
@@ -247,9 +256,20 @@ def test_a_published_parsers_convention_for_both_candidates_is_declared_per_eval
 @pytest.mark.parametrize(
     ("reply", "raw"),
     [
-        ("-3", -3), ("Score: -3", -3), ("**-3**", -3), ("Rating: [[-3]]", -3), ("The answer is poor.\n-3", -3),
-        ('{"score": -3}', -3), ('{"score": "-3"}', -3), ("Score: -2.5/5", -2.5), ("+2", 2), (".5", 0.5),
-        ("Score: .5", 0.5), ("[[.5]]", 0.5), ("Score: -.5", -0.5), ("Score: 4.", 4),
+        ("-3", -3),
+        ("Score: -3", -3),
+        ("**-3**", -3),
+        ("Rating: [[-3]]", -3),
+        ("The answer is poor.\n-3", -3),
+        ('{"score": -3}', -3),
+        ('{"score": "-3"}', -3),
+        ("Score: -2.5/5", -2.5),
+        ("+2", 2),
+        (".5", 0.5),
+        ("Score: .5", 0.5),
+        ("[[.5]]", 0.5),
+        ("Score: -.5", -0.5),
+        ("Score: 4.", 4),
     ],
 )
 def test_signed_and_decimal_scores_parse_in_every_shape(reply, raw):

@@ -37,8 +37,15 @@ def holds_a_piece(text: str | bytes | None, key: str = CANARY) -> bool:
 @pytest.mark.parametrize("model", ["fault/echo_key", "fault/echo_key_reply", "fault/echo_key_long"])
 def test_an_echoed_key_is_redacted_everywhere(local_judge, tmp_path, model, lean):
     config = EvaluatorConfig.model_validate(
-        {"name": "leaky", "mode": "score", "model": f"openai/{model}", "api_base": local_judge.base_url,
-         "api_key_env": "CANARY_API_KEY", "prompt": "Q: {{input}} A: {{output}}", "max_retries": 0}
+        {
+            "name": "leaky",
+            "mode": "score",
+            "model": f"openai/{model}",
+            "api_base": local_judge.base_url,
+            "api_key_env": "CANARY_API_KEY",
+            "prompt": "Q: {{input}} A: {{output}}",
+            "max_retries": 0,
+        }
     )
     runtime = JudgeRuntime(
         client=LiteLLMJudgeClient(retry=RetryPolicy(base_delay_s=0.01), lean=lean),

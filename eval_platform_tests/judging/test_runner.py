@@ -196,7 +196,9 @@ def test_named_span_missing_is_skipped_with_reason(local_judge, runtime):
 
 
 def test_counts_are_conserved(local_judge, runtime):
-    summary = judge_day(evaluator(local_judge, trigger="sampled", sample_rate=0.5), DAY, make_traces(10), runtime).summary
+    summary = judge_day(
+        evaluator(local_judge, trigger="sampled", sample_rate=0.5), DAY, make_traces(10), runtime
+    ).summary
     assert summary["rows"] == summary["completed"] + summary["failed"] + summary["skipped"] == 10
 
 
@@ -216,8 +218,13 @@ def test_local_judge_cache_survives_a_new_port(local_judge, tmp_path):
     config = evaluator(local_judge, api_base=None, api_key_env="EVAL_PLATFORM_TEST_NO_KEY")
 
     def run(url: str) -> pl.DataFrame:
-        runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=4), JudgeCache(tmp_path / "cache"),
-                               BudgetLedger(tmp_path / "budget.sqlite"), local_judge_url=url, env={})
+        runtime = JudgeRuntime(
+            LiteLLMJudgeClient(max_concurrency=4),
+            JudgeCache(tmp_path / "cache"),
+            BudgetLedger(tmp_path / "budget.sqlite"),
+            local_judge_url=url,
+            env={},
+        )
         return judge_day(config, DAY, make_traces(3), runtime).rows
 
     first = run(local_judge.base_url)

@@ -33,8 +33,15 @@ def test_a_key_in_a_cached_judge_reply_never_reaches_a_row(local_judge, tmp_path
     """A cache entry written before replies were redacted (or by an older version) may hold the key a provider
     echoed: a judge's cache hit is redacted on the way out, as a benchmark's always was."""
     config = EvaluatorConfig.model_validate(
-        {"name": "cached", "mode": "score", "model": "openai/mock", "api_base": local_judge.base_url,
-         "api_key_env": "CANARY_API_KEY", "prompt": "Q: {{input}} A: {{output}}", "score_scale": {"min": 1, "max": 5}}
+        {
+            "name": "cached",
+            "mode": "score",
+            "model": "openai/mock",
+            "api_base": local_judge.base_url,
+            "api_key_env": "CANARY_API_KEY",
+            "prompt": "Q: {{input}} A: {{output}}",
+            "score_scale": {"min": 1, "max": 5},
+        }
     )
     first = judge_day(config, DAY, make_traces(3), _runtime(tmp_path)).rows
     assert first["status"].to_list() == ["COMPLETED"] * 3

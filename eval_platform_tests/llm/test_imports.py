@@ -11,9 +11,7 @@ import pytest
 
 import eval_platform.llm
 
-MODULES = sorted(
-    info.name for info in pkgutil.walk_packages(eval_platform.llm.__path__, prefix="eval_platform.llm.")
-)
+MODULES = sorted(info.name for info in pkgutil.walk_packages(eval_platform.llm.__path__, prefix="eval_platform.llm."))
 
 CHECK = """
 import sys

@@ -21,7 +21,9 @@ def line(custom_id: str, model: str, output: str) -> str:
 
 def upload(base_url: str, lines: list[str], purpose: str = "batch") -> httpx.Response:
     content = ("\n".join(lines) + "\n").encode()
-    return HTTP.post(f"{base_url}/files", data={"purpose": purpose}, files={"file": ("in.jsonl", content, "application/jsonl")})
+    return HTTP.post(
+        f"{base_url}/files", data={"purpose": purpose}, files={"file": ("in.jsonl", content, "application/jsonl")}
+    )
 
 
 def create(base_url: str, file_id: str, **overrides) -> httpx.Response:
@@ -48,7 +50,11 @@ def jsonl(base_url: str, file_id: str | None) -> list[dict]:
 def test_each_line_is_answered_as_a_chat_completion_would_be():
     with LocalJudgeServer() as server:
         base = server.base_url
-        lines = [line("a", "mock", "four"), line("b", "fault/server_error", "five"), line("c", 'fixed/{"score": 2}', "x")]
+        lines = [
+            line("a", "mock", "four"),
+            line("b", "fault/server_error", "five"),
+            line("c", 'fixed/{"score": 2}', "x"),
+        ]
         file_id = upload(base, lines).json()["id"]
         batch = create(base, file_id, metadata={"evaluator": "e"}).json()
         assert batch["status"] == "in_progress" and batch["request_counts"]["total"] == 3
@@ -62,7 +68,9 @@ def test_each_line_is_answered_as_a_chat_completion_would_be():
         assert output["a"]["status_code"] == 200
         assert output["a"]["body"]["choices"] == direct["choices"] and output["a"]["body"]["usage"] == direct["usage"]
         assert json.loads(output["c"]["body"]["choices"][0]["message"]["content"]) == {"score": 2}
-        assert errors["b"]["status_code"] == 500 and "internal error injected" in errors["b"]["body"]["error"]["message"]
+        assert (
+            errors["b"]["status_code"] == 500 and "internal error injected" in errors["b"]["body"]["error"]["message"]
+        )
         stats = HTTP.get(f"{base}/stats/batches").json()
         assert stats == {"batches": 1, "files": 3, "batch_lines": 3}
         assert HTTP.get(f"{base}/stats").json()["requests"] == 1  # only the direct call
@@ -99,8 +107,10 @@ def test_a_batch_can_be_cancelled_while_it_waits():
         (lambda base: upload(base, [line("a", "mock", "x")], purpose="fine-tune"), "invalid_purpose"),
         (lambda base: upload(base, ['{"custom_id": "a"}']), "invalid_jsonl"),
         (lambda base: create(base, "file-nope"), "file_not_found"),
-        (lambda base: create(base, upload(base, [line("a", "mock", "x")]).json()["id"], endpoint="/v1/embeddings"),
-         "unsupported_endpoint"),
+        (
+            lambda base: create(base, upload(base, [line("a", "mock", "x")]).json()["id"], endpoint="/v1/embeddings"),
+            "unsupported_endpoint",
+        ),
         (lambda base: HTTP.get(f"{base}/batches/batch_nope"), "batch_not_found"),
         (lambda base: HTTP.get(f"{base}/files/file-nope/content"), "file_not_found"),
     ],

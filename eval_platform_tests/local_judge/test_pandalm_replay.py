@@ -69,7 +69,9 @@ def messages(item: dict, swapped: bool, metadata: dict | str | None) -> list[dic
 
 
 def chat(base_url: str, msgs: list[dict]) -> httpx.Response:
-    return HTTP.post(f"{base_url}/chat/completions", json={"model": "replay/gpt-3.5-turbo", "messages": msgs}, timeout=10)
+    return HTTP.post(
+        f"{base_url}/chat/completions", json={"model": "replay/gpt-3.5-turbo", "messages": msgs}, timeout=10
+    )
 
 
 def test_item_ids_are_parsed_strictly():
@@ -149,4 +151,3 @@ def test_garbage_recording_is_a_reply_the_parser_rejects(local_judge, items, gpt
         with pytest.raises(ParseFailure) as failure:
             parse_reply(config, content)
         assert failure.value.reason == "unparseable"
-

@@ -378,7 +378,9 @@ def test_mock_verdicts_depend_on_the_content_not_the_fence_secret():
     from eval_platform.judging.prompts import build_messages
     from eval_platform.local_judge.mock_verdict import mock_verdict
 
-    config = EvaluatorConfig.model_validate({"name": "m", "mode": "score", "model": "openai/mock", "prompt": "{{output}}"})
+    config = EvaluatorConfig.model_validate(
+        {"name": "m", "mode": "score", "model": "openai/mock", "prompt": "{{output}}"}
+    )
 
     def prompt(output: str) -> str:
         return "\n".join(m["content"] for m in build_messages(config, {"output": output}))

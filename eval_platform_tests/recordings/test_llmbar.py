@@ -86,8 +86,9 @@ def test_a_completion_naming_both_outputs_is_read_as_the_authors_parser_reads_it
     gives the authors' reading; by default the reply is ambiguous."""
     ours = parse_reply(LLMBAR_EVALUATOR, completion).winner
     assert str(WINNER_LABEL[ours]) == authors_reading(completion) == "1"
-    plain = LLMBAR_EVALUATOR.model_copy(update={"pairwise": LLMBAR_EVALUATOR.pairwise.model_copy(
-        update={"when_both_named": "ambiguous"})})
+    plain = LLMBAR_EVALUATOR.model_copy(
+        update={"pairwise": LLMBAR_EVALUATOR.pairwise.model_copy(update={"when_both_named": "ambiguous"})}
+    )
     with pytest.raises(ParseFailure, match="ambiguous"):  # without the declared convention: no winner
         parse_reply(plain, completion)
 

@@ -32,8 +32,11 @@ def test_a_different_number_of_references_per_case_is_sacrebleus_variable_refere
     # for a reference a case does not have.
     from sacrebleu.metrics import BLEU
 
-    cases = [{"expected_output": [STREAMS[0][0]]}, {"expected_output": [STREAMS[0][1], STREAMS[1][1]]},
-             {"expected_output": [STREAMS[0][2], STREAMS[1][2]]}]
+    cases = [
+        {"expected_output": [STREAMS[0][0]]},
+        {"expected_output": [STREAMS[0][1], STREAMS[1][1]]},
+        {"expected_output": [STREAMS[0][2], STREAMS[1][2]]},
+    ]
     streams = [[STREAMS[0][0], STREAMS[0][1], STREAMS[0][2]], [None, STREAMS[1][1], STREAMS[1][2]]]
     expected = BLEU(effective_order=True).corpus_score(SYSTEM, streams).score / 100
     scorer = registry.get("bleu")

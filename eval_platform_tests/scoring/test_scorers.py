@@ -90,8 +90,13 @@ def test_a_scorer_declares_its_aggregation_and_the_declaration_decides():
     assert corpus == {"bleu", "chrf", "verdict_kappa", "verdict_correlation", "llmbar_kappa"}
 
     # A corpus statistic written as a lambda is still a corpus statistic: the declaration, not the function's name.
-    longest = Scorer("longest", ScorerOptions, lambda output, _case, _options: float(len(output)),
-                     aggregate=lambda values, _outputs, _cases, _options: max(values), aggregation="corpus")
+    longest = Scorer(
+        "longest",
+        ScorerOptions,
+        lambda output, _case, _options: float(len(output)),
+        aggregate=lambda values, _outputs, _cases, _options: max(values),
+        aggregation="corpus",
+    )
     assert longest.task_level and longest.aggregate([1.0, 3.0], [], [], None) == 3.0
 
     def total(values, _outputs, _cases, _options):

@@ -129,14 +129,20 @@ def test_degenerate_annotations_give_nulls_not_errors():
 # --------------------------------------------------------------------------- the coded statistics against their definitions
 
 
-def _messy_annotations(seed: int, items: int = 40, annotators: int = 6, labels: int = 4, rows: int | None = None) -> pl.DataFrame:
+def _messy_annotations(
+    seed: int, items: int = 40, annotators: int = 6, labels: int = 4, rows: int | None = None
+) -> pl.DataFrame:
     """Random labels with every awkward case: missing labels, items and annotators, and an annotator who
     labelled an item twice (sometimes first without a label)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, items * annotators)) if rows is None else rows
-    pick = lambda prefix, k, missing: [None if rng.random() < missing else f"{prefix}{x:04d}" for x in rng.integers(0, k, n)]  # noqa: E731
-    return pl.DataFrame({"item_id": pick("i", items, 0.03), "annotator": pick("a", annotators, 0.03),
-                         "label": pick("l", labels, 0.1)}, schema={c: pl.String for c in ("item_id", "annotator", "label")})
+    pick = lambda prefix, k, missing: [
+        None if rng.random() < missing else f"{prefix}{x:04d}" for x in rng.integers(0, k, n)
+    ]  # noqa: E731
+    return pl.DataFrame(
+        {"item_id": pick("i", items, 0.03), "annotator": pick("a", annotators, 0.03), "label": pick("l", labels, 0.1)},
+        schema={c: pl.String for c in ("item_id", "annotator", "label")},
+    )
 
 
 def _first_labels(annotations: pl.DataFrame) -> dict[tuple, str]:
@@ -192,7 +198,7 @@ def _expected_pairs(annotations: pl.DataFrame, weights=None) -> list[tuple]:
     names = sorted({a for _, a in first})
     rows = []
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             shared = sorted(item for item, annotator in first if annotator == a and (item, b) in first)
             if shared:
                 kappa = cohen_kappa([first[s, a] for s in shared], [first[s, b] for s in shared], weights=weights)
@@ -210,10 +216,16 @@ def _assert_rows_equal(actual: list[tuple], expected: list[tuple]) -> None:
 def test_majority_quality_and_pair_kappas_follow_their_definitions(seed):
     annotations = _messy_annotations(seed)
     _assert_rows_equal(majority_labels(annotations).rows(), _expected_majority(annotations))
-    _assert_rows_equal(annotator_agreement(annotations).select(
-        "annotator", "items_shared", "n", "agreement_with_majority", "quality_kappa").rows(), _expected_quality(annotations))
-    _assert_rows_equal(pairwise_kappas(annotations).select("annotator_a", "annotator_b", "n", "kappa").rows(),
-                       _expected_pairs(annotations))
+    _assert_rows_equal(
+        annotator_agreement(annotations)
+        .select("annotator", "items_shared", "n", "agreement_with_majority", "quality_kappa")
+        .rows(),
+        _expected_quality(annotations),
+    )
+    _assert_rows_equal(
+        pairwise_kappas(annotations).select("annotator_a", "annotator_b", "n", "kappa").rows(),
+        _expected_pairs(annotations),
+    )
 
 
 def test_many_distinct_labels_count_the_same_as_few():
@@ -222,10 +234,16 @@ def test_many_distinct_labels_count_the_same_as_few():
     annotations = _messy_annotations(1, items=2_500, annotators=8, labels=2_500, rows=20_000)
     assert annotations["item_id"].n_unique() * annotations["label"].n_unique() > DENSE_CELLS
     _assert_rows_equal(majority_labels(annotations).rows(), _expected_majority(annotations))
-    _assert_rows_equal(annotator_agreement(annotations).select(
-        "annotator", "items_shared", "n", "agreement_with_majority", "quality_kappa").rows(), _expected_quality(annotations))
-    _assert_rows_equal(pairwise_kappas(annotations).select("annotator_a", "annotator_b", "n", "kappa").rows(),
-                       _expected_pairs(annotations))
+    _assert_rows_equal(
+        annotator_agreement(annotations)
+        .select("annotator", "items_shared", "n", "agreement_with_majority", "quality_kappa")
+        .rows(),
+        _expected_quality(annotations),
+    )
+    _assert_rows_equal(
+        pairwise_kappas(annotations).select("annotator_a", "annotator_b", "n", "kappa").rows(),
+        _expected_pairs(annotations),
+    )
 
 
 @pytest.mark.parametrize("weights", ["linear", "quadratic"])
@@ -239,6 +257,14 @@ def test_pair_tables_give_weighted_kappas_over_the_labels_each_pair_used(weights
 
 
 def test_a_repeated_annotation_counts_its_first_label_even_after_a_missing_one():
-    annotations = _annotations([("i1", "a", None), ("i1", "a", "yes"), ("i1", "a", "no"), ("i1", "b", "yes"),
-                                ("i2", "a", "no"), ("i2", "b", "no")])
+    annotations = _annotations(
+        [
+            ("i1", "a", None),
+            ("i1", "a", "yes"),
+            ("i1", "a", "no"),
+            ("i1", "b", "yes"),
+            ("i2", "a", "no"),
+            ("i2", "b", "no"),
+        ]
+    )
     assert pairwise_kappas(annotations).select("n", "observed_agreement").rows() == [(2, 1.0)]

@@ -39,8 +39,10 @@ def rankings() -> dict[str, pl.DataFrame]:
 
 @pytest.mark.parametrize(("first", "second"), PUBLISHED_RANK_CORRELATION)
 def test_rank_correlation_between_judges(rankings, first, second):
-    ranks = rankings[first].select("model", pl.col("rank").alias("first")).join(
-        rankings[second].select("model", pl.col("rank").alias("second")), on="model"
+    ranks = (
+        rankings[first]
+        .select("model", pl.col("rank").alias("first"))
+        .join(rankings[second].select("model", pl.col("rank").alias("second")), on="model")
     )
     assert ranks.height == 59
     correlation = np.corrcoef(ranks["first"], ranks["second"])[0, 1]

@@ -133,17 +133,25 @@ def test_any_small_matrix_gives_the_peer_value_or_an_explained_undefined(matrix,
 def test_several_levels_at_once_equal_one_level_at_a_time(seed):
     """One coincidence matrix for every level gives each level's alpha, n and note exactly (repeated values too)."""
     units, coders, values = _long(_random_matrix(seed))
-    units, coders, values = np.append(units, units[:3]), np.append(coders, coders[:3]), np.append(values, values[:3] + 1)
+    units, coders, values = (
+        np.append(units, units[:3]),
+        np.append(coders, coders[:3]),
+        np.append(values, values[:3] + 1),
+    )
     together = krippendorff_alphas_long(units, coders, values, list(LEVELS))
     assert [(r.statistic, r.value, r.n, r.note) for r in together] == [
-        (r.statistic, r.value, r.n, r.note) for r in (krippendorff_alpha_long(units, coders, values, level) for level in LEVELS)
+        (r.statistic, r.value, r.n, r.note)
+        for r in (krippendorff_alpha_long(units, coders, values, level) for level in LEVELS)
     ]
     assert together[0].note == "3 repeated (unit, coder) values ignored"
 
 
 def test_several_levels_of_undefined_alpha_keep_their_reason():
     same = krippendorff_alphas_long([1, 1, 2, 2], ["a", "b", "a", "b"], [3, 3, 3, 3], ["nominal", "interval"])
-    assert [(r.statistic, r.value) for r in same] == [("krippendorff_alpha_nominal", None), ("krippendorff_alpha_interval", None)]
+    assert [(r.statistic, r.value) for r in same] == [
+        ("krippendorff_alpha_nominal", None),
+        ("krippendorff_alpha_interval", None),
+    ]
     assert all("no variation" in r.note for r in same)
     with pytest.raises(ValueError, match="interval alpha needs numeric values"):
         krippendorff_alphas_long([1, 1], ["a", "b"], ["x", "y"], ["nominal", "interval"])
@@ -204,7 +212,11 @@ def test_a_matrix_of_any_type_gives_the_packages_nominal_alpha(dtype):
 
 def test_text_units_and_coders_give_the_result_of_their_codes():
     units, coders, values = _long(_random_matrix(9))
-    as_text = krippendorff_alphas_long([f"unit {u}" for u in units], [f"coder {c}" for c in coders], values, list(LEVELS))
-    as_codes = krippendorff_alphas_coded(units, coders, np.searchsorted(np.unique(values), values), np.unique(values), list(LEVELS))
+    as_text = krippendorff_alphas_long(
+        [f"unit {u}" for u in units], [f"coder {c}" for c in coders], values, list(LEVELS)
+    )
+    as_codes = krippendorff_alphas_coded(
+        units, coders, np.searchsorted(np.unique(values), values), np.unique(values), list(LEVELS)
+    )
     assert [a.value for a in as_text] == pytest.approx([a.value for a in as_codes], abs=1e-12)
     assert [a.n for a in as_text] == [a.n for a in as_codes]

@@ -158,7 +158,9 @@ def free_port() -> int:
 def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     # A session of its own, so teardown ends the code servers and run workers it spawned with it.
     with log.open("wb") as out:
-        return subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -193,7 +195,9 @@ def wait_until_loaded(ui: DagsterUI, webserver: subprocess.Popen) -> None:
         except httpx.HTTPError as exc:
             last = repr(exc)
         time.sleep(1)
-    pytest.fail(f"the webserver did not load the code location within {STARTUP_TIMEOUT_S:.0f} s ({last})\n{ui.log_tails()}")
+    pytest.fail(
+        f"the webserver did not load the code location within {STARTUP_TIMEOUT_S:.0f} s ({last})\n{ui.log_tails()}"
+    )
 
 
 @pytest.fixture(scope="package")
@@ -204,8 +208,14 @@ def dagster_ui(local_judge, tmp_path_factory):
     copy_sample_days(root, [*DAYS, NOT_REQUESTED])
     for name in EVALUATORS:
         write_evaluator(
-            root, name, mode="score", score_scale={"min": 0, "max": 1}, prompt=f"{name}: {{{{input}}}} -> {{{{output}}}}",
-            model="openai/mock", api_base=local_judge.base_url, temperature=0.0,
+            root,
+            name,
+            mode="score",
+            score_scale={"min": 0, "max": 1},
+            prompt=f"{name}: {{{{input}}}} -> {{{{output}}}}",
+            model="openai/mock",
+            api_base=local_judge.base_url,
+            temperature=0.0,
         )
     home = base / "dagster_home"
     home.mkdir()
@@ -223,13 +233,22 @@ def dagster_ui(local_judge, tmp_path_factory):
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
     port = free_port()
-    ui = DagsterUI(url=f"http://127.0.0.1:{port}", data_root=root, home=home,
-                   logs={"webserver": base / "webserver.log", "daemon": base / "daemon.log"})
+    ui = DagsterUI(
+        url=f"http://127.0.0.1:{port}",
+        data_root=root,
+        home=home,
+        logs={"webserver": base / "webserver.log", "daemon": base / "daemon.log"},
+    )
     workspace = str(REPO / "workspace.yaml")
     processes = []
     try:
-        processes.append(start([str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1", "-p", str(port)],
-                               env, ui.logs["webserver"]))
+        processes.append(
+            start(
+                [str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1", "-p", str(port)],
+                env,
+                ui.logs["webserver"],
+            )
+        )
         wait_until_loaded(ui, processes[0])
         # Backfills and the run queue are the daemon's work. Started once the webserver has created the instance's
         # SQLite storage: two processes creating it at once can stamp its schema version twice.

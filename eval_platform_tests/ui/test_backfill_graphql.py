@@ -55,7 +55,9 @@ def test_backfill_launched_through_graphql_materializes_exactly_the_requested_pa
     # The backfill page's per-asset counts: every targeted partition materialized, none failed.
     counts = {
         "/".join(status["assetKey"]["path"]): (
-            status["numPartitionsTargeted"], status["numPartitionsMaterialized"], status["numPartitionsFailed"]
+            status["numPartitionsTargeted"],
+            status["numPartitionsMaterialized"],
+            status["numPartitionsFailed"],
         )
         for status in ui_backfill["assetBackfillData"]["assetBackfillStatuses"]
     }
@@ -97,14 +99,15 @@ def test_the_backfill_judges_many_partitions_per_run(dagster_ui, ui_backfill):
     assert set(ingest_runs) == backfill_runs - set(per_run) and list(ingest_runs.values()) == [len(DAYS)]
 
 
-
 def test_rollups_refresh_after_the_backfill_not_during_it(dagster_ui, ui_backfill):
     """The automation sensor, in the real daemon, refreshes judge_cost_daily once the backfill's judging is done:
     its first materialization comes after the last judge_scores one and counts every call of the backfill."""
     deadline = time.monotonic() + ROLLUP_TIMEOUT_S
     while not (rollups := materializations(dagster_ui, "judge_cost_daily")):
         if time.monotonic() > deadline:
-            pytest.fail(f"judge_cost_daily not refreshed {ROLLUP_TIMEOUT_S:.0f} s after the backfill\n{dagster_ui.log_tails()}")
+            pytest.fail(
+                f"judge_cost_daily not refreshed {ROLLUP_TIMEOUT_S:.0f} s after the backfill\n{dagster_ui.log_tails()}"
+            )
         time.sleep(2)
     judged = materializations(dagster_ui, "judge_scores")
     first_rollup = min(rollups, key=lambda event: int(event["timestamp"]))

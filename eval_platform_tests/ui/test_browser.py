@@ -17,8 +17,14 @@ from eval_platform_tests.ui.conftest import DAYS, EVALUATOR, EVALUATORS
 CHROMIUM = Path("/usr/bin/chromium")
 # The browser is Debian's (apt-get install chromium; .ci/run installs it): playwright downloads none.
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 UI_TIMEOUT_MS = 90_000  # how long a page may take to render on a loaded 2-core machine; not a speed claim
 

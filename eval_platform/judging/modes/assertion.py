@@ -23,7 +23,14 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
 
 
 MODE = JudgeMode(
-    "assertion", "boolean", ("answer", "verdict", "result"), "passed", agreement="labels", consensus=VOTES,
-    accepts=("expect",), parse=parse, verdict_schema=verdict_schema,
+    "assertion",
+    "boolean",
+    ("answer", "verdict", "result"),
+    "passed",
+    agreement="labels",
+    consensus=VOTES,
+    accepts=("expect",),
+    parse=parse,
+    verdict_schema=verdict_schema,
     system_note="Answer the question about the content with yes or no.",
 )

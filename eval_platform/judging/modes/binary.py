@@ -45,6 +45,14 @@ def gold_text(verdict: Verdict) -> str | None:
 
 
 MODE = JudgeMode(
-    "binary", "boolean", ("passed", "verdict", "result"), "passed", agreement="labels", consensus=VOTES,
-    parse=parse, verdict_schema=verdict_schema, as_judge="label", gold_text=gold_text,
+    "binary",
+    "boolean",
+    ("passed", "verdict", "result"),
+    "passed",
+    agreement="labels",
+    consensus=VOTES,
+    parse=parse,
+    verdict_schema=verdict_schema,
+    as_judge="label",
+    gold_text=gold_text,
 )

@@ -60,7 +60,16 @@ def gold_text(verdict: Verdict) -> str | None:
 
 
 MODE = JudgeMode(
-    "categorical", "label", ("label", "category"), "label", agreement="labels", consensus=VOTES,
-    accepts=("labels",), check=check, parse=parse, verdict_schema=verdict_schema, as_judge="label",
+    "categorical",
+    "label",
+    ("label", "category"),
+    "label",
+    agreement="labels",
+    consensus=VOTES,
+    accepts=("labels",),
+    check=check,
+    parse=parse,
+    verdict_schema=verdict_schema,
+    as_judge="label",
     gold_text=gold_text,
 )

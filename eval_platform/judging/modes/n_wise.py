@@ -51,7 +51,9 @@ MAX_CANDIDATES = 10
 class NWiseOptions(Strict):
     group_by: str = Field("metadata.item_id", description="Traces of one day sharing this value are ranked together.")
     permutations: int = Field(
-        2, ge=1, le=MAX_CANDIDATES,
+        2,
+        ge=1,
+        le=MAX_CANDIDATES,
         description="Presentation orders per group: as found, reversed, then seeded shuffles.",
     )
     seed: int = 0
@@ -138,7 +140,10 @@ def plan(day: Day) -> list[Unit]:
             continue
 
         async def rank(
-            judge: Caller, sample: int, slots: list[dict] = slots, values: list[dict] = values,
+            judge: Caller,
+            sample: int,
+            slots: list[dict] = slots,
+            values: list[dict] = values,
             group_id: str = unit.unit_id,
         ) -> list[dict]:
             return await _judge_group(judge, day, [dict(s) for s in slots], values, sample, group_id)
@@ -235,8 +240,18 @@ async def _judge_group(
 
 
 MODE = JudgeMode(
-    "n_wise", "ranking", ("ranking", "rank", "order"), "raw_score", agreement="scores", consensus=AVERAGES,
-    options=("n_wise",), output_variables=("candidates",),
+    "n_wise",
+    "ranking",
+    ("ranking", "rank", "order"),
+    "raw_score",
+    agreement="scores",
+    consensus=AVERAGES,
+    options=("n_wise",),
+    output_variables=("candidates",),
     required_variables=(("candidates", "where the candidates are listed"),),
-    parse=parse, verdict_schema=verdict_schema, few_shot=False, unit="group", plan=plan,
+    parse=parse,
+    verdict_schema=verdict_schema,
+    few_shot=False,
+    unit="group",
+    plan=plan,
 )

@@ -158,7 +158,13 @@ def plan(day: Day) -> list[Unit]:
                 continue
 
             async def one(
-                judge: Caller, sample: int, slot: dict = slot, a: dict = a, b: dict = b, va: dict = va, vb: dict = vb,
+                judge: Caller,
+                sample: int,
+                slot: dict = slot,
+                a: dict = a,
+                b: dict = b,
+                va: dict = va,
+                vb: dict = vb,
                 pair_id: str = pair_id,
             ) -> list[dict]:
                 return [await _judge_pair(judge, day, dict(slot), a, b, va, vb, sample, pair_id)]
@@ -262,8 +268,19 @@ def vote_fields(top: str, carrier: dict | None) -> dict[str, Any]:
 
 
 MODE = JudgeMode(
-    "pairwise", "label", ("winner", "verdict", "choice"), "winner", agreement="preference", consensus=VOTES,
-    options=("pairwise",), output_variables=("output_a", "output_b"),
-    parse=parse, verdict_schema=verdict_schema,
-    unit="pair", plan=plan, split_vote="tie", vote_fields=vote_fields, as_judge="preference",
+    "pairwise",
+    "label",
+    ("winner", "verdict", "choice"),
+    "winner",
+    agreement="preference",
+    consensus=VOTES,
+    options=("pairwise",),
+    output_variables=("output_a", "output_b"),
+    parse=parse,
+    verdict_schema=verdict_schema,
+    unit="pair",
+    plan=plan,
+    split_vote="tie",
+    vote_fields=vote_fields,
+    as_judge="preference",
 )

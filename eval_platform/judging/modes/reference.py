@@ -3,9 +3,16 @@
 from eval_platform.judging.modes import AVERAGES, VOTES, JudgeMode, score
 
 MODE = JudgeMode(
-    "reference", "scaled", ("score", "rating"), "raw_score", agreement="scores", consensus=(*AVERAGES, *VOTES),
-    options=("score_scale", "reference"), accepts=("rubric",),
+    "reference",
+    "scaled",
+    ("score", "rating"),
+    "raw_score",
+    agreement="scores",
+    consensus=(*AVERAGES, *VOTES),
+    options=("score_scale", "reference"),
+    accepts=("rubric",),
     required_variables=(("expected", "the gold answer the judge compares with"),),
     needs_values=(("expected", "no_reference", "the trace has no expected_output (nor a matching dataset case)"),),
-    parse=score.parse, verdict_schema=score.verdict_schema,
+    parse=score.parse,
+    verdict_schema=score.verdict_schema,
 )

@@ -57,7 +57,16 @@ def gold_text(verdict: Verdict) -> str | None:
 
 
 MODE = JudgeMode(
-    "score", "scaled", ("score", "rating"), "raw_score", agreement="scores", consensus=(*AVERAGES, *VOTES),
-    options=("score_scale",), accepts=("rubric",), parse=parse, verdict_schema=verdict_schema,
-    as_judge="rating", gold_text=gold_text,
+    "score",
+    "scaled",
+    ("score", "rating"),
+    "raw_score",
+    agreement="scores",
+    consensus=(*AVERAGES, *VOTES),
+    options=("score_scale",),
+    accepts=("rubric",),
+    parse=parse,
+    verdict_schema=verdict_schema,
+    as_judge="rating",
+    gold_text=gold_text,
 )

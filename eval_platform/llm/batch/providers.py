@@ -62,8 +62,14 @@ ANTHROPIC_VERSION = "2023-06-01"
 # Anthropic's error types (https://docs.anthropic.com/en/api/errors) by the HTTP status they stand for: an
 # errored batch request gets the reason code the same error gets interactively.
 ANTHROPIC_ERROR_STATUS = {
-    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403, "not_found_error": 404,
-    "request_too_large": 413, "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529,
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
 }
 
 
@@ -100,8 +106,11 @@ class AzureBatchAPI:
     def _options(self) -> dict[str, Any]:
         # Retries are ours (see batch_submit), as for interactive calls.
         return {
-            "custom_llm_provider": "azure", "api_base": self.endpoint.api_base, "api_key": self.endpoint.api_key,
-            "timeout": self.timeout_s, "max_retries": 0,
+            "custom_llm_provider": "azure",
+            "api_base": self.endpoint.api_base,
+            "api_key": self.endpoint.api_key,
+            "timeout": self.timeout_s,
+            "max_retries": 0,
         }
 
     def line(self, custom_id: str, request: JudgeRequest) -> str:
@@ -117,8 +126,11 @@ class AzureBatchAPI:
 
     async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
         created = await _litellm().acreate_batch(
-            completion_window=COMPLETION_WINDOW, endpoint=AZURE_CHAT_ENDPOINT, input_file_id=input_file_id,
-            metadata=metadata, **self._options(),
+            completion_window=COMPLETION_WINDOW,
+            endpoint=AZURE_CHAT_ENDPOINT,
+            input_file_id=input_file_id,
+            metadata=metadata,
+            **self._options(),
         )
         return created.model_dump()
 
@@ -183,10 +195,15 @@ def as_openai_batch(batch: dict[str, Any]) -> dict[str, Any]:
     else:
         status = "completed"
     converted = {
-        "id": batch["id"], "object": "batch", "status": status, "created_at": _epoch(batch.get("created_at")),
-        "results_url": batch.get("results_url"), "errors": None,
+        "id": batch["id"],
+        "object": "batch",
+        "status": status,
+        "created_at": _epoch(batch.get("created_at")),
+        "results_url": batch.get("results_url"),
+        "errors": None,
         "request_counts": {
-            "total": sum(int(v or 0) for v in counts.values()), "completed": int(counts.get("succeeded") or 0),
+            "total": sum(int(v or 0) for v in counts.values()),
+            "completed": int(counts.get("succeeded") or 0),
             "failed": sum(int(counts.get(k) or 0) for k in ("errored", "canceled", "expired")),
         },
     }
@@ -321,7 +338,8 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
             message: Any = result.get("message")
             try:
                 response = AnthropicConfig().transform_parsed_response(
-                    completion_response=message, raw_response=httpx.Response(200, json=message),
+                    completion_response=message,
+                    raw_response=httpx.Response(200, json=message),
                     model_response=litellm.ModelResponse(),
                 )
                 choice = response.choices[0]

@@ -88,5 +88,12 @@ class TrackedBatch:
 
     def summary(self) -> dict[str, Any]:
         status = (self.provider or {}).get("status") or self.record.get("status")
-        return {"batch_id": self.batch_id, "model": self.record["model"], "status": status, "resumed": self.resumed,
-                "requests": len(self.claims), "collected": self.collected, "cost_usd": round(self.spend_usd, 8)}
+        return {
+            "batch_id": self.batch_id,
+            "model": self.record["model"],
+            "status": status,
+            "resumed": self.resumed,
+            "requests": len(self.claims),
+            "collected": self.collected,
+            "cost_usd": round(self.spend_usd, 8),
+        }

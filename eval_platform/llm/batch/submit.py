@@ -67,8 +67,12 @@ def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[Re
     n, refusal = len(fresh), None
     while n > 0:
         result = runtime.ledger.reserve(
-            config.name, totals[n - 1], config.max_daily_cost_usd, config.max_monthly_cost_usd,
-            ttl_s=ttl_s, outlives_process=True,
+            config.name,
+            totals[n - 1],
+            config.max_daily_cost_usd,
+            config.max_monthly_cost_usd,
+            ttl_s=ttl_s,
+            outlives_process=True,
         )
         if isinstance(result, Reservation):
             break
@@ -79,15 +83,23 @@ def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[Re
     else:
         result = None
     # With no refusal, every request fitted: none is left over.
-    refused = [] if refusal is None else [
-        (r, replace(refusal, amount_usd=w)) for r, w in zip(fresh[n:], worst[n:], strict=True)
-    ]
+    refused = (
+        []
+        if refusal is None
+        else [(r, replace(refusal, amount_usd=w)) for r, w in zip(fresh[n:], worst[n:], strict=True)]
+    )
     return fresh[:n], result, refused
 
 
 async def submit(
-    config: EvaluatorConfig, day: str, api: BatchAPI, endpoint: Endpoint, fresh: list[RecordedCall],
-    runtime: JudgeRuntime, state: BatchState, answer: Answer,
+    config: EvaluatorConfig,
+    day: str,
+    api: BatchAPI,
+    endpoint: Endpoint,
+    fresh: list[RecordedCall],
+    runtime: JudgeRuntime,
+    state: BatchState,
+    answer: Answer,
 ) -> TrackedBatch | None:
     """Submit `fresh` as one batch (as much of it as the budget covers); None when nothing was submitted, every
     request then answered with the reason (budget_exhausted, or why the upload or the create failed)."""
@@ -181,8 +193,13 @@ async def with_retries(config: EvaluatorConfig, send, what: str):
 
 
 async def _create(
-    config: EvaluatorConfig, api: BatchAPI, file_id: str | None, content: bytes, metadata: dict[str, str],
-    since: float, requests: int,
+    config: EvaluatorConfig,
+    api: BatchAPI,
+    file_id: str | None,
+    content: bytes,
+    metadata: dict[str, str],
+    since: float,
+    requests: int,
 ):
     """Create the batch. A create whose answer was lost (a timeout, a dropped connection, a 5xx) may still have
     started a batch, so before trying again the provider's batches are searched for this submission: a batch
@@ -193,8 +210,10 @@ async def _create(
             return await api.create(file_id, content, metadata)
         except Exception as exc:  # every failure of the HTTP call becomes a reason code
             reason, retryable = error_reason(exc)
-            detail = clip(f"creating the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}",
-                          ERROR_DETAIL_CHARS)
+            detail = clip(
+                f"creating the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}",
+                ERROR_DETAIL_CHARS,
+            )
             outcome = CallOutcome(error_reason=reason, error_detail=detail, attempts=attempt + 1)
             status = http_status(exc)
             refused = status is not None and 400 <= status < 500
