@@ -70,7 +70,8 @@ def _summary(root: Path) -> str:
     lines = [
         f"traces ingested: {traces}   quarantined rows: {quarantined}",
         "",
-        f"{'evaluator':<22}{'model':<30}{'judged':>7}{'done':>7}{'failed':>7}{'skipped':>8}{'mean':>7}{'cost $':>10}{'calls':>7}{'cached':>7}",
+        f"{'evaluator':<22}{'model':<30}{'judged':>7}{'done':>7}{'failed':>7}{'skipped':>8}"
+        f"{'mean':>7}{'cost $':>10}{'calls':>7}{'cached':>7}",
     ]
     for evaluator, model, judged, completed, failed, skipped, mean, cost, calls, hits in rows:
         mean_text = f"{mean:.3f}" if mean is not None else "-"
@@ -197,8 +198,10 @@ def _leaderboard_summary(root: Path) -> str:
             "FROM leaderboard WHERE aggregate = 'macro' AND rank IS NOT NULL ORDER BY suite, rank"
         ).fetchall()
         tasks = conn.execute(
-            "SELECT model, string_agg(name || ' ' || printf('%.2f', 100 * value), ', ' ORDER BY name) FROM benchmark_results "
-            "WHERE suite = 'llmbar' AND level = 'task' AND metric = 'pair_accuracy' AND value IS NOT NULL GROUP BY model ORDER BY model"
+            "SELECT model, string_agg(name || ' ' || printf('%.2f', 100 * value), ', ' ORDER BY name) "
+            "FROM benchmark_results "
+            "WHERE suite = 'llmbar' AND level = 'task' AND metric = 'pair_accuracy' AND value IS NOT NULL "
+            "GROUP BY model ORDER BY model"
         ).fetchall()
     lines = [
         "\nleaderboard (macro over the tasks each model ran; 95% interval; gap to the leader paired over shared cases):"
@@ -225,7 +228,8 @@ def _experiments_summary(root: Path) -> str:
             "WHERE kind = 'bradley_terry' GROUP BY ALL ORDER BY ALL"
         ).fetchall()
         alerts, latest = conn.execute(
-            "SELECT count(*), count(*) FILTER (day = (SELECT max(date) FROM judge_scores s WHERE s.evaluator = a.evaluator "
+            "SELECT count(*), count(*) FILTER (day = (SELECT max(date) FROM judge_scores s "
+            "WHERE s.evaluator = a.evaluator "
             f"AND s.is_final AND s.status = '{COMPLETED}')) FROM alerts a"
         ).fetchone()
     lines = [f"\nexperiment_results: {experiments} experiment(s), {comparisons} comparisons, {significant} significant"]
@@ -300,12 +304,13 @@ def main(argv: list[str] | None = None) -> int:
     print(_experiments_summary(root))
     print(_leaderboard_summary(root))
     print(f"\nreport with plots: {root / 'reports' / 'report.html'}")
+    query = "SELECT evaluator, status, count(*) FROM judge_scores GROUP BY ALL"
     print(
         f"""
 Open the Dagster UI (assets, partitions, runs, backfills):
   DAGSTER_HOME={dagster_home} .venv/bin/dagster dev -w workspace.yaml      # then http://127.0.0.1:3000
 Query the results with SQL:
-  .venv/bin/python -c "import duckdb; print(duckdb.connect('{duckdb_path(root)}', read_only=True).sql('SELECT evaluator, status, count(*) FROM judge_scores GROUP BY ALL'))\""""
+  .venv/bin/python -c "import duckdb; print(duckdb.connect('{duckdb_path(root)}', read_only=True).sql('{query}'))\""""
     )
     return 0
 

@@ -306,11 +306,13 @@ def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root:
     if outside:
         print(f"\nnot in this suite's scope (models.yaml `only`), nothing to call: {', '.join(outside)}")
     print(
-        f"\nworst case in all: {total:.4f} USD (every call sent, every prompt byte a token, full max_tokens, gates passed)"
+        f"\nworst case in all: {total:.4f} USD (every call sent, every prompt byte a token, "
+        "full max_tokens, gates passed)"
     )
     if estimated:
         print(
-            f"judge calls on generated outputs: each output priced as {OUTPUT_BYTES_PER_TOKEN} bytes per max_tokens token "
+            f"judge calls on generated outputs: each output priced as {OUTPUT_BYTES_PER_TOKEN} "
+            "bytes per max_tokens token "
             "(an estimate: outputs do not exist before the run)"
         )
     if unpriced:

@@ -150,8 +150,10 @@ def _agreement(conn, plots: list[str]) -> str:
     rows = _query(
         conn,
         "SELECT subject, reference, convention, max(n) AS n, "
-        "max(value) FILTER (statistic = 'accuracy') AS accuracy, max(value) FILTER (statistic = 'cohen_kappa') AS kappa "
-        "FROM agreement WHERE section = 'judge_vs_human' AND period = 'all' AND statistic IN ('accuracy', 'cohen_kappa') "
+        "max(value) FILTER (statistic = 'accuracy') AS accuracy, "
+        "max(value) FILTER (statistic = 'cohen_kappa') AS kappa "
+        "FROM agreement WHERE section = 'judge_vs_human' AND period = 'all' "
+        "AND statistic IN ('accuracy', 'cohen_kappa') "
         "GROUP BY ALL ORDER BY subject, convention",
     )
     if not rows:
@@ -252,7 +254,8 @@ def _leaderboard(conn, plots: list[str]) -> str:
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
-    "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f4f4f4}img{max-width:100%}"
+    "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    "th{background:#f4f4f4}img{max-width:100%}"
 )
 
 
@@ -270,8 +273,10 @@ def build_report(root: Path) -> ReportSummary:
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join(f"<h2>{html.escape(title)}</h2>{content}" for title, content in sections.items())
     page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>eval_platform report</title><style>{STYLE}</style></head>"
-        f"<body><h1>eval_platform report</h1><p>Generated {generated} from {html.escape(str(duckdb_path(root)))}.</p>{body}</body></html>"
+        "<!doctype html><html><head><meta charset='utf-8'><title>eval_platform report</title>"
+        f"<style>{STYLE}</style></head>"
+        f"<body><h1>eval_platform report</h1><p>Generated {generated} from {html.escape(str(duckdb_path(root)))}.</p>"
+        f"{body}</body></html>"
     )
     path = root / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

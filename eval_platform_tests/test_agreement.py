@@ -98,7 +98,7 @@ def test_position_consistency_from_counts_summed_over_days(seed):
         }
     )
     days = [position_counts(part["first"], part["swapped"]) for _, part in frame.group_by("day")]
-    summed = position_consistency_from_counts(*(sum(column) for column in zip(*days)))
+    summed = position_consistency_from_counts(*(sum(column) for column in zip(*days, strict=True)))
     assert summed == position_consistency(frame["first"], frame["swapped"])
 
 

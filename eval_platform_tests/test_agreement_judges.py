@@ -245,7 +245,7 @@ def test_judge_vs_judge_equals_the_join_on_trace_ids(seed):
     ours = [(r["subject"], r["reference"], r["statistic"], r["value"], r["n"]) for r in rows.out]
     plain = _plain_judge_vs_judge(evaluators, scores)
     assert [row[:3] + row[4:] for row in ours] == [row[:3] + row[4:] for row in plain]  # same rows, same n
-    for (*_, value, _), (*_, expected, _) in zip(ours, plain):
+    for (*_, value, _), (*_, expected, _) in zip(ours, plain, strict=True):
         assert (value is None and expected is None) or value == pytest.approx(expected, abs=1e-12)
     assert any(r[0] == "s1:m-a" for r in ours) and any(r[0] == "p1" for r in ours)
 

@@ -23,11 +23,11 @@ each day. A judge verdict the judge could not give (FAILED, or an unusable impor
 (`convention = failed_excluded`); pairwise agreement is also reported the way PandaLM counts it, with an
 unusable verdict as a tie (`convention = unusable_as_tie
 
-The package, one idea a module (the two tables' columns are in `eval_platform.schemas`): `rows` (a statistic as a row), `periods`
-(windows and per-day count tables), `humans` (inter-annotator agreement, the human majority), `judge_rows`
-(reading an evaluator's rows), `judge_vs_human`, `judge_vs_judge`, `position`, `ranking`, and `assembly`
-(`compute`, which runs them all). What an evaluator's verdicts are compared as (scores, labels or pairwise
-preferences) is declared by its judge mode (`JudgeMode.agreement`).
+The package, one idea a module (the two tables' columns are in `eval_platform.schemas`): `rows` (a statistic as a
+row), `periods` (windows and per-day count tables), `humans` (inter-annotator agreement, the human majority),
+`judge_rows` (reading an evaluator's rows), `judge_vs_human`, `judge_vs_judge`, `position`, `ranking`, and
+`assembly` (`compute`, which runs them all). What an evaluator's verdicts are compared as (scores, labels or
+pairwise preferences) is declared by its judge mode (`JudgeMode.agreement`).
 """
 
 from eval_platform.agreement.assembly import compute

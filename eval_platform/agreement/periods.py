@@ -56,7 +56,7 @@ class DailyTables:
         dated = day_codes >= 0
         self.total = np.bincount(cell, minlength=k * k).reshape(k, k)  # every row, dated or not
         per_day = np.bincount(day_codes[dated] * k * k + cell[dated], minlength=days.size * k * k)
-        self.days = dict(zip(days.tolist(), per_day.reshape(days.size, k, k)))
+        self.days = dict(zip(days.tolist(), per_day.reshape(days.size, k, k), strict=True))
 
     def window(self, start: str | None, end: str | None) -> np.ndarray:
         if start is None:
@@ -108,7 +108,7 @@ class DailyScoreTables:
         size = shape[0] * shape[1]
         self.total = np.bincount(cell, minlength=size).reshape(shape)  # every row, dated or not
         per_day = np.bincount(day_codes[dated] * size + cell[dated], minlength=days.size * size)
-        self.days = dict(zip(days.tolist(), per_day.reshape(days.size, *shape)))
+        self.days = dict(zip(days.tolist(), per_day.reshape(days.size, *shape), strict=True))
 
     def window(self, start: str | None, end: str | None) -> np.ndarray:
         if start is None:

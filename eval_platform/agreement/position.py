@@ -31,7 +31,7 @@ def position(config: EvaluatorConfig, scores: pl.DataFrame, rows: Rows, trailing
             result = position_consistency(frame["verdict_ab"], frame["shown_swapped"])
         else:
             counts = [c for day, c in days.items() if start <= day <= end]
-            result = position_consistency_from_counts(*(sum(column) for column in zip((0, 0, 0), *counts)))
+            result = position_consistency_from_counts(*(sum(column) for column in zip((0, 0, 0), *counts, strict=True)))
         rows.add(
             "position_consistency",
             result.consistency,

@@ -36,9 +36,9 @@ def ranking_agreement(annotations: pl.DataFrame, judgments: pl.DataFrame, rows: 
     verdicts on the task (a judgment that does not name the candidates takes those of its item; an unusable
     verdict is left out). Over the models both rankings have (`n`): `bradley_terry_rank_pearson`, the Pearson
     correlation of the two rank vectors, equal strengths sharing the best rank (LLMFAO's published method and
-    tie handling), and `bradley_terry_spearman`, Spearman's correlation of the strengths (average ranks). Subject: the judge (source); reference: `human_votes`, or another judge of
-    the same task; `details`: both rankings (model, score, rank, comparisons). A task and criterion are
-    matched as in `imported_vs_human`.
+    tie handling), and `bradley_terry_spearman`, Spearman's correlation of the strengths (average ranks).
+    Subject: the judge (source); reference: `human_votes`, or another judge of the same task; `details`: both
+    rankings (model, score, rank, comparisons). A task and criterion are matched as in `imported_vs_human`.
     """
     # most annotations name no candidates: a substring test spares parsing their metadata
     named = annotations.filter(pl.col("metadata").str.contains(CANDIDATE_FIELDS[0], literal=True))

@@ -210,7 +210,8 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
         names = [spec.metric_name for spec in task.scorers]
         if len(set(names)) < len(names):
             raise SuiteError(
-                f"{where}.scorers': two scorers give the metric {sorted({n for n in names if names.count(n) > 1})}; name one with 'metric'"
+                f"{where}.scorers': two scorers give the metric {sorted({n for n in names if names.count(n) > 1})}; "
+                "name one with 'metric'"
             )
         for field_name in ("prompt", "system"):
             template = getattr(task, field_name)
@@ -228,12 +229,14 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
                 and spec.options["evaluator"] not in evaluators
             ):
                 raise SuiteError(
-                    f"{where}.scorers.{index}.options.evaluator': unknown evaluator '{spec.options['evaluator']}'; known: {sorted(evaluators)}"
+                    f"{where}.scorers.{index}.options.evaluator': unknown evaluator '{spec.options['evaluator']}'; "
+                    f"known: {sorted(evaluators)}"
                 )
             scorer = registry.SCORERS[spec.name]
             if scorer.judge_task and task.as_judge is None:
                 raise SuiteError(
-                    f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: the task needs 'as_judge'"
+                    f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: "
+                    "the task needs 'as_judge'"
                 )
             if scorer.judge_task and task.as_judge.mode not in scorer.judge_modes:
                 raise SuiteError(
@@ -270,7 +273,8 @@ def _check_judge(where: str, task_name: str, judge: JudgeAs) -> None:
     mode = judge.evaluator.get("mode")
     if mode not in JUDGE_MODES:
         raise SuiteError(
-            f"{where}.as_judge.evaluator.mode': judges of mode {', '.join(JUDGE_MODES)} can be benchmarked, not {mode!r}"
+            f"{where}.as_judge.evaluator.mode': judges of mode {', '.join(JUDGE_MODES)} "
+            f"can be benchmarked, not {mode!r}"
         )
     try:
         judge.config(task_name, UNDER_TEST)
@@ -342,18 +346,21 @@ def _check_dataset(path: Path, task_name: str, task: Task, data_root: Path) -> N
     versions = dataset_versions(data_root, task.dataset)
     if not versions:
         raise SuiteError(
-            f"{path}: field 'tasks.{task_name}.dataset': unknown dataset '{task.dataset}' (no datasets/{task.dataset}/v<N>.<ext>)"
+            f"{path}: field 'tasks.{task_name}.dataset': unknown dataset '{task.dataset}' "
+            f"(no datasets/{task.dataset}/v<N>.<ext>)"
         )
     if task.version != "newest" and task.version not in versions:
         raise SuiteError(
-            f"{path}: field 'tasks.{task_name}.version': dataset '{task.dataset}' has no version {task.version}; it has {sorted(versions)}"
+            f"{path}: field 'tasks.{task_name}.version': dataset '{task.dataset}' has no version {task.version}; "
+            f"it has {sorted(versions)}"
         )
 
 
 def load_suites(
     folder: Path, data_root: Path, evaluators: set[str] | None = None
 ) -> tuple[dict[str, Suite], dict[str, str]]:
-    """Every suite in `folder` that loads, and an error message per file that does not (one bad file never hides the others)."""
+    """Every suite in `folder` that loads, and an error message per file that does not (one bad file never
+    hides the others)."""
     suites, errors = {}, {}
     for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
         if path.stem == "models":

@@ -97,7 +97,8 @@ def _task_asset(
         else f"recorded outputs in case field `{task.outputs_from}`"
     )
     description = (
-        f"Suite `{suite_name}`, task `{task_name}`: {source}; scored by {', '.join(s.metric_name for s in task.scorers)}. "
+        f"Suite `{suite_name}`, task `{task_name}`: {source}; "
+        f"scored by {', '.join(s.metric_name for s in task.scorers)}. "
         "One `benchmark_cases` row per case, sample and presentation (COMPLETED / FAILED with reason / SKIPPED with "
         "reason) and one `benchmark_results` row per metric with its 95% interval; a FAILED case is never a 0."
         + (f" Gated on `{task.gate.task}` {task.gate.metric} >= {task.gate.min:g}." if task.gate else "")
@@ -236,7 +237,8 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
                 key,
                 description=(
                     f"Suite `{suite_name}` for one model: each group's and the suite's score (macro over its top-level "
-                    f"units and micro over all cases), with 95% intervals from cases resampled within tasks. Groups: {groups}."
+                    "units and micro over all cases), with 95% intervals from cases resampled within tasks. "
+                    f"Groups: {groups}."
                 ),
                 group_name=f"benchmark_{suite_name}",
                 deps=[task_key(suite_name, t) for t in suite.tasks],

@@ -75,7 +75,10 @@ def build_judge_scores(
         "judge requests are served from the cache, so an unchanged partition costs nothing."
     ) + broken_files_text("evaluator", broken or {})
     if disabled:
-        description += f"\n\nDisabled evaluators (enabled: false; not partitions until enabled and reloaded): {', '.join(disabled)}"
+        description += (
+            "\n\nDisabled evaluators (enabled: false; not partitions until enabled and reloaded): "
+            f"{', '.join(disabled)}"
+        )
 
     # One asset; `multi_asset` because its `backfill_policy` is stable API (on `@asset` it is a beta parameter).
     @dg.multi_asset(

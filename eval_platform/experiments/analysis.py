@@ -346,10 +346,16 @@ def recommendation(config: ExperimentConfig, treatment: str, primary: dict, guar
     evidence = _evidence(config, primary)
     if primary["outcome"] == BETTER:
         if failed:
-            return f"do not ship {treatment}: {metric} improved significantly ({evidence}) but guardrails failed: {failed_text}"
+            return (
+                f"do not ship {treatment}: {metric} improved significantly ({evidence}) "
+                f"but guardrails failed: {failed_text}"
+            )
         if unknown:
             names = ", ".join(f"{g['metric']} ({g['outcome']})" for g in unknown)
-            return f"hold {treatment}: {metric} improved significantly ({evidence}) but guardrails could not be judged: {names}"
+            return (
+                f"hold {treatment}: {metric} improved significantly ({evidence}) "
+                f"but guardrails could not be judged: {names}"
+            )
         suffix = "all guardrails passed" if guardrails else "there are no guardrails"
         return f"ship {treatment}: {metric} improved significantly ({evidence}) and {suffix}"
     if primary["outcome"] == WORSE:

@@ -59,7 +59,9 @@ def regressions(
     alerts = []
     # One loop step per evaluator-day (not per score): the scores stay numpy arrays.
     for (evaluator,), days in daily_scores(scores, evaluators).group_by("evaluator", maintain_order=True):
-        by_day = {day: np.asarray(values, dtype=float) for day, values in zip(days["date"], days["scores"])}
+        by_day = {
+            day: np.asarray(values, dtype=float) for day, values in zip(days["date"], days["scores"], strict=True)
+        }
         window = windows.get(evaluator, baseline_days)
         for day, current in by_day.items():
             alert = _compare(evaluator, day, current, by_day, window, alpha, min_n)

@@ -10,19 +10,20 @@ Parquet, optionally gzip; see `export_files.py`) except `tasks.yaml`, which desc
 
 and becomes one output row per criterion (a ranking: one per ranked candidate):
 
-| column | what |
-| --- | --- |
-| task | `task` (alias `task_name`); default: the file name without extensions |
-| item_id | `item_id` (aliases `item`, `example_id`; else `trace_id`) |
-| annotator | `annotator` (aliases `annotator_id`, `rater`, `user`) |
-| criterion | a key of `labels` (or a flat `labels.<criterion>` column), else `criterion`; default: the task's only declared criterion, else `overall` |
-| schema | classification, rating or ranking: declared in tasks.yaml, else the row's `schema`, else inferred (a number is a rating, a list a ranking, anything else a classification) |
-| label | the label as text (a rating's number as written; a ranking row's candidate) |
-| value | rating: the number; classification: the value tasks.yaml maps the label to (else null); ranking: the candidate's 1-based rank |
-| trace_id, response1_trace_id, response2_trace_id | references to the judged traces, when the export has them |
-| annotated_at | `annotated_at` (aliases `created_at`, `timestamp`), UTC |
-| metadata | every other field of the row, as a JSON object |
-| source_file, source_line | where the row came from (CSV: the header is line 1) |
+- task: `task` (alias `task_name`); default: the file name without extensions
+- item_id: `item_id` (aliases `item`, `example_id`; else `trace_id`)
+- annotator: `annotator` (aliases `annotator_id`, `rater`, `user`)
+- criterion: a key of `labels` (or a flat `labels.<criterion>` column), else `criterion`; default: the task's
+  only declared criterion, else `overall`
+- schema: classification, rating or ranking: declared in tasks.yaml, else the row's `schema`, else inferred (a
+  number is a rating, a list a ranking, anything else a classification)
+- label: the label as text (a rating's number as written; a ranking row's candidate)
+- value: rating: the number; classification: the value tasks.yaml maps the label to (else null); ranking: the
+  candidate's 1-based rank
+- trace_id, response1_trace_id, response2_trace_id: references to the judged traces, when the export has them
+- annotated_at: `annotated_at` (aliases `created_at`, `timestamp`), UTC
+- metadata: every other field of the row, as a JSON object
+- source_file, source_line: where the row came from (CSV: the header is line 1)
 
 A ranking is a list best first (`["B", "A", "C"]`, in CSV also `B > A > C` or a JSON list) or an object
 candidate -> rank. Rejected rows go to the quarantine (source `human_annotations`) with file, line and one of:

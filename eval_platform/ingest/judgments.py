@@ -6,18 +6,20 @@ optionally gzip; see `export_files.py`). One input row is one judge's verdict on
     {"source": "gpt-3.5-turbo (PandaLM study)", "item_id": "pandalm-0000", "verdict": "1",
      "reason": "Response 1 is better because ...", "response1_trace_id": "...", "response2_trace_id": "..."}
 
-| column | what |
-| --- | --- |
-| source | the judge or study the verdict comes from: `source` (aliases `judge`, `judge_model`); default: the file name without extensions |
-| task, criterion | optional: what was judged (`criterion` alias `metric`) |
-| item_id | `item_id` (aliases `item`, `example_id`; else `trace_id`) |
-| verdict | the verdict exactly as recorded, as text (`verdict`, aliases `label`, `winner`, `result`); default: the score |
-| value | a numeric score: `score` (alias `value`), else the verdict when it is a number; else null |
-| reasoning | the judge's explanation: `reasoning` (aliases `reason`, `explanation`, `rationale`) |
-| trace_id, response1_trace_id, response2_trace_id | references to the judged traces |
-| judged_at | `judged_at` (aliases `created_at`, `timestamp`), UTC |
-| metadata | every other field of the row, as a JSON object |
-| source_file, source_line | where the row came from (CSV: the header is line 1) |
+and becomes one output row with the columns:
+
+- source: the judge or study the verdict comes from: `source` (aliases `judge`, `judge_model`); default: the
+  file name without extensions
+- task, criterion: optional: what was judged (`criterion` alias `metric`)
+- item_id: `item_id` (aliases `item`, `example_id`; else `trace_id`)
+- verdict: the verdict exactly as recorded, as text (`verdict`, aliases `label`, `winner`, `result`); default:
+  the score
+- value: a numeric score: `score` (alias `value`), else the verdict when it is a number; else null
+- reasoning: the judge's explanation: `reasoning` (aliases `reason`, `explanation`, `rationale`)
+- trace_id, response1_trace_id, response2_trace_id: references to the judged traces
+- judged_at: `judged_at` (aliases `created_at`, `timestamp`), UTC
+- metadata: every other field of the row, as a JSON object
+- source_file, source_line: where the row came from (CSV: the header is line 1)
 
 Rejected rows go to the quarantine (source `imported_judgments`) with file, line and one of
 `missing_field:item_id`, `missing_field:verdict` (neither a verdict nor a score), `invalid_type:<field>`,

@@ -11,18 +11,29 @@ a span with at least one `gen_ai.*` attribute; the trace's *root GenAI span* is 
 ancestor (if several, e.g. a retrieval span and a chat span under one HTTP span, the earliest one that is not
 a retrieval, tool or embeddings span).
 
-| canonical field | from |
-| --- | --- |
-| `trace_id` | attribute `eval.trace_id` (the application's own id for the trace) if set, else `traceId` (lower-cased hex) |
-| `timestamp`, `latency_ms` | root GenAI span start; its end minus start |
-| `input` / `output` | root's `gen_ai.input.messages` / `gen_ai.output.messages` (JSON strings or structured values; `gen_ai.system_instructions` become a leading system message). If the root has none (e.g. an `invoke_agent` span without content), the first / last GenAI span below it that has them. Deprecated `gen_ai.prompt` / `gen_ai.completion` are read as plain text |
-| `model` | root's `gen_ai.response.model`, else `gen_ai.request.model`, else the first model below the root |
-| `prompt_tokens` / `completion_tokens` | root's `gen_ai.usage.input_tokens` / `output_tokens`, else the sum over the inference spans below it |
-| `context` | documents of every retrieval span (`gen_ai.operation.name` = `retrieval`, or any span with `gen_ai.retrieval.documents`), in start order; a document's text is its `content` / `text` / `page_content` field, else the document as JSON |
-| `spans` | every GenAI span: `{span_id, parent_span_id, name, operation, model, input, output, context, latency_ms, prompt_tokens, completion_tokens}`, in start order. For `execute_tool` spans input/output are the tool call's arguments/result; for retrieval spans the input is `gen_ai.retrieval.query.text` |
-| `project_id` | `eval.project_id`, else the resource's `service.name` |
-| `experiment_id`, `variant`, `expected_output`, `cost_usd` | attributes `eval.experiment_id`, `eval.variant`, `eval.expected_output`, `app.cost_usd` |
-| `metadata` | `eval.metadata` (a JSON object string) plus one key per `eval.metadata.<key>` attribute; `gen_ai.conversation.id` is added as `conversation_id` |
+Each canonical field, and where it comes from:
+
+- `trace_id`: attribute `eval.trace_id` (the application's own id for the trace) if set, else `traceId`
+  (lower-cased hex)
+- `timestamp`, `latency_ms`: root GenAI span start; its end minus start
+- `input` / `output`: root's `gen_ai.input.messages` / `gen_ai.output.messages` (JSON strings or structured
+  values; `gen_ai.system_instructions` become a leading system message). If the root has none (e.g. an
+  `invoke_agent` span without content), the first / last GenAI span below it that has them. Deprecated
+  `gen_ai.prompt` / `gen_ai.completion` are read as plain text
+- `model`: root's `gen_ai.response.model`, else `gen_ai.request.model`, else the first model below the root
+- `prompt_tokens` / `completion_tokens`: root's `gen_ai.usage.input_tokens` / `output_tokens`, else the sum
+  over the inference spans below it
+- `context`: documents of every retrieval span (`gen_ai.operation.name` = `retrieval`, or any span with
+  `gen_ai.retrieval.documents`), in start order; a document's text is its `content` / `text` / `page_content`
+  field, else the document as JSON
+- `spans`: every GenAI span: `{span_id, parent_span_id, name, operation, model, input, output, context,
+  latency_ms, prompt_tokens, completion_tokens}`, in start order. For `execute_tool` spans input/output are
+  the tool call's arguments/result; for retrieval spans the input is `gen_ai.retrieval.query.text`
+- `project_id`: `eval.project_id`, else the resource's `service.name`
+- `experiment_id`, `variant`, `expected_output`, `cost_usd`: attributes `eval.experiment_id`, `eval.variant`,
+  `eval.expected_output`, `app.cost_usd`
+- `metadata`: `eval.metadata` (a JSON object string) plus one key per `eval.metadata.<key>` attribute;
+  `gen_ai.conversation.id` is added as `conversation_id`
 
 The trace-level attributes without a GenAI convention (`eval.*`, `app.cost_usd`) are looked up on the root
 span, then on its resource, then on the other spans of the trace in start order (`app.cost_usd` not found on

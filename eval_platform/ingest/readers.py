@@ -1,11 +1,15 @@
 """Split one trace export file into candidate rows (no validation of the trace fields yet).
 
-| extension | rows | `line` |
-| --- | --- | --- |
-| `.jsonl`, `.ndjson` | one JSON object per line; blank lines are skipped; a line holding an OTLP/JSON export is expanded into its traces | physical line |
-| `.json` | a JSON array of trace objects; an OTLP/JSON export (`resourceSpans`) or an array of them; a `{"data": [...]}` / `{"traces": [...]}` wrapper; any other object is one trace | array element (OTLP: span position) |
-| `.csv` | header + one row per record (quoted fields may span lines) | data row, the header being line 1 |
-| `.parquet` | one row per record | row |
+Each extension, its rows, and what a row's `line` is:
+
+- `.jsonl`, `.ndjson`: one JSON object per line; blank lines are skipped; a line holding an OTLP/JSON export is
+  expanded into its traces. `line`: the physical line
+- `.json`: a JSON array of trace objects; an OTLP/JSON export (`resourceSpans`) or an array of them; a
+  `{"data": [...]}` / `{"traces": [...]}` wrapper; any other object is one trace. `line`: the array element
+  (OTLP: the span position)
+- `.csv`: header + one row per record (quoted fields may span lines). `line`: the data row, the header being
+  line 1
+- `.parquet`: one row per record. `line`: the row
 
 Text formats may also be gzip-compressed (`.jsonl.gz`, `.json.gz`, `.csv.gz`). Text is UTF-8 (a BOM is
 accepted). Bytes that are not UTF-8 cost only the row (line, element) they are in: that row is quarantined

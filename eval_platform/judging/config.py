@@ -253,7 +253,9 @@ class EvaluatorConfig(_Strict):
     max_prompt_chars: int = Field(
         200_000,
         gt=0,
-        description="A request whose prompt (with the fenced content) is longer is SKIPPED (prompt_too_large), never sent.",
+        description=(
+            "A request whose prompt (with the fenced content) is longer is SKIPPED (prompt_too_large), never sent."
+        ),
     )
 
     @field_validator("mode")

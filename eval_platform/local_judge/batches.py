@@ -1,12 +1,12 @@
 """OpenAI's Files and Batch APIs on the local judge, so batch mode is exercised over real HTTP.
 
-`POST /v1/files` (multipart, purpose `batch`) stores a JSONL of requests; `POST /v1/batches` starts a batch
-over it; `GET /v1/batches/{id}` reports its status (`GET /v1/batches` lists them, newest first); `GET /v1/files/{id}/content` returns the output file
-(one line per answered request, in OpenAI's `{"custom_id", "response": {"status_code", "body"}}` shape) and
-the error file (requests answered with an error status, and those left unanswered when the batch expired).
-Every line is answered by the same code as `/v1/chat/completions` (mock, replay, scripted, faults).
-The same endpoints are served at Azure OpenAI's paths (`/openai/files`, `/openai/batches`, ...), which refuse
-a request without `?api-version=` or an `api-key` header as Azure does; a batch there has endpoint
+`POST /v1/files` (multipart, purpose `batch`) stores a JSONL of requests; `POST /v1/batches` starts a batch over it;
+`GET /v1/batches/{id}` reports its status (`GET /v1/batches` lists them, newest first); `GET /v1/files/{id}/content`
+returns the output file (one line per answered request, in OpenAI's `{"custom_id", "response": {"status_code",
+"body"}}` shape) and the error file (requests answered with an error status, and those left unanswered when the
+batch expired). Every line is answered by the same code as `/v1/chat/completions` (mock, replay, scripted, faults).
+The same endpoints are served at Azure OpenAI's paths (`/openai/files`, `/openai/batches`, ...), which refuse a
+request without `?api-version=` or an `api-key` header as Azure does; a batch there has endpoint
 `/chat/completions`, Azure's spelling.
 
 For tests: `delay_s` is how long a batch stays `in_progress` before it is answered; `expire_after=N` answers

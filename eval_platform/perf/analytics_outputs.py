@@ -99,7 +99,7 @@ def _close(a, b) -> bool:
             return math.isnan(a) and math.isnan(b)
         return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
     return a == b
@@ -139,7 +139,7 @@ def _compare_table(name: str, before: pl.DataFrame, after: pl.DataFrame) -> list
         elif column == "details":
             bad = [
                 i
-                for i, (p, q) in enumerate(zip(x.to_list(), y.to_list()))
+                for i, (p, q) in enumerate(zip(x.to_list(), y.to_list(), strict=True))
                 if p != q and not (p is not None and q is not None and _close(json.loads(p), json.loads(q)))
             ]
         else:

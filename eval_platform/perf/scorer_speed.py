@@ -3,9 +3,10 @@
     python -m eval_platform.perf.scorer_speed [--cases 100000] [--only bleu,rouge1]
 
 Each scorer scores `cases` synthetic (output, reference) pairs of 8-30 words through `Scorer.score` (what a
-benchmark task does per case: options, field check, value) and through the library's own call with the
-same settings, alternating in chunks of 5,000; the ratio is the registry's cost. The library column for exact_match/token_f1 is the SQuAD
-v1.1 functions themselves, for numeric_match the regex and float parse, for valid_json `json.loads`.
+benchmark task does per case: options, field check, value) and through the library's own call with the same
+settings, alternating in chunks of 5,000; the ratio is the registry's cost. The library column for
+exact_match/token_f1 is the SQuAD v1.1 functions themselves, for numeric_match the regex and float parse, for
+valid_json `json.loads`.
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ def main() -> None:
                     theirs_s += time.perf_counter() - started
         same = all(abs(a - b) < 1e-12 for a, b in zip(ours, theirs, strict=True))
         print(
-            f"{name:<14} {args.cases / ours_s:>17,.0f} {args.cases / theirs_s:>16,.0f} {theirs_s / ours_s:>6.2f}  {same}"
+            f"{name:<14} {args.cases / ours_s:>17,.0f} {args.cases / theirs_s:>16,.0f} "
+            f"{theirs_s / ours_s:>6.2f}  {same}"
         )
 
 

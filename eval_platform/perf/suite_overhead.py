@@ -1,6 +1,7 @@
 """Dagster's share of a benchmark suite's wall time, beside the same scoring without Dagster in the same run.
 
-    python -m eval_platform.perf.suite_overhead [--tasks 8] [--models 10] [--cases 1000] [--modes per-model,one-run] [--repeat 3]
+    python -m eval_platform.perf.suite_overhead [--tasks 8] [--models 10] [--cases 1000]
+        [--modes per-model,one-run] [--repeat 3]
 
 A synthetic suite (`tasks` generation tasks over one `cases`-case dataset, scored by exact_match and
 numeric_match) runs for `models` scripted local models (the local judge in its own process, 0 latency):
@@ -249,7 +250,8 @@ def main() -> None:
             if "one-run" in args.modes:
                 bare, dagster = _measure_one_run(Path(tmp), url, args, args.repeat)
                 print(
-                    f"one run for all models (a backfill's run under the backfill policy; {args.repeat} alternating repeats):"
+                    "one run for all models (a backfill's run under the backfill policy; "
+                    f"{args.repeat} alternating repeats):"
                 )
                 _report(rows, bare, dagster)
         finally:

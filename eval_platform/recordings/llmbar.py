@@ -157,7 +157,10 @@ def main() -> None:
         for path in write_datasets(data_root()):
             print(path)
         return
-    header = f"{'subset':<22} {'judge':<8} {'strategy':<18} {'n':>4} {'acc avg':>8} {'(pub)':>7} {'equal':>6} {'(pub)':>6} {'unparseable':>12}"
+    header = (
+        f"{'subset':<22} {'judge':<8} {'strategy':<18} {'n':>4} {'acc avg':>8} "
+        f"{'(pub)':>7} {'equal':>6} {'(pub)':>6} {'unparseable':>12}"
+    )
     print(header)
     for run_dir in run_paths(data_root()):
         r = replay_run(run_dir)

@@ -265,7 +265,7 @@ def annotator_pair_tables(coded: CodedAnnotations) -> list[tuple[object, object,
     )
     out = []
     starts = _starts(pairs)
-    for start, end in zip(starts, np.append(starts[1:], pairs.size)):
+    for start, end in zip(starts, np.append(starts[1:], pairs.size), strict=True):
         table = np.zeros(n_labels * n_labels, np.int64)
         table[within[start:end]] = counts[start:end]
         table = table.reshape(n_labels, n_labels)

@@ -102,7 +102,8 @@ def bradley_terry(left, right, winner, tolerance: float = 1e-10, max_iterations:
 
     strength = np.full(k, 1.0 / k)
     converged = False
-    for iteration in range(1, max_iterations + 1):
+    # B007 is wrong here: `iteration` is read after the loop, as the number of iterations run
+    for iteration in range(1, max_iterations + 1):  # noqa: B007
         pair_sum = np.add.outer(strength, strength)
         rate = np.divide(games, pair_sum, out=np.zeros_like(games), where=games > 0).sum(axis=1)
         updated = np.divide(total_wins, rate, out=np.zeros_like(total_wins), where=rate > 0)

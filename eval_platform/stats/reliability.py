@@ -106,7 +106,7 @@ def _alphas(
         return [undefined(statistic, 0, "no unit was coded by two or more coders") for statistic in statistics]
     marginals = coincidences.sum(axis=1)
     results = []
-    for level, statistic in zip(levels, statistics):
+    for level, statistic in zip(levels, statistics, strict=True):
         distance = _distance(categories, marginals, level)
         expected = float((np.outer(marginals, marginals) * distance).sum())
         if expected == 0:

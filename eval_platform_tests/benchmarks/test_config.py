@@ -103,7 +103,8 @@ def test_a_valid_suite_loads_with_its_dependencies_and_groups(root):
         ),
         (
             ('{name: contains, options: {text: "because"}}', "{name: pair_accuracy}"),
-            "field 'tasks.judged.scorers.0.name': scorer 'pair_accuracy' scores a judge's verdicts: the task needs 'as_judge'",
+            "field 'tasks.judged.scorers.0.name': scorer 'pair_accuracy' scores a judge's verdicts: "
+            "the task needs 'as_judge'",
         ),
         (("tasks: [smoke, full]", "tasks: [smoke, ful]"), "field 'groups.answers.tasks': unknown task(s) ['ful']"),
     ],
@@ -141,7 +142,8 @@ tasks:
                 'mode: pairwise, prompt: "{{input}} {{output_a}} {{output_b}}"',
                 'mode: score, prompt: "{{input}} {{output}}"',
             ),
-            "field 'tasks.pairs.scorers.0.name': scorer 'pair_accuracy' scores pairwise judges, and this task's judge is score",
+            "field 'tasks.pairs.scorers.0.name': scorer 'pair_accuracy' scores pairwise judges, "
+            "and this task's judge is score",
         ),
         (
             (

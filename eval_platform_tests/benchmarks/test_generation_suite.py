@@ -79,7 +79,8 @@ def test_generation_suite_scores_gates_and_judges(project, local_judge):
         (name, metric): (value, n, n_failed, n_skipped)
         for name, metric, value, n, n_failed, n_skipped in query(
             root,
-            "SELECT name, metric, value, n, n_failed, n_skipped FROM benchmark_results WHERE model = 'always-18' AND level = 'task'",
+            "SELECT name, metric, value, n, n_failed, n_skipped FROM benchmark_results "
+            "WHERE model = 'always-18' AND level = 'task'",
         )
     }
     assert results[("answer", "numeric_match")] == (expected_18() / 50, 50, 0, 0)

@@ -168,7 +168,8 @@ def test_a_live_judge_is_a_partition_and_a_missing_key_skips_without_a_call(llmb
     for value, agreement in query(
         root,
         "SELECT a.value, p.value FROM benchmark_results a JOIN benchmark_results p USING (suite, level, name, model) "
-        "WHERE a.model = 'always-a' AND a.level = 'task' AND a.metric = 'pair_accuracy' AND p.metric = 'position_agreement'",
+        "WHERE a.model = 'always-a' AND a.level = 'task' AND a.metric = 'pair_accuracy' "
+        "AND p.metric = 'position_agreement'",
     ):
         assert value == 0.5
         assert agreement == 0.0
@@ -176,7 +177,8 @@ def test_a_live_judge_is_a_partition_and_a_missing_key_skips_without_a_call(llmb
     assert reasons == [("SKIPPED", "no_credentials")]
     (row,) = query(
         root,
-        "SELECT value, n, n_skipped FROM benchmark_results WHERE model = 'no-key' AND name = 'natural' AND metric = 'pair_accuracy'",
+        "SELECT value, n, n_skipped FROM benchmark_results "
+        "WHERE model = 'no-key' AND name = 'natural' AND metric = 'pair_accuracy'",
     )
     assert row == (None, 0, 100)
 

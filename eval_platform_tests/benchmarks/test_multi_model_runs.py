@@ -48,7 +48,8 @@ def range_run(root, instance, start: str, end: str) -> dg.ExecuteInProcessResult
 def snapshot(root) -> tuple[list, list]:
     cases = query(
         root,
-        "SELECT suite, task, model, case_id, sample, status, reason, output, primary_value FROM benchmark_cases ORDER BY ALL",
+        "SELECT suite, task, model, case_id, sample, status, reason, output, primary_value "
+        "FROM benchmark_cases ORDER BY ALL",
     )
     results = query(
         root,

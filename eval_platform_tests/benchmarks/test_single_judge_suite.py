@@ -165,7 +165,9 @@ def test_a_label_judge_against_gold_labels(graders, task, cases, normalize):
     gold = [normalize(g) for _, g in cases]
     shown = [j if j is not None else "(no verdict)" for j in judge]
     got = results(graders, task)
-    assert got["verdict_accuracy"][0] == pytest.approx(sum(j == g for j, g in zip(shown, gold)) / len(gold))
+    assert got["verdict_accuracy"][0] == pytest.approx(
+        sum(j == g for j, g in zip(shown, gold, strict=True)) / len(gold)
+    )
     assert got["verdict_kappa"][0] == pytest.approx(cohen_kappa_score(gold, shown), abs=1e-12)
     assert got["verdict_kappa"][1] == len(gold)
 

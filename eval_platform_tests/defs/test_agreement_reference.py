@@ -12,10 +12,10 @@ Fleiss' tables give only how many raters chose each category per subject, so eac
 ratings by annotators r1..rk numbered within the subject; Fleiss' and Randolph's kappa ignore who rated
 what, so this arbitrary naming cannot change them (the per-pair Cohen's kappas it also yields are
 meaningless and not checked). Their tasks declare every category as a label: Randolph's kappa counts the
-categories annotators could choose, used or not ([[6, 1, 0], [0, 7, 0]] has three). Not reachable through the asset, and checked only in the stats test: the
-table with fractional counts (6.99 / 0.01 ratings cannot be exported), Cohen's kappa with a custom weight
-matrix, and the ASE, confidence interval and z-test of Cohen's kappa (the agreement table has no columns
-for them).
+categories annotators could choose, used or not ([[6, 1, 0], [0, 7, 0]] has three). Not reachable through
+the asset, and checked only in the stats test: the table with fractional counts (6.99 / 0.01 ratings cannot
+be exported), Cohen's kappa with a custom weight matrix, and the ASE, confidence interval and z-test of
+Cohen's kappa (the agreement table has no columns for them).
 """
 
 from __future__ import annotations
@@ -203,7 +203,8 @@ def query(root: Path, sql: str, params: list | None = None) -> list[tuple]:
 def test_every_rating_is_loaded(agreement_root):
     [(rows, quarantined)] = query(
         agreement_root,
-        "SELECT (SELECT count(*) FROM human_annotations), (SELECT count(*) FROM quarantine WHERE source = 'human_annotations')",
+        "SELECT (SELECT count(*) FROM human_annotations), "
+        "(SELECT count(*) FROM quarantine WHERE source = 'human_annotations')",
     )
     assert (rows, quarantined) == (len(CASES.rows), 0)
 

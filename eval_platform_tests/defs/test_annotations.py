@@ -128,7 +128,7 @@ def test_pandalm_labels_and_verdicts_land_in_duckdb_and_bad_rows_in_quarantine(p
         ("imported_judgments", judgments_file, 3, "invalid_json"),
         ("imported_judgments", judgments_file, 4, "missing_field:verdict"),
     ]
-    for source, file, line, _, detail in quarantined:
+    for _, file, line, _, detail in quarantined:
         assert detail.startswith(f"{file} line {line}: ")
     assert "annotations/pandalm_human.jsonl line 1" in quarantined[3][4]
 

@@ -56,7 +56,8 @@ def test_a_broken_suite_or_models_file_leaves_the_other_suites_and_judging_loade
         "tasks:\n  t:\n    dataset: qa\n    prompt: '{{input}}'\n    scorers: [{name: numeric_match}]\n"
     )
     (data_root / "benchmarks" / "bad.yaml").write_text(
-        "tasks:\n  a:\n    dataset: qa\n    prompt: '{{input}}'\n    depends_on: [a]\n    scorers: [{name: numeric_match}]\n"
+        "tasks:\n  a:\n    dataset: qa\n    prompt: '{{input}}'\n"
+        "    depends_on: [a]\n    scorers: [{name: numeric_match}]\n"
     )
     (data_root / "benchmarks" / "models.yaml").write_text("models:\n  x/y: {model: openai/gpt-4o-mini}\n")
     write_evaluator(

@@ -216,7 +216,7 @@ def test_a_concurrent_backfill_through_postgres_loses_and_duplicates_nothing(pro
         for p in processes:
             if p.poll() is None:
                 p.kill()
-    for process, output in zip(processes, outputs):
+    for process, output in zip(processes, outputs, strict=True):
         assert process.returncode == 0, output
 
     with dg.DagsterInstance.get() as instance:

@@ -59,8 +59,8 @@ def test_report_shows_each_evaluator_per_day_and_says_what_is_missing(data_root,
             "SELECT evaluator, date, avg(score) FROM judge_scores WHERE is_final AND status = 'COMPLETED' GROUP BY ALL"
         ).fetchall()
     assert len(means) == 4
-    for evaluator, date, mean in means:
-        assert f"<td>{evaluator}</td><td>{date}</td><td>{mean:.4g}</td>" in page
+    for evaluator, day, mean in means:
+        assert f"<td>{evaluator}</td><td>{day}</td><td>{mean:.4g}</td>" in page
     for missing in ("No judge-vs-human agreement yet", "No experiment comparisons yet", "No benchmark results yet"):
         assert missing in page
     assert len(metadata["empty_sections"].value) == 3

@@ -95,7 +95,8 @@ def test_frequentist_comparison_matches_scipy(alpha):
     assert row["significant"] is True and row["outcome"] == "better" and row["insufficient_sample"] is False
     p_text = "p<0.001" if peer.pvalue < 0.001 else f"p={peer.pvalue:.3f}"
     assert row["recommendation"] == (
-        f"ship b: helpfulness.score improved significantly ({row['difference']:+.3f}, {p_text}) and there are no guardrails"
+        f"ship b: helpfulness.score improved significantly ({row['difference']:+.3f}, {p_text}) "
+        "and there are no guardrails"
     )
 
     for variant, values in (("a", CONTROL), ("b", TREATED)):
@@ -312,7 +313,8 @@ def test_win_rates_and_head_to_head_by_hand():
     results = experiment_results([config], scores, traces).filter(pl.col("kind") == "win_rate")
     assert set(results["metric"]) == {"preference.winner"} and set(results["metric_role"]) == {"pairwise"}
     overall = {r["variant"]: r for r in results.filter(pl.col("opponent").is_null()).iter_rows(named=True)}
-    # a: vs b 6W 2L 2T, vs c 3W 3L → 9W 5L 2T of 16; b: 2W 6L 2T + 1W 4L → 3W 10L 2T of 15; c: 3W 3L + 4W 1L → 7W 4L of 11
+    # a: vs b 6W 2L 2T, vs c 3W 3L → 9W 5L 2T of 16; b: 2W 6L 2T + 1W 4L → 3W 10L 2T of 15;
+    # c: 3W 3L + 4W 1L → 7W 4L of 11
     expected = {"a": (9, 5, 2, 16), "b": (3, 10, 2, 15), "c": (7, 4, 0, 11)}
     for variant, (wins, losses, ties, n) in expected.items():
         row = overall[variant]
@@ -335,7 +337,7 @@ def test_bradley_terry_strengths_are_the_maximum_likelihood_solution():
     scores, traces = pairwise_fixture()
     config = experiment(treatments=["b", "c"], pairwise_evaluator="preference")
     ranking = experiment_results([config], scores, traces).filter(pl.col("kind") == "bradley_terry")
-    strength = dict(zip(ranking["variant"], ranking["strength"]))
+    strength = dict(zip(ranking["variant"], ranking["strength"], strict=True))
     assert sum(strength.values()) == pytest.approx(1.0)
     # The MLE solves, for every variant, (its points) = Σ_j games_ij · p_i / (p_i + p_j); ties are half a point.
     games = {("a", "b"): 10, ("a", "c"): 6, ("b", "c"): 5}

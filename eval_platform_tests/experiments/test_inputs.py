@@ -113,8 +113,8 @@ def test_pairwise_sides_found_by_trace_id_whatever_the_order_of_the_traces():
         }
     )
     pairs = pairwise_verdicts(config, scores, traces)
-    variant = dict(zip(traces["trace_id"], traces["variant"]))
-    experiment = dict(zip(traces["trace_id"], traces["experiment_id"]))
+    variant = dict(zip(traces["trace_id"], traces["variant"], strict=True))
+    experiment = dict(zip(traces["trace_id"], traces["experiment_id"], strict=True))
     expected = [
         (variant[a], variant[b], {"A": "left", "B": "right", "tie": "tie"}[w])
         for a, b, w in scores.select("trace_id", "trace_id_b", "winner").rows()

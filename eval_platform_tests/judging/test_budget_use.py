@@ -251,11 +251,13 @@ def test_a_ledger_written_per_call_is_compacted_on_open(tmp_path):
     path = tmp_path / "budget.sqlite"
     with closing(sqlite3.connect(path)) as conn:  # the layout of ledgers written before compaction
         conn.executescript(
-            "CREATE TABLE judge_spend (id INTEGER PRIMARY KEY AUTOINCREMENT, evaluator TEXT NOT NULL, day TEXT NOT NULL, "
-            "month TEXT NOT NULL, amount_usd REAL NOT NULL, state TEXT NOT NULL, created_at REAL NOT NULL);"
+            "CREATE TABLE judge_spend (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "evaluator TEXT NOT NULL, day TEXT NOT NULL, month TEXT NOT NULL, amount_usd REAL NOT NULL, "
+            "state TEXT NOT NULL, created_at REAL NOT NULL);"
         )
         conn.executemany(
-            "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at) VALUES (?, ?, ?, ?, 'settled', 0)",
+            "INSERT INTO judge_spend (evaluator, day, month, amount_usd, state, created_at) "
+            "VALUES (?, ?, ?, ?, 'settled', 0)",
             [("e", "2026-11-10", "2026-11", 0.25)] * 8 + [("e", "2026-11-11", "2026-11", 0.5)] * 2,
         )
         conn.commit()

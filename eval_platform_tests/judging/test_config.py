@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import pydantic
 import pytest
 
 from eval_platform.judging.config import (
@@ -147,7 +148,7 @@ def test_mode_defaults_are_filled_without_mutating_a_frozen_model(data_root):
     )
     assert config.pairwise is not None and config.pairwise.orders == "both"
     assert config.consensus == "majority_vote"
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         config.consensus = "mean"  # frozen
 
 

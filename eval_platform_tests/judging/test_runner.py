@@ -141,7 +141,7 @@ def test_cache_second_run_makes_no_call(local_judge, runtime):
 def test_no_credentials_is_skipped(local_judge, runtime):
     config = evaluator(local_judge, api_key_env="SOME_PROVIDER_KEY")
     rows = judge_day(config, DAY, make_traces(), runtime).rows
-    assert set(zip(rows["status"], rows["reason"])) == {("SKIPPED", "no_credentials")}
+    assert set(zip(rows["status"], rows["reason"], strict=True)) == {("SKIPPED", "no_credentials")}
 
 
 def test_missing_key_routes_to_local_judge_when_configured(local_judge, runtime):

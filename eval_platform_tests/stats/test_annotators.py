@@ -31,7 +31,7 @@ def _random_annotations(seed: int, items: int = 300) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     truth = rng.integers(0, 3, size=items)
     rows = []
-    for annotator, care in zip("abcde", (0.9, 0.8, 0.7, 0.5, 0.0)):
+    for annotator, care in zip("abcde", (0.9, 0.8, 0.7, 0.5, 0.0), strict=True):
         labelled = rng.random(items) < 0.8
         noise = rng.integers(0, 3, size=items)
         labels = np.where(rng.random(items) < care, truth, noise)
@@ -126,7 +126,7 @@ def test_degenerate_annotations_give_nulls_not_errors():
     assert majority_labels(empty).height == 0 and annotator_agreement(empty).height == 0
 
 
-# --------------------------------------------------------------------------- the coded statistics against their definitions
+# ------------------------------------------------------------------ the coded statistics against their definitions
 
 
 def _messy_annotations(
@@ -136,9 +136,10 @@ def _messy_annotations(
     labelled an item twice (sometimes first without a label)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, items * annotators)) if rows is None else rows
-    pick = lambda prefix, k, missing: [
-        None if rng.random() < missing else f"{prefix}{x:04d}" for x in rng.integers(0, k, n)
-    ]  # noqa: E731
+
+    def pick(prefix: str, k: int, missing: float) -> list[str | None]:
+        return [None if rng.random() < missing else f"{prefix}{x:04d}" for x in rng.integers(0, k, n)]
+
     return pl.DataFrame(
         {"item_id": pick("i", items, 0.03), "annotator": pick("a", annotators, 0.03), "label": pick("l", labels, 0.1)},
         schema={c: pl.String for c in ("item_id", "annotator", "label")},
@@ -177,7 +178,7 @@ def _expected_quality(annotations: pl.DataFrame) -> list[tuple]:
     rows = []
     for annotator in sorted({a for _, a in first}):
         shared, own, majority = 0, [], []
-        for item, labels in by_item.items():
+        for labels in by_item.values():
             if annotator not in labels or len(labels) == 1:
                 continue
             shared += 1
@@ -187,7 +188,7 @@ def _expected_quality(annotations: pl.DataFrame) -> list[tuple]:
             if len(tops) == 1:
                 own.append(labels[annotator])
                 majority.append(tops[0])
-        agreement = float(np.mean([a == b for a, b in zip(own, majority)])) if own else None
+        agreement = float(np.mean([a == b for a, b in zip(own, majority, strict=True)])) if own else None
         kappa = cohen_kappa(own, majority).value if own else None
         rows.append((annotator, shared, len(own), agreement, kappa))
     return rows
@@ -208,7 +209,7 @@ def _expected_pairs(annotations: pl.DataFrame, weights=None) -> list[tuple]:
 
 def _assert_rows_equal(actual: list[tuple], expected: list[tuple]) -> None:
     assert len(actual) == len(expected)
-    for got, want in zip(actual, expected):
+    for got, want in zip(actual, expected, strict=True):
         assert got == tuple(pytest.approx(x, abs=1e-12) if isinstance(x, float) else x for x in want)
 
 

@@ -152,7 +152,7 @@ def test_any_short_label_lists_give_the_peer_value_or_an_explained_undefined(a, 
     n = min(len(a), len(b))
     a, b = a[:n], b[:n]
     ours = cohen_kappa(a, b, weights=weights)
-    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
     if ours.value is None:
         assert ours.note
     else:

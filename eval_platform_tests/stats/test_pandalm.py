@@ -19,9 +19,9 @@ from eval_platform.stats.judge_agreement import label_agreement, preference_labe
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 PAIRS = [("annotator1", "annotator2"), ("annotator1", "annotator3"), ("annotator2", "annotator3")]
-PUBLISHED_KAPPAS = dict(zip(PAIRS, (0.85, 0.88, 0.86)))
+PUBLISHED_KAPPAS = dict(zip(PAIRS, (0.85, 0.88, 0.86), strict=True))
 # The same kappas to four decimals, as the provenance check reproduced them from the raw labels.
-REPRODUCED_KAPPAS = dict(zip(PAIRS, (0.8520, 0.8789, 0.8617)))
+REPRODUCED_KAPPAS = dict(zip(PAIRS, (0.8520, 0.8789, 0.8617), strict=True))
 PUBLISHED_MAJORITY = {"tie": 105, "A": 422, "B": 472}
 PUBLISHED_JUDGES = {"gpt-3.5-turbo": (71.07, 58.79, 57.36, 57.55), "pandalm-7b": (66.77, 57.38, 57.50, 57.43)}
 
