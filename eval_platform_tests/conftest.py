@@ -1,4 +1,4 @@
-"""Shared fixtures: a temporary data root and a real local judge server on 127.0.0.1."""
+"""Shared fixtures: a temporary data root, a real local judge server on 127.0.0.1, and a judge runtime over it."""
 
 from __future__ import annotations
 
@@ -24,6 +24,22 @@ def local_judge():
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def runtime(tmp_path):
+    """A judge runtime with its own cache and budget ledger per test (the judging and call-layer tests)."""
+    from eval_platform.llm.budget import BudgetLedger
+    from eval_platform.llm.cache import JudgeCache
+    from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+    from eval_platform.llm.runtime import JudgeRuntime
+
+    return JudgeRuntime(
+        client=LiteLLMJudgeClient(max_concurrency=8, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.2)),
+        cache=JudgeCache(tmp_path / "cache"),
+        ledger=BudgetLedger(tmp_path / "budget.sqlite"),
+        env={},
+    )
 
 
 def judge_requests(server) -> int:

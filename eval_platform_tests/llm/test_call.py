@@ -14,8 +14,8 @@ from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.redaction import REDACTED
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform_tests.judging.test_redaction import holds_a_piece
 from eval_platform_tests.judging.test_runner import DAY, make_traces
+from eval_platform_tests.llm.test_redaction import holds_a_piece
 
 CANARY = "sk-oldcache-4e8b2a7c9d1f3e5a"
 

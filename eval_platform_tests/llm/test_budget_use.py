@@ -25,8 +25,8 @@ from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.pricing import worst_case_prompt_tokens
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.conftest import REPO_DATA
-from eval_platform_tests.judging.test_budget import PRICED, budgeted
 from eval_platform_tests.judging.test_runner import make_traces
+from eval_platform_tests.llm.test_budget import PRICED, budgeted
 
 TODAY = lambda: datetime.now(UTC).strftime("%Y-%m-%d")  # noqa: E731  (budgets count the UTC day of the call)
 
@@ -158,7 +158,7 @@ from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform_tests.judging.test_budget import budgeted
+from eval_platform_tests.llm.test_budget import budgeted
 from eval_platform_tests.judging.test_runner import make_traces
 
 base_url, state, budget, n = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])

@@ -37,9 +37,9 @@ from eval_platform.llm.pricing import model_cost, worst_case_prompt_tokens
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
-from eval_platform_tests.judging.test_lean_path import CASES, VARYING
 from eval_platform_tests.judging.test_modes import judge
 from eval_platform_tests.judging.test_runner import DAY, make_traces
+from eval_platform_tests.llm.test_lean_path import CASES, VARYING
 
 FAST = {"poll_interval_s": 0.02}
 PRICES = {"input_cost_per_million": 2.0, "output_cost_per_million": 8.0}

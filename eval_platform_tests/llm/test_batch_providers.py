@@ -28,7 +28,8 @@ from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.pricing import model_cost
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
-from eval_platform_tests.judging.test_batch import (
+from eval_platform_tests.judging.test_runner import DAY, make_traces
+from eval_platform_tests.llm.test_batch import (
     CRASHING_RUN,
     FAST,
     batch_stats,
@@ -39,8 +40,7 @@ from eval_platform_tests.judging.test_batch import (
     sorted_rows,
     submitted_batches,
 )
-from eval_platform_tests.judging.test_lean_path import CASES, VARYING
-from eval_platform_tests.judging.test_runner import DAY, make_traces
+from eval_platform_tests.llm.test_lean_path import CASES, VARYING
 
 PROVIDERS = ["azure", "anthropic"]
 # A model litellm's price map knows, served by the local judge's mock (as a gateway on localhost would).

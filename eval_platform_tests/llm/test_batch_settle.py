@@ -20,14 +20,14 @@ from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
-from eval_platform_tests.judging.test_batch import (
+from eval_platform_tests.judging.test_runner import DAY, make_traces
+from eval_platform_tests.llm.test_batch import (
     FAST,
     PRICES,
     batch_stats,
     make_runtime,
     one_request_worst_usd,
 )
-from eval_platform_tests.judging.test_runner import DAY, make_traces
 
 # The run dies at the moment it would settle its batch: the batch has ended and its replies are in the cache
 # (flushed at the end of the answering pass), but the reservation is not settled and the batch not marked
