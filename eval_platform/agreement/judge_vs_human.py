@@ -14,6 +14,7 @@ from eval_platform.agreement.periods import (
 )
 from eval_platform.agreement.rows import Rows, label_rows, pairwise_rows
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.schemas import AGREEMENT_SCHEMA
 from eval_platform.stats.judge_agreement import (
     label_agreement,
     label_agreement_table,
@@ -154,3 +155,16 @@ def imported_vs_human(
             "period": "all",
         }
         _pairwise_stats(frame, rows, base)
+
+
+def latest_kappas(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per evaluator with a floor: Cohen's kappa with humans over the latest trailing window, judge
+    verdicts that FAILED left out."""
+    kappas = rows.filter(
+        (pl.col("section") == "judge_vs_human")
+        & (pl.col("statistic") == "cohen_kappa")
+        & (pl.col("period") == "trailing")
+        & (pl.col("convention") == "failed_excluded")
+        & pl.col("floor").is_not_null()
+    )
+    return kappas.sort("period_end").group_by("subject").last().select(list(AGREEMENT_SCHEMA))

@@ -4,6 +4,7 @@ import dagster as dg
 import polars as pl
 
 from eval_platform.agreement import compute
+from eval_platform.agreement.judge_vs_human import latest_kappas
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
@@ -15,7 +16,6 @@ from eval_platform.ingest.annotation_tasks import (
 from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import (
-    AGREEMENT_SCHEMA,
     HUMAN_ANNOTATION_SCHEMA,
     IMPORTED_JUDGMENT_SCHEMA,
     empty_frame,
@@ -139,16 +139,3 @@ def declared_categories(root) -> dict[tuple[str, str], list[str]]:
         for criterion, spec in task_spec.criteria.items()
         if spec.schema_ == "classification" and spec.allowed is not None
     }
-
-
-def latest_kappas(rows: pl.DataFrame) -> pl.DataFrame:
-    """Per evaluator with a floor: Cohen's kappa with humans over the latest trailing window, judge
-    verdicts that FAILED left out."""
-    kappas = rows.filter(
-        (pl.col("section") == "judge_vs_human")
-        & (pl.col("statistic") == "cohen_kappa")
-        & (pl.col("period") == "trailing")
-        & (pl.col("convention") == "failed_excluded")
-        & pl.col("floor").is_not_null()
-    )
-    return kappas.sort("period_end").group_by("subject").last().select(list(AGREEMENT_SCHEMA))

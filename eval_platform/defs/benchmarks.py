@@ -23,10 +23,9 @@ from eval_platform.benchmarks.config import (
     upstream,
 )
 from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
+from eval_platform.benchmarks.metadata import gate_value, leaderboard_preview, rounded, suite_score, task_metadata
 from eval_platform.benchmarks.results import TaskCases
 from eval_platform.benchmarks.runner import (
-    COMPLETED,
-    FAILED,
     SKIPPED,
     TaskRun,
     run_task,
@@ -136,14 +135,12 @@ def _task_asset(
                 upstream_rows = read_partition(
                     root, "benchmark_cases", {"suite": suite_name, "task": task.outputs_of, "model": model_name}
                 )
-            gate_value = None
+            gate = None
             if task.gate is not None:
                 gate_rows = read_partition(
                     root, "benchmark_results", {"suite": suite_name, "name": task.gate.task, "model": model_name}
                 )
-                if gate_rows is not None:
-                    hit = gate_rows.filter(pl.col("metric") == task.gate.metric)
-                    gate_value = hit["value"][0] if hit.height else None
+                gate = gate_value(gate_rows, task.gate.metric)
             run = TaskRun(
                 root,
                 suite_name,
@@ -154,7 +151,7 @@ def _task_asset(
                 judge.runtime(root),
                 evaluators=evaluators,
                 upstream_rows=upstream_rows,
-                gate_value=gate_value,
+                gate_value=gate,
             )
             frame = run_task(run)
             results = task_results(frame, suite_name, task_name, task, model_name)
@@ -193,36 +190,16 @@ def _task_asset(
 
 
 def _task_metadata(task, run: TaskRun, frame: pl.DataFrame, results: pl.DataFrame) -> dict:
-    """What the UI shows on one model's materialization of a task."""
-    counts = dict(frame.group_by("status").len().iter_rows())
-    judged = counts.get(COMPLETED, 0) + counts.get(FAILED, 0)
-    failed_rate = counts.get(FAILED, 0) / judged if judged else 0.0
-    reasons = frame.filter(pl.col("status") != COMPLETED).group_by("reason").len().sort("len", descending=True)
+    """What the UI shows on one model's materialization of a task (`task_metadata`), as Dagster metadata."""
+    plain = task_metadata(task, frame, results, run.model.model, run.cache_write_failed)
+    metrics = {row["metric"] for row in results.iter_rows(named=True) if row["value"] is not None}
     return {
-        "rows": frame.height,
-        "completed": counts.get(COMPLETED, 0),
-        "failed": counts.get(FAILED, 0),
-        "skipped": counts.get(SKIPPED, 0),
-        "failed_rate": rounded(failed_rate),
-        "reasons": dg.MetadataValue.json(dict(reasons.iter_rows())),
-        "calls": int((~frame["cache_hit"] & frame["status"].is_in([COMPLETED, FAILED])).sum())
-        if task.calls_model
-        else 0,
-        "cost_usd": rounded(frame["cost_usd"].sum(), USD_DIGITS),
-        **{
-            f"{row['metric']}": dg.MetadataValue.float(rounded(row["value"]))
-            for row in results.iter_rows(named=True)
-            if row["value"] is not None
-        },
-        "results": dg.MetadataValue.json(
-            [
-                {key: rounded(value) if isinstance(value, float) else value for key, value in row.items()}
-                for row in results.select("metric", "value", "ci_low", "ci_high", "n", "n_failed").to_dicts()
-            ]
-        ),
-        "model_id": run.model.model,
-        "dataset": f"{task.dataset}@v{frame['dataset_version'][0]}" if frame.height else task.dataset,
-        **({"cache_write_failed": run.cache_write_failed} if run.cache_write_failed else {}),
+        key: dg.MetadataValue.json(value)
+        if key in ("reasons", "results")
+        else dg.MetadataValue.float(value)
+        if key in metrics
+        else value
+        for key, value in plain.items()
     }
 
 
@@ -286,19 +263,7 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
             write_partition(
                 root, "benchmark_results", {"suite": suite_name, "name": "_suite", "model": model_name}, rows
             )
-            macro = rows.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro")).row(0, named=True)
-            dropped, before = False, None
-            if previous is not None:
-                old = previous.filter((pl.col("level") == "suite") & (pl.col("aggregate") == "macro"))
-                if old.height and old["ci_low"][0] is not None and macro["value"] is not None:
-                    before = old.row(0, named=True)
-                    dropped = macro["value"] < before["ci_low"]
-            drops[model_name] = {
-                "dropped": dropped,
-                "score": rounded(macro["value"]),
-                "previous_score": rounded(before["value"]) if before else None,
-                "previous_ci_low": rounded(before["ci_low"]) if before else None,
-            }
+            macro, drops[model_name] = suite_score(rows, previous)
             return {
                 "score_macro": rounded(macro["value"]),
                 "ci_low": rounded(macro["ci_low"]),
@@ -365,56 +330,6 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         return dg.MaterializeResult(metadata={"rows": board.height, "preview": preview})
 
     return _leaderboard
-
-
-# What the UI shows of a score, rate or interval (4 decimals), and of money (to the micro-dollar); the tables keep
-# full precision.
-SCORE_DIGITS, USD_DIGITS = 4, 6
-
-
-def rounded(value: float | None, digits: int = SCORE_DIGITS) -> float | None:
-    return None if value is None else round(float(value), digits)
-
-
-def leaderboard_preview(board: pl.DataFrame) -> str:
-    """The leaderboard as a Markdown table for the UI: one row per suite and model, each score labelled with its
-    aggregate and shown with its 95% interval, rounded to 3 decimals (the `leaderboard` view has them in full)."""
-
-    def interval(value, low, high) -> str:
-        if value is None:
-            return ""
-        return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
-
-    columns = [
-        "suite",
-        "rank (macro)",
-        "model",
-        "score (macro) [95% CI]",
-        "score (micro) [95% CI]",
-        "gap to leader (macro) [95% CI]",
-        "gap significant",
-        "cost (USD)",
-    ]
-    macro = board.filter(pl.col("aggregate") == "macro")
-    micro = {(r["suite"], r["model"]): r for r in board.filter(pl.col("aggregate") == "micro").iter_rows(named=True)}
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in macro.sort("suite", "rank", "model", nulls_last=True).iter_rows(named=True):
-        other = micro.get((row["suite"], row["model"]), {})
-        significant = row["significant_vs_leader"]
-        cells = [
-            row["suite"],
-            "" if row["rank"] is None else str(row["rank"]),
-            row["model"],
-            interval(row["score"], row["ci_low"], row["ci_high"]),
-            interval(other.get("score"), other.get("ci_low"), other.get("ci_high")),
-            "leader"
-            if row["model"] == row["leader"]
-            else interval(row["gap_to_leader"], row["gap_ci_low"], row["gap_ci_high"]),
-            "" if significant is None else "yes" if significant else "no",
-            "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.{USD_DIGITS}f}".rstrip("0").rstrip("."),
-        ]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
 
 
 def _suite_case_values(root: Path, suite_name: str, suite: Suite):

@@ -12,7 +12,6 @@ from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.experiments.analysis import experiment_results as analyze
-from eval_platform.experiments.analysis import keep_stale_rows
 from eval_platform.experiments.config import ExperimentConfig
 from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
 from eval_platform.experiments.regressions import (
@@ -23,6 +22,7 @@ from eval_platform.experiments.regressions import (
     latest_days,
     regressions,
 )
+from eval_platform.experiments.stale import keep_stale_rows
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.storage.warehouse import read_partition, write_partition
 

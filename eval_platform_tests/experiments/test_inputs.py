@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from eval_platform.experiments.analysis import pairwise_verdicts
 from eval_platform.experiments.config import ExperimentConfig
 from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
+from eval_platform.experiments.pairwise import pairwise_verdicts
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
 from eval_platform.storage.warehouse import write_partition
 
