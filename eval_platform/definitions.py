@@ -31,7 +31,7 @@ from eval_platform.defs.traces import (
     traces_job,
 )
 from eval_platform.experiments.config import load_experiments
-from eval_platform.judging.config import load_evaluators
+from eval_platform.judging.loading import load_evaluators
 from eval_platform.settings import data_root
 
 

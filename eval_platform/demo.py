@@ -130,7 +130,7 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
 
     import polars as pl
 
-    from eval_platform.judging.config import BatchOptions
+    from eval_platform.judging.options import BatchOptions
     from eval_platform.judging.runner import judge_day
     from eval_platform.llm.budget import BudgetLedger
     from eval_platform.llm.cache import JudgeCache
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(Path(__file__).resolve().parent.parent / "dagster.yaml", dagster_home / "dagster.yaml")
 
     from eval_platform.definitions import build_definitions
-    from eval_platform.judging.config import load_evaluators
+    from eval_platform.judging.loading import load_evaluators
     from eval_platform.local_judge import LocalJudgeServer
 
     evaluators = load_evaluators(root / "evaluators")

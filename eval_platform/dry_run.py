@@ -38,7 +38,8 @@ from eval_platform.benchmarks.config import (
 )
 from eval_platform.benchmarks.runner import TaskRun, run_task
 from eval_platform.ingest.traces import read_trace_day
-from eval_platform.judging.config import EvaluatorConfig, load_evaluators
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.loading import load_evaluators
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm import pricing
 from eval_platform.llm.budget import BudgetLedger

@@ -8,7 +8,7 @@ import pytest
 
 from eval_platform.dry_run import estimate, main
 from eval_platform.ingest.traces import read_trace_day
-from eval_platform.judging.config import load_evaluators
+from eval_platform.judging.loading import load_evaluators
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from eval_platform.config_files import load_named, read_mapping, record_broken, validate
 from eval_platform.ingest.datasets import dataset_versions
-from eval_platform.judging.config import EvaluatorConfig, ModelSpec
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.models import ModelSpec
 from eval_platform.judging.modes import MODES
 from eval_platform.judging.templates import TemplateError, parse_template
 from eval_platform.scoring import registry

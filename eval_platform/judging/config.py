@@ -1,34 +1,39 @@
-"""Evaluator definitions: one YAML file in `<data root>/evaluators/` is one evaluator.
+"""The evaluator config: what one evaluator file says, validated by pydantic with `extra="forbid"`.
 
-The file is validated by pydantic with `extra="forbid"`; any mistake is an `EvaluatorConfigError` that
-names the file, the field and what to do about it. A valid file becomes one value of the `evaluator`
-partition dimension of `judge_scores`.
+The model's validators check the fields against each other and against the judge mode; `config_hash` says
+which fields can change a verdict. Reading files is `judging.loading`; the option blocks are
+`judging.options`, the judge models `judging.models`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
-from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
 from pydantic import Field, field_validator, model_validator
 
-from eval_platform.config_files import load_named, record_broken
-from eval_platform.ingest.datasets import dataset_versions
+from eval_platform.judging.models import ModelSpec
 from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, JudgeMode
 from eval_platform.judging.modes import Strict as _Strict
-from eval_platform.judging.modes.n_wise import MAX_CANDIDATES, NWiseOptions  # noqa: F401 (MAX_CANDIDATES re-exported)
+from eval_platform.judging.modes.n_wise import NWiseOptions
 from eval_platform.judging.modes.pairwise import PairwiseOptions
+from eval_platform.judging.options import (
+    BATCH_REFUSED,
+    BatchOptions,
+    FewShotExample,
+    HumanAgreementOptions,
+    ReferenceOptions,
+    Rubric,
+    ScoreScale,
+)
 from eval_platform.judging.templates import (
     TemplateError,
     parse_template,
     template_names,
 )
-from eval_platform.llm import pricing
 from eval_platform.llm.openai_compat import is_openai_compatible
 
 log = logging.getLogger(__name__)
@@ -36,158 +41,6 @@ log = logging.getLogger(__name__)
 MAX_SAMPLES = 10
 Trigger = Literal["all", "sampled", "manual"]
 Consensus = ConsensusRule
-
-
-class EvaluatorConfigError(ValueError):
-    """A broken evaluator file: the message names the file and the field."""
-
-
-class ScoreScale(_Strict):
-    min: float = 1.0
-    max: float = 5.0
-
-    @model_validator(mode="after")
-    def _ordered(self) -> ScoreScale:
-        if self.max <= self.min:
-            raise ValueError(f"score_scale.max ({self.max}) must be greater than score_scale.min ({self.min})")
-        return self
-
-
-class RubricLevel(_Strict):
-    score: float | None = None
-    range: tuple[float, float] | None = None
-    description: str
-
-    @model_validator(mode="after")
-    def _one_of(self) -> RubricLevel:
-        if (self.score is None) == (self.range is None):
-            raise ValueError("a rubric level has either `score` or `range: [low, high]`")
-        if self.range is not None and self.range[0] > self.range[1]:
-            raise ValueError(f"rubric range {list(self.range)} is reversed")
-        return self
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        return self.range if self.range is not None else (self.score, self.score)
-
-
-class Rubric(_Strict):
-    """Either scored levels (single scores or ranges) or G-Eval style criteria with evaluation steps."""
-
-    levels: list[RubricLevel] = Field(default_factory=list)
-    criteria: str | None = None
-    steps: list[str] = Field(default_factory=list, description="G-Eval evaluation steps, followed in order.")
-    chain_of_thought: bool = Field(False, description="Ask for step-by-step reasoning before the verdict.")
-
-    @model_validator(mode="after")
-    def _something(self) -> Rubric:
-        if not self.levels and not self.criteria:
-            raise ValueError("a rubric needs `levels` or `criteria`")
-        spans = sorted(level.bounds for level in self.levels)
-        for (lo1, hi1), (lo2, hi2) in itertools.pairwise(spans):
-            if lo2 <= hi1:
-                raise ValueError(f"rubric levels overlap: {lo1}..{hi1} and {lo2}..{hi2}")
-        return self
-
-
-class ReferenceOptions(_Strict):
-    source: Literal["trace", "dataset"] = Field(
-        "trace", description="trace: the trace's expected_output; dataset: a test case's expected_output."
-    )
-    dataset: str | None = None
-    version: int | None = Field(None, description="Dataset version; the newest materialized one when omitted.")
-    match_on: str = Field("metadata.case_id", description="The trace field (or metadata.<key>) holding the case_id.")
-
-    @model_validator(mode="after")
-    def _dataset_named(self) -> ReferenceOptions:
-        if self.source == "dataset" and not self.dataset:
-            raise ValueError("reference.source 'dataset' needs reference.dataset (the dataset name)")
-        if self.source == "trace" and (self.dataset or self.version):
-            raise ValueError("reference.dataset/version only apply to source 'dataset'")
-        return self
-
-
-class FewShotExample(_Strict):
-    """A worked example shown to the judge: the content it would see and the reply it should give."""
-
-    input: str | None = None
-    output: str | None = None
-    output_a: str | None = None
-    output_b: str | None = None
-    expected: str | None = None
-    verdict: dict[str, Any]
-
-
-class HumanAgreementOptions(_Strict):
-    """Which human annotations this evaluator's verdicts are checked against in the `agreement` table."""
-
-    task: str = Field(description="The annotation task (annotations' `task`) labelling the same items.")
-    criterion: str | None = Field(None, description="The task's criterion; all criteria when omitted.")
-    floor: float | None = Field(
-        None, ge=-1, le=1, description="Minimum Cohen's kappa with the human majority; below it a WARN check fails."
-    )
-
-
-# Providers whose batch API batch mode does not speak, and why (see README "Batch mode").
-BATCH_REFUSED = {
-    "vertex_ai": "Vertex AI batch prediction reads its requests from and writes its results to Google Cloud "
-    "Storage buckets, which batch mode does not use",
-    "bedrock": "Bedrock batch inference reads its requests from and writes its results to S3 buckets, which batch "
-    "mode does not use",
-    "azure": "litellm rewrites a reasoning model's parameters, which a batch line would not",
-    "openai": "litellm rewrites a reasoning model's parameters, which a batch line would not",
-}
-
-
-class BatchOptions(_Strict):
-    """Judge a partition through the provider's batch API (OpenAI's or Azure's Files + Batches, Anthropic's
-    Message Batches) at its discount.
-
-    Delivery does not change a verdict: the same requests are sent and parsed the same way, so it stays out
-    of `config_hash` and a batch verdict and an interactive one share their cache entry.
-    """
-
-    enabled: bool = True
-    poll_interval_s: float = Field(30.0, gt=0, description="How often the batch's status is asked for.")
-    timeout_s: float = Field(
-        86_400.0,
-        gt=0,
-        description="How long one run waits for the batch; then its traces are FAILED batch_timeout and the next "
-        "run of the partition resumes the same batch (it is not submitted again).",
-    )
-    discount: float = Field(
-        0.5,
-        gt=0,
-        le=1,
-        description="Batch price as a fraction of the interactive price (OpenAI, Anthropic and Google: 0.5).",
-    )
-
-
-class ModelSpec(_Strict):
-    model: str = Field(description="Any litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku.")
-    api_base: str | None = None
-    api_key_env: str | None = None
-    local_judge: str | None = None
-    input_cost_per_million: float | None = Field(None, ge=0)
-    output_cost_per_million: float | None = Field(None, ge=0)
-    cached_input_cost_per_million: float | None = Field(
-        None,
-        ge=0,
-        description="Price of prompt tokens served from the provider's cache; default: litellm's, else input",
-    )
-
-    def prices(self) -> pricing.Prices | None:
-        """USD per million input/output (and cached input) tokens: the override, else litellm's bundled price map."""
-        if self.input_cost_per_million is not None and self.output_cost_per_million is not None:
-            return pricing.Prices(
-                self.input_cost_per_million, self.output_cost_per_million, self.cached_input_cost_per_million
-            )
-        return pricing.lookup(self.model, self.api_base)
-
-    def has_price(self) -> bool:
-        """Explicit prices, or a price litellm knows: what a budget needs (a local model's 'free' is a guess)."""
-        explicit = self.input_cost_per_million is not None and self.output_cost_per_million is not None
-        return explicit or pricing.known(self.model) is not None
 
 
 class EvaluatorConfig(_Strict):
@@ -506,57 +359,3 @@ def default_consensus(mode: str) -> Consensus:
 
 def template_variables(mode: str) -> set[str]:
     return MODES[mode].template_variables()
-
-
-def load_evaluator(path: Path, data_root: Path | None = None) -> EvaluatorConfig:
-    """Load and validate one evaluator file; errors name the file and the field. With `data_root`, a reference
-    dataset (and version) the evaluator names must be declared there (see `check_reference_dataset`)."""
-    config = load_named(path, EvaluatorConfig, EvaluatorConfigError, "evaluator", " (the name is the partition key)")
-    if data_root is not None:
-        check_reference_dataset(path, config, data_root)
-    return config
-
-
-def check_reference_dataset(path: Path, config: EvaluatorConfig, data_root: Path) -> None:
-    """A `reference` evaluator's dataset must exist when it loads, where "exists" means declared: a file
-    `datasets/<name>/v<N>.<ext>` under the data root (the version named, or any when none is). Whether that
-    version is materialized in `test_cases` yet is checked by the run, which can then say to materialize it."""
-    options = config.reference
-    if options is None or options.source != "dataset":
-        return
-    versions = dataset_versions(data_root, options.dataset)
-    if not versions:
-        raise EvaluatorConfigError(
-            f"{path}: field 'reference.dataset': unknown dataset '{options.dataset}' "
-            f"(no datasets/{options.dataset}/v<N>.<ext> under {data_root})"
-        )
-    if options.version is not None and options.version not in versions:
-        raise EvaluatorConfigError(
-            f"{path}: field 'reference.version': dataset '{options.dataset}' has no version {options.version}; "
-            f"declared: {sorted(versions)} (datasets/{options.dataset}/v<N>.<ext>)"
-        )
-
-
-def load_evaluators(
-    directory: Path, broken: dict[str, str] | None = None, data_root: Path | None = None
-) -> dict[str, EvaluatorConfig]:
-    """All evaluators in a folder, by name, sorted. A missing folder has none.
-
-    A file that does not validate raises, unless `broken` is given: then its error is recorded there
-    (by file name, and in the code location's log) and the other evaluators load, so one typo does not take
-    the code location down. `data_root`: where reference datasets are declared; by default the folder holding
-    `directory` (the data root's layout: `<data root>/evaluators/`).
-    """
-    if not directory.is_dir():
-        return {}
-    evaluators = {}
-    for path in sorted(directory.glob("*.y*ml")):
-        try:
-            config = load_evaluator(path, data_root or directory.parent)
-        except EvaluatorConfigError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "evaluator file")
-            continue
-        evaluators[config.name] = config
-    return evaluators

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_platform.judging.config import EvaluatorConfig, ReferenceOptions
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import DayResult, judge_day
 from eval_platform.llm.runtime import JudgeRuntime

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eval_platform.judging.config import EvaluatorConfig, Rubric
+from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.fencing import REPLY_SCHEMA_MARKER, fence, new_secret
 from eval_platform.judging.modes.n_wise import candidate_letters
+from eval_platform.judging.options import Rubric
 from eval_platform.judging.templates import parse_template, render
 
 # Always present, whatever the evaluator adds: evaluated content is data, never instructions.

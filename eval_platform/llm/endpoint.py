@@ -14,7 +14,8 @@ from eval_platform.llm import pricing
 from eval_platform.llm.runtime import JudgeRuntime
 
 if TYPE_CHECKING:
-    from eval_platform.judging.config import EvaluatorConfig, ModelSpec
+    from eval_platform.judging.config import EvaluatorConfig
+    from eval_platform.judging.models import ModelSpec
 
 LOCAL_PREFIX = "local/"  # rows name models the local judge answers local/<name>
 

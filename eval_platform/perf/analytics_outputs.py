@@ -54,7 +54,7 @@ def dump(root: Path, out: Path) -> None:
     from eval_platform.experiments.analysis import experiment_results
     from eval_platform.experiments.config import load_experiments
     from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
-    from eval_platform.judging.config import load_evaluators
+    from eval_platform.judging.loading import load_evaluators
     from eval_platform.llm.budget import BudgetLedger
     from eval_platform.settings import state_dir
     from eval_platform.storage.warehouse import read_partition

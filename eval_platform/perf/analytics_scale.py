@@ -49,7 +49,7 @@ from eval_platform.storage.warehouse import (
 
 
 def _evaluators(root: Path):
-    from eval_platform.judging.config import load_evaluators
+    from eval_platform.judging.loading import load_evaluators
 
     return load_evaluators(root / "evaluators")
 

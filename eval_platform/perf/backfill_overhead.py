@@ -136,8 +136,8 @@ def judge_directly(root: Path, days: list[str], evaluators: list[str]) -> tuple[
     """Every partition judged in this process, as the asset judges each; the catalog refreshed once."""
     from eval_platform.defs.catalog import refresh
     from eval_platform.defs.resources import JudgeResource
-    from eval_platform.judging.config import load_evaluators
     from eval_platform.judging.evaluator_day import judge_partition
+    from eval_platform.judging.loading import load_evaluators
 
     configs = load_evaluators(root / "evaluators")
     runtime = JudgeResource().runtime(root)

@@ -237,7 +237,7 @@ def write_config(root: Path) -> None:
     import yaml
 
     from eval_platform.experiments.config import load_experiments
-    from eval_platform.judging.config import load_evaluators
+    from eval_platform.judging.loading import load_evaluators
 
     for folder, files in (("evaluators", {k: v for k, (v, _) in EVALUATORS.items()}), ("experiments", EXPERIMENTS)):
         (root / folder).mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import yaml
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.resources import JudgeResource
 from eval_platform.experiments.config import ExperimentConfigError, load_experiments
-from eval_platform.judging.config import load_evaluators
+from eval_platform.judging.loading import load_evaluators
 from eval_platform_tests.conftest import REPO_DATA, copy_sample_days, write_evaluator
 
 SAMPLE_DAYS = ["2026-11-09", "2026-11-10"]

@@ -16,7 +16,7 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.traces import daily_ingest_schedule, new_trace_files_sensor
-from eval_platform.judging.config import EvaluatorConfigError, load_evaluators
+from eval_platform.judging.loading import EvaluatorConfigError, load_evaluators
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 

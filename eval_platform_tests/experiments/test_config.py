@@ -136,7 +136,7 @@ def test_folder_loading_is_sorted_and_a_missing_folder_has_none(tmp_path):
 
 
 def test_the_shipped_sample_experiment_is_valid():
-    from eval_platform.judging.config import load_evaluators
+    from eval_platform.judging.loading import load_evaluators
 
     experiments = load_experiments(REPO_DATA / "experiments", load_evaluators(REPO_DATA / "evaluators"))
     sample = experiments["pandalm_models"]

@@ -7,11 +7,7 @@ import logging
 import pydantic
 import pytest
 
-from eval_platform.judging.config import (
-    EvaluatorConfigError,
-    load_evaluator,
-    load_evaluators,
-)
+from eval_platform.judging.loading import EvaluatorConfigError, load_evaluator, load_evaluators
 from eval_platform_tests.conftest import REPO_DATA, write_evaluator
 
 BASE = {"mode": "score", "model": "openai/gpt-4o-mini", "prompt": "Rate {{output}} for {{input}}"}

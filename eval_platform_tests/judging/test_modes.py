@@ -12,12 +12,9 @@ import re
 import polars as pl
 import pytest
 
-from eval_platform.judging.config import (
-    EvaluatorConfig,
-    EvaluatorConfigError,
-    load_evaluator,
-)
+from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.fencing import unfence_all
+from eval_platform.judging.loading import EvaluatorConfigError, load_evaluator
 from eval_platform.judging.prompts import MITIGATIONS, build_messages, trace_values
 from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import judge_day

@@ -59,7 +59,7 @@ def test_unknown_variable_inside_a_conditional_is_rejected(template):
 
 
 def test_evaluator_with_a_typo_inside_a_conditional_does_not_load(tmp_path):
-    from eval_platform.judging.config import EvaluatorConfigError, load_evaluator
+    from eval_platform.judging.loading import EvaluatorConfigError, load_evaluator
 
     path = tmp_path / "typo.yaml"
     path.write_text(

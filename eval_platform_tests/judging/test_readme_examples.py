@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_platform.judging.config import load_evaluator
+from eval_platform.judging.loading import load_evaluator
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCKS = re.findall(r"```yaml\n# evaluator: (\w+)\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)

@@ -23,11 +23,8 @@ import httpx
 import polars as pl
 import pytest
 
-from eval_platform.judging.config import (
-    EvaluatorConfig,
-    EvaluatorConfigError,
-    load_evaluator,
-)
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.loading import EvaluatorConfigError, load_evaluator
 from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
@@ -259,7 +256,7 @@ from pathlib import Path
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.judging.config import load_evaluator
+from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.judging.test_runner import DAY, make_traces

@@ -22,7 +22,8 @@ import httpx
 import polars as pl
 import pytest
 
-from eval_platform.judging.config import EvaluatorConfig, load_evaluator
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.pricing import model_cost

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_platform.judging.config import load_evaluator
+from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.local_judge import LocalJudgeServer
@@ -40,7 +40,7 @@ from pathlib import Path
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.judging.config import load_evaluator
+from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.judging.test_runner import DAY, make_traces

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from eval_platform.ingest.traces import read_trace_day
-from eval_platform.judging.config import load_evaluator
+from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache

@@ -17,7 +17,8 @@ from eval_platform.judging.replies import (
 )
 
 if TYPE_CHECKING:
-    from eval_platform.judging.config import EvaluatorConfig, ScoreScale
+    from eval_platform.judging.config import EvaluatorConfig
+    from eval_platform.judging.options import ScoreScale
 
 
 def _scale(config: EvaluatorConfig) -> ScoreScale:

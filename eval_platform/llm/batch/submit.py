@@ -36,7 +36,8 @@ from eval_platform.llm.redaction import clip
 from eval_platform.llm.runtime import JudgeRuntime
 
 if TYPE_CHECKING:
-    from eval_platform.judging.config import BatchOptions, EvaluatorConfig
+    from eval_platform.judging.config import EvaluatorConfig
+    from eval_platform.judging.options import BatchOptions
 
 log = logging.getLogger(__name__)
 
