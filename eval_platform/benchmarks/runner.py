@@ -1,7 +1,7 @@
 """Run one benchmark task for one model under test: its cases' outputs, statuses and scores.
 
 Framework-free: each task asset calls `run_task` and writes what it returns to `benchmark_cases`, then
-`task_results` to `benchmark_results`. A case gets one row per sample (and, for a judge task, per
+`task_results.task_results` to `benchmark_results`. A case gets one row per sample (and, for a judge task, per
 presentation order) with status COMPLETED, FAILED (reason kept, never a score) or SKIPPED (reason).
 
 Where outputs come from:
@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from eval_platform.benchmarks.config import (
@@ -36,18 +35,10 @@ from eval_platform.benchmarks.config import (
     Task,
     dataset_versions,
 )
-from eval_platform.benchmarks.results import (
-    MetricSummary,
-    TaskCases,
-    summarize,
-    summarize_corpus,
-)
-from eval_platform.ingest.datasets import expected_value, validate_dataset
+from eval_platform.benchmarks.scoring import judge_config, score_rows
+from eval_platform.ingest.datasets import validate_dataset
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.modes.pairwise import unswap
-from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.prompts import build_messages
-from eval_platform.judging.runner import judge_day
 from eval_platform.judging.templates import parse_template, render
 from eval_platform.llm.budget import Budget, BudgetLedger, reservation_ttl_s
 from eval_platform.llm.call import ModelCaller
@@ -56,7 +47,6 @@ from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.record_fields import field_text
 from eval_platform.schemas import (
     BENCHMARK_CASE_SCHEMA,
-    BENCHMARK_RESULT_SCHEMA,
     COMPLETED,
     FAILED,
     SKIPPED,
@@ -188,7 +178,7 @@ def run_task(run: TaskRun) -> pl.DataFrame:
         # A row that made no call (skipped, another task's or field's output, a case missing what it shows) cost
         # nothing; null stays reserved for a call whose price is unknown, so a total is unknown only then.
         row.setdefault("cost_usd", 0.0)
-    _score(run, rows)
+    score_rows(run, rows)
     primary = task.scorers[0].metric_name
     hashes = {
         "task_config_hash": task_config_hash(task),
@@ -243,7 +233,7 @@ def _messages(run: TaskRun, row: dict) -> list[dict[str, str]]:
             judge_values |= {"output_a": first, "output_b": second}
         else:
             judge_values["output"] = case_field(case, judge.output)
-        return build_messages(_judge_config(run), judge_values)
+        return build_messages(judge_config(run), judge_values)
     messages = []
     if task.system is not None:
         messages.append(
@@ -251,10 +241,6 @@ def _messages(run: TaskRun, row: dict) -> list[dict[str, str]]:
         )
     messages.append({"role": "user", "content": render(parse_template(task.prompt, set(values)), values, fenced=False)})
     return messages
-
-
-def _judge_config(run: TaskRun) -> EvaluatorConfig:
-    return run.task.as_judge.config(f"{run.suite_name}.{run.task_name}", run.model.model)
 
 
 async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
@@ -342,262 +328,3 @@ def _take_outputs(run: TaskRun, rows: list[dict]) -> None:
             )
         else:
             row.update(status=COMPLETED, output=up["output"], provider_model=up["provider_model"])
-
-
-def _score(run: TaskRun, rows: list[dict]) -> None:
-    task = run.task
-    judge = _judge_config(run) if task.as_judge is not None else None
-    for row in rows:
-        if row["status"] != COMPLETED or judge is None:
-            continue
-        try:
-            verdict = parse_reply(judge, row["output"] or "")
-        except ParseFailure as failure:
-            row["verdict"], row["reason"], row["reason_detail"] = (
-                None,
-                "no_verdict",
-                f"{failure.reason}: {failure.detail}",
-            )
-            continue
-        if task.as_judge.pairwise:
-            row["verdict"] = unswap(verdict.winner) if row["presentation"] == "BA" else verdict.winner
-        else:
-            row["verdict"] = judge.judge_mode.gold_text(verdict)
-    if judge is not None and task.as_judge.pairwise:
-        _link_orders(rows)
-    evaluator_values = _evaluator_scores(run, rows)
-    options = [registry.SCORERS[spec.name].options(**spec.options) for spec in task.scorers]
-    for row in rows:
-        if row["status"] != COMPLETED:
-            continue
-        expected = expected_value(row["_case"])  # a JSON list / object as the dataset wrote it, never its repr
-        case = {
-            **row["_case"],
-            "expected_output": expected,
-            "verdict": row.get("verdict"),
-            "presentation": row["presentation"],
-        }
-        if "_verdict_other" in row:
-            case["verdict_other"] = row["_verdict_other"]
-        scores = []
-        for spec, spec_options in zip(task.scorers, options, strict=True):
-            scorer = registry.SCORERS[spec.name]
-            if scorer.calls_evaluator:
-                outcome = evaluator_values[spec.options["evaluator"]].get(_row_key(row))
-                if outcome is None or outcome[0] is None:
-                    code, detail = outcome[1] if outcome else ("judge_missing", "the judge returned no row")
-                    row.update(status=FAILED, reason=f"judge:{code}", reason_detail=detail)
-                    break
-                scores.append({"metric": spec.metric_name, "value": outcome[0]})
-                continue
-            try:
-                value = scorer.score(row["output"] or "", case, spec_options)
-            except registry.NotApplicable:
-                scores.append({"metric": spec.metric_name, "value": None})
-                continue
-            except registry.MissingField as exc:
-                row.update(status=FAILED, reason="missing_field", reason_detail=str(exc))
-                break
-            except ValueError as exc:  # the case cannot be scored (e.g. a reference holding no number)
-                row.update(status=FAILED, reason="scorer_error", reason_detail=f"{spec.metric_name}: {exc}")
-                break
-            scores.append({"metric": spec.metric_name, "value": float(value)})
-        else:
-            row["scores"] = scores
-
-
-def _link_orders(rows: list[dict]) -> None:
-    by_case: dict[tuple, dict[str, dict]] = {}
-    for row in rows:
-        if row["status"] == COMPLETED:
-            by_case.setdefault((row["case_id"], row["sample"]), {})[row["presentation"]] = row
-    for pair in by_case.values():
-        if len(pair) == 2:
-            pair["AB"]["_verdict_other"], pair["BA"]["_verdict_other"] = pair["BA"]["verdict"], pair["AB"]["verdict"]
-
-
-def _row_key(row: dict) -> str:
-    return f"{row['case_id']}|{row['sample']}|{row['presentation']}"
-
-
-def _evaluator_scores(
-    run: TaskRun, rows: list[dict]
-) -> dict[str, dict[str, tuple[float | None, tuple[str, str] | None]]]:
-    """Evaluator name -> row key -> (score, None) or (None, (reason, detail)), through `judge_day`."""
-    results: dict[str, dict] = {}
-    completed = [row for row in rows if row["status"] == COMPLETED]
-    for spec in run.task.scorers:
-        if not registry.SCORERS[spec.name].calls_evaluator or spec.options["evaluator"] in results:
-            continue
-        name = spec.options["evaluator"]
-        config = run.evaluators.get(name)
-        if config is None:
-            results[name] = {
-                _row_key(r): (None, ("unknown_evaluator", f"no evaluator named '{name}'")) for r in completed
-            }
-            continue
-        traces = pl.DataFrame(
-            [
-                {
-                    "trace_id": _row_key(row),
-                    "input": row["input"],
-                    "output": row["output"],
-                    "expected_output": row["expected_output"],
-                    "metadata": row["_case"].get("metadata"),
-                }
-                for row in completed
-            ],
-            schema={
-                "trace_id": pl.String(),
-                "input": pl.String(),
-                "output": pl.String(),
-                "expected_output": pl.String(),
-                "metadata": pl.String(),
-            },
-        )
-        day = f"benchmark:{run.suite_name}.{run.task_name}"
-        # Every case is judged: an evaluator's trace sampling (trigger/sample_rate) is for production traffic.
-        config = config.model_copy(update={"trigger": "all", "enabled": True})
-        judged = judge_day(config, day, traces, run.runtime).rows.filter(pl.col("is_final"))
-        values = {}
-        for row in judged.iter_rows(named=True):
-            if row["status"] == COMPLETED and row["score"] is not None:
-                values[row["trace_id"]] = (float(row["score"]), None)
-            else:
-                values[row["trace_id"]] = (None, (row["reason"] or row["status"].lower(), row["reason_detail"]))
-        results[name] = values
-    return results
-
-
-# --- results -------------------------------------------------------------------------------------------
-
-
-def per_case_values(frame: pl.DataFrame, metric: str) -> dict[str, float]:
-    """case_id -> the metric's mean over the case's scored rows (samples, presentation orders)."""
-    if frame.is_empty():
-        return {}
-    long = (
-        frame.filter(pl.col("status") == COMPLETED)
-        .select(
-            "case_id",
-            pl.col("scores").list.eval(pl.element().filter(pl.element().struct.field("metric") == metric)).alias("s"),
-        )
-        .explode("s")
-        .select("case_id", pl.col("s").struct.field("value").alias("value"))
-        .drop_nulls("value")
-    )
-    means = long.group_by("case_id").agg(pl.col("value").mean()).sort("case_id")
-    return dict(zip(means["case_id"].to_list(), means["value"].to_list(), strict=True))
-
-
-def case_counts(frame: pl.DataFrame, metric: str) -> tuple[int, int, int]:
-    """(cases with a value, cases with no value and a FAILED row, cases all SKIPPED)."""
-    scored = per_case_values(frame, metric)
-    statuses = frame.group_by("case_id").agg(pl.col("status").unique()).iter_rows()
-    failed = skipped = 0
-    for case_id, values in statuses:
-        if case_id in scored:
-            continue
-        if FAILED in values:
-            failed += 1
-        elif set(values) == {SKIPPED}:
-            skipped += 1
-    return len(scored), failed, skipped
-
-
-def task_results(
-    frame: pl.DataFrame, suite_name: str, task_name: str, task: Task, model_name: str, seed: int = 0
-) -> pl.DataFrame:
-    """One `benchmark_results` row per scorer of a task for one model (BENCHMARK_RESULT_SCHEMA)."""
-    now = datetime.now(UTC)
-    first = frame.row(0, named=True) if frame.height else {}
-    datasets = (
-        f"{task.dataset}@v{first.get('dataset_version')} ({(first.get('dataset_hash') or '')[:12]})"
-        if first
-        else task.dataset
-    )
-    # Unknown when one call's price is: summing the others would count that call as free.
-    cost = float(frame["cost_usd"].sum()) if frame.height and not frame["cost_usd"].null_count() else None
-    out = []
-    for spec in task.scorers:
-        scorer = registry.SCORERS[spec.name]
-        values = per_case_values(frame, spec.metric_name)
-        n, n_failed, n_skipped = case_counts(frame, spec.metric_name)
-        summary = summarize(np.array(list(values.values())), seed=seed)
-        value = summary.value
-        if scorer.task_level:  # a statistic over the task's cases (corpus BLEU, a kappa), not their mean
-            summary = _corpus_summary(frame, scorer, spec, seed)
-            value = summary.value
-        out.append(
-            {
-                "suite": suite_name,
-                "level": "task",
-                "name": task_name,
-                "model": model_name,
-                "metric": spec.metric_name,
-                "aggregate": "corpus" if scorer.task_level else "mean",
-                "value": value,
-                "stderr": summary.stderr if scorer.interval else None,
-                "ci_low": summary.ci_low if scorer.interval else None,
-                "ci_high": summary.ci_high if scorer.interval else None,
-                "n": n,
-                "n_failed": n_failed,
-                "n_skipped": n_skipped,
-                "cost_usd": cost,
-                "datasets": datasets,
-                "task_config_hash": first.get("task_config_hash"),
-                "scorer_config_hash": first.get("scorer_config_hash"),
-                "computed_at": now,
-            }
-        )
-    return pl.DataFrame(out, schema=BENCHMARK_RESULT_SCHEMA)
-
-
-def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: int) -> MetricSummary:
-    """A task-level statistic (corpus BLEU, a kappa) over the scored rows; for a corpus statistic that declares its
-    sufficient statistics, with an interval from resampling the cases (a case's samples and orders together)."""
-    done = frame.filter(pl.col("status") == COMPLETED)
-    if done.is_empty():
-        return MetricSummary(None, None, None, None, 0)
-    if scorer.statistics is None:
-        cases, outputs, options = _scored_rows(done, scorer, spec)
-        value = scorer.aggregate([], outputs, cases, options)
-        return MetricSummary(value, None, None, None, done["case_id"].n_unique())
-    corpus = corpus_cases(done, scorer, spec)
-    # the corpus score from the same statistics (what `aggregate` computes, without tokenizing everything twice)
-    return summarize_corpus(corpus.value(), corpus.data, corpus.corpus, seed=seed)
-
-
-def _scored_rows(done: pl.DataFrame, scorer: registry.Scorer, spec) -> tuple[list[dict], list[str], Any]:
-    fields = ("case_id", "sample", "presentation", "input", "expected_output", "expected_output_json", "verdict")
-    cases = [{**{f: r[f] for f in fields}, "expected_output": expected_value(r)} for r in done.iter_rows(named=True)]
-    return cases, done["output"].to_list(), scorer.options(**spec.options)
-
-
-def corpus_cases(frame: pl.DataFrame, scorer: registry.Scorer, spec) -> TaskCases:
-    """A corpus metric's (declared `statistics`) summable statistics per case over the COMPLETED rows, a case's
-    samples and presentation orders summed, with the corpus score over summed statistics: what the task's row
-    reports and resamples, and what groups, suites and the leaderboard aggregate."""
-    done = frame.filter(pl.col("status") == COMPLETED)
-    if done.is_empty():
-        return TaskCases((), np.zeros((0, 0)))
-    cases, outputs, options = _scored_rows(done, scorer, spec)
-    case_ids, row_case = np.unique(done["case_id"].to_numpy(), return_inverse=True)
-    rows = scorer.statistics(outputs, cases, options)
-    per_case = np.zeros((len(case_ids), rows.shape[1]))
-    np.add.at(per_case, row_case, rows)
-
-    def score(summed: np.ndarray) -> float:
-        return scorer.from_statistics(summed, options)
-
-    return TaskCases(tuple(case_ids.tolist()), per_case, score)
-
-
-def task_cases(frame: pl.DataFrame, task: Task) -> TaskCases:
-    """A task's cases as groups, suites and the leaderboard use them: its primary (first) metric per case, or for a
-    corpus metric its cases' statistics, so a group's value for the task is the value the task's own row reports."""
-    spec = task.scorers[0]
-    scorer = registry.SCORERS[spec.name]
-    if scorer.statistics is not None:
-        return corpus_cases(frame, scorer, spec)
-    return TaskCases.of_values(per_case_values(frame, spec.metric_name))

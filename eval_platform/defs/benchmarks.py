@@ -29,9 +29,8 @@ from eval_platform.benchmarks.runner import (
     SKIPPED,
     TaskRun,
     run_task,
-    task_cases,
-    task_results,
 )
+from eval_platform.benchmarks.task_results import task_cases, task_results
 from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text

@@ -95,12 +95,8 @@ class _Bare:
         import polars as pl
 
         from eval_platform.benchmarks.leaderboard import suite_results
-        from eval_platform.benchmarks.runner import (
-            TaskRun,
-            run_task,
-            task_cases,
-            task_results,
-        )
+        from eval_platform.benchmarks.runner import TaskRun, run_task
+        from eval_platform.benchmarks.task_results import task_cases, task_results
         from eval_platform.defs.resources import JudgeResource
         from eval_platform.storage.warehouse import write_partition
 

@@ -19,11 +19,8 @@ import polars as pl
 
 from eval_platform.benchmarks.config import Suite
 from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
-from eval_platform.benchmarks.runner import (
-    BENCHMARK_CASE_SCHEMA,
-    BENCHMARK_RESULT_SCHEMA,
-    task_cases,
-)
+from eval_platform.benchmarks.task_results import task_cases
+from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, BENCHMARK_RESULT_SCHEMA
 from eval_platform.scoring import registry
 
 WORDS = [f"w{i}" for i in range(300)]

@@ -11,7 +11,7 @@ from sacrebleu.metrics import BLEU
 
 from eval_platform.benchmarks.config import Suite
 from eval_platform.benchmarks.leaderboard import RESAMPLES, leaderboard, suite_results
-from eval_platform.benchmarks.runner import task_cases, task_results
+from eval_platform.benchmarks.task_results import task_cases, task_results
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, BENCHMARK_RESULT_SCHEMA
 from eval_platform.scoring import registry
 

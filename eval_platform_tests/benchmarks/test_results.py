@@ -14,7 +14,7 @@ from eval_platform.benchmarks.results import (
     summarize_corpus,
     wilson_interval,
 )
-from eval_platform.benchmarks.runner import task_results
+from eval_platform.benchmarks.task_results import task_results
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA
 from eval_platform.scoring import registry
 

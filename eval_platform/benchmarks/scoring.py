@@ -1,0 +1,151 @@
+"""Scoring a benchmark task's rows: a judge task's replies parsed into verdicts (pairwise orders unswapped and
+linked), then each COMPLETED row scored by the task's scorers, a judge evaluator's scorer through `judge_day`.
+
+A row a scorer cannot score is FAILED with a reason (missing_field, scorer_error, judge:<code>), never scored 0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from eval_platform.ingest.datasets import expected_value
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.modes.pairwise import unswap
+from eval_platform.judging.parsing import ParseFailure, parse_reply
+from eval_platform.judging.runner import judge_day
+from eval_platform.schemas import COMPLETED, FAILED
+from eval_platform.scoring import registry
+
+if TYPE_CHECKING:
+    from eval_platform.benchmarks.runner import TaskRun
+
+
+def judge_config(run: TaskRun) -> EvaluatorConfig:
+    return run.task.as_judge.config(f"{run.suite_name}.{run.task_name}", run.model.model)
+
+
+def score_rows(run: TaskRun, rows: list[dict]) -> None:
+    task = run.task
+    judge = judge_config(run) if task.as_judge is not None else None
+    for row in rows:
+        if row["status"] != COMPLETED or judge is None:
+            continue
+        try:
+            verdict = parse_reply(judge, row["output"] or "")
+        except ParseFailure as failure:
+            row["verdict"], row["reason"], row["reason_detail"] = (
+                None,
+                "no_verdict",
+                f"{failure.reason}: {failure.detail}",
+            )
+            continue
+        if task.as_judge.pairwise:
+            row["verdict"] = unswap(verdict.winner) if row["presentation"] == "BA" else verdict.winner
+        else:
+            row["verdict"] = judge.judge_mode.gold_text(verdict)
+    if judge is not None and task.as_judge.pairwise:
+        _link_orders(rows)
+    evaluator_values = _evaluator_scores(run, rows)
+    options = [registry.SCORERS[spec.name].options(**spec.options) for spec in task.scorers]
+    for row in rows:
+        if row["status"] != COMPLETED:
+            continue
+        expected = expected_value(row["_case"])  # a JSON list / object as the dataset wrote it, never its repr
+        case = {
+            **row["_case"],
+            "expected_output": expected,
+            "verdict": row.get("verdict"),
+            "presentation": row["presentation"],
+        }
+        if "_verdict_other" in row:
+            case["verdict_other"] = row["_verdict_other"]
+        scores = []
+        for spec, spec_options in zip(task.scorers, options, strict=True):
+            scorer = registry.SCORERS[spec.name]
+            if scorer.calls_evaluator:
+                outcome = evaluator_values[spec.options["evaluator"]].get(_row_key(row))
+                if outcome is None or outcome[0] is None:
+                    code, detail = outcome[1] if outcome else ("judge_missing", "the judge returned no row")
+                    row.update(status=FAILED, reason=f"judge:{code}", reason_detail=detail)
+                    break
+                scores.append({"metric": spec.metric_name, "value": outcome[0]})
+                continue
+            try:
+                value = scorer.score(row["output"] or "", case, spec_options)
+            except registry.NotApplicable:
+                scores.append({"metric": spec.metric_name, "value": None})
+                continue
+            except registry.MissingField as exc:
+                row.update(status=FAILED, reason="missing_field", reason_detail=str(exc))
+                break
+            except ValueError as exc:  # the case cannot be scored (e.g. a reference holding no number)
+                row.update(status=FAILED, reason="scorer_error", reason_detail=f"{spec.metric_name}: {exc}")
+                break
+            scores.append({"metric": spec.metric_name, "value": float(value)})
+        else:
+            row["scores"] = scores
+
+
+def _link_orders(rows: list[dict]) -> None:
+    by_case: dict[tuple, dict[str, dict]] = {}
+    for row in rows:
+        if row["status"] == COMPLETED:
+            by_case.setdefault((row["case_id"], row["sample"]), {})[row["presentation"]] = row
+    for pair in by_case.values():
+        if len(pair) == 2:
+            pair["AB"]["_verdict_other"], pair["BA"]["_verdict_other"] = pair["BA"]["verdict"], pair["AB"]["verdict"]
+
+
+def _row_key(row: dict) -> str:
+    return f"{row['case_id']}|{row['sample']}|{row['presentation']}"
+
+
+def _evaluator_scores(
+    run: TaskRun, rows: list[dict]
+) -> dict[str, dict[str, tuple[float | None, tuple[str, str] | None]]]:
+    """Evaluator name -> row key -> (score, None) or (None, (reason, detail)), through `judge_day`."""
+    results: dict[str, dict] = {}
+    completed = [row for row in rows if row["status"] == COMPLETED]
+    for spec in run.task.scorers:
+        if not registry.SCORERS[spec.name].calls_evaluator or spec.options["evaluator"] in results:
+            continue
+        name = spec.options["evaluator"]
+        config = run.evaluators.get(name)
+        if config is None:
+            results[name] = {
+                _row_key(r): (None, ("unknown_evaluator", f"no evaluator named '{name}'")) for r in completed
+            }
+            continue
+        traces = pl.DataFrame(
+            [
+                {
+                    "trace_id": _row_key(row),
+                    "input": row["input"],
+                    "output": row["output"],
+                    "expected_output": row["expected_output"],
+                    "metadata": row["_case"].get("metadata"),
+                }
+                for row in completed
+            ],
+            schema={
+                "trace_id": pl.String(),
+                "input": pl.String(),
+                "output": pl.String(),
+                "expected_output": pl.String(),
+                "metadata": pl.String(),
+            },
+        )
+        day = f"benchmark:{run.suite_name}.{run.task_name}"
+        # Every case is judged: an evaluator's trace sampling (trigger/sample_rate) is for production traffic.
+        config = config.model_copy(update={"trigger": "all", "enabled": True})
+        judged = judge_day(config, day, traces, run.runtime).rows.filter(pl.col("is_final"))
+        values = {}
+        for row in judged.iter_rows(named=True):
+            if row["status"] == COMPLETED and row["score"] is not None:
+                values[row["trace_id"]] = (float(row["score"]), None)
+            else:
+                values[row["trace_id"]] = (None, (row["reason"] or row["status"].lower(), row["reason_detail"]))
+        results[name] = values
+    return results

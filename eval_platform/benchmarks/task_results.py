@@ -1,0 +1,153 @@
+"""A benchmark task's results from its scored rows: one `benchmark_results` row per scorer (a mean over cases or a
+corpus statistic, with its interval and counts), and the task's cases as groups, suites and the leaderboard use them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from eval_platform.benchmarks.config import Task
+from eval_platform.benchmarks.results import (
+    MetricSummary,
+    TaskCases,
+    summarize,
+    summarize_corpus,
+)
+from eval_platform.ingest.datasets import expected_value
+from eval_platform.schemas import BENCHMARK_RESULT_SCHEMA, COMPLETED, FAILED, SKIPPED
+from eval_platform.scoring import registry
+
+
+def per_case_values(frame: pl.DataFrame, metric: str) -> dict[str, float]:
+    """case_id -> the metric's mean over the case's scored rows (samples, presentation orders)."""
+    if frame.is_empty():
+        return {}
+    long = (
+        frame.filter(pl.col("status") == COMPLETED)
+        .select(
+            "case_id",
+            pl.col("scores").list.eval(pl.element().filter(pl.element().struct.field("metric") == metric)).alias("s"),
+        )
+        .explode("s")
+        .select("case_id", pl.col("s").struct.field("value").alias("value"))
+        .drop_nulls("value")
+    )
+    means = long.group_by("case_id").agg(pl.col("value").mean()).sort("case_id")
+    return dict(zip(means["case_id"].to_list(), means["value"].to_list(), strict=True))
+
+
+def case_counts(frame: pl.DataFrame, metric: str) -> tuple[int, int, int]:
+    """(cases with a value, cases with no value and a FAILED row, cases all SKIPPED)."""
+    scored = per_case_values(frame, metric)
+    statuses = frame.group_by("case_id").agg(pl.col("status").unique()).iter_rows()
+    failed = skipped = 0
+    for case_id, values in statuses:
+        if case_id in scored:
+            continue
+        if FAILED in values:
+            failed += 1
+        elif set(values) == {SKIPPED}:
+            skipped += 1
+    return len(scored), failed, skipped
+
+
+def task_results(
+    frame: pl.DataFrame, suite_name: str, task_name: str, task: Task, model_name: str, seed: int = 0
+) -> pl.DataFrame:
+    """One `benchmark_results` row per scorer of a task for one model (BENCHMARK_RESULT_SCHEMA)."""
+    now = datetime.now(UTC)
+    first = frame.row(0, named=True) if frame.height else {}
+    datasets = (
+        f"{task.dataset}@v{first.get('dataset_version')} ({(first.get('dataset_hash') or '')[:12]})"
+        if first
+        else task.dataset
+    )
+    # Unknown when one call's price is: summing the others would count that call as free.
+    cost = float(frame["cost_usd"].sum()) if frame.height and not frame["cost_usd"].null_count() else None
+    out = []
+    for spec in task.scorers:
+        scorer = registry.SCORERS[spec.name]
+        values = per_case_values(frame, spec.metric_name)
+        n, n_failed, n_skipped = case_counts(frame, spec.metric_name)
+        summary = summarize(np.array(list(values.values())), seed=seed)
+        value = summary.value
+        if scorer.task_level:  # a statistic over the task's cases (corpus BLEU, a kappa), not their mean
+            summary = _corpus_summary(frame, scorer, spec, seed)
+            value = summary.value
+        out.append(
+            {
+                "suite": suite_name,
+                "level": "task",
+                "name": task_name,
+                "model": model_name,
+                "metric": spec.metric_name,
+                "aggregate": "corpus" if scorer.task_level else "mean",
+                "value": value,
+                "stderr": summary.stderr if scorer.interval else None,
+                "ci_low": summary.ci_low if scorer.interval else None,
+                "ci_high": summary.ci_high if scorer.interval else None,
+                "n": n,
+                "n_failed": n_failed,
+                "n_skipped": n_skipped,
+                "cost_usd": cost,
+                "datasets": datasets,
+                "task_config_hash": first.get("task_config_hash"),
+                "scorer_config_hash": first.get("scorer_config_hash"),
+                "computed_at": now,
+            }
+        )
+    return pl.DataFrame(out, schema=BENCHMARK_RESULT_SCHEMA)
+
+
+def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: int) -> MetricSummary:
+    """A task-level statistic (corpus BLEU, a kappa) over the scored rows; for a corpus statistic that declares its
+    sufficient statistics, with an interval from resampling the cases (a case's samples and orders together)."""
+    done = frame.filter(pl.col("status") == COMPLETED)
+    if done.is_empty():
+        return MetricSummary(None, None, None, None, 0)
+    if scorer.statistics is None:
+        cases, outputs, options = _scored_rows(done, scorer, spec)
+        value = scorer.aggregate([], outputs, cases, options)
+        return MetricSummary(value, None, None, None, done["case_id"].n_unique())
+    corpus = corpus_cases(done, scorer, spec)
+    # the corpus score from the same statistics (what `aggregate` computes, without tokenizing everything twice)
+    return summarize_corpus(corpus.value(), corpus.data, corpus.corpus, seed=seed)
+
+
+def _scored_rows(done: pl.DataFrame, scorer: registry.Scorer, spec) -> tuple[list[dict], list[str], Any]:
+    fields = ("case_id", "sample", "presentation", "input", "expected_output", "expected_output_json", "verdict")
+    cases = [{**{f: r[f] for f in fields}, "expected_output": expected_value(r)} for r in done.iter_rows(named=True)]
+    return cases, done["output"].to_list(), scorer.options(**spec.options)
+
+
+def corpus_cases(frame: pl.DataFrame, scorer: registry.Scorer, spec) -> TaskCases:
+    """A corpus metric's (declared `statistics`) summable statistics per case over the COMPLETED rows, a case's
+    samples and presentation orders summed, with the corpus score over summed statistics: what the task's row
+    reports and resamples, and what groups, suites and the leaderboard aggregate."""
+    done = frame.filter(pl.col("status") == COMPLETED)
+    if done.is_empty():
+        return TaskCases((), np.zeros((0, 0)))
+    cases, outputs, options = _scored_rows(done, scorer, spec)
+    case_ids, row_case = np.unique(done["case_id"].to_numpy(), return_inverse=True)
+    rows = scorer.statistics(outputs, cases, options)
+    per_case = np.zeros((len(case_ids), rows.shape[1]))
+    np.add.at(per_case, row_case, rows)
+
+    def score(summed: np.ndarray) -> float:
+        return scorer.from_statistics(summed, options)
+
+    return TaskCases(tuple(case_ids.tolist()), per_case, score)
+
+
+def task_cases(frame: pl.DataFrame, task: Task) -> TaskCases:
+    """A task's cases as groups, suites and the leaderboard use them: its primary (first) metric per case, or for a
+    corpus metric its cases' statistics, so a group's value for the task is the value the task's own row reports."""
+    spec = task.scorers[0]
+    scorer = registry.SCORERS[spec.name]
+    if scorer.statistics is not None:
+        return corpus_cases(frame, scorer, spec)
+    return TaskCases.of_values(per_case_values(frame, spec.metric_name))
