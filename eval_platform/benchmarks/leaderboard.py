@@ -32,7 +32,8 @@ from eval_platform.benchmarks.results import (
     as_task_cases,
     wilson_interval,
 )
-from eval_platform.schemas import BENCHMARK_RESULT_SCHEMA, LEADERBOARD_SCHEMA
+from eval_platform.benchmarks.task_results import task_cases
+from eval_platform.schemas import BENCHMARK_RESULT_SCHEMA, LEADERBOARD_SCHEMA, SKIPPED
 
 RESAMPLES = 2000
 
@@ -272,3 +273,24 @@ def _gap(suite, pair: tuple | None, kind, top):
     differences = _score_draws(suite, draws_a, kind, use_top) - _score_draws(suite, draws_b, kind, use_top)
     low, high = np.quantile(differences, [0.025, 0.975])
     return observed, float(low), float(high), int(sum(len(v) for v in a.values()))
+
+
+def suite_case_values(
+    cases: pl.DataFrame | None, suite_name: str, suite: Suite
+) -> tuple[dict[str, dict[str, TaskCases]], dict[str, float | None]]:
+    """model -> task -> its cases' primary metric (`task_cases`), and model -> cost, from `benchmark_cases` rows
+    (all suites' rows, or None when the table has no file yet)."""
+    by_model: dict[str, dict[str, TaskCases]] = {}
+    costs: dict[str, float | None] = {}
+    if cases is None:
+        return by_model, costs
+    cases = cases.filter(pl.col("suite") == suite_name)
+    for (model, task_name), frame in cases.group_by("model", "task"):
+        if task_name not in suite.tasks:
+            continue
+        by_model.setdefault(model, {})[task_name] = task_cases(frame, suite.tasks[task_name])
+    for (model,), frame in cases.group_by("model"):
+        called = frame.filter(pl.col("status") != SKIPPED)
+        # A call whose price is unknown leaves the total unknown: never summed as if it were free.
+        costs[model] = None if called["cost_usd"].null_count() else float(called["cost_usd"].sum())
+    return by_model, costs

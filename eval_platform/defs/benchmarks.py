@@ -22,11 +22,9 @@ from eval_platform.benchmarks.config import (
     load_suites,
     upstream,
 )
-from eval_platform.benchmarks.leaderboard import leaderboard, suite_results
+from eval_platform.benchmarks.leaderboard import leaderboard, suite_case_values, suite_results
 from eval_platform.benchmarks.metadata import gate_value, leaderboard_preview, rounded, suite_score, task_metadata
-from eval_platform.benchmarks.results import TaskCases
 from eval_platform.benchmarks.runner import (
-    SKIPPED,
     TaskRun,
     run_task,
 )
@@ -319,7 +317,8 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         root = warehouse.root
         tables = []
         for suite_name, suite in suites.items():
-            by_model, costs = _suite_case_values(root, suite_name, suite)
+            cases = pl.read_parquet(table_glob(root, "benchmark_cases")) if has_files(root, "benchmark_cases") else None
+            by_model, costs = suite_case_values(cases, suite_name, suite)
             board = leaderboard(suite_name, suite, by_model, costs)
             write_partition(root, "leaderboard", {"suite": suite_name}, board)
             tables.append(board)
@@ -329,24 +328,6 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         return dg.MaterializeResult(metadata={"rows": board.height, "preview": preview})
 
     return _leaderboard
-
-
-def _suite_case_values(root: Path, suite_name: str, suite: Suite):
-    """model -> task -> its cases' primary metric (`task_cases`), and model -> cost, from `benchmark_cases`."""
-    by_model: dict[str, dict[str, TaskCases]] = {}
-    costs: dict[str, float | None] = {}
-    if not has_files(root, "benchmark_cases"):
-        return by_model, costs
-    cases = pl.read_parquet(table_glob(root, "benchmark_cases")).filter(pl.col("suite") == suite_name)
-    for (model, task_name), frame in cases.group_by("model", "task"):
-        if task_name not in suite.tasks:
-            continue
-        by_model.setdefault(model, {})[task_name] = task_cases(frame, suite.tasks[task_name])
-    for (model,), frame in cases.group_by("model"):
-        called = frame.filter(pl.col("status") != SKIPPED)
-        # A call whose price is unknown leaves the total unknown: never summed as if it were free.
-        costs[model] = None if called["cost_usd"].null_count() else float(called["cost_usd"].sum())
-    return by_model, costs
 
 
 @dg.sensor(
