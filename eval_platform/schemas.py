@@ -24,10 +24,67 @@ FINAL_COMPLETED = pl.col("is_final") & (pl.col("status") == COMPLETED)
 BUDGET_EXHAUSTED = "budget_exhausted"  # the call would exceed a daily or monthly budget
 DISABLED = "disabled"  # the evaluator has enabled: false
 NOT_SAMPLED = "not_sampled"  # outside the evaluator's sample_rate (the same traces on every rerun)
-SKIP_REASONS = (BUDGET_EXHAUSTED, DISABLED, NOT_SAMPLED)
-# Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Transport: timeout,
-# rate_limited, provider_error:<status>, connection_error; reply: empty_reply, unparseable, ambiguous, truncated,
-# schema_violation, out_of_range; consensus: no_consensus, low_agreement; benchmarks: scorer_error.
+NO_CREDENTIALS = "no_credentials"  # the evaluator's provider key is not set
+PROMPT_TOO_LARGE = "prompt_too_large"  # the rendered prompt is longer than max_prompt_chars
+SPAN_NOT_FOUND = "span_not_found"  # the evaluator's span is not in the trace
+SKIP_REASONS = (BUDGET_EXHAUSTED, DISABLED, NOT_SAMPLED, NO_CREDENTIALS, PROMPT_TOO_LARGE, SPAN_NOT_FOUND)
+
+# Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Every place that fails a row
+# uses these names, so a code is spelt once.
+# transport (the provider's answer never came or was an error):
+TIMEOUT = "timeout"
+RATE_LIMITED = "rate_limited"
+CONNECTION_ERROR = "connection_error"
+PROVIDER_ERROR = "provider_error"  # spelt `provider_error:<HTTP status or error type>`, see provider_error()
+# the reply came but holds no usable verdict:
+EMPTY_REPLY = "empty_reply"
+UNPARSEABLE = "unparseable"
+AMBIGUOUS = "ambiguous"  # the reply holds more than one verdict
+TRUNCATED = "truncated"  # the reply was cut at the token limit
+SCHEMA_VIOLATION = "schema_violation"
+OUT_OF_RANGE = "out_of_range"
+# consensus over a panel or samples:
+NO_CONSENSUS = "no_consensus"
+LOW_AGREEMENT = "low_agreement"
+ALL_MEMBERS_FAILED = "all_members_failed"
+# batch mode:
+BATCH_PENDING = "batch_pending"
+BATCH_FAILED = "batch_failed"
+BATCH_EXPIRED = "batch_expired"
+BATCH_TIMEOUT = "batch_timeout"
+# benchmarks:
+SCORER_ERROR = "scorer_error"
+MISSING_FIELD = "missing_field"  # the case lacks a field the task needs
+UPSTREAM_MISSING = "upstream_missing"  # the task's `outputs_of` task has no output for the case
+FAIL_REASONS = (
+    TIMEOUT,
+    RATE_LIMITED,
+    CONNECTION_ERROR,
+    PROVIDER_ERROR,
+    EMPTY_REPLY,
+    UNPARSEABLE,
+    AMBIGUOUS,
+    TRUNCATED,
+    SCHEMA_VIOLATION,
+    OUT_OF_RANGE,
+    NO_CONSENSUS,
+    LOW_AGREEMENT,
+    ALL_MEMBERS_FAILED,
+    BATCH_PENDING,
+    BATCH_FAILED,
+    BATCH_EXPIRED,
+    BATCH_TIMEOUT,
+    SCORER_ERROR,
+    MISSING_FIELD,
+    UPSTREAM_MISSING,
+)
+
+
+def provider_error(status: object) -> str:
+    """The FAILED reason of a provider's error answer: `provider_error:<HTTP status or error type>`."""
+    return f"{PROVIDER_ERROR}:{status}"
+
+
 # What a pairwise winner scores on the `score` column is the pairwise mode's (`judging.modes.pairwise.PAIRWISE_SCORE`).
 
 # ---- inputs ----

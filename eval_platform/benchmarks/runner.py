@@ -49,7 +49,9 @@ from eval_platform.schemas import (
     BENCHMARK_CASE_SCHEMA,
     COMPLETED,
     FAILED,
+    MISSING_FIELD,
     SKIPPED,
+    UPSTREAM_MISSING,
 )
 from eval_platform.scoring import registry
 from eval_platform.settings import state_dir
@@ -269,7 +271,7 @@ async def _call(run: TaskRun, caller: ModelCaller, row: dict) -> None:
     if task.as_judge is not None:
         missing = [name for name in task.as_judge.shown_fields() if case_field(case, name) is None]
         if missing:
-            row.update(status=FAILED, reason="missing_field", reason_detail=f"the case has no {missing}")
+            row.update(status=FAILED, reason=MISSING_FIELD, reason_detail=f"the case has no {missing}")
             return
     request = caller.request(
         _messages(run, row),
@@ -304,7 +306,7 @@ def _take_outputs(run: TaskRun, rows: list[dict]) -> None:
         for row in rows:
             output = case_field(row["_case"], task.outputs_from)
             if output is None:
-                row.update(status=FAILED, reason="missing_field", reason_detail=f"the case has no {task.outputs_from}")
+                row.update(status=FAILED, reason=MISSING_FIELD, reason_detail=f"the case has no {task.outputs_from}")
             else:
                 row.update(status=COMPLETED, output=output)
         return
@@ -317,7 +319,7 @@ def _take_outputs(run: TaskRun, rows: list[dict]) -> None:
         if up is None:
             row.update(
                 status=SKIPPED,
-                reason="upstream_missing",
+                reason=UPSTREAM_MISSING,
                 reason_detail=f"task '{task.outputs_of}' has no row for this case",
             )
         elif up["status"] != COMPLETED:

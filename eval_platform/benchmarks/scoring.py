@@ -15,7 +15,7 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes.pairwise import unswap
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.runner import judge_day
-from eval_platform.schemas import COMPLETED, FAILED
+from eval_platform.schemas import COMPLETED, FAILED, MISSING_FIELD, SCORER_ERROR
 from eval_platform.scoring import registry
 
 if TYPE_CHECKING:
@@ -78,10 +78,10 @@ def score_rows(run: TaskRun, rows: list[dict]) -> None:
                 scores.append({"metric": spec.metric_name, "value": None})
                 continue
             except registry.MissingField as exc:
-                row.update(status=FAILED, reason="missing_field", reason_detail=str(exc))
+                row.update(status=FAILED, reason=MISSING_FIELD, reason_detail=str(exc))
                 break
             except ValueError as exc:  # the case cannot be scored (e.g. a reference holding no number)
-                row.update(status=FAILED, reason="scorer_error", reason_detail=f"{spec.metric_name}: {exc}")
+                row.update(status=FAILED, reason=SCORER_ERROR, reason_detail=f"{spec.metric_name}: {exc}")
                 break
             scores.append({"metric": spec.metric_name, "value": float(value)})
         else:

@@ -23,7 +23,7 @@ import statistics
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
+from eval_platform.schemas import ALL_MEMBERS_FAILED, COMPLETED, FAILED, LOW_AGREEMENT, NO_CONSENSUS, SKIPPED
 
 if TYPE_CHECKING:  # the config (and its mode) come in at run time: the modes import this module
     from eval_platform.judging.config import EvaluatorConfig
@@ -54,7 +54,7 @@ def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> di
             detail = (
                 f"{first['reason']}: {first.get('reason_detail')}" if first.get("reason_detail") else first["reason"]
             )
-            return {**row, "status": FAILED, "reason": "all_members_failed", "reason_detail": detail}
+            return {**row, "status": FAILED, "reason": ALL_MEMBERS_FAILED, "reason_detail": detail}
         return {
             **row,
             "status": SKIPPED,
@@ -67,7 +67,7 @@ def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> di
         outcome = _by_vote(config, done)
         if outcome is None:
             counts = Counter(str(_vote(config, m)) for m in done)
-            return {**row, "status": FAILED, "reason": "no_consensus", "reason_detail": f"votes {dict(counts)}"}
+            return {**row, "status": FAILED, "reason": NO_CONSENSUS, "reason_detail": f"votes {dict(counts)}"}
         row.update(outcome)
     row["status"] = COMPLETED
     confidences = [m["confidence"] for m in done if m.get("confidence") is not None]
@@ -80,7 +80,7 @@ def consensus_row(config: EvaluatorConfig, row: dict, members: list[dict]) -> di
         return {
             **row,
             "status": FAILED,
-            "reason": "low_agreement",
+            "reason": LOW_AGREEMENT,
             "reason_detail": f"{row['agreement']:.2f} < min_agreement_threshold {threshold}",
         }
     if config.flag_on_disagreement and row["agreement"] < 1.0:

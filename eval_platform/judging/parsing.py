@@ -38,12 +38,13 @@ from eval_platform.judging.replies import (  # noqa: F401 (Verdict, ParseFailure
     text_outside_json,
     validate,
 )
+from eval_platform.schemas import AMBIGUOUS, EMPTY_REPLY, SCHEMA_VIOLATION, TRUNCATED, UNPARSEABLE
 
 
 def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = None) -> Verdict:
     """Parse one reply for the evaluator's mode; raise ParseFailure when it cannot be trusted."""
     if not text or not text.strip():
-        raise ParseFailure("empty_reply", "the judge returned no content")
+        raise ParseFailure(EMPTY_REPLY, "the judge returned no content")
     if config.strict:
         obj = strict_json(text)
         from eval_platform.judging.prompts import (
@@ -57,9 +58,9 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
         validate(obj, config.output_schema, "output_schema")
     if obj is None:
         if config.output_schema is not None:
-            raise ParseFailure("schema_violation", "output_schema requires a JSON object reply; none found")
+            raise ParseFailure(SCHEMA_VIOLATION, "output_schema requires a JSON object reply; none found")
         if is_truncated_json(text):
-            raise ParseFailure("truncated", "the reply ends inside a JSON object")
+            raise ParseFailure(TRUNCATED, "the reply ends inside a JSON object")
     verdict = config.judge_mode.parse(config, obj, text, n_candidates)
     if obj is not None and not config.strict and any(key in obj for key in config.judge_mode.verdict_keys):
         _check_the_text_agrees(config, verdict, text, n_candidates)
@@ -90,7 +91,7 @@ def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | 
         distinct = list(dict.fromkeys(map(str, decisions)))
         if len(distinct) > 1:
             shown = "; ".join(json.dumps({k: obj[k] for k in keys if k in obj}) for obj in bearing)
-            raise ParseFailure("ambiguous", f"the reply holds {len(bearing)} different verdicts: {shown}")
+            raise ParseFailure(AMBIGUOUS, f"the reply holds {len(bearing)} different verdicts: {shown}")
     if bearing:
         return bearing[-1]
     return objects[0] if objects else None
@@ -110,12 +111,12 @@ def _check_the_text_agrees(config: EvaluatorConfig, verdict: Verdict, text: str,
     try:
         in_text = config.judge_mode.parse(config, None, rest, n_candidates)
     except ParseFailure as failure:
-        if failure.reason == "unparseable":  # the text around the JSON gives no verdict of its own
+        if failure.reason == UNPARSEABLE:  # the text around the JSON gives no verdict of its own
             return
-        raise ParseFailure("ambiguous", f"the JSON verdict and the text around it disagree: {failure.detail}") from None
+        raise ParseFailure(AMBIGUOUS, f"the JSON verdict and the text around it disagree: {failure.detail}") from None
     if _decision(in_text) != _decision(verdict):
         raise ParseFailure(
-            "ambiguous",
+            AMBIGUOUS,
             f"the JSON verdict ({_shown(verdict)}) and the text around it ({_shown(in_text)}) disagree",
         )
 

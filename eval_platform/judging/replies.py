@@ -14,6 +14,8 @@ from typing import Any
 
 import jsonschema
 
+from eval_platform.schemas import AMBIGUOUS, OUT_OF_RANGE, SCHEMA_VIOLATION, UNPARSEABLE
+
 _FENCED_JSON_RE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 BRACKET_RE = re.compile(r"\[\[\s*([^\[\]]{1,80}?)\s*\]\]")
 _KEYED_LINE_RE = re.compile(
@@ -125,9 +127,9 @@ def strict_json(text: str) -> dict[str, Any]:
     try:
         value = json.loads(fenced.group(1) if fenced else stripped)
     except json.JSONDecodeError:
-        raise ParseFailure("unparseable", "strict mode: the reply must be exactly one JSON object") from None
+        raise ParseFailure(UNPARSEABLE, "strict mode: the reply must be exactly one JSON object") from None
     if not isinstance(value, dict):
-        raise ParseFailure("unparseable", "strict mode: the reply must be exactly one JSON object")
+        raise ParseFailure(UNPARSEABLE, "strict mode: the reply must be exactly one JSON object")
     return value
 
 
@@ -164,11 +166,11 @@ def confidence_of(obj: dict[str, Any] | None, text: str) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ParseFailure("schema_violation", f"'confidence' is not a number: {value!r}") from None
+        raise ParseFailure(SCHEMA_VIOLATION, f"'confidence' is not a number: {value!r}") from None
     if percent or 1 < number <= 100:
         number /= 100
     if not 0 <= number <= 1:
-        raise ParseFailure("out_of_range", f"confidence {value} is outside 0..1")
+        raise ParseFailure(OUT_OF_RANGE, f"confidence {value} is outside 0..1")
     return number
 
 
@@ -176,7 +178,7 @@ def validate(obj: dict[str, Any], schema: dict[str, Any], what: str) -> None:
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(obj))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(reply)"
-        raise ParseFailure("schema_violation", f"{what}: {where}: {error.message}")
+        raise ParseFailure(SCHEMA_VIOLATION, f"{what}: {where}: {error.message}")
 
 
 def field(obj: dict[str, Any] | None, *keys: str) -> Any:
@@ -199,7 +201,7 @@ def one_verdict(found: list[tuple[str, Any]], what: str) -> Any:
     distinct = list(dict.fromkeys(verdict for _, verdict in found))
     if len(distinct) > 1:
         shown = "; ".join(dict.fromkeys(f"{where!r} -> {verdict}" for where, verdict in found))
-        raise ParseFailure("ambiguous", f"the reply gives {len(distinct)} different {what}s: {shown}")
+        raise ParseFailure(AMBIGUOUS, f"the reply gives {len(distinct)} different {what}s: {shown}")
     return distinct[0] if distinct else None
 
 
@@ -222,9 +224,9 @@ def score_from_text(text: str, scale_max: float) -> float:
     found += [(c, r) for c in text_candidates(text)[1:] if (r := _rating(c, scale_max)) is not None]
     verdict = one_verdict(found, "rating")
     if verdict is None:
-        raise ParseFailure("unparseable", "no JSON object, [[rating]], 'Score: n' or number on its own line")
+        raise ParseFailure(UNPARSEABLE, "no JSON object, [[rating]], 'Score: n' or number on its own line")
     if isinstance(verdict, str):  # a 5-point answer on a 10-point scale is not silently rescaled
-        raise ParseFailure("out_of_range", f"the rating {verdict} is on another scale than {scale_max:g}")
+        raise ParseFailure(OUT_OF_RANGE, f"the rating {verdict} is on another scale than {scale_max:g}")
     return verdict
 
 
@@ -234,7 +236,7 @@ def yes_no(value: Any, strict: bool, key: str) -> bool:
     if not strict and isinstance(value, str) and norm(value) in YES | NO:
         return norm(value) in YES
     raise ParseFailure(
-        "schema_violation", f"'{key}' must be {'true or false' if key == 'passed' else 'yes or no'}, got {value!r}"
+        SCHEMA_VIOLATION, f"'{key}' must be {'true or false' if key == 'passed' else 'yes or no'}, got {value!r}"
     )
 
 
@@ -244,7 +246,7 @@ def yes_no_from_text(text: str) -> bool:
     found += [(c, norm(c) in YES) for c in text_candidates(text) if norm(c) in YES | NO]
     verdict = one_verdict(found, "verdict")
     if verdict is None:
-        raise ParseFailure("unparseable", "no JSON object and no yes/no (pass/fail) verdict on its own line")
+        raise ParseFailure(UNPARSEABLE, "no JSON object and no yes/no (pass/fail) verdict on its own line")
     return verdict
 
 
@@ -258,5 +260,5 @@ def choice_from_text(text: str, aliases: dict[str, str], what: str) -> str:
     """The one option the reply names (`[[x]]`, `Label: x`, alone on its first or last line); several: ambiguous."""
     verdict = one_verdict(choices_in_text(text, aliases), what)
     if verdict is None:
-        raise ParseFailure("unparseable", f"no JSON object and no single {what} on its own line or in [[...]]")
+        raise ParseFailure(UNPARSEABLE, f"no JSON object and no single {what} on its own line or in [[...]]")
     return verdict

@@ -31,8 +31,12 @@ from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import (
     COMPLETED,
+    DISABLED,
     FAILED,
     JUDGE_SCORE_SCHEMA,
+    NO_CREDENTIALS,
+    NOT_SAMPLED,
+    PROMPT_TOO_LARGE,
     SKIPPED,
     conform,
 )
@@ -67,7 +71,7 @@ class _Judge:
         if size > config.max_prompt_chars:
             # A 5 MB output is not sent blindly: the trace stays whole in `traces`, this verdict is SKIPPED.
             detail = f"the prompt is {size:,} characters, over max_prompt_chars {config.max_prompt_chars:,}"
-            return CallResult(status=SKIPPED, reason="prompt_too_large", detail=detail, cost_usd=0.0)
+            return CallResult(status=SKIPPED, reason=PROMPT_TOO_LARGE, detail=detail, cost_usd=0.0)
 
         def parse(content: str) -> Verdict:
             try:
@@ -152,20 +156,20 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
 
     def skip_reason(unit_id: str) -> tuple[str, str | None] | None:
         if not config.enabled:
-            return "disabled", "the evaluator has enabled: false"
+            return DISABLED, "the evaluator has enabled: false"
         if config.trigger == "sampled" and unit_hash(config.name, unit_id) >= config.sample_rate:
-            return "not_sampled", f"outside sample_rate {config.sample_rate}"
+            return NOT_SAMPLED, f"outside sample_rate {config.sample_rate}"
         if config.trigger == "manual" and unit_id not in manual_trace_ids:
             return "not_selected", "trigger 'manual' and the trace was not named in the run config"
         if all(member.judge is None for member in members):
-            return "no_credentials", _no_credentials_detail(config)
+            return NO_CREDENTIALS, _no_credentials_detail(config)
         return None
 
     async def member_rows(unit: Unit, member: _Member) -> list[dict]:
         if member.judge is None:
             detail = _no_credentials_detail(config)
             rows = [
-                {**slot, "status": SKIPPED, "reason": "no_credentials", "reason_detail": detail} for slot in unit.slots
+                {**slot, "status": SKIPPED, "reason": NO_CREDENTIALS, "reason_detail": detail} for slot in unit.slots
             ]
         else:
             rows = await unit.judge(member.judge, member.sample)

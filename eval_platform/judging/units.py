@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_platform.record_fields import field_text
-from eval_platform.schemas import COMPLETED
+from eval_platform.schemas import COMPLETED, SPAN_NOT_FOUND
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -163,7 +163,7 @@ def single_units(day: Day) -> list[Unit]:
         try:
             values = day.values(trace)
         except LookupError as exc:
-            unit.skip = ("span_not_found", str(exc))
+            unit.skip = (SPAN_NOT_FOUND, str(exc))
             out.append(unit)
             continue
         for name, code, detail in config.judge_mode.needs_values:

@@ -26,6 +26,7 @@ from eval_platform.llm.client import CallOutcome, JudgeRequest
 from eval_platform.llm.endpoint import Endpoint
 from eval_platform.llm.redaction import redact, remember, remember_env
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.schemas import BUDGET_EXHAUSTED, TRUNCATED
 
 COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
 
@@ -155,7 +156,7 @@ class ModelCaller:
             # answers come this way too).
             outcome.redact(self.secrets)
         except BudgetRefused as refused:
-            return CallResult(status=SKIPPED, reason="budget_exhausted", detail=str(refused), cost_usd=0.0)
+            return CallResult(status=SKIPPED, reason=BUDGET_EXHAUSTED, detail=str(refused), cost_usd=0.0)
         cost = self._cost(outcome)
         if reservation is not None and budget is not None:
             budget.ledger.settle(reservation, cost or 0.0)
@@ -178,7 +179,7 @@ class ModelCaller:
         try:
             result.verdict = parse(outcome.content or "")
         except ReplyRejected as rejected:
-            code = "truncated" if outcome.finish_reason == "length" else rejected.reason
+            code = TRUNCATED if outcome.finish_reason == "length" else rejected.reason
             result.status, result.reason, result.detail = FAILED, code, rejected.detail
             return result
         runtime.cache.put(

@@ -22,6 +22,7 @@ from eval_platform.llm.openai_compat import (
     is_openai_compatible,
 )
 from eval_platform.llm.redaction import clip, redact
+from eval_platform.schemas import CONNECTION_ERROR, RATE_LIMITED, TIMEOUT, provider_error
 
 
 @functools.cache
@@ -144,13 +145,13 @@ def transport_error_reason(exc: BaseException) -> tuple[str, bool] | None:
     """(reason, retryable) of a timeout, an HTTP error status or a dropped connection on our own HTTP path (the
     lean chat path and the batch Files/Batch API calls), in the codes judge_scores rows use; None otherwise."""
     if isinstance(exc, asyncio.TimeoutError):
-        return "timeout", True
+        return TIMEOUT, True
     if isinstance(exc, ProviderHTTPError):
         if exc.status == 429:
-            return "rate_limited", True
-        return f"provider_error:{exc.status}", exc.status in RETRYABLE_STATUS
+            return RATE_LIMITED, True
+        return provider_error(exc.status), exc.status in RETRYABLE_STATUS
     if is_connection_error(exc):
-        return "connection_error", True
+        return CONNECTION_ERROR, True
     return None
 
 
@@ -161,15 +162,15 @@ def _classify(exc: Exception) -> tuple[str, bool]:
         return transport
     litellm = _litellm()
     if isinstance(exc, litellm.Timeout):
-        return "timeout", True
+        return TIMEOUT, True
     status = getattr(exc, "status_code", None)
     if status == 429:
-        return "rate_limited", True
+        return RATE_LIMITED, True
     if isinstance(exc, litellm.APIConnectionError) and status in (None, 500):
-        return "connection_error", True
+        return CONNECTION_ERROR, True
     if status is not None:
-        return f"provider_error:{status}", int(status) in RETRYABLE_STATUS
-    return f"provider_error:{type(exc).__name__}", False
+        return provider_error(status), int(status) in RETRYABLE_STATUS
+    return provider_error(type(exc).__name__), False
 
 
 class LiteLLMJudgeClient:
@@ -255,7 +256,7 @@ class LiteLLMJudgeClient:
                 outcome.error_reason = reason
                 outcome.error_detail = clip(f"{type(exc).__name__}: {exc}", ERROR_DETAIL_CHARS, [request.api_key])
                 retry_after = _retry_after_s(exc)
-                if reason == "rate_limited":
+                if reason == RATE_LIMITED:
                     limiter.rate_limited(retry_after)
                     outcome.rate_limited += 1
                 if not retryable or attempt == request.max_retries:

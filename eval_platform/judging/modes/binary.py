@@ -15,6 +15,7 @@ from eval_platform.judging.replies import (
     yes_no,
     yes_no_from_text,
 )
+from eval_platform.schemas import SCHEMA_VIOLATION
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -26,7 +27,7 @@ def read_yes_no(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, 
     if obj is not None and value is not None:
         return yes_no(value, config.strict, key)
     if obj is not None and config.strict:
-        raise ParseFailure("schema_violation", f"the reply has no '{key}'")
+        raise ParseFailure(SCHEMA_VIOLATION, f"the reply has no '{key}'")
     return yes_no_from_text(text)
 
 

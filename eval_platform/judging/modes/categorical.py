@@ -15,6 +15,7 @@ from eval_platform.judging.replies import (
     field,
     norm,
 )
+from eval_platform.schemas import SCHEMA_VIOLATION
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -37,10 +38,10 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
     value = field(obj, "label", "category")
     if obj is not None and value is not None:
         if not isinstance(value, str) or norm(value) not in labels:
-            raise ParseFailure("schema_violation", f"'label' must be one of {list(_labels(config))}, got {value!r}")
+            raise ParseFailure(SCHEMA_VIOLATION, f"'label' must be one of {list(_labels(config))}, got {value!r}")
         canonical = labels[norm(value)]
     elif obj is not None and config.strict:
-        raise ParseFailure("schema_violation", "the reply has no 'label'")
+        raise ParseFailure(SCHEMA_VIOLATION, "the reply has no 'label'")
     else:
         canonical = choice_from_text(text, labels, "label")
     return Verdict(_labels(config)[canonical], None, canonical, None, None, None)

@@ -39,7 +39,7 @@ from eval_platform.judging.units import (
     grouped,
     merge_calls,
 )
-from eval_platform.schemas import COMPLETED
+from eval_platform.schemas import COMPLETED, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -97,18 +97,18 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, n_cand
     if obj is not None and value is not None:
         items = value if isinstance(value, list) else re.split(r"\s*(?:>|,|;)\s*", str(value))
     elif obj is not None and config.strict:
-        raise ParseFailure("schema_violation", "the reply has no 'ranking'")
+        raise ParseFailure(SCHEMA_VIOLATION, "the reply has no 'ranking'")
     else:
         found = [m for m in BRACKET_RE.findall(text) if ">" in m or "," in m]
         found += [c for c in text_candidates(text) if re.fullmatch(r"\W*\w+(?:\s*[>,]\s*\w+)+\W*", c.strip())]
         split = [(c, tuple(_letters(re.split(r"\s*(?:>|,)\s*", c.strip(WRAPPING + "[]"))))) for c in found]
         ranking = one_verdict(split, "ranking")
         if ranking is None:
-            raise ParseFailure("unparseable", "no JSON object, [[C > A > B]] or 'Ranking: C, A, B' line")
+            raise ParseFailure(UNPARSEABLE, "no JSON object, [[C > A > B]] or 'Ranking: C, A, B' line")
         items = list(ranking)
     ranking = _letters(items)
     if sorted(ranking) != letters:
-        raise ParseFailure("schema_violation", f"the ranking must list each of {letters} exactly once, got {ranking}")
+        raise ParseFailure(SCHEMA_VIOLATION, f"the ranking must list each of {letters} exactly once, got {ranking}")
     return Verdict(None, None, None, None, None, None, ranking=tuple(ranking))
 
 
@@ -135,7 +135,7 @@ def plan(day: Day) -> list[Unit]:
         try:
             values = [day.values(t) for t in members]
         except LookupError as exc:
-            unit.skip = ("span_not_found", str(exc))
+            unit.skip = (SPAN_NOT_FOUND, str(exc))
             units.append(unit)
             continue
 

@@ -39,7 +39,7 @@ from eval_platform.judging.units import (
     grouped,
     merge_calls,
 )
-from eval_platform.schemas import COMPLETED
+from eval_platform.schemas import COMPLETED, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -118,18 +118,18 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
         winner = aliases.get(norm(str(value)))
         if winner is None:
             names = [*options.candidate_names, *(["tie"] if options.allow_ties else [])]
-            raise ParseFailure("schema_violation", f"'winner' must be one of {names}, got {value!r}")
+            raise ParseFailure(SCHEMA_VIOLATION, f"'winner' must be one of {names}, got {value!r}")
     elif obj is not None and config.strict:
-        raise ParseFailure("schema_violation", "the reply has no 'winner'")
+        raise ParseFailure(SCHEMA_VIOLATION, "the reply has no 'winner'")
     else:
         found = choices_in_text(text, aliases)
         if options.when_both_named == "first_shown" and {named for _, named in found} == {"A", "B"}:
             found = [(where, named) for where, named in found if named == "A"]  # LLMBar's parser tries (a) first
         winner = one_verdict(found, "candidate")
         if winner is None:
-            raise ParseFailure("unparseable", "no JSON object and no single candidate on its own line or in [[...]]")
+            raise ParseFailure(UNPARSEABLE, "no JSON object and no single candidate on its own line or in [[...]]")
     if winner == "tie" and not options.allow_ties:
-        raise ParseFailure("schema_violation", "the judge answered tie, but this evaluator forbids ties")
+        raise ParseFailure(SCHEMA_VIOLATION, "the judge answered tie, but this evaluator forbids ties")
     return Verdict(PAIRWISE_SCORE[winner], None, winner, None, winner, None)
 
 
@@ -153,7 +153,7 @@ def plan(day: Day) -> list[Unit]:
             try:
                 va, vb = day.values(a), day.values(b)
             except LookupError as exc:
-                unit.skip = ("span_not_found", str(exc))
+                unit.skip = (SPAN_NOT_FOUND, str(exc))
                 units.append(unit)
                 continue
 

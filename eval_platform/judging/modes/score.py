@@ -15,6 +15,7 @@ from eval_platform.judging.replies import (
     field,
     score_from_text,
 )
+from eval_platform.schemas import OUT_OF_RANGE, SCHEMA_VIOLATION
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -42,13 +43,13 @@ def parse(config: EvaluatorConfig, obj: dict[str, Any] | None, text: str, _n: in
             match = SCORE_TEXT_RE.match(raw.strip())
             raw = float(match.group(1)) if match and match.group(2) is None else raw
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-            raise ParseFailure("schema_violation", f"'score' must be a number, got {raw!r}")
+            raise ParseFailure(SCHEMA_VIOLATION, f"'score' must be a number, got {raw!r}")
     elif obj is not None and config.strict:
-        raise ParseFailure("schema_violation", "the reply has no 'score'")
+        raise ParseFailure(SCHEMA_VIOLATION, "the reply has no 'score'")
     else:
         raw = score_from_text(text, scale.max)
     if not scale.min <= raw <= scale.max:
-        raise ParseFailure("out_of_range", f"score {raw} is outside the scale {scale.min}..{scale.max}")
+        raise ParseFailure(OUT_OF_RANGE, f"score {raw} is outside the scale {scale.min}..{scale.max}")
     return Verdict((raw - scale.min) / (scale.max - scale.min), float(raw), None, None, None, None)
 
 

@@ -38,6 +38,7 @@ from eval_platform.llm.openai_compat import (
     parse_completion,
 )
 from eval_platform.llm.redaction import clip
+from eval_platform.schemas import BATCH_EXPIRED, BATCH_FAILED, CONNECTION_ERROR, RATE_LIMITED, TIMEOUT, provider_error
 
 if TYPE_CHECKING:
     import aiohttp
@@ -72,15 +73,15 @@ def error_reason(exc: BaseException) -> tuple[str, bool]:
         return "batch_unconfirmed", False
     openai = sys.modules.get("openai")  # loaded with litellm, which the Azure batch calls go through
     if openai is not None and isinstance(exc, openai.APITimeoutError):
-        return "timeout", True
+        return TIMEOUT, True
     if openai is not None and isinstance(exc, openai.APIConnectionError):
-        return "connection_error", True
+        return CONNECTION_ERROR, True
     status = http_status(exc)
     if status == 429:
-        return "rate_limited", True
+        return RATE_LIMITED, True
     if status is not None:
-        return f"provider_error:{status}", status in RETRYABLE_STATUS
-    return f"provider_error:{type(exc).__name__}", False
+        return provider_error(status), status in RETRYABLE_STATUS
+    return provider_error(type(exc).__name__), False
 
 
 class BatchAPI(Protocol):
@@ -218,7 +219,7 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
                 try:
                     completion = parse_completion(body)
                 except (KeyError, IndexError, TypeError, AttributeError) as exc:
-                    outcome.error_reason = "provider_error:200"
+                    outcome.error_reason = provider_error(200)
                     text = clip(json.dumps(body), 500)
                     outcome.error_detail = f"batch {batch_id}: not a chat completion ({type(exc).__name__}): {text}"
                 else:
@@ -229,12 +230,12 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
                     outcome.completion_tokens = int(completion.usage.get("completion_tokens") or 0)
                     outcome.cached_prompt_tokens = cached_prompt_tokens(completion.usage)
             elif status is not None:
-                outcome.error_reason = "rate_limited" if status == 429 else f"provider_error:{status}"
+                outcome.error_reason = RATE_LIMITED if status == 429 else provider_error(status)
                 outcome.error_detail = f"batch {batch_id}: HTTP {status}: {clip(json.dumps(body), ERROR_DETAIL_CHARS)}"
             else:
                 error = item.get("error") or {}
                 code = error.get("code") or "unknown"
-                outcome.error_reason = "batch_expired" if code == "batch_expired" else "batch_failed"
+                outcome.error_reason = BATCH_EXPIRED if code == "batch_expired" else BATCH_FAILED
                 message = error.get("message") or ""
                 outcome.error_detail = f"batch {batch_id} gave no answer ({code}): {message}".rstrip()
             outcomes[item["custom_id"]] = outcome
@@ -244,7 +245,7 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
 def unanswered(batch: dict[str, Any], detail: str | None = None) -> CallOutcome:
     """The outcome of a request a finished batch did not answer: batch_expired, or batch_failed."""
     status = batch.get("status")
-    reason = "batch_expired" if status == "expired" else "batch_failed"
+    reason = BATCH_EXPIRED if status == "expired" else BATCH_FAILED
     errors = (batch.get("errors") or {}).get("data") or []
     why = detail or "; ".join(str(e.get("message")) for e in errors if isinstance(e, dict)) or None
     text = f"batch {batch['id']} ended {status} without answering this request"

@@ -53,6 +53,7 @@ from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeReque
 from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
 from eval_platform.llm.redaction import clip
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.schemas import BATCH_FAILED, BATCH_PENDING, BATCH_TIMEOUT
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -86,10 +87,10 @@ class BatchCalls:
         await asyncio.sleep(0)
         if self.recording:
             self.recorded.append(RecordedCall(endpoint, request, key, worst_usd))
-            return CallOutcome(error_reason="batch_pending", error_detail="recorded for a batch")
+            return CallOutcome(error_reason=BATCH_PENDING, error_detail="recorded for a batch")
         answers = self._answers.get(key)
         if not answers:  # the day changed between the passes (a cache entry vanished): nothing was asked
-            return CallOutcome(error_reason="batch_failed", error_detail="this request was in no batch of this run")
+            return CallOutcome(error_reason=BATCH_FAILED, error_detail="this request was in no batch of this run")
         result = answers.pop(0)
         if isinstance(result, Refusal):
             raise BudgetRefused(result)
@@ -241,7 +242,7 @@ async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCal
             "it stays submitted, and the next run of this partition collects it instead of submitting again"
         )
         for _, request in batch.claims:
-            calls.answer(request.key, CallOutcome(error_reason="batch_timeout", error_detail=detail, attempts=1))
+            calls.answer(request.key, CallOutcome(error_reason=BATCH_TIMEOUT, error_detail=detail, attempts=1))
         return
     try:
         results = await batch.api.results(provider)

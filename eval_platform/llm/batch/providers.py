@@ -52,6 +52,7 @@ from eval_platform.llm.openai_compat import (
     resolve_base_and_headers,
 )
 from eval_platform.llm.redaction import clip, remember
+from eval_platform.schemas import BATCH_EXPIRED, BATCH_FAILED, RATE_LIMITED, provider_error
 
 if TYPE_CHECKING:
     import aiohttp
@@ -344,7 +345,7 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
                 )
                 choice = response.choices[0]
             except Exception as exc:  # not a message: never a verdict
-                outcome.error_reason = "provider_error:200"
+                outcome.error_reason = provider_error(200)
                 text = clip(json.dumps(message), 500)
                 outcome.error_detail = f"batch {batch_id}: not a message ({type(exc).__name__}): {text}"
             else:
@@ -359,10 +360,10 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
             error = result.get("error") or {}
             inner: Any = error.get("error") if isinstance(error.get("error"), dict) else error
             status = ANTHROPIC_ERROR_STATUS.get(inner.get("type"))
-            outcome.error_reason = "rate_limited" if status == 429 else f"provider_error:{status or inner.get('type')}"
+            outcome.error_reason = RATE_LIMITED if status == 429 else provider_error(status or inner.get("type"))
             outcome.error_detail = f"batch {batch_id}: HTTP {status}: {clip(json.dumps(error), ERROR_DETAIL_CHARS)}"
         elif kind in ("expired", "canceled"):
-            outcome.error_reason = "batch_expired" if kind == "expired" else "batch_failed"
+            outcome.error_reason = BATCH_EXPIRED if kind == "expired" else BATCH_FAILED
             outcome.error_detail = f"batch {batch_id} gave no answer ({kind})"
         else:
             continue  # an unknown result type: the request counts as unanswered

@@ -1,0 +1,58 @@
+"""The status and reason vocabulary is spelt once (schemas.py): no module fails or skips a row with a literal code.
+
+A typo in a literal code (`"rate_limted"`) would be a new reason no analysis knows; with the names from
+`schemas.py` it is an import error. Ingest quarantine reasons are a vocabulary of their own (documented in
+`ingest/traces.py`) and are not checked here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import eval_platform
+from eval_platform import schemas
+
+PACKAGE = Path(eval_platform.__file__).parent
+# Quarantine reasons (ingest), the local judge's own error codes, and benchmark scripts are other vocabularies.
+OTHER_VOCABULARIES = ("ingest", "local_judge", "perf", "sample_data")
+ROW_RESULTS = {"ParseFailure", "CallResult", "CallOutcome"}
+REASON_KEYWORDS = {"reason", "error_reason"}
+
+
+def _literal_codes(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+            if name in ROW_RESULTS and node.args and isinstance(node.args[0], ast.Constant):
+                found.append((node.lineno, node.args[0].value))
+            for keyword in node.keywords:
+                if keyword.arg in REASON_KEYWORDS and isinstance(keyword.value, ast.Constant):
+                    found.append((node.lineno, keyword.value.value))
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "reason" and isinstance(value, ast.Constant):
+                    found.append((node.lineno, value.value))
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            if any(getattr(target, "attr", None) == "error_reason" for target in node.targets):
+                found.append((node.lineno, node.value.value))
+    return [(line, code) for line, code in found if isinstance(code, str) and code]
+
+
+def test_no_row_reason_is_a_literal_outside_schemas():
+    literals = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] in OTHER_VOCABULARIES or relative.name == "schemas.py":
+            continue
+        literals += [f"{relative}:{line}: {code!r}" for line, code in _literal_codes(ast.parse(path.read_text()))]
+    # dry runs never write a row; their outcome's code is the dry run's own
+    literals = [entry for entry in literals if not entry.endswith("'dry_run'")]
+    assert literals == [], "reason codes spelt as literals (use the names in schemas.py):\n" + "\n".join(literals)
+
+
+def test_the_vocabulary_names_each_code_once():
+    codes = schemas.SKIP_REASONS + schemas.FAIL_REASONS
+    assert len(codes) == len(set(codes))
+    assert schemas.provider_error(503) == "provider_error:503"
