@@ -43,3 +43,16 @@ class JudgeResource(dg.ConfigurableResource):
             batch_dir=state_dir(root) / "judge_batches",
             local_judge_url=self.local_judge_url or os.environ.get(LOCAL_JUDGE_URL_ENV) or None,
         )
+
+
+def judge_resource() -> JudgeResource:
+    """The judge resource as the code location declares it.
+
+    Provider keys are never resource config: each evaluator names its key's variable (`api_key_env`) and the call
+    layer reads it at call time, so no key is ever part of a run's config, the UI's resource view or a cache key.
+    The local judge URL, when set in the environment, is passed as `dg.EnvVar`: Dagster resolves it when a run
+    launches and shows the variable's name, never its value, in the UI.
+    """
+    if os.environ.get(LOCAL_JUDGE_URL_ENV):
+        return JudgeResource(local_judge_url=dg.EnvVar(LOCAL_JUDGE_URL_ENV))
+    return JudgeResource()
