@@ -32,8 +32,9 @@ class NumericOptions(ScorerOptions):
 
 def _numeric(output: str, case: Mapping[str, Any], options: NumericOptions) -> float:
     """1 when the output's last number is the reference number, or any of them (a list holds several)."""
-    expected = [last_number(reference) for reference in references(case, options.reference_field)]
-    if None in expected:
+    numbers = [last_number(reference) for reference in references(case, options.reference_field)]
+    expected = [number for number in numbers if number is not None]
+    if len(expected) < len(numbers):
         raise ValueError(f"case field '{options.reference_field}' holds no number")
     got = last_number(output)
     return float(
