@@ -2,7 +2,8 @@
 
 Every span is offered to every convention: a file, a trace, even one span may mix them. The first convention
 that matches names the span's `convention`; each matching one fills the fields still empty (see `fields.py`).
-Then the OTel core fields every convention shares: a span with status ERROR (or an `error.type` attribute, or a
+Then the OTel core fields every convention shares: `session.id` / `user.id`; a span with status ERROR (or an
+`error.type` attribute, or a
 Langfuse level ERROR) is an error; its type is `error.type`, else the `exception` event's `exception.type`,
 else `error`; its message the status message, else the exception's message.
 """
@@ -24,6 +25,9 @@ def read_span(span: Span) -> SpanFields:
             if fields.convention == "none":
                 fields.convention = convention.NAME
             convention.read(span, fields)
+    # OTel's general `session.id` / `user.id` attributes, whatever the convention (the GenAI workflow spans carry them)
+    fields.put("session_id", label(span.attrs.get("session.id")))
+    fields.put("user_id", label(span.attrs.get("user.id")))
     exception = next((event.attrs for event in span.events if event.name == "exception"), {})
     if span.status == "error" or fields.error_type is not None:
         fields.put("error_type", label(exception.get("exception.type")) or "error")

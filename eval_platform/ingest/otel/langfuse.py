@@ -4,6 +4,7 @@
   event -> operation: chat, embeddings, invoke_agent, execute_tool, chain, retrieval, other, guardrail, other, other
 - `langfuse.observation.input` / `.output` (JSON) -> input / output: messages when they are messages (a generation),
   else text; tool arguments / result on a tool
+- a retriever's `langfuse.observation.output` (a list) -> documents (each its `content`/`text`, else its JSON)
 - `langfuse.trace.input` / `.output` -> the trace's input / output (used when no inference span has content)
 - `langfuse.observation.model.name` -> model
 - `langfuse.observation.usage_details` (`input`/`output`, or `prompt_tokens`/`completion_tokens`, ...) -> tokens
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval_platform.ingest.messages import maybe_json
+from eval_platform.ingest.messages import document_text, maybe_json
 from eval_platform.ingest.otel.envelope import Span
 from eval_platform.ingest.otel.fields import SpanFields, integer, label, number
 from eval_platform.ingest.otel.transcript import as_text, normalize_messages
@@ -72,6 +73,9 @@ def read(span: Span, fields: SpanFields) -> None:
         fields.put("input_messages", normalize_messages(_json(observation_in), "user"))
         fields.put("output_raw", _json(observation_out))
         fields.put("output_messages", normalize_messages(_json(observation_out), "assistant"))
+    output = _json(observation_out)
+    if fields.operation == "retrieval" and output is not None:
+        fields.put("documents", [document_text(d) for d in (output if isinstance(output, list) else [output])])
     fields.put("input_value", _text(observation_in))
     fields.put("output_value", _text(observation_out))
     fields.put("trace_input", _json(attrs.get("langfuse.trace.input")))

@@ -6,13 +6,15 @@ What the `traces` row says about an OTLP trace (every convention read into `Span
 - *inference spans*: `chat` / `text_completion` spans; the *final* one is the last (by end) whose status is
   not ERROR. `conversation` = its input messages plus its first output message (the transcript as the model
   last saw it); null when no content was captured anywhere;
-- `output`: the final answer, the last assistant message *without* tool calls of the final inference span
-  (a `tool_call` message is never an answer); else the root's own output (an agent's, a workflow's, Langfuse's
+- `output`: the final answer, the assistant message of the final inference span (its first choice when it
+  returned several), unless that message is a tool call (a `tool_call` message is never an answer); else the
+  root's own output (an agent's, a workflow's, Langfuse's
   `langfuse.trace.output`); `input`: the last user message before that answer in the conversation; else the
   root's input. `input_messages` / `output_messages`: the final inference span's messages as it held them;
 - `tool_calls`: the trajectory in start order: one entry per tool span `{span_id, name, arguments, result,
   status, error}`; a trace without tool spans takes the assistant tool calls of its conversation matched to
-  the tool messages by `tool_call_id` (`span_id` null);
+  the tool messages by `tool_call_id` (`span_id` null); a tool span without arguments/result (content captured
+  on events only) takes them from the conversation by its `gen_ai.tool.call.id`;
 - `prompt_tokens` / `completion_tokens`: sums over the model-call spans (chat, text_completion, embeddings),
   a model call inside another one not counted again; an agent's or workflow's own aggregate is never added.
   Without any model-call span with usage, the root's own usage;
@@ -174,8 +176,9 @@ def _sum(values: list[Any]) -> Any:
 
 
 def _answer(messages: list[dict[str, Any]] | None) -> str | None:
-    answers = [m for m in messages or [] if m.get("role") == "assistant" and not m.get("tool_calls")]
-    return answers[-1].get("content") if answers else None
+    """The answer among a model call's output messages: the first choice, unless it is a tool call."""
+    first = next((m for m in messages or [] if m.get("role") == "assistant"), None)
+    return first.get("content") if first is not None and not first.get("tool_calls") else None
 
 
 def _user_text(messages: list[dict[str, Any]] | None) -> str | None:
@@ -185,20 +188,22 @@ def _user_text(messages: list[dict[str, Any]] | None) -> str | None:
 
 def _trajectory(spans: list[Span], conversation: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
     tools = [s for s in spans if s.fields.operation == "execute_tool"]
-    if tools:
+    results = {m.get("tool_call_id"): m.get("content") for m in conversation or [] if m.get("role") == "tool"}
+    calls = [call for m in conversation or [] if m.get("role") == "assistant" for call in m.get("tool_calls") or []]
+    if tools:  # a tool span without content (captured on events only) borrows its call's from the conversation
+        arguments = {c.get("id"): c.get("arguments") for c in calls}
         return [
             {
                 "span_id": s.span_id,
                 "name": s.fields.tool_name or s.name,
-                "arguments": s.fields.tool_arguments,
-                "result": s.fields.tool_result,
+                "arguments": s.fields.tool_arguments or arguments.get(s.fields.tool_call_id),
+                "result": s.fields.tool_result
+                or (results.get(s.fields.tool_call_id) if not s.fields.error_type else None),
                 "status": "error" if s.fields.error_type else "ok",
                 "error": s.fields.error_message or s.fields.error_type,
             }
             for s in tools
         ]
-    results = {m.get("tool_call_id"): m.get("content") for m in conversation or [] if m.get("role") == "tool"}
-    calls = [call for m in conversation or [] if m.get("role") == "assistant" for call in m.get("tool_calls") or []]
     if not calls:
         return None
     return [

@@ -18,6 +18,7 @@ Recent versions of the instrumentation write the GenAI attributes (`gen_ai.input
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from eval_platform.ingest.messages import maybe_json
@@ -39,6 +40,11 @@ def matches(span: Span) -> bool:
 def _entity(value: Any) -> str | None:
     """`traceloop.entity.input` is `{"args": [...], "kwargs": {...}}` JSON: a lone argument is shown alone."""
     decoded = maybe_json(value) if isinstance(value, str) else value
+    if isinstance(decoded, str) and decoded.startswith('"'):  # a function that returned text: its JSON string
+        try:
+            return as_text(json.loads(decoded))
+        except ValueError:
+            return decoded
     if isinstance(decoded, dict) and set(decoded) <= {"args", "kwargs"}:
         args, kwargs = decoded.get("args") or [], decoded.get("kwargs") or {}
         if len(args) == 1 and not kwargs:
