@@ -409,3 +409,95 @@ def test_an_array_of_otlp_exports(tmp_path):
     ]
     day = ingest(tmp_path, documents)
     assert sorted(day.traces["trace_id"]) == sorted([TRACE, "f" * 32])
+
+
+def test_orphans_are_kept_but_the_trace_says_it_is_partial(tmp_path):
+    root = span("00000000000000a1", "invoke_agent x", {"gen_ai.operation.name": "invoke_agent"}, end_ms=3000)
+    orphan = span("00000000000000b2", "chat", chat_attrs(), parent="00000000000000ff", start_ms=10, end_ms=900)
+    row = only_trace(ingest(tmp_path, export(root, orphan)))
+    assert row["partial_reason"] == "missing_parent:00000000000000ff"
+    assert json.loads(row["flags"]) == ["missing_parent"] and row["span_count"] == 2
+
+
+def test_duplicate_span_ids_cycles_and_skew_are_quarantined_or_flagged(tmp_path):
+    root = span("00000000000000a1", "invoke_agent x", {"gen_ai.operation.name": "invoke_agent"}, end_ms=1000)
+    chat = span("00000000000000b2", "chat", chat_attrs(), parent="00000000000000a1", start_ms=-50, end_ms=900)
+    again = {**chat, "name": "chat again"}
+    loop_a = span("00000000000000c3", "chat", chat_attrs(), parent="00000000000000d4", start_ms=5)
+    loop_b = span("00000000000000d4", "chat", chat_attrs(), parent="00000000000000c3", start_ms=6)
+    day = ingest(tmp_path, export(root, chat, again, loop_a, loop_b))
+    row = day.traces.row(0, named=True)
+    assert row["partial_reason"] == "parent_cycle:00000000000000c3" and row["span_count"] == 2
+    assert json.loads(row["flags"]) == ["duplicate_span_id", "parent_cycle", "clock_skew"]
+    assert [(q["line"], q["reason"]) for q in day.quarantine.to_dicts()] == [
+        (3, "duplicate_span_id"),
+        (4, "parent_cycle"),
+        (5, "parent_cycle"),
+    ]
+    assert json.loads(day.quarantine["raw"][0])["name"] == "chat again"  # the raw span is kept
+    assert day.counts["read"] == 5 and day.counts["accepted"] == 2 and day.counts["quarantined"] == 3
+
+
+def test_a_trace_without_its_root_waits_for_the_next_day(tmp_path):
+    child = span("00000000000000b2", "chat", chat_attrs(), parent="00000000000000a1")
+    day = ingest(tmp_path, export(child))
+    assert day.traces.height == 0
+    [row] = day.quarantine.to_dicts()
+    assert row["reason"] == "awaiting_root" and "traces/2026-03-05/" in row["detail"]
+
+
+def test_a_parent_in_another_process_makes_a_local_root(tmp_path):
+    server = {**span("00000000000000b2", "chat", chat_attrs(), parent="00000000000000a1"), "flags": 0x300}
+    row = only_trace(ingest(tmp_path, export(server)))
+    assert row["partial_reason"] is None and row["output"].startswith("Why did the developer")
+
+
+def test_log_records_are_events_of_their_span_or_quarantined(tmp_path):
+    chat = span("00000000000000b2", "chat", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})
+
+    def record(name: str, body: dict, span_id: str = "00000000000000b2") -> dict:
+        return {
+            "eventName": name,
+            "traceId": TRACE,
+            "spanId": span_id,
+            "body": {"kvlistValue": {"values": encode_attributes(body)}},
+        }
+
+    logs = {
+        "resourceLogs": [
+            {
+                "resource": {},
+                "scopeLogs": [
+                    {
+                        "logRecords": [
+                            record("gen_ai.user.message", {"content": "hello?"}),
+                            record("gen_ai.choice", {"index": 0, "message": {"role": "assistant", "content": "hi!"}}),
+                            record("gen_ai.user.message", {"content": "lost"}, span_id="00000000000000ff"),
+                            {"body": {"stringValue": "an application log line"}},
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    day = ingest(tmp_path, json.dumps(export(chat)) + "\n" + json.dumps(logs) + "\n", name="collector.json")
+    row = day.traces.row(0, named=True)
+    assert (row["input"], row["output"]) == ("hello?", "hi!")
+    assert [(q["line"], q["reason"]) for q in day.quarantine.to_dicts()] == [
+        (2, "orphan_event"),
+        (2, "not_a_genai_event"),
+    ]
+    assert day.counts["read"] == 5 and day.counts["accepted"] == 3
+
+
+def test_a_metrics_line_is_not_a_trace(tmp_path):
+    day = ingest(
+        tmp_path,
+        json.dumps({"resourceMetrics": []})
+        + "\n"
+        + json.dumps(export(span("00000000000000a1", "chat", chat_attrs())))
+        + "\n",
+        name="all.jsonl",
+    )
+    assert day.traces.height == 1
+    assert day.quarantine["reason"].to_list() == ["not_a_trace:metrics"]
