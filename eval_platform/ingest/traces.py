@@ -4,7 +4,8 @@
 relative path; hidden files and folders are skipped; a missing folder is an empty day). Supported files and
 how they split into rows are described in `readers.py` (JSONL, JSON, CSV, Parquet, OTLP/JSON, optionally
 gzip-compressed); how a row becomes a canonical trace, the field aliases and the value rules in
-`records.py`; the OTLP GenAI mapping in `otlp.py`.
+`records.py`; OTLP traces (whole traces across lines and files, the conventions, the trace model, the rule for
+traces over midnight, which makes this read the previous day's folder too) in `ingest/otel/`.
 
 Nothing is dropped silently. Each rejected row becomes a quarantine row (source `traces`, partition = day)
 with its file (relative to the data root), 1-based line (null when the whole file is rejected), a reason
@@ -16,14 +17,17 @@ Reason codes:
 - row level: `invalid_json`, `invalid_encoding`, `not_an_object`, `malformed_csv_row`,
   `missing_field:trace_id`, `missing_field:timestamp`, `invalid_timestamp`, `invalid_type:<field>`,
   `negative_value:<field>`, `duplicate_trace_id` (the first occurrence in file/line order wins);
-- OTLP: `invalid_otlp:<what>`, `no_genai_span`;
+- OTLP (one row per span or log record): `invalid_otlp:<what>`, `no_genai_span`, `awaiting_root`, `late_span`,
+  `duplicate_span_id`, `parent_cycle`, `orphan_event`, `not_a_genai_event`, `not_a_trace:metrics`;
 - `unexpected_error`: a bug in the ingest itself met this row (it is kept rather than crashing the day).
 
 A trace is kept under the day folder it was exported to, even if its own timestamp falls on another day
 (late or early exports); `date` is always the partition day.
 
 `counts` conserves rows: for every file and in total, `read == accepted + quarantined` (a file rejected as
-a whole counts as one row read). Its layout: `{"read", "accepted", "quarantined", "by_reason": {reason: n},
+a whole counts as one row read; an OTLP row is a span, a log record or an envelope error, and the previous
+day's spans taken into this day's traces count under their own file).
+Its layout: `{"read", "accepted", "quarantined", "by_reason": {reason: n},
 "files": {file: {"read", "accepted", "quarantined", "by_reason"}}}`.
 """
 
