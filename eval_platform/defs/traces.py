@@ -32,6 +32,7 @@ BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=TRACE_DAYS_
 class IngestedDay:
     day: str
     traces: int
+    spans: int
     quarantined: int
     reasons: dict[str, int]
     files: list[str]
@@ -43,6 +44,7 @@ class IngestedDay:
     def metadata(self) -> dict:
         return {
             "traces": self.traces,
+            "spans": self.spans,
             "quarantined": self.quarantined,
             "quarantine_reasons": dg.MetadataValue.json(self.reasons),
             "files": dg.MetadataValue.json(self.files),
@@ -52,8 +54,9 @@ class IngestedDay:
 
 
 def ingest_day(root, day: str, log) -> IngestedDay:
-    """Read one day's export files and write its traces and quarantine partitions (replacing earlier ones)."""
+    """Read one day's export files and write its traces, spans and quarantine partitions (replacing earlier ones)."""
     result = read_trace_day(root, day)
+    write_partition(root, "spans", {"date": day}, result.spans)
     write_partition(root, "traces", {"date": day}, result.traces)
     write_quarantine(root, "traces", day, result.quarantine)
     reasons = dict(result.quarantine.group_by("reason").len().sort("reason").rows()) if result.quarantine.height else {}
@@ -61,7 +64,9 @@ def ingest_day(root, day: str, log) -> IngestedDay:
         log.warning(f"{result.quarantine.height} rows of {day} quarantined: {reasons}")
     if result.traces.height == 0:
         log.warning(f"traces/{day}/ has {len(result.files)} file(s) and no valid trace: an empty day")
-    return IngestedDay(day, result.traces.height, result.quarantine.height, reasons, list(result.files))
+    return IngestedDay(
+        day, result.traces.height, result.spans.height, result.quarantine.height, reasons, list(result.files)
+    )
 
 
 def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
@@ -97,8 +102,9 @@ def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
             kinds={"python", "parquet"},
             group_name="ingest",
             description="Normalized traces of one UTC day, from every export file in `traces/<day>/` "
-            "(JSONL, JSON, CSV, Parquet, OTLP/JSON GenAI spans). Rejected rows go to `quarantine` with "
-            "file, line and reason.",
+            "(JSONL, JSON, CSV, Parquet, OTLP/JSON spans of the GenAI, OpenLLMetry, OpenInference and Langfuse "
+            "conventions, whole traces across lines and files), and their spans in the `spans` table. Rejected "
+            "rows go to `quarantine` with file, line and reason.",
         )
     ],
     partitions_def=trace_days,
@@ -170,6 +176,20 @@ def daily_ingest_schedule(context: dg.ScheduleEvaluationContext):
     )
 
 
+def _previous_day(day: str) -> str:
+    try:
+        return (datetime.strptime(day, "%Y-%m-%d") - timedelta(days=1)).strftime("%Y-%m-%d")
+    except ValueError:
+        return day
+
+
+def _next_day(day: str) -> str:
+    try:
+        return (datetime.strptime(day, "%Y-%m-%d") + timedelta(days=1)).strftime("%Y-%m-%d")
+    except ValueError:
+        return day
+
+
 def _file_states(root) -> dict[str, str]:
     """Every file ingest would read, per day folder (the same function decides it), with mtime and size."""
     states = {}
@@ -186,20 +206,25 @@ def _file_states(root) -> dict[str, str]:
     job=traces_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
-    description="Re-ingests a day when a file under traces/<day>/ (subfolders too) is added or changed.",
+    description="Re-ingests a day when a file under traces/<day>/ (subfolders too) is added or changed, and the "
+    "next day when its folder exists (its ingest reads this day for the spans of traces over midnight).",
 )
 def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     """Notices new or changed export files under `traces/<day>/` and re-ingests those days."""
     states = _file_states(warehouse.root)
     previous = json.loads(context.cursor) if context.cursor else {}
-    changed_days = sorted({path.split("/")[1] for path, state in states.items() if previous.get(path) != state})
+    changed = {path.split("/")[1] for path, state in states.items() if previous.get(path) != state}
+    # the ingest of a day also reads the day before (spans of its traces that started before midnight)
+    changed_days = sorted(
+        changed | {_next_day(day) for day in changed if (warehouse.root / "traces" / _next_day(day)).is_dir()}
+    )
     valid = set(trace_days.get_partition_keys(current_time=datetime.now(UTC)))
     requests = []
     for day in changed_days:
         if day not in valid:
             context.log.warning(f"traces/{day}/ is not a valid day partition (YYYY-MM-DD, not in the future); ignored")
             continue
-        files = {p: s for p, s in states.items() if p.split("/")[1] == day}
+        files = {p: s for p, s in states.items() if p.split("/")[1] in (day, _previous_day(day))}
         run_key = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
         requests.append(dg.RunRequest(run_key=f"{day}-{run_key}", partition_key=day))
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(states))

@@ -10,7 +10,7 @@ Three shapes, as an instrumented application would emit them:
   retrieval child before it), so a judge can score the named step `chat <model>` on its own.
 
 Trace-level fields without a GenAI convention ride on the root span as `eval.trace_id`, `eval.experiment_id`,
-`eval.variant`, `eval.metadata.<key>` and `app.cost_usd` (see `eval_platform/ingest/otlp.py`).
+`eval.variant`, `eval.metadata.<key>` and `app.cost_usd` (see `eval_platform/ingest/otel/model.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from eval_platform.ingest.otlp_values import encode_attributes
+from eval_platform.ingest.otel.values import encode_attributes
 from eval_platform.sample_data.pandalm import EXPERIMENT_ID, PROJECT_ID, Trace
 
 AGENT_NAME = "pandalm-assistant"

@@ -14,15 +14,15 @@ from eval_platform.ingest.common import RowError, preview
 
 def decode_value(value: Any, where: str) -> Any:
     """An OTLP/JSON AnyValue -> a plain Python value."""
-    bad = RowError("invalid_otlp:attributes", f"{where} is not a valid OTLP AnyValue: {preview(value)}")
     if value is None or value == {}:
         return None
+    if isinstance(value, dict) and isinstance(value.get("stringValue"), str):  # the common case, first and cheap
+        return value["stringValue"]
+    bad = RowError("invalid_otlp:attributes", f"{where} is not a valid OTLP AnyValue: {preview(value)}")
     if not isinstance(value, dict):
         raise bad
     if "stringValue" in value:
-        if not isinstance(value["stringValue"], str):
-            raise bad
-        return value["stringValue"]
+        raise bad
     if "boolValue" in value:
         if not isinstance(value["boolValue"], bool):
             raise bad
