@@ -25,6 +25,11 @@ BUDGET_EXHAUSTED = "budget_exhausted"  # the call would exceed a daily or monthl
 DISABLED = "disabled"  # the evaluator has enabled: false
 NOT_SAMPLED = "not_sampled"  # outside the evaluator's sample_rate (the same traces on every rerun)
 SKIP_REASONS = (BUDGET_EXHAUSTED, DISABLED, NOT_SAMPLED)
+# A check evaluator (judging.checks) makes no call: it skips a trace lacking the field its scorer reads (a trace
+# with no tool_calls, no latency_ms) or on which the scorer has no value (a tool error rate over no calls).
+MISSING_FIELD = "missing_field"
+NOT_APPLICABLE = "not_applicable"
+PARTIAL_TRACE = "partial_trace"  # the trace's partial_reason is set: it is never checked (or judged) as whole
 # Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Transport: timeout,
 # rate_limited, provider_error:<status>, connection_error; reply: empty_reply, unparseable, ambiguous, truncated,
 # schema_violation, out_of_range; consensus: no_consensus, low_agreement; benchmarks: scorer_error.
