@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from eval_platform.judging.modes import Strict
+from eval_platform.judging.modes import Strict, binary
 from eval_platform.scoring import registry
 from eval_platform.scoring.base import Scorer, ScorerOptions
 
@@ -21,7 +21,7 @@ from eval_platform.scoring.base import Scorer, ScorerOptions
 CHECK_EVALUATOR_FIELDS = frozenset(
     {"name", "description", "enabled", "check", "trigger", "sample_rate", "max_failed_rate", "human_agreement"}
 )
-CHECK_MODE = "binary"  # what a check's verdict is: passed true/false
+CHECK_MODE = binary.MODE.name  # what a check's verdict is: passed true/false
 
 
 def checkable(scorer: Scorer) -> bool:
