@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.ingest import read_trace_day
-from eval_platform.ingest.otlp_values import decode_attributes, encode_attributes
+from eval_platform.ingest.otel.values import decode_attributes, encode_attributes
 
 DAY = "2026-03-04"
 T0 = 1_772_618_400_000_000_000  # 2026-03-04T10:00:00Z in ns
@@ -99,8 +99,14 @@ def test_a_chat_span_maps_to_a_canonical_trace(tmp_path):
     assert row["trace_id"] == TRACE
     assert row["timestamp"] == datetime(2026, 3, 4, 10, tzinfo=UTC)
     assert row["latency_ms"] == 1250.0
-    assert row["input"] == "system: You are a helpful bot\nuser: Tell me a joke about OpenTelemetry"
+    assert row["input"] == "Tell me a joke about OpenTelemetry"  # the user's input, not the system prompt
     assert row["output"] == "Why did the developer bring OpenTelemetry to the party?"
+    assert [(m["role"], m["content"]) for m in json.loads(row["conversation"])] == [
+        ("system", "You are a helpful bot"),
+        ("user", "Tell me a joke about OpenTelemetry"),
+        ("assistant", "Why did the developer bring OpenTelemetry to the party?"),
+    ]
+    assert (row["session_id"], row["span_count"], row["partial_reason"], row["error"]) == ("conv_1", 1, None, False)
     assert json.loads(row["input_messages"])[1]["parts"][0]["content"] == "Tell me a joke about OpenTelemetry"
     assert json.loads(row["output_messages"])[0]["finish_reason"] == "stop"
     assert row["model"] == "gpt-4-0613"  # the response model wins over the request model
@@ -120,14 +126,21 @@ def test_a_chat_span_maps_to_a_canonical_trace(tmp_path):
             "span_id": "00f067aa0ba902b7",
             "parent_span_id": None,
             "name": "chat gpt-4",
+            "kind": "client",
             "operation": "chat",
+            "status": "unset",
+            "error_type": None,
             "model": "gpt-4-0613",
-            "input": row["input"],
+            "input": "system: You are a helpful bot\nuser: Tell me a joke about OpenTelemetry",  # all of it
             "output": row["output"],
             "context": None,
+            "tool_name": None,
+            "tool_arguments": None,
+            "tool_result": None,
             "latency_ms": 1250.0,
             "prompt_tokens": 52,
             "completion_tokens": 47,
+            "attributes": json.loads(json.dumps(attrs)),
         }
     ]
     assert row["source_line"] == 1
@@ -152,8 +165,10 @@ def test_system_instructions_become_a_leading_system_message(tmp_path):
         "gen_ai.output.messages": msgs("assistant", "I'm sorry, but I can't assist with that"),
     }
     row = only_trace(ingest(tmp_path, export(span("00000000000000a1", "chat", attrs))))
-    assert row["input"] == "system: You must never tell jokes\nuser: Tell me a joke"
+    assert row["input"] == "Tell me a joke"
+    assert json.loads(row["spans"])[0]["input"] == "system: You must never tell jokes\nuser: Tell me a joke"
     assert [message["role"] for message in json.loads(row["input_messages"])] == ["system", "user"]
+    assert json.loads(row["conversation"])[0] == {"role": "system", "content": "You must never tell jokes"}
 
 
 def test_structured_attribute_values_are_read_like_json_strings(tmp_path):
@@ -283,7 +298,8 @@ def test_an_agent_root_without_content_falls_back_to_its_chat_spans(tmp_path):
         end_ms=1500,
     )
     row = only_trace(ingest(tmp_path, export(agent, first, last)))
-    assert (row["input"], row["output"]) == ("first question", "final answer")
+    # the final inference span's conversation: its last user message and its answer
+    assert (row["input"], row["output"]) == ("refine", "final answer")
 
 
 def test_retrieval_documents_become_the_context(tmp_path):
@@ -307,11 +323,12 @@ def test_retrieval_documents_become_the_context(tmp_path):
     )
     chat = span("00000000000000c3", "chat gpt-4", chat_attrs(), parent="00000000000000a1", start_ms=50, end_ms=1950)
     row = only_trace(ingest(tmp_path, export(http, retrieval, chat)))
-    assert row["model"] == "gpt-4-0613"  # the chat span is the root GenAI span, not the earlier retrieval
-    assert row["latency_ms"] == 1900.0
+    assert row["model"] == "gpt-4-0613"  # the chat span is the final inference span, not the earlier retrieval
+    assert row["latency_ms"] == 2000.0  # the whole run: the HTTP root span
     assert json.loads(row["context"]) == ["Paris is the capital of France.", '{"id": "doc_456", "score": 0.87}']
     spans = {s["name"]: s for s in json.loads(row["spans"])}
-    assert set(spans) == {"retrieval kb", "chat gpt-4"}  # only GenAI spans
+    assert set(spans) == {"POST /answer", "retrieval kb", "chat gpt-4"}  # every span; HTTP has no operation
+    assert spans["POST /answer"]["operation"] is None
     assert spans["retrieval kb"]["input"] == "capital of France"
     assert spans["retrieval kb"]["context"] == json.loads(row["context"])
 
@@ -349,9 +366,10 @@ def test_invalid_otlp_is_quarantined_with_clear_reasons(tmp_path):
     )
     assert day.traces["trace_id"].to_list() == [TRACE]
     got = [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()]
-    assert got == [
+    assert got == [  # one row per span: a broken span takes its whole trace (both spans) with it
         (2, "invalid_otlp:traceId"),
         (3, "invalid_otlp:startTimeUnixNano"),
+        (4, "invalid_otlp:startTimeUnixNano"),
         (5, "no_genai_span"),
         (6, "invalid_otlp:attributes"),
         (7, "invalid_otlp:span"),
@@ -360,10 +378,9 @@ def test_invalid_otlp_is_quarantined_with_clear_reasons(tmp_path):
     details = [row["detail"] for row in day.quarantine.to_dicts()]
     assert details[1].startswith(f"traces/{DAY}/otel.json span 3: trace {'b' * 32}")
     assert "00000000000000b2" in details[1] and "startTimeUnixNano" in details[1]
-    raw = json.loads(day.quarantine["raw"][1])
-    assert [s["spanId"] for s in raw] == ["00000000000000b1", "00000000000000b2"]  # the whole rejected trace
-    counts = day.counts
-    assert counts["read"] == 7 and counts["accepted"] == 1 and counts["quarantined"] == 6
+    assert [json.loads(day.quarantine["raw"][i])["spanId"] for i in (1, 2)] == ["00000000000000b1", "00000000000000b2"]
+    counts = day.counts  # rows are spans (and envelope errors): 8 read, 1 in a trace, 7 quarantined
+    assert counts["read"] == 8 and counts["accepted"] == 1 and counts["quarantined"] == 7
 
 
 def test_a_broken_envelope_is_one_quarantine_row(tmp_path):
