@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from eval_platform.ingest.otlp import INFERENCE_OPERATIONS
+from eval_platform.ingest.otel.fields import INFERENCE
 from eval_platform.scoring.base import Scorer, ScorerOptions
 from eval_platform.scoring.tool_calls import TOOL_CALLS, called_tools, json_list
 
@@ -47,7 +47,7 @@ def _steps(case: Mapping[str, Any], options: StepCountOptions) -> tuple[float, s
         count = len(called_tools(case))
     else:
         spans = json_list(case, "spans")
-        count = sum(1 for span in spans if isinstance(span, dict) and span.get("operation") in INFERENCE_OPERATIONS)
+        count = sum(1 for span in spans if isinstance(span, dict) and span.get("operation") in INFERENCE)
     return count, f"{count} {options.steps.replace('_', ' ')} ({options.text()})"
 
 

@@ -199,3 +199,46 @@ def test_a_check_evaluator_file_loads_and_judge_fields_are_refused_naming_the_fi
         write_evaluator(folder, stem, **fields)
         with pytest.raises(EvaluatorConfigError, match=rf"{stem}\.yaml: .*{message}"):
             load_evaluators(folder / "evaluators")
+
+
+def test_checks_on_traces_recorded_from_the_real_genai_instrumentation(data_root, local_judge, runtime):
+    """The recorded openai-v2 (OTel GenAI) export, ingested and written as the traces asset does, then checked
+    partition by partition as judge_scores does (the recording's day is today: not yet a Dagster partition)."""
+    from eval_platform.ingest.traces import read_trace_day
+    from eval_platform.judging.evaluator_day import judge_partition
+    from eval_platform.storage.warehouse import write_partition
+    from eval_platform_tests.ingest.test_otel_recorded import FIXTURES, export_files, recording_day, scenarios
+
+    day = recording_day("genai")
+    (data_root / "traces" / day).mkdir(parents=True)
+    for name in export_files("genai"):
+        (data_root / "traces" / day / name).write_bytes((FIXTURES / "genai" / name).read_bytes())
+    write_partition(data_root, "traces", {"date": day}, read_trace_day(data_root, day).traces)
+    evaluators = {
+        "weather_tool": check(
+            "weather_tool", check={"scorer": "tool_call_accuracy", "expected_tools": ["get_weather"]}
+        ),
+        "tool_errors": check("tool_errors", check={"scorer": "tool_error_rate"}),
+        "agent_steps": check("agent_steps", check={"scorer": "step_count", "max": 1}),
+    }
+    before = judge_requests(local_judge)
+    rows = {}
+    for name, config in evaluators.items():
+        judged = judge_partition(data_root, config, day, runtime, set())
+        assert judged.every_trace_has_one_status and judged.result.rows.height == 12
+        rows |= {
+            (name, r["trace_id"]): (r["status"], r["reason"], r["raw_score"], r["passed"])
+            for r in judged.result.rows.iter_rows(named=True)
+        }
+    assert judge_requests(local_judge) == before
+    names = scenarios("genai")
+    agent, tool_error, single = names["agent"][0], names["agent_tool_error"][0], names["single_turn"][0]
+    # the agent run: chat -> get_weather -> chat: the expected tool called, no tool failed, 2 model calls (> max 1)
+    assert rows[("weather_tool", agent)] == ("COMPLETED", None, 1.0, True)
+    assert rows[("tool_errors", agent)] == ("COMPLETED", None, 0.0, True)
+    assert rows[("agent_steps", agent)] == ("COMPLETED", None, 2.0, False)
+    # the lookup_order tool span failed: 1 of 1
+    assert rows[("tool_errors", tool_error)] == ("COMPLETED", None, 1.0, False)
+    # a single chat completion has no trajectory: the tool checks skip it, the step count counts its one call
+    assert rows[("weather_tool", single)] == ("SKIPPED", "missing_field", None, None)
+    assert rows[("agent_steps", single)] == ("COMPLETED", None, 1.0, True)
