@@ -24,10 +24,34 @@ FINAL_COMPLETED = pl.col("is_final") & (pl.col("status") == COMPLETED)
 BUDGET_EXHAUSTED = "budget_exhausted"  # the call would exceed a daily or monthly budget
 DISABLED = "disabled"  # the evaluator has enabled: false
 NOT_SAMPLED = "not_sampled"  # outside the evaluator's sample_rate (the same traces on every rerun)
+NOT_SELECTED = "not_selected"  # trigger: manual, and the run did not name the trace
 NO_CREDENTIALS = "no_credentials"  # the evaluator's provider key is not set
 PROMPT_TOO_LARGE = "prompt_too_large"  # the rendered prompt is longer than max_prompt_chars
 SPAN_NOT_FOUND = "span_not_found"  # the evaluator's span is not in the trace
-SKIP_REASONS = (BUDGET_EXHAUSTED, DISABLED, NOT_SAMPLED, NO_CREDENTIALS, PROMPT_TOO_LARGE, SPAN_NOT_FOUND)
+# A check evaluator (judging.checks) makes no call: it skips a trace lacking the field its scorer reads (a trace
+# with no tool_calls, no latency_ms) or on which the scorer has no value (a tool error rate over no calls).
+MISSING_FIELD = "missing_field"  # also a benchmark case's FAILED reason: the case lacks a field the task needs
+NOT_APPLICABLE = "not_applicable"
+PARTIAL_TRACE = "partial_trace"  # the trace's partial_reason is set: it is never checked (or judged) as whole
+# benchmark tasks:
+NOT_IN_SCOPE = "not_in_scope"  # models.yaml limits the model to other suites or tasks
+GATE_FAILED = "gate_failed"  # the task's gate (another task's metric) is below its minimum or missing
+NO_LOCAL_JUDGE = "no_local_judge"  # a local/ model and no local judge configured
+SKIP_REASONS = (
+    BUDGET_EXHAUSTED,
+    DISABLED,
+    NOT_SAMPLED,
+    NOT_SELECTED,
+    NO_CREDENTIALS,
+    PROMPT_TOO_LARGE,
+    SPAN_NOT_FOUND,
+    MISSING_FIELD,
+    NOT_APPLICABLE,
+    PARTIAL_TRACE,
+    NOT_IN_SCOPE,
+    GATE_FAILED,
+    NO_LOCAL_JUDGE,
+)
 
 # Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Every place that fails a row
 # uses these names, so a code is spelt once.
@@ -52,9 +76,9 @@ BATCH_PENDING = "batch_pending"
 BATCH_FAILED = "batch_failed"
 BATCH_EXPIRED = "batch_expired"
 BATCH_TIMEOUT = "batch_timeout"
+BATCH_UNCONFIRMED = "batch_unconfirmed"  # the provider could not say whether a batch was created
 # benchmarks:
 SCORER_ERROR = "scorer_error"
-MISSING_FIELD = "missing_field"  # the case lacks a field the task needs
 UPSTREAM_MISSING = "upstream_missing"  # the task's `outputs_of` task has no output for the case
 FAIL_REASONS = (
     TIMEOUT,
@@ -74,6 +98,7 @@ FAIL_REASONS = (
     BATCH_FAILED,
     BATCH_EXPIRED,
     BATCH_TIMEOUT,
+    BATCH_UNCONFIRMED,
     SCORER_ERROR,
     MISSING_FIELD,
     UPSTREAM_MISSING,

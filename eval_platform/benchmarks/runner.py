@@ -49,7 +49,11 @@ from eval_platform.schemas import (
     BENCHMARK_CASE_SCHEMA,
     COMPLETED,
     FAILED,
+    GATE_FAILED,
     MISSING_FIELD,
+    NO_CREDENTIALS,
+    NO_LOCAL_JUDGE,
+    NOT_IN_SCOPE,
     SKIPPED,
     UPSTREAM_MISSING,
 )
@@ -204,15 +208,15 @@ def run_task(run: TaskRun) -> pl.DataFrame:
 def _task_skip(run: TaskRun, no_endpoint: str | None) -> tuple[str, str] | None:
     task = run.task
     if not run.model.runs(run.suite_name, run.task_name):
-        return "not_in_scope", f"models.yaml limits {run.model_name} to {run.model.only}"
+        return NOT_IN_SCOPE, f"models.yaml limits {run.model_name} to {run.model.only}"
     if task.gate is not None:
         gate = task.gate
         if run.gate_value is None:
-            return "gate_failed", f"gate: task '{gate.task}' has no {gate.metric} for this model"
+            return GATE_FAILED, f"gate: task '{gate.task}' has no {gate.metric} for this model"
         if run.gate_value < gate.min:
-            return "gate_failed", f"gate: task '{gate.task}' {gate.metric} {run.gate_value:.4g} < min {gate.min:g}"
+            return GATE_FAILED, f"gate: task '{gate.task}' {gate.metric} {run.gate_value:.4g} < min {gate.min:g}"
     if no_endpoint:
-        reason = "no_local_judge" if run.model.model.startswith("local/") else "no_credentials"
+        reason = NO_LOCAL_JUDGE if run.model.model.startswith("local/") else NO_CREDENTIALS
         return reason, no_endpoint
     return None
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import Field, field_validator, model_validator
 
+from eval_platform.judging.check_options import CheckOptions, check_evaluator_fields
 from eval_platform.judging.models import ModelSpec
 from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, JudgeMode
 from eval_platform.judging.modes import Strict as _Strict
@@ -103,6 +104,11 @@ class EvaluatorConfig(_Strict):
         None,
         description="Judge each partition through the provider's batch API (see BatchOptions); default interactive.",
     )
+    check: CheckOptions | None = Field(
+        None,
+        description="Run this scorer of the registry on each trace instead of calling a judge (no model, no cost); "
+        "see judging.check_options.",
+    )
     max_prompt_chars: int = Field(
         200_000,
         gt=0,
@@ -134,6 +140,8 @@ class EvaluatorConfig(_Strict):
     @classmethod
     def _mode_defaults(cls, raw: Any) -> Any:
         """Fill the options a mode needs with their defaults before validation (the model stays frozen)."""
+        if isinstance(raw, dict) and "check" in raw:
+            raw = check_evaluator_fields(raw)
         if not isinstance(raw, dict) or not isinstance(raw.get("mode"), str):
             return raw
         mode, raw = raw["mode"], dict(raw)
@@ -195,6 +203,8 @@ class EvaluatorConfig(_Strict):
         return self.batch is not None and self.batch.enabled
 
     def _check_models(self) -> None:
+        if self.check is not None:
+            return  # a check evaluator has no model (judging.check_options)
         if (self.model is None) == (self.models is None):
             raise ValueError("give exactly one of `model` (one judge) or `models` (a list of judges)")
         if self.models is not None and not self.models:
@@ -262,7 +272,9 @@ class EvaluatorConfig(_Strict):
                     raise ValueError(f"few_shot[{i}].verdict does not match the reply schema: {error.message}")
 
     def judge_models(self) -> list[ModelSpec]:
-        """The judges, with evaluator-level api_base / key / local judge / prices filled in."""
+        """The judges, with evaluator-level api_base / key / local judge / prices filled in; none for a check."""
+        if self.check is not None:
+            return []
         specs = self.models if self.models is not None else [ModelSpec(model=self.model)]
         inherited = {
             "api_base": self.api_base,
@@ -285,6 +297,8 @@ class EvaluatorConfig(_Strict):
 
     @property
     def model_label(self) -> str:
+        if self.check is not None:
+            return self.check.label
         return ",".join(spec.model for spec in self.judge_models())
 
     @property
@@ -325,6 +339,7 @@ VERDICT_FIELDS = (
     "min_confidence",
     "span",
     "anti_gaming_clauses",
+    "check",
 )
 
 # What cannot: which traces are judged, when, at what price and budget, through which endpoint and key.

@@ -36,6 +36,7 @@ from eval_platform.schemas import (
     JUDGE_SCORE_SCHEMA,
     NO_CREDENTIALS,
     NOT_SAMPLED,
+    NOT_SELECTED,
     PROMPT_TOO_LARGE,
     SKIPPED,
     conform,
@@ -89,6 +90,17 @@ class _Judge:
         return await self.caller.call(request, sample, parse)
 
 
+def selection_skip(config: EvaluatorConfig, unit_id: str, manual_trace_ids: set[str]) -> tuple[str, str] | None:
+    """Why a trace (pair, group) is not judged, whoever judges it: disabled, not sampled, not named (manual)."""
+    if not config.enabled:
+        return DISABLED, "the evaluator has enabled: false"
+    if config.trigger == "sampled" and unit_hash(config.name, unit_id) >= config.sample_rate:
+        return NOT_SAMPLED, f"outside sample_rate {config.sample_rate}"
+    if config.trigger == "manual" and unit_id not in manual_trace_ids:
+        return NOT_SELECTED, "trigger 'manual' and the trace was not named in the run config"
+    return None
+
+
 def _no_credentials_detail(config: EvaluatorConfig) -> str:
     names = sorted({spec.api_key_env for spec in config.judge_models() if spec.api_key_env})
     return f"{' / '.join(names) or 'the key variable'} not set and no local judge configured"
@@ -116,6 +128,11 @@ def judge_day(
 ) -> DayResult:
     """Judge every selected trace (pair, group) of `day`; every slot ends with exactly one status per member."""
     manual = manual_trace_ids or set()
+    if config.check is not None:
+        # A check evaluator runs a scorer on each trace: no model, call, cache or budget (judging.checks).
+        from eval_platform.judging.checks import check_day  # checks builds on this module
+
+        return check_day(config, day, traces, manual)
 
     def judge_pass(runtime: JudgeRuntime) -> DayResult:
         return asyncio.run(_judge_day_closing(config, day, traces, runtime, manual))
@@ -155,12 +172,9 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
     final_role = "consensus" if several else "verdict"
 
     def skip_reason(unit_id: str) -> tuple[str, str | None] | None:
-        if not config.enabled:
-            return DISABLED, "the evaluator has enabled: false"
-        if config.trigger == "sampled" and unit_hash(config.name, unit_id) >= config.sample_rate:
-            return NOT_SAMPLED, f"outside sample_rate {config.sample_rate}"
-        if config.trigger == "manual" and unit_id not in manual_trace_ids:
-            return "not_selected", "trigger 'manual' and the trace was not named in the run config"
+        selection = selection_skip(config, unit_id, manual_trace_ids)
+        if selection:
+            return selection
         if all(member.judge is None for member in members):
             return NO_CREDENTIALS, _no_credentials_detail(config)
         return None

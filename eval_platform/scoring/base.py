@@ -70,6 +70,13 @@ class Scorer:
     # `from_statistics(summed row, options)` -> the value `aggregate` gives for those outputs.
     statistics: Callable[[Sequence[str], Sequence[Mapping[str, Any]], Any], Any] | None = None
     from_statistics: Callable[[Any, Any], float] | None = None
+    # False for a scorer of a trace's other fields (its tool calls, steps, latency): it never reads `output`, so a
+    # check runs it on a trace without a final answer.
+    reads_output: bool = True
+    # `describe(output, case, options)` -> (what was measured: a count, a rate, milliseconds, dollars; the finding
+    # in words), for a scorer whose value is a verdict on a quantity: a check row keeps them as raw_score and
+    # reasoning. Raises what `value` raises.
+    describe: Callable[[str, Mapping[str, Any], Any], tuple[float, str]] | None = None
 
     def __post_init__(self) -> None:
         if self.aggregation not in ("mean", "corpus"):

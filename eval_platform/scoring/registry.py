@@ -4,6 +4,7 @@ each can be imported first; adding a metric is one module defining its `Scorer`s
 from __future__ import annotations
 
 from eval_platform.scoring import (
+    agent_steps,
     json_valid,
     judge_evaluator,
     judge_verdict,
@@ -13,6 +14,8 @@ from eval_platform.scoring import (
     sacrebleu_metrics,
     squad,
     text_match,
+    tool_calls,
+    trace_limits,
 )
 from eval_platform.scoring.base import (
     MissingField,
@@ -34,6 +37,9 @@ _MODULES = (
     pairwise_choice,
     judge_verdict,
     judge_evaluator,
+    tool_calls,
+    agent_steps,
+    trace_limits,
 )
 
 SCORERS: dict[str, Scorer] = {scorer.name: scorer for module in _MODULES for scorer in module.SCORERS}

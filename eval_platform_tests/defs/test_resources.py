@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from eval_platform.defs.resources import LOCAL_JUDGE_URL_ENV, JudgeResource
 from eval_platform.definitions import build_definitions
+from eval_platform.defs.resources import LOCAL_JUDGE_URL_ENV, JudgeResource
 
 
 def _declared_config(resource: dg.ConfigurableResource) -> dict:

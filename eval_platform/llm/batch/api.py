@@ -38,7 +38,15 @@ from eval_platform.llm.openai_compat import (
     parse_completion,
 )
 from eval_platform.llm.redaction import clip
-from eval_platform.schemas import BATCH_EXPIRED, BATCH_FAILED, CONNECTION_ERROR, RATE_LIMITED, TIMEOUT, provider_error
+from eval_platform.schemas import (
+    BATCH_EXPIRED,
+    BATCH_FAILED,
+    BATCH_UNCONFIRMED,
+    CONNECTION_ERROR,
+    RATE_LIMITED,
+    TIMEOUT,
+    provider_error,
+)
 
 if TYPE_CHECKING:
     import aiohttp
@@ -70,7 +78,7 @@ def error_reason(exc: BaseException) -> tuple[str, bool]:
     if transport is not None:
         return transport
     if isinstance(exc, BatchLookupUndecided):
-        return "batch_unconfirmed", False
+        return BATCH_UNCONFIRMED, False
     openai = sys.modules.get("openai")  # loaded with litellm, which the Azure batch calls go through
     if openai is not None and isinstance(exc, openai.APITimeoutError):
         return TIMEOUT, True

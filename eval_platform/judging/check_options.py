@@ -1,0 +1,92 @@
+"""The `check:` block of an evaluator file: run a scorer from the registry on each trace instead of a judge.
+
+A check evaluator makes no model call: no model, prompt, cache or budget applies, and a field that configures
+a judge call is refused when it loads. Its verdict is pass/fail (`passed`, with the scorer's value as `score`),
+so the platform's agreement and experiments treat it as a `binary` evaluator. The block is flat: `scorer` and
+`pass_threshold` are the check's, every other key is an option of the scorer, validated by the scorer's own
+options model (`check: {scorer: regex, pattern: "^\\d+$"}`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from eval_platform.judging.modes import Strict, binary
+from eval_platform.scoring import registry
+from eval_platform.scoring.base import Scorer, ScorerOptions
+
+# The fields of an evaluator file a check evaluator has; every other field configures a judge call.
+CHECK_EVALUATOR_FIELDS = frozenset(
+    {"name", "description", "enabled", "check", "trigger", "sample_rate", "max_failed_rate", "human_agreement"}
+)
+CHECK_MODE = binary.MODE.name  # what a check's verdict is: passed true/false
+
+
+def checkable(scorer: Scorer) -> bool:
+    """A scorer that gives each trace its own value without a model: not a corpus statistic, not a judge's."""
+    return scorer.aggregation == "mean" and not scorer.judge_task and not scorer.calls_evaluator
+
+
+class CheckOptions(Strict):
+    """Which scorer a check evaluator runs on each trace, with its options, and from what value a trace passes."""
+
+    scorer: str = Field(description="A scorer of the registry (`scoring.registry`) with a value per trace.")
+    pass_threshold: float = Field(
+        1.0, ge=0, le=1, description="A trace passes when the scorer's value (0..1) is at least this."
+    )
+    options: dict[str, Any] = Field(default_factory=dict, description="The scorer's options (the block's other keys).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_options(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        own = {key: raw[key] for key in ("scorer", "pass_threshold") if key in raw}
+        return {**own, "options": {key: value for key, value in raw.items() if key not in own}}
+
+    @field_validator("scorer")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        usable = sorted(n for n, scorer in registry.SCORERS.items() if checkable(scorer))
+        if name not in usable:
+            known = "unknown scorer" if name not in registry.SCORERS else "a scorer without a value per trace"
+            raise ValueError(f"{known} '{name}'; a check runs one of: {', '.join(usable)}")
+        return name
+
+    @model_validator(mode="after")
+    def _valid_options(self) -> CheckOptions:
+        try:
+            self.scorer_def.options.model_validate(self.options)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"option '{'.'.join(str(p) for p in err['loc']) or '(options)'}': {err['msg']}" for err in exc.errors()
+            )
+            raise ValueError(f"scorer '{self.scorer}': {problems}") from None
+        return self
+
+    @property
+    def scorer_def(self) -> Scorer:
+        return registry.get(self.scorer)
+
+    @property
+    def scorer_options(self) -> ScorerOptions:
+        return self.scorer_def.options.model_validate(self.options)
+
+    @property
+    def label(self) -> str:
+        """What check rows show in `model`."""
+        return f"check:{self.scorer}"
+
+
+def check_evaluator_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """A check evaluator file's fields: those that configure a judge call are refused (a check makes none), and
+    the judge fields the rest of the config reads are filled: mode binary (a pass/fail verdict), no prompt."""
+    judge_fields = sorted(set(raw) - CHECK_EVALUATOR_FIELDS)
+    if judge_fields:
+        raise ValueError(
+            f"a check evaluator runs a scorer and calls no model: {', '.join(judge_fields)} configure a judge; "
+            f"remove them (a check evaluator has only {', '.join(sorted(CHECK_EVALUATOR_FIELDS))})"
+        )
+    return {**raw, "mode": CHECK_MODE, "prompt": ""}
