@@ -24,7 +24,12 @@ FINAL_COMPLETED = pl.col("is_final") & (pl.col("status") == COMPLETED)
 BUDGET_EXHAUSTED = "budget_exhausted"  # the call would exceed a daily or monthly budget
 DISABLED = "disabled"  # the evaluator has enabled: false
 NOT_SAMPLED = "not_sampled"  # outside the evaluator's sample_rate (the same traces on every rerun)
-SKIP_REASONS = (BUDGET_EXHAUSTED, DISABLED, NOT_SAMPLED)
+# What an evaluator judges (`judging.targets`): never paid for nothing.
+EMPTY_TEXT = "empty_text"  # the trace (span, session) has no text to judge: no input and no output text
+APP_ERROR = "app_error"  # the judged trace's (span's) model call failed; judged only with judge_errors: true
+PARTIAL_TRACE = "partial_trace"  # the trace's spans did not all arrive (partial_reason): never judged as whole
+NO_SESSION = "no_session"  # target session: the trace has no session_id
+SKIP_REASONS = (BUDGET_EXHAUSTED, DISABLED, NOT_SAMPLED, EMPTY_TEXT, APP_ERROR, PARTIAL_TRACE, NO_SESSION)
 # Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Transport: timeout,
 # rate_limited, provider_error:<status>, connection_error; reply: empty_reply, unparseable, ambiguous, truncated,
 # schema_violation, out_of_range; consensus: no_consensus, low_agreement; benchmarks: scorer_error.
@@ -88,13 +93,15 @@ TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
 
 # ---- judging ----
 
-# One verdict row per (evaluator, trace or pair, model, sample).
+# One verdict row per (evaluator, trace, span, session or pair, model, sample).
 JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "evaluator": pl.String(),
     "date": pl.String(),
     "trace_id": pl.String(),  # for pairwise: the A-side trace of the pair
     "trace_id_b": pl.String(),  # pairwise only: the B-side trace
     "pair_key": pl.String(),  # pairwise only: the value both traces share
+    "span_id": pl.String(),  # target span: the judged span of trace_id (null for trace and session rows)
+    "session_id": pl.String(),  # target session: the judged session (trace_id is its last trace so far)
     "model": pl.String(),  # the configured model (or local/replay/..., local/mock)
     "provider_model": pl.String(),  # what the provider reported answering
     "sample": pl.Int64(),
