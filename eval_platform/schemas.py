@@ -58,10 +58,64 @@ TRACE_SCHEMA: dict[str, pl.DataType] = {
     "prompt_tokens": pl.Int64(),
     "completion_tokens": pl.Int64(),
     "cost_usd": pl.Float64(),  # the traced application's own spend, never judge spend
-    # JSON list of GenAI spans {span_id, parent_span_id, name, operation, model, input, output, context} or null
+    # JSON list, one object per span of the trace in start order (OTLP input; else as given, or null): span_id,
+    # parent_span_id, name, kind, operation, status, error_type, model, input, output, context, tool_name,
+    # tool_arguments, tool_result, latency_ms, prompt_tokens, completion_tokens, attributes
     "spans": pl.String(),
-    "source_file": pl.String(),  # path relative to the data root
+    "session_id": pl.String(),  # the conversation / session the trace belongs to, null when absent
+    "user_id": pl.String(),
+    # JSON list of {role, content, tool_calls?: [{id, name, arguments}], tool_call_id?, name?}: the transcript as the
+    # model last saw it (OTLP: the last successful inference span's input messages plus its output), or null
+    "conversation": pl.String(),
+    # JSON list of {span_id, name, arguments, result, status: ok|error, error}: the tool-call trajectory, or null
+    "tool_calls": pl.String(),
+    "error": pl.Boolean(),  # the run failed: its root or last inference span has status ERROR (or error.type)
+    "error_type": pl.String(),
+    "error_message": pl.String(),
+    "span_count": pl.Int64(),  # spans assembled into the trace (OTLP), else null
+    "partial_reason": pl.String(),  # null when whole; missing_parent:<span_id>, parent_cycle:<span_id>, ...
+    "flags": pl.String(),  # JSON list of codes (clock_skew, duplicate_span_id, ...), or null
+    "source_file": pl.String(),  # path relative to the data root (OTLP: the file of the root span)
     "source_line": pl.Int64(),  # 1-based line / row / element number inside source_file
+}
+
+# One span of an OTLP trace (the `spans` table, beside `traces`, same day partitions). Written for the spans of
+# the day's accepted traces only; a quarantined span is a quarantine row instead.
+SPAN_SCHEMA: dict[str, pl.DataType] = {
+    "trace_id": pl.String(),  # joins traces.trace_id (the application's id when it gave one)
+    "otel_trace_id": pl.String(),  # the OTLP traceId (32 lower-case hex digits)
+    "span_id": pl.String(),
+    "parent_span_id": pl.String(),
+    "date": pl.String(),  # the day partition of its trace
+    "name": pl.String(),
+    "kind": pl.String(),  # internal | server | client | producer | consumer | unspecified
+    # chat | text_completion | embeddings | execute_tool | invoke_agent | retrieval | workflow | task | chain |
+    # guardrail | other; null for spans outside every GenAI convention (HTTP, database, ...)
+    "operation": pl.String(),
+    "convention": pl.String(),  # genai | openllmetry | openinference | langfuse | none
+    "status": pl.String(),  # ok | error | unset
+    "error_type": pl.String(),
+    "error_message": pl.String(),
+    "model": pl.String(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "start_time": UTC_TS,
+    "end_time": UTC_TS,
+    "latency_ms": pl.Float64(),
+    "input": pl.String(),  # text, as in traces.input
+    "output": pl.String(),
+    "input_messages": pl.String(),  # JSON list of conversation messages (see traces.conversation) or null
+    "output_messages": pl.String(),
+    "tool_name": pl.String(),
+    "tool_call_id": pl.String(),
+    "tool_arguments": pl.String(),
+    "tool_result": pl.String(),
+    "documents": pl.String(),  # JSON list of strings (retrieved documents) or null
+    "session_id": pl.String(),
+    "user_id": pl.String(),
+    "attributes": pl.String(),  # JSON object: the span's raw attributes
+    "source_file": pl.String(),
+    "source_line": pl.Int64(),
 }
 
 # A rejected input row: nothing is dropped silently.
@@ -435,6 +489,7 @@ class Table:
 
 TABLES: dict[str, Table] = {
     "traces": Table(TRACE_SCHEMA, "one normalized trace per row, partitioned by UTC day"),
+    "spans": Table(SPAN_SCHEMA, "one span of an OTLP trace of `traces`, partitioned by the trace's day"),
     "quarantine": Table(QUARANTINE_SCHEMA, "one rejected input row (or file) with its reason and raw text"),
     "judge_scores": Table(JUDGE_SCORE_SCHEMA, "one verdict per (evaluator, trace or pair, model, sample)"),
     "test_cases": Table(TEST_CASE_SCHEMA, "one case of a dataset version"),

@@ -32,6 +32,7 @@ BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=TRACE_DAYS_
 class IngestedDay:
     day: str
     traces: int
+    spans: int
     quarantined: int
     reasons: dict[str, int]
     files: list[str]
@@ -43,6 +44,7 @@ class IngestedDay:
     def metadata(self) -> dict:
         return {
             "traces": self.traces,
+            "spans": self.spans,
             "quarantined": self.quarantined,
             "quarantine_reasons": dg.MetadataValue.json(self.reasons),
             "files": dg.MetadataValue.json(self.files),
@@ -52,8 +54,9 @@ class IngestedDay:
 
 
 def ingest_day(root, day: str, log) -> IngestedDay:
-    """Read one day's export files and write its traces and quarantine partitions (replacing earlier ones)."""
+    """Read one day's export files and write its traces, spans and quarantine partitions (replacing earlier ones)."""
     result = read_trace_day(root, day)
+    write_partition(root, "spans", {"date": day}, result.spans)
     write_partition(root, "traces", {"date": day}, result.traces)
     write_quarantine(root, "traces", day, result.quarantine)
     reasons = dict(result.quarantine.group_by("reason").len().sort("reason").rows()) if result.quarantine.height else {}
@@ -61,7 +64,9 @@ def ingest_day(root, day: str, log) -> IngestedDay:
         log.warning(f"{result.quarantine.height} rows of {day} quarantined: {reasons}")
     if result.traces.height == 0:
         log.warning(f"traces/{day}/ has {len(result.files)} file(s) and no valid trace: an empty day")
-    return IngestedDay(day, result.traces.height, result.quarantine.height, reasons, list(result.files))
+    return IngestedDay(
+        day, result.traces.height, result.spans.height, result.quarantine.height, reasons, list(result.files)
+    )
 
 
 def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:

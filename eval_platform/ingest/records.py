@@ -29,9 +29,9 @@ Field aliases (used only when the canonical field is absent; the first one prese
 | `cost_usd` | `cost`, `total_cost`, `usage.cost_usd` |
 
 `usage.x` means a nested object (`{"usage": {"prompt_tokens": 3}}`) or a flat column named `usage.x`.
-`session_id` (alias `session`, `sessionId`), `user_id` (`userId`) and `tags` have no canonical column and are
-copied into `metadata` (unless metadata already has that key); so are flat `metadata.<key>` columns. Other
-unknown fields are ignored.
+`session_id` (alias `session`, `sessionId`) and `user_id` (`userId`) fill the columns of those names and, as
+before, are also copied into `metadata`; `tags` has no column and is copied into `metadata` only (unless metadata
+already has that key); so are flat `metadata.<key>` columns. Other unknown fields are ignored.
 
 Values: `timestamp` is ISO 8601 (a trailing `Z` or an offset is honoured, no offset means UTC) or an epoch
 number (seconds below 1e11, milliseconds below 1e14, microseconds below 1e17, else nanoseconds); it is
@@ -306,6 +306,9 @@ def normalize_record(record: dict[str, Any], *, from_text: bool = False) -> dict
         if value is not None:
             metadata.setdefault(meta_key, value)
     row["metadata"] = dumps(metadata)
+    for field in ("session_id", "user_id"):
+        value, _ = _first(record, field, METADATA_EXTRAS)
+        row[field] = None if value is None else _label(value, field)
 
     for field in ("project_id", "model", "experiment_id", "variant"):
         value, key = _first(record, field)

@@ -41,7 +41,7 @@ from eval_platform.ingest.common import Candidate, RowError
 from eval_platform.ingest.quarantine import quarantine_frame, quarantine_row, utc_now
 from eval_platform.ingest.readers import file_kind, head_text, read_candidates
 from eval_platform.ingest.records import normalize_record
-from eval_platform.schemas import TRACE_SCHEMA, conform, empty_frame
+from eval_platform.schemas import SPAN_SCHEMA, TRACE_SCHEMA, conform, empty_frame
 
 SOURCE = "traces"
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -49,10 +49,11 @@ _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 @dataclass
 class TraceDay:
-    """The traces of one day partition, its quarantine, the files read and the row counts."""
+    """The traces of one day partition, their spans (SPAN_SCHEMA), its quarantine, the files read and the counts."""
 
     traces: pl.DataFrame
     quarantine: pl.DataFrame
+    spans: pl.DataFrame = field(default_factory=lambda: empty_frame(SPAN_SCHEMA))
     files: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     day: str = ""

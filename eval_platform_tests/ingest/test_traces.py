@@ -474,3 +474,15 @@ def test_files_in_subfolders_are_read_in_path_order(tmp_path):
     day = read_trace_day(tmp_path, DAY)
     assert day.files == [f"traces/{DAY}/batch/a.jsonl", f"traces/{DAY}/z.jsonl"]
     assert day.traces["trace_id"].to_list() == ["nested", "top"]
+
+
+def test_session_and_user_fields_fill_their_columns(tmp_path):
+    write(tmp_path, "a.jsonl", jsonl(good("t1", session_id="s-1", userId="u-1"), good("t2", sessionId=7)))
+    write(tmp_path, "b.csv", "trace_id,timestamp,input,output,session,user_id\nt3,2026-03-04T10:00:00Z,q,a,s-9,\n")
+    rows = by_id(read_trace_day(tmp_path, DAY))
+    assert [(rows[t]["session_id"], rows[t]["user_id"]) for t in ("t1", "t2", "t3")] == [
+        ("s-1", "u-1"),
+        ("7", None),
+        ("s-9", None),
+    ]
+    assert json.loads(rows["t1"]["metadata"]) == {"session_id": "s-1", "user_id": "u-1"}  # kept there too, as before
