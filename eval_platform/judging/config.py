@@ -35,6 +35,7 @@ from eval_platform.judging.targets import (
     ContextSource,
     SpanSelector,
     Target,
+    as_selector,
     check_context_source,
 )
 from eval_platform.judging.templates import (
@@ -139,6 +140,16 @@ class EvaluatorConfig(_Strict):
         if value not in MODES:
             raise ValueError(f"Input should be {', '.join(repr(name) for name in MODES)}")
         return value
+
+    @field_validator("span", mode="before")
+    @classmethod
+    def _span_selector(cls, value: Any) -> Any:
+        return as_selector(value)
+
+    @field_validator("context_from", mode="before")
+    @classmethod
+    def _context_selectors(cls, value: Any) -> Any:
+        return [as_selector(item) for item in value] if isinstance(value, list) else value
 
     @field_validator("samples", mode="before")
     @classmethod

@@ -21,7 +21,7 @@ import json
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from eval_platform.judging.modes import Strict
 from eval_platform.judging.units import Day, Skip, Unit, add_flag, one_call
@@ -74,7 +74,7 @@ class SpanSelector(Strict):
             return False
         if self.operation is not None and span.get("operation") != self.operation:
             return False
-        attributes = span.get("attributes") or {}
+        attributes = _json(span.get("attributes"), None) or {}
         return all(as_text(attributes.get(key)) == as_text(value) for key, value in self.attribute.items())
 
     def select(self, spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -89,6 +89,18 @@ class SpanSelector(Strict):
 
 
 ContextSource = str | SpanSelector  # retrieval | tool_results | metadata.<key> | a span selector
+
+
+def as_selector(value: Any) -> Any:
+    """A span selector written as a mapping, validated on its own so an error names the selector's field (not
+    every member of the `str | SpanSelector` union); anything else is left to the field's own validation."""
+    if not isinstance(value, dict):
+        return value
+    try:
+        return SpanSelector.model_validate(value)
+    except ValidationError as exc:
+        problems = "; ".join(f"'{'.'.join(map(str, e['loc'])) or 'selector'}': {e['msg']}" for e in exc.errors())
+        raise ValueError(f"span selector {problems}") from None
 
 
 def span_selector(span: str | SpanSelector | None) -> SpanSelector | None:
@@ -422,7 +434,7 @@ def session_units(day: Day) -> list[Unit]:
         traces.sort(key=lambda t: (t.get("timestamp") is None, t.get("timestamp"), t["trace_id"]))
         last = traces[-1]
         slot = {**day.base_row(last), "session_id": session_id}
-        if config.session_lookback_days and any(_trace_day(t) == window[0] for t in traces):
+        if _trace_day(traces[0]) == window[0]:
             add_flag(slot, LOOKBACK_EDGE)  # it may have begun before the window: earlier turns are not shown
         unit = Unit(last["trace_id"], [slot], skip=session_skip(config, session_id, traces))
         if unit.skip is None:
