@@ -11,9 +11,12 @@ import polars as pl
 import pytest
 
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.loading import load_evaluator
+from eval_platform.judging.prompts import build_messages
 from eval_platform.judging.runner import judge_day
+from eval_platform.judging.targets import session_values, trace_values
 from eval_platform.schemas import TRACE_SCHEMA, conform
-from eval_platform_tests.conftest import judge_requests
+from eval_platform_tests.conftest import REPO_DATA, judge_requests
 
 DAY = "2026-11-10"
 FINAL = "It is 18 degrees and sunny in Paris."
@@ -307,3 +310,33 @@ def test_existing_evaluators_keep_their_config_hash(local_judge):
     assert plain.config_hash != evaluator(local_judge, target="session").config_hash
     assert plain.config_hash != evaluator(local_judge, conversation_last_n=5).config_hash
     assert plain.config_hash == evaluator(local_judge, judge_errors=True).config_hash  # which traces, not what verdict
+
+
+# ---------------------------------------------------------------------------------------------- built-in templates
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "shown"),
+    [
+        ("task_completion", "trace", [FINAL, 'assistant calls tool get_weather({"city": "Paris"}) [id call_1]']),
+        ("tool_use", "trace", ['1. get_weather({"city": "Paris"}) -> {"temp_c": 18, "sky": "sun"}', FINAL]),
+        ("conversation_quality", "session", ["user: question 1", "assistant: answer 3", "user: question 2"]),
+    ],
+)
+def test_builtin_agent_templates_render_and_parse(local_judge, runtime, name, target, shown):
+    builtin = load_evaluator(REPO_DATA / "evaluators" / f"{name}.yaml")
+    assert builtin.judged_target == target and not builtin.enabled  # shipped off: enabling one is a choice to pay
+    config = builtin.model_copy(
+        update={"enabled": True, "model": "openai/mock", "api_base": local_judge.base_url, "api_key_env": None}
+    )
+    if target == "session":
+        traces = session_traces()
+        s1 = traces.filter(pl.col("session_id") == "s1").sort("timestamp").to_dicts()
+        values = session_values(s1, config.conversation_last_n)
+    else:
+        traces = frame(tool_loop_trace())
+        values = trace_values(traces.row(0, named=True), conversation_last_n=config.conversation_last_n)
+    prompt = build_messages(config, values)[1]["content"]
+    assert all(text in prompt for text in shown)
+    rows = judge_day(config, DAY, traces, runtime).rows.filter(pl.col("status") != "SKIPPED")
+    assert rows["status"].to_list() == ["COMPLETED"] and rows["score"].is_between(0, 1).all()
