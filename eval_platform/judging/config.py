@@ -218,7 +218,8 @@ class EvaluatorConfig(_Strict):
             raise ValueError("target 'span' needs `span`: a selector {name, operation, attribute, pick}")
         if target != "span" and self.span is not None and unit == "trace":
             raise ValueError(f"`span` selects what target 'span' judges; with target '{target}' use context_from")
-        if target != "session" and "session_lookback_days" in self.model_fields_set:
+        # Compared with the default, not "was it written": a dumped config (every field written) loads again.
+        if target != "session" and self.session_lookback_days != DEFAULT_SESSION_LOOKBACK_DAYS:
             raise ValueError("session_lookback_days only applies to target 'session'")
         for source in self.context_from or []:
             check_context_source(source)

@@ -340,3 +340,10 @@ def test_builtin_agent_templates_render_and_parse(local_judge, runtime, name, ta
     assert all(text in prompt for text in shown)
     rows = judge_day(config, DAY, traces, runtime).rows.filter(pl.col("status") != "SKIPPED")
     assert rows["status"].to_list() == ["COMPLETED"] and rows["score"].is_between(0, 1).all()
+
+
+def test_a_dumped_evaluator_loads_again(local_judge):
+    for fields in ({}, {"target": "session", "session_lookback_days": 2}, {"span": {"operation": "chat"}}):
+        config = evaluator(local_judge, **fields)
+        again = EvaluatorConfig.model_validate(config.model_dump())
+        assert again == config and again.config_hash == config.config_hash
