@@ -102,8 +102,9 @@ def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
             kinds={"python", "parquet"},
             group_name="ingest",
             description="Normalized traces of one UTC day, from every export file in `traces/<day>/` "
-            "(JSONL, JSON, CSV, Parquet, OTLP/JSON GenAI spans). Rejected rows go to `quarantine` with "
-            "file, line and reason.",
+            "(JSONL, JSON, CSV, Parquet, OTLP/JSON spans of the GenAI, OpenLLMetry, OpenInference and Langfuse "
+            "conventions, whole traces across lines and files), and their spans in the `spans` table. Rejected "
+            "rows go to `quarantine` with file, line and reason.",
         )
     ],
     partitions_def=trace_days,
@@ -175,6 +176,20 @@ def daily_ingest_schedule(context: dg.ScheduleEvaluationContext):
     )
 
 
+def _previous_day(day: str) -> str:
+    try:
+        return (datetime.strptime(day, "%Y-%m-%d") - timedelta(days=1)).strftime("%Y-%m-%d")
+    except ValueError:
+        return day
+
+
+def _next_day(day: str) -> str:
+    try:
+        return (datetime.strptime(day, "%Y-%m-%d") + timedelta(days=1)).strftime("%Y-%m-%d")
+    except ValueError:
+        return day
+
+
 def _file_states(root) -> dict[str, str]:
     """Every file ingest would read, per day folder (the same function decides it), with mtime and size."""
     states = {}
@@ -191,20 +206,25 @@ def _file_states(root) -> dict[str, str]:
     job=traces_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
-    description="Re-ingests a day when a file under traces/<day>/ (subfolders too) is added or changed.",
+    description="Re-ingests a day when a file under traces/<day>/ (subfolders too) is added or changed, and the "
+    "next day when its folder exists (its ingest reads this day for the spans of traces over midnight).",
 )
 def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     """Notices new or changed export files under `traces/<day>/` and re-ingests those days."""
     states = _file_states(warehouse.root)
     previous = json.loads(context.cursor) if context.cursor else {}
-    changed_days = sorted({path.split("/")[1] for path, state in states.items() if previous.get(path) != state})
+    changed = {path.split("/")[1] for path, state in states.items() if previous.get(path) != state}
+    # the ingest of a day also reads the day before (spans of its traces that started before midnight)
+    changed_days = sorted(
+        changed | {_next_day(day) for day in changed if (warehouse.root / "traces" / _next_day(day)).is_dir()}
+    )
     valid = set(trace_days.get_partition_keys(current_time=datetime.now(UTC)))
     requests = []
     for day in changed_days:
         if day not in valid:
             context.log.warning(f"traces/{day}/ is not a valid day partition (YYYY-MM-DD, not in the future); ignored")
             continue
-        files = {p: s for p, s in states.items() if p.split("/")[1] == day}
+        files = {p: s for p, s in states.items() if p.split("/")[1] in (day, _previous_day(day))}
         run_key = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
         requests.append(dg.RunRequest(run_key=f"{day}-{run_key}", partition_key=day))
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(states))

@@ -1,9 +1,10 @@
 """Small types shared by the trace readers: a rejected-row error and a candidate row.
 
 A reader turns a file into `Candidate`s, one per input row (JSONL line, JSON array element, CSV data row,
-Parquet row, OTLP trace). A candidate either carries a parsed `record` (a dict still to be normalized into
-the canonical trace) or a `RowError` saying why the row could not even be parsed. Nothing is dropped on the
-way: every candidate ends up either as a trace or as a quarantine row.
+Parquet row) or OTLP request (whose spans become rows of their own, see `ingest/otel`). A candidate carries a
+parsed `record` (a dict still to be normalized into the canonical trace), an OTLP request (`otel`), or a
+`RowError` saying why the row could not even be parsed. Nothing is dropped on the way: every candidate ends up
+either as a trace or as a quarantine row.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class Candidate:
     record: dict[str, Any] | None = None
     error: RowError | None = None
     unit: str = "line"  # what `line` counts, for messages: line, element, row or span
+    # an OTLP/JSON request read from this line / element / file: its spans are assembled into traces with the
+    # day's other spans (ingest/otel), not normalized as one record
+    otel: dict[str, Any] | None = None
 
 
 def truncate(text: str | None, limit: int = RAW_LIMIT) -> str | None:

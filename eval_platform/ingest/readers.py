@@ -2,11 +2,14 @@
 
 Each extension, its rows, and what a row's `line` is:
 
-- `.jsonl`, `.ndjson`: one JSON object per line; blank lines are skipped; a line holding an OTLP/JSON export is
-  expanded into its traces. `line`: the physical line
-- `.json`: a JSON array of trace objects; an OTLP/JSON export (`resourceSpans`) or an array of them; a
-  `{"data": [...]}` / `{"traces": [...]}` wrapper; any other object is one trace. `line`: the array element
-  (OTLP: the span position)
+- `.jsonl`, `.ndjson`: one JSON object per line; blank lines are skipped; a line holding an OTLP/JSON request
+  (`resourceSpans` or `resourceLogs`, as the Collector's file exporter writes them) hands its spans and log
+  records to the day's assembly (`ingest/otel`); a `resourceMetrics` line is quarantined `not_a_trace:metrics`.
+  `line`: the physical line
+- `.json`: a JSON array of trace objects; an OTLP/JSON request or an array of them; a `{"data": [...]}` /
+  `{"traces": [...]}` wrapper; any other object is one trace. `line`: the array element (a lone OTLP request:
+  the span's position in it). A `.json` file that is not one JSON document but whose first line is one (the
+  Collector's file exporter names its one-request-per-line output `.json`) is read as `.jsonl`
 - `.csv`: header + one row per record (quoted fields may span lines). `line`: the data row, the header being
   line 1
 - `.parquet`: one row per record. `line`: the row
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_platform.ingest.common import Candidate, RowError, dumps
-from eval_platform.ingest.otlp import is_otlp_document, otlp_candidates
+from eval_platform.ingest.otel.envelope import is_otlp_document
 
 KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 GZIP_KINDS = {"jsonl", "json", "csv"}
@@ -65,7 +68,10 @@ def head_text(path: Path, limit: int = 10_000) -> str:
 
 def _object_candidate(value: Any, line: int, raw: str, unit: str) -> list[Candidate]:
     if is_otlp_document(value):
-        return _with_unit(otlp_candidates(value, line=line), unit)
+        return [Candidate(line=line, raw="", otel=value, unit=unit)]
+    if isinstance(value, dict) and "resourceMetrics" in value and "trace_id" not in value:
+        error = RowError("not_a_trace:metrics", f"the {unit} holds OTLP metrics (resourceMetrics), not spans")
+        return [Candidate(line=line, raw=raw, error=error, unit=unit)]
     if isinstance(value, dict):
         return [Candidate(line=line, raw=raw, record=value, unit=unit)]
     kind = "array" if isinstance(value, list) else "null" if value is None else type(value).__name__
@@ -77,12 +83,6 @@ def _object_candidate(value: Any, line: int, raw: str, unit: str) -> list[Candid
             unit=unit,
         )
     ]
-
-
-def _with_unit(candidates: list[Candidate], unit: str) -> list[Candidate]:
-    for candidate in candidates:
-        candidate.unit = unit
-    return candidates
 
 
 def read_jsonl(data: bytes) -> list[Candidate]:
@@ -137,12 +137,14 @@ def _read_json(data: bytes) -> list[Candidate]:
     try:
         document = json.loads(text)
     except ValueError as exc:
+        if _first_line_is_json(text):
+            return read_jsonl(data)
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         return _file_error(
             "invalid_json", f"the file is not valid JSON: {getattr(exc, 'msg', exc)}{where}", _shown(text)
         )
     if is_otlp_document(document):
-        return otlp_candidates(document)
+        return [Candidate(line=None, raw="", otel=document, unit="span")]
     if isinstance(document, dict) and not any(key in document for key in _ID_KEYS):
         wrapped = next((document[key] for key in _WRAPPER_KEYS if isinstance(document.get(key), list)), None)
         if wrapped is not None:
@@ -162,6 +164,17 @@ def _read_json(data: bytes) -> list[Candidate]:
             continue
         candidates.extend(_object_candidate(element, number, dumps(element), "element"))
     return candidates
+
+
+def _first_line_is_json(text: str) -> bool:
+    """Whether a text that is not one JSON document starts with a line that is a whole JSON object (JSON lines)."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if first.strip() == text.strip():
+        return False
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return False
 
 
 def _undecodable(text: str) -> bool:

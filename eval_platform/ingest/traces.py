@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from eval_platform.ingest.common import Candidate, RowError
+from eval_platform.ingest.common import Candidate, RowError, dumps
+from eval_platform.ingest.otel.day import ModelledTrace, OtelDay
 from eval_platform.ingest.quarantine import quarantine_frame, quarantine_row, utc_now
 from eval_platform.ingest.readers import file_kind, head_text, read_candidates
 from eval_platform.ingest.records import normalize_record
@@ -104,7 +105,8 @@ class _Tally:
 
 
 def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) -> TraceDay:
-    """Canonical traces (TRACE_SCHEMA) and quarantine rows (QUARANTINE_SCHEMA) of `<data_root>/traces/<day>/`.
+    """Canonical traces (TRACE_SCHEMA), their spans (SPAN_SCHEMA) and quarantine rows (QUARANTINE_SCHEMA) of
+    `<data_root>/traces/<day>/` (plus the previous day's spans of traces rooted in this day, see `ingest/otel`).
 
     `now` stamps `quarantined_at` (default: the current UTC time). Raises ValueError only for a malformed
     `day`; bad files and rows never raise.
@@ -112,11 +114,12 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
     _check_day(day)
     data_root = Path(data_root)
     at = now or utc_now()
-    traces: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
-    first_seen: dict[str, str] = {}
     tally = _Tally()
     files: list[str] = []
+    previous, following = (date.fromisoformat(day) + timedelta(days=step) for step in (-1, 1))
+    otel = OtelDay(day, following.isoformat())
+    accepted: list[_Accepted] = []
 
     def reject(file: str, line: int | None, unit: str, error: RowError, raw: str | None) -> None:
         where = f"{file} {unit} {line}" if line is not None else file
@@ -133,6 +136,14 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
             )
         )
         tally.add(file, error.reason)
+
+    for path in list_trace_files(data_root, previous.isoformat()):
+        kind = file_kind(path)
+        if kind in ("json", "jsonl"):  # only the spans of traces rooted today are taken (and counted) from it
+            rel = path.relative_to(data_root).as_posix()
+            for candidate in _read_quietly(path, kind):
+                if candidate.otel is not None:
+                    otel.add(candidate.otel, rel, _otel_line(candidate), carried=True)
 
     for path in list_trace_files(data_root, day):
         rel = path.relative_to(data_root).as_posix()
@@ -155,6 +166,10 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
                 head_text(path),
             )
             continue
+        for candidate in candidates:
+            if candidate.otel is not None:
+                otel.add(candidate.otel, rel, _otel_line(candidate))
+        candidates = [c for c in candidates if c.otel is None]
         normalized = [(c, row) for c in candidates if (row := _normalize(c, rel, kind, reject)) is not None]
         if normalized and not any(_has_text(row) for _, row in normalized):
             # A file with no text in any row (a CSV without input/output columns, say) is quarantined whole,
@@ -166,15 +181,49 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
             for candidate, _ in normalized:
                 reject(rel, candidate.line, candidate.unit, error, candidate.raw)
             continue
-        for candidate, row in normalized:
-            _accept(candidate, row, rel, day, traces, first_seen, reject, tally)
+        accepted += [_Accepted(rel, c.line, c.unit, row, c.raw) for c, row in normalized]
+
+    for trace in otel.finish():
+        try:
+            row = normalize_record(trace.record)
+        except RowError as error:
+            error = RowError(error.reason, f"trace {trace.record['trace_id']}: {error.message}")
+            for item in trace.items:
+                reject(item.file, item.line, item.unit, error, dumps(item.raw))
+            continue
+        row.update(trace.extras)
+        accepted.append(_Accepted(trace.file, trace.line, trace.unit, row, None, trace))
+    for item in otel.rejected:
+        reject(item.file, item.line, item.unit, item.error, item.raw)
 
     order = {file: i for i, file in enumerate(files)}
+    accepted.sort(key=lambda entry: (order.get(entry.file, -1), entry.line or 0))  # the first in file/line order wins
+    traces, spans = _accept_all(accepted, day, reject, tally)
     rejected.sort(key=lambda row: (order.get(row["file"], -1), row["line"] or 0))  # stable: by file, then line
     trace_frame = (
         conform(pl.DataFrame(traces, schema=TRACE_SCHEMA), TRACE_SCHEMA) if traces else empty_frame(TRACE_SCHEMA)
     )
-    return TraceDay(traces=trace_frame, quarantine=quarantine_frame(rejected), files=files, counts=tally.total, day=day)
+    span_frame = conform(pl.DataFrame(spans, schema=SPAN_SCHEMA), SPAN_SCHEMA) if spans else empty_frame(SPAN_SCHEMA)
+    return TraceDay(
+        traces=trace_frame,
+        quarantine=quarantine_frame(rejected),
+        spans=span_frame,
+        files=files,
+        counts=tally.total,
+        day=day,
+    )
+
+
+def _read_quietly(path: Path, kind: str) -> list[Candidate]:
+    try:
+        return read_candidates(path, kind)
+    except Exception:  # the previous day's own ingest reports its unreadable files
+        return []
+
+
+def _otel_line(candidate: Candidate) -> int | None:
+    """The line an OTLP request's items get: its JSONL line or array element; None for a lone document."""
+    return candidate.line if candidate.unit in ("line", "element") else None
 
 
 def _has_text(row: dict[str, Any]) -> bool:
@@ -196,22 +245,43 @@ def _normalize(candidate: Candidate, rel: str, kind: str, reject: Any) -> dict[s
     return None
 
 
-def _accept(
-    candidate: Candidate,
-    row: dict[str, Any],
-    rel: str,
-    day: str,
-    traces: list[dict[str, Any]],
-    first_seen: dict[str, str],
-    reject: Any,
-    tally: _Tally,
-) -> None:
-    trace_id = row["trace_id"]
-    if trace_id in first_seen:
-        message = f"trace_id {trace_id!r} already appeared in {first_seen[trace_id]}; the first occurrence is kept"
-        reject(rel, candidate.line, candidate.unit, RowError("duplicate_trace_id", message), candidate.raw)
-        return
-    first_seen[trace_id] = f"{rel} {candidate.unit} {candidate.line}" if candidate.line is not None else rel
-    row.update(date=day, source_file=rel, source_line=candidate.line)
-    traces.append(row)
-    tally.add(rel, None)
+@dataclass
+class _Accepted:
+    """A valid trace row waiting for the duplicate check (done in file/line order over every kind of input)."""
+
+    file: str
+    line: int | None
+    unit: str
+    row: dict[str, Any]
+    raw: str | None
+    otel: ModelledTrace | None = None
+
+
+def _accept_all(
+    accepted: list[_Accepted], day: str, reject: Any, tally: _Tally
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Trace rows and span rows of the accepted candidates; a repeated trace_id is quarantined (all its rows)."""
+    traces: list[dict[str, Any]] = []
+    spans: list[dict[str, Any]] = []
+    first_seen: dict[str, str] = {}
+    for entry in accepted:
+        trace_id = entry.row["trace_id"]
+        if trace_id in first_seen:
+            message = f"trace_id {trace_id!r} already appeared in {first_seen[trace_id]}; the first occurrence is kept"
+            error = RowError("duplicate_trace_id", message)
+            if entry.otel is None:
+                reject(entry.file, entry.line, entry.unit, error, entry.raw)
+            else:
+                for item in entry.otel.items:
+                    reject(item.file, item.line, item.unit, error, dumps(item.raw))
+            continue
+        first_seen[trace_id] = f"{entry.file} {entry.unit} {entry.line}" if entry.line is not None else entry.file
+        entry.row.update(date=day, source_file=entry.file, source_line=entry.line)
+        traces.append(entry.row)
+        if entry.otel is None:
+            tally.add(entry.file, None)
+            continue
+        for item in entry.otel.items:
+            tally.add(item.file, None)
+        spans += [{**span, "date": day} for span in entry.otel.span_rows]
+    return traces, spans

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,3 +32,18 @@ class JudgeRequestError(Exception):
     def body(self) -> dict:
         """The JSON body OpenAI sends with an error."""
         return {"error": {"message": self.message, "type": self.error_type, "param": None, "code": self.code}}
+
+
+def approx_tokens(text: str) -> int:
+    """A deterministic token estimate: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of one chat message, whether its content is a string or a list of content parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""

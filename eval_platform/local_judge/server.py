@@ -6,7 +6,9 @@ The requested model name picks the behaviour:
   by the prompt's fenced `item_id` (or metadata object), else by the fenced texts (see `pandalm_replay`);
 - `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`), or one that echoes the caller's key (see
   `echo_key`);
-- `fixed/<reply>`, `echo/<block>`, `longest`: replies a test scripts (see `scripted`).
+- `fixed/<reply>`, `echo/<block>`, `longest`: replies a test scripts (see `scripted`);
+- `app/<name>`: the chat model of an instrumented demo application (tool calls, streaming, `n`, errors; see
+  `app_model`).
 
 The same answers come back through OpenAI's Files and Batch APIs, one per line of a batch (see `batches`),
 at Azure OpenAI's paths (`/openai/deployments/<deployment>/chat/completions`, `/openai/files`,
@@ -21,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 import threading
 import time
 import uuid
@@ -32,7 +33,8 @@ from typing import Any
 from aiohttp import web
 
 from eval_platform.judging.fencing import unfence_all
-from eval_platform.local_judge.answers import Answer, JudgeRequestError
+from eval_platform.local_judge.answers import Answer, JudgeRequestError, approx_tokens, message_text
+from eval_platform.local_judge.app_model import app_model_response, is_app_model
 from eval_platform.local_judge.batches import (
     BatchStore,
     authorization,
@@ -58,21 +60,6 @@ MOCK_REPLY_MODEL = "local/mock"
 
 # In-flight requests (a `slow` fault, say) get this long to finish when the server stops.
 _SHUTDOWN_TIMEOUT_S = 1.0
-
-
-def approx_tokens(text: str) -> int:
-    """A deterministic token estimate: one token per four characters, rounded up."""
-    return math.ceil(len(text) / 4)
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """The text of one chat message, whether its content is a string or a list of content parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
 
 
 class LocalJudgeServer:
@@ -240,8 +227,11 @@ class LocalJudgeServer:
         self.batches.reset()
         return web.json_response({"requests": 0, "by_model": {}})
 
-    async def _chat_completions(self, request: web.Request) -> web.Response:
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         body = await json_body(request)
+        if is_app_model(body):  # the application's own model (see `app_model`), counted like any call
+            self._count(body["model"])
+            return await app_model_response(request, body)
         status, payload, headers = await self.interactive(body, authorization(request))
         return web.json_response(payload, status=status, headers=headers)
 
@@ -354,7 +344,7 @@ class LocalJudgeServer:
         # retryable RateLimitError, which would hide this permanent configuration error.
         valid = ["mock", "mock/<any>", *(f"replay/{name}" for name in RECORDED_JUDGES)]
         valid += ["replay/llmbar/<judge>/<method>", "fault/<kind>"]
-        valid += ["fixed/<reply>", "echo/<block>", "longest"]
+        valid += ["fixed/<reply>", "echo/<block>", "longest", "app/<name>"]
         raise JudgeRequestError(
             404, f"the local judge has no model {model!r}; valid: {', '.join(valid)}", code="model_not_found"
         )

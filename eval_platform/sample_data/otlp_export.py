@@ -20,7 +20,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from eval_platform.ingest.otlp_values import encode_attributes
+from eval_platform.ingest.otel.values import encode_attributes
 from eval_platform.sample_data.pandalm import EXPERIMENT_ID, PROJECT_ID, Trace
 
 AGENT_NAME = "pandalm-assistant"

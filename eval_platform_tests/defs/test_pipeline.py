@@ -231,7 +231,36 @@ def test_sensor_requests_days_with_new_files(project):
     context = dg.build_sensor_context(
         instance=instance, cursor=first.cursor, resources={"warehouse": defs.resources["warehouse"]}
     )
-    assert [r.partition_key for r in new_trace_files_sensor(context).run_requests] == [DAYS[1]]
+    second = new_trace_files_sensor(context)
+    assert [r.partition_key for r in second.run_requests] == [DAYS[1]]
+    # a change the day before re-ingests the next day too: its ingest reads the spans of traces over midnight
+    (root / "traces" / DAYS[0] / "late.jsonl").write_text(
+        json.dumps({"trace_id": "late0", "timestamp": f"{DAYS[0]}T23:00:00Z"}) + "\n"
+    )
+    context = dg.build_sensor_context(
+        instance=instance, cursor=second.cursor, resources={"warehouse": defs.resources["warehouse"]}
+    )
+    assert [r.partition_key for r in new_trace_files_sensor(context).run_requests] == DAYS
+
+
+def test_an_otlp_day_writes_traces_and_their_spans(project):
+    """A recorded OpenInference export (gzip, spans of a trace on several lines) through the traces asset."""
+    root, defs, instance = project
+    day = "2026-11-12"
+    (root / "traces" / day).mkdir(parents=True)
+    fixture = Path(__file__).parents[1] / "fixtures" / "otel" / "openinference" / "traces.jsonl.gz"
+    (root / "traces" / day / "otel.jsonl.gz").write_bytes(fixture.read_bytes())
+    result = materialize(defs, "traces", day, instance)
+    assert result.success
+    metadata = result.asset_materializations_for_node("traces")[0].metadata
+    assert metadata["traces"].value == 12 and metadata["spans"].value == 30
+    where = f"WHERE date = '{day}'"
+    assert query(root, f"SELECT count(*), sum(span_count) FROM traces {where}") == [(12, 30)]
+    assert query(root, f"SELECT count(*) FROM spans {where} AND operation = 'execute_tool'") == [(3,)]
+    joined = query(
+        root, f"SELECT count(*) FROM spans JOIN traces USING (trace_id) {where.replace('date', 'spans.date')}"
+    )
+    assert joined == [(30,)]
 
 
 def test_schedule_ingests_yesterday():

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.ingest import read_trace_day
-from eval_platform.ingest.otlp_values import decode_attributes, encode_attributes
+from eval_platform.ingest.otel.values import decode_attributes, encode_attributes
 
 DAY = "2026-03-04"
 T0 = 1_772_618_400_000_000_000  # 2026-03-04T10:00:00Z in ns
@@ -99,8 +99,14 @@ def test_a_chat_span_maps_to_a_canonical_trace(tmp_path):
     assert row["trace_id"] == TRACE
     assert row["timestamp"] == datetime(2026, 3, 4, 10, tzinfo=UTC)
     assert row["latency_ms"] == 1250.0
-    assert row["input"] == "system: You are a helpful bot\nuser: Tell me a joke about OpenTelemetry"
+    assert row["input"] == "Tell me a joke about OpenTelemetry"  # the user's input, not the system prompt
     assert row["output"] == "Why did the developer bring OpenTelemetry to the party?"
+    assert [(m["role"], m["content"]) for m in json.loads(row["conversation"])] == [
+        ("system", "You are a helpful bot"),
+        ("user", "Tell me a joke about OpenTelemetry"),
+        ("assistant", "Why did the developer bring OpenTelemetry to the party?"),
+    ]
+    assert (row["session_id"], row["span_count"], row["partial_reason"], row["error"]) == ("conv_1", 1, None, False)
     assert json.loads(row["input_messages"])[1]["parts"][0]["content"] == "Tell me a joke about OpenTelemetry"
     assert json.loads(row["output_messages"])[0]["finish_reason"] == "stop"
     assert row["model"] == "gpt-4-0613"  # the response model wins over the request model
@@ -120,14 +126,21 @@ def test_a_chat_span_maps_to_a_canonical_trace(tmp_path):
             "span_id": "00f067aa0ba902b7",
             "parent_span_id": None,
             "name": "chat gpt-4",
+            "kind": "client",
             "operation": "chat",
+            "status": "unset",
+            "error_type": None,
             "model": "gpt-4-0613",
-            "input": row["input"],
+            "input": "system: You are a helpful bot\nuser: Tell me a joke about OpenTelemetry",  # all of it
             "output": row["output"],
             "context": None,
+            "tool_name": None,
+            "tool_arguments": None,
+            "tool_result": None,
             "latency_ms": 1250.0,
             "prompt_tokens": 52,
             "completion_tokens": 47,
+            "attributes": json.loads(json.dumps(attrs)),
         }
     ]
     assert row["source_line"] == 1
@@ -152,8 +165,10 @@ def test_system_instructions_become_a_leading_system_message(tmp_path):
         "gen_ai.output.messages": msgs("assistant", "I'm sorry, but I can't assist with that"),
     }
     row = only_trace(ingest(tmp_path, export(span("00000000000000a1", "chat", attrs))))
-    assert row["input"] == "system: You must never tell jokes\nuser: Tell me a joke"
+    assert row["input"] == "Tell me a joke"
+    assert json.loads(row["spans"])[0]["input"] == "system: You must never tell jokes\nuser: Tell me a joke"
     assert [message["role"] for message in json.loads(row["input_messages"])] == ["system", "user"]
+    assert json.loads(row["conversation"])[0] == {"role": "system", "content": "You must never tell jokes"}
 
 
 def test_structured_attribute_values_are_read_like_json_strings(tmp_path):
@@ -283,7 +298,8 @@ def test_an_agent_root_without_content_falls_back_to_its_chat_spans(tmp_path):
         end_ms=1500,
     )
     row = only_trace(ingest(tmp_path, export(agent, first, last)))
-    assert (row["input"], row["output"]) == ("first question", "final answer")
+    # the final inference span's conversation: its last user message and its answer
+    assert (row["input"], row["output"]) == ("refine", "final answer")
 
 
 def test_retrieval_documents_become_the_context(tmp_path):
@@ -307,11 +323,12 @@ def test_retrieval_documents_become_the_context(tmp_path):
     )
     chat = span("00000000000000c3", "chat gpt-4", chat_attrs(), parent="00000000000000a1", start_ms=50, end_ms=1950)
     row = only_trace(ingest(tmp_path, export(http, retrieval, chat)))
-    assert row["model"] == "gpt-4-0613"  # the chat span is the root GenAI span, not the earlier retrieval
-    assert row["latency_ms"] == 1900.0
+    assert row["model"] == "gpt-4-0613"  # the chat span is the final inference span, not the earlier retrieval
+    assert row["latency_ms"] == 2000.0  # the whole run: the HTTP root span
     assert json.loads(row["context"]) == ["Paris is the capital of France.", '{"id": "doc_456", "score": 0.87}']
     spans = {s["name"]: s for s in json.loads(row["spans"])}
-    assert set(spans) == {"retrieval kb", "chat gpt-4"}  # only GenAI spans
+    assert set(spans) == {"POST /answer", "retrieval kb", "chat gpt-4"}  # every span; HTTP has no operation
+    assert spans["POST /answer"]["operation"] is None
     assert spans["retrieval kb"]["input"] == "capital of France"
     assert spans["retrieval kb"]["context"] == json.loads(row["context"])
 
@@ -349,9 +366,10 @@ def test_invalid_otlp_is_quarantined_with_clear_reasons(tmp_path):
     )
     assert day.traces["trace_id"].to_list() == [TRACE]
     got = [(row["line"], row["reason"]) for row in day.quarantine.to_dicts()]
-    assert got == [
+    assert got == [  # one row per span: a broken span takes its whole trace (both spans) with it
         (2, "invalid_otlp:traceId"),
         (3, "invalid_otlp:startTimeUnixNano"),
+        (4, "invalid_otlp:startTimeUnixNano"),
         (5, "no_genai_span"),
         (6, "invalid_otlp:attributes"),
         (7, "invalid_otlp:span"),
@@ -360,10 +378,9 @@ def test_invalid_otlp_is_quarantined_with_clear_reasons(tmp_path):
     details = [row["detail"] for row in day.quarantine.to_dicts()]
     assert details[1].startswith(f"traces/{DAY}/otel.json span 3: trace {'b' * 32}")
     assert "00000000000000b2" in details[1] and "startTimeUnixNano" in details[1]
-    raw = json.loads(day.quarantine["raw"][1])
-    assert [s["spanId"] for s in raw] == ["00000000000000b1", "00000000000000b2"]  # the whole rejected trace
-    counts = day.counts
-    assert counts["read"] == 7 and counts["accepted"] == 1 and counts["quarantined"] == 6
+    assert [json.loads(day.quarantine["raw"][i])["spanId"] for i in (1, 2)] == ["00000000000000b1", "00000000000000b2"]
+    counts = day.counts  # rows are spans (and envelope errors): 8 read, 1 in a trace, 7 quarantined
+    assert counts["read"] == 8 and counts["accepted"] == 1 and counts["quarantined"] == 7
 
 
 def test_a_broken_envelope_is_one_quarantine_row(tmp_path):
@@ -392,3 +409,95 @@ def test_an_array_of_otlp_exports(tmp_path):
     ]
     day = ingest(tmp_path, documents)
     assert sorted(day.traces["trace_id"]) == sorted([TRACE, "f" * 32])
+
+
+def test_orphans_are_kept_but_the_trace_says_it_is_partial(tmp_path):
+    root = span("00000000000000a1", "invoke_agent x", {"gen_ai.operation.name": "invoke_agent"}, end_ms=3000)
+    orphan = span("00000000000000b2", "chat", chat_attrs(), parent="00000000000000ff", start_ms=10, end_ms=900)
+    row = only_trace(ingest(tmp_path, export(root, orphan)))
+    assert row["partial_reason"] == "missing_parent:00000000000000ff"
+    assert json.loads(row["flags"]) == ["missing_parent"] and row["span_count"] == 2
+
+
+def test_duplicate_span_ids_cycles_and_skew_are_quarantined_or_flagged(tmp_path):
+    root = span("00000000000000a1", "invoke_agent x", {"gen_ai.operation.name": "invoke_agent"}, end_ms=1000)
+    chat = span("00000000000000b2", "chat", chat_attrs(), parent="00000000000000a1", start_ms=-50, end_ms=900)
+    again = {**chat, "name": "chat again"}
+    loop_a = span("00000000000000c3", "chat", chat_attrs(), parent="00000000000000d4", start_ms=5)
+    loop_b = span("00000000000000d4", "chat", chat_attrs(), parent="00000000000000c3", start_ms=6)
+    day = ingest(tmp_path, export(root, chat, again, loop_a, loop_b))
+    row = day.traces.row(0, named=True)
+    assert row["partial_reason"] == "parent_cycle:00000000000000c3" and row["span_count"] == 2
+    assert json.loads(row["flags"]) == ["duplicate_span_id", "parent_cycle", "clock_skew"]
+    assert [(q["line"], q["reason"]) for q in day.quarantine.to_dicts()] == [
+        (3, "duplicate_span_id"),
+        (4, "parent_cycle"),
+        (5, "parent_cycle"),
+    ]
+    assert json.loads(day.quarantine["raw"][0])["name"] == "chat again"  # the raw span is kept
+    assert day.counts["read"] == 5 and day.counts["accepted"] == 2 and day.counts["quarantined"] == 3
+
+
+def test_a_trace_without_its_root_waits_for_the_next_day(tmp_path):
+    child = span("00000000000000b2", "chat", chat_attrs(), parent="00000000000000a1")
+    day = ingest(tmp_path, export(child))
+    assert day.traces.height == 0
+    [row] = day.quarantine.to_dicts()
+    assert row["reason"] == "awaiting_root" and "traces/2026-03-05/" in row["detail"]
+
+
+def test_a_parent_in_another_process_makes_a_local_root(tmp_path):
+    server = {**span("00000000000000b2", "chat", chat_attrs(), parent="00000000000000a1"), "flags": 0x300}
+    row = only_trace(ingest(tmp_path, export(server)))
+    assert row["partial_reason"] is None and row["output"].startswith("Why did the developer")
+
+
+def test_log_records_are_events_of_their_span_or_quarantined(tmp_path):
+    chat = span("00000000000000b2", "chat", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})
+
+    def record(name: str, body: dict, span_id: str = "00000000000000b2") -> dict:
+        return {
+            "eventName": name,
+            "traceId": TRACE,
+            "spanId": span_id,
+            "body": {"kvlistValue": {"values": encode_attributes(body)}},
+        }
+
+    logs = {
+        "resourceLogs": [
+            {
+                "resource": {},
+                "scopeLogs": [
+                    {
+                        "logRecords": [
+                            record("gen_ai.user.message", {"content": "hello?"}),
+                            record("gen_ai.choice", {"index": 0, "message": {"role": "assistant", "content": "hi!"}}),
+                            record("gen_ai.user.message", {"content": "lost"}, span_id="00000000000000ff"),
+                            {"body": {"stringValue": "an application log line"}},
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    day = ingest(tmp_path, json.dumps(export(chat)) + "\n" + json.dumps(logs) + "\n", name="collector.json")
+    row = day.traces.row(0, named=True)
+    assert (row["input"], row["output"]) == ("hello?", "hi!")
+    assert [(q["line"], q["reason"]) for q in day.quarantine.to_dicts()] == [
+        (2, "orphan_event"),
+        (2, "not_a_genai_event"),
+    ]
+    assert day.counts["read"] == 5 and day.counts["accepted"] == 3
+
+
+def test_a_metrics_line_is_not_a_trace(tmp_path):
+    day = ingest(
+        tmp_path,
+        json.dumps({"resourceMetrics": []})
+        + "\n"
+        + json.dumps(export(span("00000000000000a1", "chat", chat_attrs())))
+        + "\n",
+        name="all.jsonl",
+    )
+    assert day.traces.height == 1
+    assert day.quarantine["reason"].to_list() == ["not_a_trace:metrics"]

@@ -116,7 +116,8 @@ def test_the_otlp_file_maps_with_spans_and_context(days):
     agent_traces = 0
     for row in otlp.iter_rows(named=True):
         spans = json.loads(row["spans"])
-        root = spans[0] if spans[0]["parent_span_id"] is None else next(s for s in spans if s["operation"] == "chat")
+        # the span that answers: the agent span, else the chat span (an HTTP root span has no operation)
+        root = next(s for s in spans if s["operation"] in ("invoke_agent", "chat"))
         assert root["input"] == row["input"] and root["output"] == row["output"]
         assert any(s["name"] == f"chat {row['model']}" and s["operation"] == "chat" for s in spans)
         if root["operation"] == "invoke_agent":

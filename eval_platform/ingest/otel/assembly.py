@@ -1,0 +1,211 @@
+"""Whole traces: the day's spans (from every line and file) grouped by `traceId` into trees, and what is wrong.
+
+**Rows.** For OTLP input a *row* is one span, one log record, or one envelope error (a line whose
+`resourceSpans` is not a list, a span without a `traceId`, ...). Every row of the day ends in exactly one place:
+its trace (the `spans` table, its trace in `traces`) or the quarantine (its own raw JSON, its file and line, a
+reason). So `read == accepted + quarantined` counts rows, per file and per day.
+
+**Which day a trace belongs to (midnight).** A trace belongs to the day folder that holds its *root span* (a
+span without a parent, or whose parent is flagged remote, i.e. in another process). Exporters write a span when
+it ends and a root ends last, so a trace running over midnight has its early spans in `traces/D-1/` and its root
+in `traces/D/`: the ingest of day D reads D's files and, from `traces/D-1/`, the spans and log records of the
+traces rooted in D (nothing else of D-1 is read, counted or written). Spans of D whose trace has no root in D
+(nor in D-1) are quarantined `awaiting_root`; the detail names `traces/D+1/`, whose ingest reads them again if
+the root arrives there, so such a span shows in D's quarantine and in D+1's trace. Spans of D whose trace's root
+is in D-1 (a span ending after its root: rare, async work) are quarantined `late_span`: that trace was ingested
+with D-1 and is not changed by D's ingest.
+
+**Problems, and what each costs:**
+- a span with a broken field (`invalid_otlp:<field>`): its whole trace is quarantined, every span with the
+  reason (never a silently cut trace);
+- `duplicate_span_id`: a span id seen before in its trace (the first in reading order is kept, the later copy
+  quarantined with its raw); the trace is flagged `duplicate_span_id`;
+- a span whose parent never arrived: kept, with its subtree; the trace's `partial_reason` is
+  `missing_parent:<the missing parent's id>` and it is flagged `missing_parent`;
+- `parent_cycle`: spans whose parent chain loops never reach the root; they (and their subtrees) are quarantined,
+  the trace's `partial_reason` is `parent_cycle:<span id>` (when no parent is missing) and it is flagged;
+- `clock_skew` (flag only): a span starting more than 1 ms before its parent, or ending more than 1 ms after it;
+- `multiple_roots` (flag only): several spans without a parent; the earliest is the root;
+- `no_genai_span`: no span of the trace carries any GenAI convention (an HTTP-only trace): quarantined;
+- log records: one without a trace/span id, or not a GenAI event (`gen_ai.*`), is quarantined
+  `not_a_genai_event`; one whose span is not in the day's traces `orphan_event`; one of a quarantined trace
+  shares its trace's reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eval_platform.ingest.common import RowError
+from eval_platform.ingest.otel.conventions import read_span
+from eval_platform.ingest.otel.envelope import LogEvent, Span
+
+SKEW_NS = 1_000_000
+
+
+@dataclass
+class Trace:
+    """One trace rooted in the day: its spans (start order), root, partial reason and flags."""
+
+    trace_id: str
+    root: Span
+    spans: list[Span]
+    events: list[LogEvent] = field(default_factory=list)
+    partial_reason: str | None = None
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Assembly:
+    traces: list[Trace] = field(default_factory=list)
+    rejected: list[tuple[Span | LogEvent, RowError]] = field(default_factory=list)
+
+
+def _roots(spans: list[Span], ids: set[str | None]) -> list[Span]:
+    return [s for s in spans if s.parent_span_id is None or (s.parent_is_remote and s.parent_span_id not in ids)]
+
+
+def _assemble_one(trace_id: str, group: list[Span], day: str, next_day: str, out: Assembly) -> Trace | None:
+    today = [s for s in group if not s.carried]
+    ids = {s.span_id for s in group}
+    roots = _roots(group, ids)
+    today_roots = [s for s in roots if not s.carried]
+    if not today_roots:
+        if roots:
+            message = (
+                f"span {{span}} of trace {trace_id} ended after its root span, which is in {roots[0].where}: "
+                "that trace belongs to the previous day and was ingested with it"
+            )
+            reason = "late_span"
+        else:
+            message = (
+                f"trace {trace_id} has no root span in traces/{day}/ (nor in the day before): span {{span}} waits "
+                f"for traces/{next_day}/, whose ingest reads this folder and takes it if the root arrives there"
+            )
+            reason = "awaiting_root"
+        for s in today:
+            out.rejected.append((s, RowError(reason, message.format(span=s.span_id))))
+        return None
+    members = group  # the trace is rooted today: its spans carried from the day before are its rows too
+    broken = [s for s in members if s.errors]
+    if broken:
+        first = broken[0]
+        for s in members:
+            error = s.errors[0] if s.errors else first.errors[0]
+            text = "; ".join(e.message for e in s.errors) or f"its trace has a broken span: {first.errors[0].message}"
+            out.rejected.append((s, RowError(error.reason, f"trace {trace_id}: {text}")))
+        return None
+    flags: list[str] = []
+    by_id: dict[str, Span] = {}
+    unique: list[Span] = []
+    for s in members:
+        if s.span_id in by_id:
+            kept = by_id[s.span_id]
+            message = f"trace {trace_id} span {s.span_id} already appeared in {kept.where}; the first copy is kept"
+            out.rejected.append((s, RowError("duplicate_span_id", message)))
+            if "duplicate_span_id" not in flags:
+                flags.append("duplicate_span_id")
+            continue
+        by_id[s.span_id] = s  # type: ignore[index]
+        unique.append(s)
+    roots = sorted(_roots(unique, set(by_id)), key=lambda s: s.sort_key)
+    root = min((s for s in roots if not s.carried), key=lambda s: s.sort_key)
+    if len(roots) > 1:
+        flags.append("multiple_roots")
+    children: dict[str, list[Span]] = {}
+    for s in unique:
+        if s.parent_span_id is not None:
+            children.setdefault(s.parent_span_id, []).append(s)
+    reached: set[str] = set()
+    stack = [s for s in roots]
+    while stack:
+        s = stack.pop()
+        if s.span_id in reached:
+            continue
+        reached.add(s.span_id)  # type: ignore[arg-type]
+        stack.extend(children.get(s.span_id, []))  # type: ignore[arg-type]
+    missing: list[tuple[int, str]] = []
+    cycle: list[Span] = []
+    for s in unique:
+        if s.span_id in reached:
+            continue
+        current, seen = s, set()
+        while current.parent_span_id in by_id and current.span_id not in seen:
+            seen.add(current.span_id)
+            current = by_id[current.parent_span_id]
+        if current.parent_span_id not in by_id and current.span_id not in seen:
+            missing.append((current.start_ns or 0, current.parent_span_id))  # type: ignore[arg-type]
+        else:
+            cycle.append(s)
+    partial = None
+    if missing:
+        partial = f"missing_parent:{min(missing)[1]}"
+        flags.append("missing_parent")
+    if cycle:
+        cycle_ids = {s.span_id for s in cycle}
+        for s in cycle:
+            message = f"trace {trace_id}: span {s.span_id}'s parent chain loops and never reaches the root span"
+            out.rejected.append((s, RowError("parent_cycle", message)))
+        partial = partial or f"parent_cycle:{min(cycle, key=lambda s: s.sort_key).span_id}"
+        flags.append("parent_cycle")
+        unique = [s for s in unique if s.span_id not in cycle_ids]
+    for s in unique:
+        parent = by_id.get(s.parent_span_id) if s.parent_span_id else None
+        if parent is not None and parent.start_ns and s.start_ns:
+            early = s.start_ns < parent.start_ns - SKEW_NS
+            late = bool(s.end_ns and parent.end_ns and s.end_ns > parent.end_ns + SKEW_NS)
+            if early or late:
+                flags.append("clock_skew")
+                break
+    unique.sort(key=lambda s: s.sort_key)
+    return Trace(trace_id=trace_id, root=root, spans=unique, partial_reason=partial, flags=flags)
+
+
+def _is_genai_event(event: LogEvent) -> bool:
+    return event.trace_id is not None and event.span_id is not None and event.event.name.startswith("gen_ai.")
+
+
+def assemble(spans: list[Span], events: list[LogEvent], day: str, next_day: str) -> Assembly:
+    """The day's traces (conventions read) and its rejected rows; `spans`/`events` in reading order, the
+    previous day's (`carried`) first."""
+    out = Assembly()
+    groups: dict[str, list[Span]] = {}
+    for s in spans:
+        groups.setdefault(s.trace_id, []).append(s)
+    traces: dict[str, Trace] = {}
+    for trace_id, group in groups.items():
+        if any(not s.carried for s in group):
+            trace = _assemble_one(trace_id, group, day, next_day, out)
+            if trace is not None:
+                traces[trace_id] = trace
+    rejected_traces = {item.trace_id: error for item, error in out.rejected if isinstance(item, Span)}
+    for event in events:
+        trace = traces.get(event.trace_id or "")
+        if event.carried and trace is None:
+            continue  # a record of the previous day's own traces
+        if not _is_genai_event(event):
+            message = (
+                f"log record '{event.event.name}' is not a GenAI event of a span (gen_ai.* with trace and span id)"
+            )
+            out.rejected.append((event, RowError("not_a_genai_event", message)))
+            continue
+        span = next((s for s in trace.spans if s.span_id == event.span_id), None) if trace else None
+        if span is None:
+            error = rejected_traces.get(event.trace_id or "")
+            message = f"event '{event.event.name}' of span {event.span_id} (trace {event.trace_id})"
+            if error is not None:
+                out.rejected.append((event, RowError(error.reason, f"{message}: its trace is quarantined")))
+            else:
+                out.rejected.append((event, RowError("orphan_event", f"{message}: no such span in the day's traces")))
+            continue
+        span.events.append(event.event)
+        trace.events.append(event)  # type: ignore[union-attr]
+    for trace in traces.values():
+        for s in trace.spans:
+            read_span(s)
+        if all(s.fields.convention == "none" for s in trace.spans):
+            message = f"trace {trace.trace_id} has {len(trace.spans)} span(s), none in a GenAI convention"
+            out.rejected += [(item, RowError("no_genai_span", message)) for item in [*trace.spans, *trace.events]]
+            continue
+        out.traces.append(trace)
+    return out

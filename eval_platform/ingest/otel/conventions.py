@@ -1,0 +1,36 @@
+"""The conventions an OTLP span is read with, in order of precedence (the only list of them).
+
+Every span is offered to every convention: a file, a trace, even one span may mix them. The first convention
+that matches names the span's `convention`; each matching one fills the fields still empty (see `fields.py`).
+Then the OTel core fields every convention shares: `session.id` / `user.id`; a span with status ERROR (or an
+`error.type` attribute, or a
+Langfuse level ERROR) is an error; its type is `error.type`, else the `exception` event's `exception.type`,
+else `error`; its message the status message, else the exception's message.
+"""
+
+from __future__ import annotations
+
+from eval_platform.ingest.otel import genai, langfuse, openinference, openllmetry
+from eval_platform.ingest.otel.envelope import Span
+from eval_platform.ingest.otel.fields import SpanFields, label
+
+CONVENTIONS = (langfuse, openinference, openllmetry, genai)
+
+
+def read_span(span: Span) -> SpanFields:
+    """The span's fields under every convention it carries (also stored on `span.fields`)."""
+    fields = SpanFields()
+    for convention in CONVENTIONS:
+        if convention.matches(span):
+            if fields.convention == "none":
+                fields.convention = convention.NAME
+            convention.read(span, fields)
+    # OTel's general `session.id` / `user.id` attributes, whatever the convention (the GenAI workflow spans carry them)
+    fields.put("session_id", label(span.attrs.get("session.id")))
+    fields.put("user_id", label(span.attrs.get("user.id")))
+    exception = next((event.attrs for event in span.events if event.name == "exception"), {})
+    if span.status == "error" or fields.error_type is not None:
+        fields.put("error_type", label(exception.get("exception.type")) or "error")
+        fields.put("error_message", span.status_message or label(exception.get("exception.message")))
+    span.fields = fields
+    return fields

@@ -1,0 +1,159 @@
+"""Chat messages of every convention -> one shape, the contract's conversation message.
+
+`{"role": "system"|"user"|"assistant"|"tool", "content": str|None, "tool_calls": [{"id", "name", "arguments"}]
+(optional), "tool_call_id": str (optional), "name": str (optional)}`; `arguments` is text (JSON text when the
+source held an object).
+
+Read: OTel GenAI messages (`{"role", "parts": [{"type": "text"|"tool_call"|"tool_call_response"|...}]}`),
+OpenAI-style messages (`content` as text or parts, `tool_calls` with `function`), the openai-v2 `gen_ai.choice`
+event body (`{"index", "finish_reason", "message": {...}}`), and flattened indexed attributes
+(`gen_ai.prompt.0.role`, `llm.input_messages.0.message.role`, `...tool_calls.0.tool_call.function.name`,
+`...message.contents.0.message_content.text`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval_platform.ingest.common import dumps
+from eval_platform.ingest.messages import maybe_json, part_text
+
+ROLES = {"human": "user", "ai": "assistant", "model": "assistant", "function": "tool", "developer": "system"}
+_CALL_PARTS = {"tool_call", "function_call"}
+_RESULT_PARTS = {"tool_call_response", "function_call_output", "tool_result"}
+
+
+def as_text(value: Any) -> str | None:
+    """Text as is; anything else as JSON text; None stays None."""
+    return value if value is None or isinstance(value, str) else dumps(value)
+
+
+def _call(call: Any) -> dict[str, Any] | None:
+    if not isinstance(call, dict):
+        return None
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    return {
+        "id": as_text(call.get("id")),
+        "name": as_text(function.get("name")),
+        "arguments": as_text(function.get("arguments")),
+    }
+
+
+def normalize_message(message: Any, default_role: str) -> dict[str, Any]:
+    """One message of any shape above -> the conversation message."""
+    if isinstance(message, str):
+        return {"role": default_role, "content": message}
+    if not isinstance(message, dict):
+        return {"role": default_role, "content": as_text(message)}
+    if isinstance(message.get("message"), dict) and "role" not in message:  # gen_ai.choice body
+        message = message["message"]
+    role = str(message.get("role") or default_role).lower()
+    role = ROLES.get(role, role)
+    content = message.get("content") if "content" in message else message.get("parts")
+    if isinstance(content, str) and content.strip().startswith("[{"):
+        content = maybe_json(content)  # OpenLLMetry writes multimodal content as JSON text
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    tool_call_id = message.get("tool_call_id") or (message.get("id") if role == "tool" else None)
+    for part in content if isinstance(content, list) else [content]:
+        if part is None:
+            continue
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _CALL_PARTS:
+            calls.append(_call(part) or {})
+        elif kind in _RESULT_PARTS:
+            tool_call_id = tool_call_id or part.get("id") or part.get("call_id")
+            role = "tool"
+            result = part.get("response", part.get("result", part.get("output", part.get("content"))))
+            texts.append(as_text(result) or "")
+        else:
+            text = part_text(part)
+            if text:
+                texts.append(text)
+    calls += [c for c in map(_call, message.get("tool_calls") or []) if c]
+    function_call = message.get("function_call")
+    if isinstance(function_call, dict):
+        calls.append(
+            {
+                "id": None,
+                "name": as_text(function_call.get("name")),
+                "arguments": as_text(function_call.get("arguments")),
+            }
+        )
+    normalized: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
+    if calls:
+        normalized["tool_calls"] = calls
+    if tool_call_id:
+        normalized["tool_call_id"] = str(tool_call_id)
+    if message.get("name"):
+        normalized["name"] = str(message["name"])
+    return normalized
+
+
+def normalize_messages(value: Any, default_role: str) -> list[dict[str, Any]] | None:
+    """A messages value (JSON text, a list, a `{"messages": [...]}` object, one message, plain text) -> messages."""
+    if isinstance(value, str):
+        value = maybe_json(value)
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):
+        if isinstance(value.get("messages"), list):
+            value = value["messages"]
+        elif not any(key in value for key in ("role", "parts", "content", "message", "tool_calls")):
+            return None
+        else:
+            value = [value]
+    if isinstance(value, str):
+        return [{"role": default_role, "content": value}]
+    if not isinstance(value, list):
+        return None
+    return [normalize_message(item, default_role) for item in value if item is not None]
+
+
+def indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+    """`{prefix}{N}.{rest}` attributes -> `{N: {rest: value}}` (N in numeric order)."""
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        index, _, rest = key[len(prefix) :].partition(".")
+        if index.isdigit() and rest:
+            found.setdefault(int(index), {})[rest] = value
+    return dict(sorted(found.items()))
+
+
+def _flat_message(fields: dict[str, Any]) -> dict[str, Any]:
+    """The subkeys of one flattened message (OpenLLMetry or OpenInference spelling) -> a message dict."""
+    message: dict[str, Any] = {}
+    calls: dict[int, dict[str, Any]] = {}
+    parts: dict[int, dict[str, Any]] = {}
+    for key, value in fields.items():
+        key = key.removeprefix("message.")
+        head, _, rest = key.partition(".")
+        if head in ("tool_calls", "contents") and rest:
+            index, _, sub = rest.partition(".")
+            if not index.isdigit():
+                continue
+            sub = sub.removeprefix("tool_call.").removeprefix("function.").removeprefix("message_content.")
+            (calls if head == "tool_calls" else parts).setdefault(int(index), {})[sub] = value
+        elif key in ("function_call_name", "function_call.name"):
+            message.setdefault("function_call", {})["name"] = value
+        elif key in ("function_call_arguments_json", "function_call.arguments"):
+            message.setdefault("function_call", {})["arguments"] = value
+        else:
+            message[key] = value
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    if parts and "content" not in message:
+        message["content"] = [
+            {"type": p.get("type") or "text", "text": p.get("text")} for _, p in sorted(parts.items())
+        ]
+    return message
+
+
+def indexed_messages(attrs: dict[str, Any], prefix: str, default_role: str) -> list[dict[str, Any]] | None:
+    """Messages flattened into `{prefix}{N}.*` attributes, or None when there are none."""
+    found = indexed(attrs, prefix)
+    if not found:
+        return None
+    return [normalize_message(_flat_message(fields), default_role) for fields in found.values()]

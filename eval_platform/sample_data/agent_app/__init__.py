@@ -1,0 +1,32 @@
+"""An instrumented demo app that produces real agent and chat traces, the way users' applications do.
+
+`app.py` holds the scenarios (plain chat, multi-turn sessions, system messages, an agent with a tool loop, a
+failing tool, retrieval, streaming, n=2, an HTTP 500), run through the official `openai` SDK against the local
+judge's `app/assistant` model. Each module beside it wires one tracing library (`CONVENTIONS`); `recorder.py`
+runs them, each in its own process, exporting over OTLP/HTTP to `otlp_receiver`, which writes the files the
+OpenTelemetry Collector's file exporter would. Command: `python -m eval_platform.sample_data.agent_app record`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from eval_platform.sample_data.agent_app.convention import Convention
+
+# name -> "module:class"; imported only when used (each library patches `openai` globally on import/instrument)
+CONVENTIONS: dict[str, str] = {
+    "genai": "eval_platform.sample_data.agent_app.genai:GenAIConvention",
+    "genai_events": "eval_platform.sample_data.agent_app.genai:GenAIEventsConvention",
+    "genai_no_content": "eval_platform.sample_data.agent_app.genai:GenAINoContentConvention",
+    "openllmetry": "eval_platform.sample_data.agent_app.openllmetry:OpenLLMetryConvention",
+    "openinference": "eval_platform.sample_data.agent_app.openinference:OpenInferenceConvention",
+    "langfuse": "eval_platform.sample_data.agent_app.langfuse_sdk:LangfuseConvention",
+}
+
+
+def convention_class(name: str) -> type[Convention]:
+    """The Convention registered under `name`; a clear error listing the valid names otherwise."""
+    if name not in CONVENTIONS:
+        raise ValueError(f"unknown instrumentation {name!r}; valid: {', '.join(CONVENTIONS)}")
+    module, _, attribute = CONVENTIONS[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)

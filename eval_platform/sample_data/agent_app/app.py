@@ -1,0 +1,203 @@
+"""The demo application: a small support assistant calling its chat model through the official `openai` SDK.
+
+Every scenario is what a real app does; the tracing library in use (a `Convention`) decides how it shows in the
+trace. Scenarios and the traces each makes (`SCENARIOS`):
+- `single_turn`: one bare chat completion (the chat span is the whole trace);
+- `system_prompt`: a bare completion with a system message;
+- `multi_turn`: three turns of one conversation, one trace each, sharing a session id and a user id;
+- `agent`: two turns of an agent conversation (session and user), each an agent run with a tool loop:
+  chat -> `get_weather` tool call -> tool span -> chat -> final answer;
+- `agent_tool_error`: an agent whose tool fails (tool span in error), then answers from the error;
+- `rag`: a retrieval step, then a chat completion whose system message carries the documents;
+- `streaming`: a streamed completion with `stream_options.include_usage`;
+- `n2`: one completion with `n=2` choices;
+- `http_500`: a request whose model call fails with HTTP 500 (the error propagates through the request span).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from eval_platform.sample_data.agent_app.convention import Convention
+
+APP_MODEL = "app/assistant"
+FAILING_MODEL = "app/error"
+# The app's provider key: a dummy, and the tests check it never reaches a recorded file.
+DUMMY_API_KEY = "sk-demo-app-dummy-key-1234567890"
+MAX_AGENT_STEPS = 4
+
+SESSION_MULTI_TURN, USER_MULTI_TURN = "session-multi-turn-1", "user-alice"
+SESSION_AGENT, USER_AGENT = "session-agent-1", "user-bob"
+USER_TOOL_ERROR = "user-carol"
+PIRATE_SYSTEM = "You are a pirate-themed support assistant. Keep answers to one sentence."
+AGENT_SYSTEM = "You are a travel assistant. Use the tools to answer questions about the weather."
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name"}},
+            "required": ["city"],
+        },
+    },
+}
+ORDER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup_order",
+        "description": "Status of a customer's order.",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    },
+}
+WEATHER = {"Paris": "18 C and sunny", "Rome": "24 C, clear sky"}
+KNOWLEDGE_BASE = [
+    ("kb-returns", "Items can be returned within 30 days of delivery with the receipt.", 0.92),
+    ("kb-refunds", "Refunds reach the original payment method within 5 business days.", 0.81),
+]
+
+
+class ToolFailed(RuntimeError):
+    """A tool that could not do its job (the agent reports it and carries on)."""
+
+
+def run_tool(name: str, arguments: dict[str, Any]) -> str:
+    """The app's tools: a weather lookup and an order lookup that always fails."""
+    if name == "get_weather":
+        city = arguments.get("city", "")
+        return json.dumps({"city": city, "weather": WEATHER.get(city, "unknown")})
+    if name == "lookup_order":
+        raise ToolFailed(f"order {arguments.get('order_id')!r} not found")
+    raise ToolFailed(f"no tool named {name!r}")
+
+
+def _user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+def single_turn(conv: Convention, client: Any) -> None:
+    client.chat.completions.create(model=APP_MODEL, messages=[_user("What is the capital of France?")])
+
+
+def system_prompt(conv: Convention, client: Any) -> None:
+    messages = [{"role": "system", "content": PIRATE_SYSTEM}, _user("How do I reset my password?")]
+    client.chat.completions.create(model=APP_MODEL, messages=messages, temperature=0.2, max_tokens=200)
+
+
+def multi_turn(conv: Convention, client: Any) -> None:
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are a concise cooking assistant."}]
+    for question in ("How long do I boil an egg?", "And for a soft yolk?", "Thanks! Any tip for peeling it?"):
+        with conv.request("chat_turn", question, session_id=SESSION_MULTI_TURN, user_id=USER_MULTI_TURN) as root:
+            history.append(_user(question))
+            reply = client.chat.completions.create(model=APP_MODEL, messages=history)
+            answer = reply.choices[0].message.content
+            history.append({"role": "assistant", "content": answer})
+            root.output = answer
+
+
+def _agent_turn(conv: Convention, client: Any, history: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    """The agent loop: call the model; run each tool it asks for in a tool span; until it answers in text."""
+    for _ in range(MAX_AGENT_STEPS):
+        reply = client.chat.completions.create(model=APP_MODEL, messages=history, tools=tools)
+        message = reply.choices[0].message
+        history.append(message.model_dump(exclude_none=True))
+        if not message.tool_calls:
+            return message.content
+        for call in message.tool_calls:
+            arguments = json.loads(call.function.arguments)
+            try:
+                with conv.tool(call.function.name, call.id, arguments) as step:
+                    step.output = run_tool(call.function.name, arguments)
+                result = step.output
+            except ToolFailed as error:
+                result = f"error: {error}"
+            history.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    raise RuntimeError(f"the agent did not answer within {MAX_AGENT_STEPS} model calls")
+
+
+def agent(conv: Convention, client: Any) -> None:
+    history: list[dict[str, Any]] = [{"role": "system", "content": AGENT_SYSTEM}]
+    for question in ("What's the weather in Paris today?", "And what about Rome?"):
+        with conv.request("agent_turn", question, session_id=SESSION_AGENT, user_id=USER_AGENT) as root:
+            history.append(_user(question))
+            with conv.agent("weather-assistant", question) as run:
+                run.output = _agent_turn(conv, client, history, [WEATHER_TOOL])
+            root.output = run.output
+
+
+def agent_tool_error(conv: Convention, client: Any) -> None:
+    question = "Where is my order A-1001?"
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are an order-tracking assistant."}]
+    history.append(_user(question))
+    with conv.request("order_support", question, user_id=USER_TOOL_ERROR) as root:
+        with conv.agent("order-assistant", question) as run:
+            run.output = _agent_turn(conv, client, history, [ORDER_TOOL])
+        root.output = run.output
+
+
+def rag(conv: Convention, client: Any) -> None:
+    question = "Can I return a jacket I bought three weeks ago?"
+    with conv.request("rag_answer", question) as root:
+        with conv.retrieval("support-kb", question) as found:
+            found.output = KNOWLEDGE_BASE
+        context = "\n".join(f"[{doc_id}] {text}" for doc_id, text, _ in found.output)
+        messages = [{"role": "system", "content": f"Answer from these documents only:\n{context}"}, _user(question)]
+        reply = client.chat.completions.create(model=APP_MODEL, messages=messages)
+        root.output = reply.choices[0].message.content
+
+
+def streaming(conv: Convention, client: Any) -> None:
+    stream = client.chat.completions.create(
+        model=APP_MODEL,
+        messages=[_user("Write a haiku about observability.")],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+
+
+def n2(conv: Convention, client: Any) -> None:
+    client.chat.completions.create(model=APP_MODEL, messages=[_user("Suggest a name for a cat.")], n=2)
+
+
+def http_500(conv: Convention, client: Any) -> None:
+    import openai
+
+    question = "Summarise my last invoice."
+    try:
+        with conv.request("chat_request", question):
+            client.chat.completions.create(model=FAILING_MODEL, messages=[_user(question)])
+    except openai.InternalServerError:
+        pass  # the app answers its own caller with an error; the trace keeps the failure
+
+
+# name -> (scenario, number of traces it makes)
+SCENARIOS: dict[str, tuple[Callable[[Convention, Any], None], int]] = {
+    "single_turn": (single_turn, 1),
+    "system_prompt": (system_prompt, 1),
+    "multi_turn": (multi_turn, 3),
+    "agent": (agent, 2),
+    "agent_tool_error": (agent_tool_error, 1),
+    "rag": (rag, 1),
+    "streaming": (streaming, 1),
+    "n2": (n2, 1),
+    "http_500": (http_500, 1),
+}
+
+
+def run_scenarios(conv: Convention, base_url: str) -> dict[str, list[str]]:
+    """Run every scenario once against the app model at `base_url`; the trace ids each one started."""
+    client = conv.openai_client(base_url, DUMMY_API_KEY)
+    for name, (scenario, _) in SCENARIOS.items():
+        conv.ledger.current = name
+        scenario(conv, client)
+    conv.ledger.current = None
+    return conv.ledger.traces

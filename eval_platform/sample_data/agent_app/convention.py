@@ -1,0 +1,133 @@
+"""What the demo app needs from a tracing library, and the OpenTelemetry SDK set-up three of them share.
+
+A `Convention` owns one instrumentation: it patches `openai` (the library does that, globally, so each runs in
+its own process), hands out the OpenAI client, and opens the app's own spans (a request, an agent, a tool, a
+retrieval) the way that library's users write them. The scenarios in `app.py` are the same for all.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+SERVICE_NAME = "agent-demo-app"
+# Spans leave the app in batches of this many as they end (BatchSpanProcessor / Langfuse's flush_at), so one
+# trace's spans land on several lines of the Collector-style file, as they do in production.
+EXPORT_BATCH_SIZE = 4
+# Long enough that batches are cut by size only (and the last one at shutdown): the lines come out the same
+# on every run instead of depending on a timer.
+EXPORT_DELAY_MS = 60_000
+
+
+@dataclass
+class Step:
+    """A span the app opened; the app sets `output` (text, a tool result, retrieved documents) before it ends."""
+
+    output: Any = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+class SeededIdGenerator(IdGenerator):
+    """Trace and span ids drawn from a seeded generator, so re-recording gives the same ids (timestamps differ)."""
+
+    def __init__(self, seed: str):
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def generate_span_id(self) -> int:
+        with self._lock:
+            return self._random.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        with self._lock:
+            return self._random.getrandbits(128) or 1
+
+
+class ScenarioLedger(SpanProcessor):
+    """Notes which trace ids each scenario started (the app's bookkeeping for `manifest.json`; nothing exported)."""
+
+    def __init__(self) -> None:
+        self.current: str | None = None
+        self.traces: dict[str, list[str]] = {}
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.current is None:
+            return
+        trace_id = f"{span.context.trace_id:032x}"
+        seen = self.traces.setdefault(self.current, [])
+        if trace_id not in seen:
+            seen.append(trace_id)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        pass
+
+
+def tracer_provider(seed: str, provider_class: type[TracerProvider] = TracerProvider, **kwargs: Any) -> TracerProvider:
+    """A tracer provider with the app's resource and seeded ids (exporters are added by the caller)."""
+    resource = Resource.create({"service.name": SERVICE_NAME, "deployment.environment.name": "local-demo"})
+    return provider_class(resource=resource, id_generator=SeededIdGenerator(seed), **kwargs)
+
+
+def add_otlp_export(provider: TracerProvider, endpoint: str) -> None:
+    """Export spans over OTLP/HTTP protobuf to `endpoint`/v1/traces, in batches of `EXPORT_BATCH_SIZE`."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    exporter = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter, max_export_batch_size=EXPORT_BATCH_SIZE, schedule_delay_millis=EXPORT_DELAY_MS)
+    )
+
+
+class Convention(ABC):
+    """One instrumentation library and the way its users open their own spans."""
+
+    name: str = ""
+    # Environment the app runs with (content capture switches); set before the library is imported.
+    env: dict[str, str] = {}
+
+    def __init__(self, endpoint: str, ledger: ScenarioLedger):
+        self.endpoint = endpoint
+        self.ledger = ledger
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Create the providers, add the ledger and the exporter, and instrument `openai`."""
+
+    def openai_client(self, base_url: str, api_key: str) -> Any:
+        """The application's OpenAI client (no retries: the failing call is meant to fail once)."""
+        from openai import OpenAI
+
+        return OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+
+    @abstractmethod
+    def request(
+        self, name: str, user_text: str, session_id: str | None = None, user_id: str | None = None
+    ) -> AbstractContextManager[Step]:
+        """The root span of one request to the app (one trace), carrying the session and user when given."""
+
+    @abstractmethod
+    def agent(self, name: str, user_text: str) -> AbstractContextManager[Step]:
+        """An agent run (invoke_agent) inside a request; `output` is its final answer."""
+
+    @abstractmethod
+    def tool(self, name: str, call_id: str, arguments: dict[str, Any]) -> AbstractContextManager[Step]:
+        """One tool execution; `output` is its result; an exception escaping it marks the span failed."""
+
+    @abstractmethod
+    def retrieval(self, source: str, query: str) -> AbstractContextManager[Step]:
+        """A retrieval step; `output` is the list of (document id, text, score) found."""
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Flush every pending span and log record to the receiver."""
+

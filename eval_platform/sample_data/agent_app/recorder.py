@@ -1,0 +1,127 @@
+"""Record the demo app's traces: the local judge plays the app's model, an OTLP receiver writes Collector-style
+files, and each instrumentation runs the scenarios in a process of its own (they patch `openai` globally).
+
+Output, per instrumentation, under `out/<instrumentation>/`: the traces file (`traces.jsonl` by default), the
+logs file when the library emitted log records (GenAI events), and `manifest.json` (the trace ids of each
+scenario, the library versions used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from eval_platform.sample_data.agent_app import CONVENTIONS, convention_class
+from eval_platform.sample_data.agent_app.convention import ScenarioLedger
+from eval_platform.sample_data.agent_app.langfuse_sdk import LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY
+from eval_platform.sample_data.otlp_receiver import OtlpFileReceiver, ReceiverStats
+
+RUN_TIMEOUT_S = 180
+# The distributions whose versions a recording depends on (written to manifest.json).
+PACKAGES = (
+    "openai",
+    "opentelemetry-sdk",
+    "opentelemetry-exporter-otlp-proto-http",
+    "opentelemetry-instrumentation-openai-v2",
+    "opentelemetry-util-genai",
+    "opentelemetry-instrumentation-openai",
+    "opentelemetry-semantic-conventions-ai",
+    "openinference-instrumentation-openai",
+    "openinference-instrumentation",
+    "langfuse",
+)
+
+
+@dataclass
+class Recording:
+    """One instrumentation's recording: its folder, what the receiver wrote, the scenarios' trace ids."""
+
+    folder: Path
+    stats: ReceiverStats
+    scenarios: dict[str, list[str]]
+
+    def summary(self) -> dict[str, object]:
+        """Counts to print after recording."""
+        return {
+            "folder": str(self.folder),
+            "traces": sum(len(ids) for ids in self.scenarios.values()),
+            "spans": self.stats.spans,
+            "trace_lines": self.stats.trace_requests,
+            "log_records": self.stats.log_records,
+            "refused": self.stats.refused,
+        }
+
+
+def _clean_env(extra: dict[str, str]) -> dict[str, str]:
+    """The parent's environment without its own OpenTelemetry / Langfuse / provider settings, plus `extra`."""
+    dropped = ("OTEL_", "LANGFUSE_", "TRACELOOP_", "OPENINFERENCE_", "OPENAI_")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(dropped)}
+    return {**env, **extra}
+
+
+def record(
+    out_dir: Path,
+    instrumentations: list[str] | None = None,
+    traces_file: str = "traces.jsonl",
+    logs_file: str = "logs.jsonl",
+) -> dict[str, Recording]:
+    """Record every (or the named) instrumentation into `out_dir/<name>/`, replacing earlier files there."""
+    from eval_platform.local_judge import LocalJudgeServer
+
+    names = instrumentations or list(CONVENTIONS)
+    results: dict[str, Recording] = {}
+    with LocalJudgeServer() as judge:
+        for name in names:
+            folder = Path(out_dir) / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for stale in (traces_file, logs_file, "manifest.json"):
+                (folder / stale).unlink(missing_ok=True)
+            receiver = OtlpFileReceiver(
+                folder, traces_file, logs_file, credentials=(LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY)
+            )
+            manifest = folder / "manifest.json"
+            with receiver:
+                command = [sys.executable, "-m", "eval_platform.sample_data.agent_app", "run"]
+                command += ["--instrumentation", name, "--base-url", judge.base_url]
+                command += ["--endpoint", receiver.endpoint, "--manifest", str(manifest)]
+                completed = subprocess.run(
+                    command,
+                    env=_clean_env(convention_class(name).env),
+                    capture_output=True,
+                    text=True,
+                    timeout=RUN_TIMEOUT_S,
+                )
+            if completed.returncode != 0:
+                raise RuntimeError(f"recording {name} failed (exit {completed.returncode}):\n{completed.stderr}")
+            if receiver.stats.refused:
+                raise RuntimeError(f"recording {name}: the receiver refused {receiver.stats.refused}")
+            scenarios = json.loads(manifest.read_text())["scenarios"]
+            results[name] = Recording(folder, receiver.stats, scenarios)
+    return results
+
+
+def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path) -> None:
+    """Instrument this process with one library, run every scenario, flush, and write the manifest."""
+    from eval_platform.sample_data.agent_app.app import run_scenarios
+
+    ledger = ScenarioLedger()
+    convention = convention_class(name)(endpoint, ledger)
+    convention.setup()
+    try:
+        scenarios = run_scenarios(convention, base_url)
+    finally:
+        convention.shutdown()
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    manifest.write_text(
+        json.dumps({"instrumentation": name, "scenarios": scenarios, "packages": versions}, indent=2) + "\n"
+    )
