@@ -14,6 +14,7 @@ from eval_platform.definitions import build_definitions
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 
 DAYS = ["2026-11-09", "2026-11-10"]
+RECORDED_DAY = "2026-11-16"
 
 
 def write_traces(root: Path, day: str, traces: list[dict]) -> None:
@@ -105,3 +106,93 @@ def test_a_session_partition_reads_its_earlier_days_and_says_which_are_missing(p
         "user: question 2", "assistant: answer 2",
         "user: question 3", "assistant: answer 3",
     ]
+
+
+# ---------------------------------------------------------------------------------------------- recorded instrumentation
+
+
+def recorded_project(data_root: Path, local_judge, tmp_path: Path, folder: str):
+    """A day of real OpenTelemetry GenAI output (the openai-v2 instrumentation, recorded), as files in traces/DAY/
+    (a past day: a trace belongs to the day folder holding its root span, and today is not a partition yet)."""
+    from eval_platform_tests.ingest.test_otel_recorded import FIXTURES, export_files
+
+    day = RECORDED_DAY
+    (data_root / "traces" / day).mkdir(parents=True)
+    for name in export_files(folder):
+        (data_root / "traces" / day / name).write_bytes((FIXTURES / folder / name).read_bytes())
+    common = {"mode": "score", "api_base": local_judge.base_url}
+    write_evaluator(data_root, "final_answer", model="openai/echo/output", prompt="{{input}} {{output}}", **common)
+    write_evaluator(
+        data_root, "last_chat", model="openai/mock", span={"operation": "chat", "pick": "last"},
+        prompt="{{input}} {{output}}", **common,
+    )
+    write_evaluator(
+        data_root, "turns", model="openai/echo/conversation", target="session", prompt="{{conversation}}", **common
+    )
+    (tmp_path / "dagster_home").mkdir()
+    return day, build_definitions(data_root), dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home"))
+
+
+def judge_all(defs, day: str, instance) -> None:
+    assert materialize(defs, "traces", day, instance).success
+    for evaluator in ("final_answer", "last_chat", "turns"):
+        key = dg.MultiPartitionKey({"date": day, "evaluator": evaluator})
+        assert materialize(defs, "judge_scores", key, instance).success
+
+
+def query(root: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(root / "eval_platform.duckdb"), read_only=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_recorded_agent_traces_are_judged_at_trace_span_and_session_level(data_root, local_judge, tmp_path):
+    from eval_platform_tests.ingest.test_otel_recorded import scenarios
+
+    day, defs, instance_context = recorded_project(data_root, local_judge, tmp_path, "genai")
+    runs = scenarios("genai")
+    with instance_context as instance:
+        judge_all(defs, day, instance)
+
+    answers = dict(query(data_root, "SELECT trace_id, raw_response FROM judge_scores WHERE evaluator = 'final_answer'"))
+    outputs = dict(query(data_root, "SELECT trace_id, output FROM traces"))
+    for trace_id in runs["agent"]:  # the agent's answer reached the judge, not its first call's tool_call
+        assert answers[trace_id] == outputs[trace_id] and answers[trace_id].startswith("Based on what I looked up")
+    [failed] = runs["http_500"]
+    assert query(
+        data_root, f"SELECT evaluator, status, reason FROM judge_scores WHERE trace_id = '{failed}' ORDER BY 1"
+    ) == [
+        ("final_answer", "SKIPPED", "app_error"),  # the HTTP 500: never sent
+        ("last_chat", "SKIPPED", "app_error"),  # its chat span has status error
+        ("turns", "SKIPPED", "no_session"),
+    ]
+
+    last_chat = query(
+        data_root,
+        """SELECT j.trace_id, j.span_id, s.name FROM judge_scores j JOIN spans s USING (trace_id, span_id)
+           WHERE j.evaluator = 'last_chat' AND j.status = 'COMPLETED'""",
+    )
+    last_started = dict(
+        query(data_root, "SELECT trace_id, arg_max(span_id, start_time) FROM spans WHERE operation = 'chat' GROUP BY 1")
+    )
+    assert {trace_id: span_id for trace_id, span_id, _ in last_chat} == {
+        t: s for t, s in last_started.items() if t != failed
+    }
+
+    [(session_trace, transcript)] = query(
+        data_root,
+        "SELECT trace_id, raw_response FROM judge_scores WHERE evaluator = 'turns' AND session_id = 'session-multi-turn-1'",
+    )
+    assert session_trace == runs["multi_turn"][-1]  # judged once, on its last trace
+    questions = ["How long do I boil an egg?", "And for a soft yolk?", "Thanks! Any tip for peeling it?"]
+    assert [line for line in transcript.splitlines() if line.startswith("user: ")] == [f"user: {q}" for q in questions]
+
+
+def test_traces_recorded_without_message_content_are_never_sent(data_root, local_judge, tmp_path):
+    day, defs, instance_context = recorded_project(data_root, local_judge, tmp_path, "genai_no_content")
+    before = judge_requests(local_judge)
+    with instance_context as instance:
+        judge_all(defs, day, instance)
+    assert judge_requests(local_judge) == before  # 12 traces, 3 evaluators: not one call
+    reasons = dict(query(data_root, "SELECT reason, count(*) FROM judge_scores GROUP BY 1"))
+    assert set(reasons) <= {"empty_text", "app_error", "no_session"} and reasons["empty_text"] >= 12
+    assert query(data_root, "SELECT sum(cost_usd), sum(calls) FROM judge_scores") == [(0.0, 0)]
