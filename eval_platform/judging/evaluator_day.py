@@ -17,8 +17,8 @@ from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import DayResult, judge_day
 from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform.settings import warehouse_dir
 from eval_platform.schemas import TRACE_SCHEMA, conform
+from eval_platform.settings import warehouse_dir
 from eval_platform.storage.warehouse import read_partition, write_partition
 
 

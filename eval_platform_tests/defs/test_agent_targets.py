@@ -39,8 +39,11 @@ def project(data_root, local_judge, tmp_path):
     write_traces(
         data_root,
         DAYS[1],
-        [turn(2, DAYS[1], 10), turn(3, DAYS[1], 20), {"trace_id": "lone", "timestamp": f"{DAYS[1]}T11:00:00Z",
-                                                      "input": "hi", "output": "hello"}],
+        [
+            turn(2, DAYS[1], 10),
+            turn(3, DAYS[1], 20),
+            {"trace_id": "lone", "timestamp": f"{DAYS[1]}T11:00:00Z", "input": "hi", "output": "hello"},
+        ],
     )
     write_evaluator(
         data_root,
@@ -58,8 +61,12 @@ def project(data_root, local_judge, tmp_path):
 
 def materialize(defs, asset: str, partition, instance) -> dg.ExecuteInProcessResult:
     return dg.materialize(
-        assets=list(defs.assets), selection=[asset], partition_key=partition, instance=instance,
-        resources=defs.resources, raise_on_error=False,
+        assets=list(defs.assets),
+        selection=[asset],
+        partition_key=partition,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
     )
 
 
@@ -82,8 +89,9 @@ def test_a_session_partition_reads_its_earlier_days_and_says_which_are_missing(p
     assert first.success
     metadata = first.asset_materializations_for_node("judge_scores")[0].metadata
     assert "2026-11-09" in metadata["session_days_missing"].value  # the 9th is not materialized: not shown, said
-    assert [r[5] for r in rows(root) if r[1] == "s1"] == ["user: question 2\nassistant: answer 2\n"
-                                                          "user: question 3\nassistant: answer 3"]
+    assert [r[5] for r in rows(root) if r[1] == "s1"] == [
+        "user: question 2\nassistant: answer 2\nuser: question 3\nassistant: answer 3"
+    ]
 
     assert materialize(defs, "traces", DAYS[0], instance).success
     assert judge(defs, DAYS[0], instance).success
@@ -92,9 +100,10 @@ def test_a_session_partition_reads_its_earlier_days_and_says_which_are_missing(p
     assert again.success and judge_requests(local_judge) - before == 1  # the session has a new turn: judged anew
     checks = {check.check_name: check.passed for check in again.get_asset_check_evaluations()}
     assert checks["every_trace_has_one_status"]  # s1-t2 has no row of its own: the session's row stands for it
-    assert "2026-11-09" not in again.asset_materializations_for_node("judge_scores")[0].metadata[
-        "session_days_missing"
-    ].value
+    assert (
+        "2026-11-09"
+        not in again.asset_materializations_for_node("judge_scores")[0].metadata["session_days_missing"].value
+    )
     assert [r[:5] for r in rows(root)] == [
         ("2026-11-09", "s1", "s1-t1", "FAILED", "unparseable"),  # the echo judge's reply is the transcript
         ("2026-11-10", None, "lone", "SKIPPED", "no_session"),
@@ -102,13 +111,16 @@ def test_a_session_partition_reads_its_earlier_days_and_says_which_are_missing(p
     ]
     transcript = [r[5] for r in rows(root) if r[0] == DAYS[1] and r[1] == "s1"][0]
     assert transcript.splitlines() == [
-        "user: question 1", "assistant: answer 1",
-        "user: question 2", "assistant: answer 2",
-        "user: question 3", "assistant: answer 3",
+        "user: question 1",
+        "assistant: answer 1",
+        "user: question 2",
+        "assistant: answer 2",
+        "user: question 3",
+        "assistant: answer 3",
     ]
 
 
-# ---------------------------------------------------------------------------------------------- recorded instrumentation
+# ------------------------------------------------------------------------------------------- recorded instrumentation
 
 
 def recorded_project(data_root: Path, local_judge, tmp_path: Path, folder: str):
@@ -123,8 +135,12 @@ def recorded_project(data_root: Path, local_judge, tmp_path: Path, folder: str):
     common = {"mode": "score", "api_base": local_judge.base_url}
     write_evaluator(data_root, "final_answer", model="openai/echo/output", prompt="{{input}} {{output}}", **common)
     write_evaluator(
-        data_root, "last_chat", model="openai/mock", span={"operation": "chat", "pick": "last"},
-        prompt="{{input}} {{output}}", **common,
+        data_root,
+        "last_chat",
+        model="openai/mock",
+        span={"operation": "chat", "pick": "last"},
+        prompt="{{input}} {{output}}",
+        **common,
     )
     write_evaluator(
         data_root, "turns", model="openai/echo/conversation", target="session", prompt="{{conversation}}", **common
@@ -180,7 +196,8 @@ def test_recorded_agent_traces_are_judged_at_trace_span_and_session_level(data_r
 
     [(session_trace, transcript)] = query(
         data_root,
-        "SELECT trace_id, raw_response FROM judge_scores WHERE evaluator = 'turns' AND session_id = 'session-multi-turn-1'",
+        "SELECT trace_id, raw_response FROM judge_scores "
+        "WHERE evaluator = 'turns' AND session_id = 'session-multi-turn-1'",
     )
     assert session_trace == runs["multi_turn"][-1]  # judged once, on its last trace
     questions = ["How long do I boil an egg?", "And for a soft yolk?", "Thanks! Any tip for peeling it?"]

@@ -48,20 +48,65 @@ def tool_loop_trace(trace_id: str = "loop", error: bool = False, **fields) -> di
         {"role": "assistant", "content": FINAL},
     ]
     spans = [
-        {"span_id": "a1", "parent_span_id": None, "name": "invoke_agent weather", "operation": "invoke_agent",
-         "status": "ok", "input": "What is the weather in Paris?", "output": FINAL},
-        {"span_id": "c1", "parent_span_id": "a1", "name": "chat gpt-4o-mini", "operation": "chat", "status": "ok",
-         "input": "What is the weather in Paris?", "output": '[tool_call get_weather({"city": "Paris"})]'},
-        {"span_id": "t1", "parent_span_id": "a1", "name": "execute_tool get_weather", "operation": "execute_tool",
-         "status": "ok", "tool_name": "get_weather", "tool_arguments": '{"city": "Paris"}',
-         "tool_result": '{"temp_c": 18, "sky": "sun"}'},
-        {"span_id": "c2", "parent_span_id": "a1", "name": "chat gpt-4o-mini", "operation": "chat", "status": "ok",
-         "input": "What is the weather in Paris?", "output": FINAL, "attributes": {"gen_ai.request.model": "gpt-4o"}},
+        {
+            "span_id": "a1",
+            "parent_span_id": None,
+            "name": "invoke_agent weather",
+            "operation": "invoke_agent",
+            "status": "ok",
+            "input": "What is the weather in Paris?",
+            "output": FINAL,
+        },
+        {
+            "span_id": "c1",
+            "parent_span_id": "a1",
+            "name": "chat gpt-4o-mini",
+            "operation": "chat",
+            "status": "ok",
+            "input": "What is the weather in Paris?",
+            "output": '[tool_call get_weather({"city": "Paris"})]',
+        },
+        {
+            "span_id": "t1",
+            "parent_span_id": "a1",
+            "name": "execute_tool get_weather",
+            "operation": "execute_tool",
+            "status": "ok",
+            "tool_name": "get_weather",
+            "tool_arguments": '{"city": "Paris"}',
+            "tool_result": '{"temp_c": 18, "sky": "sun"}',
+        },
+        {
+            "span_id": "c2",
+            "parent_span_id": "a1",
+            "name": "chat gpt-4o-mini",
+            "operation": "chat",
+            "status": "ok",
+            "input": "What is the weather in Paris?",
+            "output": FINAL,
+            "attributes": {"gen_ai.request.model": "gpt-4o"},
+        },
     ]
-    tool_calls = [{"span_id": "t1", "name": "get_weather", "arguments": '{"city": "Paris"}',
-                   "result": '{"temp_c": 18, "sky": "sun"}', "status": "ok", "error": None}]
-    return trace(trace_id, input="What is the weather in Paris?", output=FINAL, conversation=conversation,
-                 spans=spans, tool_calls=tool_calls, error=error, **fields)
+    tool_calls = [
+        {
+            "span_id": "t1",
+            "name": "get_weather",
+            "arguments": '{"city": "Paris"}',
+            "result": '{"temp_c": 18, "sky": "sun"}',
+            "status": "ok",
+            "error": None,
+        }
+    ]
+    return trace(
+        trace_id,
+        input="What is the weather in Paris?",
+        output=FINAL,
+        conversation=conversation,
+        spans=spans,
+        tool_calls=tool_calls,
+        error=error,
+        **fields,
+    )
 
 
 def evaluator(local_judge, model: str = "mock", **fields) -> EvaluatorConfig:
@@ -119,17 +164,19 @@ def test_context_from_names_what_feeds_context(local_judge, runtime):
         output="Frank Herbert.",
         metadata=json.dumps({"policy": "cite sources"}),
         spans=[
-            {"span_id": "r1", "name": "retrieve", "operation": "retrieval", "context": ["Dune (1965), by Frank Herbert"]},
-            {"span_id": "c1", "name": "chat", "operation": "chat", "input": "Who wrote Dune?", "output": "Frank Herbert."},
+            {"span_id": "r1", "name": "retrieve", "operation": "retrieval", "context": ["Dune (1965), Frank Herbert"]},
+            {"span_id": "c1", "name": "chat", "operation": "chat", "input": "Who wrote Dune?", "output": "Herbert."},
         ],
         tool_calls=[{"name": "lookup", "arguments": "{}", "result": "Herbert, Frank", "status": "ok"}],
     )
     config = evaluator(
-        local_judge, "echo/context", prompt="{{context}} {{input}} {{output}}",
+        local_judge,
+        "echo/context",
+        prompt="{{context}} {{input}} {{output}}",
         context_from=["retrieval", "tool_results", "metadata.policy"],
     )
     context = judge_day(config, DAY, frame(rag), runtime).rows["raw_response"][0]
-    assert context == "Dune (1965), by Frank Herbert\n\nlookup: Herbert, Frank\n\ncite sources"
+    assert context == "Dune (1965), Frank Herbert\n\nlookup: Herbert, Frank\n\ncite sources"
 
 
 # ---------------------------------------------------------------------------------------------- target span
@@ -144,7 +191,10 @@ def test_span_target_gives_one_row_per_matching_span_and_never_shares_a_verdict(
     before = judge_requests(local_judge)
     rows = judge_day(config, DAY, frame(same_text, tool_loop_trace("loop2")), runtime).rows
     assert sorted(zip(rows["trace_id"], rows["span_id"], strict=True)) == [
-        ("loop", "c1"), ("loop", "c2"), ("loop2", "c1"), ("loop2", "c2")
+        ("loop", "c1"),
+        ("loop", "c2"),
+        ("loop2", "c1"),
+        ("loop2", "c2"),
     ]
     assert rows["status"].to_list() == ["COMPLETED"] * 4
     assert judge_requests(local_judge) - before == 4  # the span is in the cache key: no span got another's reply
@@ -179,10 +229,13 @@ def test_a_trace_without_the_span_is_skipped_span_not_found(local_judge, runtime
 
 def session_traces() -> pl.DataFrame:
     """Session s1: one turn late on the 9th, two on the 10th; s0 lies on the 9th only; one trace has no session."""
-    turn = lambda i, day, minute: trace(  # noqa: E731
-        f"s1-t{i}", day, minute, session_id="s1", input=f"question {i}", output=f"answer {i}",
-        conversation=[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}],
-    )
+
+    def turn(i: int, day: str, minute: int) -> dict:
+        messages = [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+        return trace(
+            f"s1-t{i}", day, minute, session_id="s1", input=f"question {i}", output=f"answer {i}", conversation=messages
+        )
+
     return frame(
         trace("s0-t1", "2026-11-09", 5, session_id="s0", input="earlier", output="done"),
         turn(1, "2026-11-09", 50),
@@ -198,17 +251,20 @@ def test_a_session_is_judged_once_on_its_last_day_with_every_turn(local_judge, r
     judged = rows.filter(pl.col("session_id").is_not_null())
     assert judged.select("session_id", "trace_id", "span_id").rows() == [("s1", "s1-t3", None)]  # s0 ended the 9th
     assert judged["raw_response"][0].splitlines() == [
-        "user: question 1", "assistant: answer 1",
-        "user: question 2", "assistant: answer 2",
-        "user: question 3", "assistant: answer 3",
+        "user: question 1",
+        "assistant: answer 1",
+        "user: question 2",
+        "assistant: answer 2",
+        "user: question 3",
+        "assistant: answer 3",
     ]
     lone = rows.filter(pl.col("trace_id") == "lone")
     assert lone.select("status", "reason").rows() == [("SKIPPED", "no_session")]
 
     mock = evaluator(local_judge, target="session", prompt="{{conversation}}")
-    assert judge_day(mock, DAY, session_traces(), runtime).rows.filter(
-        pl.col("session_id") == "s1"
-    )["status"].to_list() == ["COMPLETED"]
+    assert judge_day(mock, DAY, session_traces(), runtime).rows.filter(pl.col("session_id") == "s1")[
+        "status"
+    ].to_list() == ["COMPLETED"]
 
 
 def test_a_session_continuing_the_next_day_was_judged_on_each_day_with_the_turns_so_far(local_judge, runtime):
@@ -225,8 +281,12 @@ def test_session_lookback_bounds_what_is_read_and_flags_the_edge(local_judge, ru
         local_judge, "echo/conversation", target="session", prompt="{{conversation}}", session_lookback_days=0
     )
     row = judge_day(config, DAY, session_traces(), runtime).rows.filter(pl.col("session_id") == "s1").row(0, named=True)
-    assert row["raw_response"].splitlines() == ["user: question 2", "assistant: answer 2", "user: question 3",
-                                                "assistant: answer 3"]
+    assert row["raw_response"].splitlines() == [
+        "user: question 2",
+        "assistant: answer 2",
+        "user: question 3",
+        "assistant: answer 3",
+    ]
     assert row["flags"] == "session_at_lookback_edge"
 
 
@@ -240,9 +300,7 @@ def test_empty_failed_and_partial_traces_cost_nothing(local_judge, runtime):
         tool_loop_trace("partial", partial_reason="missing_parent:c9"),
         tool_loop_trace("fine"),
     )
-    config = evaluator(
-        local_judge, max_daily_cost_usd=1.0, input_cost_per_million=1.0, output_cost_per_million=1.0
-    )
+    config = evaluator(local_judge, max_daily_cost_usd=1.0, input_cost_per_million=1.0, output_cost_per_million=1.0)
     before = judge_requests(local_judge)
     rows = judge_day(config, DAY, traces, runtime).rows.sort("trace_id")
     assert rows.select("trace_id", "status", "reason").rows() == [
@@ -290,10 +348,14 @@ def test_an_empty_or_failed_span_costs_nothing(local_judge, runtime):
         ({"context_from": ["documents"]}, "context_from: unknown source 'documents'"),
         ({"session_lookback_days": 3}, "session_lookback_days only applies to target 'session'"),
         ({"prompt": "{{conversatoin}} {{output}}"}, "unknown variable '{{conversatoin}}'"),
-        ({"mode": "pairwise", "score_scale": None, "target": "session", "prompt": "{{output_a}} {{output_b}}"},
-         "target 'session' judges one span or session per call; mode 'pairwise' judges pairs"),
-        ({"mode": "pairwise", "score_scale": None, "prompt": "{{conversation}} {{output_a}} {{output_b}}"},
-         "unknown variable '{{conversation}}'"),
+        (
+            {"mode": "pairwise", "score_scale": None, "target": "session", "prompt": "{{output_a}} {{output_b}}"},
+            "target 'session' judges one span or session per call; mode 'pairwise' judges pairs",
+        ),
+        (
+            {"mode": "pairwise", "score_scale": None, "prompt": "{{conversation}} {{output_a}} {{output_b}}"},
+            "unknown variable '{{conversation}}'",
+        ),
     ],
 )
 def test_target_options_are_checked_at_load(local_judge, fields, message):
@@ -306,7 +368,8 @@ def test_existing_evaluators_keep_their_config_hash(local_judge):
     """The new options enter config_hash only when used: rows of evaluators that do not use them stay comparable."""
     plain = evaluator(local_judge)
     assert plain.config_hash == evaluator(local_judge, target="trace", conversation_last_n=20).config_hash
-    assert evaluator(local_judge, span="chat").config_hash == evaluator(local_judge, target="span", span="chat").config_hash
+    named = evaluator(local_judge, span="chat").config_hash
+    assert named == evaluator(local_judge, target="span", span="chat").config_hash
     assert plain.config_hash != evaluator(local_judge, target="session").config_hash
     assert plain.config_hash != evaluator(local_judge, conversation_last_n=5).config_hash
     assert plain.config_hash == evaluator(local_judge, judge_errors=True).config_hash  # which traces, not what verdict
