@@ -6,6 +6,7 @@ automation and the daily path, a range of days for a backfill) and only turns th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,13 +81,19 @@ def judge_partition(
 
 
 def session_traces(
-    root: Path, day: str, lookback_days: int, day_traces: pl.DataFrame
+    root: Path,
+    day: str,
+    lookback_days: int,
+    day_traces: pl.DataFrame,
+    read_day: Callable[[str], pl.DataFrame | None] | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
-    """The traces a session partition reads: the day's and its `lookback_days` earlier days' (those materialized),
-    and the earlier days that are not (read as empty: their turns are not shown, and the metadata says so)."""
+    """The traces a session partition reads: the day's and its `lookback_days` earlier days' (those materialized,
+    or those `read_day` finds), and the earlier days that are not (read as empty: their turns are not shown, and
+    the metadata says so)."""
+    read_day = read_day or (lambda earlier: read_partition(root, "traces", {"date": earlier}))
     frames, missing = [], []
     for earlier in session_window(day, lookback_days)[:-1]:
-        frame = read_partition(root, "traces", {"date": earlier})
+        frame = read_day(earlier)
         if frame is None:
             missing.append(earlier)
         else:
