@@ -491,7 +491,9 @@ TABLES: dict[str, Table] = {
     "traces": Table(TRACE_SCHEMA, "one normalized trace per row, partitioned by UTC day"),
     "spans": Table(SPAN_SCHEMA, "one span of an OTLP trace of `traces`, partitioned by the trace's day"),
     "quarantine": Table(QUARANTINE_SCHEMA, "one rejected input row (or file) with its reason and raw text"),
-    "judge_scores": Table(JUDGE_SCORE_SCHEMA, "one verdict per (evaluator, trace or pair, model, sample)"),
+    "judge_scores": Table(
+        JUDGE_SCORE_SCHEMA, "one verdict per (evaluator, trace, span, session or pair, model, sample)"
+    ),
     "test_cases": Table(TEST_CASE_SCHEMA, "one case of a dataset version"),
     "judge_cost_daily": Table(JUDGE_COST_DAILY_SCHEMA, "judge spend per UTC day, evaluator, model, project"),
     "judge_cost_monthly": Table(JUDGE_COST_MONTHLY_SCHEMA, "judge spend per UTC month, evaluator, model, project"),
