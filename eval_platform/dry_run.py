@@ -27,7 +27,10 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from functools import partial
 from pathlib import Path
+
+import polars as pl
 
 from eval_platform.benchmarks.config import (
     ModelUnderTest,
@@ -39,6 +42,7 @@ from eval_platform.benchmarks.config import (
 from eval_platform.benchmarks.runner import TaskRun, run_task
 from eval_platform.ingest.traces import read_trace_day
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.evaluator_day import session_traces
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm import pricing
@@ -118,6 +122,14 @@ def _prices(configs: Iterable[EvaluatorConfig], request: JudgeRequest) -> pricin
     return pricing.lookup(request.model, request.api_base)
 
 
+def _day_traces(root: Path, day: str) -> pl.DataFrame | None:
+    """A day's traces as ingested, else as its export files would be ingested; None when it has none."""
+    traces = read_partition(root, "traces", {"date": day})
+    if traces is None:
+        traces = read_trace_day(root, day).traces
+    return traces if traces.height else None
+
+
 def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
     """The calls a run of `config` over `days` would make, and their worst-case cost; nothing is sent."""
     bill = Bill(config.name)
@@ -128,11 +140,16 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
     env = {**os.environ, **{spec.api_key_env: "dry-run" for spec in config.judge_models() if spec.api_key_env}}
     with tempfile.TemporaryDirectory() as scratch:
         for day in days:
-            traces = read_partition(root, "traces", {"date": day})
+            traces = _day_traces(root, day)
             if traces is None:
-                traces = read_trace_day(root, day).traces
-            if traces.height == 0:
                 continue
+            in_day = traces.height
+            if config.judged_target == "session":
+                # A session's prompt holds its earlier days' turns too: priced on them, read as a run would read
+                # them (or from the export files when not ingested yet), never on the day's turns alone.
+                traces, _ = session_traces(
+                    root, day, config.session_lookback_days, traces, read_day=partial(_day_traces, root)
+                )
             client = RecordingClient()
             cache = CountingCache(state_dir(root) / "judge_cache")
             runtime = JudgeRuntime(
@@ -143,7 +160,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
             )
             judge_day(config, day, traces, runtime)
             bill.days += 1
-            bill.traces += traces.height
+            bill.traces += in_day
             bill.cached += cache.hits
             bill.distinct += len(cache.missed)
             for request in client.requests:

@@ -32,7 +32,11 @@ SPAN_NOT_FOUND = "span_not_found"  # the evaluator's span is not in the trace
 # with no tool_calls, no latency_ms) or on which the scorer has no value (a tool error rate over no calls).
 MISSING_FIELD = "missing_field"  # also a benchmark case's FAILED reason: the case lacks a field the task needs
 NOT_APPLICABLE = "not_applicable"
-PARTIAL_TRACE = "partial_trace"  # the trace's partial_reason is set: it is never checked (or judged) as whole
+PARTIAL_TRACE = "partial_trace"  # the trace's spans did not all arrive (partial_reason): never judged as whole
+# What an evaluator judges (`judging.targets`): never paid for nothing.
+EMPTY_TEXT = "empty_text"  # the trace (span, session) has no text to judge: no input and no output text
+APP_ERROR = "app_error"  # the judged trace's (span's) model call failed; judged only with judge_errors: true
+NO_SESSION = "no_session"  # target session: the trace has no session_id
 # benchmark tasks:
 NOT_IN_SCOPE = "not_in_scope"  # models.yaml limits the model to other suites or tasks
 GATE_FAILED = "gate_failed"  # the task's gate (another task's metric) is below its minimum or missing
@@ -48,6 +52,9 @@ SKIP_REASONS = (
     MISSING_FIELD,
     NOT_APPLICABLE,
     PARTIAL_TRACE,
+    EMPTY_TEXT,
+    APP_ERROR,
+    NO_SESSION,
     NOT_IN_SCOPE,
     GATE_FAILED,
     NO_LOCAL_JUDGE,
@@ -224,13 +231,15 @@ TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
 
 # ---- judging ----
 
-# One verdict row per (evaluator, trace or pair, model, sample).
+# One verdict row per (evaluator, trace, span, session or pair, model, sample).
 JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "evaluator": pl.String(),
     "date": pl.String(),
     "trace_id": pl.String(),  # for pairwise: the A-side trace of the pair
     "trace_id_b": pl.String(),  # pairwise only: the B-side trace
     "pair_key": pl.String(),  # pairwise only: the value both traces share
+    "span_id": pl.String(),  # target span: the judged span of trace_id (null for trace and session rows)
+    "session_id": pl.String(),  # target session: the judged session (trace_id is its last trace so far)
     "model": pl.String(),  # the configured model (or local/replay/..., local/mock)
     "provider_model": pl.String(),  # what the provider reported answering
     "sample": pl.Int64(),
@@ -566,7 +575,9 @@ TABLES: dict[str, Table] = {
     "traces": Table(TRACE_SCHEMA, "one normalized trace per row, partitioned by UTC day"),
     "spans": Table(SPAN_SCHEMA, "one span of an OTLP trace of `traces`, partitioned by the trace's day"),
     "quarantine": Table(QUARANTINE_SCHEMA, "one rejected input row (or file) with its reason and raw text"),
-    "judge_scores": Table(JUDGE_SCORE_SCHEMA, "one verdict per (evaluator, trace or pair, model, sample)"),
+    "judge_scores": Table(
+        JUDGE_SCORE_SCHEMA, "one verdict per (evaluator, trace, span, session or pair, model, sample)"
+    ),
     "test_cases": Table(TEST_CASE_SCHEMA, "one case of a dataset version"),
     "judge_cost_daily": Table(JUDGE_COST_DAILY_SCHEMA, "judge spend per UTC day, evaluator, model, project"),
     "judge_cost_monthly": Table(JUDGE_COST_MONTHLY_SCHEMA, "judge spend per UTC month, evaluator, model, project"),

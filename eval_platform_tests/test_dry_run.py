@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import polars as pl
 import pytest
@@ -215,3 +217,22 @@ def test_a_suite_dry_run_leaves_out_only_a_broken_model_entry(data_root, local_j
     with pytest.raises(SystemExit):
         main(["--suite", "qa", "--model", "typo"])
     assert "field 'models.typo.onyl'" in capsys.readouterr().err
+
+
+def test_a_session_evaluator_is_priced_on_every_turn_its_prompt_holds(data_root, local_judge):
+    """The 10th's session prompt holds the 9th's turns too (read from the export files, as they are not ingested
+    yet): the worst case of that one call counts them, the way the run will send them."""
+    long_turn = "x" * 40_000
+    for day, trace_id, text in (("2026-11-09", "t1", long_turn), ("2026-11-10", "t2", "short")):
+        folder = data_root / "traces" / day
+        folder.mkdir(parents=True)
+        line = {"trace_id": trace_id, "timestamp": f"{day}T10:00:00Z", "session_id": "s", "input": text, "output": "ok"}
+        (folder / "chat.jsonl").write_text(json.dumps(line) + "\n")
+    common = {"mode": "score", "model": "openai/mock", "api_base": local_judge.base_url, "prompt": "{{conversation}}"}
+    prices = {"input_cost_per_million": 1.0, "output_cost_per_million": 1.0, "max_tokens": 10}
+    write_evaluator(data_root, "session", target="session", **common, **prices)
+    write_evaluator(data_root, "same_day", target="session", session_lookback_days=0, **common, **prices)
+    evaluators = load_evaluators(data_root / "evaluators")
+    whole, alone = (estimate(evaluators[name], ["2026-11-10"], data_root) for name in ("session", "same_day"))
+    assert whole.calls == alone.calls == 1 and whole.traces == alone.traces == 1
+    assert whole.worst_case_usd - alone.worst_case_usd >= 40_000 / 1e6  # every byte of the 9th's turn a token

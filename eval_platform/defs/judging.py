@@ -190,6 +190,12 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         "cache_hits": summary["cache_hits"],
         # batch mode: each batch waited for (id, status, resumed or new, requests, spend)
         **({"batches": dg.MetadataValue.json(summary["batches"])} if "batches" in summary else {}),
+        # target session: earlier days of its window whose traces are not materialized (their turns not shown)
+        **(
+            {"session_days_missing": dg.MetadataValue.json(summary["session_days_missing"])}
+            if "session_days_missing" in summary
+            else {}
+        ),
         # the rows are written, but the judge-call cache could not keep their replies: a re-run pays again
         **({"cache_write_failed": summary["cache_write_failed"]} if "cache_write_failed" in summary else {}),
         "dagster/row_count": summary["rows"],

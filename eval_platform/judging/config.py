@@ -30,6 +30,15 @@ from eval_platform.judging.options import (
     Rubric,
     ScoreScale,
 )
+from eval_platform.judging.targets import (
+    DEFAULT_CONVERSATION_LAST_N,
+    DEFAULT_SESSION_LOOKBACK_DAYS,
+    ContextSource,
+    SpanSelector,
+    Target,
+    as_selector,
+    check_context_source,
+)
 from eval_platform.judging.templates import (
     TemplateError,
     parse_template,
@@ -90,7 +99,19 @@ class EvaluatorConfig(_Strict):
     min_confidence: float = Field(0.5, ge=0, le=1, description="Reported confidence below this flags the row.")
     trigger: Trigger = "all"
     sample_rate: float | None = Field(None, gt=0.0, le=1.0)
-    span: str | None = Field(None, description="Judge this named span of an OTLP trace instead of the whole trace.")
+    # What is judged (`judging.targets`; README "What an evaluator judges").
+    target: Target | None = Field(None, description="trace (default), span (each selected span) or session.")
+    span: str | SpanSelector | None = Field(
+        None, description="Which spans target span judges; a bare name is {name: <name>, pick: first}."
+    )
+    conversation_last_n: int = Field(DEFAULT_CONVERSATION_LAST_N, ge=1, description="Messages {{conversation}} shows.")
+    context_from: list[ContextSource] | None = Field(
+        None, description="What {{context}} shows: retrieval, tool_results, metadata.<key>, span selectors."
+    )
+    session_lookback_days: int = Field(
+        DEFAULT_SESSION_LOOKBACK_DAYS, ge=0, le=366, description="target session: earlier days of traces read."
+    )
+    judge_errors: bool = Field(False, description="Judge traces and spans whose model call failed (else app_error).")
     max_daily_cost_usd: float | None = Field(None, ge=0)
     max_monthly_cost_usd: float | None = Field(None, ge=0)
     input_cost_per_million: float | None = Field(None, ge=0)
@@ -125,6 +146,16 @@ class EvaluatorConfig(_Strict):
         if value not in MODES:
             raise ValueError(f"Input should be {', '.join(repr(name) for name in MODES)}")
         return value
+
+    @field_validator("span", mode="before")
+    @classmethod
+    def _span_selector(cls, value: Any) -> Any:
+        return as_selector(value)
+
+    @field_validator("context_from", mode="before")
+    @classmethod
+    def _context_selectors(cls, value: Any) -> Any:
+        return [as_selector(item) for item in value] if isinstance(value, list) else value
 
     @field_validator("samples", mode="before")
     @classmethod
@@ -176,7 +207,30 @@ class EvaluatorConfig(_Strict):
                 raise ValueError(f"output_schema is not a valid JSON Schema: {exc.message}") from None
         self._check_few_shot()
         self._check_batch()
+        self._check_target()
         return self
+
+    @property
+    def judged_target(self) -> Target:
+        """What one row judges: `target`, else a span when `span` is set on a mode judging one trace at a time."""
+        if self.target is not None:
+            return self.target
+        return "span" if self.span is not None and self.judge_mode.unit == "trace" else "trace"
+
+    def _check_target(self) -> None:
+        target, unit = self.judged_target, self.judge_mode.unit
+        if target != "trace" and unit != "trace":
+            why = f"mode '{self.mode}' judges {unit}s"
+            raise ValueError(f"target '{target}' judges one span or session per call; {why}")
+        if target == "span" and self.span is None:
+            raise ValueError("target 'span' needs `span`: a selector {name, operation, attribute, pick}")
+        if target != "span" and self.span is not None and unit == "trace":
+            raise ValueError(f"`span` selects what target 'span' judges; with target '{target}' use context_from")
+        # Compared with the default, not "was it written": a dumped config (every field written) loads again.
+        if target != "session" and self.session_lookback_days != DEFAULT_SESSION_LOOKBACK_DAYS:
+            raise ValueError("session_lookback_days only applies to target 'session'")
+        for source in self.context_from or []:
+            check_context_source(source)
 
     def _check_batch(self) -> None:
         if not self.batched:
@@ -308,11 +362,18 @@ class EvaluatorConfig(_Strict):
         The description, enabled, the trigger and sample rate (which traces, not what verdict), budgets and
         prices, timeouts and retries, the endpoint and key variable, and human_agreement leave it unchanged.
         """
-        verdict = self.model_dump(mode="json", include=set(VERDICT_FIELDS))
+        verdict = self.model_dump(mode="json", include=set(VERDICT_FIELDS) - {"target", *HASHED_WHEN_SET})
+        verdict |= self.model_dump(mode="json", include=set(HASHED_WHEN_SET), exclude_defaults=True)
+        if self.judged_target == "session":
+            verdict["target"] = "session"
         verdict["models"] = [{"model": s.model, "local_judge": s.local_judge} for s in self.judge_models()]
         canonical = json.dumps(verdict, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
+
+# Verdict fields added with agent targets: in the hash only when set away from their default, so an evaluator that
+# does not use them keeps its hash (and its rows stay comparable). `target` is implied by `span` but for sessions.
+HASHED_WHEN_SET = ("conversation_last_n", "context_from", "session_lookback_days")
 
 # What can change a verdict, besides the judge models: the prompt and how it is built, the mode and its
 # options, how replies are parsed and checked, sampling and decoding, how members are combined and flagged.
@@ -340,6 +401,10 @@ VERDICT_FIELDS = (
     "span",
     "anti_gaming_clauses",
     "check",
+    "target",
+    "conversation_last_n",
+    "context_from",
+    "session_lookback_days",
 )
 
 # What cannot: which traces are judged, when, at what price and budget, through which endpoint and key.
@@ -365,6 +430,7 @@ NON_VERDICT_FIELDS = (
     "max_prompt_chars",
     "max_failed_rate",  # the models enter the hash as (model, local_judge) pairs
     "batch",  # how requests are delivered (batch API or one by one), not what they ask
+    "judge_errors",  # which traces are judged (failed ones too), not their verdict
 )
 
 

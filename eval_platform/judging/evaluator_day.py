@@ -6,6 +6,7 @@ automation and the daily path, a range of days for a backfill) and only turns th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import DayResult, judge_day
+from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.schemas import TRACE_SCHEMA, conform
 from eval_platform.settings import warehouse_dir
 from eval_platform.storage.warehouse import read_partition, write_partition
 
@@ -62,11 +65,40 @@ def judge_partition(
     if evaluator.reference is not None and evaluator.reference.source == "dataset":
         cases = reference_cases(root, evaluator.reference)
         day_traces = attach_dataset_references(day_traces, cases, evaluator.reference.match_on)
-    result = judge_day(evaluator, day, day_traces, runtime, trace_ids)
+    if evaluator.judged_target == "session":
+        judged, missing_days = session_traces(root, day, evaluator.session_lookback_days, day_traces)
+        result = judge_day(evaluator, day, judged, runtime, trace_ids)
+        result.summary["session_days_missing"] = missing_days
+    else:
+        result = judge_day(evaluator, day, day_traces, runtime, trace_ids)
     path = write_partition(root, "judge_scores", {"evaluator": evaluator.name, "date": day}, result.rows)
     judged_traces = set(result.rows["trace_id"].to_list()) | set(result.rows["trace_id_b"].drop_nulls().to_list())
+    if "session_id" in day_traces.columns:  # a session's row stands for each of its traces of the day
+        sessions = result.rows["session_id"].drop_nulls().unique()
+        judged_traces |= set(day_traces.filter(pl.col("session_id").is_in(sessions.to_list()))["trace_id"].to_list())
     missing = set(day_traces["trace_id"].to_list()) - judged_traces
     return JudgedPartition(evaluator, day, result, path, len(missing))
+
+
+def session_traces(
+    root: Path,
+    day: str,
+    lookback_days: int,
+    day_traces: pl.DataFrame,
+    read_day: Callable[[str], pl.DataFrame | None] | None = None,
+) -> tuple[pl.DataFrame, list[str]]:
+    """The traces a session partition reads: the day's and its `lookback_days` earlier days' (those materialized,
+    or those `read_day` finds), and the earlier days that are not (read as empty: their turns are not shown, and
+    the metadata says so)."""
+    read_day = read_day or (lambda earlier: read_partition(root, "traces", {"date": earlier}))
+    frames, missing = [], []
+    for earlier in session_window(day, lookback_days)[:-1]:
+        frame = read_day(earlier)
+        if frame is None:
+            missing.append(earlier)
+        else:
+            frames.append(conform(frame, TRACE_SCHEMA))
+    return pl.concat([*frames, conform(day_traces, TRACE_SCHEMA)]), missing
 
 
 def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:

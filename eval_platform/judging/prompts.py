@@ -16,6 +16,7 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.fencing import REPLY_SCHEMA_MARKER, fence, new_secret
 from eval_platform.judging.modes.n_wise import candidate_letters
 from eval_platform.judging.options import Rubric
+from eval_platform.judging.targets import trace_values as trace_values  # where template values are built
 from eval_platform.judging.templates import parse_template, render
 
 # Always present, whatever the evaluator adds: evaluated content is data, never instructions.
@@ -99,33 +100,12 @@ def candidates_text(outputs: list[str], secret: str) -> str:
     )
 
 
-def trace_values(trace: dict[str, Any], span_name: str | None = None) -> dict[str, str | None]:
-    """Template values of a trace; with `span_name`, input/output/context come from that span."""
-    source = trace
-    if span_name:
-        spans = json.loads(trace.get("spans") or "[]")
-        matching = [s for s in spans if s.get("name") == span_name]
-        if not matching:
-            raise LookupError(f"span '{span_name}' not found in trace {trace.get('trace_id')}")
-        source = matching[0]
-    context = source.get("context")
-    if context and context.startswith("["):
-        docs = json.loads(context)
-        context = "\n\n".join(str(d) for d in docs) if docs else None
-    metadata = trace.get("metadata")
-    return {
-        "input": source.get("input"),
-        "output": source.get("output"),
-        "context": context,
-        "expected": trace.get("expected_output"),
-        "metadata": None if metadata in (None, "{}") else metadata,
-    }
-
-
 class PromptMessages(list):
-    """Chat messages of one request, with the fence secret they were built with (for the cache key)."""
+    """Chat messages of one request, with the fence secret they were built with (for the cache key) and the
+    scope its cached reply is kept under (a judged span's id: `judging.targets`; None: the content alone)."""
 
     fence_secret: str | None = None
+    cache_scope: str | None = None
 
 
 def build_messages(

@@ -22,7 +22,8 @@ import polars as pl
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.consensus import consensus_row
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
-from eval_platform.judging.prompts import build_messages, candidates_text, trace_values
+from eval_platform.judging.prompts import build_messages, candidates_text
+from eval_platform.judging.targets import plan_units, trace_skip, trace_values
 from eval_platform.judging.units import Day, Unit
 from eval_platform.llm.batch.mode import judge_day_in_batch
 from eval_platform.llm.budget import Budget, reservation_ttl_s
@@ -221,18 +222,26 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
         day,
         records,
         judged_at,
-        values=lambda trace: trace_values(trace, config.span),
+        values=partial(
+            trace_values,
+            span=config.span,
+            conversation_last_n=config.conversation_last_n,
+            context_from=config.context_from,
+        ),
         messages=partial(build_messages, config),
         candidates=candidates_text,
+        skip=partial(trace_skip, config),
     )
-    units = config.judge_mode.units(plan)
+    units = plan_units(plan)
     rows = [row for group in await asyncio.gather(*(run(u) for u in units)) for row in group]
     for row in rows:
         row["is_final"] = row["role"] != "member"
     frame = conform(
         pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA
     )
-    return DayResult(frame, summarize(frame, len(records)))
+    # A session partition reads earlier days too (`targets.session_window`); it counts the day's own traces.
+    in_partition = sum(r.get("date") == day for r in records) if config.judged_target == "session" else len(records)
+    return DayResult(frame, summarize(frame, in_partition))
 
 
 def summarize(rows: pl.DataFrame, traces_in_partition: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ built (which `judging.prompts` does on top of the modes, so a mode module never 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -58,6 +58,8 @@ class Day:
     # (values, n_candidates, secret) -> the chat messages of one call
     messages: Callable[..., Messages]
     candidates: Callable[[list[str], str], str]  # (outputs, fence secret) -> the {{candidates}} text
+    # a trace that is not sent to the judge, and why (partial, failed, no text: `judging.targets`), or None
+    skip: Callable[[dict[str, Any]], Skip | None] = field(default=lambda _trace: None)
 
     def base_row(self, trace: dict[str, Any]) -> dict:
         return base_row(self.config, self.day, trace, self.judged_at)
@@ -154,28 +156,31 @@ def grouped(records: list[dict[str, Any]], key: str) -> tuple[dict[str, list[dic
     return dict(sorted(groups.items())), lone
 
 
+def one_call(day: Day, slot: dict, messages: Messages) -> JudgeUnit:
+    """A unit's judge that makes one call on `messages` and fills its one slot."""
+
+    async def one(judge: Caller, sample: int) -> list[dict]:
+        return [fill_from_call(day.config, dict(slot), await judge.call(messages, sample))]
+
+    return one
+
+
 def single_units(day: Day) -> list[Unit]:
     """One unit per trace, judged in one call: the plan of every mode that judges traces one at a time."""
     config = day.config
     out = []
     for trace in day.records:
-        unit = Unit(trace["trace_id"], [day.base_row(trace)])
+        unit = Unit(trace["trace_id"], [day.base_row(trace)], skip=day.skip(trace))
+        out.append(unit)
+        if unit.skip is not None:
+            continue
         try:
             values = day.values(trace)
         except LookupError as exc:
             unit.skip = (SPAN_NOT_FOUND, str(exc))
-            out.append(unit)
             continue
         for name, code, detail in config.judge_mode.needs_values:
             if not values[name]:
                 unit.skip = (code, detail)
-        messages = day.messages(values)
-
-        async def one(
-            judge: Caller, sample: int, slot: dict = unit.slots[0], messages: Messages = messages
-        ) -> list[dict]:
-            return [fill_from_call(config, dict(slot), await judge.call(messages, sample))]
-
-        unit.judge = one
-        out.append(unit)
+        unit.judge = one_call(day, unit.slots[0], day.messages(values))
     return out

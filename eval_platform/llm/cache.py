@@ -41,6 +41,8 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
         "max_tokens": request.max_tokens,
         "sample": sample,
     }
+    if request.cache_scope is not None:  # two spans of one trace never share a reply; unscoped keys stay as they were
+        material["scope"] = request.cache_scope
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 

@@ -96,6 +96,7 @@ class ModelCaller:
             timeout_s=timeout_s,
             max_retries=max_retries,
             fence_secret=getattr(messages, "fence_secret", None),
+            cache_scope=getattr(messages, "cache_scope", None),
         )
 
     def _cost(self, outcome: CallOutcome) -> float | None:

@@ -49,6 +49,7 @@ class JudgeRequest:
     timeout_s: float
     max_retries: int
     fence_secret: str | None = None  # the per-request secret in the messages' fence tags (not sent)
+    cache_scope: str | None = None  # what else the cached reply belongs to (a judged span), beside the content
 
 
 @dataclass

@@ -41,6 +41,9 @@ ConsensusRule = Literal["median", "mean", "majority_vote", "unanimous"]
 VOTES: tuple[ConsensusRule, ...] = ("majority_vote", "unanimous")
 AVERAGES: tuple[ConsensusRule, ...] = ("mean", "median")
 BASE_VARIABLES = frozenset({"input", "output", "context", "expected", "metadata"})
+# One trace's (span's, session's) transcript and trajectory (`judging.targets`): not offered to modes that show
+# several traces in one prompt, where they would be one candidate's.
+AGENT_VARIABLES = frozenset({"conversation", "tool_calls"})
 # The evaluator fields that belong to some mode: set on an evaluator of another mode, they are refused.
 MODE_FIELDS = ("score_scale", "rubric", "labels", "expect", "pairwise", "n_wise", "reference")
 
@@ -99,7 +102,8 @@ class JudgeMode:
         return self.consensus[0]
 
     def template_variables(self) -> set[str]:
-        return set(BASE_VARIABLES - {"output"}) | set(self.output_variables)
+        agent = AGENT_VARIABLES if self.unit == "trace" else frozenset()
+        return set(BASE_VARIABLES - {"output"}) | agent | set(self.output_variables)
 
     def units(self, day: units.Day) -> list[units.Unit]:
         """The day's units: what each member judges at once (a trace, a pair, a group)."""
