@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from eval_platform.judging.modes import Strict, binary
 from eval_platform.scoring import registry
@@ -45,6 +52,12 @@ class CheckOptions(Strict):
             return raw
         own = {key: raw[key] for key in ("scorer", "pass_threshold") if key in raw}
         return {**own, "options": {key: value for key, value in raw.items() if key not in own}}
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Saved as written: the scorer's options beside `scorer` and `pass_threshold` (so a saved file loads)."""
+        data = handler(self)
+        return {**{key: value for key, value in data.items() if key != "options"}, **data.get("options", {})}
 
     @field_validator("scorer")
     @classmethod
@@ -80,10 +93,18 @@ class CheckOptions(Strict):
         return f"check:{self.scorer}"
 
 
-def check_evaluator_fields(raw: dict[str, Any]) -> dict[str, Any]:
+_NO_DEFAULT = object()
+
+
+def check_evaluator_fields(raw: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any]:
     """A check evaluator file's fields: those that configure a judge call are refused (a check makes none), and
-    the judge fields the rest of the config reads are filled: mode binary (a pass/fail verdict), no prompt."""
-    judge_fields = sorted(set(raw) - CHECK_EVALUATOR_FIELDS)
+    the judge fields the rest of the config reads are filled: mode binary (a pass/fail verdict), no prompt.
+
+    `saved` is what the same check evaluator holds once loaded (every field); a judge field at that value configures
+    nothing and is accepted, so a saved check evaluator (every field written) loads again."""
+    judge_fields = sorted(
+        name for name in set(raw) - CHECK_EVALUATOR_FIELDS if raw[name] != saved.get(name, _NO_DEFAULT)
+    )
     if judge_fields:
         raise ValueError(
             f"a check evaluator runs a scorer and calls no model: {', '.join(judge_fields)} configure a judge; "

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import Field, field_validator, model_validator
 
-from eval_platform.judging.check_options import CheckOptions, check_evaluator_fields
+from eval_platform.judging.check_options import CHECK_EVALUATOR_FIELDS, CheckOptions, check_evaluator_fields
 from eval_platform.judging.models import ModelSpec
 from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, JudgeMode
 from eval_platform.judging.modes import Strict as _Strict
@@ -171,8 +171,10 @@ class EvaluatorConfig(_Strict):
     @classmethod
     def _mode_defaults(cls, raw: Any) -> Any:
         """Fill the options a mode needs with their defaults before validation (the model stays frozen)."""
-        if isinstance(raw, dict) and "check" in raw:
-            raw = check_evaluator_fields(raw)
+        if isinstance(raw, dict) and raw.get("check") is not None:
+            own = {name: value for name, value in raw.items() if name in CHECK_EVALUATOR_FIELDS}
+            saved = cls.model_validate(own).model_dump() if len(own) < len(raw) else {}
+            raw = check_evaluator_fields(raw, saved)
         if not isinstance(raw, dict) or not isinstance(raw.get("mode"), str):
             return raw
         mode, raw = raw["mode"], dict(raw)

@@ -242,3 +242,14 @@ def test_checks_on_traces_recorded_from_the_real_genai_instrumentation(data_root
     # a single chat completion has no trajectory: the tool checks skip it, the step count counts its one call
     assert rows[("weather_tool", single)] == ("SKIPPED", "missing_field", None, None)
     assert rows[("agent_steps", single)] == ("COMPLETED", None, 1.0, True)
+
+
+def test_a_saved_check_evaluator_loads_again_and_a_judge_with_no_check_is_a_judge():
+    from eval_platform.judging.config import EvaluatorConfig
+
+    check = EvaluatorConfig.model_validate(
+        {"name": "tools", "check": {"scorer": "tool_call_accuracy", "expected_tools": ["search"]}}
+    )
+    assert EvaluatorConfig.model_validate(check.model_dump()).config_hash == check.config_hash
+    judge = EvaluatorConfig.model_validate({"name": "judge", "mode": "binary", "model": "openai/gpt-4o-mini", "prompt": "Is {{output}} ok?"})
+    assert EvaluatorConfig.model_validate(judge.model_dump()).check is None
