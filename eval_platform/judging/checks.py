@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.runner import DayResult, selection_skip, summarize
+from eval_platform.judging.day import DayResult, selection_skip, summarize
 from eval_platform.judging.units import base_row
 from eval_platform.schemas import (
     COMPLETED,

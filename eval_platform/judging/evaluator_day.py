@@ -13,9 +13,10 @@ from pathlib import Path
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.day import DayResult
 from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
-from eval_platform.judging.runner import DayResult, judge_day
+from eval_platform.judging.runner import judge_day
 from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import TRACE_SCHEMA, conform

@@ -10,17 +10,16 @@ per slot combines them (see `consensus`); `role <> 'member'` selects the one fin
 from __future__ import annotations
 
 import asyncio
-import hashlib
-from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
 
 import polars as pl
 
+from eval_platform.judging.checks import check_day
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.consensus import consensus_row
+from eval_platform.judging.day import DayResult, selection_skip, summarize
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text
 from eval_platform.judging.targets import plan_units, trace_skip, trace_values
@@ -31,23 +30,12 @@ from eval_platform.llm.call import CallResult, ModelCaller, ReplyRejected
 from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import (
-    COMPLETED,
-    DISABLED,
-    FAILED,
     JUDGE_SCORE_SCHEMA,
     NO_CREDENTIALS,
-    NOT_SAMPLED,
-    NOT_SELECTED,
     PROMPT_TOO_LARGE,
     SKIPPED,
     conform,
 )
-
-
-def unit_hash(*parts: str) -> float:
-    """A stable number in [0, 1) per evaluator and trace: sampling picks the same traces on every rerun."""
-    digest = hashlib.sha256("\x00".join(parts).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 class _Judge:
@@ -91,26 +79,9 @@ class _Judge:
         return await self.caller.call(request, sample, parse)
 
 
-def selection_skip(config: EvaluatorConfig, unit_id: str, manual_trace_ids: set[str]) -> tuple[str, str] | None:
-    """Why a trace (pair, group) is not judged, whoever judges it: disabled, not sampled, not named (manual)."""
-    if not config.enabled:
-        return DISABLED, "the evaluator has enabled: false"
-    if config.trigger == "sampled" and unit_hash(config.name, unit_id) >= config.sample_rate:
-        return NOT_SAMPLED, f"outside sample_rate {config.sample_rate}"
-    if config.trigger == "manual" and unit_id not in manual_trace_ids:
-        return NOT_SELECTED, "trigger 'manual' and the trace was not named in the run config"
-    return None
-
-
 def _no_credentials_detail(config: EvaluatorConfig) -> str:
     names = sorted({spec.api_key_env for spec in config.judge_models() if spec.api_key_env})
     return f"{' / '.join(names) or 'the key variable'} not set and no local judge configured"
-
-
-@dataclass
-class DayResult:
-    rows: pl.DataFrame
-    summary: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -131,8 +102,6 @@ def judge_day(
     manual = manual_trace_ids or set()
     if config.check is not None:
         # A check evaluator runs a scorer on each trace: no model, call, cache or budget (judging.checks).
-        from eval_platform.judging.checks import check_day  # checks builds on this module
-
         return check_day(config, day, traces, manual)
 
     def judge_pass(runtime: JudgeRuntime) -> DayResult:
@@ -242,25 +211,3 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
     # A session partition reads earlier days too (`targets.session_window`); it counts the day's own traces.
     in_partition = sum(r.get("date") == day for r in records) if config.judged_target == "session" else len(records)
     return DayResult(frame, summarize(frame, in_partition))
-
-
-def summarize(rows: pl.DataFrame, traces_in_partition: int) -> dict[str, Any]:
-    """Counts per status and reason code, mean score, spend: what the materialization reports."""
-    status = Counter(rows["status"].to_list())
-    reasons = Counter(
-        r for r, s in zip(rows["reason"].to_list(), rows["status"].to_list(), strict=True) if s != COMPLETED
-    )
-    completed = rows.filter((pl.col("status") == COMPLETED) & pl.col("is_final"))
-    return {
-        "traces_in_partition": traces_in_partition,
-        "rows": rows.height,
-        "completed": status.get(COMPLETED, 0),
-        "final_rows": int(rows["is_final"].sum()),
-        "failed": status.get(FAILED, 0),
-        "skipped": status.get(SKIPPED, 0),
-        "reasons": dict(sorted(reasons.items())),
-        "mean_score": float(completed["score"].mean()) if completed.height else None,
-        "cost_usd": float(rows["cost_usd"].fill_null(0).sum()),
-        "calls": int(rows["calls"].sum()),
-        "cache_hits": int(rows["cache_hit"].sum()),
-    }

@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.day import unit_hash
 from eval_platform.judging.loading import EvaluatorConfigError, load_evaluators
-from eval_platform.judging.runner import judge_day, unit_hash
+from eval_platform.judging.runner import judge_day
 from eval_platform.schemas import TRACE_SCHEMA, conform
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 
@@ -251,5 +252,7 @@ def test_a_saved_check_evaluator_loads_again_and_a_judge_with_no_check_is_a_judg
         {"name": "tools", "check": {"scorer": "tool_call_accuracy", "expected_tools": ["search"]}}
     )
     assert EvaluatorConfig.model_validate(check.model_dump()).config_hash == check.config_hash
-    judge = EvaluatorConfig.model_validate({"name": "judge", "mode": "binary", "model": "openai/gpt-4o-mini", "prompt": "Is {{output}} ok?"})
+    judge = EvaluatorConfig.model_validate(
+        {"name": "judge", "mode": "binary", "model": "openai/gpt-4o-mini", "prompt": "Is {{output}} ok?"}
+    )
     assert EvaluatorConfig.model_validate(judge.model_dump()).check is None

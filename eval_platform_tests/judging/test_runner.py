@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.runner import judge_day, unit_hash
+from eval_platform.judging.day import unit_hash
+from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
