@@ -8,6 +8,7 @@ producer. Producers import their schema from here; nothing else defines a table'
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import polars as pl
 
@@ -162,6 +163,24 @@ TRACE_SCHEMA: dict[str, pl.DataType] = {
     "source_file": pl.String(),  # path relative to the data root (OTLP: the file of the root span)
     "source_line": pl.Int64(),  # 1-based line / row / element number inside source_file
 }
+
+# The normalized operation of a span (the `operation` column of `spans` and key of `traces.spans`), whatever
+# convention the span was written in (ingest.otel maps each convention's span kinds onto these); evaluators select
+# spans by it (judging.targets).
+SpanOperation = Literal[
+    "chat",
+    "text_completion",
+    "embeddings",
+    "execute_tool",
+    "invoke_agent",
+    "retrieval",
+    "workflow",
+    "task",
+    "chain",
+    "guardrail",
+    "other",
+]
+SPAN_OPERATIONS: tuple[str, ...] = get_args(SpanOperation)
 
 # One span of an OTLP trace (the `spans` table, beside `traces`, same day partitions). Written for the spans of
 # the day's accepted traces only; a quarantined span is a quarantine row instead.

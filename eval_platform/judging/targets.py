@@ -19,33 +19,19 @@ from __future__ import annotations
 
 import json
 from datetime import date, timedelta
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
 from eval_platform.judging.modes import Strict
 from eval_platform.judging.units import Day, Skip, Unit, add_flag, one_call
 from eval_platform.record_fields import METADATA_PREFIX, as_text, field_text
-from eval_platform.schemas import APP_ERROR, EMPTY_TEXT, NO_SESSION, PARTIAL_TRACE
+from eval_platform.schemas import APP_ERROR, EMPTY_TEXT, NO_SESSION, PARTIAL_TRACE, SpanOperation
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
 
 Target = Literal["trace", "span", "session"]
-SpanOperation = Literal[
-    "chat",
-    "text_completion",
-    "embeddings",
-    "execute_tool",
-    "invoke_agent",
-    "retrieval",
-    "workflow",
-    "task",
-    "chain",
-    "guardrail",
-    "other",
-]
-SPAN_OPERATIONS = get_args(SpanOperation)
 CONTEXT_SOURCES = ("retrieval", "tool_results")  # besides metadata.<key> and a span selector
 DEFAULT_CONVERSATION_LAST_N = 20
 DEFAULT_SESSION_LOOKBACK_DAYS = 7

@@ -11,20 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# The normalized operations (the `operation` key of traces.spans and the spans table).
-OPERATIONS = (
-    "chat",
-    "text_completion",
-    "embeddings",
-    "execute_tool",
-    "invoke_agent",
-    "retrieval",
-    "workflow",
-    "task",
-    "chain",
-    "guardrail",
-    "other",
-)
 INFERENCE = {"chat", "text_completion"}  # model calls whose output is an answer
 USAGE = {"chat", "text_completion", "embeddings"}  # model calls whose tokens are summed over a trace
 

@@ -25,8 +25,9 @@ from typing import Any
 
 from eval_platform.ingest.messages import document_text, maybe_json
 from eval_platform.ingest.otel.envelope import Span
-from eval_platform.ingest.otel.fields import OPERATIONS, SpanFields, integer, label
+from eval_platform.ingest.otel.fields import SpanFields, integer, label
 from eval_platform.ingest.otel.transcript import as_text, normalize_messages
+from eval_platform.schemas import SPAN_OPERATIONS
 
 NAME = "genai"
 PREFIX = "gen_ai."
@@ -43,7 +44,7 @@ def operation(value: Any) -> str | None:
     if not isinstance(value, str) or not value:
         return None
     value = _OPERATIONS.get(value, value)
-    return value if value in OPERATIONS else "other"
+    return value if value in SPAN_OPERATIONS else "other"
 
 
 def _messages_value(value: Any) -> Any:
