@@ -130,4 +130,3 @@ class Convention(ABC):
     @abstractmethod
     def shutdown(self) -> None:
         """Flush every pending span and log record to the receiver."""
-
