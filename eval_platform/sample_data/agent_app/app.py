@@ -25,7 +25,7 @@ from eval_platform.sample_data.agent_app.convention import Convention
 APP_MODEL = "app/assistant"
 FAILING_MODEL = "app/error"
 # The app's provider key: a dummy, and the tests check it never reaches a recorded file.
-DUMMY_API_KEY = "sk-demo-app-dummy-key-1234567890"
+DUMMY_API_KEY = "sk-dummy-Qx7Lm2Vb9Tz4Kp8Hn1Wr5"
 MAX_AGENT_STEPS = 4
 
 SESSION_MULTI_TURN, USER_MULTI_TURN = "session-multi-turn-1", "user-alice"

@@ -16,7 +16,7 @@ from eval_platform.sample_data.agent_app.convention import EXPORT_BATCH_SIZE, Co
 # The project's keys for the local receiver: dummies (the receiver checks them as Langfuse would), and the tests
 # check that neither reaches a recorded file.
 LANGFUSE_PUBLIC_KEY = "pk-lf-local-demo"
-LANGFUSE_SECRET_KEY = "sk-lf-local-demo-secret-0000"
+LANGFUSE_SECRET_KEY = "sk-lf-Jd3Ns8Pq6Yc1Rt5Ve9Gu2"
 FLUSH_INTERVAL_S = 60.0
 
 
