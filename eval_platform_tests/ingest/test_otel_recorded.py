@@ -163,3 +163,15 @@ def test_a_trace_over_midnight_belongs_to_the_day_of_its_root_span(tmp_path):
     carried = second.spans.filter(pl.col("source_file") == f"traces/{before}/traces.jsonl")
     assert carried.height == first.quarantine.height  # every early span joined its trace the next day
     assert second.counts["read"] == second.counts["accepted"] == second.spans.height
+
+
+@pytest.mark.parametrize("folder", ALL)
+def test_a_trace_whose_model_called_no_tool_has_an_empty_trajectory_when_its_content_is_known(tmp_path, folder):
+    """`tool_calls` is "[]" for a chat that called no tool (a check of expected tools scores it 0), null when
+    nothing is known: no content captured, or no model call that answered (the HTTP 500)."""
+    traces = by_scenario(ingest_recording(tmp_path, folder), folder)
+    no_tools = [*traces["single_turn"], *traces["multi_turn"], *traces["rag"], *traces["n2"], *traces["streaming"]]
+    expected = None if folder == "genai_no_content" else "[]"
+    assert [t["tool_calls"] for t in no_tools] == [expected] * len(no_tools)
+    assert traces["http_500"][0]["tool_calls"] is None
+    assert all(json.loads(t["tool_calls"]) for t in traces["agent"])  # the agent's calls, known with or without text
