@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from eval_platform.sample_data.agent_app import CONVENTIONS
-from eval_platform.sample_data.agent_app.app import DUMMY_API_KEY, SCENARIOS, SESSION_AGENT, SESSION_MULTI_TURN
+from eval_platform.sample_data.agent_app.app import (
+    DUMMY_API_KEY,
+    KNOWLEDGE_BASE,
+    SCENARIOS,
+    SESSION_AGENT,
+    SESSION_MULTI_TURN,
+)
 from eval_platform.sample_data.agent_app.langfuse_sdk import LANGFUSE_SECRET_KEY
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otel"
@@ -172,3 +178,68 @@ def test_no_secret_reaches_a_recording(source):
     for secret in (DUMMY_API_KEY, LANGFUSE_SECRET_KEY):
         pieces = {secret[i : i + 8] for i in range(len(secret) - 7)}
         assert not [piece for piece in pieces if piece in texts], secret
+
+
+def test_openllmetry_is_recorded_by_traceloops_own_sdk(source):
+    """The app's workflow/agent/tool/task spans come from traceloop-sdk's decorators and span processor, not from a
+    hand-written imitation: what only the SDK writes is there (the agent's name on the spans inside it, the tool's
+    GenAI name, the decorated call's positional arguments), and the manifest names the SDK's version."""
+    folder = source / "openllmetry"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["packages"]["traceloop-sdk"] == "0.62.4"
+    spans = [span for line in spans_by_line(folder / traces_file("openllmetry")) for span in line]
+    agent_trace = manifest["scenarios"]["agent"][0]
+    trace = {span["name"]: span["attrs"] for span in spans if span["traceId"] == agent_trace}
+    assert set(trace) == {"agent_turn.workflow", "weather-assistant.agent", "openai.chat", "get_weather.tool"}
+    workflow, tool = trace["agent_turn.workflow"], trace["get_weather.tool"]
+    assert json.loads(workflow["traceloop.entity.input"]) == {
+        "args": ["What's the weather in Paris today?"],
+        "kwargs": {},
+    }
+    assert workflow["traceloop.association.properties.session_id"] == SESSION_AGENT
+    assert (tool["traceloop.span.kind"], tool["gen_ai.tool.name"]) == ("tool", "get_weather")
+    assert json.loads(tool["traceloop.entity.input"]) == {"args": [], "kwargs": {"city": "Paris"}}
+    inside_agent = [
+        s for s in spans if s["traceId"] == agent_trace and s["name"] in ("openai.chat", "get_weather.tool")
+    ]
+    assert len(inside_agent) == 3 and all(s["attrs"]["gen_ai.agent.name"] == "weather-assistant" for s in inside_agent)
+    # association properties stay with their request: the retrieval request after the sessions carries none
+    rag_trace = manifest["scenarios"]["rag"][0]
+    assert not [key for s in spans if s["traceId"] == rag_trace for key in s["attrs"] if "association" in key]
+
+
+def test_langfuse_tools_and_retrievals_are_recorded_as_its_users_send_them(source):
+    """A Langfuse tool is an `@observe(as_type="tool")` function (input: its call's args/kwargs), a retriever's
+    output is its documents, not the app's internal (id, text, score) tuples."""
+    folder = source / "langfuse"
+    spans = [span for line in spans_by_line(folder / traces_file("langfuse")) for span in line]
+    by_type = defaultdict(list)
+    for span in spans:
+        by_type[span["attrs"].get("langfuse.observation.type")].append(span["attrs"])
+    weather = [a for a in by_type["tool"] if "city" in a["langfuse.observation.input"]]
+    assert [json.loads(a["langfuse.observation.input"]) for a in weather] == [
+        {"args": [], "kwargs": {"city": "Paris"}},
+        {"args": [], "kwargs": {"city": "Rome"}},
+    ]
+    [retriever] = by_type["retriever"]
+    documents = json.loads(retriever["langfuse.observation.output"])
+    assert [d["content"] for d in documents] == [text for _, text, _ in KNOWLEDGE_BASE]
+
+
+def test_the_recording_process_reaches_loopback_only():
+    """Every recording runs under `LoopbackOnly`: a connection or name lookup beyond loopback is refused and noted
+    (the run then fails), loopback passes."""
+    from eval_platform.sample_data.agent_app.recorder import LoopbackOnly
+
+    guard = LoopbackOnly()
+    guard("socket.connect", (None, ("127.0.0.1", 4318)))
+    guard("socket.connect", (None, ("::1", 4318, 0, 0)))
+    guard("socket.getaddrinfo", ("localhost", 4318, 0, 0, 0, 0))
+    guard("socket.connect", (None, "/tmp/a.sock"))
+    guard("open", ("/etc/hosts", "r", 0))
+    assert guard.refused == []
+    with pytest.raises(OSError, match="loopback addresses only, not 'api.traceloop.com'"):
+        guard("socket.getaddrinfo", ("api.traceloop.com", 443, 0, 0, 0, 0))
+    with pytest.raises(OSError, match="93.184.216.34"):
+        guard("socket.connect", (None, ("93.184.216.34", 443)))
+    assert guard.refused == ["socket.getaddrinfo api.traceloop.com", "socket.connect 93.184.216.34"]
