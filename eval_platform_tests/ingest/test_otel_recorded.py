@@ -163,3 +163,36 @@ def test_a_trace_over_midnight_belongs_to_the_day_of_its_root_span(tmp_path):
     carried = second.spans.filter(pl.col("source_file") == f"traces/{before}/traces.jsonl")
     assert carried.height == first.quarantine.height  # every early span joined its trace the next day
     assert second.counts["read"] == second.counts["accepted"] == second.spans.height
+
+
+@pytest.mark.parametrize("folder", WITH_CONTENT)
+def test_tool_arguments_and_documents_have_one_shape_whatever_the_convention(tmp_path, folder):
+    """A tool span's arguments are the JSON object of the tool's arguments and a retrieval's documents are the
+    documents' texts, whichever library recorded them (Langfuse's `@observe` call and retriever output included)."""
+    spans = ingest_recording(tmp_path, folder).spans
+    tools = spans.filter(pl.col("operation") == "execute_tool").sort("start_time").to_dicts()
+    assert [t["tool_name"] for t in tools] == ["get_weather", "get_weather", "lookup_order"]
+    if folder != "genai_events":  # content on events only: the span itself has none
+        arguments = [json.loads(t["tool_arguments"]) for t in tools]
+        assert arguments == [{"city": "Paris"}, {"city": "Rome"}, {"order_id": "A-1001"}]
+        assert json.loads(tools[0]["tool_result"]) == {"city": "Paris", "weather": "18 C and sunny"}
+    retrievals = spans.filter(pl.col("operation") == "retrieval")["documents"].to_list()
+    if folder in ("genai", "openinference", "langfuse"):  # Traceloop has no retrieval kind; events hold no documents
+        assert [json.loads(documents) for documents in retrievals] == [
+            [
+                "Items can be returned within 30 days of delivery with the receipt.",
+                "Refunds reach the original payment method within 5 business days.",
+            ]
+        ]
+
+
+@pytest.mark.parametrize("folder", ALL)
+def test_a_trace_whose_model_called_no_tool_has_an_empty_trajectory_when_its_content_is_known(tmp_path, folder):
+    """`tool_calls` is "[]" for a chat that called no tool (a check of expected tools scores it 0), null when
+    nothing is known: no content captured, or no model call that answered (the HTTP 500)."""
+    traces = by_scenario(ingest_recording(tmp_path, folder), folder)
+    no_tools = [*traces["single_turn"], *traces["multi_turn"], *traces["rag"], *traces["n2"], *traces["streaming"]]
+    expected = None if folder == "genai_no_content" else "[]"
+    assert [t["tool_calls"] for t in no_tools] == [expected] * len(no_tools)
+    assert traces["http_500"][0]["tool_calls"] is None
+    assert all(json.loads(t["tool_calls"]) for t in traces["agent"])  # the agent's calls, known with or without text

@@ -240,9 +240,13 @@ def test_checks_on_traces_recorded_from_the_real_genai_instrumentation(data_root
     assert rows[("agent_steps", agent)] == ("COMPLETED", None, 2.0, False)
     # the lookup_order tool span failed: 1 of 1
     assert rows[("tool_errors", tool_error)] == ("COMPLETED", None, 1.0, False)
-    # a single chat completion has no trajectory: the tool checks skip it, the step count counts its one call
-    assert rows[("weather_tool", single)] == ("SKIPPED", "missing_field", None, None)
+    # a single chat completion, its content captured, called no tool: expected get_weather, called nothing -> 0 (not
+    # skipped); a tool error rate over no calls does not exist; the step count counts its one call
+    assert rows[("weather_tool", single)] == ("COMPLETED", None, 0.0, False)
+    assert rows[("tool_errors", single)] == ("SKIPPED", "not_applicable", None, None)
     assert rows[("agent_steps", single)] == ("COMPLETED", None, 1.0, True)
+    # the HTTP 500: no model call answered, nothing is known of its tools: skipped, never a 0
+    assert rows[("weather_tool", names["http_500"][0])] == ("SKIPPED", "missing_field", None, None)
 
 
 def test_a_saved_check_evaluator_loads_again_and_a_judge_with_no_check_is_a_judge():

@@ -3,8 +3,11 @@
 - `langfuse.observation.type`: generation, embedding, agent, tool, chain, retriever, evaluator, guardrail, span,
   event -> operation: chat, embeddings, invoke_agent, execute_tool, chain, retrieval, other, guardrail, other, other
 - `langfuse.observation.input` / `.output` (JSON) -> input / output: messages when they are messages (a generation),
-  else text; tool arguments / result on a tool
-- a retriever's `langfuse.observation.output` (a list) -> documents (each its `content`/`text`, else its JSON)
+  else text; tool arguments / result on a tool. The input of an `@observe`d function is its call,
+  `{"args": [...], "kwargs": {...}}`: a lone argument is shown alone, keyword arguments as their JSON object (a
+  tool's arguments, as the other conventions give them)
+- a retriever's `langfuse.observation.output` (a list) -> documents (each its `content`/`text`/`page_content`, a
+  string as is, else its JSON)
 - `langfuse.trace.input` / `.output` -> the trace's input / output (used when no inference span has content)
 - `langfuse.observation.model.name` -> model
 - `langfuse.observation.usage_details` (`input`/`output`, or `prompt_tokens`/`completion_tokens`, ...) -> tokens
@@ -21,6 +24,7 @@ from typing import Any
 from eval_platform.ingest.messages import document_text, maybe_json
 from eval_platform.ingest.otel.envelope import Span
 from eval_platform.ingest.otel.fields import SpanFields, integer, label, number
+from eval_platform.ingest.otel.openllmetry import call_text
 from eval_platform.ingest.otel.transcript import as_text, normalize_messages
 
 NAME = "langfuse"
@@ -66,7 +70,7 @@ def read(span: Span, fields: SpanFields) -> None:
     observation_in, observation_out = attrs.get("langfuse.observation.input"), attrs.get("langfuse.observation.output")
     if fields.operation == "execute_tool":
         fields.put("tool_name", span.name or None)
-        fields.put("tool_arguments", _text(observation_in))
+        fields.put("tool_arguments", call_text(observation_in))
         fields.put("tool_result", _text(observation_out))
     elif fields.operation in ("chat", "embeddings"):
         fields.put("input_raw", _json(observation_in))
@@ -76,7 +80,7 @@ def read(span: Span, fields: SpanFields) -> None:
     output = _json(observation_out)
     if fields.operation == "retrieval" and output is not None:
         fields.put("documents", [document_text(d) for d in (output if isinstance(output, list) else [output])])
-    fields.put("input_value", _text(observation_in))
+    fields.put("input_value", call_text(observation_in))
     fields.put("output_value", _text(observation_out))
     fields.put("trace_input", _json(attrs.get("langfuse.trace.input")))
     fields.put("trace_output", _json(attrs.get("langfuse.trace.output")))

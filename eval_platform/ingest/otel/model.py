@@ -14,7 +14,9 @@ What the `traces` row says about an OTLP trace (every convention read into `Span
 - `tool_calls`: the trajectory in start order: one entry per tool span `{span_id, name, arguments, result,
   status, error}`; a trace without tool spans takes the assistant tool calls of its conversation matched to
   the tool messages by `tool_call_id` (`span_id` null); a tool span without arguments/result (content captured
-  on events only) takes them from the conversation by its `gen_ai.tool.call.id`;
+  on events only) takes them from the conversation by its `gen_ai.tool.call.id`. `[]` when the trace's content
+  was captured (it has a conversation) and no tool was called (a check of expected tools scores it 0); null when
+  nothing is known (no tool span and no content captured);
 - `prompt_tokens` / `completion_tokens`: sums over the model-call spans (chat, text_completion, embeddings),
   a model call inside another one not counted again; an agent's or workflow's own aggregate is never added.
   Without any model-call span with usage, the root's own usage;
@@ -204,8 +206,8 @@ def _trajectory(spans: list[Span], conversation: list[dict[str, Any]] | None) ->
             }
             for s in tools
         ]
-    if not calls:
-        return None
+    if not calls:  # content captured and no tool called: a known, empty trajectory; nothing captured: unknown
+        return [] if conversation else None
     return [
         {
             "span_id": None,

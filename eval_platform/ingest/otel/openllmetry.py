@@ -1,7 +1,7 @@
 """OpenLLMetry / Traceloop (`opentelemetry-instrumentation-openai` and the `traceloop-sdk` decorators).
 
-Recent versions of the instrumentation write the GenAI attributes (`gen_ai.input.messages`, ...; read by
-`genai.py`); this module reads what is Traceloop's own:
+Recent versions of the instrumentation (0.62.4, recorded in `eval_platform_tests/fixtures/otel/openllmetry`) write
+the GenAI attributes (`gen_ai.input.messages`, ...; read by `genai.py`); this module reads what is Traceloop's own:
 
 - `gen_ai.prompt.N.role` / `.content` / `.tool_call_id` / `.tool_calls.M.{id,name,arguments}` (older versions;
   `llm.prompts.N.*` older still) -> input messages
@@ -10,7 +10,8 @@ Recent versions of the instrumentation write the GenAI attributes (`gen_ai.input
 - `traceloop.span.kind` (`workflow`, `task`, `agent`, `tool`) -> operation: workflow, task, invoke_agent,
   execute_tool
 - `traceloop.entity.name`; `traceloop.entity.input` / `.output` (JSON of the call's args/kwargs and result) -> tool
-  name; input / output (tool arguments / result)
+  name; input / output (tool arguments / result): a lone argument alone (`{"args": ["What's..."], "kwargs": {}}` ->
+  `What's...`), keyword arguments as their JSON object (a tool's `{"city": "Paris"}`), a returned string unquoted
 - `traceloop.association.properties.session_id` / `.user_id` (also `.sessionId`, `.userId`) -> session_id / user_id
 - `gen_ai.usage.prompt_tokens` / `completion_tokens`, `llm.usage.total_tokens` -> tokens (the first two)
 - `traceloop.workflow.name` -> trace name
@@ -37,14 +38,11 @@ def matches(span: Span) -> bool:
     return any(key.startswith(_MARKERS) for key in span.attrs) or "gen_ai.is_streaming" in span.attrs
 
 
-def _entity(value: Any) -> str | None:
-    """`traceloop.entity.input` is `{"args": [...], "kwargs": {...}}` JSON: a lone argument is shown alone."""
+def call_text(value: Any) -> str | None:
+    """A decorated function's recorded call, `{"args": [...], "kwargs": {...}}` JSON (Traceloop's decorators write
+    `traceloop.entity.input` so, Langfuse's `@observe` its input): a lone argument is shown alone, keyword
+    arguments alone as their JSON object (a tool's arguments); anything else as its text."""
     decoded = maybe_json(value) if isinstance(value, str) else value
-    if isinstance(decoded, str) and decoded.startswith('"'):  # a function that returned text: its JSON string
-        try:
-            return as_text(json.loads(decoded))
-        except ValueError:
-            return decoded
     if isinstance(decoded, dict) and set(decoded) <= {"args", "kwargs"}:
         args, kwargs = decoded.get("args") or [], decoded.get("kwargs") or {}
         if len(args) == 1 and not kwargs:
@@ -52,6 +50,18 @@ def _entity(value: Any) -> str | None:
         if not args and kwargs:
             return as_text(kwargs)
     return as_text(value)
+
+
+def _entity(value: Any) -> str | None:
+    """`traceloop.entity.input` / `.output`: a call (`call_text`), or a function's result as JSON (text returned
+    by the function is its JSON string, shown unquoted)."""
+    decoded = maybe_json(value) if isinstance(value, str) else value
+    if isinstance(decoded, str) and decoded.startswith('"'):
+        try:
+            return as_text(json.loads(decoded))
+        except ValueError:
+            return decoded
+    return call_text(value)
 
 
 def read(span: Span, fields: SpanFields) -> None:

@@ -25,7 +25,7 @@ from eval_platform.sample_data.agent_app.convention import Convention
 APP_MODEL = "app/assistant"
 FAILING_MODEL = "app/error"
 # The app's provider key: a dummy, and the tests check it never reaches a recorded file.
-DUMMY_API_KEY = "sk-demo-app-dummy-key-1234567890"
+DUMMY_API_KEY = "sk-dummy-Qx7Lm2Vb9Tz4Kp8Hn1Wr5"
 MAX_AGENT_STEPS = 4
 
 SESSION_MULTI_TURN, USER_MULTI_TURN = "session-multi-turn-1", "user-alice"
@@ -69,14 +69,22 @@ class ToolFailed(RuntimeError):
     """A tool that could not do its job (the agent reports it and carries on)."""
 
 
-def run_tool(name: str, arguments: dict[str, Any]) -> str:
-    """The app's tools: a weather lookup and an order lookup that always fails."""
-    if name == "get_weather":
-        city = arguments.get("city", "")
-        return json.dumps({"city": city, "weather": WEATHER.get(city, "unknown")})
-    if name == "lookup_order":
-        raise ToolFailed(f"order {arguments.get('order_id')!r} not found")
-    raise ToolFailed(f"no tool named {name!r}")
+def get_weather(city: str) -> str:
+    """The app's weather tool."""
+    return json.dumps({"city": city, "weather": WEATHER.get(city, "unknown")})
+
+
+def lookup_order(order_id: str) -> str:
+    """The app's order tool: it always fails."""
+    raise ToolFailed(f"order {order_id!r} not found")
+
+
+TOOLS: dict[str, Callable[..., str]] = {"get_weather": get_weather, "lookup_order": lookup_order}
+
+
+def search_knowledge_base(query: str) -> list[tuple[str, str, float]]:
+    """The app's retrieval: (document id, text, score) of the support knowledge base, best first."""
+    return list(KNOWLEDGE_BASE)
 
 
 def _user(text: str) -> dict[str, str]:
@@ -94,17 +102,20 @@ def system_prompt(conv: Convention, client: Any) -> None:
 
 def multi_turn(conv: Convention, client: Any) -> None:
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are a concise cooking assistant."}]
+
+    def chat_turn(question: str) -> str:
+        history.append(_user(question))
+        reply = client.chat.completions.create(model=APP_MODEL, messages=history)
+        answer = reply.choices[0].message.content
+        history.append({"role": "assistant", "content": answer})
+        return answer
+
     for question in ("How long do I boil an egg?", "And for a soft yolk?", "Thanks! Any tip for peeling it?"):
-        with conv.request("chat_turn", question, session_id=SESSION_MULTI_TURN, user_id=USER_MULTI_TURN) as root:
-            history.append(_user(question))
-            reply = client.chat.completions.create(model=APP_MODEL, messages=history)
-            answer = reply.choices[0].message.content
-            history.append({"role": "assistant", "content": answer})
-            root.output = answer
+        conv.run_request("chat_turn", chat_turn, question, session_id=SESSION_MULTI_TURN, user_id=USER_MULTI_TURN)
 
 
 def _agent_turn(conv: Convention, client: Any, history: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-    """The agent loop: call the model; run each tool it asks for in a tool span; until it answers in text."""
+    """The agent loop: call the model; run each tool it asks for as a tool step; until it answers in text."""
     for _ in range(MAX_AGENT_STEPS):
         reply = client.chat.completions.create(model=APP_MODEL, messages=history, tools=tools)
         message = reply.choices[0].message
@@ -113,10 +124,11 @@ def _agent_turn(conv: Convention, client: Any, history: list[dict[str, Any]], to
             return message.content
         for call in message.tool_calls:
             arguments = json.loads(call.function.arguments)
+            function = TOOLS.get(call.function.name)
             try:
-                with conv.tool(call.function.name, call.id, arguments) as step:
-                    step.output = run_tool(call.function.name, arguments)
-                result = step.output
+                if function is None:
+                    raise ToolFailed(f"no tool named {call.function.name!r}")
+                result = conv.run_tool(call.function.name, call.id, function, arguments)
             except ToolFailed as error:
                 result = f"error: {error}"
             history.append({"role": "tool", "tool_call_id": call.id, "content": result})
@@ -125,33 +137,40 @@ def _agent_turn(conv: Convention, client: Any, history: list[dict[str, Any]], to
 
 def agent(conv: Convention, client: Any) -> None:
     history: list[dict[str, Any]] = [{"role": "system", "content": AGENT_SYSTEM}]
+
+    def weather_assistant(question: str) -> str:
+        return _agent_turn(conv, client, history, [WEATHER_TOOL])
+
+    def agent_turn(question: str) -> str:
+        history.append(_user(question))
+        return conv.run_agent("weather-assistant", weather_assistant, question)
+
     for question in ("What's the weather in Paris today?", "And what about Rome?"):
-        with conv.request("agent_turn", question, session_id=SESSION_AGENT, user_id=USER_AGENT) as root:
-            history.append(_user(question))
-            with conv.agent("weather-assistant", question) as run:
-                run.output = _agent_turn(conv, client, history, [WEATHER_TOOL])
-            root.output = run.output
+        conv.run_request("agent_turn", agent_turn, question, session_id=SESSION_AGENT, user_id=USER_AGENT)
 
 
 def agent_tool_error(conv: Convention, client: Any) -> None:
-    question = "Where is my order A-1001?"
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are an order-tracking assistant."}]
-    history.append(_user(question))
-    with conv.request("order_support", question, user_id=USER_TOOL_ERROR) as root:
-        with conv.agent("order-assistant", question) as run:
-            run.output = _agent_turn(conv, client, history, [ORDER_TOOL])
-        root.output = run.output
+
+    def order_assistant(question: str) -> str:
+        return _agent_turn(conv, client, history, [ORDER_TOOL])
+
+    def order_support(question: str) -> str:
+        history.append(_user(question))
+        return conv.run_agent("order-assistant", order_assistant, question)
+
+    conv.run_request("order_support", order_support, "Where is my order A-1001?", user_id=USER_TOOL_ERROR)
 
 
 def rag(conv: Convention, client: Any) -> None:
-    question = "Can I return a jacket I bought three weeks ago?"
-    with conv.request("rag_answer", question) as root:
-        with conv.retrieval("support-kb", question) as found:
-            found.output = KNOWLEDGE_BASE
-        context = "\n".join(f"[{doc_id}] {text}" for doc_id, text, _ in found.output)
+    def rag_answer(question: str) -> str:
+        found = conv.run_retrieval("support-kb", search_knowledge_base, question)
+        context = "\n".join(f"[{doc_id}] {text}" for doc_id, text, _ in found)
         messages = [{"role": "system", "content": f"Answer from these documents only:\n{context}"}, _user(question)]
         reply = client.chat.completions.create(model=APP_MODEL, messages=messages)
-        root.output = reply.choices[0].message.content
+        return reply.choices[0].message.content
+
+    conv.run_request("rag_answer", rag_answer, "Can I return a jacket I bought three weeks ago?")
 
 
 def streaming(conv: Convention, client: Any) -> None:
@@ -171,10 +190,13 @@ def n2(conv: Convention, client: Any) -> None:
 def http_500(conv: Convention, client: Any) -> None:
     import openai
 
-    question = "Summarise my last invoice."
+    def chat_request(question: str) -> str | None:
+        return (
+            client.chat.completions.create(model=FAILING_MODEL, messages=[_user(question)]).choices[0].message.content
+        )
+
     try:
-        with conv.request("chat_request", question):
-            client.chat.completions.create(model=FAILING_MODEL, messages=[_user(question)])
+        conv.run_request("chat_request", chat_request, "Summarise my last invoice.")
     except openai.InternalServerError:
         pass  # the app answers its own caller with an error; the trace keeps the failure
 

@@ -1,8 +1,10 @@
 """What the demo app needs from a tracing library, and the OpenTelemetry SDK set-up three of them share.
 
 A `Convention` owns one instrumentation: it patches `openai` (the library does that, globally, so each runs in
-its own process), hands out the OpenAI client, and opens the app's own spans (a request, an agent, a tool, a
-retrieval) the way that library's users write them. The scenarios in `app.py` are the same for all.
+its own process), hands out the OpenAI client, and runs the app's own steps (a request, an agent, a tool, a
+retrieval: plain functions of the app) inside that library's spans, the way its users write them: Traceloop's
+users decorate the functions (`@workflow`, `@tool`, ...), the others open spans around the call
+(`SpanConvention`). The scenarios in `app.py` are the same for all.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import random
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,7 +92,7 @@ def add_otlp_export(provider: TracerProvider, endpoint: str) -> None:
 
 
 class Convention(ABC):
-    """One instrumentation library and the way its users open their own spans."""
+    """One instrumentation library and the way its users trace their own steps."""
 
     name: str = ""
     # Environment the app runs with (content capture switches); set before the library is imported.
@@ -110,6 +113,70 @@ class Convention(ABC):
         return OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
     @abstractmethod
+    def run_request(
+        self,
+        name: str,
+        handle: Callable[[str], str | None],
+        question: str,
+        session_id: str | None = None,
+        user_id: str | None = None,
+    ) -> str | None:
+        """`handle(question)` as one request to the app (the root span of one trace), carrying the session and
+        user when given; its answer. An exception escaping `handle` marks the request failed and propagates."""
+
+    @abstractmethod
+    def run_agent(self, name: str, run: Callable[[str], str], question: str) -> str:
+        """`run(question)` as an agent run (invoke_agent) inside a request; its final answer."""
+
+    @abstractmethod
+    def run_tool(self, name: str, call_id: str, function: Callable[..., str], arguments: dict[str, Any]) -> str:
+        """`function(**arguments)` as one tool execution (the model's call `call_id`); its result. An exception
+        escaping it marks the tool span failed and propagates."""
+
+    @abstractmethod
+    def run_retrieval(
+        self, source: str, search: Callable[[str], list[tuple[str, str, float]]], query: str
+    ) -> list[tuple[str, str, float]]:
+        """`search(query)` as a retrieval step; the (document id, text, score) it found."""
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Flush every pending span and log record to the receiver."""
+
+
+class SpanConvention(Convention):
+    """A library whose users open their spans around a call (context managers): the `run_*` steps are these."""
+
+    def run_request(
+        self,
+        name: str,
+        handle: Callable[[str], str | None],
+        question: str,
+        session_id: str | None = None,
+        user_id: str | None = None,
+    ) -> str | None:
+        with self.request(name, question, session_id, user_id) as step:
+            step.output = handle(question)
+        return step.output
+
+    def run_agent(self, name: str, run: Callable[[str], str], question: str) -> str:
+        with self.agent(name, question) as step:
+            step.output = run(question)
+        return step.output
+
+    def run_tool(self, name: str, call_id: str, function: Callable[..., str], arguments: dict[str, Any]) -> str:
+        with self.tool(name, call_id, arguments) as step:
+            step.output = function(**arguments)
+        return step.output
+
+    def run_retrieval(
+        self, source: str, search: Callable[[str], list[tuple[str, str, float]]], query: str
+    ) -> list[tuple[str, str, float]]:
+        with self.retrieval(source, query) as step:
+            step.output = search(query)
+        return step.output
+
+    @abstractmethod
     def request(
         self, name: str, user_text: str, session_id: str | None = None, user_id: str | None = None
     ) -> AbstractContextManager[Step]:
@@ -126,7 +193,3 @@ class Convention(ABC):
     @abstractmethod
     def retrieval(self, source: str, query: str) -> AbstractContextManager[Step]:
         """A retrieval step; `output` is the list of (document id, text, score) found."""
-
-    @abstractmethod
-    def shutdown(self) -> None:
-        """Flush every pending span and log record to the receiver."""

@@ -23,7 +23,7 @@ from typing import Any
 from eval_platform.sample_data.agent_app.convention import (
     EXPORT_BATCH_SIZE,
     EXPORT_DELAY_MS,
-    Convention,
+    SpanConvention,
     Step,
     add_otlp_export,
     tracer_provider,
@@ -42,7 +42,7 @@ def _answer(text: str) -> Any:
     return OutputMessage(role="assistant", parts=[Text(content=text)], finish_reason="stop")
 
 
-class GenAIConvention(Convention):
+class GenAIConvention(SpanConvention):
     name = "genai"
     env = {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",

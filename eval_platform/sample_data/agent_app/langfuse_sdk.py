@@ -1,26 +1,29 @@
 """Langfuse's SDK (v5, OpenTelemetry-based): its drop-in `langfuse.openai` client makes the generation
-observations; the app's own spans are observations of the matching type (`chain` per request, `agent`, `tool`,
-`retriever`) from `start_as_current_observation`, and `propagate_attributes(session_id=..., user_id=...)` puts
-the session and user on every span of a request. The SDK exports OTLP/HTTP (gzip) to `<base_url>/api/public/
+observations; the app's own spans are observations of the matching type (`chain` per request, `agent`,
+`retriever`) from `start_as_current_observation`, and its tools are functions decorated with
+`@observe(as_type="tool")`, as Langfuse's docs show them (input: the call's `{"args": [...], "kwargs": {...}}`;
+output: the result). A retriever's output is its documents (`{"id", "content", "score"}` each), as retrievers
+hand them on. `propagate_attributes(session_id=..., user_id=...)` puts the session and user on every span of a
+request. The SDK exports OTLP/HTTP (gzip) to `<base_url>/api/public/
 otel/v1/traces` with Basic auth made of the project's public and secret keys, in batches of `flush_at`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from eval_platform.sample_data.agent_app.convention import EXPORT_BATCH_SIZE, Convention, Step, tracer_provider
+from eval_platform.sample_data.agent_app.convention import EXPORT_BATCH_SIZE, SpanConvention, Step, tracer_provider
 
 # The project's keys for the local receiver: dummies (the receiver checks them as Langfuse would), and the tests
 # check that neither reaches a recorded file.
 LANGFUSE_PUBLIC_KEY = "pk-lf-local-demo"
-LANGFUSE_SECRET_KEY = "sk-lf-local-demo-secret-0000"
+LANGFUSE_SECRET_KEY = "sk-lf-Jd3Ns8Pq6Yc1Rt5Ve9Gu2"
 FLUSH_INTERVAL_S = 60.0
 
 
-class LangfuseConvention(Convention):
+class LangfuseConvention(SpanConvention):
     name = "langfuse"
     env = {"LANGFUSE_PUBLIC_KEY": LANGFUSE_PUBLIC_KEY, "LANGFUSE_SECRET_KEY": LANGFUSE_SECRET_KEY}
 
@@ -66,11 +69,23 @@ class LangfuseConvention(Convention):
     def agent(self, name: str, user_text: str) -> Any:
         return self._observation("agent", name, user_text)
 
-    def tool(self, name: str, call_id: str, arguments: dict[str, Any]) -> Any:
-        return self._observation("tool", name, {"tool_call_id": call_id, "arguments": arguments})
+    def run_tool(self, name: str, call_id: str, function: Callable[..., str], arguments: dict[str, Any]) -> str:
+        from langfuse import observe
 
-    def retrieval(self, source: str, query: str) -> Any:
-        return self._observation("retriever", f"retrieve {source}", query)
+        return observe(name=name, as_type="tool")(function)(**arguments)
+
+    def tool(self, name: str, call_id: str, arguments: dict[str, Any]) -> Any:
+        raise NotImplementedError("Langfuse tools are decorated functions here (run_tool)")
+
+    @contextmanager
+    def retrieval(self, source: str, query: str) -> Iterator[Step]:
+        step = Step()
+        with self.langfuse.start_as_current_observation(
+            as_type="retriever", name=f"retrieve {source}", input=query
+        ) as observation:
+            yield step
+            documents = [{"id": doc_id, "content": text, "score": score} for doc_id, text, score in step.output]
+            observation.update(output=documents)
 
     def shutdown(self) -> None:
         self.langfuse.flush()

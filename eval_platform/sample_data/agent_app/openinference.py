@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from eval_platform.sample_data.agent_app.convention import Convention, Step, add_otlp_export, tracer_provider
+from eval_platform.sample_data.agent_app.convention import SpanConvention, Step, add_otlp_export, tracer_provider
 
 
-class OpenInferenceConvention(Convention):
+class OpenInferenceConvention(SpanConvention):
     name = "openinference"
     env: dict[str, str] = {}
 

@@ -1,101 +1,100 @@
-"""OpenLLMetry / Traceloop: `opentelemetry-instrumentation-openai` for the chat spans (content on by default,
-`TRACELOOP_TRACE_CONTENT=true`).
+"""OpenLLMetry / Traceloop: `traceloop-sdk` as its users run it. `Traceloop.init(...)` instruments `openai` (its
+`opentelemetry-instrumentation-openai`, content on: `TRACELOOP_TRACE_CONTENT=true`), and the app's own steps are
+its functions decorated with `@workflow` (a request), `@agent`, `@tool` and `@task` (the retrieval: Traceloop has
+no retrieval kind). The SDK names those spans `<name>.workflow` / `.agent` / `.tool` / `.task` and writes
+`traceloop.span.kind`, `traceloop.entity.name`, `traceloop.entity.input` (JSON `{"args": [...], "kwargs": {...}}`
+of the call) and `traceloop.entity.output` (JSON of the return value). The session and user are association
+properties set with `Traceloop.set_association_properties` inside the request; the SDK's span processor copies
+them (`traceloop.association.properties.session_id` / `.user_id`) and `traceloop.workflow.name` onto every span
+started inside.
 
-The app's own spans follow what Traceloop's SDK decorators (`@workflow`, `@agent`, `@tool`, `@task`) write, with
-the attribute names of `opentelemetry-semantic-conventions-ai`: spans named `<name>.workflow` / `.agent` /
-`.tool` / `.task` with `traceloop.span.kind`, `traceloop.entity.name`, `traceloop.workflow.name`,
-`traceloop.entity.input` / `traceloop.entity.output` (JSON), and the session and user as association properties
-(`traceloop.association.properties.session_id` / `.user_id`) on every span of the request, as the SDK's span
-processor copies them. `traceloop-sdk` itself is not a dependency: it pins OpenTelemetry below the versions
-used here and brings some forty other instrumentations, so `AssociationProperties` below does its one job here.
+Kept off the network: spans go only to the local receiver (`exporter=`; no Traceloop API key, so no Traceloop
+client, prompt sync or metrics/logs export), only the OpenAI instrumentation is enabled (`instruments=`, not the
+requests/urllib3/sqlalchemy... ones the SDK would otherwise turn on), and `TRACELOOP_TELEMETRY=false`,
+`TRACELOOP_METRICS_ENABLED=false`. The SDK adds its span processor to the tracer provider already set globally,
+so the app's seeded ids and ledger apply; `OTEL_BSP_*` make its batch processor send batches of
+`EXPORT_BATCH_SIZE` like the other recordings.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import context as context_api
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-
-from eval_platform.sample_data.agent_app.convention import Convention, Step, add_otlp_export, tracer_provider
-
-# The context keys traceloop-sdk keeps them under.
-ASSOCIATION_PROPERTIES_KEY = "association_properties"
-WORKFLOW_NAME_KEY = "workflow_name"
-
-
-class AssociationProperties(SpanProcessor):
-    """Copies the request's association properties and workflow name onto every span started inside it."""
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        from opentelemetry.semconv_ai import SpanAttributes
-
-        properties = context_api.get_value(ASSOCIATION_PROPERTIES_KEY, parent_context) or {}
-        for key, value in properties.items():
-            span.set_attribute(f"{SpanAttributes.TRACELOOP_ASSOCIATION_PROPERTIES}.{key}", value)
-        workflow = context_api.get_value(WORKFLOW_NAME_KEY, parent_context)
-        if workflow:
-            span.set_attribute(SpanAttributes.TRACELOOP_WORKFLOW_NAME, workflow)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        pass
+from eval_platform.sample_data.agent_app.convention import (
+    EXPORT_BATCH_SIZE,
+    EXPORT_DELAY_MS,
+    SERVICE_NAME,
+    Convention,
+    tracer_provider,
+)
 
 
 class OpenLLMetryConvention(Convention):
     name = "openllmetry"
-    env = {"TRACELOOP_TRACE_CONTENT": "true"}
+    env = {
+        "TRACELOOP_TRACE_CONTENT": "true",
+        "TRACELOOP_TELEMETRY": "false",
+        "TRACELOOP_METRICS_ENABLED": "false",
+        "TRACELOOP_LOGGING_ENABLED": "false",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": str(EXPORT_BATCH_SIZE),
+        "OTEL_BSP_SCHEDULE_DELAY": str(EXPORT_DELAY_MS),
+    }
 
     def setup(self) -> None:
         from opentelemetry import trace
-        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from traceloop.sdk import Traceloop
+        from traceloop.sdk.instruments import Instruments
 
         self.tracer_provider = tracer_provider(self.name)
         self.tracer_provider.add_span_processor(self.ledger)
-        self.tracer_provider.add_span_processor(AssociationProperties())
-        add_otlp_export(self.tracer_provider, self.endpoint)
         trace.set_tracer_provider(self.tracer_provider)
-        OpenAIInstrumentor().instrument(tracer_provider=self.tracer_provider)
-        self.tracer = self.tracer_provider.get_tracer("traceloop.tracer")
+        Traceloop.init(
+            app_name=SERVICE_NAME,
+            api_endpoint=self.endpoint,  # never used with a custom exporter; loopback all the same
+            exporter=OTLPSpanExporter(endpoint=f"{self.endpoint}/v1/traces"),
+            disable_batch=False,
+            telemetry_enabled=False,
+            instruments={Instruments.OPENAI},
+        )
 
-    @contextmanager
-    def _entity(self, kind: str, name: str, inputs: dict[str, Any]) -> Iterator[Step]:
-        from opentelemetry.semconv_ai import SpanAttributes, TraceloopSpanKindValues
+    def run_request(
+        self,
+        name: str,
+        handle: Callable[[str], str | None],
+        question: str,
+        session_id: str | None = None,
+        user_id: str | None = None,
+    ) -> str | None:
+        from traceloop.sdk import Traceloop
+        from traceloop.sdk.decorators import workflow
 
-        step = Step()
-        attributes = {
-            SpanAttributes.TRACELOOP_SPAN_KIND: TraceloopSpanKindValues(kind).value,
-            SpanAttributes.TRACELOOP_ENTITY_NAME: name,
-            SpanAttributes.TRACELOOP_ENTITY_INPUT: json.dumps({"args": [], "kwargs": inputs}),
-        }
-        with self.tracer.start_as_current_span(f"{name}.{kind}", attributes=attributes) as span:
-            yield step
-            span.set_attribute(SpanAttributes.TRACELOOP_ENTITY_OUTPUT, json.dumps(step.output))
+        @workflow(name=name)
+        def request(question: str) -> str | None:
+            properties = {key: value for key, value in (("session_id", session_id), ("user_id", user_id)) if value}
+            if properties:
+                Traceloop.set_association_properties(properties)
+            return handle(question)
 
-    @contextmanager
-    def request(
-        self, name: str, user_text: str, session_id: str | None = None, user_id: str | None = None
-    ) -> Iterator[Step]:
-        properties = {key: value for key, value in (("session_id", session_id), ("user_id", user_id)) if value}
-        ctx = context_api.set_value(ASSOCIATION_PROPERTIES_KEY, properties)
-        token = context_api.attach(context_api.set_value(WORKFLOW_NAME_KEY, name, ctx))
-        try:
-            with self._entity("workflow", name, {"question": user_text}) as step:
-                yield step
-        finally:
-            context_api.detach(token)
+        return request(question)
 
-    def agent(self, name: str, user_text: str) -> Any:
-        return self._entity("agent", name, {"question": user_text})
+    def run_agent(self, name: str, run: Callable[[str], str], question: str) -> str:
+        from traceloop.sdk.decorators import agent
 
-    def tool(self, name: str, call_id: str, arguments: dict[str, Any]) -> Any:
-        return self._entity("tool", name, arguments)
+        return agent(name=name)(run)(question)
 
-    def retrieval(self, source: str, query: str) -> Any:
-        return self._entity("task", f"retrieve_{source}", {"query": query})
+    def run_tool(self, name: str, call_id: str, function: Callable[..., str], arguments: dict[str, Any]) -> str:
+        from traceloop.sdk.decorators import tool
+
+        return tool(name=name)(function)(**arguments)
+
+    def run_retrieval(
+        self, source: str, search: Callable[[str], list[tuple[str, str, float]]], query: str
+    ) -> list[tuple[str, str, float]]:
+        from traceloop.sdk.decorators import task
+
+        return task(name=f"retrieve_{source}")(search)(query)
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()

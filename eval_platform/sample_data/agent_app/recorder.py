@@ -8,6 +8,7 @@ scenario, the library versions used).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from eval_platform.sample_data.agent_app import CONVENTIONS, convention_class
 from eval_platform.sample_data.agent_app.convention import ScenarioLedger
@@ -31,6 +33,7 @@ PACKAGES = (
     "opentelemetry-util-genai",
     "opentelemetry-instrumentation-openai",
     "opentelemetry-semantic-conventions-ai",
+    "traceloop-sdk",
     "openinference-instrumentation-openai",
     "openinference-instrumentation",
     "langfuse",
@@ -105,10 +108,47 @@ def record(
     return results
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address) is this machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+class LoopbackOnly:
+    """An audit hook for the recording process: a connection to, or a name lookup of, anything but loopback is
+    refused (OSError, as if the network were down) and noted, so no library reaches the network unseen (a
+    telemetry or sync thread that swallows the error is still caught by `refused`)."""
+
+    def __init__(self) -> None:
+        self.refused: list[str] = []
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if event == "socket.connect":
+            address = args[1]
+            host = address[0] if isinstance(address, tuple) else None  # a unix socket path is local
+        elif event == "socket.getaddrinfo":
+            host = args[0]
+        else:
+            return
+        if isinstance(host, bytes):
+            host = host.decode(errors="replace")
+        if host is None or is_loopback(str(host)):
+            return
+        self.refused.append(f"{event} {host}")
+        raise OSError(f"the demo app talks to loopback addresses only, not {host!r}")
+
+
 def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path) -> None:
-    """Instrument this process with one library, run every scenario, flush, and write the manifest."""
+    """Instrument this process with one library, run every scenario, flush, and write the manifest. Nothing
+    may leave the machine (`LoopbackOnly`): the run fails if any library tried."""
     from eval_platform.sample_data.agent_app.app import run_scenarios
 
+    guard = LoopbackOnly()
+    sys.addaudithook(guard)
     ledger = ScenarioLedger()
     convention = convention_class(name)(endpoint, ledger)
     convention.setup()
@@ -116,6 +156,8 @@ def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path) -> N
         scenarios = run_scenarios(convention, base_url)
     finally:
         convention.shutdown()
+    if guard.refused:
+        raise RuntimeError(f"{name} tried to reach the network: {sorted(set(guard.refused))}")
     versions = {}
     for package in PACKAGES:
         try:
