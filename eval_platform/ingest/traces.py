@@ -257,7 +257,7 @@ class _Rows:
     holds all its rows as Python dicts), then put in file/line order with a repeated trace_id quarantined (the
     first in that order wins, over every kind of input)."""
 
-    CHUNK = 2_000  # trace rows per chunk
+    CHUNK = 1_000  # trace rows per chunk
 
     def __init__(self, day: str) -> None:
         self.day = day
