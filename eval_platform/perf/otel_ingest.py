@@ -102,7 +102,8 @@ def run_reader(name: str, root: Path, limit_gb: float = 12.0) -> str:
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
     )
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1][:160]
+        lines = done.stderr.strip().splitlines() or ["no message"]
+        last = next((line for line in lines if "memory" in line.lower()), lines[-1])[:160]
         took = time.perf_counter() - start
         return f"failed (exit {done.returncode}, {limit_gb:g} GB address-space cap) after {took:.1f} s: {last}"
     return done.stdout.strip().splitlines()[-1]
