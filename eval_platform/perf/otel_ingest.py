@@ -8,7 +8,8 @@ lines): every recorded line is replicated with new trace and span ids until the 
 written as Collector file-exporter JSON lines over `--files` files. Each reader then runs in its own process
 (so each peak RSS is its own): `read_trace_day` (the whole ingest: parse, assemble, read conventions, model,
 validate, frames), `pyarrow.json.read_json` and `polars.read_ndjson` of the same files (parse only, nothing
-assembled). Prints one line per reader: seconds, peak RSS, what it produced. Each reader's address space is
+assembled). Prints one line per reader: wall seconds (and CPU seconds, which a loaded machine changes less),
+peak RSS, what it produced. Each reader's address space is
 capped (`--memory-limit-gb`, RLIMIT_AS) so that one needing more than the machine fails alone ("failed ... after
 N s"), rather than the machine's OOM killer choosing a victim.
 """
@@ -89,8 +90,9 @@ def run_reader(name: str, root: Path, limit_gb: float = 12.0) -> str:
         "except Exception as exc:\n"
         "    out = f'failed: {type(exc).__name__}: {str(exc)[:120]}'\n"
         "took = time.perf_counter() - start\n"
-        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
-        "print(f'{took:.1f} s, peak RSS {rss:.0f} MB, {out}')\n"
+        "usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "rss, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime\n"
+        "print(f'{took:.1f} s (CPU {cpu:.1f} s), peak RSS {rss:.0f} MB, {out}')\n"
     )
     limit = int(limit_gb * 2**30)
     start = time.perf_counter()

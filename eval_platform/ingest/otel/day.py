@@ -11,7 +11,8 @@ whole and kept with its trace until the request where its trace ends (from pass 
 still open at a request are held: in exporter output (a span is written when it ends, a trace's spans within
 seconds) a handful. A trace whose spans are spread over the whole day is held for the whole day, and costs
 what it did before. A file must not change between the passes: pass 2 reads the requests pass 1 counted (an
-exporter appending lines meanwhile changes nothing) and checks each holds the same trace ids, or raises.
+exporter appending lines meanwhile changes nothing) and checks each holds the same trace ids, or raises. A file
+of the previous day is read again only if it holds a span or log record of a trace rooted in the day.
 
 Every row keeps the place it had when the whole day was read at once (`key`), so the caller can put the
 quarantine and the trace rows in the same order: rows that fail are returned as `Rejected` with their file, line,
@@ -84,6 +85,7 @@ class _Source:
     carried: bool
     first: int = 0
     end: int = 0  # the number after its last request
+    trace_ids: set[str] = field(default_factory=set)  # (the previous day's file) the traces its requests name
     requests: list[tuple[int | None, list[str], list[str | None], list[Candidate]]] = field(default_factory=list)
 
 
@@ -130,6 +132,9 @@ class OtelDay:
                 if trace_id is not None:
                     (self._seen.get(trace_id) or self._seen.setdefault(trace_id, _Seen())).last = number
             self._checks.append(hash((tuple(span_ids), tuple(event_ids))))
+            if source.carried:
+                source.trace_ids.update(span_ids)
+                source.trace_ids.update(t for t in event_ids if t is not None)
             if not source.carried:
                 unit = "line" if line is not None else "span"
                 self.rejected += [
@@ -149,6 +154,9 @@ class OtelDay:
                 ends.setdefault(seen.last, []).append(trace_id)
         held: dict[str, tuple[list[Span], list[LogEvent]]] = {}
         for source in self._sources:
+            if source.carried and not any(self._seen[t].today for t in source.trace_ids):
+                continue  # a file of the previous day without a span of a trace rooted today: nothing to take
+            source.trace_ids = set()
             number = source.first
             for candidate in iter_candidates(source.path, source.kind):
                 if number == source.end:
