@@ -366,8 +366,8 @@ def _gathered(columns: dict[str, list[pl.Series]], schema: dict[str, pl.DataType
     root span ends last, so a trace's last request is its root's)."""
     if not len(order):
         return empty_frame(schema)
-    in_order = len(order) == sum(len(chunk) for chunk in columns[next(iter(schema))]) and bool(
-        (order == pl.int_range(len(order), dtype=order.dtype, eager=True)).all()
+    in_order = len(order) == sum(len(chunk) for chunk in columns[next(iter(schema))]) and order.equals(
+        pl.Series(range(len(order)), dtype=order.dtype)
     )
     gathered = {}
     for name in schema:

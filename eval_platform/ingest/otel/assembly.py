@@ -192,7 +192,8 @@ def assemble_trace(trace_id: str, group: list[Span], events: list[LogEvent], day
         read_span(s)
     if all(s.fields.convention == "none" for s in trace.spans):
         message = f"trace {trace.trace_id} has {len(trace.spans)} span(s), none in a GenAI convention"
-        out.rejected += [("genai", item, RowError("no_genai_span", message)) for item in [*trace.spans, *trace.events]]
+        items: list[Span | LogEvent] = [*trace.spans, *trace.events]
+        out.rejected += [("genai", item, RowError("no_genai_span", message)) for item in items]
         return out
     out.trace = trace
     return out

@@ -128,9 +128,9 @@ class OtelDay:
                     seen.index, self._traces = self._traces, self._traces + 1
                 seen.today = seen.today or not source.carried
                 seen.last = number
-            for trace_id in event_ids:
-                if trace_id is not None:
-                    (self._seen.get(trace_id) or self._seen.setdefault(trace_id, _Seen())).last = number
+            for event_trace in event_ids:
+                if event_trace is not None:
+                    (self._seen.get(event_trace) or self._seen.setdefault(event_trace, _Seen())).last = number
             self._checks.append(hash((tuple(span_ids), tuple(event_ids))))
             if source.carried:
                 source.trace_ids.update(span_ids)
@@ -172,8 +172,8 @@ class OtelDay:
                         held.setdefault(span.trace_id, ([], []))[0].append(span)
                 for position, event in enumerate(events):
                     event.carried, event.at = source.carried, (number, position)
-                    seen = self._seen.get(event.trace_id or "")
-                    if seen is not None and seen.today:
+                    known = self._seen.get(event.trace_id or "")
+                    if known is not None and known.today:
                         held.setdefault(event.trace_id, ([], []))[1].append(event)  # type: ignore[arg-type]
                         continue
                     _, error = place_event(event, None)  # no trace of the day has its id
@@ -226,10 +226,11 @@ class OtelDay:
                     continue
                 if number in requests:
                     spans, events, _ = walk(candidate.otel, source.file, otel_line(candidate))
-                    for kind, items in (("span", spans), ("event", events)):
-                        for position, item in enumerate(items):
-                            if (number, kind, position) in places:
-                                found[(number, kind, position)] = item
+                    items: list[tuple[str, int, Span | LogEvent]] = [("span", i, s) for i, s in enumerate(spans)]
+                    items += [("event", i, e) for i, e in enumerate(events)]
+                    for kind, position, item in items:
+                        if (number, kind, position) in places:
+                            found[(number, kind, position)] = item
                 number += 1
         return found
 
