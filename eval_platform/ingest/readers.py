@@ -26,6 +26,7 @@ import csv
 import gzip
 import io
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,21 +87,23 @@ def _object_candidate(value: Any, line: int, raw: str, unit: str) -> list[Candid
 
 
 def read_jsonl(data: bytes) -> list[Candidate]:
-    candidates: list[Candidate] = []
-    for number, raw_bytes in enumerate(data.split(b"\n"), start=1):
-        raw_bytes = raw_bytes.removesuffix(b"\r")
+    return list(iter_jsonl(io.BytesIO(data)))
+
+
+def iter_jsonl(lines: Iterable[bytes]) -> Iterator[Candidate]:
+    """The candidates of JSON lines, one line at a time (`lines`: byte lines, with or without their `\\n`)."""
+    for number, raw_bytes in enumerate(lines, start=1):
+        raw_bytes = raw_bytes.removesuffix(b"\n").removesuffix(b"\r")
         if number == 1:
             raw_bytes = raw_bytes.removeprefix(b"\xef\xbb\xbf")
         try:
             text = raw_bytes.decode("utf-8")
         except UnicodeDecodeError as exc:
             raw = raw_bytes.decode("utf-8", errors="replace")
-            candidates.append(
-                Candidate(
-                    line=number,
-                    raw=raw,
-                    error=RowError("invalid_encoding", f"the line is not valid UTF-8 ({exc.reason})"),
-                )
+            yield Candidate(
+                line=number,
+                raw=raw,
+                error=RowError("invalid_encoding", f"the line is not valid UTF-8 ({exc.reason})"),
             )
             continue
         if not text.strip():
@@ -109,26 +112,28 @@ def read_jsonl(data: bytes) -> list[Candidate]:
             value = json.loads(text)
         except ValueError as exc:
             message = f"the line is not valid JSON: {getattr(exc, 'msg', exc)} (column {getattr(exc, 'colno', '?')})"
-            candidates.append(Candidate(line=number, raw=text, error=RowError("invalid_json", message)))
+            yield Candidate(line=number, raw=text, error=RowError("invalid_json", message))
             continue
-        candidates.extend(_object_candidate(value, number, text, "line"))
-    return candidates
+        yield from _object_candidate(value, number, text, "line")
 
 
 def read_json(data: bytes) -> list[Candidate]:
+    return list(iter_json(data))
+
+
+def iter_json(data: bytes) -> Iterator[Candidate]:
     """Candidates of a JSON document; a trace holding bytes that are not UTF-8 is quarantined on its own."""
-    candidates = _read_json(data)
-    for candidate in candidates:
+    for candidate in _read_json(data):
         if candidate.record is not None:
             raw = json.dumps(candidate.record, ensure_ascii=False, default=str)
             if _undecodable(raw):
                 candidate.record = None
                 candidate.raw = _shown(raw)
                 candidate.error = RowError("invalid_encoding", f"the {candidate.unit or 'element'} is not valid UTF-8")
-    return candidates
+        yield candidate
 
 
-def _read_json(data: bytes) -> list[Candidate]:
+def _read_json(data: bytes) -> Iterable[Candidate]:
     # A bad byte inside one element's strings costs that element; bytes that break the JSON itself
     # make the document unreadable, and the whole file is one quarantine row (its raw text kept).
     text = data.decode("utf-8-sig", errors="surrogateescape")
@@ -138,7 +143,7 @@ def _read_json(data: bytes) -> list[Candidate]:
         document = json.loads(text)
     except ValueError as exc:
         if _first_line_is_json(text):
-            return read_jsonl(data)
+            return iter_jsonl(io.BytesIO(data))  # JSON lines named .json: read a line at a time
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         return _file_error(
             "invalid_json", f"the file is not valid JSON: {getattr(exc, 'msg', exc)}{where}", _shown(text)
@@ -168,7 +173,12 @@ def _read_json(data: bytes) -> list[Candidate]:
 
 def _first_line_is_json(text: str) -> bool:
     """Whether a text that is not one JSON document starts with a line that is a whole JSON object (JSON lines)."""
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    first, size = None, 1 << 16
+    while first is None:  # the first non-blank line, splitting a growing head of the text, not the whole file
+        head = text[:size]
+        lines = head.splitlines() if size >= len(text) else head.splitlines()[:-1]  # the last may be cut
+        first = next((line for line in lines if line.strip()), None if size < len(text) else "")
+        size *= 4
     if first.strip() == text.strip():
         return False
     try:
@@ -251,14 +261,25 @@ def read_parquet(path: Path) -> list[Candidate]:
 
 def read_candidates(path: Path, kind: str) -> list[Candidate]:
     """All candidate rows of one file of a supported kind; OSError/gzip errors become a file-level row."""
+    return list(iter_candidates(path, kind))
+
+
+def iter_candidates(path: Path, kind: str) -> Iterator[Candidate]:
+    """`read_candidates`, one candidate at a time: a JSON lines file (also one named `.json`) is parsed a line at a
+    time, so a caller that does not keep the candidates holds one parsed line, not the file's."""
     if kind == "parquet":
-        return read_parquet(path)
+        yield from read_parquet(path)
+        return
     try:
         data = _read_bytes(path)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        return _file_error("unreadable_file", f"the file cannot be read ({type(exc).__name__}: {exc})", head_text(path))
+        yield from _file_error(
+            "unreadable_file", f"the file cannot be read ({type(exc).__name__}: {exc})", head_text(path)
+        )
+        return
     if kind == "jsonl":
-        return read_jsonl(data)
-    if kind == "json":
-        return read_json(data)
-    return read_csv(data)
+        yield from iter_jsonl(io.BytesIO(data))
+    elif kind == "json":
+        yield from iter_json(data)
+    else:
+        yield from read_csv(data)

@@ -1,6 +1,6 @@
 """A day of OTLP agent traces through the ingest, beside plain pyarrow / polars reading the same files.
 
-    python -m eval_platform.perf.otel_ingest [--spans 1000000] [--files 8] [--keep DIR]
+    python -m eval_platform.perf.otel_ingest [--spans 1000000] [--files 8] [--keep DIR] [--memory-limit-gb 12]
 
 The day is built from the recorded instrumentation output in `eval_platform_tests/fixtures/otel/` (OTel
 GenAI, OpenLLMetry, OpenInference, Langfuse: 12 traces, 30 spans each set, spans of a trace on several
@@ -8,7 +8,10 @@ lines): every recorded line is replicated with new trace and span ids until the 
 written as Collector file-exporter JSON lines over `--files` files. Each reader then runs in its own process
 (so each peak RSS is its own): `read_trace_day` (the whole ingest: parse, assemble, read conventions, model,
 validate, frames), `pyarrow.json.read_json` and `polars.read_ndjson` of the same files (parse only, nothing
-assembled). Prints one line per reader: seconds, peak RSS, what it produced.
+assembled). Prints one line per reader: wall seconds (and CPU seconds, which a loaded machine changes less),
+peak RSS, what it produced. Each reader's address space is
+capped (`--memory-limit-gb`, RLIMIT_AS) so that one needing more than the machine fails alone ("failed ... after
+N s"), rather than the machine's OOM killer choosing a victim.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -75,7 +79,7 @@ READERS = {
 }
 
 
-def run_reader(name: str, root: Path) -> str:
+def run_reader(name: str, root: Path, limit_gb: float = 12.0) -> str:
     code = (
         "import resource, sys, time\nfrom pathlib import Path\n"
         f"ROOT, DAY = Path({str(root)!r}), {DAY!r}\n"
@@ -86,11 +90,25 @@ def run_reader(name: str, root: Path) -> str:
         "except Exception as exc:\n"
         "    out = f'failed: {type(exc).__name__}: {str(exc)[:120]}'\n"
         "took = time.perf_counter() - start\n"
-        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
-        "print(f'{took:.1f} s, peak RSS {rss:.0f} MB, {out}')\n"
+        "usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "rss, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime\n"
+        "print(f'{took:.1f} s (CPU {cpu:.1f} s), peak RSS {rss:.0f} MB, {out}')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    return (done.stdout or done.stderr).strip().splitlines()[-1]
+    limit = int(limit_gb * 2**30)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+    )
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["no message"]
+        last = next((line for line in lines if "memory" in line.lower()), lines[-1])[:160]
+        took = time.perf_counter() - start
+        return f"failed (exit {done.returncode}, {limit_gb:g} GB address-space cap) after {took:.1f} s: {last}"
+    return done.stdout.strip().splitlines()[-1]
 
 
 def main() -> None:
@@ -98,6 +116,7 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--keep", type=Path, help="build the day here and keep it")
+    parser.add_argument("--memory-limit-gb", type=float, default=12.0, help="address-space cap of each reader")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
@@ -107,10 +126,11 @@ def main() -> None:
         traces = copies * 12 * len(FOLDERS)
         print(
             f"day: {written:,} spans, {traces:,} traces ({copies:,} copies of the {len(FOLDERS)} recordings), "
-            f"{size:,.0f} MB in {args.files} files, built in {time.perf_counter() - start:.1f} s"
+            f"{size:,.0f} MB in {args.files} files, built in {time.perf_counter() - start:.1f} s",
+            flush=True,
         )
         for name in READERS:
-            print(f"{name:8s} {run_reader(name, root)}")
+            print(f"{name:8s} {run_reader(name, root, args.memory_limit_gb)}", flush=True)
 
 
 if __name__ == "__main__":

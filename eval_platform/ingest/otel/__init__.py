@@ -12,5 +12,6 @@ The path of a day's OTLP input, one module per idea:
   midnight; orphans, duplicate span ids, parent cycles, clock skew; what a *row* is (a span);
 - `model.py`: the trace model: a trace's `traces` row (input, final answer, conversation, tool-call trajectory,
   totals, error, session and user) and its `spans` rows;
-- `day.py`: collects a day's requests and runs assembly and model.
+- `day.py`: reads a day's requests in two passes (which traces each holds; then each trace whole, assembled and
+  modelled as soon as its last request is read), so a day holds its open traces, not all its spans.
 """

@@ -57,15 +57,20 @@ class Trace:
 
 @dataclass
 class Assembly:
-    traces: list[Trace] = field(default_factory=list)
-    rejected: list[tuple[Span | LogEvent, RowError]] = field(default_factory=list)
+    """One trace's assembly: the trace (None when every row of it is quarantined) and its rejected rows, each with
+    the step that rejected it: `span` (the tree), `event` (a log record), `genai` (no GenAI span)."""
+
+    trace: Trace | None = None
+    rejected: list[tuple[str, Span | LogEvent, RowError]] = field(default_factory=list)
 
 
 def _roots(spans: list[Span], ids: set[str | None]) -> list[Span]:
     return [s for s in spans if s.parent_span_id is None or (s.parent_is_remote and s.parent_span_id not in ids)]
 
 
-def _assemble_one(trace_id: str, group: list[Span], day: str, next_day: str, out: Assembly) -> Trace | None:
+def _assemble_one(
+    trace_id: str, group: list[Span], day: str, next_day: str, rejected: list[tuple[Span, RowError]]
+) -> Trace | None:
     today = [s for s in group if not s.carried]
     ids = {s.span_id for s in group}
     roots = _roots(group, ids)
@@ -84,7 +89,7 @@ def _assemble_one(trace_id: str, group: list[Span], day: str, next_day: str, out
             )
             reason = "awaiting_root"
         for s in today:
-            out.rejected.append((s, RowError(reason, message.format(span=s.span_id))))
+            rejected.append((s, RowError(reason, message.format(span=s.span_id))))
         return None
     members = group  # the trace is rooted today: its spans carried from the day before are its rows too
     broken = [s for s in members if s.errors]
@@ -93,7 +98,7 @@ def _assemble_one(trace_id: str, group: list[Span], day: str, next_day: str, out
         for s in members:
             error = s.errors[0] if s.errors else first.errors[0]
             text = "; ".join(e.message for e in s.errors) or f"its trace has a broken span: {first.errors[0].message}"
-            out.rejected.append((s, RowError(error.reason, f"trace {trace_id}: {text}")))
+            rejected.append((s, RowError(error.reason, f"trace {trace_id}: {text}")))
         return None
     flags: list[str] = []
     by_id: dict[str, Span] = {}
@@ -102,7 +107,7 @@ def _assemble_one(trace_id: str, group: list[Span], day: str, next_day: str, out
         if s.span_id in by_id:
             kept = by_id[s.span_id]
             message = f"trace {trace_id} span {s.span_id} already appeared in {kept.where}; the first copy is kept"
-            out.rejected.append((s, RowError("duplicate_span_id", message)))
+            rejected.append((s, RowError("duplicate_span_id", message)))
             if "duplicate_span_id" not in flags:
                 flags.append("duplicate_span_id")
             continue
@@ -145,7 +150,7 @@ def _assemble_one(trace_id: str, group: list[Span], day: str, next_day: str, out
         cycle_ids = {s.span_id for s in cycle}
         for s in cycle:
             message = f"trace {trace_id}: span {s.span_id}'s parent chain loops and never reaches the root span"
-            out.rejected.append((s, RowError("parent_cycle", message)))
+            rejected.append((s, RowError("parent_cycle", message)))
         partial = partial or f"parent_cycle:{min(cycle, key=lambda s: s.sort_key).span_id}"
         flags.append("parent_cycle")
         unique = [s for s in unique if s.span_id not in cycle_ids]
@@ -165,47 +170,50 @@ def _is_genai_event(event: LogEvent) -> bool:
     return event.trace_id is not None and event.span_id is not None and event.event.name.startswith("gen_ai.")
 
 
-def assemble(spans: list[Span], events: list[LogEvent], day: str, next_day: str) -> Assembly:
-    """The day's traces (conventions read) and its rejected rows; `spans`/`events` in reading order, the
-    previous day's (`carried`) first."""
+def assemble_trace(trace_id: str, group: list[Span], events: list[LogEvent], day: str, next_day: str) -> Assembly:
+    """One trace of the day with its rejected rows: `group` is every span read with its trace id, `events` every
+    log record naming it, both in reading order (the previous day's, `carried`, first); at least one span is the
+    day's own. Its spans' conventions are read (`SpanFields`)."""
     out = Assembly()
-    groups: dict[str, list[Span]] = {}
-    for s in spans:
-        groups.setdefault(s.trace_id, []).append(s)
-    traces: dict[str, Trace] = {}
-    for trace_id, group in groups.items():
-        if any(not s.carried for s in group):
-            trace = _assemble_one(trace_id, group, day, next_day, out)
-            if trace is not None:
-                traces[trace_id] = trace
-    rejected_traces = {item.trace_id: error for item, error in out.rejected if isinstance(item, Span)}
+    rejected: list[tuple[Span, RowError]] = []
+    trace = _assemble_one(trace_id, group, day, next_day, rejected)
+    out.rejected += [("span", s, error) for s, error in rejected]
+    trace_error = rejected[-1][1] if rejected else None
     for event in events:
-        trace = traces.get(event.trace_id or "")
-        if event.carried and trace is None:
-            continue  # a record of the previous day's own traces
-        if not _is_genai_event(event):
-            message = (
-                f"log record '{event.event.name}' is not a GenAI event of a span (gen_ai.* with trace and span id)"
-            )
-            out.rejected.append((event, RowError("not_a_genai_event", message)))
-            continue
-        span = next((s for s in trace.spans if s.span_id == event.span_id), None) if trace else None
-        if span is None:
-            error = rejected_traces.get(event.trace_id or "")
-            message = f"event '{event.event.name}' of span {event.span_id} (trace {event.trace_id})"
-            if error is not None:
-                out.rejected.append((event, RowError(error.reason, f"{message}: its trace is quarantined")))
-            else:
-                out.rejected.append((event, RowError("orphan_event", f"{message}: no such span in the day's traces")))
-            continue
-        span.events.append(event.event)
-        trace.events.append(event)  # type: ignore[union-attr]
-    for trace in traces.values():
-        for s in trace.spans:
-            read_span(s)
-        if all(s.fields.convention == "none" for s in trace.spans):
-            message = f"trace {trace.trace_id} has {len(trace.spans)} span(s), none in a GenAI convention"
-            out.rejected += [(item, RowError("no_genai_span", message)) for item in [*trace.spans, *trace.events]]
-            continue
-        out.traces.append(trace)
+        span, error = place_event(event, trace, trace_error)
+        if error is not None:
+            out.rejected.append(("event", event, error))
+        elif span is not None:
+            span.events.append(event.event)
+            trace.events.append(event)  # type: ignore[union-attr]
+    if trace is None:
+        return out
+    for s in trace.spans:
+        read_span(s)
+    if all(s.fields.convention == "none" for s in trace.spans):
+        message = f"trace {trace.trace_id} has {len(trace.spans)} span(s), none in a GenAI convention"
+        items: list[Span | LogEvent] = [*trace.spans, *trace.events]
+        out.rejected += [("genai", item, RowError("no_genai_span", message)) for item in items]
+        return out
+    out.trace = trace
     return out
+
+
+def place_event(
+    event: LogEvent, trace: Trace | None, trace_error: RowError | None = None
+) -> tuple[Span | None, RowError | None]:
+    """A log record's span in its trace (`trace`: the day's trace of its trace id, if any; `trace_error`: why that
+    trace's spans were quarantined, if they were), or why the record is quarantined. (None, None): a record of
+    the previous day's own traces, neither read nor counted."""
+    if event.carried and trace is None:
+        return None, None
+    if not _is_genai_event(event):
+        message = f"log record '{event.event.name}' is not a GenAI event of a span (gen_ai.* with trace and span id)"
+        return None, RowError("not_a_genai_event", message)
+    span = next((s for s in trace.spans if s.span_id == event.span_id), None) if trace else None
+    if span is not None:
+        return span, None
+    message = f"event '{event.event.name}' of span {event.span_id} (trace {event.trace_id})"
+    if trace_error is not None:
+        return None, RowError(trace_error.reason, f"{message}: its trace is quarantined")
+    return None, RowError("orphan_event", f"{message}: no such span in the day's traces")

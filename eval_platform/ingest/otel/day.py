@@ -1,19 +1,43 @@
-"""One day's OTLP input: collect the requests of every file (and the previous day's), then assemble and model.
+"""One day's OTLP input in two passes, so that a day holds one trace at a time, not every span of the day.
 
-`OtelDay.add` walks one OTLP/JSON request as a reader found it (a JSONL line, a `.json` document or array
-element); `finish` assembles the day's whole traces (`assembly.py`) and turns each into its `traces` record
-and `spans` rows (`model.py`). Rows that fail are returned as `Rejected` with their file, line, raw and reason.
+Pass 1 (`OtelDay.index`, while `traces.py` reads each file): which traces each request (JSONL line, `.json`
+document or array element) holds, from the ids alone: for every trace id, its place in reading order (its
+first span read) and the last request holding one of its spans or log records. The envelope's errors are rows
+of their own (`invalid_otlp:<what>`) right away.
+
+Pass 2 (`OtelDay.finish`): the files are read again, request by request; each span and log record is parsed
+whole and kept with its trace until the request where its trace ends (from pass 1), which is then assembled
+(`assembly.py`) and turned into its `traces` record and `spans` rows (`model.py`), and dropped. Only the traces
+still open at a request are held: in exporter output (a span is written when it ends, a trace's spans within
+seconds) a handful. A trace whose spans are spread over the whole day is held for the whole day, and costs
+what it did before. A file must not change between the passes: pass 2 reads the requests pass 1 counted (an
+exporter appending lines meanwhile changes nothing) and checks each holds the same trace ids, or raises. A file
+of the previous day is read again only if it holds a span or log record of a trace rooted in the day.
+
+Every row keeps the place it had when the whole day was read at once (`key`), so the caller can put the
+quarantine and the trace rows in the same order: rows that fail are returned as `Rejected` with their file, line,
+raw and reason.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from eval_platform.ingest.common import Candidate, RowError, dumps
-from eval_platform.ingest.otel.assembly import Trace, assemble
+from eval_platform.ingest.otel.assembly import Trace, assemble_trace, place_event
 from eval_platform.ingest.otel.envelope import LogEvent, Span, walk
 from eval_platform.ingest.otel.model import span_row, trace_record
+from eval_platform.ingest.readers import iter_candidates
+
+# The order rows were quarantined in when the whole day was read at once (the first field of `Rejected.key`):
+# the caller's invalid records, then traces failing validation, envelope errors, assembly, log records, no
+# GenAI span, modelling errors; the caller's duplicate trace ids last.
+INVALID_RECORD, ENVELOPE, ASSEMBLY, EVENT, NO_GENAI, MODEL = 1, 2, 3, 4, 5, 6
+_STAGES = {"span": ASSEMBLY, "genai": NO_GENAI}
 
 
 @dataclass
@@ -23,6 +47,7 @@ class Rejected:
     unit: str
     error: RowError
     raw: str
+    key: tuple[int, ...] = ()  # its place among the day's rejected rows (see INVALID_RECORD ...)
 
 
 @dataclass
@@ -36,57 +61,206 @@ class ModelledTrace:
     file: str  # the root span's file and line (the trace row's source)
     line: int | None
     unit: str
+    index: int = 0  # the trace's place in reading order (its first span read)
+
+
+class _Seen:
+    """Pass 1's knowledge of one trace id."""
+
+    __slots__ = ("index", "today", "last")
+
+    def __init__(self) -> None:
+        self.index: int | None = None  # its place in reading order; None: log records only, no span
+        self.today = False  # a span of it is in the day's own folder
+        self.last = 0  # the last request holding a span or log record of it
 
 
 @dataclass
+class _Source:
+    """A file holding OTLP requests: its requests are numbered `first`, `first + 1`, ... in reading order."""
+
+    file: str
+    path: Path
+    kind: str
+    carried: bool
+    first: int = 0
+    end: int = 0  # the number after its last request
+    trace_ids: set[str] = field(default_factory=set)  # (the previous day's file) the traces its requests name
+    requests: list[tuple[int | None, list[str], list[str | None], list[Candidate]]] = field(default_factory=list)
+
+
+def otel_line(candidate: Candidate) -> int | None:
+    """The line an OTLP request's items get: its JSONL line or array element; None for a lone document."""
+    return candidate.line if candidate.unit in ("line", "element") else None
+
+
 class OtelDay:
-    day: str
-    next_day: str
-    spans: list[Span] = field(default_factory=list)
-    events: list[LogEvent] = field(default_factory=list)
-    rejected: list[Rejected] = field(default_factory=list)
+    def __init__(self, day: str, next_day: str) -> None:
+        self.day, self.next_day = day, next_day
+        self.rejected: list[Rejected] = []
+        self._seen: dict[str, _Seen] = {}
+        self._sources: list[_Source] = []  # the files holding OTLP requests, in reading order
+        self._firsts: list[int] = []  # each one's first request
+        self._checks: list[int] = []  # per request: a hash of the trace ids it holds, checked in pass 2
+        self._traces = 0
 
-    def add(self, document: dict[str, Any], file: str, line: int | None, *, carried: bool = False) -> None:
-        spans, events, errors = walk(document, file, line)
-        for item in [*spans, *events]:
-            item.carried = carried
-        self.spans += spans
-        self.events += events
-        if not carried:
-            unit = "line" if line is not None else "span"
-            self.rejected += [_rejected_candidate(c, file, unit) for c in errors]
+    # pass 1
+    def source(self, file: str, path: Path, kind: str, *, carried: bool = False) -> _Source:
+        """A file about to be read; hand its OTLP requests to `index`, then `commit` it once read whole."""
+        return _Source(file, path, kind, carried)
 
-    def finish(self) -> list[ModelledTrace]:
-        assembly = assemble(self.spans, self.events, self.day, self.next_day)
-        self.rejected += [reject(item, error) for item, error in assembly.rejected]
-        modelled = []
-        for trace in assembly.traces:
-            try:
-                modelled.append(model_trace(trace))
-            except Exception as exc:  # an ingest bug must not crash the day nor lose the trace's rows
-                error = RowError(
-                    "unexpected_error", f"trace {trace.trace_id} could not be modelled ({type(exc).__name__}: {exc})"
-                )
-                self.rejected += [reject(item, error) for item in trace_items(trace)]
-        return modelled
+    def index(self, source: _Source, candidate: Candidate) -> None:
+        assert candidate.otel is not None
+        line = otel_line(candidate)
+        spans, events, errors = walk(candidate.otel, source.file, line, ids_only=True)
+        source.requests.append((line, [s.trace_id for s in spans], [e.trace_id for e in events], errors))
+
+    def commit(self, source: _Source) -> None:
+        """The file was read whole: its requests count (a file whose reading failed is not read in pass 2)."""
+        if not source.requests:
+            return  # no OTLP request: not read again
+        source.first = len(self._checks)
+        unit = "span"
+        for number, (line, span_ids, event_ids, errors) in enumerate(source.requests, start=source.first):
+            for trace_id in span_ids:
+                seen = self._seen.get(trace_id) or self._seen.setdefault(trace_id, _Seen())
+                if seen.index is None:
+                    seen.index, self._traces = self._traces, self._traces + 1
+                seen.today = seen.today or not source.carried
+                seen.last = number
+            for event_trace in event_ids:
+                if event_trace is not None:
+                    (self._seen.get(event_trace) or self._seen.setdefault(event_trace, _Seen())).last = number
+            self._checks.append(hash((tuple(span_ids), tuple(event_ids))))
+            if source.carried:
+                source.trace_ids.update(span_ids)
+                source.trace_ids.update(t for t in event_ids if t is not None)
+            if not source.carried:
+                unit = "line" if line is not None else "span"
+                self.rejected += [
+                    _rejected_candidate(c, source.file, unit, (ENVELOPE, number, k)) for k, c in enumerate(errors)
+                ]
+        source.requests, source.end = [], len(self._checks)
+        self._sources.append(source)
+        self._firsts.append(source.first)
+
+    # pass 2
+    def finish(self) -> Iterator[ModelledTrace]:
+        """The day's traces, each as soon as its last request is read (in that order, not in reading order);
+        their rejected rows are added to `rejected`."""
+        ends: dict[int, list[str]] = {}
+        for trace_id, seen in self._seen.items():
+            if seen.today:
+                ends.setdefault(seen.last, []).append(trace_id)
+        held: dict[str, tuple[list[Span], list[LogEvent]]] = {}
+        for source in self._sources:
+            if source.carried and not any(self._seen[t].today for t in source.trace_ids):
+                continue  # a file of the previous day without a span of a trace rooted today: nothing to take
+            source.trace_ids = set()
+            number = source.first
+            for candidate in iter_candidates(source.path, source.kind):
+                if number == source.end:
+                    break
+                if candidate.otel is None:
+                    continue
+                spans, events, _ = walk(candidate.otel, source.file, otel_line(candidate))
+                if hash((tuple(s.trace_id for s in spans), tuple(e.trace_id for e in events))) != self._checks[number]:
+                    raise _changed(source, candidate)
+                for position, span in enumerate(spans):
+                    if self._seen[span.trace_id].today:
+                        span.carried, span.at = source.carried, (number, position)
+                        held.setdefault(span.trace_id, ([], []))[0].append(span)
+                for position, event in enumerate(events):
+                    event.carried, event.at = source.carried, (number, position)
+                    known = self._seen.get(event.trace_id or "")
+                    if known is not None and known.today:
+                        held.setdefault(event.trace_id, ([], []))[1].append(event)  # type: ignore[arg-type]
+                        continue
+                    _, error = place_event(event, None)  # no trace of the day has its id
+                    if error is not None:
+                        self.rejected.append(reject(event, error, (EVENT, *event.at)))
+                for trace_id in ends.pop(number, []):
+                    spans, events = held.pop(trace_id)
+                    modelled = self._trace(trace_id, self._seen[trace_id].index or 0, spans, events)
+                    if modelled is not None:
+                        yield modelled
+                number += 1
+            if number != source.end:
+                raise _changed(source, None)
+        assert not held and not ends, "every trace of the day ends at a request read in pass 2"
+
+    def _trace(self, trace_id: str, index: int, spans: list[Span], events: list[LogEvent]) -> ModelledTrace | None:
+        assembly = assemble_trace(trace_id, spans, events, self.day, self.next_day)
+        for k, (stage, item, error) in enumerate(assembly.rejected):
+            key = (EVENT, *item.at) if stage == "event" else (_STAGES[stage], index, k)
+            self.rejected.append(reject(item, error, key))
+        if assembly.trace is None:
+            return None
+        try:
+            return model_trace(assembly.trace, index)
+        except Exception as exc:  # an ingest bug must not crash the day nor lose the trace's rows
+            trace = assembly.trace
+            error = RowError(
+                "unexpected_error", f"trace {trace.trace_id} could not be modelled ({type(exc).__name__}: {exc})"
+            )
+            self.rejected += [reject(item, error, (MODEL, index, k)) for k, item in enumerate(trace_items(trace))]
+            return None
+
+    def file_of(self, number: int) -> str:
+        """The file of request `number`."""
+        return self._sources[bisect_right(self._firsts, number) - 1].file
+
+    def items_at(self, places: set[tuple[int, str, int]]) -> dict[tuple[int, str, int], Span | LogEvent]:
+        """The spans and log records at `places` ((request, "span" | "event", position)), read again (pass 3:
+        the rows of a trace found a duplicate only once the day is read)."""
+        requests = {number for number, _, _ in places}
+        found: dict[tuple[int, str, int], Span | LogEvent] = {}
+        for source in self._sources:
+            if not any(source.first <= number < source.end for number in requests):
+                continue
+            number = source.first
+            for candidate in iter_candidates(source.path, source.kind):
+                if number == source.end:
+                    break
+                if candidate.otel is None:
+                    continue
+                if number in requests:
+                    spans, events, _ = walk(candidate.otel, source.file, otel_line(candidate))
+                    items: list[tuple[str, int, Span | LogEvent]] = [("span", i, s) for i, s in enumerate(spans)]
+                    items += [("event", i, e) for i, e in enumerate(events)]
+                    for kind, position, item in items:
+                        if (number, kind, position) in places:
+                            found[(number, kind, position)] = item
+                number += 1
+        return found
+
+
+def _changed(source: _Source, candidate: Candidate | None) -> RuntimeError:
+    where = f"{source.file} line {candidate.line}" if candidate is not None else source.file
+    return RuntimeError(
+        f"{where} changed while the day was being read (its OTLP requests differ between the two passes of the "
+        "ingest); nothing was written: read the day again once the file is complete"
+    )
 
 
 def trace_items(trace: Trace) -> list[Span | LogEvent]:
     return [*trace.spans, *trace.events]
 
 
-def model_trace(trace: Trace) -> ModelledTrace:
+def model_trace(trace: Trace, index: int = 0) -> ModelledTrace:
     built = trace_record(trace)
     trace_id = built["record"]["trace_id"]
     rows = [span_row(s, str(trace_id), summary) for s, summary in zip(trace.spans, built["summaries"], strict=True)]
     root = trace.root
-    return ModelledTrace(built["record"], built["extras"], rows, trace_items(trace), root.file, root.line, root.unit)
+    return ModelledTrace(
+        built["record"], built["extras"], rows, trace_items(trace), root.file, root.line, root.unit, index
+    )
 
 
-def reject(item: Span | LogEvent, error: RowError) -> Rejected:
-    return Rejected(item.file, item.line, item.unit, error, dumps(item.raw))
+def reject(item: Span | LogEvent, error: RowError, key: tuple[int, ...] = ()) -> Rejected:
+    return Rejected(item.file, item.line, item.unit, error, dumps(item.raw), key)
 
 
-def _rejected_candidate(candidate: Candidate, file: str, unit: str) -> Rejected:
+def _rejected_candidate(candidate: Candidate, file: str, unit: str, key: tuple[int, ...]) -> Rejected:
     assert candidate.error is not None
-    return Rejected(file, candidate.line, unit, candidate.error, candidate.raw)
+    return Rejected(file, candidate.line, unit, candidate.error, candidate.raw, key)

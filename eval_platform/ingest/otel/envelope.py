@@ -67,6 +67,7 @@ class Span:
     errors: list[RowError] = field(default_factory=list)
     carried: bool = False  # read from the previous day's folder (see assembly.py)
     fields: Any = None  # a `SpanFields` once the conventions have read the span
+    at: tuple[int, int] = (0, 0)  # (the request's place in the day's reading order, the span's place in it)
 
     @property
     def where(self) -> str:
@@ -89,6 +90,7 @@ class LogEvent:
     span_id: str | None
     event: Event
     carried: bool = False
+    at: tuple[int, int] = (0, 0)  # (the request's place in the day's reading order, the record's place in it)
 
     @property
     def where(self) -> str:
@@ -194,11 +196,14 @@ def _log_event(record: dict[str, Any], where: str) -> Event:
     )
 
 
-def walk(document: dict[str, Any], file: str, line: int | None) -> tuple[list[Span], list[LogEvent], list[Candidate]]:
+def walk(
+    document: dict[str, Any], file: str, line: int | None, *, ids_only: bool = False
+) -> tuple[list[Span], list[LogEvent], list[Candidate]]:
     """Every span and log record of one request, plus error rows for what cannot belong to any trace.
 
     `line` (a JSONL line) is every item's line; without it (a whole `.json` document) an item's line is its
-    1-based position among the document's spans (or log records).
+    1-based position among the document's spans (or log records). `ids_only`: the spans carry only their trace
+    id (their own fields are not read): which traces a request holds, for the day's first pass (`day.py`).
     """
     spans: list[Span] = []
     events: list[LogEvent] = []
@@ -253,7 +258,7 @@ def walk(document: dict[str, Any], file: str, line: int | None) -> tuple[list[Sp
                             fail(item, "invalid_otlp:traceId", message, at)
                             continue
                         base = Span(file=file, line=at, unit=unit, raw=item, resource=resource, trace_id=trace_id)
-                        spans.append(_parse_span(item, trace_id, base))
+                        spans.append(base if ids_only else _parse_span(item, trace_id, base))
                         continue
                     try:
                         event = _log_event(item, f"log record #{position}")
