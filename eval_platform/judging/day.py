@@ -39,6 +39,8 @@ def in_projects(config: EvaluatorConfig, traces: pl.DataFrame) -> pl.DataFrame:
     get no row (they are not this evaluator's, as another day's traces are not this partition's)."""
     if config.projects is None:
         return traces
+    if "project_id" not in traces.columns:  # traces of no project: none is the evaluator's
+        return traces.clear()
     return traces.filter(pl.col("project_id").is_in(config.projects))
 
 

@@ -392,7 +392,13 @@ def test_builtin_agent_templates_render_and_parse(local_judge, runtime, name, ta
     # shipped off, or on for the demo's agent app only: judging your own traces with one is a choice to pay
     assert not builtin.enabled or builtin.projects == ["agent-demo-app"]
     config = builtin.model_copy(
-        update={"enabled": True, "model": "openai/mock", "api_base": local_judge.base_url, "api_key_env": None}
+        update={
+            "enabled": True,
+            "model": "openai/mock",
+            "api_base": local_judge.base_url,
+            "api_key_env": None,
+            "projects": None,
+        }
     )
     if target == "session":
         traces = session_traces()
