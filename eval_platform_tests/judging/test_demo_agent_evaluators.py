@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from eval_platform.demo import _targets_summary
 from eval_platform.ingest.traces import read_trace_day
 from eval_platform.judging.evaluator_day import judge_partition
 from eval_platform.judging.loading import load_evaluators
@@ -18,7 +19,8 @@ from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform.storage.warehouse import write_partition
+from eval_platform.schemas import JUDGE_SCORE_SCHEMA
+from eval_platform.storage.warehouse import refresh_catalog, write_partition
 from eval_platform_tests.conftest import REPO_DATA, copy_sample_days, judge_requests
 
 DAY = "2026-11-13"  # also holds the PandaLM OTLP file: spans of another project the selectors would match
@@ -135,6 +137,18 @@ def test_tool_errors_is_a_check_with_no_call(day, judged):
     # a trace without tool calls is never a pass: SKIPPED with the reason
     assert set(rows.filter(pl.col("status") == "SKIPPED")["reason"]) <= {"missing_field", "not_applicable"}
     assert rows.filter(pl.col("status") == "SKIPPED").height == 45
+
+
+def test_the_demo_summary_says_what_each_row_judges_and_why_rows_were_skipped(day, judged):
+    assert refresh_catalog(day["root"], {"judge_scores": JUDGE_SCORE_SCHEMA})
+    text = _targets_summary(day["root"], load_evaluators(REPO_DATA / "evaluators"))
+    lines = {line.split()[0]: line.split(None, 4)[1:] for line in text.splitlines()[2:]}
+    assert lines == {
+        "conversation_quality": ["session", "10", "sessions", "skipped: empty_text 2, no_session 35"],
+        "task_completion": ["trace", "60", "traces", "skipped: app_error 5, empty_text 11"],
+        "tool_call_quality": ["span", "15", "spans", "skipped: app_error 5, empty_text 2, span_not_found 45"],
+        "tool_errors": ["check", "60", "traces", "skipped: missing_field 45"],
+    }
 
 
 def test_the_demo_data_is_small(day):
