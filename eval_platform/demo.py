@@ -89,6 +89,37 @@ def _summary(root: Path) -> str:
     return "\n".join(lines)
 
 
+def _targets_summary(root: Path, evaluators: dict) -> str:
+    """What one row is for the evaluators that judge spans or sessions or run a check, or that skipped rows for a
+    reason of their own (not sampling): the rows by their unit, and the skips by reason."""
+    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+        units = {
+            name: (traces, spans, sessions)
+            for name, traces, spans, sessions in conn.execute(
+                "SELECT evaluator, count(DISTINCT trace_id), count(span_id), count(DISTINCT session_id) "
+                "FROM judge_scores GROUP BY evaluator"
+            ).fetchall()
+        }
+        skips: dict[str, list[str]] = {}
+        for name, reason, count in conn.execute(
+            f"SELECT evaluator, reason, count(*) FROM judge_scores WHERE status = '{SKIPPED}' "
+            f"AND reason <> '{NOT_SAMPLED}' GROUP BY ALL ORDER BY ALL"
+        ).fetchall():
+            skips.setdefault(name, []).append(f"{reason} {count}")
+    lines = []
+    for name, (traces, spans, sessions) in sorted(units.items()):
+        config = evaluators.get(name)
+        kind = "check" if config is not None and config.check is not None else getattr(config, "judged_target", None)
+        if kind in (None, "trace") and name not in skips:
+            continue
+        count, unit = {"span": (spans, "spans"), "session": (sessions, "sessions")}.get(kind, (traces, "traces"))
+        lines.append(f"  {name:<22}{kind:<9}{count:>5} {unit:<10}skipped: {', '.join(skips.get(name, [])) or '-'}")
+    header = (
+        "\nwhat one row judges (trace, span, session; check: no model), and the skips by reason (not_sampled aside):"
+    )
+    return "\n".join([header, *lines]) if lines else ""
+
+
 def _agreement_summary(root: Path) -> str:
     """Judge vs human accuracy and kappa per judge, under both conventions for unusable verdicts."""
     with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
@@ -300,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary(root))
     if batch_line:
         print(batch_line)
+    targets = _targets_summary(root, evaluators)
+    if targets:
+        print(targets)
     print(_agreement_summary(root))
     print(_experiments_summary(root))
     print(_leaderboard_summary(root))

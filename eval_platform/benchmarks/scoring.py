@@ -138,8 +138,9 @@ def _evaluator_scores(
             },
         )
         day = f"benchmark:{run.suite_name}.{run.task_name}"
-        # Every case is judged: an evaluator's trace sampling (trigger/sample_rate) is for production traffic.
-        config = config.model_copy(update={"trigger": "all", "enabled": True})
+        # Every case is judged: the trace selection of an evaluator (trigger, sample_rate, projects) is for
+        # production traffic.
+        config = config.model_copy(update={"trigger": "all", "enabled": True, "projects": None})
         judged = judge_day(config, day, traces, run.runtime).rows.filter(pl.col("is_final"))
         values = {}
         for row in judged.iter_rows(named=True):

@@ -26,7 +26,17 @@ from eval_platform.scoring.base import Scorer, ScorerOptions
 
 # The fields of an evaluator file a check evaluator has; every other field configures a judge call.
 CHECK_EVALUATOR_FIELDS = frozenset(
-    {"name", "description", "enabled", "check", "trigger", "sample_rate", "max_failed_rate", "human_agreement"}
+    {
+        "name",
+        "description",
+        "enabled",
+        "check",
+        "trigger",
+        "sample_rate",
+        "projects",
+        "max_failed_rate",
+        "human_agreement",
+    }
 )
 CHECK_MODE = binary.MODE.name  # what a check's verdict is: passed true/false
 

@@ -99,6 +99,12 @@ class EvaluatorConfig(_Strict):
     min_confidence: float = Field(0.5, ge=0, le=1, description="Reported confidence below this flags the row.")
     trigger: Trigger = "all"
     sample_rate: float | None = Field(None, gt=0.0, le=1.0)
+    projects: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Judge only the traces of these projects (`project_id`); unset: every trace. Traces of other "
+        "projects are not this evaluator's: they get no row.",
+    )
     # What is judged (`judging.targets`; README "What an evaluator judges").
     target: Target | None = Field(None, description="trace (default), span (each selected span) or session.")
     span: str | SpanSelector | None = Field(
@@ -361,7 +367,7 @@ class EvaluatorConfig(_Strict):
     def config_hash(self) -> str:
         """Changes exactly when something that can change a verdict changes (VERDICT_FIELDS and the models).
 
-        The description, enabled, the trigger and sample rate (which traces, not what verdict), budgets and
+        The description, enabled, the trigger, sample rate and projects (which traces, not what verdict), budgets and
         prices, timeouts and retries, the endpoint and key variable, and human_agreement leave it unchanged.
         """
         verdict = self.model_dump(mode="json", include=set(VERDICT_FIELDS) - {"target", *HASHED_WHEN_SET})
@@ -416,6 +422,7 @@ NON_VERDICT_FIELDS = (
     "enabled",
     "trigger",
     "sample_rate",
+    "projects",
     "max_daily_cost_usd",
     "max_monthly_cost_usd",
     "input_cost_per_million",

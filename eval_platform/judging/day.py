@@ -1,4 +1,4 @@
-"""What every evaluator-day shares, judged or checked: which traces are selected, and the day's result.
+"""What every evaluator-day shares, judged or checked: which traces are its and selected, and the day's result.
 
 `judging.runner` (judge evaluators) and `judging.checks` (check evaluators, no model) both build on it, so the
 same traces are selected whoever scores them and both report the same summary.
@@ -32,6 +32,16 @@ def selection_skip(config: EvaluatorConfig, unit_id: str, manual_trace_ids: set[
     if config.trigger == "manual" and unit_id not in manual_trace_ids:
         return NOT_SELECTED, "trigger 'manual' and the trace was not named in the run config"
     return None
+
+
+def in_projects(config: EvaluatorConfig, traces: pl.DataFrame) -> pl.DataFrame:
+    """The traces that are the evaluator's: those of its `projects`, or every trace when it names none. The others
+    get no row (they are not this evaluator's, as another day's traces are not this partition's)."""
+    if config.projects is None:
+        return traces
+    if "project_id" not in traces.columns:  # traces of no project: none is the evaluator's
+        return traces.clear()
+    return traces.filter(pl.col("project_id").is_in(config.projects))
 
 
 @dataclass

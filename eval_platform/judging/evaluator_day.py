@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.day import DayResult
+from eval_platform.judging.day import DayResult, in_projects
 from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import judge_day
@@ -63,6 +63,7 @@ def judge_partition(
     day_traces = read_partition(root, "traces", {"date": day})
     if day_traces is None:
         raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
+    day_traces = in_projects(evaluator, day_traces)  # every trace of its projects gets a row, no other
     if evaluator.reference is not None and evaluator.reference.source == "dataset":
         cases = reference_cases(root, evaluator.reference)
         day_traces = attach_dataset_references(day_traces, cases, evaluator.reference.match_on)

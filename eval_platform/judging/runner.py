@@ -19,7 +19,7 @@ import polars as pl
 from eval_platform.judging.checks import check_day
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.consensus import consensus_row
-from eval_platform.judging.day import DayResult, selection_skip, summarize
+from eval_platform.judging.day import DayResult, in_projects, selection_skip, summarize
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import build_messages, candidates_text
 from eval_platform.judging.targets import plan_units, trace_skip, trace_values
@@ -98,8 +98,10 @@ def judge_day(
     runtime: JudgeRuntime,
     manual_trace_ids: set[str] | None = None,
 ) -> DayResult:
-    """Judge every selected trace (pair, group) of `day`; every slot ends with exactly one status per member."""
+    """Judge every selected trace (pair, group) of `day` (of the evaluator's `projects`); every slot ends with exactly
+    one status per member."""
     manual = manual_trace_ids or set()
+    traces = in_projects(config, traces)
     if config.check is not None:
         # A check evaluator runs a scorer on each trace: no model, call, cache or budget (judging.checks).
         return check_day(config, day, traces, manual)

@@ -9,7 +9,9 @@ first removes exactly what it generates):
   model, in JSONL plus, on some days, CSV, Parquet, a JSON array and one OTLP/JSON file (see `LAYOUT`);
   `traces/2026-11-12/zz_bad_rows.jsonl` (one broken row per defect) and `traces/2026-11-12/notes.txt`;
 * `annotations/pandalm_human.jsonl`: the three human preference labels per item;
-* `judgments/pandalm_gpt-3.5-turbo.jsonl`, `judgments/pandalm_pandalm-7b.jsonl`: the study's judge verdicts.
+* `judgments/pandalm_gpt-3.5-turbo.jsonl`, `judgments/pandalm_pandalm-7b.jsonl`: the study's judge verdicts;
+* `traces/<day>/agent_*.jsonl.gz` and `agent_recordings.json`: the agent app recorded under the real
+  instrumentation libraries, one run per day (`sample_data.agent_traces`; needs the `test` extra).
 
 `data/README.md` describes the result.
 """
@@ -29,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from eval_platform.sample_data.agent_traces import build_agent_traces, require_test_extra
 from eval_platform.sample_data.bad_rows import NOTES_TEXT, bad_rows
 from eval_platform.sample_data.otlp_export import otlp_document
 from eval_platform.sample_data.pandalm import (
@@ -201,6 +204,7 @@ def build(data_dir: Path, seed: int = SEED) -> dict[str, Any]:
     """Write all sample data under `data_dir`; returns a summary (files and trace counts)."""
     source = data_dir / "sources" / "pandalm"
     items = load_json(source / TESTSET_FILE)
+    require_test_extra()  # before anything is deleted
     _clear(data_dir)
     written: Counter[int] = Counter()
     summary: dict[str, Any] = {"days": {}, "traces": 0}
@@ -256,6 +260,12 @@ def build(data_dir: Path, seed: int = SEED) -> dict[str, Any]:
             data_dir / path, judgment_rows(items, load_json(source / file_name), source_name, result_key, reason_key)
         )
     summary["annotations"] = 3 * len(items)
+    agents = build_agent_traces(data_dir, DAYS)
+    for day, recordings in agents["days"].items():
+        for recording in recordings.values():
+            traces = sum(len(ids) for ids in recording["scenarios"].values())
+            summary["days"][day][recording["files"]["traces"]] = traces
+            summary["agent_traces"] = summary.get("agent_traces", 0) + traces
     return summary
 
 
@@ -269,7 +279,8 @@ def main(argv: list[str] | None = None) -> None:
     summary = build(args.data_dir.resolve(), args.seed)
     for day, files in summary["days"].items():
         print(day, ", ".join(f"{name}: {count}" for name, count in files.items()))
-    print(f"{summary['traces']} traces, {summary['annotations']} annotations")
+    print(f"{summary['traces']} PandaLM traces, {summary['agent_traces']} agent traces", end=", ")
+    print(f"{summary['annotations']} annotations")
 
 
 if __name__ == "__main__":

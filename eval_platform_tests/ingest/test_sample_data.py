@@ -1,4 +1,5 @@
-"""The committed sample data under data/ ingests as documented (read only; nothing is written)."""
+"""The committed sample data under data/ ingests as documented (read only; nothing is written): the PandaLM traces
+and the agent app's traces recorded under the real instrumentations (`sample_data.agent_traces`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ DAYS = [f"2026-11-{day:02d}" for day in range(9, 16)]
 BAD_FILE = "traces/2026-11-12/zz_bad_rows.jsonl"
 NOTES_FILE = "traces/2026-11-12/notes.txt"
 OTLP_FILE = "traces/2026-11-13/otel_genai_spans.json"
+AGENT_PROJECT = "agent-demo-app"  # the agent app's service.name
+INSTRUMENTATIONS = ["genai", "genai_no_content", "openllmetry", "openinference", "langfuse"]
+AGENT_TRACES_PER_DAY = 12 * len(INSTRUMENTATIONS)  # the app's scenarios make 12 traces per run
 EXPECTED_BAD_ROWS = [
     (1, "invalid_json"),
     (2, "missing_field:trace_id"),
@@ -36,8 +40,25 @@ def days():
 
 
 @pytest.fixture(scope="module")
-def traces(days) -> pl.DataFrame:
-    return pl.concat([day.traces for day in days.values()])
+def all_traces(days) -> pl.DataFrame:
+    return pl.concat([day.traces for day in days.values()], how="diagonal_relaxed")
+
+
+@pytest.fixture(scope="module")
+def traces(all_traces) -> pl.DataFrame:
+    """The PandaLM traces."""
+    return all_traces.filter(pl.col("project_id") == "pandalm-demo")
+
+
+@pytest.fixture(scope="module")
+def agent(all_traces) -> pl.DataFrame:
+    """The agent app's traces."""
+    return all_traces.filter(pl.col("project_id") == AGENT_PROJECT)
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    return json.loads((DATA / "agent_recordings.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +69,10 @@ def items() -> dict[int, dict]:
     }
 
 
-def test_all_1998_pandalm_traces_are_accepted(days, traces):
+def test_all_1998_pandalm_traces_are_accepted(days, traces, all_traces):
     assert traces.height == 1998
     assert traces["trace_id"].n_unique() == 1998
+    assert all_traces.height == 1998 + AGENT_TRACES_PER_DAY * len(DAYS)  # no third kind of trace
     for day in days.values():
         assert day.counts["read"] == day.counts["accepted"] + day.counts["quarantined"]
         assert (day.traces["date"] == day.day).all()
@@ -147,3 +169,48 @@ def test_annotations_and_judgments_refer_to_sample_traces(traces):
         annotations += rows
     for row in annotations:
         assert row["response1_trace_id"] in trace_ids and row["response2_trace_id"] in trace_ids
+
+
+# ---------------------------------------------------------------------------------------------- agent traces
+
+
+def test_the_agent_traces_of_every_day_ingest_whole(days, agent, manifest):
+    """Each day: one recording per instrumentation, every trace the recorder started is there, whole (no
+    quarantine row, no partial trace), on its day, with its spans; the spans table holds them too."""
+    assert manifest["instrumentations"] == INSTRUMENTATIONS
+    for day, result in days.items():
+        mine = agent.filter(pl.col("date") == day)
+        recorded = manifest["days"][day]
+        started = {t for r in recorded.values() for ids in r["scenarios"].values() for t in ids}
+        assert len(started) == mine.height == AGENT_TRACES_PER_DAY
+        assert set(mine["trace_id"]) == started
+        assert mine["partial_reason"].is_null().all() and mine["span_count"].min() >= 1
+        assert (mine["timestamp"].dt.strftime("%Y-%m-%d") == day).all()
+        files = {f"traces/{day}/{name}" for r in recorded.values() for name in r["files"].values()}
+        assert all(result.counts["files"][f]["quarantined"] == 0 for f in files)
+        assert not set(result.quarantine["file"]) & files
+        spans = result.spans.filter(pl.col("trace_id").is_in(list(started)))
+        assert spans.height == mine["span_count"].sum()
+        assert set(spans["convention"]) >= {"genai", "openllmetry", "openinference", "langfuse"}
+
+
+def test_the_agent_traces_hold_sessions_tool_loops_errors_and_traces_without_content(agent, manifest):
+    for day in DAYS:
+        mine = agent.filter(pl.col("date") == day)
+        recorded = manifest["days"][day]
+        # two conversations per instrumentation: the 3-turn chat and the 2-turn agent, each its own session
+        sessions = mine.filter(pl.col("session_id").is_not_null()).group_by("session_id").len()
+        assert sessions.height == 2 * len(INSTRUMENTATIONS)
+        assert sorted(sessions["len"].to_list()) == [2] * len(INSTRUMENTATIONS) + [3] * len(INSTRUMENTATIONS)
+        assert all(day in session for session in sessions["session_id"])  # never shared across days
+        for name, recording in recorded.items():
+            by_id = {row["trace_id"]: row for row in mine.iter_rows(named=True)}
+            agent_turn = by_id[recording["scenarios"]["agent"][0]]
+            failed = by_id[recording["scenarios"]["http_500"][0]]
+            assert failed["error"] is True, (day, name)
+            calls = json.loads(agent_turn["tool_calls"])
+            assert [call["name"] for call in calls] == ["get_weather"], (day, name)
+            if name == "genai_no_content":  # the instrumentation's default: no message text anywhere
+                assert agent_turn["input"] is None and agent_turn["output"] is None
+            else:  # the agent's final answer uses the tool's result
+                assert "get_weather returned" in agent_turn["output"], (day, name)

@@ -388,9 +388,17 @@ def test_existing_evaluators_keep_their_config_hash(local_judge):
 )
 def test_builtin_agent_templates_render_and_parse(local_judge, runtime, name, target, shown):
     builtin = load_evaluator(REPO_DATA / "evaluators" / f"{name}.yaml")
-    assert builtin.judged_target == target and not builtin.enabled  # shipped off: enabling one is a choice to pay
+    assert builtin.judged_target == target
+    # shipped off, or on for the demo's agent app only: judging your own traces with one is a choice to pay
+    assert not builtin.enabled or builtin.projects == ["agent-demo-app"]
     config = builtin.model_copy(
-        update={"enabled": True, "model": "openai/mock", "api_base": local_judge.base_url, "api_key_env": None}
+        update={
+            "enabled": True,
+            "model": "openai/mock",
+            "api_base": local_judge.base_url,
+            "api_key_env": None,
+            "projects": None,
+        }
     )
     if target == "session":
         traces = session_traces()

@@ -23,11 +23,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     record.add_argument("--traces-file", default="traces.jsonl", help="e.g. traces.json or traces.jsonl.gz")
     record.add_argument("--logs-file", default="logs.jsonl", help="where log records (GenAI events) go")
+    record.add_argument("--run", help="a run name: its own questions, session ids and trace ids (default: the tests')")
     run = commands.add_parser("run", help="run the scenarios once in this process (used by record)")
     run.add_argument("--instrumentation", choices=list(CONVENTIONS), required=True)
     run.add_argument("--base-url", required=True, help="the app model's OpenAI base URL (the local judge)")
     run.add_argument("--endpoint", required=True, help="the OTLP/HTTP receiver's base URL")
     run.add_argument("--manifest", type=Path, required=True, help="where to write the scenarios' trace ids")
+    run.add_argument("--run", help="the run name (see record)")
     return parser.parse_args(argv)
 
 
@@ -37,11 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         from eval_platform.sample_data.agent_app.recorder import run_in_process
 
-        run_in_process(args.instrumentation, args.base_url, args.endpoint, args.manifest)
+        run_in_process(args.instrumentation, args.base_url, args.endpoint, args.manifest, args.run)
         return 0
     from eval_platform.sample_data.agent_app.recorder import record
 
-    results = record(args.out, args.instrumentation, traces_file=args.traces_file, logs_file=args.logs_file)
+    results = record(
+        args.out, args.instrumentation, traces_file=args.traces_file, logs_file=args.logs_file, run=args.run
+    )
     for name, result in results.items():
         print(json.dumps({"instrumentation": name, **result.summary()}), flush=True)
     return 0

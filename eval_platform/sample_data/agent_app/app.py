@@ -12,12 +12,18 @@ trace. Scenarios and the traces each makes (`SCENARIOS`):
 - `streaming`: a streamed completion with `stream_options.include_usage`;
 - `n2`: one completion with `n=2` choices;
 - `http_500`: a request whose model call fails with HTTP 500 (the error propagates through the request span).
+
+What the users ask is a `Script`: `script_for(None)` is the questions of the committed test recordings; a named
+run (`record --run NAME`, e.g. one per sample day of the demo) draws its own questions, cities and order number
+from small pools, seeded by the name, and suffixes the session ids with it, so two runs never share a session.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from eval_platform.sample_data.agent_app.convention import Convention
@@ -58,11 +64,91 @@ ORDER_TOOL = {
         },
     },
 }
-WEATHER = {"Paris": "18 C and sunny", "Rome": "24 C, clear sky"}
+WEATHER = {
+    "Paris": "18 C and sunny",
+    "Rome": "24 C, clear sky",
+    "Lisbon": "21 C, light wind",
+    "Oslo": "6 C, rain",
+    "Tokyo": "15 C, cloudy",
+    "Madrid": "26 C and sunny",
+    "Dublin": "11 C, showers",
+    "Vienna": "14 C, overcast",
+}
 KNOWLEDGE_BASE = [
     ("kb-returns", "Items can be returned within 30 days of delivery with the receipt.", 0.92),
     ("kb-refunds", "Refunds reach the original payment method within 5 business days.", 0.81),
 ]
+
+
+@dataclass(frozen=True)
+class Script:
+    """What the app's users ask in one run of the scenarios, and the session ids their conversations carry."""
+
+    single_turn: str = "What is the capital of France?"
+    system_prompt: str = "How do I reset my password?"
+    multi_turn: tuple[str, ...] = (
+        "How long do I boil an egg?",
+        "And for a soft yolk?",
+        "Thanks! Any tip for peeling it?",
+    )
+    cities: tuple[str, str] = ("Paris", "Rome")
+    order_id: str = "A-1001"
+    rag: str = "Can I return a jacket I bought three weeks ago?"
+    haiku: str = "observability"
+    session_suffix: str = ""
+
+    @property
+    def session_multi_turn(self) -> str:
+        return SESSION_MULTI_TURN + self.session_suffix
+
+    @property
+    def session_agent(self) -> str:
+        return SESSION_AGENT + self.session_suffix
+
+
+# The pools a named run draws from (the first of each is the default script's).
+SINGLE_TURN = (
+    "What is the capital of France?",
+    "How many minutes are there in a day?",
+    "Which planet is closest to the sun?",
+    "What is the boiling point of water in Fahrenheit?",
+)
+SYSTEM_PROMPT = (
+    "How do I reset my password?",
+    "How do I change the email address on my account?",
+    "Can I cancel my subscription at any time?",
+    "Why was I charged twice this month?",
+)
+MULTI_TURN = (
+    ("How long do I boil an egg?", "And for a soft yolk?", "Thanks! Any tip for peeling it?"),
+    ("How do I cook basmati rice?", "Should I rinse it first?", "Can I freeze the leftovers?"),
+    ("What can I bake with overripe bananas?", "Can I make it without eggs?", "How long does it keep?"),
+    ("How do I make a vinaigrette?", "Which vinegar works best?", "How long can I keep it in the fridge?"),
+)
+RAG = (
+    "Can I return a jacket I bought three weeks ago?",
+    "How long does a refund take to arrive?",
+    "I lost my receipt. Can I still return my shoes?",
+    "Do refunds go back to my credit card?",
+)
+HAIKU = ("observability", "a slow database", "the first snow", "a flaky test")
+
+
+def script_for(run: str | None) -> Script:
+    """The default script (the test recordings') for no run; else one drawn from the pools, seeded by `run`."""
+    if run is None:
+        return Script()
+    pick = random.Random(f"agent-app-script:{run}")
+    return Script(
+        single_turn=pick.choice(SINGLE_TURN),
+        system_prompt=pick.choice(SYSTEM_PROMPT),
+        multi_turn=pick.choice(MULTI_TURN),
+        cities=tuple(pick.sample(sorted(WEATHER), 2)),
+        order_id=f"{pick.choice('ABCDEFGH')}-{pick.randrange(1000, 10000)}",
+        rag=pick.choice(RAG),
+        haiku=pick.choice(HAIKU),
+        session_suffix=f"-{run}",
+    )
 
 
 class ToolFailed(RuntimeError):
@@ -91,17 +177,18 @@ def _user(text: str) -> dict[str, str]:
     return {"role": "user", "content": text}
 
 
-def single_turn(conv: Convention, client: Any) -> None:
-    client.chat.completions.create(model=APP_MODEL, messages=[_user("What is the capital of France?")])
+def single_turn(conv: Convention, client: Any, script: Script) -> None:
+    client.chat.completions.create(model=APP_MODEL, messages=[_user(script.single_turn)])
 
 
-def system_prompt(conv: Convention, client: Any) -> None:
-    messages = [{"role": "system", "content": PIRATE_SYSTEM}, _user("How do I reset my password?")]
+def system_prompt(conv: Convention, client: Any, script: Script) -> None:
+    messages = [{"role": "system", "content": PIRATE_SYSTEM}, _user(script.system_prompt)]
     client.chat.completions.create(model=APP_MODEL, messages=messages, temperature=0.2, max_tokens=200)
 
 
-def multi_turn(conv: Convention, client: Any) -> None:
+def multi_turn(conv: Convention, client: Any, script: Script) -> None:
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are a concise cooking assistant."}]
+    session = script.session_multi_turn
 
     def chat_turn(question: str) -> str:
         history.append(_user(question))
@@ -110,8 +197,8 @@ def multi_turn(conv: Convention, client: Any) -> None:
         history.append({"role": "assistant", "content": answer})
         return answer
 
-    for question in ("How long do I boil an egg?", "And for a soft yolk?", "Thanks! Any tip for peeling it?"):
-        conv.run_request("chat_turn", chat_turn, question, session_id=SESSION_MULTI_TURN, user_id=USER_MULTI_TURN)
+    for question in script.multi_turn:
+        conv.run_request("chat_turn", chat_turn, question, session_id=session, user_id=USER_MULTI_TURN)
 
 
 def _agent_turn(conv: Convention, client: Any, history: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
@@ -135,7 +222,7 @@ def _agent_turn(conv: Convention, client: Any, history: list[dict[str, Any]], to
     raise RuntimeError(f"the agent did not answer within {MAX_AGENT_STEPS} model calls")
 
 
-def agent(conv: Convention, client: Any) -> None:
+def agent(conv: Convention, client: Any, script: Script) -> None:
     history: list[dict[str, Any]] = [{"role": "system", "content": AGENT_SYSTEM}]
 
     def weather_assistant(question: str) -> str:
@@ -145,11 +232,13 @@ def agent(conv: Convention, client: Any) -> None:
         history.append(_user(question))
         return conv.run_agent("weather-assistant", weather_assistant, question)
 
-    for question in ("What's the weather in Paris today?", "And what about Rome?"):
-        conv.run_request("agent_turn", agent_turn, question, session_id=SESSION_AGENT, user_id=USER_AGENT)
+    first, second = script.cities
+    for question in (f"What's the weather in {first} today?", f"And what about {second}?"):
+        conv.run_request("agent_turn", agent_turn, question, session_id=script.session_agent, user_id=USER_AGENT)
 
 
-def agent_tool_error(conv: Convention, client: Any) -> None:
+def agent_tool_error(conv: Convention, client: Any, script: Script) -> None:
+    question = f"Where is my order {script.order_id}?"
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are an order-tracking assistant."}]
 
     def order_assistant(question: str) -> str:
@@ -159,10 +248,10 @@ def agent_tool_error(conv: Convention, client: Any) -> None:
         history.append(_user(question))
         return conv.run_agent("order-assistant", order_assistant, question)
 
-    conv.run_request("order_support", order_support, "Where is my order A-1001?", user_id=USER_TOOL_ERROR)
+    conv.run_request("order_support", order_support, question, user_id=USER_TOOL_ERROR)
 
 
-def rag(conv: Convention, client: Any) -> None:
+def rag(conv: Convention, client: Any, script: Script) -> None:
     def rag_answer(question: str) -> str:
         found = conv.run_retrieval("support-kb", search_knowledge_base, question)
         context = "\n".join(f"[{doc_id}] {text}" for doc_id, text, _ in found)
@@ -170,24 +259,24 @@ def rag(conv: Convention, client: Any) -> None:
         reply = client.chat.completions.create(model=APP_MODEL, messages=messages)
         return reply.choices[0].message.content
 
-    conv.run_request("rag_answer", rag_answer, "Can I return a jacket I bought three weeks ago?")
+    conv.run_request("rag_answer", rag_answer, script.rag)
 
 
-def streaming(conv: Convention, client: Any) -> None:
+def streaming(conv: Convention, client: Any, script: Script) -> None:
     stream = client.chat.completions.create(
         model=APP_MODEL,
-        messages=[_user("Write a haiku about observability.")],
+        messages=[_user(f"Write a haiku about {script.haiku}.")],
         stream=True,
         stream_options={"include_usage": True},
     )
     "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 
 
-def n2(conv: Convention, client: Any) -> None:
+def n2(conv: Convention, client: Any, script: Script) -> None:
     client.chat.completions.create(model=APP_MODEL, messages=[_user("Suggest a name for a cat.")], n=2)
 
 
-def http_500(conv: Convention, client: Any) -> None:
+def http_500(conv: Convention, client: Any, script: Script) -> None:
     import openai
 
     def chat_request(question: str) -> str | None:
@@ -202,7 +291,7 @@ def http_500(conv: Convention, client: Any) -> None:
 
 
 # name -> (scenario, number of traces it makes)
-SCENARIOS: dict[str, tuple[Callable[[Convention, Any], None], int]] = {
+SCENARIOS: dict[str, tuple[Callable[[Convention, Any, Script], None], int]] = {
     "single_turn": (single_turn, 1),
     "system_prompt": (system_prompt, 1),
     "multi_turn": (multi_turn, 3),
@@ -215,11 +304,12 @@ SCENARIOS: dict[str, tuple[Callable[[Convention, Any], None], int]] = {
 }
 
 
-def run_scenarios(conv: Convention, base_url: str) -> dict[str, list[str]]:
-    """Run every scenario once against the app model at `base_url`; the trace ids each one started."""
+def run_scenarios(conv: Convention, base_url: str, script: Script | None = None) -> dict[str, list[str]]:
+    """Run every scenario once against the app model at `base_url` (with `script`'s questions, by default the
+    test recordings'); the trace ids each one started."""
     client = conv.openai_client(base_url, DUMMY_API_KEY)
     for name, (scenario, _) in SCENARIOS.items():
         conv.ledger.current = name
-        scenario(conv, client)
+        scenario(conv, client, script or Script())
     conv.ledger.current = None
     return conv.ledger.traces

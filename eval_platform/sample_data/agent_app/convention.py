@@ -74,8 +74,21 @@ class ScenarioLedger(SpanProcessor):
         pass
 
 
+# A named run of the scenarios (`record --run NAME`), mixed into the id seed so that runs of one instrumentation
+# get distinct trace and span ids. Each run is a process of its own (`recorder`), so this is that process's setting.
+_run: str | None = None
+
+
+def set_run(run: str | None) -> None:
+    """Name this process's run (None: the ids of the committed test recordings)."""
+    global _run
+    _run = run
+
+
 def tracer_provider(seed: str, provider_class: type[TracerProvider] = TracerProvider, **kwargs: Any) -> TracerProvider:
-    """A tracer provider with the app's resource and seeded ids (exporters are added by the caller)."""
+    """A tracer provider with the app's resource and ids seeded by `seed` and the run's name (exporters are added
+    by the caller)."""
+    seed = seed if _run is None else f"{seed}:{_run}"
     resource = Resource.create({"service.name": SERVICE_NAME, "deployment.environment.name": "local-demo"})
     return provider_class(resource=resource, id_generator=SeededIdGenerator(seed), **kwargs)
 

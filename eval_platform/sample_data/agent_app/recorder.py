@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_platform.sample_data.agent_app import CONVENTIONS, convention_class
-from eval_platform.sample_data.agent_app.convention import ScenarioLedger
+from eval_platform.sample_data.agent_app.convention import ScenarioLedger, set_run
 from eval_platform.sample_data.agent_app.langfuse_sdk import LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY
 from eval_platform.sample_data.otlp_receiver import OtlpFileReceiver, ReceiverStats
 
@@ -72,8 +72,11 @@ def record(
     instrumentations: list[str] | None = None,
     traces_file: str = "traces.jsonl",
     logs_file: str = "logs.jsonl",
+    run: str | None = None,
 ) -> dict[str, Recording]:
-    """Record every (or the named) instrumentation into `out_dir/<name>/`, replacing earlier files there."""
+    """Record every (or the named) instrumentation into `out_dir/<name>/`, replacing earlier files there. A named
+    `run` draws its own questions and session ids (`app.script_for`) and trace ids; None records the test
+    recordings' script."""
     from eval_platform.local_judge import LocalJudgeServer
 
     names = instrumentations or list(CONVENTIONS)
@@ -92,6 +95,7 @@ def record(
                 command = [sys.executable, "-m", "eval_platform.sample_data.agent_app", "run"]
                 command += ["--instrumentation", name, "--base-url", judge.base_url]
                 command += ["--endpoint", receiver.endpoint, "--manifest", str(manifest)]
+                command += ["--run", run] if run is not None else []
                 completed = subprocess.run(
                     command,
                     env=_clean_env(convention_class(name).env),
@@ -142,18 +146,19 @@ class LoopbackOnly:
         raise OSError(f"the demo app talks to loopback addresses only, not {host!r}")
 
 
-def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path) -> None:
-    """Instrument this process with one library, run every scenario, flush, and write the manifest. Nothing
-    may leave the machine (`LoopbackOnly`): the run fails if any library tried."""
-    from eval_platform.sample_data.agent_app.app import run_scenarios
+def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path, run: str | None = None) -> None:
+    """Instrument this process with one library, run every scenario (of the named run), flush, and write the
+    manifest. Nothing may leave the machine (`LoopbackOnly`): the run fails if any library tried."""
+    from eval_platform.sample_data.agent_app.app import run_scenarios, script_for
 
     guard = LoopbackOnly()
     sys.addaudithook(guard)
+    set_run(run)
     ledger = ScenarioLedger()
     convention = convention_class(name)(endpoint, ledger)
     convention.setup()
     try:
-        scenarios = run_scenarios(convention, base_url)
+        scenarios = run_scenarios(convention, base_url, script_for(run))
     finally:
         convention.shutdown()
     if guard.refused:
@@ -165,5 +170,5 @@ def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path) -> N
         except metadata.PackageNotFoundError:
             versions[package] = None
     manifest.write_text(
-        json.dumps({"instrumentation": name, "scenarios": scenarios, "packages": versions}, indent=2) + "\n"
+        json.dumps({"instrumentation": name, "run": run, "scenarios": scenarios, "packages": versions}, indent=2) + "\n"
     )
