@@ -96,11 +96,18 @@ def _read_events(span: Span, fields: SpanFields) -> None:
             out = _messages_value(event.attrs.get("gen_ai.output.messages"))
             fields.put("output_raw", out)
             fields.put("output_messages", normalize_messages(out, "assistant"))
-    # only messages that carry something: the instrumentation without content capture still sends role-only events
-    if any(m.get("content") is not None or m.get("tool_calls") for m in inputs):
+    # only messages whose content was captured: without capture the instrumentation (openai-v2 2.0b0-2.3b0) still
+    # sends every event, with the role only, and an assistant's tool calls with their id and name but no arguments
+    if any(_captured(m) for m in inputs):
         fields.put("input_messages", inputs)
-    if any(m.get("content") is not None or m.get("tool_calls") for m in outputs):
+    if any(_captured(m) for m in outputs):
         fields.put("output_messages", outputs)
+
+
+def _captured(message: dict[str, Any]) -> bool:
+    """Whether a message carries content: text, or a tool call's arguments."""
+    calls = message.get("tool_calls") or []
+    return message.get("content") is not None or any(call.get("arguments") is not None for call in calls)
 
 
 def read(span: Span, fields: SpanFields) -> None:
