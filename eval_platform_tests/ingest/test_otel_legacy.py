@@ -151,3 +151,46 @@ def test_without_content_capture_the_old_events_give_no_conversation(tmp_path):
     first = traces["agent"][0]
     assert (first["prompt_tokens"], first["completion_tokens"]) == (188, 73)
     assert [c["name"] for c in json.loads(first["tool_calls"])] == ["get_weather"]  # from the app's tool span
+
+
+def test_openlits_prompt_text_is_read_as_the_messages_it_holds(tmp_path):
+    """OpenLIT 1.34 writes the deprecated `gen_ai.prompt` (attribute and `gen_ai.content.prompt` span event) as one
+    `role: content` line per message, and `str(messages)` in place of a message it cannot format (an assistant's
+    tool calls): the trace's input is still the user's question, its conversation the messages with the tool call
+    and result, as the current openai-v2 release's recording of the same app gives."""
+    keys = attribute_keys("openlit_prompt_events")
+    assert manifest("openlit_prompt_events")["packages"]["openlit"] == "1.34.43"
+    assert {"gen_ai.prompt", "gen_ai.completion"} <= keys and "gen_ai.input.messages" not in keys
+    day = ingest_recording(tmp_path / "old", "openlit_prompt_events")
+    rows = {row["trace_id"]: row for row in day.traces.to_dicts()}
+    # what OpenLIT itself writes differently: its own token estimate for a stream, the n=2 choices joined in one
+    # completion, and a failed call with no attribute at all (the next test)
+    compared = ("single_turn", "system_prompt", "multi_turn", "agent", "agent_tool_error", "rag")
+    old = {name: [rows[t] for t in scenarios("openlit_prompt_events")[name]] for name in compared}
+    new = by_scenario(ingest_recording(tmp_path / "new", "genai_events"), "genai_events")
+    for name in compared:
+        for old_trace, new_trace in zip(old[name], new[name], strict=True):
+            assert {c: old_trace[c] for c in SAME} == {c: new_trace[c] for c in SAME}, name
+            assert trajectory(old_trace) == trajectory(new_trace), name
+    first = old["agent"][0]
+    assert first["input"] == "What's the weather in Paris today?"
+    roles = [m["role"] for m in json.loads(first["conversation"])]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    [rag] = old["rag"]
+    assert json.loads(rag["conversation"])[0]["content"].count("\n") == 2  # a message over several lines stays one
+    # the model call that answered with a tool call: OpenLIT's empty completion and its gen_ai.tool.* attributes
+    chats = [span for span in json.loads(first["spans"]) if span["operation"] == "chat"]
+    assert chats[0]["output"].startswith("[tool_call get_weather(") and '"Paris"' in chats[0]["output"]
+    assert chats[1]["output"] == first["output"]
+
+
+def test_openlits_failed_call_has_nothing_to_read_and_its_trace_is_quarantined_whole(tmp_path):
+    """OpenLIT's span of the HTTP 500 carries no attribute (only its name, status and exception), so nothing in the
+    trace is GenAI: every span of it is quarantined `no_genai_span` with its raw JSON, none lost."""
+    day = ingest_recording(tmp_path, "openlit_prompt_events")
+    [failed] = scenarios("openlit_prompt_events")["http_500"]
+    assert failed not in set(day.traces["trace_id"])
+    rows = day.quarantine.filter(day.quarantine["detail"].str.contains(failed)).to_dicts()
+    assert [row["reason"] for row in rows] == ["no_genai_span", "no_genai_span"]
+    assert any("InternalServerError" in row["raw"] for row in rows)
+    assert day.counts["read"] == day.counts["accepted"] + day.counts["quarantined"]

@@ -28,6 +28,7 @@ LEGACY_CONVENTIONS: dict[str, str] = {
     "openllmetry_indexed": "eval_platform.sample_data.agent_app.legacy:IndexedOpenLLMetryConvention",
     "genai_log_events": "eval_platform.sample_data.agent_app.legacy:GenAILogEventsConvention",
     "genai_log_events_no_content": "eval_platform.sample_data.agent_app.legacy:GenAILogEventsNoContentConvention",
+    "openlit_prompt_events": "eval_platform.sample_data.agent_app.legacy:OpenLITConvention",
 }
 
 

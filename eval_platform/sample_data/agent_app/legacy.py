@@ -17,6 +17,10 @@ holds the current ones, so these recordings are committed, not re-made by the te
   (`gen_ai.operation.name` `invoke_agent` / `execute_tool`, `gen_ai.tool.name`, `gen_ai.tool.call.id`,
   `gen_ai.conversation.id`, `user.id`), as an app instrumenting itself would.
 - `genai_log_events_no_content`: the same release without content capture (its default).
+- `openlit_prompt_events`: OpenLIT 1.34.43, which writes the deprecated `gen_ai.prompt` / `gen_ai.completion` (GenAI
+  conventions v1.26-1.27) both as span attributes and as the span events `gen_ai.content.prompt` /
+  `gen_ai.content.completion` (no openai-v2 or OpenLLMetry release wrote those events); the app's own spans as in
+  `genai_log_events`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from eval_platform.sample_data.agent_app.convention import (
     EXPORT_BATCH_SIZE,
     EXPORT_DELAY_MS,
+    SERVICE_NAME,
     SpanConvention,
     Step,
     add_otlp_export,
@@ -47,47 +52,20 @@ class IndexedOpenLLMetryConvention(OpenLLMetryConvention):
     )
 
 
-class GenAILogEventsConvention(SpanConvention):
-    name = "genai_log_events"
-    env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
-    # the OpenTelemetry family of its release (January 2025: API/SDK 1.29, instrumentation 0.50b0) and an openai of then
-    requirements = (
-        "opentelemetry-instrumentation-openai-v2==2.1b0",
-        "opentelemetry-sdk==1.29.0",
-        "opentelemetry-exporter-otlp-proto-http==1.29.0",
-        "opentelemetry-instrumentation==0.50b0",
-        "opentelemetry-semantic-conventions==0.50b0",
-        "openai==1.59.9",
-    )
+class PlainSpansConvention(SpanConvention):
+    """The app's own request, agent and tool spans opened with the plain OpenTelemetry API, with the attributes
+    today's GenAI conventions name (the older releases had none for an app's steps); `setup` adds the library."""
 
-    def setup(self) -> None:
+    tracer: Any
+
+    def start_tracing(self) -> None:
+        """The app's tracer provider (seeded ids, ledger, batched OTLP export), set globally."""
         from opentelemetry import trace
-        from opentelemetry._events import set_event_logger_provider
-        from opentelemetry._logs import set_logger_provider
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-        from opentelemetry.sdk._events import EventLoggerProvider
-        from opentelemetry.sdk._logs import LoggerProvider
-        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
         self.tracer_provider = tracer_provider(self.name)
         self.tracer_provider.add_span_processor(self.ledger)
         add_otlp_export(self.tracer_provider, self.endpoint)
         trace.set_tracer_provider(self.tracer_provider)
-        self.logger_provider = LoggerProvider(resource=self.tracer_provider.resource)
-        self.logger_provider.add_log_record_processor(
-            BatchLogRecordProcessor(
-                OTLPLogExporter(endpoint=f"{self.endpoint}/v1/logs"),
-                max_export_batch_size=EXPORT_BATCH_SIZE,
-                schedule_delay_millis=EXPORT_DELAY_MS,
-            )
-        )
-        set_logger_provider(self.logger_provider)
-        event_logger_provider = EventLoggerProvider(self.logger_provider)
-        set_event_logger_provider(event_logger_provider)
-        OpenAIInstrumentor().instrument(
-            tracer_provider=self.tracer_provider, event_logger_provider=event_logger_provider
-        )
         self.tracer = self.tracer_provider.get_tracer("agent-demo-app")
         self._session_id: str | None = None
 
@@ -129,6 +107,48 @@ class GenAILogEventsConvention(SpanConvention):
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()
+
+
+class GenAILogEventsConvention(PlainSpansConvention):
+    name = "genai_log_events"
+    env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+    # the OpenTelemetry family of its release (January 2025: API/SDK 1.29, instrumentation 0.50b0) and an openai of then
+    requirements = (
+        "opentelemetry-instrumentation-openai-v2==2.1b0",
+        "opentelemetry-sdk==1.29.0",
+        "opentelemetry-exporter-otlp-proto-http==1.29.0",
+        "opentelemetry-instrumentation==0.50b0",
+        "opentelemetry-semantic-conventions==0.50b0",
+        "openai==1.59.9",
+    )
+
+    def setup(self) -> None:
+        from opentelemetry._events import set_event_logger_provider
+        from opentelemetry._logs import set_logger_provider
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+        from opentelemetry.sdk._events import EventLoggerProvider
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+        self.start_tracing()
+        self.logger_provider = LoggerProvider(resource=self.tracer_provider.resource)
+        self.logger_provider.add_log_record_processor(
+            BatchLogRecordProcessor(
+                OTLPLogExporter(endpoint=f"{self.endpoint}/v1/logs"),
+                max_export_batch_size=EXPORT_BATCH_SIZE,
+                schedule_delay_millis=EXPORT_DELAY_MS,
+            )
+        )
+        set_logger_provider(self.logger_provider)
+        event_logger_provider = EventLoggerProvider(self.logger_provider)
+        set_event_logger_provider(event_logger_provider)
+        OpenAIInstrumentor().instrument(
+            tracer_provider=self.tracer_provider, event_logger_provider=event_logger_provider
+        )
+
+    def shutdown(self) -> None:
+        self.tracer_provider.shutdown()
         self.logger_provider.shutdown()
 
 
@@ -138,3 +158,37 @@ class GenAILogEventsNoContentConvention(GenAILogEventsConvention):
 
     name = "genai_log_events_no_content"
     env = {}
+
+
+class OpenLITConvention(PlainSpansConvention):
+    """OpenLIT 1.34.43: `openlit.init(tracer=<the app's>)`, only its OpenAI instrumentor, content captured (its
+    default), no metrics; its price list from a local empty file (it would fetch one from the network)."""
+
+    name = "openlit_prompt_events"
+    requirements = (
+        "openlit==1.34.43",
+        "openai==1.99.9",
+        "opentelemetry-sdk==1.36.0",
+        "opentelemetry-api==1.36.0",
+        "opentelemetry-exporter-otlp-proto-http==1.36.0",
+        "opentelemetry-instrumentation==0.57b0",
+    )
+
+    def setup(self) -> None:
+        import tempfile
+        from pathlib import Path
+
+        import openlit
+        from openlit._instrumentors import get_all_instrumentors
+
+        self.start_tracing()
+        prices = Path(tempfile.mkdtemp()) / "pricing.json"
+        prices.write_text('{"chat": {}, "embeddings": {}}')
+        openlit.init(
+            application_name=SERVICE_NAME,
+            environment="local-demo",
+            tracer=self.tracer_provider.get_tracer("openlit.otel.tracing"),
+            disable_metrics=True,
+            pricing_json=str(prices),
+            disabled_instrumentors=[name for name in get_all_instrumentors() if name != "openai"],
+        )

@@ -38,6 +38,7 @@ PACKAGES = (
     "openinference-instrumentation-openai",
     "openinference-instrumentation",
     "langfuse",
+    "openlit",
 )
 
 
