@@ -4,8 +4,9 @@
 - `gen_ai.response.model`, else `gen_ai.request.model` -> model
 - `gen_ai.usage.input_tokens` / `output_tokens` (old: `prompt_tokens` / `completion_tokens`) -> tokens
 - `gen_ai.system_instructions` + `gen_ai.input.messages`; `gen_ai.output.messages` -> input / output messages
-- deprecated `gen_ai.prompt` / `gen_ai.completion` (attribute, or `gen_ai.content.prompt` / `.completion` event) ->
-  input / output
+- deprecated `gen_ai.prompt` / `gen_ai.completion` (attribute, or `gen_ai.content.prompt` / `.completion` event;
+  JSON or Python literal messages, OpenLIT's `role: content` lines: `transcript.prompt_messages`) -> input / output;
+  OpenLIT's tool calls of a chat span (`gen_ai.tool.name` / `.call.id` / `gen_ai.tool.args`) -> output message
 - events `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`, `gen_ai.tool.message` (body
   `content`, `tool_calls`, `id`) -> input messages, in order
 - event `gen_ai.choice` (body `message`) -> output messages
@@ -26,7 +27,7 @@ from typing import Any
 from eval_platform.ingest.messages import document_text, maybe_json
 from eval_platform.ingest.otel.envelope import Span
 from eval_platform.ingest.otel.fields import SpanFields, integer, label
-from eval_platform.ingest.otel.transcript import as_text, normalize_messages
+from eval_platform.ingest.otel.transcript import as_text, normalize_messages, prompt_messages
 from eval_platform.schemas import SPAN_OPERATIONS
 
 NAME = "genai"
@@ -52,8 +53,12 @@ def _messages_value(value: Any) -> Any:
 
 
 def _input(attrs: dict[str, Any]) -> tuple[Any, list[dict[str, Any]] | None]:
-    raw = _messages_value(attrs.get("gen_ai.input.messages", attrs.get("gen_ai.prompt")))
-    messages = normalize_messages(raw, "user")
+    if "gen_ai.input.messages" in attrs:
+        raw = _messages_value(attrs["gen_ai.input.messages"])
+        messages = normalize_messages(raw, "user")
+    else:
+        raw = _messages_value(attrs.get("gen_ai.prompt"))
+        messages = prompt_messages(raw, "user")
     instructions = _messages_value(attrs.get("gen_ai.system_instructions"))
     if instructions in (None, "", []):
         return raw, messages
@@ -63,6 +68,22 @@ def _input(attrs: dict[str, Any]) -> tuple[Any, list[dict[str, Any]] | None]:
     system = {"role": "system", "parts": parts}
     raw_list = raw if isinstance(raw, list) else [] if raw is None else [{"role": "user", "content": as_text(raw)}]
     return [system, *raw_list], normalize_messages([system], "system") + (messages or [])
+
+
+def _response_tool_calls(attrs: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """OpenLIT's model call that answered with tool calls: an empty completion, the calls as `gen_ai.tool.name` /
+    `gen_ai.tool.call.id` / `gen_ai.tool.args` on the chat span, several joined by ", " (arguments only for one)."""
+    names = label(attrs.get("gen_ai.tool.name"))
+    if names is None or "gen_ai.tool.args" not in attrs:
+        return None
+    names_list = names.split(", ")
+    ids = (label(attrs.get("gen_ai.tool.call.id")) or "").split(", ")
+    arguments = as_text(attrs.get("gen_ai.tool.args")) if len(names_list) == 1 else None
+    calls = [
+        {"id": ids[i] if i < len(ids) and ids[i] else None, "name": name, "arguments": arguments}
+        for i, name in enumerate(names_list)
+    ]
+    return [{"role": "assistant", "content": None, "tool_calls": calls}]
 
 
 def _event_body(event: Any) -> Any:
@@ -86,9 +107,9 @@ def _read_events(span: Span, fields: SpanFields) -> None:
                 message = {"role": "assistant", **message}
             outputs += normalize_messages([message], "assistant") or []
         elif name == "gen_ai.content.prompt":
-            fields.put("input_messages", normalize_messages(event.attrs.get("gen_ai.prompt"), "user"))
+            fields.put("input_messages", prompt_messages(event.attrs.get("gen_ai.prompt"), "user"))
         elif name == "gen_ai.content.completion":
-            fields.put("output_messages", normalize_messages(event.attrs.get("gen_ai.completion"), "assistant"))
+            fields.put("output_messages", prompt_messages(event.attrs.get("gen_ai.completion"), "assistant"))
         elif name == _DETAILS_EVENT:
             raw, messages = _input(event.attrs)
             fields.put("input_raw", raw)
@@ -96,11 +117,18 @@ def _read_events(span: Span, fields: SpanFields) -> None:
             out = _messages_value(event.attrs.get("gen_ai.output.messages"))
             fields.put("output_raw", out)
             fields.put("output_messages", normalize_messages(out, "assistant"))
-    # only messages that carry something: the instrumentation without content capture still sends role-only events
-    if any(m.get("content") is not None or m.get("tool_calls") for m in inputs):
+    # only messages whose content was captured: without capture the instrumentation (openai-v2 2.0b0-2.3b0) still
+    # sends every event, with the role only, and an assistant's tool calls with their id and name but no arguments
+    if any(_captured(m) for m in inputs):
         fields.put("input_messages", inputs)
-    if any(m.get("content") is not None or m.get("tool_calls") for m in outputs):
+    if any(_captured(m) for m in outputs):
         fields.put("output_messages", outputs)
+
+
+def _captured(message: dict[str, Any]) -> bool:
+    """Whether a message carries content: text, or a tool call's arguments."""
+    calls = message.get("tool_calls") or []
+    return message.get("content") is not None or any(call.get("arguments") is not None for call in calls)
 
 
 def read(span: Span, fields: SpanFields) -> None:
@@ -131,9 +159,13 @@ def read(span: Span, fields: SpanFields) -> None:
         raw, messages = _input(attrs)
         fields.put("input_raw", raw)
         fields.put("input_messages", messages)
-        out = _messages_value(attrs.get("gen_ai.output.messages", attrs.get("gen_ai.completion")))
+        if "gen_ai.output.messages" in attrs:
+            out = _messages_value(attrs["gen_ai.output.messages"])
+            fields.put("output_messages", normalize_messages(out, "assistant"))
+        else:
+            out = _messages_value(attrs.get("gen_ai.completion"))
+            fields.put("output_messages", prompt_messages(out, "assistant") or _response_tool_calls(attrs))
         fields.put("output_raw", out)
-        fields.put("output_messages", normalize_messages(out, "assistant"))
     if span.events:
         _read_events(span, fields)
     fields.put("session_id", label(attrs.get("gen_ai.conversation.id")))

@@ -8,11 +8,14 @@ Read: OTel GenAI messages (`{"role", "parts": [{"type": "text"|"tool_call"|"tool
 OpenAI-style messages (`content` as text or parts, `tool_calls` with `function`), the openai-v2 `gen_ai.choice`
 event body (`{"index", "finish_reason", "message": {...}}`), and flattened indexed attributes
 (`gen_ai.prompt.0.role`, `llm.input_messages.0.message.role`, `...tool_calls.0.tool_call.function.name`,
-`...message.contents.0.message_content.text`).
+`...message.contents.0.message_content.text`), and the deprecated `gen_ai.prompt` / `gen_ai.completion` text
+(`prompt_messages`).
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import Any
 
 from eval_platform.ingest.common import dumps
@@ -157,3 +160,48 @@ def indexed_messages(attrs: dict[str, Any], prefix: str, default_role: str) -> l
     if not found:
         return None
     return [normalize_message(_flat_message(fields), default_role) for fields in found.values()]
+
+
+# OpenLIT's `gen_ai.prompt`: one `role: content` line per message (content may run over several lines)
+_ROLE_LINE = re.compile(r"^(system|user|assistant|tool|developer|function): ", re.MULTILINE)
+
+
+def _message_list(text: str) -> list[dict[str, Any]] | None:
+    """A Python literal list of messages (`str(messages)`, as the v1.26 conventions' example and OpenLIT write
+    it), or None."""
+    if not text.lstrip().startswith("[{"):
+        return None
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m for m in value):
+        return value
+    return None
+
+
+def prompt_messages(value: Any, default_role: str) -> list[dict[str, Any]] | None:
+    """The deprecated `gen_ai.prompt` / `gen_ai.completion` (GenAI conventions v1.26-1.27, attribute or the
+    `gen_ai.content.prompt` / `.completion` event's): JSON or a Python literal list of messages; OpenLIT's
+    `role: content` lines, where a message it could not format (an assistant's tool calls) is `str(messages)`,
+    the request's whole list, which then is the input; else plain text, one message of `default_role`. A content
+    line that itself starts with `user: ` (or another role) is read as a new message."""
+    if not isinstance(value, str):
+        return normalize_messages(value, default_role)
+    decoded = maybe_json(value)
+    if not isinstance(decoded, str):
+        return normalize_messages(decoded, default_role)
+    listed = _message_list(value)
+    if listed is not None:
+        return normalize_messages(listed, default_role)
+    starts = list(_ROLE_LINE.finditer(value))
+    if not starts or starts[0].start() != 0:
+        return normalize_messages(value, default_role)
+    messages: list[dict[str, Any]] = []
+    for match, following in zip(starts, [*starts[1:], None], strict=True):
+        content = value[match.end() : following.start() - 1 if following else len(value)]
+        whole = _message_list(content)
+        if whole is not None:
+            return normalize_messages(whole, default_role)
+        messages.append({"role": match.group(1), "content": content})
+    return normalize_messages(messages, default_role)

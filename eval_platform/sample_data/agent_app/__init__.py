@@ -22,11 +22,20 @@ CONVENTIONS: dict[str, str] = {
     "openinference": "eval_platform.sample_data.agent_app.openinference:OpenInferenceConvention",
     "langfuse": "eval_platform.sample_data.agent_app.langfuse_sdk:LangfuseConvention",
 }
+# Older releases' forms (`legacy.py`): recorded only with `record --python` pointing at a scratch venv holding those
+# releases, never by default (the test extra holds the current releases).
+LEGACY_CONVENTIONS: dict[str, str] = {
+    "openllmetry_indexed": "eval_platform.sample_data.agent_app.legacy:IndexedOpenLLMetryConvention",
+    "genai_log_events": "eval_platform.sample_data.agent_app.legacy:GenAILogEventsConvention",
+    "genai_log_events_no_content": "eval_platform.sample_data.agent_app.legacy:GenAILogEventsNoContentConvention",
+    "openlit_prompt_events": "eval_platform.sample_data.agent_app.legacy:OpenLITConvention",
+}
 
 
 def convention_class(name: str) -> type[Convention]:
     """The Convention registered under `name`; a clear error listing the valid names otherwise."""
-    if name not in CONVENTIONS:
-        raise ValueError(f"unknown instrumentation {name!r}; valid: {', '.join(CONVENTIONS)}")
-    module, _, attribute = CONVENTIONS[name].partition(":")
+    known = {**CONVENTIONS, **LEGACY_CONVENTIONS}
+    if name not in known:
+        raise ValueError(f"unknown instrumentation {name!r}; valid: {', '.join(known)}")
+    module, _, attribute = known[name].partition(":")
     return getattr(importlib.import_module(module), attribute)

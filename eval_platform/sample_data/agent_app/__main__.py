@@ -9,7 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-from eval_platform.sample_data.agent_app import CONVENTIONS
+from eval_platform.sample_data.agent_app import CONVENTIONS, LEGACY_CONVENTIONS
+
+NAMES = [*CONVENTIONS, *LEGACY_CONVENTIONS]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -19,13 +21,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     record = commands.add_parser("record", help="start the local judge and an OTLP receiver, run every scenario")
     record.add_argument("--out", type=Path, required=True, help="folder to write <instrumentation>/ folders into")
     record.add_argument(
-        "--instrumentation", action="append", choices=list(CONVENTIONS), help="repeatable; default: all"
+        "--instrumentation", action="append", choices=NAMES, help="repeatable; default: every one in CONVENTIONS"
     )
     record.add_argument("--traces-file", default="traces.jsonl", help="e.g. traces.json or traces.jsonl.gz")
     record.add_argument("--logs-file", default="logs.jsonl", help="where log records (GenAI events) go")
     record.add_argument("--run", help="a run name: its own questions, session ids and trace ids (default: the tests')")
+    record.add_argument(
+        "--python", help="the interpreter that runs the app, e.g. a scratch venv's with older library releases"
+    )
     run = commands.add_parser("run", help="run the scenarios once in this process (used by record)")
-    run.add_argument("--instrumentation", choices=list(CONVENTIONS), required=True)
+    run.add_argument("--instrumentation", choices=NAMES, required=True)
     run.add_argument("--base-url", required=True, help="the app model's OpenAI base URL (the local judge)")
     run.add_argument("--endpoint", required=True, help="the OTLP/HTTP receiver's base URL")
     run.add_argument("--manifest", type=Path, required=True, help="where to write the scenarios' trace ids")
@@ -44,7 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     from eval_platform.sample_data.agent_app.recorder import record
 
     results = record(
-        args.out, args.instrumentation, traces_file=args.traces_file, logs_file=args.logs_file, run=args.run
+        args.out,
+        args.instrumentation,
+        traces_file=args.traces_file,
+        logs_file=args.logs_file,
+        run=args.run,
+        python=args.python,
     )
     for name, result in results.items():
         print(json.dumps({"instrumentation": name, **result.summary()}), flush=True)

@@ -110,6 +110,9 @@ class Convention(ABC):
     name: str = ""
     # Environment the app runs with (content capture switches); set before the library is imported.
     env: dict[str, str] = {}
+    # What a scratch venv must hold to record it (`LEGACY_CONVENTIONS`: older releases, pip requirement pins);
+    # empty: the project's test extra has it.
+    requirements: tuple[str, ...] = ()
 
     def __init__(self, endpoint: str, ledger: ScenarioLedger):
         self.endpoint = endpoint

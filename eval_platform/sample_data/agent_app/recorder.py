@@ -27,6 +27,7 @@ RUN_TIMEOUT_S = 180
 # The distributions whose versions a recording depends on (written to manifest.json).
 PACKAGES = (
     "openai",
+    "opentelemetry-api",
     "opentelemetry-sdk",
     "opentelemetry-exporter-otlp-proto-http",
     "opentelemetry-instrumentation-openai-v2",
@@ -37,6 +38,7 @@ PACKAGES = (
     "openinference-instrumentation-openai",
     "openinference-instrumentation",
     "langfuse",
+    "openlit",
 )
 
 
@@ -73,10 +75,15 @@ def record(
     traces_file: str = "traces.jsonl",
     logs_file: str = "logs.jsonl",
     run: str | None = None,
+    python: str | None = None,
 ) -> dict[str, Recording]:
     """Record every (or the named) instrumentation into `out_dir/<name>/`, replacing earlier files there. A named
     `run` draws its own questions and session ids (`app.script_for`) and trace ids; None records the test
-    recordings' script."""
+    recordings' script.
+
+    `python`: the interpreter that runs the app (default: this one); the local judge and the receiver stay in this
+    process. A scratch venv holding older releases of a library records what those releases wrote
+    (`LEGACY_CONVENTIONS`, eval_platform_tests/fixtures/otel/README.md)."""
     from eval_platform.local_judge import LocalJudgeServer
 
     names = instrumentations or list(CONVENTIONS)
@@ -92,7 +99,7 @@ def record(
             )
             manifest = folder / "manifest.json"
             with receiver:
-                command = [sys.executable, "-m", "eval_platform.sample_data.agent_app", "run"]
+                command = [python or sys.executable, "-m", "eval_platform.sample_data.agent_app", "run"]
                 command += ["--instrumentation", name, "--base-url", judge.base_url]
                 command += ["--endpoint", receiver.endpoint, "--manifest", str(manifest)]
                 command += ["--run", run] if run is not None else []
@@ -169,6 +176,21 @@ def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path, run:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
-    manifest.write_text(
-        json.dumps({"instrumentation": name, "run": run, "scenarios": scenarios, "packages": versions}, indent=2) + "\n"
-    )
+    written: dict[str, Any] = {"instrumentation": name, "run": run, "scenarios": scenarios, "packages": versions}
+    if convention.requirements:  # an older release: how to make the venv it was recorded in, and to record it
+        written["scratch_venv"] = scratch_venv_commands(name, convention.requirements)
+    manifest.write_text(json.dumps(written, indent=2) + "\n")
+
+
+def scratch_venv_commands(name: str, requirements: tuple[str, ...]) -> list[str]:
+    """The commands (run from the repository's root, with the project's venv in .venv) that re-create the scratch
+    venv holding an older release and record `name` with it into eval_platform_tests/fixtures/otel/<name>/."""
+    venv = f"/tmp/venv-{name}"
+    pins = " ".join(f"'{requirement}'" for requirement in requirements)
+    return [
+        f"python3 -m venv {venv}",
+        f"{venv}/bin/pip install {pins}",
+        f"{venv}/bin/pip install --no-deps -e .",
+        "PYTHONPATH=$PWD .venv/bin/python -m eval_platform.sample_data.agent_app record"
+        f" --out eval_platform_tests/fixtures/otel --instrumentation {name} --python {venv}/bin/python",
+    ]
