@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from eval_platform.definitions import build_definitions
+from eval_platform.schemas import APP_ERROR, EMPTY_TEXT
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 from eval_platform_tests.dagster_daemon import finished_ticks, running_daemon
 
@@ -239,11 +240,17 @@ def test_a_concurrent_backfill_through_postgres_loses_and_duplicates_nothing(pro
         }
 
     # The warehouse holds every (evaluator, day, trace) exactly once, all judged, the retried partition included.
-    judged = sql(project, "SELECT evaluator, CAST(date AS VARCHAR), trace_id, status FROM judge_scores")
+    judged = sql(project, "SELECT evaluator, CAST(date AS VARCHAR), trace_id, status, reason FROM judge_scores")
     traced = sql(project, "SELECT CAST(date AS VARCHAR), trace_id FROM traces")
     assert traced and len(traced) == len(set(traced))
-    assert sorted((e, d, t) for e, d, t, _ in judged) == sorted((e, d, t) for e in EVALUATORS for d, t in traced)
-    assert {status for *_, status in judged} == {"COMPLETED"}
+    assert sorted((e, d, t) for e, d, t, *_ in judged) == sorted((e, d, t) for e in EVALUATORS for d, t in traced)
+    # every PandaLM trace is judged; the agent app's traces recorded without content, or whose model call failed,
+    # are SKIPPED (never paid for), never FAILED
+    assert {(status, reason) for *_, status, reason in judged} == {
+        ("COMPLETED", None),
+        ("SKIPPED", EMPTY_TEXT),
+        ("SKIPPED", APP_ERROR),
+    }
 
 
 def test_a_backfill_the_daemon_launches_from_the_postgres_queue_loses_and_duplicates_nothing(project, postgres_home):
@@ -280,7 +287,13 @@ def test_a_backfill_the_daemon_launches_from_the_postgres_queue_loses_and_duplic
         records = instance.fetch_materializations(dg.AssetKey("judge_scores"), limit=100).records
         assert Counter(record.partition_key for record in records) == Counter(expected)
 
-    judged = sql(project, "SELECT evaluator, CAST(date AS VARCHAR), trace_id, status FROM judge_scores")
+    judged = sql(project, "SELECT evaluator, CAST(date AS VARCHAR), trace_id, status, reason FROM judge_scores")
     traced = sql(project, "SELECT CAST(date AS VARCHAR), trace_id FROM traces")
-    assert sorted((e, d, t) for e, d, t, _ in judged) == sorted((e, d, t) for e in EVALUATORS for d, t in traced)
-    assert {status for *_, status in judged} == {"COMPLETED"}
+    assert sorted((e, d, t) for e, d, t, *_ in judged) == sorted((e, d, t) for e in EVALUATORS for d, t in traced)
+    # every PandaLM trace is judged; the agent app's traces recorded without content, or whose model call failed,
+    # are SKIPPED (never paid for), never FAILED
+    assert {(status, reason) for *_, status, reason in judged} == {
+        ("COMPLETED", None),
+        ("SKIPPED", EMPTY_TEXT),
+        ("SKIPPED", APP_ERROR),
+    }
