@@ -201,7 +201,8 @@ class S3Store:
         key = self._key(*parts)
         if not self._is_file(key):
             return None
-        return dict(pl.read_parquet_schema(self.location(*parts), storage_options=self.storage_options))
+        scan = pl.scan_parquet(self.location(*parts), storage_options=self.storage_options, hive_partitioning=False)
+        return dict(scan.collect_schema())  # the footer only
 
     def _listing(self, parts: tuple[str, ...], recursive: bool) -> list[pafs.FileInfo]:
         selector = pafs.FileSelector(self._key(*parts), allow_not_found=True, recursive=recursive)
