@@ -58,7 +58,10 @@ class WarehouseConfigError(ValueError):
 class Store(Protocol):
     """What `warehouse.py` needs from the place the partition files live."""
 
-    url: str
+    @property
+    def url(self) -> str:
+        """The warehouse's folder or `s3://bucket/prefix`."""
+        ...
 
     def location(self, *parts: str) -> str:
         """The path or URL of `parts` under the warehouse, as polars and DuckDB are given it."""

@@ -30,7 +30,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -118,12 +118,12 @@ def partition_files(root: Path, table: str, key: str) -> dict[str, str]:
     return {value.removeprefix(prefix): store.location(table, value, "**", PARTITION_FILE) for value in values}
 
 
-def scan_parquet(root: Path, source: str | Sequence[str], **options) -> pl.LazyFrame:
+def scan_parquet(root: Path, source: str | list[str], **options) -> pl.LazyFrame:
     """`pl.scan_parquet` over locations from `table_glob` / `partition_files`, on whichever store holds them."""
     return pl.scan_parquet(source, storage_options=store_for(root).storage_options, **options)
 
 
-def read_parquet(root: Path, source: str | Sequence[str], **options) -> pl.DataFrame:
+def read_parquet(root: Path, source: str | list[str], **options) -> pl.DataFrame:
     """`pl.read_parquet` over locations from `table_glob` / `partition_files`, on whichever store holds them."""
     return pl.read_parquet(source, storage_options=store_for(root).storage_options, **options)
 
