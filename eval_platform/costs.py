@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
@@ -26,7 +25,7 @@ from eval_platform.schemas import (
     conform,
 )
 from eval_platform.settings import state_dir
-from eval_platform.storage.warehouse import has_files, table_glob
+from eval_platform.storage.warehouse import connect, has_files, table_glob
 
 
 def judge_ledger(root: Path) -> BudgetLedger:
@@ -41,7 +40,7 @@ def cost_rollup(root, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
         return conform(pl.DataFrame(), JUDGE_COST_DAILY_SCHEMA)
     # Rows are grouped by the UTC day number and only the groups' days are formatted: a strftime and a time
     # zone conversion on every row took most of the query's time at 10M rows.
-    with duckdb.connect() as conn:
+    with connect(root) as conn:
         frame = conn.sql(
             f"""
             SELECT strftime(DATE '1970-01-01' + CAST(utc_day AS INTEGER), '%Y-%m-%d') AS day, * EXCLUDE (utc_day)
@@ -111,7 +110,7 @@ def app_cost_rollup(root) -> pl.DataFrame:
     """The traced application's own spend and tokens per trace day, project and model."""
     if not has_files(root, "traces"):
         return conform(pl.DataFrame(), APP_COST_DAILY_SCHEMA)
-    with duckdb.connect() as conn:
+    with connect(root) as conn:
         frame = conn.sql(
             f"""
             SELECT date AS day, project_id, model, count(*) AS traces,

@@ -22,7 +22,7 @@ from eval_platform.defs.datasets import (
 from eval_platform.defs.experiments import build_alerts, build_experiment_results
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.report import build_report_asset
-from eval_platform.defs.resources import WarehouseResource, judge_resource
+from eval_platform.defs.resources import judge_resource, warehouse_resource
 from eval_platform.defs.traces import (
     daily_ingest_schedule,
     new_trace_files_sensor,
@@ -85,7 +85,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
                 "refreshes the rollups (costs, agreement, experiments, alerts) once the judging they read is done.",
             ),
         ],
-        resources={"warehouse": WarehouseResource(data_dir=str(root)), "judge": judge_resource()},
+        resources={"warehouse": warehouse_resource(root), "judge": judge_resource()},
         # One process per run, not one more per step: a run's steps here are short and mostly sequential, and
         # starting a second Python process (loading this code location again) cost more than the step itself.
         executor=dg.in_process_executor,

@@ -22,6 +22,7 @@ import duckdb
 
 from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
 from eval_platform.settings import duckdb_path
+from eval_platform.storage.warehouse import open_catalog
 
 REPORT_FILE = Path("reports") / "report.html"
 HALF_DAY = timedelta(hours=12)
@@ -262,7 +263,7 @@ STYLE = (
 def build_report(root: Path) -> ReportSummary:
     """Write the report from the catalog and return where it is; sections with no rows say what to run."""
     plots: list[str] = []
-    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+    with open_catalog(root) as conn:
         judging, evaluators = _judging(conn, plots)
         sections = {
             "Judging over time (per evaluator)": judging,

@@ -6,6 +6,14 @@ import os
 from pathlib import Path
 
 DATA_DIR_ENV = "EVAL_PLATFORM_DATA_DIR"
+# Where the warehouse's Parquet partitions go when not under the data root: `s3://bucket/prefix` (an S3-compatible
+# store). Unset: `<data root>/warehouse` on local disk. The store's endpoint and credentials are read from the
+# standard AWS variables, the ones every S3 client (pyarrow, polars, DuckDB's credential chain, the aws CLI) reads.
+WAREHOUSE_URL_ENV = "EVAL_PLATFORM_WAREHOUSE_URL"
+S3_ENDPOINT_URL_ENV = "AWS_ENDPOINT_URL"
+S3_REGION_ENV = "AWS_REGION"
+S3_ACCESS_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"
+S3_SECRET_ACCESS_KEY_ENV = "AWS_SECRET_ACCESS_KEY"  # a secret: the redaction rule remembers it (`*ACCESS_KEY`)
 
 
 def data_root() -> Path:
@@ -14,6 +22,7 @@ def data_root() -> Path:
 
 
 def warehouse_dir(root: Path | None = None) -> Path:
+    """The local warehouse folder (the default store; `storage.location` picks the store in use)."""
     return (root or data_root()) / "warehouse"
 
 

@@ -23,6 +23,7 @@ from eval_platform.schemas import (
 from eval_platform.storage.warehouse import (
     partition_files,
     read_partition,
+    scan_parquet,
     write_partition,
 )
 
@@ -52,7 +53,7 @@ def scan_scores(root) -> dict[str, pl.LazyFrame]:
     file opens all of them, twice the time), so the whole table is never in memory at once. An evaluator
     without partitions has no scan (no rows)."""
     return {
-        name: pl.scan_parquet(files, hive_partitioning=False).select(SCORE_COLUMNS)
+        name: scan_parquet(root, files, hive_partitioning=False).select(SCORE_COLUMNS)
         for name, files in partition_files(root, "judge_scores", "evaluator").items()
     }
 

@@ -39,6 +39,7 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import LEADERBOARD_SCHEMA
 from eval_platform.storage.warehouse import (
     has_files,
+    read_parquet,
     read_partition,
     table_glob,
     write_partition,
@@ -317,7 +318,8 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         root = warehouse.root
         tables = []
         for suite_name, suite in suites.items():
-            cases = pl.read_parquet(table_glob(root, "benchmark_cases")) if has_files(root, "benchmark_cases") else None
+            has_cases = has_files(root, "benchmark_cases")
+            cases = read_parquet(root, table_glob(root, "benchmark_cases")) if has_cases else None
             by_model, costs = suite_case_values(cases, suite_name, suite)
             board = leaderboard(suite_name, suite, by_model, costs)
             write_partition(root, "leaderboard", {"suite": suite_name}, board)

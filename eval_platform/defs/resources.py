@@ -10,19 +10,67 @@ from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform.settings import DATA_DIR_ENV, data_root, state_dir
+from eval_platform.settings import (
+    DATA_DIR_ENV,
+    S3_ACCESS_KEY_ID_ENV,
+    S3_ENDPOINT_URL_ENV,
+    S3_REGION_ENV,
+    S3_SECRET_ACCESS_KEY_ENV,
+    WAREHOUSE_URL_ENV,
+    data_root,
+    state_dir,
+)
+from eval_platform.storage import location
 
 LOCAL_JUDGE_URL_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_URL"
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The data root: inputs under it, Parquet warehouse and DuckDB catalog written under it."""
+    """The data root (inputs, state and the DuckDB catalog under it) and where the Parquet warehouse is: under the
+    data root on local disk by default, or an S3-compatible bucket (`warehouse_url`).
+
+    Declare the bucket's settings as `dg.EnvVar` (as `warehouse_resource` does): Dagster then shows the variable's
+    name, never its value, and the secret key is read only when a run starts.
+    """
 
     data_dir: str | None = Field(None, description=f"Defaults to ${DATA_DIR_ENV}, else ./data.")
+    warehouse_url: str | None = Field(
+        None, description="s3://bucket/prefix for an S3-compatible store; unset: <data root>/warehouse on local disk."
+    )
+    s3_endpoint_url: str | None = Field(None, description="http(s)://host:port of the store; unset: AWS S3.")
+    s3_region: str | None = Field(None, description="The bucket's region (us-east-1 when unset).")
+    s3_access_key_id: str | None = Field(None, description="Unset: the AWS SDK's credential chain.")
+    s3_secret_access_key: str | None = Field(None, description="Give it as an EnvVar, never as a value.")
+
+    def store(self, root: Path) -> location.Store:
+        if not self.warehouse_url:
+            return location.LocalStore(root / "warehouse")
+        return location.parse_url(
+            self.warehouse_url, self.s3_endpoint_url, self.s3_region, self.s3_access_key_id, self.s3_secret_access_key
+        )
 
     @property
     def root(self) -> Path:
-        return Path(self.data_dir).resolve() if self.data_dir else data_root()
+        """The data root; the storage functions given it (`storage/warehouse.py`) use this resource's store."""
+        root = Path(self.data_dir).resolve() if self.data_dir else data_root()
+        location.bind(root, self.store(root))
+        return root
+
+
+def warehouse_resource(root: Path | None = None) -> WarehouseResource:
+    """The warehouse resource as the code location declares it: each of the store's settings that is set in the
+    environment is passed as `dg.EnvVar` (resolved when a run launches; the UI shows only the variable's name)."""
+    names = {
+        "warehouse_url": WAREHOUSE_URL_ENV,
+        "s3_endpoint_url": S3_ENDPOINT_URL_ENV,
+        "s3_region": S3_REGION_ENV,
+        "s3_access_key_id": S3_ACCESS_KEY_ID_ENV,
+        "s3_secret_access_key": S3_SECRET_ACCESS_KEY_ENV,
+    }
+    if not os.environ.get(WAREHOUSE_URL_ENV):
+        return WarehouseResource(data_dir=str(root) if root else None)
+    settings = {field: dg.EnvVar(name) for field, name in names.items() if os.environ.get(name)}
+    return WarehouseResource(data_dir=str(root) if root else None, **settings)
 
 
 class JudgeResource(dg.ConfigurableResource):

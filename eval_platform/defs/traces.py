@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
-import polars as pl
 
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import trace_days
@@ -16,6 +15,7 @@ from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.traces import list_trace_files, read_trace_day
 from eval_platform.storage.warehouse import (
     has_files,
+    read_parquet,
     table_glob,
     write_partition,
     write_quarantine,
@@ -138,7 +138,7 @@ def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) 
     refresh(root)
     if not has_files(root, "quarantine"):
         return dg.MaterializeResult(metadata={"rows": 0})
-    frame = pl.read_parquet(table_glob(root, "quarantine"))
+    frame = read_parquet(root, table_glob(root, "quarantine"))
     by_reason = frame.group_by("source", "reason").len().sort("source", "reason")
     return dg.MaterializeResult(
         metadata={

@@ -13,7 +13,7 @@ from eval_platform.schemas import (
     TRACE_SCHEMA,
     conform,
 )
-from eval_platform.storage.warehouse import partition_files
+from eval_platform.storage.warehouse import partition_files, scan_parquet
 
 SCORE_COLUMNS = [
     "evaluator",
@@ -31,10 +31,10 @@ SCORE_COLUMNS = [
 TRACE_COLUMNS = ["trace_id", "experiment_id", "variant"]
 
 
-def _scan(files: list[str], schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+def _scan(root: Path, files: list[str], schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     # Partitions written by older versions may lack newer columns (null here); a file's other columns are not read.
-    return pl.scan_parquet(
-        files, hive_partitioning=False, schema=schema, missing_columns="insert", extra_columns="ignore"
+    return scan_parquet(
+        root, files, hive_partitioning=False, schema=schema, missing_columns="insert", extra_columns="ignore"
     )
 
 
@@ -48,7 +48,7 @@ def read_final_scores(root: Path, evaluators: list[str]) -> pl.DataFrame:
     if not wanted:
         return conform(pl.DataFrame(), schema)
     final = FINAL_COMPLETED & pl.col("evaluator").is_in(wanted)
-    return conform(_scan([files[name] for name in wanted], schema).filter(final).collect(), schema)
+    return conform(_scan(root, [files[name] for name in wanted], schema).filter(final).collect(), schema)
 
 
 def read_trace_variants(root: Path) -> pl.DataFrame:
@@ -57,7 +57,7 @@ def read_trace_variants(root: Path) -> pl.DataFrame:
     files = list(partition_files(root, "traces", "date").values())
     if not files:
         return conform(pl.DataFrame(), schema)
-    traces = _scan(files, schema).collect()
+    traces = _scan(root, files, schema).collect()
     keys = np.sort(traces["trace_id"].hash().to_numpy())  # distinct hashes: distinct ids, nothing to merge
     if traces["trace_id"].null_count() == 0 and not (keys[1:] == keys[:-1]).any():
         return traces

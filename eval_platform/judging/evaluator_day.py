@@ -20,8 +20,7 @@ from eval_platform.judging.runner import judge_day
 from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import TRACE_SCHEMA, conform
-from eval_platform.settings import warehouse_dir
-from eval_platform.storage.warehouse import read_partition, write_partition
+from eval_platform.storage.warehouse import partition_values, read_partition, write_partition
 
 
 class PartitionNotReady(Exception):
@@ -105,8 +104,7 @@ def session_traces(
 
 def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:
     """The test cases of the reference dataset: the version named, else the newest materialized one."""
-    folder = warehouse_dir(root) / "test_cases" / f"dataset={options.dataset}"
-    versions = sorted(int(p.name.removeprefix("version=")) for p in folder.glob("version=*"))
+    versions = sorted(int(v) for v in partition_values(root, "test_cases", {"dataset": options.dataset}, "version"))
     version = options.version if options.version is not None else (versions[-1] if versions else None)
     cases = (
         read_partition(root, "test_cases", {"dataset": options.dataset, "version": str(version)}) if version else None

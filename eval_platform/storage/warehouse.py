@@ -1,13 +1,21 @@
-"""Parquet partitions under `<data root>/warehouse/<table>/<key>=<value>/part.parquet` and the DuckDB catalog.
+"""Parquet partitions under `<warehouse>/<table>/<key>=<value>/part.parquet` and the DuckDB catalog.
 
-A partition is one file, written to a temporary name in its folder and renamed over the old one: a
-re-materialized partition replaces the previous rows whole, a crash leaves the old file or the new one,
-never half of either, and parallel partition runs never share a writer. Temporary files are named
+The warehouse is `<data root>/warehouse` on local disk by default, or `s3://bucket/prefix` on an S3-compatible
+store (`storage/location.py` says how each writes a file whole and which one a data root uses). Every function
+here takes the data root and works on either.
+
+A partition is one file, replaced whole: on local disk written to a temporary name in its folder and renamed over
+the old one, on a bucket put as one object (visible only once complete). A re-materialized partition replaces the
+previous rows whole, a crash leaves the old file or the new one, never half of either, and parallel partition
+runs never share a writer. Local temporary files are named
 `.part-<random>.tmp` so that no reader's pattern (`**/part.parquet`) can match them; a kill -9 mid-write
 leaves one behind, which is never read as data and is removed once it is old enough that no write can
 still be using it (by the next write of that partition and by every catalog refresh).
 
-The DuckDB file holds one view per table over `<table>/**/part.parquet`. Every table also has a 0-row
+The DuckDB file (always on local disk, under the data root) holds one view per table over
+`<table>/**/part.parquet`; for a bucket the views name `s3://` URLs, which a connection from `connect` or
+`open_catalog` reads through pyarrow (nothing is downloaded), and a DuckDB session with the httpfs extension
+and an S3 secret reads as they are (README "Query with SQL"). Every table also has a 0-row
 file with its columns (`<table>/_schema/part.parquet`), so its view is valid before the first partition
 and its definition never changes afterwards: new partitions show up in the views without touching the
 DuckDB file. The file is (re)written only when the set of views changes (a first run, a new version), by
@@ -22,6 +30,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,11 +38,11 @@ import duckdb
 import polars as pl
 
 from eval_platform.schemas import QUARANTINE_SCHEMA, conform
-from eval_platform.settings import duckdb_path, warehouse_dir
+from eval_platform.settings import data_root, duckdb_path, warehouse_dir
+from eval_platform.storage.location import TEMP_PREFIX, TEMP_SUFFIX, LocalStore, store_for
 
 PARTITION_FILE = "part.parquet"
 SCHEMA_DIR = "_schema"  # the 0-row file giving a table's columns before it has partitions
-TEMP_PREFIX, TEMP_SUFFIX = ".part-", ".tmp"
 # A temporary file this old belongs to no write still in progress (a write takes seconds).
 STALE_TEMP_S = 15 * 60
 
@@ -42,30 +51,22 @@ class CatalogLocked(RuntimeError):
     """The DuckDB catalog could not be updated because another process holds the file."""
 
 
+def _parts(table: str, keys: dict[str, str]) -> tuple[str, ...]:
+    return (table, *(f"{name}={value}" for name, value in keys.items()))
+
+
 def partition_dir(root: Path, table: str, keys: dict[str, str]) -> Path:
-    folder = warehouse_dir(root) / table
-    for name, value in keys.items():
-        folder = folder / f"{name}={value}"
-    return folder
+    """The partition's folder in the local warehouse (the default store; a bucket has no folders)."""
+    return warehouse_dir(root).joinpath(*_parts(table, keys))
 
 
-def _write_atomically(folder: Path, frame: pl.DataFrame) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
-    try:
-        frame.write_parquet(tmp)
-        os.replace(tmp, folder / PARTITION_FILE)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return folder / PARTITION_FILE
-
-
-def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.DataFrame) -> Path:
-    """Atomically replace one partition's Parquet file with `frame` (an empty frame still writes a file)."""
-    folder = partition_dir(root, table, keys)
-    remove_stale_temp_files(folder, recursive=False)
-    return _write_atomically(folder, frame)
+def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.DataFrame) -> Path | str:
+    """Atomically replace one partition's Parquet file with `frame` (an empty frame still writes a file); returns
+    its path (local disk) or URL (a bucket)."""
+    store = store_for(root)
+    if isinstance(store, LocalStore):
+        remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
+    return store.write((*_parts(table, keys), PARTITION_FILE), frame)
 
 
 def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: float = STALE_TEMP_S) -> int:
@@ -87,31 +88,65 @@ def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: 
 
 
 def read_partition(root: Path, table: str, keys: dict[str, str]) -> pl.DataFrame | None:
-    path = partition_dir(root, table, keys) / PARTITION_FILE
-    return pl.read_parquet(path) if path.exists() else None
+    return store_for(root).read((*_parts(table, keys), PARTITION_FILE))
 
 
 def table_glob(root: Path, table: str) -> str:
-    """Every partition file of a table (and its 0-row schema file once the catalog exists); never a temp file."""
-    return str(warehouse_dir(root) / table / "**" / PARTITION_FILE)
+    """Every partition file of a table (and its 0-row schema file once the catalog exists); never a temp file.
+    On a bucket it is an `s3://` URL: read it with `scan_parquet` (polars) or a `connect` connection (DuckDB)."""
+    return store_for(root).location(table, "**", PARTITION_FILE)
 
 
 def has_files(root: Path, table: str) -> bool:
     """Whether the table has at least one partition (its schema file does not count)."""
-    folder = warehouse_dir(root) / table
-    return folder.is_dir() and any(p.parent.name != SCHEMA_DIR for p in folder.rglob(PARTITION_FILE))
+    return any(parts[1] != SCHEMA_DIR for parts in store_for(root).files((table,), PARTITION_FILE))
+
+
+def partition_values(root: Path, table: str, keys: dict[str, str], key: str) -> list[str]:
+    """The values of `key` (`key=<value>` folders) under the partition `keys` of a table, sorted as text."""
+    prefix = f"{key}="
+    children = store_for(root).children(_parts(table, keys))
+    return [name.removeprefix(prefix) for name in children if name.startswith(prefix)]
 
 
 def partition_files(root: Path, table: str, key: str) -> dict[str, str]:
     """Per value of a table's first partition key (`key=<value>` folders), the glob of that value's partition
     files, for the values with at least one: reading one evaluator's judge_scores opens only its own files."""
-    folder = warehouse_dir(root) / table
+    store = store_for(root)
     prefix = f"{key}="
-    found = {}
-    for sub in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if sub.is_dir() and sub.name.startswith(prefix) and any(sub.rglob(PARTITION_FILE)):
-            found[sub.name.removeprefix(prefix)] = str(sub / "**" / PARTITION_FILE)
-    return found
+    values = sorted({parts[1] for parts in store.files((table,), PARTITION_FILE) if parts[1].startswith(prefix)})
+    return {value.removeprefix(prefix): store.location(table, value, "**", PARTITION_FILE) for value in values}
+
+
+def scan_parquet(root: Path, source: str | list[str], **options) -> pl.LazyFrame:
+    """`pl.scan_parquet` over locations from `table_glob` / `partition_files`, on whichever store holds them."""
+    return pl.scan_parquet(source, storage_options=store_for(root).storage_options, **options)
+
+
+def read_parquet(root: Path, source: str | list[str], **options) -> pl.DataFrame:
+    """`pl.read_parquet` over locations from `table_glob` / `partition_files`, on whichever store holds them."""
+    return pl.read_parquet(source, storage_options=store_for(root).storage_options, **options)
+
+
+@contextmanager
+def connect(root: Path, database: str = ":memory:", read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A DuckDB connection that reads the warehouse's locations (`table_glob`, the catalog's views) on either
+    store: on a bucket, through pyarrow's S3 filesystem, so no DuckDB extension is downloaded."""
+    with duckdb.connect(database, read_only=read_only) as conn:
+        store_for(root).register(conn)
+        yield conn
+
+
+def open_catalog(root: Path | None = None) -> duckdb.DuckDBPyConnection:
+    """The analyst's session: the DuckDB catalog, read-only, with every view readable on either store.
+
+    `root` defaults to the data root of the environment (`EVAL_PLATFORM_DATA_DIR`); the store is the
+    environment's (`EVAL_PLATFORM_WAREHOUSE_URL` and the AWS variables). Close it when done: while it is open,
+    a run that must change the views waits for it (CatalogLocked after a bounded wait)."""
+    root = root or data_root()
+    conn = duckdb.connect(str(duckdb_path(root)), read_only=True)
+    store_for(root).register(conn)
+    return conn
 
 
 def write_quarantine(root: Path, source: str, partition: str, frame: pl.DataFrame) -> None:
@@ -141,10 +176,10 @@ def _catalog_lock(root: Path):
 
 def _schema_file(root: Path, table: str, schema: dict[str, pl.DataType]) -> None:
     """Write the table's 0-row schema file when it is missing or its columns changed."""
-    path = warehouse_dir(root) / table / SCHEMA_DIR / PARTITION_FILE
-    if path.exists() and dict(pl.read_parquet_schema(path)) == dict(pl.Schema(schema)):
+    store, parts = store_for(root), (table, SCHEMA_DIR, PARTITION_FILE)
+    if store.schema(parts) == dict(pl.Schema(schema)):
         return
-    _write_atomically(path.parent, pl.DataFrame(schema=schema))
+    store.write(parts, pl.DataFrame(schema=schema))
 
 
 def refresh_catalog(root: Path, tables: dict[str, dict[str, pl.DataType]], wait_s: float = 30.0) -> bool:
@@ -155,7 +190,8 @@ def refresh_catalog(root: Path, tables: dict[str, dict[str, pl.DataType]], wait_
     """
     for table, schema in tables.items():
         _schema_file(root, table, schema)
-    remove_stale_temp_files(warehouse_dir(root))
+    if isinstance(store_for(root), LocalStore):
+        remove_stale_temp_files(warehouse_dir(root))
     wanted = {table: _view_sql(root, table) for table in tables}
     path, state = duckdb_path(root), _state_path(root)
 
@@ -174,7 +210,7 @@ def refresh_catalog(root: Path, tables: dict[str, dict[str, pl.DataType]], wait_
         delay = 0.05
         while True:
             try:
-                with duckdb.connect(str(path)) as conn:
+                with connect(root, str(path)) as conn:
                     for table, sql in wanted.items():
                         conn.execute(f'CREATE OR REPLACE VIEW "{table}" AS {sql}')
                 break

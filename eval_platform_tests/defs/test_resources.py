@@ -33,3 +33,41 @@ def test_without_the_variable_no_local_judge_is_configured(tmp_path, monkeypatch
     assert _declared_config(judge).get("local_judge_url") is None
     with dg.build_resources({"judge": judge}) as resources:
         assert resources.judge.runtime(tmp_path).local_judge_url is None
+
+
+S3_SETTINGS = {
+    "EVAL_PLATFORM_WAREHOUSE_URL": "s3://team-bucket/eval",
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:59124",
+    "AWS_REGION": "eu-west-1",
+    "AWS_ACCESS_KEY_ID": "eval-platform-id",
+    "AWS_SECRET_ACCESS_KEY": "Xr4Tn8Qm2Vb6Lc1Hz9Pw3Kd7Jf5Gs0Ya8Ue2Oi6",
+}
+
+
+def test_the_warehouse_stays_on_local_disk_unless_a_bucket_is_configured(tmp_path, monkeypatch):
+    from eval_platform.storage.location import LocalStore, S3Store, store_for
+
+    for name in S3_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    warehouse = build_definitions(tmp_path).resources["warehouse"]
+    assert _declared_config(warehouse).get("warehouse_url") is None
+    with dg.build_resources({"warehouse": warehouse}) as resources:
+        root = resources.warehouse.root
+    assert store_for(root) == LocalStore(tmp_path.resolve() / "warehouse")
+
+    for name, value in S3_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    warehouse = build_definitions(tmp_path).resources["warehouse"]
+    declared = _declared_config(warehouse)
+    assert declared["warehouse_url"] == {"env": "EVAL_PLATFORM_WAREHOUSE_URL"}
+    assert declared["s3_secret_access_key"] == {"env": "AWS_SECRET_ACCESS_KEY"}
+    assert S3_SETTINGS["AWS_SECRET_ACCESS_KEY"] not in repr(declared)
+    with dg.build_resources({"warehouse": warehouse}) as resources:
+        root = resources.warehouse.root  # binds the data root to the resource's store for the storage functions
+    store = store_for(root)
+    assert isinstance(store, S3Store) and (store.bucket, store.prefix, store.region) == (
+        "team-bucket",
+        "eval",
+        "eu-west-1",
+    )
+    assert S3_SETTINGS["AWS_SECRET_ACCESS_KEY"] not in repr(store)

@@ -1,0 +1,159 @@
+"""The warehouse on an S3-compatible store (moto's server on 127.0.0.1, see s3_server.py): partitions are written
+as whole objects, read back by the storage functions every asset uses, queryable from the DuckDB catalog; a writer
+killed mid-upload leaves the previous partition and no half object; concurrent writers of different partitions
+both land; nothing is written to the local warehouse."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import uuid
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from eval_platform.schemas import TABLES, TRACE_SCHEMA, table_schemas
+from eval_platform.settings import warehouse_dir
+from eval_platform.storage import location
+from eval_platform.storage.warehouse import (
+    has_files,
+    open_catalog,
+    partition_files,
+    partition_values,
+    read_partition,
+    refresh_catalog,
+    scan_parquet,
+    table_glob,
+    write_partition,
+)
+from eval_platform_tests.s3_server import SECRET_ACCESS_KEY, StallingProxy
+
+DAY = "2026-11-10"
+
+
+def frame(day: str, n: int, text: int = 1) -> pl.DataFrame:
+    """`n` traces of `day`; `text` random hex characters of input each (incompressible: a large object)."""
+    rng = np.random.default_rng(n)
+    inputs = [rng.bytes(text // 2 + 1).hex()[:text] for _ in range(n)] if text > 1 else ["q"] * n
+    return pl.DataFrame({"trace_id": [f"{day}-{i}" for i in range(n)], "date": [day] * n, "input": inputs})
+
+
+@pytest.fixture
+def bucket_root(tmp_path, s3_server, monkeypatch):
+    """A data root whose warehouse is a fresh prefix of a fresh bucket (set in the environment, as a script's)."""
+    bucket = s3_server.create_bucket(f"warehouse-{uuid.uuid4().hex[:12]}")
+    for name, value in s3_server.env(f"s3://{bucket}/eval").items():
+        monkeypatch.setenv(name, value)
+    return tmp_path / "data", bucket
+
+
+def test_partitions_round_trip_through_the_bucket_and_the_catalog(bucket_root, s3_server):
+    root, bucket = bucket_root
+    store = location.store_for(root)
+    assert isinstance(store, location.S3Store) and store.url == f"s3://{bucket}/eval"
+    assert SECRET_ACCESS_KEY not in repr(store)
+
+    assert read_partition(root, "traces", {"date": DAY}) is None and not has_files(root, "traces")
+    written = write_partition(root, "traces", {"date": DAY}, frame(DAY, 5))
+    assert written == f"s3://{bucket}/eval/traces/date={DAY}/part.parquet"
+    write_partition(root, "traces", {"date": DAY}, frame(DAY, 3))  # replaces the partition whole
+    write_partition(root, "traces", {"date": "2026-11-11"}, frame("2026-11-11", 4))
+    write_partition(root, "test_cases", {"dataset": "qa", "version": "2"}, pl.DataFrame({"case_id": ["c"]}))
+    write_partition(root, "test_cases", {"dataset": "qa", "version": "10"}, pl.DataFrame({"case_id": ["c"]}))
+
+    assert read_partition(root, "traces", {"date": DAY}).equals(frame(DAY, 3))
+    assert has_files(root, "traces") and not has_files(root, "judge_scores")
+    assert sorted(partition_values(root, "test_cases", {"dataset": "qa"}, "version"), key=int) == ["2", "10"]
+    files = partition_files(root, "traces", "date")
+    assert list(files) == [DAY, "2026-11-11"]
+    scanned = scan_parquet(root, list(files.values()), hive_partitioning=False).collect()
+    assert scanned.height == 7
+    assert scan_parquet(root, table_glob(root, "traces"), hive_partitioning=False).collect().height == 7
+
+    assert refresh_catalog(root, table_schemas())
+    assert not refresh_catalog(root, table_schemas())  # the schema objects are read back: nothing to rewrite
+    with open_catalog(root) as conn:  # the analyst's session: views over s3:// read through pyarrow
+        assert conn.execute("SELECT count(*), count(DISTINCT date) FROM traces").fetchone() == (7, 2)
+        for table in TABLES:
+            conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()  # every view valid before its first rows
+    # Everything went to the bucket: the local warehouse does not exist; the catalog file is local.
+    assert not warehouse_dir(root).exists()
+    objects = s3_server.objects(f"{bucket}/eval/traces")
+    assert sorted(objects) == [
+        f"{bucket}/eval/traces/_schema/part.parquet",
+        f"{bucket}/eval/traces/date=2026-11-10/part.parquet",
+        f"{bucket}/eval/traces/date=2026-11-11/part.parquet",
+    ]
+
+
+def test_a_bad_warehouse_url_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVAL_PLATFORM_WAREHOUSE_URL", "s3:/missing-bucket")
+    with pytest.raises(location.WarehouseConfigError, match="expected s3://bucket/prefix"):
+        location.store_for(tmp_path)
+    monkeypatch.delenv("EVAL_PLATFORM_WAREHOUSE_URL")
+    assert location.store_for(tmp_path) == location.LocalStore(warehouse_dir(tmp_path))  # the default
+
+
+def _write_big(root: str, rows: int, text: int) -> None:
+    write_partition(Path(root), "traces", {"date": DAY}, frame(DAY, rows, text))
+    print("the upload completed", flush=True)
+
+
+def test_kill_9_mid_upload_leaves_the_previous_partition_and_no_half_object(bucket_root, s3_server, monkeypatch):
+    root, bucket = bucket_root
+    write_partition(root, "traces", {"date": DAY}, frame(DAY, 3))
+    before = s3_server.objects(f"{bucket}/eval")
+
+    # The writer sends through a link that stalls after 12 MB of a ~40 MB partition: it is mid-upload, for sure.
+    proxy = StallingProxy((s3_server.host, s3_server.port), limit=12 * 2**20)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint_url)  # the writer's environment only
+        writer = multiprocessing.get_context("spawn").Process(target=_write_big, args=(str(root), 20_000, 2_000))
+        writer.start()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+        assert proxy.stalled.wait(300), "the writer never reached the stall"
+        assert writer.is_alive()
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.join(60)
+        assert writer.exitcode == -signal.SIGKILL
+    finally:
+        proxy.close()
+
+    assert f"eval/traces/date={DAY}/part.parquet" in s3_server.incomplete_uploads(bucket)  # it was uploading
+    assert s3_server.objects(f"{bucket}/eval") == before  # no new object, not even a half one
+    assert read_partition(root, "traces", {"date": DAY}).equals(frame(DAY, 3))
+    refresh_catalog(root, {"traces": TRACE_SCHEMA})
+    with open_catalog(root) as conn:
+        assert conn.execute("SELECT count(*) FROM traces").fetchone() == (3,)
+    write_partition(root, "traces", {"date": DAY}, frame(DAY, 4))  # the next run replaces it as usual
+    assert read_partition(root, "traces", {"date": DAY}).height == 4
+
+
+def _write_after(root: str, day: str, barrier) -> None:
+    barrier.wait(120)
+    write_partition(Path(root), "traces", {"date": day}, frame(day, 5_000, 1_000))
+
+
+def test_concurrent_writers_of_different_partitions_both_land(bucket_root, s3_server):
+    root, bucket = bucket_root
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    days = ["2026-11-12", "2026-11-13"]
+    writers = [ctx.Process(target=_write_after, args=(str(root), day, barrier)) for day in days]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(300)
+    assert [w.exitcode for w in writers] == [0, 0]
+    for day in days:
+        assert read_partition(root, "traces", {"date": day}).equals(frame(day, 5_000, 1_000))
+    refresh_catalog(root, {"traces": TRACE_SCHEMA})
+    with open_catalog(root) as conn:
+        assert conn.execute("SELECT date, count(*) FROM traces GROUP BY 1 ORDER BY 1").fetchall() == [
+            (days[0], 5_000),
+            (days[1], 5_000),
+        ]
+    assert s3_server.incomplete_uploads(bucket) == []
