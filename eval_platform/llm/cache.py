@@ -60,7 +60,7 @@ class JudgeCache:
 
     def __init__(self, where: Path | PostgresState):
         self._postgres = where if isinstance(where, PostgresState) else None
-        self.directory = None if self._postgres else Path(where)
+        self.directory = None if isinstance(where, PostgresState) else Path(where)
         if self._postgres is not None:
             self._postgres.ensure_schema(_POSTGRES_TABLE, _SCHEMA.replace("replies", _POSTGRES_TABLE))
         self._readers = threading.local()
@@ -91,12 +91,13 @@ class JudgeCache:
     def _reader(self) -> sqlite3.Connection | None:
         connection = getattr(self._readers, "connection", None)
         if connection is None:
-            if not self.path.exists():
+            if self.path is None or not self.path.exists():
                 return None  # nothing stored yet: do not create files on a read
             connection = self._readers.connection = self._connect()
         return connection
 
     def _legacy_path(self, key: str) -> Path:
+        assert self.directory is not None  # the older layout only ever was in a folder
         return self.directory / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
