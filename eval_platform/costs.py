@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.llm.budget import BudgetLedger
+from eval_platform.llm.shared_state import SharedState
 from eval_platform.schemas import (
     APP_COST_DAILY_SCHEMA,
     COMPLETED,
@@ -24,18 +26,18 @@ from eval_platform.schemas import (
     SKIPPED,
     conform,
 )
-from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import connect, has_files, table_glob
 
 
-def judge_ledger(root: Path) -> BudgetLedger:
-    """The judges' spend ledger under the data root (what the budgets are enforced on)."""
-    return BudgetLedger(state_dir(root) / "budget.sqlite")
+def judge_ledger(root: Path, instance: Any = None) -> BudgetLedger:
+    """The judges' spend ledger (what the budgets are enforced on): the data root's, or the Dagster instance's
+    database when it runs on PostgreSQL (see `llm.shared_state`)."""
+    return SharedState.of(root, instance).judge_ledger()
 
 
-def cost_rollup(root, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
+def cost_rollup(root, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedger | None = None) -> pl.DataFrame:
     """Judge spend per UTC day of judging. Judge spend only: the traced application's own cost_usd is
-    in `traces` and is never added here."""
+    in `traces` and is never added here. `ledger`: default, the data root's."""
     if not has_files(root, "judge_scores"):
         return conform(pl.DataFrame(), JUDGE_COST_DAILY_SCHEMA)
     # Rows are grouped by the UTC day number and only the groups' days are formatted: a strftime and a time
@@ -59,7 +61,7 @@ def cost_rollup(root, evaluators: dict[str, EvaluatorConfig]) -> pl.DataFrame:
             """
         ).pl()
     budgets = {name: cfg.max_daily_cost_usd for name, cfg in evaluators.items()}
-    spend = ledger_spend(judge_ledger(root))
+    spend = ledger_spend(ledger or judge_ledger(root))
     frame = with_budget_use(frame, spend, "day", budgets, "budget_daily_usd")
     return conform(frame, JUDGE_COST_DAILY_SCHEMA)
 

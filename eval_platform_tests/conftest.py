@@ -14,6 +14,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 
+# postgres_server, postgres_db and state_backend (the shared state on SQLite and on PostgreSQL)
+pytest_plugins = ["eval_platform_tests.shared_state_backends"]
+
 
 @pytest.fixture(scope="session")
 def local_judge():

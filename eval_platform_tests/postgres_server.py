@@ -69,6 +69,10 @@ class PostgresDatabase:
             "DAGSTER_POSTGRES_DB": self.db_name,
         }
 
+    def url(self) -> str:
+        """As the instance's config would give it (dagster-postgres's form of the URL)."""
+        return f"postgresql+psycopg2://{self.user}:{self.password}@{self.host}:{self.port}/{self.db_name}"
+
     def connect(self):
         return psycopg2.connect(
             host=self.host, port=self.port, user=self.user, password=self.password, dbname=self.db_name

@@ -44,6 +44,7 @@ from eval_platform.llm.budget import Budget, BudgetLedger, reservation_ttl_s
 from eval_platform.llm.call import ModelCaller
 from eval_platform.llm.endpoint import Endpoint, model_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.shared_state import SharedState
 from eval_platform.record_fields import field_text
 from eval_platform.schemas import (
     BENCHMARK_CASE_SCHEMA,
@@ -58,15 +59,13 @@ from eval_platform.schemas import (
     UPSTREAM_MISSING,
 )
 from eval_platform.scoring import registry
-from eval_platform.settings import state_dir
 
 TIMEOUT_S, MAX_RETRIES = 120.0, 3
 
 
 def benchmark_ledger(root: Path) -> BudgetLedger:
-    """Spend of the models under test: a ledger of its own, so it never counts against a judge's budget
-    nor shows in `judge_cost_daily`."""
-    return BudgetLedger(state_dir(root) / "benchmark_budget.sqlite")
+    """Spend of the models under test, in the data root (see `SharedState.benchmark_ledger`)."""
+    return SharedState(root).benchmark_ledger()
 
 
 def budget_name(model_name: str) -> str:
@@ -253,7 +252,7 @@ async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
     model, budget = run.model, None
     if model.budgeted:
         budget = Budget(
-            benchmark_ledger(run.root),
+            run.runtime.benchmark_ledger or benchmark_ledger(run.root),
             budget_name(run.model_name),
             model.max_daily_cost_usd,
             model.max_monthly_cost_usd,

@@ -20,11 +20,11 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
     @dg.asset(
         deps=[judge_scores], kinds={"duckdb", "parquet"}, group_name="costs", automation_condition=REFRESH_AFTER_UPDATES
     )
-    def judge_cost_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def judge_cost_daily(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend and tokens per UTC day, evaluator, model and project: calls, cache hits, failures,
         and the day's budget use from the spend ledger (`ledger_spend_usd`, all runs of the day)."""
         root = warehouse.root
-        frame = cost_rollup(root, evaluators)
+        frame = cost_rollup(root, evaluators, judge_ledger(root, context.instance))
         write_partition(root, "judge_cost_daily", {}, frame)
         refresh(root)
         return dg.MaterializeResult(
@@ -45,14 +45,14 @@ def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_
         group_name="costs",
         automation_condition=REFRESH_AFTER_UPDATES,
     )
-    def judge_cost_monthly(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def judge_cost_monthly(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend per UTC month, evaluator, model and project, with the month's budget use from the
         spend ledger (`ledger_spend_usd` against `max_monthly_cost_usd`)."""
         root = warehouse.root
         daily = read_partition(root, "judge_cost_daily", {})
         if daily is None:
             raise dg.Failure("judge_cost_daily is not materialized yet: materialize it first")
-        frame = monthly_rollup(daily, judge_ledger(root), evaluators)
+        frame = monthly_rollup(daily, judge_ledger(root, context.instance), evaluators)
         write_partition(root, "judge_cost_monthly", {}, frame)
         refresh(root)
         return dg.MaterializeResult(

@@ -2,14 +2,14 @@
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
-from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.shared_state import SharedState
 from eval_platform.settings import (
     DATA_DIR_ENV,
     S3_ACCESS_KEY_ID_ENV,
@@ -18,7 +18,6 @@ from eval_platform.settings import (
     S3_SECRET_ACCESS_KEY_ENV,
     WAREHOUSE_URL_ENV,
     data_root,
-    state_dir,
 )
 from eval_platform.storage import location
 
@@ -78,18 +77,27 @@ class JudgeResource(dg.ConfigurableResource):
 
     When an evaluator's key is not set, its traces are SKIPPED (no_credentials), unless a local judge
     URL is configured: then the local judge server answers (replayed recordings or labelled mock verdicts).
+
+    The judge cache, the budget ledgers and batch state follow the run's Dagster instance (`SharedState`): in
+    SQLite files under the data root's state/ folder, or, when the instance is on PostgreSQL, in its database.
     """
 
     local_judge_url: str | None = Field(None, description=f"Defaults to ${LOCAL_JUDGE_URL_ENV} when set.")
     max_concurrency_per_model: int = Field(16, description="Calls in flight per model string within one run.")
+    _instance: Any = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._instance = context.instance  # where the run's state lives (see `runtime`)
 
     def runtime(self, root: Path) -> JudgeRuntime:
+        state = SharedState.of(root, self._instance)
         return JudgeRuntime(
             client=LiteLLMJudgeClient(max_concurrency=self.max_concurrency_per_model),
-            cache=JudgeCache(state_dir(root) / "judge_cache"),
-            ledger=BudgetLedger(state_dir(root) / "budget.sqlite"),
-            batch_dir=state_dir(root) / "judge_batches",
+            cache=state.judge_cache(),
+            ledger=state.judge_ledger(),
+            batch_dir=state.batches(),
             local_judge_url=self.local_judge_url or os.environ.get(LOCAL_JUDGE_URL_ENV) or None,
+            benchmark_ledger=state.benchmark_ledger(),
         )
 
 

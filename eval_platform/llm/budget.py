@@ -19,9 +19,12 @@ reply is in. The rules, chosen so that money is never spent blindly and budgets 
   counted at its worst case for good. So the ledger never holds less than the provider billed. Unsettled
   spend counts as spent, not as in flight: nobody waits for it to settle.
 
-The ledger is one SQLite file; SQLite's write lock serialises check-and-reserve. Settled spend is
-compacted into one row per evaluator and UTC day as it settles, so reading totals and checking a
-budget cost the same after ten calls or ten million.
+The ledger is one SQLite file under the data root (SQLite's write lock serialises check-and-reserve), or,
+when the Dagster instance runs on PostgreSQL, two tables in its database, where an advisory lock per evaluator
+serialises check-and-reserve across hosts (`statedb`). Each change is one transaction: a process killed at
+any instant leaves the reservation either wholly written or not at all. Settled spend is compacted into one row
+per evaluator and UTC day as it settles, so reading totals and checking a budget cost the same after ten calls
+or ten million.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sqlite3
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -38,33 +40,37 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.llm.client import SendRefused
+from eval_platform.llm.statedb import PostgresState, SqliteFile
 from eval_platform.storage.sqlite import connect_wal
 
+# {id} and {real} are the backend's types; {spend} and {daily} the tables' names (see `BudgetLedger`).
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS judge_spend (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+CREATE TABLE IF NOT EXISTS {spend} (
+    id {id},
     evaluator TEXT NOT NULL,
     day TEXT NOT NULL,
     month TEXT NOT NULL,
-    amount_usd REAL NOT NULL,
-    state TEXT NOT NULL,          -- reserved | unsettled (settled rows are folded into judge_spend_daily)
-    created_at REAL NOT NULL,
-    expires_at REAL,
+    amount_usd {real} NOT NULL,
+    state TEXT NOT NULL,          -- reserved | unsettled (settled rows are folded into {daily})
+    created_at {real} NOT NULL,
+    expires_at {real},
     pid INTEGER,
     host TEXT
 );
-CREATE INDEX IF NOT EXISTS judge_spend_eval_day ON judge_spend (evaluator, day);
-CREATE INDEX IF NOT EXISTS judge_spend_eval_month ON judge_spend (evaluator, month);
-CREATE TABLE IF NOT EXISTS judge_spend_daily (
+CREATE INDEX IF NOT EXISTS {spend}_eval_day ON {spend} (evaluator, day);
+CREATE INDEX IF NOT EXISTS {spend}_eval_month ON {spend} (evaluator, month);
+CREATE TABLE IF NOT EXISTS {daily} (
     evaluator TEXT NOT NULL,
     day TEXT NOT NULL,
     month TEXT NOT NULL,
-    spend_usd REAL NOT NULL,
+    spend_usd {real} NOT NULL,
     calls INTEGER NOT NULL,
     PRIMARY KEY (evaluator, day)
 );
-CREATE INDEX IF NOT EXISTS judge_spend_daily_month ON judge_spend_daily (evaluator, month);
+CREATE INDEX IF NOT EXISTS {daily}_month ON {daily} (evaluator, month);
 """
+_SQLITE_TYPES = {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL"}
+_POSTGRES_TYPES = {"id": "BIGSERIAL PRIMARY KEY", "real": "DOUBLE PRECISION"}  # REAL is 4 bytes there: no money in it
 
 # Columns added after the first release; an older ledger file gets them on open.
 _ADDED_COLUMNS = {"expires_at": "REAL", "pid": "INTEGER", "host": "TEXT"}
@@ -126,50 +132,65 @@ def _alive(pid: int | None, host: str | None) -> bool:
 
 
 class BudgetLedger:
-    def __init__(self, path: Path, clock: Callable[[], datetime] | None = None):
-        self.path = path
+    """The spend ledger: a SQLite file (`where` a path), or tables in the Dagster instance's PostgreSQL database
+    (`where` a `PostgresState`; `name` tells the judges' ledger from the benchmark's, each a file of its own on
+    SQLite). The rules above hold on both: on SQLite its write lock serialises check-and-reserve, on PostgreSQL
+    an advisory lock per evaluator does (see `statedb`), and every change is one transaction."""
+
+    def __init__(
+        self, where: Path | PostgresState, clock: Callable[[], datetime] | None = None, *, name: str = "judge"
+    ):
         self.clock = clock or (lambda: datetime.now(UTC))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(self._connect()) as conn:
-            conn.executescript(_SCHEMA)
-            conn.execute("BEGIN IMMEDIATE")  # several processes may open an older ledger at once
+        if isinstance(where, PostgresState):
+            self.path = None
+            self._db: SqliteFile | PostgresState = where
+            self._spend, self._daily = f"eval_platform_{name}_spend", f"eval_platform_{name}_spend_daily"
+            where.ensure_schema(self._spend, _SCHEMA.format(spend=self._spend, daily=self._daily, **_POSTGRES_TYPES))
+            return
+        self.path = Path(where)
+        self._db = SqliteFile(self.path)
+        self._spend, self._daily = "judge_spend", "judge_spend_daily"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(connect_wal(self.path)) as conn:  # waits for other processes opening the ledger too
+            conn.executescript(_SCHEMA.format(spend=self._spend, daily=self._daily, **_SQLITE_TYPES))
+        with self._db.transaction() as conn:  # several processes may open an older ledger at once
             columns = {row[1] for row in conn.execute("PRAGMA table_info(judge_spend)")}
-            for name, sql_type in _ADDED_COLUMNS.items():
-                if name not in columns:
-                    conn.execute(f"ALTER TABLE judge_spend ADD COLUMN {name} {sql_type}")
-            conn.execute("COMMIT")
-            self._compact(conn)
+            for column, sql_type in _ADDED_COLUMNS.items():
+                if column not in columns:
+                    conn.execute(f"ALTER TABLE judge_spend ADD COLUMN {column} {sql_type}")
+        self._compact()
 
-    def _connect(self) -> sqlite3.Connection:
-        return connect_wal(self.path)  # waits for other processes opening the ledger too (a fresh one included)
+    def describe(self) -> str:
+        """Where the ledger is (never a password)."""
+        return self._db.describe() + (f" ({self._spend})" if self.path is None else "")
 
-    @staticmethod
-    def _compact(conn: sqlite3.Connection) -> None:
-        """Fold settled per-call rows (a ledger written before compaction existed) into per-day totals."""
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            "INSERT INTO judge_spend_daily (evaluator, day, month, spend_usd, calls) "
-            "SELECT evaluator, day, month, SUM(amount_usd), COUNT(*) FROM judge_spend WHERE state = 'settled' "
-            "GROUP BY evaluator, day, month "
-            "ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = spend_usd + excluded.spend_usd, "
-            "calls = calls + excluded.calls"
-        )
-        conn.execute("DELETE FROM judge_spend WHERE state = 'settled'")
-        # Earlier versions released a dead process's reservation as 'abandoned' (counted for nothing); those
-        # rows are dropped a day later, as they were. Reserved and unsettled rows stay until settled.
-        conn.execute(
-            "DELETE FROM judge_spend WHERE state = 'abandoned' AND COALESCE(expires_at, created_at + ?) < ?",
-            (_LEGACY_TTL_S, time.time() - 86400),
-        )
-        conn.execute("COMMIT")
+    def _lock(self, evaluator: str) -> str:
+        return f"{self._spend}:{evaluator}"
 
-    @staticmethod
-    def _reserved(conn: sqlite3.Connection, where: str, params: tuple, now: float) -> list[tuple[int, float, bool]]:
+    def _compact(self) -> None:
+        """Fold settled per-call rows (a SQLite ledger written before compaction existed) into per-day totals."""
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO judge_spend_daily (evaluator, day, month, spend_usd, calls) "
+                "SELECT evaluator, day, month, SUM(amount_usd), COUNT(*) FROM judge_spend WHERE state = 'settled' "
+                "GROUP BY evaluator, day, month "
+                "ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = spend_usd + excluded.spend_usd, "
+                "calls = calls + excluded.calls"
+            )
+            conn.execute("DELETE FROM judge_spend WHERE state = 'settled'")
+            # Earlier versions released a dead process's reservation as 'abandoned' (counted for nothing); those
+            # rows are dropped a day later, as they were. Reserved and unsettled rows stay until settled.
+            conn.execute(
+                "DELETE FROM judge_spend WHERE state = 'abandoned' AND COALESCE(expires_at, created_at + ?) < ?",
+                (_LEGACY_TTL_S, time.time() - 86400),
+            )
+
+    def _reserved(self, conn, where: str, params: tuple, now: float) -> list[tuple[int, float, bool]]:
         """(id, amount, unsettled) of the reservations matching `where`. A reservation still marked in flight
         whose process is gone or whose time is up is marked unsettled here, once and for good (a later process
         with the same pid does not bring it back in flight)."""
         rows = conn.execute(
-            f"SELECT id, amount_usd, state, pid, host, COALESCE(expires_at, created_at + ?) FROM judge_spend "
+            f"SELECT id, amount_usd, state, pid, host, COALESCE(expires_at, created_at + ?) FROM {self._spend} "
             f"WHERE state IN ('reserved', 'unsettled') AND {where}",
             (_LEGACY_TTL_S, *params),
         ).fetchall()
@@ -180,21 +201,19 @@ class BudgetLedger:
                 gone.append((row_id,))
             result.append((row_id, amount, unsettled))
         if gone:
-            conn.executemany("UPDATE judge_spend SET state = 'unsettled' WHERE id = ?", gone)
+            conn.executemany(f"UPDATE {self._spend} SET state = 'unsettled' WHERE id = ? AND state = 'reserved'", gone)
         return result
 
-    def _outstanding(
-        self, conn: sqlite3.Connection, evaluator: str, column: str, period: str, now: float
-    ) -> tuple[float, float]:
+    def _outstanding(self, conn, evaluator: str, column: str, period: str, now: float) -> tuple[float, float]:
         """(in flight, unsettled): reserved spend of calls that may still settle, and of calls that will not
         settle by themselves (their process is gone or their time is up), counted as spent at their worst case."""
         rows = self._reserved(conn, f"evaluator = ? AND {column} = ?", (evaluator, period), now)
         in_flight = sum(amount for _, amount, unsettled in rows if not unsettled)
         return in_flight, sum(amount for _, amount, unsettled in rows if unsettled)
 
-    def _settled(self, conn: sqlite3.Connection, evaluator: str, column: str, period: str) -> float:
+    def _settled(self, conn, evaluator: str, column: str, period: str) -> float:
         (total,) = conn.execute(
-            f"SELECT COALESCE(SUM(spend_usd), 0) FROM judge_spend_daily WHERE evaluator = ? AND {column} = ?",
+            f"SELECT COALESCE(SUM(spend_usd), 0) FROM {self._daily} WHERE evaluator = ? AND {column} = ?",
             (evaluator, period),
         ).fetchone()
         return float(total)
@@ -218,60 +237,50 @@ class BudgetLedger:
         day, month = now_dt.strftime("%Y-%m-%d"), now_dt.strftime("%Y-%m")
         now = time.time()
         pid = None if outlives_process else os.getpid()  # a batch's reservation outlives this process
-        with closing(self._connect()) as conn:
-            conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the totals
-            try:
-                for column, period, name, limit in (
-                    ("day", day, "daily", max_daily_usd),
-                    ("month", month, "monthly", max_monthly_usd),
-                ):
-                    if limit is None:
-                        continue
-                    in_flight, unsettled = self._outstanding(conn, evaluator, column, period, now)
-                    settled = self._settled(conn, evaluator, column, period) + unsettled
-                    if settled + in_flight + amount_usd > limit + 1e-12:
-                        conn.execute("COMMIT")  # keeps the unsettled marks
-                        return Refusal(name, limit, settled, in_flight, amount_usd, unsettled)
-                cursor = conn.execute(
-                    "INSERT INTO judge_spend"
-                    " (evaluator, day, month, amount_usd, state, created_at, expires_at, pid, host) "
-                    "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
-                    (evaluator, day, month, amount_usd, now, now + ttl_s, pid, _HOST),
-                )
-                conn.execute("COMMIT")
-                assert cursor.lastrowid is not None  # set by every INSERT
-                return Reservation(cursor.lastrowid, evaluator, day, month, amount_usd)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        # The lock is taken before the totals are read; a refusal commits too (it keeps the unsettled marks).
+        with self._db.transaction(self._lock(evaluator)) as conn:
+            for column, period, name, limit in (
+                ("day", day, "daily", max_daily_usd),
+                ("month", month, "monthly", max_monthly_usd),
+            ):
+                if limit is None:
+                    continue
+                in_flight, unsettled = self._outstanding(conn, evaluator, column, period, now)
+                settled = self._settled(conn, evaluator, column, period) + unsettled
+                if settled + in_flight + amount_usd > limit + 1e-12:
+                    return Refusal(name, limit, settled, in_flight, amount_usd, unsettled)
+            (row_id,) = conn.execute(
+                f"INSERT INTO {self._spend}"
+                " (evaluator, day, month, amount_usd, state, created_at, expires_at, pid, host) "
+                "VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?) RETURNING id",
+                (evaluator, day, month, amount_usd, now, now + ttl_s, pid, _HOST),
+            ).fetchone()
+            return Reservation(int(row_id), evaluator, day, month, amount_usd)
 
     def settle(self, reservation: Reservation, actual_usd: float) -> None:
         """Replace a reservation (in flight or unsettled) by the actual cost of the call, as billed (even above
         what was reserved)."""
-        with closing(self._connect()) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("DELETE FROM judge_spend WHERE id = ?", (reservation.id,))
+        with self._db.transaction(self._lock(reservation.evaluator)) as conn:
+            conn.execute(f"DELETE FROM {self._spend} WHERE id = ?", (reservation.id,))
             conn.execute(
-                "INSERT INTO judge_spend_daily (evaluator, day, month, spend_usd, calls) VALUES (?, ?, ?, ?, 1) "
-                "ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = spend_usd + excluded.spend_usd, "
-                "calls = calls + 1",
+                f"INSERT INTO {self._daily} (evaluator, day, month, spend_usd, calls) VALUES (?, ?, ?, ?, 1) "
+                f"ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = {self._daily}.spend_usd + excluded.spend_usd, "
+                f"calls = {self._daily}.calls + 1",
                 (reservation.evaluator, reservation.day, reservation.month, actual_usd),
             )
-            conn.execute("COMMIT")
 
     def release(self, reservation: Reservation) -> None:
         """Drop a reservation whose money the provider's record shows was never committed (a batch it refused,
         or one it never created). Only that record frees money: a killed call's reservation is never released."""
-        with closing(self._connect()) as conn:
-            conn.execute("DELETE FROM judge_spend WHERE id = ?", (reservation.id,))
+        with self._db.transaction(self._lock(reservation.evaluator)) as conn:
+            conn.execute(f"DELETE FROM {self._spend} WHERE id = ?", (reservation.id,))
 
     def spent(self, evaluator: str, day: str | None = None, month: str | None = None) -> float:
         """Settled, unsettled and in-flight spend of an evaluator on a UTC day (YYYY-MM-DD) or month (YYYY-MM)."""
         column, value = ("day", day) if day else ("month", month)
         if value is None:
             raise ValueError("spent() needs a day or a month")
-        with closing(self._connect()) as conn:
+        with self._db.transaction(self._lock(evaluator)) as conn:
             in_flight, unsettled = self._outstanding(conn, evaluator, column, value, time.time())
             return self._settled(conn, evaluator, column, value) + in_flight + unsettled
 
@@ -279,20 +288,21 @@ class BudgetLedger:
         """(evaluator, day, spend_usd, calls) for every day with spend: one row per day, not per call. Spend is
         what the budgets count as spent: settled calls, plus unsettled ones (killed in flight, or a batch no run
         has collected after its time was up) at their worst case; calls in flight are not in it yet."""
-        with closing(self._connect()) as conn:
+        with self._db.transaction() as conn:
             self._reserved(conn, "1 = 1", (), time.time())  # marks reservations of gone processes unsettled
-            return conn.execute(
+            rows = conn.execute(
                 "SELECT evaluator, day, SUM(spend_usd), SUM(calls) FROM ("
-                "  SELECT evaluator, day, spend_usd, calls FROM judge_spend_daily"
-                "  UNION ALL SELECT evaluator, day, amount_usd, 1 FROM judge_spend WHERE state = 'unsettled'"
-                ") GROUP BY evaluator, day ORDER BY evaluator, day"
+                f"  SELECT evaluator, day, spend_usd, calls FROM {self._daily}"
+                f"  UNION ALL SELECT evaluator, day, amount_usd, 1 FROM {self._spend} WHERE state = 'unsettled'"
+                ") AS spend GROUP BY evaluator, day ORDER BY evaluator, day"
             ).fetchall()
+        return [(evaluator, day, float(spend), int(calls)) for evaluator, day, spend, calls in rows]
 
     def rows(self) -> int:
         """How many rows the ledger holds (per-day totals plus reservations in flight)."""
-        with closing(self._connect()) as conn:
-            (daily,) = conn.execute("SELECT COUNT(*) FROM judge_spend_daily").fetchone()
-            (open_,) = conn.execute("SELECT COUNT(*) FROM judge_spend").fetchone()
+        with self._db.transaction() as conn:
+            (daily,) = conn.execute(f"SELECT COUNT(*) FROM {self._daily}").fetchone()
+            (open_,) = conn.execute(f"SELECT COUNT(*) FROM {self._spend}").fetchone()
         return int(daily) + int(open_)
 
 

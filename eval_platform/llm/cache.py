@@ -9,6 +9,9 @@ hundreds of calls per second was the largest share of our own overhead (README, 
 in that older layout are still read. `flush()` waits for the queued writes; the runner flushes at the end of
 every day, and a write that failed is reported with the day's rows, never instead of them (the replies were
 paid for). Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
+
+When the Dagster instance runs on PostgreSQL the entries live in one table of its database instead (every host
+finds what any host paid for); the same writer thread commits them there, in batches.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_platform.llm.client import JudgeRequest
+from eval_platform.llm.statedb import PostgresState
 from eval_platform.storage.sqlite import connect_wal
 
 
@@ -47,24 +51,37 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
 
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)"
+_POSTGRES_TABLE = "eval_platform_judge_cache"
 
 
 class JudgeCache:
-    def __init__(self, directory: Path):
-        self.directory = Path(directory)
+    """The cache in a folder (`where` a path: one SQLite file in it), or in the Dagster instance's PostgreSQL
+    database (`where` a `PostgresState`: one table, read and written by every host)."""
+
+    def __init__(self, where: Path | PostgresState):
+        self._postgres = where if isinstance(where, PostgresState) else None
+        self.directory = None if isinstance(where, PostgresState) else Path(where)
+        if self._postgres is not None:
+            self._postgres.ensure_schema(_POSTGRES_TABLE, _SCHEMA.replace("replies", _POSTGRES_TABLE))
         self._readers = threading.local()
         self._cond = threading.Condition()
         self._queue: list[tuple[str, str]] = []
         self._queued = self._written = 0
         self._error: BaseException | None = None
         self._writer: threading.Thread | None = None
+        self._writer_connection: sqlite3.Connection | None = None  # the writer thread's, on SQLite
         self._unwritten: dict[str, dict[str, Any]] = {}  # handed to the writer, maybe not committed yet
 
     @property
-    def path(self) -> Path:
-        return self.directory / "replies.sqlite"
+    def path(self) -> Path | None:
+        return None if self.directory is None else self.directory / "replies.sqlite"
+
+    def describe(self) -> str:
+        """Where the entries are (never a password)."""
+        return self._postgres.describe() + f" ({_POSTGRES_TABLE})" if self._postgres else str(self.path)
 
     def _connect(self) -> sqlite3.Connection:
+        assert self.directory is not None and self.path is not None
         self.directory.mkdir(parents=True, exist_ok=True)
         connection = connect_wal(self.path)  # waits for other processes opening the cache (a fresh one included)
         connection.execute("PRAGMA synchronous=NORMAL")
@@ -74,18 +91,22 @@ class JudgeCache:
     def _reader(self) -> sqlite3.Connection | None:
         connection = getattr(self._readers, "connection", None)
         if connection is None:
-            if not self.path.exists():
+            if self.path is None or not self.path.exists():
                 return None  # nothing stored yet: do not create files on a read
             connection = self._readers.connection = self._connect()
         return connection
 
     def _legacy_path(self, key: str) -> Path:
+        assert self.directory is not None  # the older layout only ever was in a folder
         return self.directory / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
         entry = self._unwritten.get(key)
         if entry is not None:
             return entry
+        if self._postgres is not None:
+            row = self._postgres.fetchone(f"SELECT entry FROM {_POSTGRES_TABLE} WHERE key = ?", (key,))
+            return json.loads(row[0]) if row is not None else None
         reader = self._reader()
         row = reader.execute("SELECT entry FROM replies WHERE key = ?", (key,)).fetchone() if reader else None
         try:
@@ -105,22 +126,39 @@ class JudgeCache:
             self._queued += 1
             self._cond.notify_all()
 
+    def _write(self, batch: list[tuple[str, str]]) -> None:
+        """Commit one batch of entries, in the writer thread."""
+        if self._postgres is not None:
+            # One row per key (a key twice in one statement is an error there), in key order: two hosts writing
+            # overlapping batches lock their rows in the same order and never deadlock.
+            rows = sorted(dict(batch).items())
+            with self._postgres.transaction() as cursor:
+                cursor.execute_values(
+                    f"INSERT INTO {_POSTGRES_TABLE} (key, entry) VALUES %s "
+                    "ON CONFLICT (key) DO UPDATE SET entry = excluded.entry",
+                    rows,
+                )
+            return
+        try:
+            connection = self._writer_connection = self._writer_connection or self._connect()
+            connection.execute("BEGIN IMMEDIATE")
+            connection.executemany("INSERT OR REPLACE INTO replies (key, entry) VALUES (?, ?)", batch)
+            connection.execute("COMMIT")
+        except BaseException:
+            if self._writer_connection is not None:  # the next batch starts afresh, outside this failed transaction
+                self._writer_connection.close()
+                self._writer_connection = None
+            raise
+
     def _write_loop(self) -> None:
-        connection = None
         while True:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
                 batch, self._queue = self._queue, []
             try:
-                connection = connection or self._connect()
-                connection.execute("BEGIN IMMEDIATE")
-                connection.executemany("INSERT OR REPLACE INTO replies (key, entry) VALUES (?, ?)", batch)
-                connection.execute("COMMIT")
+                self._write(batch)
             except BaseException as error:  # noqa: BLE001 - reported by flush() in the judging thread
-                if connection is not None:  # the next batch starts afresh, outside this failed transaction
-                    connection.close()
-                    connection = None
                 with self._cond:
                     self._error = self._error or error  # the first failure says why
             with self._cond:
@@ -137,7 +175,7 @@ class JudgeCache:
                 self._unwritten.clear()
             error, self._error = self._error, None
         if error is not None:
-            raise RuntimeError(f"judge cache write failed ({self.path})") from error
+            raise RuntimeError(f"judge cache write failed ({self.describe()})") from error
 
     def flush_or_report(self) -> str | None:
         """`flush()`, with a failed write returned as its message instead of raised.

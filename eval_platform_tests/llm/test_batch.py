@@ -27,16 +27,18 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.loading import EvaluatorConfigError, load_evaluator
 from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
+from eval_platform.llm.batch.state import BatchState
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
 from eval_platform.llm.pricing import model_cost, worst_case_prompt_tokens
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.statedb import postgres_state
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_modes import judge
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 from eval_platform_tests.llm.test_lean_path import CASES, VARYING
+from eval_platform_tests.shared_state_backends import cache_at, ledger_at
 
 FAST = {"poll_interval_s": 0.02}
 PRICES = {"input_cost_per_million": 2.0, "output_cost_per_million": 8.0}
@@ -78,12 +80,14 @@ def chat_requests(server) -> int:
     return httpx.get(f"{server.base_url}/stats", trust_env=False).json()["requests"]
 
 
-def make_runtime(state: Path) -> JudgeRuntime:
+def make_runtime(state: Path, postgres_url: str | None = None) -> JudgeRuntime:
+    """A run's runtime: cache, ledger and batch state under `state`, or in the database at `postgres_url`."""
     return JudgeRuntime(
         client=LiteLLMJudgeClient(max_concurrency=4, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)),
-        cache=JudgeCache(state / "cache"),
-        ledger=BudgetLedger(state / "budget.sqlite"),
+        cache=cache_at(state / "cache", postgres_url),
+        ledger=ledger_at(state / "budget.sqlite", postgres_url),
         env={},
+        batch_dir=postgres_state(postgres_url) if postgres_url else None,
     )
 
 
@@ -94,6 +98,12 @@ def config_for(server, name: str, **extra) -> EvaluatorConfig:
 
 def sorted_rows(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.sort(["trace_id", "trace_id_b", "model", "sample", "role"], nulls_last=True)
+
+
+def saved_batches(state: Path, evaluator: str, postgres_url: str | None = None) -> list[dict]:
+    """The batches a partition's state records (its file under `state`, or its row in the database)."""
+    where = postgres_state(postgres_url) if postgres_url else state / "judge_batches"
+    return BatchState(where, evaluator, DAY).batches
 
 
 def submitted_batches(saved: Path) -> list[dict]:
@@ -253,22 +263,19 @@ def test_a_poll_timeout_keeps_the_batch_and_the_next_run_resumes_it(tmp_path):
 CRASHING_RUN = """
 import sys
 from pathlib import Path
-from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
-from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.judging.test_runner import DAY, make_traces
+from eval_platform_tests.llm.test_batch import make_runtime
 
 state = Path(sys.argv[2])
-runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(state / "cache"), BudgetLedger(state / "budget.sqlite"), env={})
+runtime = make_runtime(state, (sys.argv[3] if len(sys.argv) > 3 else "") or None)
 judge_day(load_evaluator(Path(sys.argv[1])), DAY, make_traces(4), runtime)
 print("finished")
 """
 
 
-def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path, data_root):
+def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path, data_root, state_backend):
     with LocalJudgeServer(batch_delay_s=3.0) as server:
         path = write_evaluator(
             data_root,
@@ -283,28 +290,28 @@ def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path,
             batch=FAST,
             **PRICES,
         )
-        state = tmp_path / "state"
-        saved = state / "judge_batches" / "crashy" / f"{DAY}.json"
+        state, url = tmp_path / "state", state_backend.postgres_url
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        run = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(path), str(state)], env=env)
+        run = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(path), str(state), state_backend.arg], env=env)
         try:
-            while not submitted_batches(saved) and run.poll() is None:
+            while run.poll() is None and not [b for b in saved_batches(state, "crashy", url) if b["state"] == "open"]:
                 time.sleep(0.05)
         finally:
             run.send_signal(signal.SIGKILL)
             run.wait()
         assert run.returncode == -signal.SIGKILL  # killed while waiting for the batch, not finished
-        (submitted,) = json.loads(saved.read_text())["batches"]
+        (submitted,) = saved_batches(state, "crashy", url)
         assert submitted["state"] == "open" and len(submitted["requests"]) == 4
 
-        result = judge_day(load_evaluator(path), DAY, make_traces(4), make_runtime(state))
+        # (On PostgreSQL the killed run's partition lock went with its connection: this run does not wait.)
+        result = judge_day(load_evaluator(path), DAY, make_traces(4), make_runtime(state, url))
         assert result.rows["status"].to_list() == ["COMPLETED"] * 4
         assert [(b["batch_id"], b["resumed"]) for b in result.summary["batches"]] == [(submitted["batch_id"], True)]
         assert batch_stats(server) == {"batches": 1, "files": 2, "batch_lines": 4}  # one input, one output: paid once
-        (collected,) = json.loads(saved.read_text())["batches"]
+        (collected,) = saved_batches(state, "crashy", url)
         assert collected["state"] == "collected" and collected["status"] == "completed"
         # The killed run's reservation was settled once, with what the batch actually cost.
-        ledger = BudgetLedger(state / "budget.sqlite")
+        ledger = state_backend.ledger(state / "budget.sqlite")
         assert ledger.spent("crashy", day=submitted["reservation"]["day"]) == pytest.approx(
             result.rows["cost_usd"].sum()
         )

@@ -17,6 +17,7 @@ from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.conftest import REPO_DATA
 from eval_platform_tests.judging.test_runner import make_traces
+from eval_platform_tests.shared_state_backends import cache_at, ledger_at
 
 # 1000 $ per million tokens makes one call cost about 0.1-0.3 $ (prompt ~150 tokens, reply ~40).
 PRICED = {"input_cost_per_million": 1000.0, "output_cost_per_million": 1000.0}
@@ -37,12 +38,12 @@ def budgeted(base_url: str, **limits) -> EvaluatorConfig:
     )
 
 
-def _run_partition(args: tuple[str, str, str, int]) -> list[dict]:
-    base_url, state, day, n = args
+def _run_partition(args: tuple[str, str, str, int, str]) -> list[dict]:
+    base_url, state, day, n, postgres_url = args
     runtime = JudgeRuntime(
         client=LiteLLMJudgeClient(max_concurrency=8),
-        cache=JudgeCache(Path(state) / f"cache-{day}"),
-        ledger=BudgetLedger(Path(state) / "budget.sqlite"),
+        cache=cache_at(Path(state) / f"cache-{day}", postgres_url or None),
+        ledger=ledger_at(Path(state) / "budget.sqlite", postgres_url or None),
         env={},
     )
     traces = make_traces(n).with_columns(pl.col("trace_id") + f"-{day}", pl.lit(day).alias("date"))
@@ -50,10 +51,12 @@ def _run_partition(args: tuple[str, str, str, int]) -> list[dict]:
     return rows.select("status", "reason", "cost_usd").to_dicts()
 
 
-def test_concurrent_partitions_never_overspend(local_judge, tmp_path):
+def test_concurrent_partitions_never_overspend(local_judge, tmp_path, state_backend):
     days = ["2026-11-09", "2026-11-10", "2026-11-11"]
     with multiprocessing.get_context("spawn").Pool(3) as pool:
-        results = pool.map(_run_partition, [(local_judge.base_url, str(tmp_path), d, 30) for d in days])
+        results = pool.map(
+            _run_partition, [(local_judge.base_url, str(tmp_path), d, 30, state_backend.arg) for d in days]
+        )
     rows = [row for result in results for row in result]
     spent = sum(r["cost_usd"] or 0 for r in rows)
     completed = sum(r["status"] == "COMPLETED" for r in rows)
@@ -61,14 +64,14 @@ def test_concurrent_partitions_never_overspend(local_judge, tmp_path):
     assert completed > 0 and exhausted > 0  # the budget bit, and it let some calls through
     assert completed + exhausted == 90
     assert spent <= 2.0
-    ledger = BudgetLedger(tmp_path / "budget.sqlite")
+    ledger = state_backend.ledger(tmp_path / "budget.sqlite")
     today = datetime.now(UTC).strftime("%Y-%m-%d")
     assert abs(ledger.spent("budgeted", day=today) - spent) < 1e-9  # the ledger holds what the rows say
 
 
-def test_monthly_budget_counts_earlier_days(local_judge, tmp_path):
+def test_monthly_budget_counts_earlier_days(local_judge, tmp_path, state_backend):
     clock = {"now": datetime(2026, 11, 3, tzinfo=UTC)}
-    ledger = BudgetLedger(tmp_path / "budget.sqlite", clock=lambda: clock["now"])
+    ledger = state_backend.ledger(tmp_path / "budget.sqlite", clock=lambda: clock["now"])
     runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(tmp_path / "cache"), ledger, env={})
     config = budgeted(local_judge.base_url, max_monthly_cost_usd=1.5)
     first = judge_day(config, "2026-11-03", make_traces(4), runtime).rows

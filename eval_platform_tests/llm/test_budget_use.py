@@ -19,14 +19,14 @@ import pytest
 
 from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
-from eval_platform.llm.budget import BudgetLedger, Refusal, Reservation
-from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.budget import Refusal, Reservation
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.llm.pricing import worst_case_prompt_tokens
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.conftest import REPO_DATA
 from eval_platform_tests.judging.test_runner import make_traces
 from eval_platform_tests.llm.test_budget import PRICED, budgeted
+from eval_platform_tests.shared_state_backends import cache_at, ledger_at
 
 TODAY = lambda: datetime.now(UTC).strftime("%Y-%m-%d")  # noqa: E731  (budgets count the UTC day of the call)
 
@@ -51,22 +51,27 @@ def worst_case(config, traces: pl.DataFrame) -> float:
     )
 
 
-def runtime_at(state: Path, concurrency: int = 8) -> JudgeRuntime:
+def runtime_at(state: Path, concurrency: int = 8, postgres_url: str | None = None) -> JudgeRuntime:
+    """A run's runtime: its ledger at state/budget.sqlite, or in the database at `postgres_url` (its cache too:
+    a table every run shares, so the runs' trace ids differ and each call is paid once)."""
     return JudgeRuntime(
         client=LiteLLMJudgeClient(max_concurrency=concurrency),
-        cache=JudgeCache(state / f"cache-{os.getpid()}-{time.monotonic_ns()}"),
-        ledger=BudgetLedger(state / "budget.sqlite"),
+        cache=cache_at(state / f"cache-{os.getpid()}-{time.monotonic_ns()}", postgres_url),
+        ledger=ledger_at(state / "budget.sqlite", postgres_url),
         env={},
     )
 
 
-def test_one_partition_spends_the_budget_down_to_less_than_one_call(slow_judge, tmp_path):
+def test_one_partition_spends_the_budget_down_to_less_than_one_call(slow_judge, tmp_path, state_backend):
     traces = make_traces(40)
     probe = budgeted(slow_judge.base_url)
     worst = worst_case(probe, traces)
     budget = 6.5 * worst  # room for six worst cases; real calls cost about a third of theirs, so more fit
     rows = judge_day(
-        budgeted(slow_judge.base_url, max_daily_cost_usd=budget), "2026-11-10", traces, runtime_at(tmp_path)
+        budgeted(slow_judge.base_url, max_daily_cost_usd=budget),
+        "2026-11-10",
+        traces,
+        runtime_at(tmp_path, postgres_url=state_backend.postgres_url),
     ).rows
     spent = rows["cost_usd"].sum()
     assert spent <= budget
@@ -77,21 +82,31 @@ def test_one_partition_spends_the_budget_down_to_less_than_one_call(slow_judge, 
     assert skipped["reason_detail"].str.contains("remaining").all()
 
 
-def _run(args: tuple[str, str, str, float, int]) -> list[dict]:
-    base_url, state, day, budget, n = args
+def _run(args: tuple[str, str, str, float, int, str]) -> list[dict]:
+    base_url, state, day, budget, n, postgres_url = args
     traces = make_traces(n).with_columns(pl.col("trace_id") + f"-{day}", pl.lit(day).alias("date"))
     config = budgeted(base_url, max_daily_cost_usd=budget)
-    rows = judge_day(config, day, traces, runtime_at(Path(state))).rows
+    rows = judge_day(config, day, traces, runtime_at(Path(state), postgres_url=postgres_url or None)).rows
     return rows.select("status", "reason", "cost_usd").to_dicts()
 
 
-def test_four_concurrent_runs_use_the_budget_and_never_pass_it(slow_judge, tmp_path):
+def test_four_concurrent_runs_use_the_budget_and_never_pass_it(slow_judge, tmp_path, state_backend):
+    """Four runs in four processes. On PostgreSQL they stand for four hosts: each has a folder of its own for its
+    files and shares nothing with the others but the database."""
     traces = make_traces(30)
     worst = worst_case(budgeted(slow_judge.base_url), traces.with_columns(pl.col("trace_id") + "-2026-11-09-x"))
     budget = 15.5 * worst
     days = ["2026-11-09", "2026-11-10", "2026-11-11", "2026-11-12"]
+    shared_files = state_backend.postgres_url is None
+    states = [tmp_path if shared_files else tmp_path / f"host-{i}" for i in range(len(days))]
     with multiprocessing.get_context("spawn").Pool(4) as pool:
-        results = pool.map(_run, [(slow_judge.base_url, str(tmp_path), d, budget, 30) for d in days])
+        results = pool.map(
+            _run,
+            [
+                (slow_judge.base_url, str(s), d, budget, 30, state_backend.arg)
+                for s, d in zip(states, days, strict=True)
+            ],
+        )
     rows = [row for result in results for row in result]
     spent = sum(r["cost_usd"] or 0 for r in rows)
     assert len(rows) == 120
@@ -99,26 +114,27 @@ def test_four_concurrent_runs_use_the_budget_and_never_pass_it(slow_judge, tmp_p
     assert any(r["reason"] == "budget_exhausted" for r in rows)
     assert spent <= budget
     assert spent >= budget - 1.05 * worst  # trace ids differ per day by a few bytes: 5 % slack on the worst case
-    assert abs(BudgetLedger(tmp_path / "budget.sqlite").spent("budgeted", day=TODAY()) - spent) < 1e-9
+    assert abs(state_backend.ledger(tmp_path / "budget.sqlite").spent("budgeted", day=TODAY()) - spent) < 1e-9
+    assert shared_files or not list(tmp_path.rglob("*.sqlite"))  # the hosts' state is in the database only
 
 
-def _reserve_and_hang(path: str, amount: float, ready) -> None:
-    ledger = BudgetLedger(Path(path))
+def _reserve_and_hang(path: str, postgres_url: str, amount: float, ready) -> None:
+    ledger = ledger_at(Path(path), postgres_url or None)
     result = ledger.reserve("budgeted", amount, 1.0, None)
     assert isinstance(result, Reservation)
     ready.set()
     time.sleep(600)
 
 
-def test_reservations_of_a_killed_process_count_as_spent_never_freed(tmp_path):
+def test_reservations_of_a_killed_process_count_as_spent_never_freed(tmp_path, state_backend):
     ledger_path = tmp_path / "budget.sqlite"
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
-    child = ctx.Process(target=_reserve_and_hang, args=(str(ledger_path), 0.9, ready))
+    child = ctx.Process(target=_reserve_and_hang, args=(str(ledger_path), state_backend.arg, 0.9, ready))
     child.start()
     try:
         assert ready.wait(60)
-        ledger = BudgetLedger(ledger_path)
+        ledger = state_backend.ledger(ledger_path)
         refused = ledger.reserve("budgeted", 0.5, 1.0, None)
         assert isinstance(refused, Refusal) and refused.in_flight_usd == pytest.approx(0.9) and refused.can_wait
         os.kill(child.pid, signal.SIGKILL)
@@ -129,15 +145,15 @@ def test_reservations_of_a_killed_process_count_as_spent_never_freed(tmp_path):
         assert isinstance(refused, Refusal) and not refused.can_wait
         assert (refused.settled_usd, refused.unsettled_usd, refused.in_flight_usd) == pytest.approx((0.9, 0.9, 0.0))
         assert "calls of killed runs" in refused.describe()
-        assert BudgetLedger(ledger_path).spent("budgeted", day=TODAY()) == pytest.approx(0.9)
+        assert state_backend.ledger(ledger_path).spent("budgeted", day=TODAY()) == pytest.approx(0.9)
         assert [row[2:] for row in ledger.totals()] == [pytest.approx((0.9, 1))]  # what the cost rollups read
     finally:
         if child.is_alive():
             child.kill()
 
 
-def test_an_expired_reservation_counts_as_spent_until_settled(tmp_path):
-    ledger = BudgetLedger(tmp_path / "budget.sqlite")
+def test_an_expired_reservation_counts_as_spent_until_settled(tmp_path, state_backend):
+    ledger = state_backend.ledger(tmp_path / "budget.sqlite")
     held = ledger.reserve("e", 0.9, 1.0, None, ttl_s=0.2)
     assert isinstance(held, Reservation)
     waiting = ledger.reserve("e", 0.5, 1.0, None)
@@ -153,17 +169,17 @@ def test_an_expired_reservation_counts_as_spent_until_settled(tmp_path):
 KILLED_RUN = """
 import sys
 from pathlib import Path
-from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform_tests.llm.test_budget import budgeted
 from eval_platform_tests.judging.test_runner import make_traces
+from eval_platform_tests.shared_state_backends import cache_at, ledger_at
 
 base_url, state, budget, n = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=8), JudgeCache(state / "cache"),
-                       BudgetLedger(state / "budget.sqlite"), env={})
+url = sys.argv[5] or None
+runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=8), cache_at(state / "cache", url),
+                       ledger_at(state / "budget.sqlite", url), env={})
 judge_day(budgeted(base_url, max_daily_cost_usd=budget), "2026-11-10", make_traces(n), runtime)
 print("finished")
 """
@@ -175,7 +191,9 @@ def billed_usd(server) -> float:
     return (billed["prompt_tokens"] + billed["completion_tokens"]) * 1000.0 / 1e6
 
 
-def test_calls_in_flight_when_a_run_is_killed_stay_in_the_ledger_and_the_budget_holds_as_billed(tmp_path):
+def test_calls_in_flight_when_a_run_is_killed_stay_in_the_ledger_and_the_budget_holds_as_billed(
+    tmp_path, state_backend
+):
     from eval_platform.local_judge import LocalJudgeServer
 
     def counts(server) -> tuple[int, int]:
@@ -187,7 +205,7 @@ def test_calls_in_flight_when_a_run_is_killed_stay_in_the_ledger_and_the_budget_
         budget = 12 * worst_case(budgeted(server.base_url), traces)
         state = tmp_path / "state"
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        command = [sys.executable, "-c", KILLED_RUN, server.base_url, str(state), str(budget), "60"]
+        command = [sys.executable, "-c", KILLED_RUN, server.base_url, str(state), str(budget), "60", state_backend.arg]
         run = subprocess.Popen(command, env=env)
         try:
             # Killed once some calls are settled and others are at the provider, not answered yet.
@@ -203,20 +221,20 @@ def test_calls_in_flight_when_a_run_is_killed_stay_in_the_ledger_and_the_budget_
         assert sent - answered >= 4  # calls in flight at the kill
         while counts(server)[1] < sent:  # the provider finishes (and bills) what it received
             time.sleep(0.02)
-        ledger = BudgetLedger(state / "budget.sqlite")
+        ledger = state_backend.ledger(state / "budget.sqlite")
         # The calls in flight are counted at their worst case: the ledger never holds less than was billed.
         assert ledger.spent("budgeted", day=TODAY()) >= billed_usd(server) > 0
         assert sum(spend for _, _, spend, _ in ledger.totals()) >= billed_usd(server)  # the cost rollups' reader
 
         # The re-run pays for the killed calls again; in billed terms the day's budget still holds.
         config = budgeted(server.base_url, max_daily_cost_usd=budget)
-        rows = judge_day(config, "2026-11-10", traces, runtime_at(state)).rows
+        rows = judge_day(config, "2026-11-10", traces, runtime_at(state, postgres_url=state_backend.postgres_url)).rows
         assert "budget_exhausted" in rows["reason"].to_list()
         assert billed_usd(server) <= budget
-        assert BudgetLedger(state / "budget.sqlite").spent("budgeted", day=TODAY()) >= billed_usd(server)
+        assert state_backend.ledger(state / "budget.sqlite").spent("budgeted", day=TODAY()) >= billed_usd(server)
 
 
-def test_a_reply_longer_than_reserved_is_recorded_and_stops_further_calls(local_judge, tmp_path):
+def test_a_reply_longer_than_reserved_is_recorded_and_stops_further_calls(local_judge, tmp_path, state_backend):
     long_reply = '{"score": 3, "reasoning": "' + "words " * 2000 + '"}'
     config = budgeted(local_judge.base_url, max_tokens=1)
     config = config.model_copy(update={"model": f"openai/fixed/{long_reply}"})
@@ -225,28 +243,32 @@ def test_a_reply_longer_than_reserved_is_recorded_and_stops_further_calls(local_
     limit = 1.5 * worst
     limited = budgeted(local_judge.base_url, max_tokens=1, max_daily_cost_usd=limit)
     limited = limited.model_copy(update={"model": f"openai/fixed/{long_reply}"})
-    rows = judge_day(limited, "2026-11-10", traces, runtime_at(tmp_path, concurrency=1)).rows
+    runtime = runtime_at(tmp_path, concurrency=1, postgres_url=state_backend.postgres_url)
+    rows = judge_day(limited, "2026-11-10", traces, runtime).rows
     completed = rows.filter(pl.col("status") == "COMPLETED")
     assert completed.height == 1  # the first reply overspent: nothing else was sent
     assert completed["cost_usd"][0] > limit  # recorded as billed, above its reservation
     skipped = rows.filter(pl.col("status") == "SKIPPED")
     assert skipped.height == 4 and set(skipped["reason"]) == {"budget_exhausted"}
-    ledger = BudgetLedger(tmp_path / "budget.sqlite")
+    ledger = state_backend.ledger(tmp_path / "budget.sqlite")
     assert ledger.spent("budgeted", day=TODAY()) == pytest.approx(completed["cost_usd"][0])
 
 
-def test_settled_spend_is_one_row_per_day_however_many_calls(local_judge, tmp_path):
-    runtime = runtime_at(tmp_path)
+def test_settled_spend_is_one_row_per_day_however_many_calls(local_judge, tmp_path, state_backend):
+    runtime = runtime_at(tmp_path, postgres_url=state_backend.postgres_url)
     judge_day(budgeted(local_judge.base_url, max_daily_cost_usd=1000.0), "2026-11-10", make_traces(30), runtime)
-    ledger = BudgetLedger(tmp_path / "budget.sqlite")
+    ledger = state_backend.ledger(tmp_path / "budget.sqlite")
     ((evaluator, day, spend, calls),) = ledger.totals()
     assert (evaluator, day, calls) == ("budgeted", TODAY(), 30)
     assert ledger.rows() == 1  # 30 settled calls are one row, not thirty
 
 
 def test_a_ledger_written_per_call_is_compacted_on_open(tmp_path):
+    """SQLite only: ledgers in PostgreSQL were never written per call."""
     import sqlite3
     from contextlib import closing
+
+    from eval_platform.llm.budget import BudgetLedger
 
     path = tmp_path / "budget.sqlite"
     with closing(sqlite3.connect(path)) as conn:  # the layout of ledgers written before compaction

@@ -53,6 +53,7 @@ from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, JudgeReque
 from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
 from eval_platform.llm.redaction import clip
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.statedb import PostgresState
 from eval_platform.schemas import BATCH_FAILED, BATCH_PENDING, BATCH_TIMEOUT
 
 if TYPE_CHECKING:
@@ -97,8 +98,13 @@ class BatchCalls:
         return copy.copy(result)
 
 
-def batch_dir(runtime: JudgeRuntime) -> Path:
-    return runtime.batch_dir or runtime.cache.directory.parent / "judge_batches"
+def batch_dir(runtime: JudgeRuntime) -> Path | PostgresState:
+    """Where the partition's batches are recorded: the runtime's, else a folder beside the cache's."""
+    if runtime.batch_dir is not None:
+        return runtime.batch_dir
+    if runtime.cache.directory is None:
+        raise ValueError("batch mode needs the runtime's batch_dir when the cache is not in a folder")
+    return runtime.cache.directory.parent / "judge_batches"
 
 
 def judge_day_in_batch(

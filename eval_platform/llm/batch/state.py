@@ -1,6 +1,6 @@
 """What batch mode keeps between runs and tracks within one: the state file of a partition's batches
-(`<state>/judge_batches/<evaluator>/<date>.json`, replaced atomically), the partition lock, and the calls
-and batches a run handles."""
+(`<state>/judge_batches/<evaluator>/<date>.json`, replaced atomically; a row of the instance's database when
+it runs on PostgreSQL), the partition lock, and the calls and batches a run handles."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 from eval_platform.llm.batch.api import BatchAPI
 from eval_platform.llm.client import JudgeRequest
 from eval_platform.llm.endpoint import Endpoint
+from eval_platform.llm.statedb import PostgresState
 
 
 @dataclass
@@ -25,12 +26,34 @@ class RecordedCall:
     worst_usd: float | None  # the request's worst case at the batch price, when the evaluator has a budget
 
 
-class BatchState:
-    """The batches one partition submitted: one JSON file, replaced atomically on every change."""
+_POSTGRES_TABLE = "eval_platform_judge_batches"
+_POSTGRES_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {_POSTGRES_TABLE} "
+    "(evaluator TEXT NOT NULL, day TEXT NOT NULL, batches TEXT NOT NULL, PRIMARY KEY (evaluator, day))"
+)
 
-    def __init__(self, directory: Path, evaluator: str, day: str):
-        self.path = directory / evaluator / f"{day}.json"
+
+class BatchState:
+    """The batches one partition submitted: one JSON file under `where` (a folder), replaced atomically on every
+    change, or one row of the Dagster instance's PostgreSQL database (`where` a `PostgresState`), replaced in one
+    transaction."""
+
+    def __init__(self, where: Path | PostgresState, evaluator: str, day: str):
+        self.evaluator, self.day = evaluator, day
         self.batches: list[dict[str, Any]] = []
+        if isinstance(where, PostgresState):
+            self.path = None
+            self._postgres: PostgresState | None = where
+            where.ensure_schema(_POSTGRES_TABLE, _POSTGRES_SCHEMA)
+            with where.transaction() as cursor:
+                row = cursor.execute(
+                    f"SELECT batches FROM {_POSTGRES_TABLE} WHERE evaluator = ? AND day = ?", (evaluator, day)
+                ).fetchone()
+            if row is not None:
+                self.batches = json.loads(row[0])["batches"]
+            return
+        self._postgres = None
+        self.path = Path(where) / evaluator / f"{day}.json"
         if self.path.exists():
             self.batches = json.loads(self.path.read_text(encoding="utf-8"))["batches"]
 
@@ -42,6 +65,15 @@ class BatchState:
         return [b for b in self.batches if b["state"] == "submitting" and b["endpoint"] == endpoint_id]
 
     def save(self) -> None:
+        if self._postgres is not None:
+            with self._postgres.transaction() as cursor:
+                cursor.execute(
+                    f"INSERT INTO {_POSTGRES_TABLE} (evaluator, day, batches) VALUES (?, ?, ?) "
+                    "ON CONFLICT (evaluator, day) DO UPDATE SET batches = excluded.batches",
+                    (self.evaluator, self.day, json.dumps({"batches": self.batches})),
+                )
+            return
+        assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(f".json.{os.getpid()}.tmp")
         with temporary.open("w", encoding="utf-8") as handle:
@@ -52,9 +84,14 @@ class BatchState:
 
 
 @contextmanager
-def partition_lock(directory: Path, evaluator: str, day: str):
-    """Held while a run submits, waits for and collects one partition's batches (released if it dies)."""
-    path = directory / evaluator / f"{day}.lock"
+def partition_lock(where: Path | PostgresState, evaluator: str, day: str):
+    """Held while a run submits, waits for and collects one partition's batches (released if it dies): a file
+    lock under `where` (a folder), or, on PostgreSQL, an advisory lock of the session (every host sees it)."""
+    if isinstance(where, PostgresState):
+        with where.session_lock(f"judge_batches:{evaluator}:{day}"):
+            yield
+        return
+    path = Path(where) / evaluator / f"{day}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

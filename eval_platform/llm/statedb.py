@@ -1,0 +1,186 @@
+"""The two databases the shared state (judge cache, budget ledgers, batch state) can live in.
+
+`SqliteFile`: one SQLite file under the data root's `state/` folder, for a local instance. Its write lock
+(`BEGIN IMMEDIATE`) serialises writers, which must therefore share one POSIX file system with working locks.
+
+`PostgresState`: the Dagster instance's PostgreSQL database, when the instance runs on PostgreSQL, so that
+every host that runs our assets reads and writes one state. Writers that must not interleave (a budget's
+check-and-reserve) take a transaction-level advisory lock named after what they guard
+(`pg_advisory_xact_lock`): PostgreSQL releases it at commit, at rollback, and when the connection dies with
+its process (kill -9 included), so a crash never leaves a lock or a half-written change behind. Statements
+then run at READ COMMITTED, each seeing everything committed before the lock was granted.
+
+Both take statements written with `?` placeholders (the SQL our stores use is written once, in the dialect
+both accept: `ON CONFLICT ... DO UPDATE`, `RETURNING`) and run them inside `transaction()`, which commits on
+exit and rolls back on any exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from eval_platform.storage.sqlite import connect_wal
+
+
+class SqliteFile:
+    """A SQLite file, opened per transaction (WAL: readers in other processes are not blocked)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    @contextmanager
+    def transaction(self, *locks: str) -> Iterator[sqlite3.Connection]:
+        """A write transaction: SQLite's one write lock stands for every named lock."""
+        with closing(connect_wal(self.path)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+
+class _PgCursor:
+    """A psycopg2 cursor taking `?` placeholders, returning itself from `execute` as sqlite3 does."""
+
+    def __init__(self, cursor):
+        self._cursor = cursor
+
+    def execute(self, sql: str, params: Sequence[Any] = ()):
+        self._cursor.execute(sql.replace("?", "%s"), tuple(params))
+        return self._cursor
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]):
+        self._cursor.executemany(sql.replace("?", "%s"), [tuple(row) for row in rows])
+        return self._cursor
+
+    def execute_values(self, sql: str, rows: Sequence[Sequence[Any]]):
+        """Many rows in one statement (`VALUES %s`): one round trip per page, not per row."""
+        from psycopg2.extras import execute_values
+
+        execute_values(self._cursor, sql, rows, page_size=1000)
+        return self._cursor
+
+
+def lock_id(name: str) -> int:
+    """The advisory lock (a signed 64-bit number) that stands for `name`."""
+    return int.from_bytes(hashlib.sha256(f"eval_platform:{name}".encode()).digest()[:8], "big", signed=True)
+
+
+def libpq_url(url: str) -> str:
+    """The instance's SQLAlchemy URL (`postgresql+psycopg2://...`) as libpq reads it (`postgresql://...`)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+", 1)[0]
+    if scheme not in ("postgresql", "postgres"):
+        raise ValueError(f"not a PostgreSQL URL (scheme {parts.scheme!r})")
+    return urlunsplit((scheme, *parts[1:]))
+
+
+class PostgresState:
+    """The instance's PostgreSQL database: one connection per thread and process, opened on first use.
+
+    Get one with `postgres_state(url)`: every store of a process then shares its connections."""
+
+    # Dead peers are noticed within about a minute instead of the OS's two hours: a lock held by a host that
+    # vanished from the network is freed when PostgreSQL drops its connection.
+    _KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+    def __init__(self, url: str):
+        self.url = libpq_url(url)
+        self._local = threading.local()
+        self._schemas: set[str] = set()
+        self._schema_lock = threading.Lock()
+
+    def describe(self) -> str:
+        """Where, without the password (it never reaches a message)."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or "localhost"
+        return f"PostgreSQL {host}:{parts.port or 5432}{parts.path}"
+
+    def connect(self, autocommit: bool = False):
+        import psycopg2  # installed with dagster-postgres; only a PostgreSQL instance needs it
+
+        conn = psycopg2.connect(self.url, application_name="eval_platform", **self._KEEPALIVES)
+        conn.autocommit = autocommit
+        return conn
+
+    def connection(self, autocommit: bool = False):
+        """This thread's connection (a forked child opens its own: a connection is never shared)."""
+        name = "reader" if autocommit else "writer"
+        conn = getattr(self._local, name, None)
+        if conn is None or conn.closed or getattr(self._local, f"{name}_pid", None) != os.getpid():
+            conn = self.connect(autocommit=autocommit)
+            setattr(self._local, name, conn)
+            setattr(self._local, f"{name}_pid", os.getpid())
+        return conn
+
+    @contextmanager
+    def transaction(self, *locks: str) -> Iterator[_PgCursor]:
+        """A transaction holding the advisory locks named (taken in one order, so two never deadlock)."""
+        conn = self.connection()
+        try:
+            with conn.cursor() as cursor:
+                for lock in sorted(set(locks)):
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id(lock),))
+                yield _PgCursor(cursor)
+            conn.commit()
+        except BaseException:
+            try:
+                conn.rollback()
+            except Exception:  # noqa: BLE001 - the connection is broken: the next transaction opens a new one
+                conn.close()
+            raise
+
+    def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        """One row of a single read, outside any transaction (the judge cache's lookups)."""
+        with self.connection(autocommit=True).cursor() as cursor:
+            cursor.execute(sql.replace("?", "%s"), tuple(params))
+            return cursor.fetchone()
+
+    @contextmanager
+    def session_lock(self, name: str) -> Iterator[None]:
+        """Held until the block ends, or until this process dies (its connection closes): a partition's lock
+        across hosts, as `flock` is across the processes of one host. Waits while another holds it."""
+        conn = self.connect(autocommit=True)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_lock(%s)", (lock_id(name),))
+            yield
+        finally:
+            conn.close()  # releases the lock
+
+    def ensure_schema(self, name: str, ddl: str) -> None:
+        """Create a store's tables once per process; concurrent first runs on several hosts take turns."""
+        with self._schema_lock:
+            if name in self._schemas:
+                return
+            with self.transaction("schema") as cursor:
+                for statement in filter(str.strip, ddl.split(";")):
+                    cursor.execute(statement)
+            self._schemas.add(name)
+
+
+_STATES: dict[str, PostgresState] = {}
+_STATES_LOCK = threading.Lock()
+
+
+def postgres_state(url: str) -> PostgresState:
+    """The process's `PostgresState` for `url` (one per database, so stores share connections)."""
+    with _STATES_LOCK:
+        state = _STATES.get(url)
+        if state is None:
+            state = _STATES[url] = PostgresState(url)
+        return state
