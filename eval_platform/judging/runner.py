@@ -21,7 +21,7 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.consensus import consensus_row
 from eval_platform.judging.day import DayResult, in_projects, selection_skip, summarize
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
-from eval_platform.judging.prompts import build_messages, candidates_text
+from eval_platform.judging.prompts import PromptBuilder, candidates_text
 from eval_platform.judging.targets import plan_units, trace_skip, trace_values
 from eval_platform.judging.units import Day, Unit
 from eval_platform.llm.batch.mode import judge_day_in_batch
@@ -178,14 +178,14 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
                 }
                 for slot in unit.slots
             ]
+        if not several:  # one member: awaited in this task (a task per call is event-loop work for nothing)
+            return await member_rows(unit, members[0])
         per_member = await asyncio.gather(*(member_rows(unit, m) for m in members))
         rows = [row for group in per_member for row in group]
-        if several:
-            for i, slot in enumerate(unit.slots):
-                votes = [group[i] for group in per_member]
-                rows.append(
-                    consensus_row(config, {**slot, "model": final_label, "role": "consensus", "sample": None}, votes)
-                )
+        for i, slot in enumerate(unit.slots):
+            votes = [group[i] for group in per_member]
+            final = {**slot, "model": final_label, "role": "consensus", "sample": None}
+            rows.append(consensus_row(config, final, votes))
         return rows
 
     plan = Day(
@@ -199,7 +199,7 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
             conversation_last_n=config.conversation_last_n,
             context_from=config.context_from,
         ),
-        messages=partial(build_messages, config),
+        messages=PromptBuilder(config),
         candidates=candidates_text,
         skip=partial(trace_skip, config),
     )

@@ -6,9 +6,11 @@ other processes read while one writes). Writes go through one background thread 
 queued up in one transaction: the judge's event loop only hands entries over. One JSON file per entry,
 written to a temporary name and renamed, was the format before; it cost about 1 ms of CPU per call, which at
 hundreds of calls per second was the largest share of our own overhead (README, judge throughput). Entries
-in that older layout are still read. `flush()` waits for the queued writes; the runner flushes at the end of
-every day, and a write that failed is reported with the day's rows, never instead of them (the replies were
-paid for). Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
+in that older layout are moved into the SQLite file on the first lookup (once per process: a miss then costs
+no file probe, which was ~25 us of CPU per call). `flush()` waits for the queued writes; the runner flushes at
+the end of every day, and a write that failed is reported with the day's rows, never instead of them (the
+replies were paid for). Only replies that parsed into a verdict are stored: a failed call is retried by the
+next run.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class JudgeCache:
         self._error: BaseException | None = None
         self._writer: threading.Thread | None = None
         self._unwritten: dict[str, dict[str, Any]] = {}  # handed to the writer, maybe not committed yet
+        self._migrated = False  # the older layout's entries are in the SQLite file
 
     @property
     def path(self) -> Path:
@@ -79,20 +82,51 @@ class JudgeCache:
             connection = self._readers.connection = self._connect()
         return connection
 
-    def _legacy_path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
+    def _migrate_legacy(self) -> None:
+        """Move the entries of the one-file-per-entry layout (`<key[:2]>/<key>.json`) into the SQLite file.
+
+        An entry already in the SQLite file wins, as it did when both were read; a file that cannot be read
+        stays where it is (it was a miss before too). Safe with other processes doing the same at once."""
+        with self._cond:
+            if self._migrated:
+                return
+            files = [f for f in self.directory.glob("??/*.json") if len(f.stem) == 64 and f.parent.name == f.stem[:2]]
+            rows = []
+            for file in files:
+                try:
+                    rows.append((file.stem, json.dumps(json.loads(file.read_text(encoding="utf-8")))))
+                except (OSError, ValueError):
+                    continue
+            if rows:
+                connection = self._connect()
+                try:
+                    connection.execute("BEGIN IMMEDIATE")
+                    connection.executemany("INSERT OR IGNORE INTO replies (key, entry) VALUES (?, ?)", rows)
+                    connection.execute("COMMIT")
+                finally:
+                    connection.close()
+                for key, _ in rows:
+                    (self.directory / key[:2] / f"{key}.json").unlink(missing_ok=True)
+                for directory in {self.directory / key[:2] for key, _ in rows}:
+                    try:
+                        directory.rmdir()
+                    except OSError:
+                        pass  # not empty: an unreadable file stays
+            self._migrated = True
 
     def get(self, key: str) -> dict[str, Any] | None:
         entry = self._unwritten.get(key)
         if entry is not None:
             return entry
+        if not self._migrated:
+            self._migrate_legacy()
         reader = self._reader()
         row = reader.execute("SELECT entry FROM replies WHERE key = ?", (key,)).fetchone() if reader else None
+        if row is None:
+            return None
         try:
-            if row is not None:
-                return json.loads(row[0])
-            return json.loads(self._legacy_path(key).read_text(encoding="utf-8"))
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+            return json.loads(row[0])
+        except json.JSONDecodeError:
             return None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
