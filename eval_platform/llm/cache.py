@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -54,6 +55,7 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, entry TEXT 
 class JudgeCache:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
+        self._file = str(self.path)  # looked up on every miss until the file exists (a Path costs ~10 us there)
         self._readers = threading.local()
         self._cond = threading.Condition()
         self._queue: list[tuple[str, str]] = []
@@ -77,7 +79,7 @@ class JudgeCache:
     def _reader(self) -> sqlite3.Connection | None:
         connection = getattr(self._readers, "connection", None)
         if connection is None:
-            if not self.path.exists():
+            if not os.path.exists(self._file):
                 return None  # nothing stored yet: do not create files on a read
             connection = self._readers.connection = self._connect()
         return connection

@@ -21,7 +21,7 @@ from eval_platform.llm.openai_compat import (
     is_connection_error,
     is_openai_compatible,
 )
-from eval_platform.llm.redaction import clip, redact
+from eval_platform.llm.redaction import clip, redact, remember
 from eval_platform.schemas import CONNECTION_ERROR, RATE_LIMITED, TIMEOUT, provider_error
 
 
@@ -75,10 +75,11 @@ class CallOutcome:
 
     def redact(self, secrets: Iterable[str | None] = ()) -> CallOutcome:
         """Every text the provider wrote (reply, error, reported model) with no piece of a key; self."""
-        self.content = redact(self.content, secrets)
-        self.error_detail = redact(self.error_detail, secrets)
-        self.provider_model = redact(self.provider_model, secrets)
-        self.finish_reason = redact(self.finish_reason, secrets)
+        remember(*secrets)  # once, then each text against every remembered secret
+        self.content = redact(self.content)
+        self.error_detail = redact(self.error_detail)
+        self.provider_model = redact(self.provider_model)
+        self.finish_reason = redact(self.finish_reason)
         return self
 
 
