@@ -59,7 +59,7 @@ def find_json_objects(text: str) -> list[dict[str, Any]]:
     candidates = [stripped, *(m.group(1).strip() for m in _FENCED_JSON_RE.finditer(stripped))]
     candidates.extend(c for c in _balanced_objects(stripped) if c is not None)
     found: list[dict[str, Any]] = []
-    for candidate in candidates:
+    for candidate in dict.fromkeys(candidates):  # a reply that is one object is also its own balanced {...}
         try:
             value = json.loads(candidate)
         except json.JSONDecodeError:
