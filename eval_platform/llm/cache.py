@@ -49,6 +49,10 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
+# The writer commits at most every WRITE_GATHER_S seconds (a flush at once), or when WRITE_BATCH entries wait.
+WRITE_GATHER_S = 0.05
+WRITE_BATCH = 1000
+
 _SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)"
 
 
@@ -64,6 +68,7 @@ class JudgeCache:
         self._writer: threading.Thread | None = None
         self._unwritten: dict[str, dict[str, Any]] = {}  # handed to the writer, maybe not committed yet
         self._migrated = False  # the older layout's entries are in the SQLite file
+        self._flushing = 0  # flush() calls waiting for the writer
 
     @property
     def path(self) -> Path:
@@ -139,7 +144,8 @@ class JudgeCache:
             self._unwritten[key] = entry
             self._queue.append((key, json.dumps(entry)))
             self._queued += 1
-            self._cond.notify_all()
+            if len(self._queue) in (1, WRITE_BATCH):  # the writer waits for a first entry, or for a full batch
+                self._cond.notify_all()
 
     def _write_loop(self) -> None:
         connection = None
@@ -147,6 +153,9 @@ class JudgeCache:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
+                # More entries come while calls run: one transaction for many (fewer commits and wake-ups of
+                # this thread, each of which takes the GIL from the judge's event loop), unless a flush waits.
+                self._cond.wait_for(lambda: self._flushing or len(self._queue) >= WRITE_BATCH, WRITE_GATHER_S)
                 batch, self._queue = self._queue, []
             try:
                 connection = connection or self._connect()
@@ -167,8 +176,13 @@ class JudgeCache:
         """Wait until every entry put so far is committed; a failed write raises here."""
         with self._cond:
             target = self._queued
-            while self._written < target:
-                self._cond.wait()
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while self._written < target:
+                    self._cond.wait()
+            finally:
+                self._flushing -= 1
             if self._written == self._queued:
                 self._unwritten.clear()
             error, self._error = self._error, None
