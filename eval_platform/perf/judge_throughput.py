@@ -14,6 +14,10 @@ ours / bare is taken round by round; min and median are printed, with each side'
 process's own user + system time over the timed part, `time.process_time`, every thread included) and the
 local judge's (its process's user + system time over the same part, from /proc).
 
+`--before DIR` also measures, in the same rounds, the judge path of another checkout of the project (an earlier
+commit in a `git worktree`), run by this same script: before and after on the same machine at the same time.
+`--budget` gives the evaluator prices and a daily budget (every call then reserves and settles in the ledger).
+
 `--worker bare|ours|litellm --base-url URL` runs one measurement against a running local judge and prints it
 as one JSON line (what the rounds run); `--profile FILE` then writes a cProfile of the timed part.
 """
@@ -54,7 +58,8 @@ def _traces(n: int) -> pl.DataFrame:
     return conform(frame, TRACE_SCHEMA)
 
 
-def _config(base_url: str) -> EvaluatorConfig:
+def _config(base_url: str, budget: bool = False) -> EvaluatorConfig:
+    priced = {"input_cost_per_million": 0.15, "output_cost_per_million": 0.6, "max_daily_cost_usd": 1000.0}
     return EvaluatorConfig.model_validate(
         {
             "name": "bench",
@@ -62,6 +67,7 @@ def _config(base_url: str) -> EvaluatorConfig:
             "model": "openai/mock",
             "api_base": base_url,
             "prompt": "Question: {{input}}\nAnswer: {{output}}",
+            **(priced if budget else {}),
         }
     )
 
@@ -106,7 +112,7 @@ async def _bare_client(base_url: str, bodies: list[dict], concurrency: int) -> i
     return answered
 
 
-def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | None) -> dict:
+def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | None, budget: bool) -> dict:
     """One measurement in this process: what it timed, as a dict (printed as one JSON line)."""
     import aiohttp  # noqa: F401 - imported before timing on both sides: a start-up cost, not a per-call one
 
@@ -116,7 +122,7 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
     from eval_platform.llm.client import LiteLLMJudgeClient, _litellm
     from eval_platform.llm.runtime import JudgeRuntime
 
-    config, traces = _config(base_url), _traces(n)
+    config, traces = _config(base_url, budget), _traces(n)
     with tempfile.TemporaryDirectory() as state:
         if kind == "bare":
             bodies = [
@@ -131,7 +137,7 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
             if kind == "litellm":
                 _litellm()  # its seconds of import are a start-up cost, not a per-call one
             runtime = JudgeRuntime(
-                client=LiteLLMJudgeClient(max_concurrency=concurrency, lean=kind == "ours"),
+                client=LiteLLMJudgeClient(max_concurrency=concurrency, lean=kind != "litellm"),
                 cache=JudgeCache(Path(state) / "cache"),
                 ledger=BudgetLedger(Path(state) / "budget.sqlite"),
                 env=os.environ,
@@ -156,10 +162,17 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
 
 
 def _measure(kind: str, server: subprocess.Popen, base_url: str, args: argparse.Namespace) -> dict:
-    command = [sys.executable, "-m", "eval_platform.perf.judge_throughput", "--worker", kind, "--base-url", base_url]
+    # This file, run as a script: with --before, on the other checkout's package (PYTHONPATH first).
+    command = [sys.executable, __file__, "--worker", "ours" if kind == "before" else kind, "--base-url", base_url]
     command += ["--traces", str(args.traces), "--concurrency", str(args.concurrency)]
+    command += ["--budget"] if args.budget else []
+    env = dict(os.environ)
+    if kind == "before":
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(args.before).resolve()), env.get("PYTHONPATH")]))
+    else:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
     server_cpu = _process_cpu_s(server.pid)
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     server_cpu = _process_cpu_s(server.pid) - server_cpu  # the worker's start-up is idle time for the server
     if done.returncode != 0:
         raise RuntimeError(f"{kind} worker failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -186,16 +199,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--litellm", action="store_true", help="also time the day with every call through litellm")
+    parser.add_argument("--before", help="also time the judge path of this other checkout of the project")
+    parser.add_argument("--budget", action="store_true", help="a priced evaluator with a daily budget")
     parser.add_argument("--worker", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="with --worker: write a cProfile of the timed part to this file")
     args = parser.parse_args(argv)
 
     if args.worker:
-        print(json.dumps(_worker(args.worker, args.base_url, args.traces, args.concurrency, args.profile)))
+        worker = _worker(args.worker, args.base_url, args.traces, args.concurrency, args.profile, args.budget)
+        print(json.dumps(worker))
         return 0
 
-    kinds = ["bare", "ours"] + (["litellm"] if args.litellm else [])
+    kinds = ["bare", "ours"] + (["before"] if args.before else []) + (["litellm"] if args.litellm else [])
     runs: dict[str, list[dict]] = {kind: [] for kind in kinds}
     load_before = os.getloadavg()
     server, base_url = _start_server(args.latency_ms)
@@ -210,11 +226,17 @@ def main(argv: list[str] | None = None) -> int:
 
     theoretical = f"{args.concurrency / (args.latency_ms / 1000):.0f} calls/s" if args.latency_ms > 0 else "none"
     print(
-        f"traces={args.traces} concurrency={args.concurrency} latency={args.latency_ms:.0f}ms rounds={args.rounds} "
+        f"traces={args.traces} concurrency={args.concurrency} latency={args.latency_ms:.0f}ms rounds={args.rounds}"
+        f"{' budget' if args.budget else ''} "
         f"(theoretical ceiling {theoretical}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after)"
     )
     print("each a fresh process, in turn; figures are min / median over the rounds (rates: min / median)")
-    labels = {"bare": "bare aiohttp client", "ours": "eval_platform judge", "litellm": "all through litellm"}
+    labels = {
+        "bare": "bare aiohttp client",
+        "ours": "eval_platform judge",
+        "before": "judge path --before",
+        "litellm": "all through litellm",
+    }
     for kind in kinds:
         print(_row(labels[kind], runs[kind]))
     for kind in kinds[1:]:
@@ -222,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             (b["wall_s"] / o["wall_s"]) * (o["calls"] / b["calls"]) for b, o in zip(runs["bare"], runs[kind], strict=True)
         ]
         print(
-            f"ratio {kind} / bare{'':<8}: {min(ratios):8.2f} / {statistics.median(ratios):.2f}  "
+            f"{'ratio ' + kind + ' / bare':<20}: {min(ratios):8.2f} / {statistics.median(ratios):.2f}  "
             f"(round by round: {', '.join(f'{r:.2f}' for r in ratios)}; targets at concurrency 128: "
             f">= 0.90 at 100 ms, >= 0.75 at 0 ms)"
         )
