@@ -240,9 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         print(_row(labels[kind], runs[kind]))
     for kind in kinds[1:]:
-        ratios = [
-            (b["wall_s"] / o["wall_s"]) * (o["calls"] / b["calls"]) for b, o in zip(runs["bare"], runs[kind], strict=True)
-        ]
+        pairs = zip(runs["bare"], runs[kind], strict=True)
+        ratios = [(b["wall_s"] / o["wall_s"]) * (o["calls"] / b["calls"]) for b, o in pairs]
         print(
             f"{'ratio ' + kind + ' / bare':<20}: {min(ratios):8.2f} / {statistics.median(ratios):.2f}  "
             f"(round by round: {', '.join(f'{r:.2f}' for r in ratios)}; targets at concurrency 128: "
