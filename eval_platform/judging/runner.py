@@ -121,7 +121,8 @@ def judge_day(
 
 async def _judge_day_closing(config, day, traces, runtime, manual_trace_ids) -> DayResult:
     try:
-        result = await _judge_day(config, day, traces, runtime, manual_trace_ids)
+        with _calls_gc():
+            result = await _judge_day(config, day, traces, runtime, manual_trace_ids)
     finally:
         # The day's event loop ends here: its HTTP sessions close with it, and cache writes land.
         close = getattr(runtime.client, "aclose", None)
@@ -208,8 +209,7 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
         skip=partial(trace_skip, config),
     )
     units = plan_units(plan)
-    with _calls_gc():
-        rows = [row for group in await asyncio.gather(*(run(u) for u in units)) for row in group]
+    rows = [row for group in await asyncio.gather(*(run(u) for u in units)) for row in group]
     for row in rows:
         row["is_final"] = row["role"] != "member"
     frame = conform(
@@ -220,12 +220,12 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
     return DayResult(frame, summarize(frame, in_partition))
 
 
-# Calls at hundreds a second allocate objects quickly (requests, replies, rows, futures), and each full collection
-# of the cyclic garbage collector walks every object of the process (the loaded modules, the day's traces and
-# prompts): measured, ~0.09 ms of CPU per call at concurrency 128, a fifth of the judge path. While calls run,
-# what exists already is frozen (`gc.freeze`: kept out of collections, not collected until it is unfrozen) and the
-# youngest generation collects every CALLS_GC_THRESHOLD allocations instead of 700; both are restored when the
-# last running day's calls end. Cyclic garbage is still collected, later.
+# A day allocates objects quickly (traces, prompts, requests, replies, rows, futures: hundreds of calls a second),
+# and each full collection of the cyclic garbage collector walks every object of the process (the loaded modules,
+# the day's traces and prompts): measured, ~0.1 ms of CPU per call at concurrency 128, a fifth of the judge path.
+# While a day is judged, what existed before it is frozen (`gc.freeze`: kept out of collections, not collected
+# until it is unfrozen) and the youngest generation collects every CALLS_GC_THRESHOLD allocations instead of 700;
+# both are restored when the last running day ends. Cyclic garbage is still collected, later.
 CALLS_GC_THRESHOLD = 10_000
 _gc_lock = threading.Lock()
 _gc_users = 0
