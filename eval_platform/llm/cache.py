@@ -27,10 +27,13 @@ from eval_platform.llm.client import JudgeRequest
 from eval_platform.storage.sqlite import connect_wal
 
 
+_SORTED_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True), without a new encoder per call
+
+
 def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -> str:
     """`endpoint` names where the reply comes from when the URL does not (the local judge's port changes
     from run to run); by default the request's api_base."""
-    messages = json.dumps(request.messages, sort_keys=True)
+    messages = _SORTED_JSON.encode(request.messages)
     # The fence secret is drawn per request; the same content must still find its cached reply. The key holds
     # the text between the secret's occurrences, as a list: where the secret stood is marked by a list boundary,
     # which no content can write (a fixed word in its place could be written by the content itself, and two
@@ -46,7 +49,7 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
     }
     if request.cache_scope is not None:  # two spans of one trace never share a reply; unscoped keys stay as they were
         material["scope"] = request.cache_scope
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(_SORTED_JSON.encode(material).encode()).hexdigest()
 
 
 # The writer commits at most every WRITE_GATHER_S seconds (a flush at once), or when WRITE_BATCH entries wait.

@@ -116,13 +116,14 @@ class OpenAICompatTransport:
         async with asyncio.timeout(timeout_s):
             post = self._session().post(f"{base}/chat/completions", data=body, headers=headers)
             async with post as response:
-                text = await response.text()
                 status, retry_after = response.status, response.headers.get("retry-after")
-        if status >= 400:
-            raise ProviderHTTPError(status, text, retry_after)
+                if status >= 400:
+                    raise ProviderHTTPError(status, await response.text(), retry_after)
+                raw = await response.read()  # a completion is JSON, which json reads from bytes as they are
         try:
-            return parse_completion(json.loads(text))
+            return parse_completion(json.loads(raw))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            text = raw.decode("utf-8", errors="replace")
             detail = f"not a chat completion ({type(exc).__name__}): {clip(text, 500, [api_key])}"
             raise ProviderHTTPError(status, detail) from exc
 
