@@ -77,11 +77,11 @@ class OpenAICompatTransport:
         self._sessions: dict[int, aiohttp.ClientSession] = {}
 
     def _session(self) -> aiohttp.ClientSession:
-        import aiohttp  # on the first call: the code location loads without it (a quarter of a second)
-
         key = id(asyncio.get_running_loop())
         session = self._sessions.get(key)
         if session is None or session.closed:
+            import aiohttp  # on the first call: the code location loads without it (a quarter of a second)
+
             # The endpoint limiter bounds concurrency; the connector must not add a second, hidden limit.
             # trust_env makes aiohttp look up ~/.netrc in a thread on every request (a measurable share of the
             # path at hundreds of calls/s): only when proxy variables are set does the environment matter.
