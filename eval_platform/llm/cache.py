@@ -26,7 +26,6 @@ from typing import Any
 from eval_platform.llm.client import JudgeRequest
 from eval_platform.storage.sqlite import connect_wal
 
-
 _SORTED_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True), without a new encoder per call
 
 
@@ -71,6 +70,7 @@ class JudgeCache:
         self._writer: threading.Thread | None = None
         self._unwritten: dict[str, dict[str, Any]] = {}  # handed to the writer, maybe not committed yet
         self._migrated = False  # the older layout's entries are in the SQLite file
+        self._legacy_files = False  # ... or could not be moved there: a miss still looks for the file
         self._flushing = 0  # flush() calls waiting for the writer
 
     @property
@@ -108,13 +108,19 @@ class JudgeCache:
                 except (OSError, ValueError):
                     continue
             if rows:
-                connection = self._connect()
                 try:
-                    connection.execute("BEGIN IMMEDIATE")
-                    connection.executemany("INSERT OR IGNORE INTO replies (key, entry) VALUES (?, ?)", rows)
-                    connection.execute("COMMIT")
-                finally:
-                    connection.close()
+                    connection = self._connect()
+                    try:
+                        connection.execute("BEGIN IMMEDIATE")
+                        connection.executemany("INSERT OR IGNORE INTO replies (key, entry) VALUES (?, ?)", rows)
+                        connection.execute("COMMIT")
+                    finally:
+                        connection.close()
+                except (OSError, sqlite3.Error):
+                    # Cannot be moved (a read-only folder, say): the files stay, and are read as before.
+                    self._legacy_files = True
+                    self._migrated = True
+                    return
                 for key, _ in rows:
                     (self.directory / key[:2] / f"{key}.json").unlink(missing_ok=True)
                 for directory in {self.directory / key[:2] for key, _ in rows}:
@@ -132,12 +138,14 @@ class JudgeCache:
             self._migrate_legacy()
         reader = self._reader()
         row = reader.execute("SELECT entry FROM replies WHERE key = ?", (key,)).fetchone() if reader else None
-        if row is None:
-            return None
         try:
-            return json.loads(row[0])
-        except json.JSONDecodeError:
-            return None
+            if row is not None:
+                return json.loads(row[0])
+            if self._legacy_files:
+                return json.loads((self.directory / key[:2] / f"{key}.json").read_text(encoding="utf-8"))
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+            pass
+        return None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         with self._cond:

@@ -21,7 +21,7 @@ from eval_platform.llm.openai_compat import (
     is_connection_error,
     is_openai_compatible,
 )
-from eval_platform.llm.redaction import clip, redact, remember
+from eval_platform.llm.redaction import MIN_PIECE, clip, redact, remember
 from eval_platform.schemas import CONNECTION_ERROR, RATE_LIMITED, TIMEOUT, provider_error
 
 
@@ -75,7 +75,7 @@ class CallOutcome:
 
     def redact(self, secrets: Iterable[str | None] = ()) -> CallOutcome:
         """Every text the provider wrote (reply, error, reported model) with no piece of a key; self."""
-        secrets = [s for s in secrets if s]
+        secrets = [s for s in secrets if s and len(s) >= MIN_PIECE]  # a shorter one is never matched
         if secrets:
             remember(*secrets)  # once, then each text against every remembered secret
         self.content = redact(self.content)

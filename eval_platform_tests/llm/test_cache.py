@@ -154,3 +154,18 @@ def test_entries_in_the_old_one_file_layout_are_moved_into_the_sqlite_file_once(
         (entry,) = connection.execute("SELECT entry FROM replies WHERE key = ?", (old_key,)).fetchone()
     assert json.loads(entry) == reply
     assert JudgeCache(directory).get(old_key) == reply  # another process finds it in the SQLite file
+
+
+def test_old_layout_entries_that_cannot_be_moved_are_still_read(tmp_path):
+    directory = tmp_path / "cache"
+    key = "ab" + "3" * 62
+    reply = {"content": '{"reasoning": "old", "score": 2}'}
+    (directory / "ab").mkdir(parents=True)
+    (directory / "ab" / f"{key}.json").write_text(json.dumps(reply))
+    with closing(sqlite3.connect(directory / "replies.sqlite")) as conn:  # a cache that can store nothing
+        conn.execute("CREATE TABLE replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)")
+        conn.execute("CREATE TRIGGER full BEFORE INSERT ON replies BEGIN SELECT RAISE(FAIL, 'disk is full'); END")
+        conn.commit()
+    cache = JudgeCache(directory)
+    assert cache.get(key) == reply  # found where it was, as before, not an error in the middle of a day
+    assert (directory / "ab" / f"{key}.json").exists() and cache.get("cd" + "4" * 62) is None
