@@ -155,7 +155,7 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
         cpu, wall = time.process_time(), time.perf_counter()
         completed = run()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        if profiler is not None:
+        if profiler is not None and profile:
             profiler.disable()
             profiler.dump_stats(profile)
     return {"kind": kind, "calls": n, "completed": completed, "wall_s": wall, "cpu_s": cpu}
