@@ -108,6 +108,8 @@ def _check_the_text_agrees(config: EvaluatorConfig, verdict: Verdict, text: str,
     a text shape (`Score: 0.2`, `Verdict: FAIL`): the JSON object is then not the judge's verdict.
     """
     rest = text_outside_json(text)
+    if not rest.strip():  # nothing but the JSON: no verdict of its own (every mode finds none in blank text)
+        return
     try:
         in_text = config.judge_mode.parse(config, None, rest, n_candidates)
     except ParseFailure as failure:

@@ -115,23 +115,41 @@ def build_messages(
     secret: str | None = None,
 ) -> PromptMessages:
     """The system and user messages of one request; every value fenced with a fresh (or the given) secret."""
-    secret = secret or new_secret()
-    tree = parse_template(config.prompt, allowed=config.judge_mode.template_variables())
-    # Fixed parts first (the rubric), then the examples and the content, both fenced with this request's secret:
-    # every request of an evaluator starts with the same bytes, which a provider's prompt cache serves at the
-    # cached rate.
-    rubric = ""
-    if config.rubric is not None:
-        scale = config.score_scale
-        rubric = rubric_text(config.rubric, scale.min, scale.max) + "\n\n"
-        if not config.few_shot:
-            rubric += "Now judge the following.\n\n"
-    user = rubric + few_shot_text(config, secret) + render(tree, values, prefenced={"candidates"}, secret=secret)
-    messages = PromptMessages(
-        [
-            {"role": "system", "content": system_message(config, n_candidates)},
-            {"role": "user", "content": user},
-        ]
-    )
-    messages.fence_secret = secret
-    return messages
+    return PromptBuilder(config)(values, n_candidates, secret)
+
+
+class PromptBuilder:
+    """`build_messages` for one evaluator, with what is the same in all its requests made once: the parsed
+    template, the rubric and the system message (per number of candidates). A day builds its prompts with one
+    (`judging.runner`); the evaluator must not change while it is in use."""
+
+    def __init__(self, config: EvaluatorConfig):
+        self.config = config
+        self.tree = parse_template(config.prompt, allowed=config.judge_mode.template_variables())
+        # Fixed parts first (the rubric), then the examples and the content, both fenced with this request's
+        # secret: every request of an evaluator starts with the same bytes, which a provider's prompt cache serves
+        # at the cached rate.
+        self.rubric = ""
+        if config.rubric is not None:
+            scale = config.score_scale
+            self.rubric = rubric_text(config.rubric, scale.min, scale.max) + "\n\n"
+            if not config.few_shot:
+                self.rubric += "Now judge the following.\n\n"
+        self._system: dict[int | None, str] = {}
+
+    def __call__(
+        self, values: dict[str, str | None], n_candidates: int | None = None, secret: str | None = None
+    ) -> PromptMessages:
+        config = self.config
+        secret = secret or new_secret()
+        system = self._system.get(n_candidates)
+        if system is None:
+            system = self._system[n_candidates] = system_message(config, n_candidates)
+        user = (
+            self.rubric
+            + few_shot_text(config, secret)
+            + render(self.tree, values, prefenced={"candidates"}, secret=secret)
+        )
+        messages = PromptMessages([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        messages.fence_secret = secret
+        return messages

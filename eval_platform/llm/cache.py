@@ -6,9 +6,11 @@ other processes read while one writes). Writes go through one background thread 
 queued up in one transaction: the judge's event loop only hands entries over. One JSON file per entry,
 written to a temporary name and renamed, was the format before; it cost about 1 ms of CPU per call, which at
 hundreds of calls per second was the largest share of our own overhead (README, judge throughput). Entries
-in that older layout are still read. `flush()` waits for the queued writes; the runner flushes at the end of
-every day, and a write that failed is reported with the day's rows, never instead of them (the replies were
-paid for). Only replies that parsed into a verdict are stored: a failed call is retried by the next run.
+in that older layout are moved into the SQLite file on the first lookup (once per process: a miss then costs
+no file probe, which was ~25 us of CPU per call). `flush()` waits for the queued writes; the runner flushes at
+the end of every day, and a write that failed is reported with the day's rows, never instead of them (the
+replies were paid for). Only replies that parsed into a verdict are stored: a failed call is retried by the
+next run.
 
 When the Dagster instance runs on PostgreSQL the entries live in one table of its database instead (every host
 finds what any host paid for); the same writer thread commits them there, in batches.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -27,11 +30,13 @@ from eval_platform.llm.client import JudgeRequest
 from eval_platform.llm.statedb import PostgresState
 from eval_platform.storage.sqlite import connect_wal
 
+_SORTED_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True), without a new encoder per call
+
 
 def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -> str:
     """`endpoint` names where the reply comes from when the URL does not (the local judge's port changes
     from run to run); by default the request's api_base."""
-    messages = json.dumps(request.messages, sort_keys=True)
+    messages = _SORTED_JSON.encode(request.messages)
     # The fence secret is drawn per request; the same content must still find its cached reply. The key holds
     # the text between the secret's occurrences, as a list: where the secret stood is marked by a list boundary,
     # which no content can write (a fixed word in its place could be written by the content itself, and two
@@ -47,8 +52,12 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
     }
     if request.cache_scope is not None:  # two spans of one trace never share a reply; unscoped keys stay as they were
         material["scope"] = request.cache_scope
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(_SORTED_JSON.encode(material).encode()).hexdigest()
 
+
+# The writer commits at most every WRITE_GATHER_S seconds (a flush at once), or when WRITE_BATCH entries wait.
+WRITE_GATHER_S = 0.05
+WRITE_BATCH = 1000
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)"
 _POSTGRES_TABLE = "eval_platform_judge_cache"
@@ -63,6 +72,8 @@ class JudgeCache:
         self.directory = None if isinstance(where, PostgresState) else Path(where)
         if self._postgres is not None:
             self._postgres.ensure_schema(_POSTGRES_TABLE, _SCHEMA.replace("replies", _POSTGRES_TABLE))
+        # looked up on every miss until the file exists (a Path costs ~10 us there); None: entries in PostgreSQL
+        self._file = None if self.path is None else str(self.path)
         self._readers = threading.local()
         self._cond = threading.Condition()
         self._queue: list[tuple[str, str]] = []
@@ -71,6 +82,9 @@ class JudgeCache:
         self._writer: threading.Thread | None = None
         self._writer_connection: sqlite3.Connection | None = None  # the writer thread's, on SQLite
         self._unwritten: dict[str, dict[str, Any]] = {}  # handed to the writer, maybe not committed yet
+        self._migrated = False  # the older layout's entries are in the SQLite file
+        self._legacy_files = False  # ... or could not be moved there: a miss still looks for the file
+        self._flushing = 0  # flush() calls waiting for the writer
 
     @property
     def path(self) -> Path | None:
@@ -91,14 +105,49 @@ class JudgeCache:
     def _reader(self) -> sqlite3.Connection | None:
         connection = getattr(self._readers, "connection", None)
         if connection is None:
-            if self.path is None or not self.path.exists():
+            if self._file is None or not os.path.exists(self._file):
                 return None  # nothing stored yet: do not create files on a read
             connection = self._readers.connection = self._connect()
         return connection
 
-    def _legacy_path(self, key: str) -> Path:
+    def _migrate_legacy(self) -> None:
+        """Move the entries of the one-file-per-entry layout (`<key[:2]>/<key>.json`) into the SQLite file.
+
+        An entry already in the SQLite file wins, as it did when both were read; a file that cannot be read
+        stays where it is (it was a miss before too). Safe with other processes doing the same at once."""
         assert self.directory is not None  # the older layout only ever was in a folder
-        return self.directory / key[:2] / f"{key}.json"
+        with self._cond:
+            if self._migrated:
+                return
+            files = [f for f in self.directory.glob("??/*.json") if len(f.stem) == 64 and f.parent.name == f.stem[:2]]
+            rows = []
+            for file in files:
+                try:
+                    rows.append((file.stem, json.dumps(json.loads(file.read_text(encoding="utf-8")))))
+                except (OSError, ValueError):
+                    continue
+            if rows:
+                try:
+                    connection = self._connect()
+                    try:
+                        connection.execute("BEGIN IMMEDIATE")
+                        connection.executemany("INSERT OR IGNORE INTO replies (key, entry) VALUES (?, ?)", rows)
+                        connection.execute("COMMIT")
+                    finally:
+                        connection.close()
+                except (OSError, sqlite3.Error):
+                    # Cannot be moved (a read-only folder, say): the files stay, and are read as before.
+                    self._legacy_files = True
+                    self._migrated = True
+                    return
+                for key, _ in rows:
+                    (self.directory / key[:2] / f"{key}.json").unlink(missing_ok=True)
+                for directory in {self.directory / key[:2] for key, _ in rows}:
+                    try:
+                        directory.rmdir()
+                    except OSError:
+                        pass  # not empty: an unreadable file stays
+            self._migrated = True
 
     def get(self, key: str) -> dict[str, Any] | None:
         entry = self._unwritten.get(key)
@@ -107,14 +156,18 @@ class JudgeCache:
         if self._postgres is not None:
             row = self._postgres.fetchone(f"SELECT entry FROM {_POSTGRES_TABLE} WHERE key = ?", (key,))
             return json.loads(row[0]) if row is not None else None
+        if not self._migrated:
+            self._migrate_legacy()
         reader = self._reader()
         row = reader.execute("SELECT entry FROM replies WHERE key = ?", (key,)).fetchone() if reader else None
         try:
             if row is not None:
                 return json.loads(row[0])
-            return json.loads(self._legacy_path(key).read_text(encoding="utf-8"))
+            if self._legacy_files and self.directory is not None:
+                return json.loads((self.directory / key[:2] / f"{key}.json").read_text(encoding="utf-8"))
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-            return None
+            pass
+        return None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         with self._cond:
@@ -124,7 +177,8 @@ class JudgeCache:
             self._unwritten[key] = entry
             self._queue.append((key, json.dumps(entry)))
             self._queued += 1
-            self._cond.notify_all()
+            if len(self._queue) in (1, WRITE_BATCH):  # the writer waits for a first entry, or for a full batch
+                self._cond.notify_all()
 
     def _write(self, batch: list[tuple[str, str]]) -> None:
         """Commit one batch of entries, in the writer thread."""
@@ -155,6 +209,9 @@ class JudgeCache:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
+                # More entries come while calls run: one transaction for many (fewer commits and wake-ups of
+                # this thread, each of which takes the GIL from the judge's event loop), unless a flush waits.
+                self._cond.wait_for(lambda: self._flushing or len(self._queue) >= WRITE_BATCH, WRITE_GATHER_S)
                 batch, self._queue = self._queue, []
             try:
                 self._write(batch)
@@ -169,8 +226,13 @@ class JudgeCache:
         """Wait until every entry put so far is committed; a failed write raises here."""
         with self._cond:
             target = self._queued
-            while self._written < target:
-                self._cond.wait()
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while self._written < target:
+                    self._cond.wait()
+            finally:
+                self._flushing -= 1
             if self._written == self._queued:
                 self._unwritten.clear()
             error, self._error = self._error, None

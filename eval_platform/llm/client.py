@@ -21,7 +21,7 @@ from eval_platform.llm.openai_compat import (
     is_connection_error,
     is_openai_compatible,
 )
-from eval_platform.llm.redaction import clip, redact
+from eval_platform.llm.redaction import MIN_PIECE, clip, redact, remember
 from eval_platform.schemas import CONNECTION_ERROR, RATE_LIMITED, TIMEOUT, provider_error
 
 
@@ -75,10 +75,13 @@ class CallOutcome:
 
     def redact(self, secrets: Iterable[str | None] = ()) -> CallOutcome:
         """Every text the provider wrote (reply, error, reported model) with no piece of a key; self."""
-        self.content = redact(self.content, secrets)
-        self.error_detail = redact(self.error_detail, secrets)
-        self.provider_model = redact(self.provider_model, secrets)
-        self.finish_reason = redact(self.finish_reason, secrets)
+        secrets = [s for s in secrets if s and len(s) >= MIN_PIECE]  # a shorter one is never matched
+        if secrets:
+            remember(*secrets)  # once, then each text against every remembered secret
+        self.content = redact(self.content)
+        self.error_detail = redact(self.error_detail)
+        self.provider_model = redact(self.provider_model)
+        self.finish_reason = redact(self.finish_reason)
         return self
 
 
@@ -190,6 +193,7 @@ class LiteLLMJudgeClient:
         self.adaptive = adaptive
         self.lean = lean
         self._transport = OpenAICompatTransport()
+        self._lean_routes: dict[tuple[str, str | None], bool] = {}
         # Per event loop: each judge_day is its own asyncio.run, and a limiter's futures belong to one loop.
         self._limiters: dict[tuple[int, str], EndpointLimiter] = {}
 
@@ -204,9 +208,16 @@ class LiteLLMJudgeClient:
         """Close the lean path's HTTP session of the running event loop (the runner calls it per day)."""
         await self._transport.aclose()
 
+    def _lean(self, model: str, api_base: str | None) -> bool:
+        """Whether this call takes the lean path (looked up in litellm's price map once per model and base)."""
+        lean = self._lean_routes.get((model, api_base))
+        if lean is None:
+            lean = self._lean_routes[(model, api_base)] = self.lean and is_openai_compatible(model, api_base)
+        return lean
+
     async def _send(self, request: JudgeRequest) -> tuple[str, str | None, str | None, Any]:
         """(content, finish_reason, provider model, usage) of one attempt; raises on any failure."""
-        if self.lean and is_openai_compatible(request.model, request.api_base):
+        if self._lean(request.model, request.api_base):
             reply = await self._transport.complete(
                 request.model,
                 request.messages,

@@ -37,7 +37,7 @@ class EndpointLimiter:
 
     async def acquire(self, priority: int = NEW) -> None:
         loop = asyncio.get_running_loop()
-        if not self._waiters and self.in_flight < self.capacity and loop.time() >= self.paused_until:
+        if not self._waiters and self.in_flight < self.capacity and not self._paused(loop):
             self.in_flight += 1
             return
         future = loop.create_future()
@@ -54,14 +54,20 @@ class EndpointLimiter:
         self.in_flight -= 1
         self._dispatch()
 
+    def _paused(self, loop: asyncio.AbstractEventLoop) -> bool:
+        # Never rate limited (the usual case): no clock read.
+        return bool(self.paused_until) and loop.time() < self.paused_until
+
     def _dispatch(self) -> None:
-        loop = asyncio.get_running_loop()
-        wait = self.paused_until - loop.time()
-        if wait > 0:
-            if self._timer is None and self._waiters:
-                self._timer = loop.call_later(wait, self._resume)
+        if not self._waiters:
             return
-        while self._waiters and self.in_flight < self.capacity:
+        loop = asyncio.get_running_loop()
+        if self._paused(loop):
+            if self._timer is None:
+                self._timer = loop.call_later(self.paused_until - loop.time(), self._resume)
+            return
+        capacity = self.capacity
+        while self._waiters and self.in_flight < capacity:
             _, _, future = heapq.heappop(self._waiters)
             if future.done():
                 continue  # cancelled while waiting

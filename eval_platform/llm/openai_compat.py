@@ -77,16 +77,22 @@ class OpenAICompatTransport:
         self._sessions: dict[int, aiohttp.ClientSession] = {}
 
     def _session(self) -> aiohttp.ClientSession:
-        import aiohttp  # on the first call: the code location loads without it (a quarter of a second)
-
         key = id(asyncio.get_running_loop())
         session = self._sessions.get(key)
         if session is None or session.closed:
+            import aiohttp  # on the first call: the code location loads without it (a quarter of a second)
+
             # The endpoint limiter bounds concurrency; the connector must not add a second, hidden limit.
             # trust_env makes aiohttp look up ~/.netrc in a thread on every request (a measurable share of the
             # path at hundreds of calls/s): only when proxy variables are set does the environment matter.
             trust_env = bool(urllib.request.getproxies())
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=trust_env)
+            # The call's own `asyncio.timeout` bounds it whole (connecting, sending, reading): aiohttp's default
+            # (5 minutes in total, 30 s to connect) would be a second timer per call, and a hidden cap on a
+            # longer `timeout_s`.
+            no_timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=None, sock_read=None)
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0), trust_env=trust_env, timeout=no_timeout
+            )
             self._sessions[key] = session
         return session
 
@@ -106,17 +112,18 @@ class OpenAICompatTransport:
         timeout_s: float,
     ) -> Completion:
         base, headers = resolve_base_and_headers(api_base, api_key)
-        body = chat_body(model, messages, temperature, max_tokens)
+        body = json.dumps(chat_body(model, messages, temperature, max_tokens)).encode()
         async with asyncio.timeout(timeout_s):
-            post = self._session().post(f"{base}/chat/completions", data=json.dumps(body), headers=headers)
+            post = self._session().post(f"{base}/chat/completions", data=body, headers=headers)
             async with post as response:
-                text = await response.text()
                 status, retry_after = response.status, response.headers.get("retry-after")
-        if status >= 400:
-            raise ProviderHTTPError(status, text, retry_after)
+                if status >= 400:
+                    raise ProviderHTTPError(status, await response.text(), retry_after)
+                raw = await response.read()  # a completion is JSON, which json reads from bytes as they are
         try:
-            return parse_completion(json.loads(text))
+            return parse_completion(json.loads(raw))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            text = raw.decode("utf-8", errors="replace")
             detail = f"not a chat completion ({type(exc).__name__}): {clip(text, 500, [api_key])}"
             raise ProviderHTTPError(status, detail) from exc
 

@@ -3,6 +3,7 @@ failed cache write that costs no row; over real HTTP to the local judge."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sqlite3
 import time
@@ -126,3 +127,45 @@ def test_a_cache_that_cannot_store_the_replies_costs_no_row(local_judge, runtime
     assert judge_requests(local_judge) - before == 3
     assert "disk is full" in result.summary["cache_write_failed"]
     assert str(runtime.cache.path) in result.summary["cache_write_failed"]
+
+
+def test_entries_in_the_old_one_file_layout_are_moved_into_the_sqlite_file_once(tmp_path):
+    # A cache written before the SQLite file: one JSON file per entry under <key[:2]>/. Its replies were paid for.
+    directory = tmp_path / "cache"
+    old_key, both_key = "ab" + "0" * 62, "cd" + "1" * 62
+    reply = {"content": '{"reasoning": "old", "score": 4}', "prompt_tokens": 3, "completion_tokens": 2}
+    for key in (old_key, both_key):
+        (directory / key[:2]).mkdir(parents=True, exist_ok=True)
+        (directory / key[:2] / f"{key}.json").write_text(json.dumps(reply))
+    unreadable = directory / "ef" / ("ef" + "2" * 62 + ".json")
+    unreadable.parent.mkdir()
+    unreadable.write_text("{not json")
+    newer = JudgeCache(directory)
+    newer.put(both_key, {**reply, "content": "newer"})  # an entry in both layouts: the SQLite one wins, as before
+    newer.flush()
+
+    cache = JudgeCache(directory)
+    assert cache.get(old_key) == reply
+    assert cache.get(both_key)["content"] == "newer"
+    # Moved, not copied: a miss no longer looks for a file; the unreadable file stays where it was (still a miss).
+    assert not (directory / "ab").exists() and not (directory / "cd").exists()
+    assert unreadable.exists() and cache.get(unreadable.stem) is None
+    with closing(sqlite3.connect(cache.path)) as connection:
+        (entry,) = connection.execute("SELECT entry FROM replies WHERE key = ?", (old_key,)).fetchone()
+    assert json.loads(entry) == reply
+    assert JudgeCache(directory).get(old_key) == reply  # another process finds it in the SQLite file
+
+
+def test_old_layout_entries_that_cannot_be_moved_are_still_read(tmp_path):
+    directory = tmp_path / "cache"
+    key = "ab" + "3" * 62
+    reply = {"content": '{"reasoning": "old", "score": 2}'}
+    (directory / "ab").mkdir(parents=True)
+    (directory / "ab" / f"{key}.json").write_text(json.dumps(reply))
+    with closing(sqlite3.connect(directory / "replies.sqlite")) as conn:  # a cache that can store nothing
+        conn.execute("CREATE TABLE replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)")
+        conn.execute("CREATE TRIGGER full BEFORE INSERT ON replies BEGIN SELECT RAISE(FAIL, 'disk is full'); END")
+        conn.commit()
+    cache = JudgeCache(directory)
+    assert cache.get(key) == reply  # found where it was, as before, not an error in the middle of a day
+    assert (directory / "ab" / f"{key}.json").exists() and cache.get("cd" + "4" * 62) is None

@@ -1,0 +1,70 @@
+"""What a judge day does once instead of once per call (the CPU per call at hundreds of calls a second), that the
+garbage collector is left as it was, and the throughput benchmark that measures it; over real HTTP to the local
+judge. No timings are asserted: the benchmark prints them (README, "Performance: judge throughput")."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+
+from eval_platform.judging import prompts
+from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.runner import judge_day
+from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
+
+
+def test_a_day_hashes_its_config_and_builds_its_system_prompt_once(local_judge, runtime, monkeypatch):
+    config = evaluator(local_judge, rubric={"criteria": "Correct arithmetic."})
+    expected_hash = config.config_hash
+    counts = {"config_hash": 0, "system_message": 0, "parse_template": 0}
+    hash_of = EvaluatorConfig.config_hash.fget
+
+    def counted_hash(self):
+        counts["config_hash"] += 1
+        return hash_of(self)
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            counts[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(EvaluatorConfig, "config_hash", property(counted_hash))
+    monkeypatch.setattr(prompts, "system_message", counted("system_message", prompts.system_message))
+    monkeypatch.setattr(prompts, "parse_template", counted("parse_template", prompts.parse_template))
+    rows = judge_day(config, DAY, make_traces(30), runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 30
+    assert set(rows["config_hash"].to_list()) == {expected_hash}
+    # Per row before: 30 model dumps and hashes, 30 parsed templates, 30 system messages with their JSON schema.
+    assert counts == {"config_hash": 1, "system_message": 1, "parse_template": 1}
+    # Each request still has its own fence secret (the system message is the shared part).
+    bodies = [prompts.build_messages(config, {"input": "a", "output": "b"}) for _ in range(2)]
+    assert bodies[0][0] == bodies[1][0] and bodies[0].fence_secret != bodies[1].fence_secret
+
+
+def test_the_garbage_collector_is_as_it_was_after_a_day(local_judge, runtime):
+    threshold = gc.get_threshold()
+    rows = judge_day(evaluator(local_judge), DAY, make_traces(10), runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 10
+    assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
+    # A day whose calls all fail ends the same way.
+    failing = evaluator(local_judge, model="fault/server_error", max_retries=0)
+    rows = judge_day(failing, DAY, make_traces(3), runtime).rows
+    assert rows["status"].to_list() == ["FAILED"] * 3
+    assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
+
+
+def test_the_throughput_benchmark_alternates_fresh_processes_and_reports_cpu_per_call():
+    command = [sys.executable, "-m", "eval_platform.perf.judge_throughput"]
+    done = subprocess.run(
+        [*command, "--traces", "40", "--concurrency", "8", "--rounds", "2"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    bare = next(line for line in lines if line.startswith("bare aiohttp client"))
+    ours = next(line for line in lines if line.startswith("eval_platform judge"))
+    assert "CPU per call" in bare and "CPU per call" in ours and ours.endswith("completed 40")
+    ratio = next(line for line in lines if line.startswith("ratio ours / bare"))
+    assert ratio.count("round by round") == 1 and len(ratio.split("round by round: ")[1].split(";")[0].split(",")) == 2
