@@ -164,6 +164,17 @@ def grouped(records: list[dict[str, Any]], key: str) -> tuple[dict[str, list[dic
     return dict(sorted(groups.items())), lone
 
 
+def candidates_skip(day: Day, members: list[dict[str, Any]]) -> Skip | None:
+    """Why a pair or group is not sent, when one of its traces is not (partial, failed, no text: `day.skip`):
+    a comparison is never paid for with a candidate that could not be judged alone."""
+    for trace in members:
+        skip = day.skip(trace)
+        if skip is not None:
+            code, detail = skip
+            return code, f"candidate {trace.get('trace_id')}: {detail}"
+    return None
+
+
 def one_call(day: Day, slot: dict, messages: Messages) -> JudgeUnit:
     """A unit's judge that makes one call on `messages` and fills its one slot."""
 

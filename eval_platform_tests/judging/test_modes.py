@@ -191,6 +191,15 @@ def test_n_wise_debiasing_cancels_a_first_position_judge(local_judge, runtime):
     assert rows["flags"].to_list() == ["rank_inconsistent"] * 3
 
 
+def test_n_wise_never_pays_for_a_group_with_a_failed_candidate(local_judge, runtime):
+    traces = group_traces(["mid size", "x", "the longest one"]).with_columns(
+        pl.Series("error", [False, True, False]), pl.Series("error_type", [None, "openai.APITimeoutError", None])
+    )
+    rows = judge_day(judge(local_judge, "n_wise", model="longest"), DAY, traces, runtime).rows
+    assert set(rows["status"]) == {"SKIPPED"} and set(rows["reason"]) == {"app_error"}
+    assert rows["calls"].sum() == 0 and "candidate t1" in rows["reason_detail"][0]
+
+
 def test_n_wise_needs_a_group(local_judge, runtime):
     rows = judge_day(judge(local_judge, "n_wise"), DAY, group_traces(["only one"]), runtime).rows
     assert rows["status"].to_list() == ["SKIPPED"] and rows["reason"][0].startswith("group_size")

@@ -9,7 +9,7 @@ import polars as pl
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.schemas import TRACE_SCHEMA, conform
-from eval_platform_tests.conftest import REPO_DATA
+from eval_platform_tests.conftest import REPO_DATA, judge_requests
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 
 PROMPT = "Instruction: {{input}}\nA: {{output_a}}\nB: {{output_b}}"
@@ -100,3 +100,22 @@ def test_unpaired_trace_is_skipped(local_judge, runtime):
     lone = rows.filter(pl.col("trace_id") == "t2")
     assert lone["status"][0] == "SKIPPED" and lone["reason"][0].startswith("no_pair")
     assert rows.filter(pl.col("status") == "COMPLETED").height == 1
+
+
+def test_a_pair_with_a_candidate_that_cannot_be_judged_is_skipped_unpaid(local_judge, runtime):
+    """Never paid for nothing: a pair whose candidate has no text (content not captured) or whose model call failed
+    is SKIPPED with that candidate's reason, and nothing is sent for it; the other pairs are judged."""
+    traces = pandalm_traces([0, 1, 2]).to_dicts()
+    traces[0]["output"] = None  # pair 0: one candidate with no text at all
+    traces[0]["input"] = None
+    traces[2]["error"] = True  # pair 1: one candidate whose model call failed
+    traces[2]["error_type"] = "openai.InternalServerError"
+    frame = conform(pl.DataFrame(traces, schema=TRACE_SCHEMA), TRACE_SCHEMA)
+    before = judge_requests(local_judge)
+    rows = judge_day(pairwise(local_judge, "replay/gpt-3.5-turbo"), DAY, frame, runtime).rows
+    by_key = {row["pair_key"]: row for row in rows.to_dicts()}
+    assert (by_key["pandalm-0000"]["status"], by_key["pandalm-0000"]["reason"]) == ("SKIPPED", "empty_text")
+    assert (by_key["pandalm-0001"]["status"], by_key["pandalm-0001"]["reason"]) == ("SKIPPED", "app_error")
+    assert by_key["pandalm-0002"]["status"] == "COMPLETED"
+    assert by_key["pandalm-0000"]["calls"] == by_key["pandalm-0001"]["calls"] == 0
+    assert judge_requests(local_judge) - before == by_key["pandalm-0002"]["calls"] == 2  # both orders, one pair

@@ -35,6 +35,7 @@ from eval_platform.judging.units import (
     Day,
     Unit,
     add_flag,
+    candidates_skip,
     fill_from_call,
     grouped,
     merge_calls,
@@ -130,6 +131,10 @@ def plan(day: Day) -> list[Unit]:
                 f"{len(members)} traces share {options.group_by}={value}; "
                 f"n_wise ranks {options.min_candidates}..{MAX_CANDIDATES}",
             )
+            units.append(unit)
+            continue
+        unit.skip = candidates_skip(day, members)
+        if unit.skip is not None:
             units.append(unit)
             continue
         try:

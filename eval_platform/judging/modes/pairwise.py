@@ -35,6 +35,7 @@ from eval_platform.judging.units import (
     Day,
     Unit,
     add_flag,
+    candidates_skip,
     fill_from_call,
     grouped,
     merge_calls,
@@ -149,7 +150,10 @@ def plan(day: Day) -> list[Unit]:
         for a, b in itertools.combinations(members, 2):
             pair_id = f"{value}|{a['trace_id']}|{b['trace_id']}"
             slot = {**day.base_row(a), "trace_id_b": b["trace_id"], "pair_key": value}
-            unit = Unit(pair_id, [slot])
+            unit = Unit(pair_id, [slot], skip=candidates_skip(day, [a, b]))
+            if unit.skip is not None:
+                units.append(unit)
+                continue
             try:
                 va, vb = day.values(a), day.values(b)
             except LookupError as exc:
