@@ -29,6 +29,9 @@ NOT_SELECTED = "not_selected"  # trigger: manual, and the run did not name the t
 NO_CREDENTIALS = "no_credentials"  # the evaluator's provider key is not set
 PROMPT_TOO_LARGE = "prompt_too_large"  # the rendered prompt is longer than max_prompt_chars
 SPAN_NOT_FOUND = "span_not_found"  # the evaluator's span is not in the trace
+NO_PAIR = "no_pair"  # pairwise: no other trace of the day shares the pair_by value
+GROUP_SIZE = "group_size"  # n_wise: the group has too few or too many candidates
+NO_REFERENCE = "no_reference"  # reference mode: the trace has no expected_output (nor a dataset case)
 # A check evaluator (judging.checks) makes no call: it skips a trace lacking the field its scorer reads (a trace
 # with no tool_calls, no latency_ms) or on which the scorer has no value (a tool error rate over no calls).
 MISSING_FIELD = "missing_field"  # also a benchmark case's FAILED reason: the case lacks a field the task needs
@@ -50,6 +53,9 @@ SKIP_REASONS = (
     NO_CREDENTIALS,
     PROMPT_TOO_LARGE,
     SPAN_NOT_FOUND,
+    NO_PAIR,
+    GROUP_SIZE,
+    NO_REFERENCE,
     MISSING_FIELD,
     NOT_APPLICABLE,
     PARTIAL_TRACE,

@@ -22,6 +22,15 @@ REASON_KEYWORDS = {"reason", "error_reason"}
 CODE = re.compile(r"[a-z]+(_[a-z]+)+")  # what a reason code looks like: snake_case words
 
 
+def _code_at(node: ast.Tuple, index: int) -> list[tuple[int, str]]:
+    """The tuple's element at `index` when it is a literal reason code."""
+    if len(node.elts) > index:
+        element = node.elts[index]
+        if isinstance(element, ast.Constant) and isinstance(element.value, str) and CODE.fullmatch(element.value):
+            return [(node.lineno, element.value)]
+    return []
+
+
 def _literal_codes(tree: ast.AST) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(tree):
@@ -32,6 +41,16 @@ def _literal_codes(tree: ast.AST) -> list[tuple[int, str]]:
             for keyword in node.keywords:
                 if keyword.arg in REASON_KEYWORDS and isinstance(keyword.value, ast.Constant):
                     found.append((node.lineno, keyword.value.value))
+            for keyword in node.keywords:  # skip=("code", detail); needs_values=((name, "code", detail), ...)
+                if keyword.arg == "skip" and isinstance(keyword.value, ast.Tuple):
+                    found += _code_at(keyword.value, 0)
+                if keyword.arg == "needs_values" and isinstance(keyword.value, ast.Tuple):
+                    for need in keyword.value.elts:
+                        found += _code_at(need, 1) if isinstance(need, ast.Tuple) else []
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
+            # unit.skip = ("code", detail), reason = ("code", detail)
+            if any(getattr(t, "attr", getattr(t, "id", None)) in ("skip", "reason") for t in node.targets):
+                found += _code_at(node.value, 0)
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "reason" and isinstance(value, ast.Constant):

@@ -26,7 +26,7 @@ from pydantic import Field, ValidationError, model_validator
 from eval_platform.judging.modes import Strict
 from eval_platform.judging.units import Day, Skip, Unit, add_flag, one_call
 from eval_platform.record_fields import METADATA_PREFIX, as_text, field_text
-from eval_platform.schemas import APP_ERROR, EMPTY_TEXT, NO_SESSION, PARTIAL_TRACE, SpanOperation
+from eval_platform.schemas import APP_ERROR, EMPTY_TEXT, NO_SESSION, PARTIAL_TRACE, SPAN_NOT_FOUND, SpanOperation
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -373,7 +373,7 @@ def span_units(day: Day) -> list[Unit]:
         spans = selector.select(spans_of(trace))
         if not spans:
             detail = f"{selector.describe()} not found in trace {trace['trace_id']}"
-            units.append(Unit(trace["trace_id"], [day.base_row(trace)], skip=("span_not_found", detail)))
+            units.append(Unit(trace["trace_id"], [day.base_row(trace)], skip=(SPAN_NOT_FOUND, detail)))
             continue
         for span in spans:
             slot = {**day.base_row(trace), "span_id": span.get("span_id")}

@@ -40,7 +40,7 @@ from eval_platform.judging.units import (
     grouped,
     merge_calls,
 )
-from eval_platform.schemas import COMPLETED, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
+from eval_platform.schemas import COMPLETED, GROUP_SIZE, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -127,7 +127,7 @@ def plan(day: Day) -> list[Unit]:
         unit = Unit(f"{value}|" + "|".join(t["trace_id"] for t in members), slots)
         if not options.min_candidates <= len(members) <= MAX_CANDIDATES:
             unit.skip = (
-                "group_size",
+                GROUP_SIZE,
                 f"{len(members)} traces share {options.group_by}={value}; "
                 f"n_wise ranks {options.min_candidates}..{MAX_CANDIDATES}",
             )

@@ -40,7 +40,7 @@ from eval_platform.judging.units import (
     grouped,
     merge_calls,
 )
-from eval_platform.schemas import COMPLETED, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
+from eval_platform.schemas import COMPLETED, NO_PAIR, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -145,7 +145,7 @@ def plan(day: Day) -> list[Unit]:
     units = [Unit(t["trace_id"], [day.base_row(t)], skip=r) for t, r in lone]
     for value, members in groups.items():
         if len(members) < 2:
-            reason = ("no_pair", f"no other trace of {day.day} shares {options.pair_by}={value}")
+            reason = (NO_PAIR, f"no other trace of {day.day} shares {options.pair_by}={value}")
             units.append(Unit(members[0]["trace_id"], [day.base_row(members[0])], skip=reason))
         for a, b in itertools.combinations(members, 2):
             pair_id = f"{value}|{a['trace_id']}|{b['trace_id']}"

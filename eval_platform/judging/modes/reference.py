@@ -1,6 +1,7 @@
 """reference: a score against the gold answer ({{expected}}), on score_scale; read as `score` reads it."""
 
 from eval_platform.judging.modes import AVERAGES, VOTES, JudgeMode, score
+from eval_platform.schemas import NO_REFERENCE
 
 MODE = JudgeMode(
     "reference",
@@ -12,7 +13,7 @@ MODE = JudgeMode(
     options=("score_scale", "reference"),
     accepts=("rubric",),
     required_variables=(("expected", "the gold answer the judge compares with"),),
-    needs_values=(("expected", "no_reference", "the trace has no expected_output (nor a matching dataset case)"),),
+    needs_values=(("expected", NO_REFERENCE, "the trace has no expected_output (nor a matching dataset case)"),),
     parse=score.parse,
     verdict_schema=score.verdict_schema,
 )
