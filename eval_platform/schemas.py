@@ -429,6 +429,17 @@ EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "stale": _B,
     "stale_reason": _S,
     "computed_at": UTC_TS,
+    # issue 21 (sequential experiments, multiple comparisons, planning); new columns go at the end
+    "p_value_adjusted": _F,
+    "significance_rule": _S,
+    "always_valid_p_value": _F,
+    "cs_low": _F,
+    "cs_high": _F,
+    "sequential_looks": _I,
+    "mde": _F,
+    "target_effect": _F,
+    "required_n": _I,
+    "power": _F,
 }
 
 # A day whose mean judge score fell significantly below the evaluator's trailing baseline.

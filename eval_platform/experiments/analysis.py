@@ -59,7 +59,13 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from eval_platform.experiments.comparisons import comparison_row, metric_values, recommendation, variant_rows
+from eval_platform.experiments.comparisons import (
+    comparison_row,
+    decide_with_correction,
+    metric_values,
+    recommendation,
+    variant_rows,
+)
 from eval_platform.experiments.config import ExperimentConfig
 from eval_platform.experiments.pairwise import pairwise_rows, pairwise_verdicts
 from eval_platform.schemas import EXPERIMENT_RESULT_SCHEMA, FINAL_COMPLETED, UTC_TS, conform
@@ -89,14 +95,18 @@ def analyze_experiment(config: ExperimentConfig, scores: pl.DataFrame, traces: p
     rows: list[dict] = []
     days: list[str | None] = []
     comparisons: dict[str, list[dict]] = {t: [] for t in config.treatments}
+    family = []
     for role, metric in config.metrics:
         values = metric_values(config, metric, scores)
         days += [values["date"].min(), values["date"].max()]
         rows += variant_rows(config, metric, role, values)
         by_variant = {v: values.filter(pl.col("variant") == v)["value"].to_numpy() for v in config.variants}
         for treatment in config.treatments:
-            row = comparison_row(config, metric, role, treatment, by_variant[config.control], by_variant[treatment])
+            control, treated = by_variant[config.control], by_variant[treatment]
+            row = comparison_row(config, metric, role, treatment, control, treated, values=values)
             comparisons[treatment].append(row)
+            family.append((metric, row))
+    decide_with_correction(config, family)  # treatments × metrics, decided together
     for treatment, (primary, *guardrails) in comparisons.items():
         primary["recommendation"] = recommendation(config, treatment, primary, guardrails)
         rows += [primary, *guardrails]

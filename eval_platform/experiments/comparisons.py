@@ -1,6 +1,7 @@
 """One metric of an experiment: its values per variant, each variant's statistics, each treatment's comparison
-with the control (frequentist and Bayesian), guardrails and the recommendation in words. The columns the rows
-fill are described in `eval_platform.experiments.analysis`."""
+with the control (frequentist, Bayesian or sequential), the multiple-comparison correction across the
+experiment's comparisons, guardrails and the recommendation in words. The columns the rows fill are described
+in `eval_platform.experiments.analysis`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import numpy as np
 import polars as pl
 
 from eval_platform.experiments.config import ExperimentConfig, Guardrail, Metric
+from eval_platform.experiments.planning import planning_columns
+from eval_platform.experiments.sequential import sequential_columns
 from eval_platform.schemas import FINAL_COMPLETED
 from eval_platform.stats.distributions import t_ppf
 from eval_platform.stats.experiments import (
@@ -18,9 +21,11 @@ from eval_platform.stats.experiments import (
     cohens_d,
     welch_t_test,
 )
+from eval_platform.stats.multiplicity import adjust_p_values
 from eval_platform.stats.ranking import wilson_interval
 
 BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no significant difference"
+CORRECTION_NAMES = {"holm": "Holm", "benjamini_hochberg": "Benjamini-Hochberg"}
 
 
 def in_window(config: ExperimentConfig) -> pl.Expr:
@@ -89,8 +94,17 @@ def _metric_columns(metric: Metric, role: str) -> dict:
 
 
 def comparison_row(
-    config: ExperimentConfig, metric: Metric, role: str, treatment: str, control: np.ndarray, treated: np.ndarray
+    config: ExperimentConfig,
+    metric: Metric,
+    role: str,
+    treatment: str,
+    control: np.ndarray,
+    treated: np.ndarray,
+    values: pl.DataFrame | None = None,
 ) -> dict:
+    """One treatment against the control on one metric, decided as if it were the experiment's only comparison;
+    `decide_with_correction` then decides all of an experiment's comparisons together. `values` (date, variant,
+    value) is needed by `method: sequential`, which reads the days in order."""
     alpha, min_n = config.alpha, config.minimum_sample_size
     better_sign = 1.0 if metric.direction == "increase" else -1.0
     row = {
@@ -130,16 +144,67 @@ def comparison_row(
             "expected_loss": loss,
         }
         notes.append(posterior.note)
+    if config.method == "sequential":
+        if values is None:
+            raise ValueError("method: sequential needs the metric's values with their dates")
+        row |= sequential_columns(config, values, treatment)
+        if not row["insufficient_sample"] and row.get("always_valid_p_value") is None:
+            notes.append("no variance: the sequential test cannot be computed")
     effect = cohens_d(control, treated, min_n=min_n)
     row["cohens_d"] = effect.value
     row["effect_interpretation"] = effect.interpretation if effect.value is not None else None
-    row["outcome"] = _outcome(config, row, better_sign)
-    row["significant"] = row["outcome"] in (BETTER, WORSE) if row["outcome"] not in (INSUFFICIENT, UNDEFINED) else None
+    planning = planning_columns(config, metric, control, treated)
+    notes.append(planning.pop("note", None))
+    row |= planning
     row["note"] = "; ".join(dict.fromkeys(n for n in notes if n)) or None
     if isinstance(metric, Guardrail):
         row["guardrail_rule"] = metric.rule
-        row["guardrail_passed"] = _guardrail_passed(config, metric, row)
+    decide_with_correction(config, [(metric, row)])
     return row
+
+
+def _decision_p_value(config: ExperimentConfig, row: dict) -> float | None:
+    """The p-value the decision rests on: Welch's (frequentist, both), the always-valid one (sequential), none
+    (bayesian: the posterior probability decides)."""
+    if config.method in ("frequentist", "both"):
+        return row.get("p_value")
+    if config.method == "sequential":
+        return row.get("always_valid_p_value")
+    return None
+
+
+def _test_name(config: ExperimentConfig) -> str:
+    return "always-valid p (mixture sequential t-test)" if config.method == "sequential" else "Welch p"
+
+
+def decide_with_correction(config: ExperimentConfig, comparisons: list[tuple[Metric, dict]]) -> None:
+    """Decide every comparison of one experiment together (in place): the p-values of all treatments × metrics
+    that could be tested form one family, adjusted by the experiment's `multiple_comparisons` rule; `outcome`,
+    `significant`, `guardrail_passed` follow the adjusted p-value, and `significance_rule` says which rule it was.
+    With `method: bayesian` there are no p-values: the posterior rule decides each comparison, unadjusted."""
+    family = [
+        row for _, row in comparisons if not row["insufficient_sample"] and _decision_p_value(config, row) is not None
+    ]
+    rule = config.multiple_comparisons
+    adjusted = adjust_p_values([_decision_p_value(config, row) for row in family], rule)
+    for row, p_adjusted in zip(family, adjusted, strict=True):
+        row["p_value_adjusted"] = float(p_adjusted)
+    if config.method == "bayesian":
+        text = f"posterior P(better) >= {1 - config.alpha:g} or <= {config.alpha:g} (not adjusted)"
+    elif rule == "none" or len(family) <= 1:
+        text = f"{_test_name(config)} < {config.alpha:g}" + (
+            f" (not adjusted, {len(family)} tests)" if len(family) > 1 else " (one test)"
+        )
+    else:
+        text = f"{CORRECTION_NAMES[rule]}-adjusted {_test_name(config)} < {config.alpha:g} ({len(family)} tests)"
+    for metric, row in comparisons:
+        row["significance_rule"] = text
+        better_sign = 1.0 if metric.direction == "increase" else -1.0
+        row["outcome"] = _outcome(config, row, better_sign)
+        decided = row["outcome"] not in (INSUFFICIENT, UNDEFINED)
+        row["significant"] = row["outcome"] in (BETTER, WORSE) if decided else None
+        if isinstance(metric, Guardrail):
+            row["guardrail_passed"] = _guardrail_passed(config, metric, row)
 
 
 def _bayesian(metric: Metric, control: np.ndarray, treated: np.ndarray, alpha: float, min_n: int):
@@ -159,10 +224,10 @@ def _bayesian(metric: Metric, control: np.ndarray, treated: np.ndarray, alpha: f
 def _outcome(config: ExperimentConfig, row: dict, better_sign: float) -> str:
     if row["insufficient_sample"]:
         return INSUFFICIENT
-    if config.method in ("frequentist", "both"):
-        if row["p_value"] is None:
+    if config.method != "bayesian":
+        if row.get("p_value_adjusted") is None:
             return UNDEFINED
-        if row["p_value"] >= config.alpha:
+        if row["p_value_adjusted"] >= config.alpha:
             return NO_DIFFERENCE
         return BETTER if better_sign * row["difference"] > 0 else WORSE
     probability = row["prob_improvement"]
@@ -176,9 +241,12 @@ def _guardrail_passed(config: ExperimentConfig, guardrail: Guardrail, row: dict)
         return None
     passed = True
     if guardrail.max_degradation is not None:
-        frequentist = config.method in ("frequentist", "both")
-        low = row["diff_ci_low"] if frequentist else row["credible_low"]
-        high = row["diff_ci_high"] if frequentist else row["credible_high"]
+        interval = {"sequential": ("cs_low", "cs_high"), "bayesian": ("credible_low", "credible_high")}
+        low_name, high_name = interval.get(config.method, ("diff_ci_low", "diff_ci_high"))
+        low, high = row.get(low_name), row.get(high_name)
+        bound = low if guardrail.direction == "increase" else high
+        if bound is None:  # an unbounded confidence sequence rules out no degradation yet
+            return False
         worst_degradation = -low if guardrail.direction == "increase" else high
         passed &= worst_degradation <= guardrail.max_degradation
     if guardrail.must_not_be_significantly_worse:
@@ -186,13 +254,24 @@ def _guardrail_passed(config: ExperimentConfig, guardrail: Guardrail, row: dict)
     return passed
 
 
+def _p_text(p: float) -> str:
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
 def _evidence(config: ExperimentConfig, row: dict) -> str:
     parts = []
     difference = row["difference"] if row["difference"] is not None else row["expected_lift"]
     if difference is not None:
         parts.append(f"{difference:+.3f}")
-    if row.get("p_value") is not None:
-        parts.append("p<0.001" if row["p_value"] < 0.001 else f"p={row['p_value']:.3f}")
+    decision_p = _decision_p_value(config, row)
+    if decision_p is not None:
+        text = _p_text(decision_p)
+        adjusted = row.get("p_value_adjusted")
+        if config.method == "sequential":
+            text = f"always-valid {text}"
+        if adjusted is not None and _p_text(adjusted) != _p_text(decision_p):
+            text += f", {CORRECTION_NAMES.get(config.multiple_comparisons, 'adjusted')}-adjusted {_p_text(adjusted)}"
+        parts.append(text)
     if row.get("prob_improvement") is not None:
         parts.append(f"P(better)={row['prob_improvement']:.3f}")
     return ", ".join(parts)

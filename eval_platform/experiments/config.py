@@ -8,12 +8,13 @@ description: Does the new prompt help without making answers more toxic?
 experiment_id: prompt-v2          # which traces belong (traces.experiment_id); omit for all traces
 control: prompt-v1                # a value of traces.variant
 treatments: [prompt-v2]
-primary_metric: {evaluator: helpfulness, field: score, direction: increase}
+primary_metric: {evaluator: helpfulness, field: score, direction: increase, target_effect: 0.05}
 guardrails:
   - {evaluator: toxicity, max_degradation: 0.02}
   - {evaluator: faithfulness, must_not_be_significantly_worse: true}
-method: both                      # frequentist | bayesian | both
+method: both                      # frequentist | bayesian | both | sequential
 alpha: 0.05
+multiple_comparisons: holm        # holm | benjamini_hochberg | none, across treatments × metrics
 minimum_sample_size: 100          # per variant and metric
 start_date: 2026-11-01            # optional window on the trace day (inclusive)
 end_date: 2026-11-30
@@ -31,8 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from eval_platform.config_files import load_named, record_broken
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.stats.multiplicity import Correction
+from eval_platform.stats.sequential import DEFAULT_PRIOR_EFFECT_SIZE
 
-Method = Literal["frequentist", "bayesian", "both"]
+Method = Literal["frequentist", "bayesian", "both", "sequential"]
 Direction = Literal["increase", "decrease"]
 MetricField = Literal["score", "passed"]
 
@@ -51,6 +54,12 @@ class Metric(_Strict):
     evaluator: str = Field(description="An evaluator's name (a file stem in evaluators/).")
     field: MetricField = Field("score", description="score: the 0..1 score; passed: the pass rate (binary, assertion).")
     direction: Direction = Field("increase", description="Which way is better.")
+    target_effect: float | None = Field(
+        None,
+        gt=0,
+        description="The smallest difference (in the metric's units) worth detecting: experiment_results reports "
+        "the sample per variant needed to detect it with the experiment's `power`.",
+    )
 
     @property
     def name(self) -> str:
@@ -100,6 +109,18 @@ class ExperimentConfig(_Strict):
     guardrails: list[Guardrail] = Field(default_factory=list)
     method: Method = "frequentist"
     alpha: float = Field(0.05, gt=0, lt=0.5, description="Significance level; intervals are at 1 - alpha.")
+    multiple_comparisons: Correction = Field(
+        "holm",
+        description="How the p-values of all treatments × metrics are adjusted before `significant` is decided: "
+        "holm (family-wise error rate), benjamini_hochberg (false discovery rate) or none.",
+    )
+    power: float = Field(0.8, gt=0, lt=1, description="The power the planning columns (mde, required_n) aim at.")
+    sequential_prior_effect_size: float = Field(
+        DEFAULT_PRIOR_EFFECT_SIZE,
+        gt=0,
+        description="method: sequential: the standard deviation of the mixture's prior on the effect, in residual "
+        "standard deviations (Cohen's d); it sets which effects the test detects soonest, never its validity.",
+    )
     minimum_sample_size: int = Field(30, ge=2, description="Observations needed per variant and metric.")
     start_date: dt.date | None = Field(None, description="First trace day included (inclusive).")
     end_date: dt.date | None = Field(None, description="Last trace day included (inclusive).")

@@ -36,6 +36,12 @@ def t_test_power(effect_size: float, n1: float, alpha: float, ratio: float = 1.0
     noncentrality = effect_size * np.sqrt(_effective_n(n1, ratio))
     upper = 1 - special.nctdtr(df, noncentrality, critical)
     lower = special.nctdtr(df, noncentrality, -critical)
+    # scipy's noncentral t returns NaN far in a tail (1.17: nctdtr(103, 10, -2.63)); there the tail is below
+    # 1e-20 and its normal approximation is as good as exact for the sum.
+    if np.isnan(upper):
+        upper = norm_cdf(noncentrality - critical)
+    if np.isnan(lower):
+        lower = norm_cdf(-critical - noncentrality)
     return float(upper + lower)
 
 
@@ -57,7 +63,8 @@ def minimum_detectable_effect(n1: float, alpha: float, power: float, ratio: floa
     curve = _power(test)
     if (test == "t" and n1 * (1 + ratio) <= 2) or n1 <= 0:
         return float("nan")
-    high = 1.0
+    # Bracketed from the normal approximation, so the noncentral t is never evaluated far in its tail.
+    high = 2 * (norm_ppf(1 - alpha / 2) + norm_ppf(power)) / np.sqrt(_effective_n(n1, ratio))
     while curve(high, n1, alpha, ratio) < power:
         high *= 2
         if high > 1e6:
@@ -75,7 +82,8 @@ def required_sample_size(effect_size: float, alpha: float, power: float, ratio: 
     low = 3.0 / (1 + ratio) if test == "t" else 1e-9  # the t-test from one degree of freedom
     if curve(effect, low, alpha, ratio) >= power:
         return low
-    high = max(4.0, 2 * low)
+    normal_n = ((norm_ppf(1 - alpha / 2) + norm_ppf(power)) / effect) ** 2 * (1 + ratio) / ratio
+    high = max(4.0, 2 * low, 2 * normal_n)
     while curve(effect, high, alpha, ratio) < power:
         high *= 2
         if high > _MAX_N:

@@ -69,7 +69,7 @@ def test_dates_parse(tmp_path):
     ("change", "message"),
     [
         ({"treatment": ["v2"]}, r"field 'treatment': Extra inputs are not permitted"),
-        ({"method": "sequential"}, r"field 'method': Input should be 'frequentist', 'bayesian' or 'both'"),
+        ({"method": "bandit"}, r"field 'method': Input should be 'frequentist', 'bayesian', 'both' or 'sequential'"),
         ({"alpha": 0.7}, r"field 'alpha'"),
         ({"minimum_sample_size": 1}, r"field 'minimum_sample_size'"),
         ({"treatments": []}, r"field 'treatments'"),
