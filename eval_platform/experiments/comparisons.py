@@ -243,11 +243,10 @@ def _guardrail_passed(config: ExperimentConfig, guardrail: Guardrail, row: dict)
     if guardrail.max_degradation is not None:
         interval = {"sequential": ("cs_low", "cs_high"), "bayesian": ("credible_low", "credible_high")}
         low_name, high_name = interval.get(config.method, ("diff_ci_low", "diff_ci_high"))
-        low, high = row.get(low_name), row.get(high_name)
-        bound = low if guardrail.direction == "increase" else high
+        bound = row.get(low_name) if guardrail.direction == "increase" else row.get(high_name)
         if bound is None:  # an unbounded confidence sequence rules out no degradation yet
             return False
-        worst_degradation = -low if guardrail.direction == "increase" else high
+        worst_degradation = -bound if guardrail.direction == "increase" else bound
         passed &= worst_degradation <= guardrail.max_degradation
     if guardrail.must_not_be_significantly_worse:
         passed &= row["outcome"] != WORSE

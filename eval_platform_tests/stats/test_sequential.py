@@ -42,7 +42,7 @@ def cumulative(days: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
 def test_equals_savvi_on_the_same_daily_data(kind, prior_effect_size):
     rng = np.random.default_rng(3)
     days = []
-    for day in range(8):
+    for _day in range(8):
         n_c, n_t = rng.integers(20, 40, 2)
         if kind == "score":
             days.append((rng.beta(2, 3, n_c), rng.beta(2, 3, n_t) + 0.12))
