@@ -2,9 +2,10 @@
 
     python -m eval_platform.perf.stats_peers [--annotations 1000000] [--labels 10000000] [--seed 0]
 
-Needs the test extras (krippendorff, scikit-learn, statsmodels, evalica). Data is synthetic and seeded:
+Needs the test extras (krippendorff, scikit-learn, statsmodels, evalica, savvi). Data is synthetic and seeded:
 three coders per unit on a 5-point scale with 30% noise and 10% missing for the annotation statistics,
-three-class judge and human labels and continuous scores for the judge statistics. Each row prints our
+three-class judge and human labels and continuous scores for the judge statistics, daily scores of two variants
+for the sequential test, uniform p-values for the multiple-comparison corrections. Each row prints our
 time, the peer's time, and the largest absolute difference between the two results.
 """
 
@@ -18,15 +19,21 @@ import evalica
 import krippendorff
 import numpy as np
 import polars as pl
+from savvi.linear_regression import LinearRegression
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, precision_recall_fscore_support
 from statsmodels.stats import inter_rater
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import NormalIndPower, TTestIndPower
 
 from eval_platform.stats.experiments import welch_t_test
 from eval_platform.stats.judge_agreement import label_agreement, score_agreement
 from eval_platform.stats.kappa import category_counts, cohen_kappa, fleiss_kappa
+from eval_platform.stats.multiplicity import adjust_p_values
+from eval_platform.stats.power import minimum_detectable_effect, required_sample_size
 from eval_platform.stats.ranking import bradley_terry
 from eval_platform.stats.reliability import krippendorff_alpha, krippendorff_alpha_long
+from eval_platform.stats.sequential import mixture_t_test, running
 
 
 def _timed(run: Callable[[], object]) -> tuple[object, float]:
@@ -116,11 +123,86 @@ def _ranking_case(n: int, rng: np.random.Generator):
     yield f"Bradley-Terry, {models} models ({n:,} comparisons)", ours, peer
 
 
+def _sequential_case(n: int, rng: np.random.Generator, days: int = 30):
+    """The always-valid p-value and confidence sequence read at the end of each of `days` days: ours from each
+    day's cumulative sums, savvi's by its recursive update one observation at a time (its only interface)."""
+    day = np.sort(rng.integers(0, days, n))
+    treated = rng.random(n) < 0.5
+    value = rng.beta(2, 3, n) + 0.02 * treated
+    phi, alpha = 100.0, 0.05
+
+    def ours():
+        sums = []
+        for group in (~treated, treated):
+            counts = [np.bincount(day, weights=group * w, minlength=days) for w in (np.ones(n), value, value**2)]
+            sums += [np.cumsum(c) for c in counts]
+        p_value, low, high = running(mixture_t_test(*sums, alpha=alpha, phi=phi))
+        return np.c_[p_value, low, high]
+
+    def peer():
+        model, reads, ends = LinearRegression(alpha, 2, phi=phi), [], set(np.flatnonzero(np.diff(day)).tolist())
+        with np.errstate(divide="ignore"):  # savvi's still unbounded intervals
+            for i in range(n):
+                model.update(np.array([value[i], 1.0, float(treated[i])]))
+                if i in ends or i == n - 1:
+                    model.infer()
+                    reads.append((model.p_value[1], *model.conf_int[1]))
+        return np.array(reads)
+
+    yield f"always-valid t-test, {days} daily reads ({n:,} scores)", ours, peer
+
+
+def _planning_cases(rng: np.random.Generator, tests: int = 1000):
+    p = rng.random(tests)
+    yield (
+        f"Holm adjusted p ({tests:,} tests)",
+        lambda: adjust_p_values(p, "holm"),
+        lambda: multipletests(p, method="holm")[1],
+    )
+    yield (
+        f"Benjamini-Hochberg adjusted p ({tests:,} tests)",
+        lambda: adjust_p_values(p, "benjamini_hochberg"),
+        lambda: multipletests(p, method="fdr_bh")[1],
+    )
+    sizes = [(1000, 1.0), (250, 1.3), (20_000, 0.9)]
+    yield (
+        "t-test MDE and sample for 80% power (3 designs)",
+        lambda: [
+            (minimum_detectable_effect(n, 0.05, 0.8, r), required_sample_size(0.1, 0.05, 0.8, r)) for n, r in sizes
+        ],
+        lambda: [
+            (
+                TTestIndPower().solve_power(None, nobs1=n, alpha=0.05, power=0.8, ratio=r),
+                TTestIndPower().solve_power(0.1, nobs1=None, alpha=0.05, power=0.8, ratio=r),
+            )
+            for n, r in sizes
+        ],
+    )
+    yield (
+        "normal (proportions) MDE and sample for 80% power (3 designs)",
+        lambda: [
+            (
+                minimum_detectable_effect(n, 0.05, 0.8, r, test="normal"),
+                required_sample_size(0.1, 0.05, 0.8, r, test="normal"),
+            )
+            for n, r in sizes
+        ],
+        lambda: [
+            (
+                NormalIndPower().solve_power(None, nobs1=n, alpha=0.05, power=0.8, ratio=r),
+                NormalIndPower().solve_power(0.1, nobs1=None, alpha=0.05, power=0.8, ratio=r),
+            )
+            for n, r in sizes
+        ],
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--annotations", type=int, default=1_000_000)
     parser.add_argument("--labels", type=int, default=10_000_000)
     parser.add_argument("--comparisons", type=int, default=100_000)
+    parser.add_argument("--sequential", type=int, default=20_000, help="scores for the sequential test (savvi is slow)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -128,6 +210,8 @@ def main() -> None:
         *_annotation_cases(args.annotations, rng),
         *_judge_cases(args.labels, rng),
         *_ranking_case(args.comparisons, rng),
+        *_sequential_case(args.sequential, rng),
+        *_planning_cases(rng),
     ]
     rows = []
     for name, ours, peer in cases:
