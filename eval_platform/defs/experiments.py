@@ -38,7 +38,9 @@ def _md_table(frame: pl.DataFrame, columns: list[str]) -> dg.MetadataValue:
 EXPERIMENT_RESULTS_DOC = (
     "Every experiment in `experiments/*.yaml`, recomputed from all final completed judge scores: per variant and "
     "metric n, mean, std and interval; per treatment and metric the comparison with the control (Welch's t-test "
-    "and/or the Bayesian posterior, Cohen's d, guardrail verdicts, a recommendation); for a pairwise evaluator, "
+    "and/or the Bayesian posterior, or the always-valid sequential test read per day; Holm or Benjamini-Hochberg "
+    "across treatments x metrics; Cohen's d, the minimum detectable effect and the sample needed, guardrail "
+    "verdicts, a recommendation); for a pairwise evaluator, "
     "win rates with Wilson intervals and a Bradley–Terry ranking. An experiment whose file, or an evaluator file it "
     "names, no longer loads keeps its last rows, flagged `stale` with the error in `stale_reason`. "
     "View `experiment_results`."

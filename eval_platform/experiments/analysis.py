@@ -8,7 +8,10 @@ Conventions: every difference is treatment − control in the metric's own units
 `direction`. Intervals are at 1 − alpha: Student t for a mean score, Wilson for a pass rate or a win rate,
 Welch–Satterthwaite for a difference of means, equal-tailed posterior quantiles for a credible interval.
 Frequentist p-values are two-sided. With `method: both`, `significant`, `outcome`, guardrails and the
-recommendation follow the frequentist test and the Bayesian columns are reported beside it.
+recommendation follow the frequentist test and the Bayesian columns are reported beside it. With `method:
+sequential` they follow the always-valid p-value and confidence sequence read per trace day
+(`eval_platform.experiments.sequential`). Decisions on p-values are taken after the experiment's
+`multiple_comparisons` adjustment over all its treatments × metrics.
 
 Columns of `experiment_results` (null where they do not apply to the row's kind):
 
@@ -20,7 +23,7 @@ Columns of `experiment_results` (null where they do not apply to the row's kind)
 - `variant`: the variant the row describes (for a comparison, the treatment); `control_variant`: the control;
   `opponent`: for `win_rate` rows, null for the record against every other variant, else the variant of a
   head-to-head record (the control).
-- `method` (`frequentist`, `bayesian`, `both`), `alpha`: the experiment's settings.
+- `method` (`frequentist`, `bayesian`, `both`, `sequential`), `alpha`: the experiment's settings.
 - `n`: observations of the variant (comparison: of the treatment; win_rate and bradley_terry: comparisons);
   `n_control`: the control's observations.
 - `mean`, `std`: the variant's (comparison: the treatment's) mean and sample standard deviation;
@@ -50,6 +53,10 @@ Columns of `experiment_results` (null where they do not apply to the row's kind)
   evaluator file it names, no longer loads: they are kept as they were (figures and `computed_at` included)
   rather than replaced by nothing, until the file is fixed. `stale_reason`: the load error (file and field).
 - `computed_at`: when the row was computed (UTC).
+- `p_value_adjusted` (comparison rows with a p-value): the decision's p-value (Welch's or the always-valid one)
+  after the `multiple_comparisons` rule; `significance_rule`: the rule that decided `significant`, in words.
+- `always_valid_p_value`, `cs_low`, `cs_high` (null while unbounded), `sequential_looks` (`method: sequential`).
+- `mde`, `target_effect`, `required_n`, `power` (comparison rows): planning (`eval_platform.experiments.planning`).
 """
 
 from __future__ import annotations
