@@ -146,8 +146,9 @@ class DaySpill:
         else:
             row["_items"] = items
         self._traces.add(row)
+        place = dict(zip(_KEY, key, strict=True))
         for span in spans or []:
-            self._spans.add({**span, "date": self.day, "_seq": seq, "_pos": self._spans.count, **dict(zip(_KEY, key))})
+            self._spans.add({**span, "date": self.day, "_seq": seq, "_pos": self._spans.count, **place})
         for file, n in accepted.items():
             self._accepted[file] = self._accepted.get(file, 0) + n
         if key < self._last_key:
@@ -194,9 +195,13 @@ class DaySpill:
         self._spans.close()
         conn = self._connect()
         for start, end, file, error in self._textless:
-            query = f"SELECT source_line, _unit, _raw FROM {self._traces.sql()} WHERE _seq >= ? AND _seq < ? ORDER BY _seq"
-            for line, unit, raw in conn.execute(query, [start, end]).fetchall():
-                reject(file, line, unit, error, raw)
+            query = (
+                f"SELECT source_line, _unit, _raw FROM {self._traces.sql()} WHERE _seq >= ? AND _seq < ? ORDER BY _seq"
+            )
+            cursor = conn.execute(query, [start, end])
+            while batch := cursor.fetchmany(BATCH_ROWS):
+                for line, unit, raw in batch:
+                    reject(file, line, unit, error, raw)
         if self._traces.written:
             self._quarantine_duplicates(conn, otel, reject)
         self._quarantine.close()

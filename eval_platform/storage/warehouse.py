@@ -215,9 +215,14 @@ def open_catalog(root: Path | None = None) -> duckdb.DuckDBPyConnection:
     return conn
 
 
+def quarantine_keys(source: str, partition: str) -> dict[str, str]:
+    """The keys of a source partition's quarantine partition (table `quarantine`)."""
+    return {"source": source, "partition": partition}
+
+
 def write_quarantine(root: Path, source: str, partition: str, frame: pl.DataFrame) -> None:
     """The rejected rows of one source partition (replacing that partition's earlier rejects)."""
-    write_partition(root, "quarantine", {"source": source, "partition": partition}, conform(frame, QUARANTINE_SCHEMA))
+    write_partition(root, "quarantine", quarantine_keys(source, partition), conform(frame, QUARANTINE_SCHEMA))
 
 
 def _view_sql(root: Path, table: str) -> str:
