@@ -1,5 +1,9 @@
 """Read one UTC day of trace exports into canonical traces plus a quarantine of rejected rows.
 
+`stream_trace_day` reads the day in bounded memory and hands its rows out in order, a frame at a time (the `traces`
+step writes them straight to its partitions; `day_spill.py` says how); `read_trace_day` is the same rows collected
+into frames in memory.
+
 `read_trace_day(data_root, day)` reads every file under `<data_root>/traces/<day>/` (recursively, sorted by
 relative path; hidden files and folders are skipped; a missing folder is an empty day). Supported files and
 how they split into rows are described in `readers.py` (JSONL, JSON, CSV, Parquet, OTLP/JSON, optionally
