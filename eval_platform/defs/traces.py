@@ -12,14 +12,9 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import trace_days
 from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.traces import list_trace_files, read_trace_day
-from eval_platform.storage.warehouse import (
-    has_files,
-    read_parquet,
-    table_glob,
-    write_partition,
-    write_quarantine,
-)
+from eval_platform.ingest.traces import SOURCE, list_trace_files, stream_trace_day
+from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA
+from eval_platform.storage.warehouse import has_files, partition_writer, quarantine_keys, read_parquet, table_glob
 
 # A backfill ingests a range of days per run, at most this many: each run pays the start of a Python process and the
 # code location (seconds), while ingesting a day of exports takes well under a second. Bounded so that a failed run
@@ -54,19 +49,31 @@ class IngestedDay:
 
 
 def ingest_day(root, day: str, log) -> IngestedDay:
-    """Read one day's export files and write its traces, spans and quarantine partitions (replacing earlier ones)."""
-    result = read_trace_day(root, day)
-    write_partition(root, "spans", {"date": day}, result.spans)
-    write_partition(root, "traces", {"date": day}, result.traces)
-    write_quarantine(root, "traces", day, result.quarantine)
-    reasons = dict(result.quarantine.group_by("reason").len().sort("reason").rows()) if result.quarantine.height else {}
-    if result.quarantine.height:
-        log.warning(f"{result.quarantine.height} rows of {day} quarantined: {reasons}")
-    if result.traces.height == 0:
-        log.warning(f"traces/{day}/ has {len(result.files)} file(s) and no valid trace: an empty day")
-    return IngestedDay(
-        day, result.traces.height, result.spans.height, result.quarantine.height, reasons, list(result.files)
-    )
+    """Read one day's export files and write its traces, spans and quarantine partitions (replacing earlier ones),
+    in bounded memory: the day is streamed (`stream_trace_day`) into streaming partition writers, a frame at a time.
+    Each partition is replaced whole only once all its rows are written (a failure or a kill leaves the previous)."""
+    with stream_trace_day(root, day) as rows:
+        written = {}
+        for table, frames, keys, schema in (
+            ("spans", rows.spans(), {"date": day}, SPAN_SCHEMA),
+            ("traces", rows.traces(), {"date": day}, TRACE_SCHEMA),
+            ("quarantine", rows.quarantine(), quarantine_keys(SOURCE, day), QUARANTINE_SCHEMA),
+        ):
+            reasons: dict[str, int] = {}
+            with partition_writer(root, table, keys, schema) as out:
+                for frame in frames:
+                    out.write(frame)
+                    if table == "quarantine":
+                        for reason, n in frame.group_by("reason").len().rows():
+                            reasons[reason] = reasons.get(reason, 0) + n
+            written[table] = out.rows
+        files = list(rows.files)
+    reasons = dict(sorted(reasons.items()))
+    if written["quarantine"]:
+        log.warning(f"{written['quarantine']} rows of {day} quarantined: {reasons}")
+    if written["traces"] == 0:
+        log.warning(f"traces/{day}/ has {len(files)} file(s) and no valid trace: an empty day")
+    return IngestedDay(day, written["traces"], written["spans"], written["quarantine"], reasons, files)
 
 
 def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:

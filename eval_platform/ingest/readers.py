@@ -28,7 +28,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from eval_platform.ingest.common import Candidate, RowError, dumps
 from eval_platform.ingest.otel.envelope import is_otlp_document
@@ -56,6 +56,17 @@ def _read_bytes(path: Path) -> bytes:
     if path.suffix.lower() == ".gz":
         data = gzip.decompress(data)
     return data
+
+
+def _open_lines(path: Path) -> IO[bytes]:
+    """The file opened for reading its byte lines; a gzip file is first decompressed once to its end (discarding
+    the bytes), so a corrupt or truncated one is refused whole, before any of its lines is read."""
+    if path.suffix.lower() != ".gz":
+        return path.open("rb")
+    with gzip.open(path, "rb") as check:
+        while check.read(1 << 20):
+            pass
+    return gzip.open(path, "rb")
 
 
 def head_text(path: Path, limit: int = 10_000) -> str:
@@ -248,27 +259,58 @@ def read_csv(data: bytes) -> list[Candidate]:
 
 
 def read_parquet(path: Path) -> list[Candidate]:
-    import pyarrow.parquet as pq
-
     try:
-        rows = pq.read_table(path).to_pylist()
-    except Exception as exc:  # pyarrow raises several types for corrupt or non-Parquet files
+        return list(iter_parquet(path))
+    except Exception as exc:  # a batch past the first that does not decode: the file is one row, as a whole read
         return _file_error(
             "unreadable_file", f"the file is not a readable Parquet file ({type(exc).__name__}: {exc})", head_text(path)
         )
-    return [Candidate(line=number, raw=dumps(row), record=row, unit="row") for number, row in enumerate(rows, start=1)]
+
+
+PARQUET_BATCH_ROWS = 10_000
+
+
+def iter_parquet(path: Path) -> Iterator[Candidate]:
+    """The rows of a Parquet file, a batch of rows at a time (a file larger than memory is read in bounded memory)."""
+    import pyarrow.parquet as pq
+
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        first = next(batches, None)
+    except Exception as exc:  # pyarrow raises several types for corrupt or non-Parquet files
+        yield from _file_error(
+            "unreadable_file", f"the file is not a readable Parquet file ({type(exc).__name__}: {exc})", head_text(path)
+        )
+        return
+    number = 0
+    while first is not None:
+        for row in first.to_pylist():
+            number += 1
+            yield Candidate(line=number, raw=dumps(row), record=row, unit="row")
+        first = next(batches, None)  # a batch that fails to decode fails the file (see traces.py)
 
 
 def read_candidates(path: Path, kind: str) -> list[Candidate]:
     """All candidate rows of one file of a supported kind; OSError/gzip errors become a file-level row."""
-    return list(iter_candidates(path, kind))
+    return read_parquet(path) if kind == "parquet" else list(iter_candidates(path, kind))
 
 
 def iter_candidates(path: Path, kind: str) -> Iterator[Candidate]:
     """`read_candidates`, one candidate at a time: a JSON lines file (also one named `.json`) is parsed a line at a
     time, so a caller that does not keep the candidates holds one parsed line, not the file's."""
     if kind == "parquet":
-        yield from read_parquet(path)
+        yield from iter_parquet(path)
+        return
+    if kind == "jsonl":  # a line at a time from the file, never the whole file in memory
+        try:
+            opened = _open_lines(path)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            yield from _file_error(
+                "unreadable_file", f"the file cannot be read ({type(exc).__name__}: {exc})", head_text(path)
+            )
+            return
+        with opened as lines:
+            yield from iter_jsonl(lines)
         return
     try:
         data = _read_bytes(path)
@@ -277,9 +319,7 @@ def iter_candidates(path: Path, kind: str) -> Iterator[Candidate]:
             "unreadable_file", f"the file cannot be read ({type(exc).__name__}: {exc})", head_text(path)
         )
         return
-    if kind == "jsonl":
-        yield from iter_jsonl(io.BytesIO(data))
-    elif kind == "json":
+    if kind == "json":
         yield from iter_json(data)
     else:
         yield from read_csv(data)

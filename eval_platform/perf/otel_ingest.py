@@ -80,13 +80,19 @@ READERS = {
 
 
 def run_reader(name: str, root: Path, limit_gb: float = 12.0) -> str:
+    return run_measured(READERS[name], root, limit_gb)
+
+
+def run_measured(statement: str, root: Path, limit_gb: float = 12.0, day: str = DAY) -> str:
+    """Run `statement` (which sets `out`, a description of what it produced; `ROOT`, `DAY` and `FILES`, the day's
+    files, are set) in a fresh process under an address-space cap; its wall and CPU seconds and peak RSS."""
     code = (
         "import resource, sys, time\nfrom pathlib import Path\n"
-        f"ROOT, DAY = Path({str(root)!r}), {DAY!r}\n"
+        f"ROOT, DAY = Path({str(root)!r}), {day!r}\n"
         f"FILES = sorted(str(p) for p in (ROOT / 'traces' / DAY).iterdir())\n"
         "start = time.perf_counter()\n"
         "try:\n"
-        f"    {READERS[name]}\n"
+        f"    {statement}\n"
         "except Exception as exc:\n"
         "    out = f'failed: {type(exc).__name__}: {str(exc)[:120]}'\n"
         "took = time.perf_counter() - start\n"

@@ -27,6 +27,8 @@ import os
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
@@ -71,6 +73,11 @@ class Store(Protocol):
         """Replace the file at `parts` with `frame` as Parquet, whole or not at all; returns its path or URL."""
         ...
 
+    def staged(self, parts: tuple[str, ...]) -> AbstractContextManager[Path]:
+        """A local file to write; it replaces the file at `parts` whole when the block ends without an exception,
+        and is discarded otherwise (the old file stays). `write` is this with one frame."""
+        ...
+
     def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None: ...
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None: ...
@@ -105,16 +112,23 @@ class LocalStore:
         return str(self.folder.joinpath(*parts))
 
     def write(self, parts: tuple[str, ...], frame: pl.DataFrame) -> Path | str:
+        with self.staged(parts) as tmp:
+            frame.write_parquet(tmp)
+        return self.folder.joinpath(*parts)
+
+    @contextmanager
+    def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
+        """A temporary file in the file's folder, renamed over the file at `parts` if the block ends without an
+        exception (and removed either way)."""
         path = self.folder.joinpath(*parts)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
         try:
-            frame.write_parquet(tmp)
+            yield tmp
             os.replace(tmp, path)
         finally:
             if tmp.exists():
                 tmp.unlink()
-        return path
 
     def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None:
         path = self.folder.joinpath(*parts)
@@ -181,15 +195,21 @@ class S3Store:
         return pafs.S3FileSystem(**options)
 
     def write(self, parts: tuple[str, ...], frame: pl.DataFrame) -> Path | str:
+        with self.staged(parts) as local:
+            frame.write_parquet(local)
+        return self.location(*parts)
+
+    @contextmanager
+    def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
+        """A local temporary file, put as the object at `parts` if the block ends without an exception."""
         key = self._key(*parts)
         with tempfile.TemporaryDirectory(prefix="eval_platform-put-") as folder:
             local = Path(folder) / "part.parquet"
-            frame.write_parquet(local)
+            yield local
             # One write call of the whole (memory-mapped, not loaded) file: the upload's parts are sent by
             # pyarrow's own threads, and the object appears only when close() completes the upload.
             with pa.memory_map(str(local)) as source, self.filesystem.open_output_stream(key) as out:
                 out.write(source.read_buffer())
-        return self.location(*parts)
 
     def _is_file(self, key: str) -> bool:
         return self.filesystem.get_file_info(key).type == pafs.FileType.File

@@ -1,0 +1,89 @@
+"""The streaming trace ingest (a day spilled a chunk at a time, ordered and deduplicated out of core) gives exactly
+the rows, order, quarantine and counts of the day read at once (`trace_day_reference.py`, the reader before it
+streamed), on the committed sample data, the recorded instrumentations, and generated days whose traces straddle
+the chunks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from eval_platform.ingest.traces import TraceDay, stream_trace_day
+from eval_platform.perf.otel_ingest import DAY, build_day
+from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, empty_frame
+from eval_platform_tests.ingest import trace_day_reference
+from eval_platform_tests.ingest.test_otel_recorded import ALL, FIXTURES, export_files, recording_day
+from eval_platform_tests.ingest.test_sample_data import DATA, DAYS
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def streamed(root: Path, day: str, chunk_rows: int) -> TraceDay:
+    with stream_trace_day(root, day, now=NOW, chunk_rows=chunk_rows) as rows:
+        frames = {
+            name: (pl.concat(found) if (found := list(frames)) else empty_frame(schema))
+            for name, frames, schema in (
+                ("traces", rows.traces(), TRACE_SCHEMA),
+                ("spans", rows.spans(), SPAN_SCHEMA),
+                ("quarantine", rows.quarantine(), QUARANTINE_SCHEMA),
+            )
+        }
+        return TraceDay(**frames, files=rows.files, counts=rows.counts, day=day)
+
+
+def assert_same_day(root: Path, day: str, chunk_rows: int) -> TraceDay:
+    before = trace_day_reference.read_trace_day(root, day, now=NOW)
+    now = streamed(root, day, chunk_rows)
+    assert_frame_equal(now.traces, before.traces)
+    assert_frame_equal(now.spans, before.spans)
+    assert_frame_equal(now.quarantine, before.quarantine)
+    assert (now.files, now.counts) == (before.files, before.counts)
+    return now
+
+
+@pytest.mark.parametrize("day", DAYS)
+@pytest.mark.parametrize("chunk_rows", [3, 1_000])
+def test_the_sample_days_stream_to_the_rows_of_a_day_read_at_once(day, chunk_rows):
+    # every format, bad rows of every kind, a repeated trace id, a file that is not an export, OTLP over midnight
+    assert_same_day(DATA, day, chunk_rows)
+
+
+@pytest.mark.parametrize("folder", ALL)
+def test_the_recorded_instrumentations_stream_to_the_same_rows(tmp_path, folder):
+    day = recording_day(folder)
+    target = tmp_path / "traces" / day
+    target.mkdir(parents=True)
+    for name in export_files(folder):
+        shutil.copy(FIXTURES / folder / name, target / name)
+    assert_same_day(tmp_path, day, 5)
+
+
+def _plain(i: int, day: str, **extra: object) -> str:
+    row = {"trace_id": f"t-{i}", "timestamp": f"{day}T{i % 24:02d}:00:00Z", "input": f"q{i}", "output": f"a{i}"}
+    return json.dumps(row | extra)
+
+
+def test_a_generated_day_whose_traces_straddle_chunks_streams_to_the_same_rows(tmp_path):
+    # OTLP traces spread over lines and files, ending out of their roots' order; plain rows repeating ids (within a
+    # file, across files, and an OTLP trace's id), bad rows, a file with no text, a file that is not an export.
+    written, _ = build_day(tmp_path, 3_000, 3)
+    folder = tmp_path / "traces" / DAY
+    lines = [_plain(i, DAY) for i in range(40)] + [_plain(5, DAY), "{not json", _plain(7, DAY, latency_ms=-1)]
+    (folder / "a-plain.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "b-again.jsonl").write_text("\n".join(_plain(i, DAY, output="later") for i in range(30, 45)) + "\n")
+    (folder / "c-no-text.csv").write_text("trace_id,timestamp\nx1,2026-11-23T01:00:00Z\nx2,2026-11-23T02:00:00Z\n")
+    (folder / "notes.txt").write_text("not an export")
+    first_otel = json.loads((folder / "otel-00.jsonl").read_text().splitlines()[0])
+    otel_trace = first_otel["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+    (folder / "d-clash.jsonl").write_text(json.dumps({**json.loads(_plain(1, DAY)), "trace_id": otel_trace}) + "\n")
+    day = assert_same_day(tmp_path, DAY, 7)
+    reasons = day.quarantine["reason"].value_counts().sort("reason").rows()
+    assert dict(reasons)["duplicate_trace_id"] >= 1 + 10
+    assert dict(reasons)["missing_field:input_output"] == 2
+    assert day.spans.height + day.quarantine.filter(pl.col("file").str.contains("otel-")).height == written
