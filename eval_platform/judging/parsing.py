@@ -33,6 +33,7 @@ from eval_platform.judging.replies import (  # noqa: F401 (Verdict, ParseFailure
     find_json_object,
     find_json_objects,
     is_truncated_json,
+    one_json_object,
     reasoning_of,
     strict_json,
     text_outside_json,
@@ -45,6 +46,7 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
     """Parse one reply for the evaluator's mode; raise ParseFailure when it cannot be trusted."""
     if not text or not text.strip():
         raise ParseFailure(EMPTY_REPLY, "the judge returned no content")
+    one = None  # the reply when it is one JSON object and nothing else (the usual reply), read once
     if config.strict:
         obj = strict_json(text)
         from eval_platform.judging.prompts import (
@@ -53,7 +55,8 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
 
         validate(obj, reply_schema(config, n_candidates), "the reply schema")
     else:
-        obj = _the_verdict_object(config, text, n_candidates)
+        one = one_json_object(text.strip())
+        obj = one if one is not None else _the_verdict_object(config, text, n_candidates)
     if obj is not None and config.output_schema is not None:
         validate(obj, config.output_schema, "output_schema")
     if obj is None:
@@ -62,7 +65,8 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
         if is_truncated_json(text):
             raise ParseFailure(TRUNCATED, "the reply ends inside a JSON object")
     verdict = config.judge_mode.parse(config, obj, text, n_candidates)
-    if obj is not None and not config.strict and any(key in obj for key in config.judge_mode.verdict_keys):
+    # A reply that is one JSON object has no text around it that could give a verdict of its own.
+    if one is None and obj is not None and not config.strict and any(k in obj for k in config.judge_mode.verdict_keys):
         _check_the_text_agrees(config, verdict, text, n_candidates)
     confidence = confidence_of(obj, text)
     reasoning = reasoning_of(obj) if obj is not None else text.strip()

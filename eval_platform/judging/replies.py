@@ -53,7 +53,7 @@ class ParseFailure(ValueError):
         self.detail = detail
 
 
-def _one_object(stripped: str) -> dict[str, Any] | None:
+def one_json_object(stripped: str) -> dict[str, Any] | None:
     """The reply's one JSON object when the (stripped) reply is exactly that and holds no ``` fence, else None: the
     usual reply, whose objects and text around them need no scan (each scan would find that object and nothing)."""
     if stripped[:1] != "{" or stripped[-1:] != "}" or "```" in stripped:
@@ -68,7 +68,7 @@ def _one_object(stripped: str) -> dict[str, Any] | None:
 def find_json_objects(text: str) -> list[dict[str, Any]]:
     """Every distinct JSON object in the reply (the whole reply, fenced blocks, balanced {...} in prose), in order."""
     stripped = text.strip()
-    one = _one_object(stripped)
+    one = one_json_object(stripped)
     if one is not None:
         return [one]
     candidates = [stripped, *(m.group(1).strip() for m in _FENCED_JSON_RE.finditer(stripped))]
@@ -86,7 +86,7 @@ def find_json_objects(text: str) -> list[dict[str, Any]]:
 
 def text_outside_json(text: str) -> str:
     """The reply without its JSON objects (fenced or in prose): where a verdict in a text shape may also sit."""
-    if _one_object(text.strip()) is not None:
+    if one_json_object(text.strip()) is not None:
         return "\n"
 
     def is_object(candidate: str) -> bool:

@@ -32,7 +32,7 @@ from eval_platform.llm.batch.mode import judge_day_in_batch
 from eval_platform.llm.budget import Budget, reservation_ttl_s
 from eval_platform.llm.call import CallResult, ModelCaller, ReplyRejected
 from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import JudgeRuntime, run_calls
 from eval_platform.schemas import (
     JUDGE_SCORE_SCHEMA,
     NO_CREDENTIALS,
@@ -111,7 +111,7 @@ def judge_day(
         return check_day(config, day, traces, manual)
 
     def judge_pass(runtime: JudgeRuntime) -> DayResult:
-        return asyncio.run(_judge_day_closing(config, day, traces, runtime, manual))
+        return run_calls(_judge_day_closing(config, day, traces, runtime, manual))
 
     if config.batched and runtime.batch is None:
         # Batch mode runs this same pass twice: recording the calls, then answering them from the batches.

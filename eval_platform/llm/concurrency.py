@@ -12,8 +12,7 @@ endpoint (model string) and event loop, the `EndpointLimiter`:
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
+from collections import deque
 
 RETRY, NEW = 0, 1  # priorities: lower goes first
 
@@ -27,8 +26,9 @@ class EndpointLimiter:
         self.paused_until = 0.0
         self.decreases = 0
         self._cooldown_until = 0.0
-        self._waiters: list[tuple[int, int, asyncio.Future]] = []
-        self._order = itertools.count()
+        # Waiting calls per priority (RETRY, NEW), oldest first: a deque each, so a hand-over costs the same with
+        # thousands waiting (a day's calls all wait here at once).
+        self._waiters: tuple[deque[asyncio.Future], deque[asyncio.Future]] = (deque(), deque())
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -37,11 +37,12 @@ class EndpointLimiter:
 
     async def acquire(self, priority: int = NEW) -> None:
         loop = asyncio.get_running_loop()
-        if not self._waiters and self.in_flight < self.capacity and not self._paused(loop):
+        retries, new = self._waiters
+        if not retries and not new and self.in_flight < self.capacity and not self._paused(loop):
             self.in_flight += 1
             return
         future = loop.create_future()
-        heapq.heappush(self._waiters, (priority if self.adaptive else NEW, next(self._order), future))
+        (retries if priority == RETRY and self.adaptive else new).append(future)
         self._dispatch()
         try:
             await future
@@ -59,7 +60,8 @@ class EndpointLimiter:
         return bool(self.paused_until) and loop.time() < self.paused_until
 
     def _dispatch(self) -> None:
-        if not self._waiters:
+        retries, new = self._waiters
+        if not retries and not new:
             return
         loop = asyncio.get_running_loop()
         if self._paused(loop):
@@ -67,8 +69,8 @@ class EndpointLimiter:
                 self._timer = loop.call_later(self.paused_until - loop.time(), self._resume)
             return
         capacity = self.capacity
-        while self._waiters and self.in_flight < capacity:
-            _, _, future = heapq.heappop(self._waiters)
+        while self.in_flight < capacity and (retries or new):
+            future = (retries or new).popleft()
             if future.done():
                 continue  # cancelled while waiting
             self.in_flight += 1

@@ -75,6 +75,8 @@ class OpenAICompatTransport:
 
     def __init__(self) -> None:
         self._sessions: dict[int, aiohttp.ClientSession] = {}
+        # Per event loop (a day), per base and key: the URL and headers, looked up once (the environment included).
+        self._targets: dict[tuple[int, str | None, str | None], tuple[Any, dict[str, str]]] = {}
 
     def _session(self) -> aiohttp.ClientSession:
         key = id(asyncio.get_running_loop())
@@ -96,8 +98,21 @@ class OpenAICompatTransport:
             self._sessions[key] = session
         return session
 
+    def _target(self, api_base: str | None, api_key: str | None) -> tuple[Any, dict[str, str]]:
+        """The URL (a parsed `yarl.URL`) and headers of a chat completion, once per day, base and key."""
+        key = (id(asyncio.get_running_loop()), api_base, api_key)
+        target = self._targets.get(key)
+        if target is None:
+            import yarl  # aiohttp's own URL type: parsed once instead of on every request
+
+            base, headers = resolve_base_and_headers(api_base, api_key)
+            target = self._targets[key] = (yarl.URL(f"{base}/chat/completions"), headers)
+        return target
+
     async def aclose(self) -> None:
-        session = self._sessions.pop(id(asyncio.get_running_loop()), None)
+        loop = id(asyncio.get_running_loop())
+        self._targets = {key: target for key, target in self._targets.items() if key[0] != loop}
+        session = self._sessions.pop(loop, None)
         if session is not None:
             await session.close()
 
@@ -111,10 +126,10 @@ class OpenAICompatTransport:
         max_tokens: int,
         timeout_s: float,
     ) -> Completion:
-        base, headers = resolve_base_and_headers(api_base, api_key)
+        url, headers = self._target(api_base, api_key)
         body = json.dumps(chat_body(model, messages, temperature, max_tokens)).encode()
         async with asyncio.timeout(timeout_s):
-            post = self._session().post(f"{base}/chat/completions", data=body, headers=headers)
+            post = self._session().post(url, data=body, headers=headers)
             async with post as response:
                 status, retry_after = response.status, response.headers.get("retry-after")
                 if status >= 400:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
@@ -15,6 +16,8 @@ from eval_platform.llm.statedb import PostgresState
 
 if TYPE_CHECKING:
     from eval_platform.llm.batch.mode import BatchCalls
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -29,3 +32,19 @@ class JudgeRuntime:
     batch_dir: Path | PostgresState | None = None
     batch: BatchCalls | None = None  # set by batch mode while it judges a day (see `llm.batch.mode`)
     benchmark_ledger: BudgetLedger | None = None  # the models under test's spend; default: the data root's file
+
+
+def run_calls(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` on uvloop's event loop where uvloop is installed (asyncio's own otherwise).
+
+    A day of judge calls at concurrency 128 spends a third of its CPU in the event loop and the socket transports
+    (callbacks, futures, timers, reads and writes): uvloop's, written in C over libuv, measured ~10% less CPU per
+    call against the local judge (README, "Performance: judge throughput"). Nothing on the path depends on which
+    loop runs it (no signal handlers, subprocesses or loop internals): the same code, timeouts and cancellation.
+    """
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)

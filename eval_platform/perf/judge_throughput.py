@@ -13,6 +13,8 @@ other's warm caches or its garbage, and a drift of the shared machine's speed hi
 ours / bare is taken round by round; min and median are printed, with each side's CPU time per call (the
 process's own user + system time over the timed part, `time.process_time`, every thread included) and the
 local judge's (its process's user + system time over the same part, from /proc).
+Per-process start-up (imports; for the judge path also litellm's price map and uvloop, read once per process)
+is outside the timed part on both sides: the timed part is one day of calls, and what it costs per call.
 
 `--before DIR` also measures, in the same rounds, the judge path of another checkout of the project (an earlier
 commit in a `git worktree`), run by this same script: before and after on the same machine at the same time.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -117,6 +120,7 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
     import aiohttp  # noqa: F401 - imported before timing on both sides: a start-up cost, not a per-call one
 
     from eval_platform.judging.runner import judge_day
+    from eval_platform.llm import pricing
     from eval_platform.llm.budget import BudgetLedger
     from eval_platform.llm.cache import JudgeCache
     from eval_platform.llm.client import LiteLLMJudgeClient, _litellm
@@ -136,6 +140,11 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
         else:
             if kind == "litellm":
                 _litellm()  # its seconds of import are a start-up cost, not a per-call one
+            # Read once per process, like the imports (and the first day of every run pays them, not every day):
+            # litellm's price map (~70 ms of JSON) and uvloop, outside the timed part.
+            pricing.model_cost()
+            with contextlib.suppress(ImportError):
+                import uvloop  # noqa: F401
             runtime = JudgeRuntime(
                 client=LiteLLMJudgeClient(max_concurrency=concurrency, lean=kind != "litellm"),
                 cache=JudgeCache(Path(state) / "cache"),

@@ -4,13 +4,17 @@ judge. No timings are asserted: the benchmark prints them (README, "Performance:
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import subprocess
 import sys
 
+import uvloop
+
 from eval_platform.judging import prompts
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
+from eval_platform.llm.client import LiteLLMJudgeClient
 from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
 
 
@@ -54,6 +58,27 @@ def test_the_garbage_collector_is_as_it_was_after_a_day(local_judge, runtime):
     rows = judge_day(failing, DAY, make_traces(3), runtime).rows
     assert rows["status"].to_list() == ["FAILED"] * 3
     assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
+
+
+class LoopRecordingClient(LiteLLMJudgeClient):
+    """The real client (real HTTP to the local judge), noting which event loop each call ran on."""
+
+    loops: set[type] = set()
+
+    async def complete(self, request, before_send=None):
+        self.loops.add(type(asyncio.get_running_loop()))
+        return await super().complete(request, before_send)
+
+
+def test_a_days_calls_run_on_uvloop(local_judge, runtime):
+    runtime.client = client = LoopRecordingClient(max_concurrency=8)
+    rows = judge_day(evaluator(local_judge), DAY, make_traces(12), runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 12
+    assert client.loops == {uvloop.Loop}
+    # Failures and retries on that loop end as they do on asyncio's: a FAILED row with the provider's reason.
+    failing = evaluator(local_judge, model="fault/server_error", max_retries=1)
+    rows = judge_day(failing, DAY, make_traces(3), runtime).rows
+    assert rows["status"].to_list() == ["FAILED"] * 3 and set(rows["reason"].to_list()) == {"provider_error:500"}
 
 
 def test_the_throughput_benchmark_alternates_fresh_processes_and_reports_cpu_per_call():

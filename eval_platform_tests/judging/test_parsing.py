@@ -282,3 +282,18 @@ def test_a_negative_score_is_never_read_as_its_absolute_value():
         with pytest.raises(ParseFailure, match="out_of_range"):
             parse_reply(config("score", **SCORE_0_1), reply)
     assert parse_reply(config("score", **SCORE_0_1), "Score: .375").raw_score == 0.375
+
+
+def test_a_reply_that_is_one_json_object_is_read_once(monkeypatch):
+    """The usual reply (one JSON object, nothing around it) is decoded once per call, not once per check; what it
+    says is read as before, and a reply with text around its object still has that text checked."""
+    from eval_platform.judging import replies
+
+    decoded = []
+    loads = replies.json.loads
+    monkeypatch.setattr(replies.json, "loads", lambda text, *a, **k: decoded.append(text) or loads(text, *a, **k))
+    verdict = parse_reply(config("score", **SCORE_1_10), ' {"reasoning": "fine", "score": 7} \n')
+    assert verdict.raw_score == 7 and verdict.reasoning == "fine" and len(decoded) == 1
+    with pytest.raises(ParseFailure) as failure:
+        parse_reply(config("score", **SCORE_1_10), '{"reasoning": "quoted", "score": 9}\nScore: 2')
+    assert failure.value.reason == "ambiguous"

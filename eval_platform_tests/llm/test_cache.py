@@ -3,8 +3,10 @@ failed cache write that costs no row; over real HTTP to the local judge."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
+import random
 import sqlite3
 import time
 from contextlib import closing
@@ -15,7 +17,7 @@ import polars as pl
 from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache, cache_key
+from eval_platform.llm.cache import _SORTED_JSON, JudgeCache, _key_material, cache_key
 from eval_platform.llm.client import JudgeRequest
 from eval_platform_tests.conftest import judge_requests
 from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
@@ -45,6 +47,63 @@ def test_traces_whose_content_writes_the_old_fence_marker_get_different_keys(loc
     config = evaluator(local_judge)
     assert key_of(config, TRACE_A) != key_of(config, TRACE_B)
     assert key_of(config, TRACE_A) == key_of(config, TRACE_A)  # the same content still finds its entry
+
+
+SYSTEM = 'You are an impartial evaluator.\n"quoted" \\ back\tslash \u00e9 \U0001f600 {"type":"object"}'
+SECRET = "4101e897a0244069"
+USER = (
+    f'Question: <<<input {SECRET}>>>\nwhat \u00e9\U0001f600 "x"\n<<<end input {SECRET}>>>\n'
+    f"Answer: <<<output {SECRET}>>>\nok\n<<<end output {SECRET}>>>"
+)
+
+
+def _request(messages, secret=SECRET, scope=None, temperature=0.0, api_base="http://127.0.0.1:9/v1", model=None):
+    model = model or "openai/mock"
+    return JudgeRequest(model, messages, api_base, None, temperature, 512, 60.0, 2, secret, scope)
+
+
+def _key_cases() -> list[tuple[JudgeRequest, int, str | None]]:
+    two = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
+    return [
+        (_request(two), 0, "local-judge"),
+        (_request(two), 3, None),
+        (_request(two, scope="span:t1/s1"), 0, None),
+        (_request(two, temperature=0.7), 1, None),
+        (_request(two, temperature=1), 0, None),
+        (_request([{"role": "user", "content": USER}]), 0, None),
+        (_request(two, secret=None), 0, None),  # a benchmark's prompt to the model under test: no fences
+        (_request([{"role": "system", "content": SECRET + SYSTEM}, {"role": "user", "content": USER}]), 0, None),
+        (_request([{"role": "user", "content": "a", "name": "x"}, {"role": "user", "content": USER}]), 0, None),
+        (_request([{"content": ["part"], "role": "user"}]), 0, None),
+        (_request([]), 0, None),
+        (_request(two, api_base=None, model="anthropic/claude"), 0, None),
+        (_request(two, temperature=float("nan")), 0, None),
+    ]
+
+
+def test_cache_keys_are_the_bytes_entries_were_stored_under():
+    """Entries written by earlier versions are still found: the key is the hash of the material's JSON with sorted
+    keys, whatever the request holds (escapes, surrogates, a secret inside the system message, other shapes)."""
+    for request, sample, endpoint in _key_cases():
+        material = _SORTED_JSON.encode(_key_material(request, sample, endpoint)).encode()
+        assert cache_key(request, sample, endpoint) == hashlib.sha256(material).hexdigest()
+        assert cache_key(request, sample, endpoint) == hashlib.sha256(material).hexdigest()  # the lead now known
+    # Computed by the code before the key was built from its parts (9184914): the same digests.
+    keys = [cache_key(request, sample, endpoint) for request, sample, endpoint in _key_cases()[:3]]
+    assert keys == [
+        "a2ccde45b20e04cfde72a0e91e4f7a87d2ea762981c930373a66c01f53fa36e4",
+        "8458b11d0da47b014571a87606d695e1dcc9b4a38134f818de67d42b7b02c27a",
+        "763c72b3dd9d2df6f1ba6f5ea0e8e1124962265abcb1c19d6430637e86bb3b33",
+    ]
+    # Random texts of the characters that escape differently, with the secret (or a piece of it) anywhere.
+    rng = random.Random(7)
+    alphabet = ['"', "\\", "\n", "\u00e9", "\U0001f600", "\ud800", "a", " ", "<<<", SECRET, SECRET[:5], "u00"]
+    for _ in range(300):
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(2)]
+        messages = [{"role": "system", "content": texts[0]}, {"role": "user", "content": texts[1]}]
+        request = _request(messages, secret=rng.choice([SECRET, None, "e9"]))
+        material = _SORTED_JSON.encode(_key_material(request, 0)).encode()
+        assert cache_key(request, 0) == hashlib.sha256(material).hexdigest()
 
 
 def test_a_trace_never_gets_another_traces_cached_verdict(local_judge, runtime):
