@@ -27,6 +27,7 @@ import os
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
@@ -37,6 +38,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from eval_platform.llm.redaction import remember
 from eval_platform.settings import (
@@ -49,6 +51,15 @@ from eval_platform.settings import (
 )
 
 TEMP_PREFIX, TEMP_SUFFIX = ".part-", ".tmp"
+
+
+def write_parquet_chunks(path: Path, chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]) -> None:
+    """Write `chunks` (frames with `schema`'s columns) one after the other into one Parquet file at `path`, one row
+    group or more per chunk: only one chunk is in memory at a time. No chunk at all still writes a 0-row file."""
+    arrow_schema = pl.DataFrame(schema=schema).to_arrow().schema
+    with pq.ParquetWriter(path, arrow_schema, compression="zstd") as writer:
+        for chunk in chunks:
+            writer.write_table(chunk.select(list(schema)).to_arrow().cast(arrow_schema))
 
 
 class WarehouseConfigError(ValueError):
@@ -71,7 +82,13 @@ class Store(Protocol):
         """Replace the file at `parts` with `frame` as Parquet, whole or not at all; returns its path or URL."""
         ...
 
-    def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None: ...
+    def write_chunks(
+        self, parts: tuple[str, ...], chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]
+    ) -> Path | str:
+        """`write`, with the rows given as a stream of frames (`write_parquet_chunks`): whole or not at all."""
+        ...
+
+    def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None: ...
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None: ...
 
@@ -105,20 +122,29 @@ class LocalStore:
         return str(self.folder.joinpath(*parts))
 
     def write(self, parts: tuple[str, ...], frame: pl.DataFrame) -> Path | str:
+        return self._replace(parts, frame.write_parquet)
+
+    def write_chunks(
+        self, parts: tuple[str, ...], chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]
+    ) -> Path | str:
+        return self._replace(parts, lambda tmp: write_parquet_chunks(tmp, chunks, schema))
+
+    def _replace(self, parts: tuple[str, ...], write) -> Path:
+        """`write(temporary path)`, then the file renamed over the one at `parts`; on any error nothing changes."""
         path = self.folder.joinpath(*parts)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
         try:
-            frame.write_parquet(tmp)
+            write(tmp)
             os.replace(tmp, path)
         finally:
             if tmp.exists():
                 tmp.unlink()
         return path
 
-    def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None:
+    def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
         path = self.folder.joinpath(*parts)
-        return pl.read_parquet(path) if path.exists() else None
+        return pl.read_parquet(path, columns=columns) if path.exists() else None
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         path = self.folder.joinpath(*parts)
@@ -181,10 +207,19 @@ class S3Store:
         return pafs.S3FileSystem(**options)
 
     def write(self, parts: tuple[str, ...], frame: pl.DataFrame) -> Path | str:
+        return self._put(parts, frame.write_parquet)
+
+    def write_chunks(
+        self, parts: tuple[str, ...], chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]
+    ) -> Path | str:
+        return self._put(parts, lambda local: write_parquet_chunks(local, chunks, schema))
+
+    def _put(self, parts: tuple[str, ...], write) -> str:
+        """`write(local temporary path)`, then that file put as the object at `parts` in one upload."""
         key = self._key(*parts)
         with tempfile.TemporaryDirectory(prefix="eval_platform-put-") as folder:
             local = Path(folder) / "part.parquet"
-            frame.write_parquet(local)
+            write(local)
             # One write call of the whole (memory-mapped, not loaded) file: the upload's parts are sent by
             # pyarrow's own threads, and the object appears only when close() completes the upload.
             with pa.memory_map(str(local)) as source, self.filesystem.open_output_stream(key) as out:
@@ -194,11 +229,11 @@ class S3Store:
     def _is_file(self, key: str) -> bool:
         return self.filesystem.get_file_info(key).type == pafs.FileType.File
 
-    def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None:
+    def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
         key = self._key(*parts)
         if not self._is_file(key):
             return None
-        return pl.read_parquet(self.location(*parts), storage_options=self.storage_options)
+        return pl.read_parquet(self.location(*parts), columns=columns, storage_options=self.storage_options)
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         key = self._key(*parts)

@@ -30,7 +30,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,6 +69,18 @@ def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.Data
     return store.write((*_parts(table, keys), PARTITION_FILE), frame)
 
 
+def write_partition_chunks(
+    root: Path, table: str, keys: dict[str, str], chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]
+) -> Path | str:
+    """`write_partition` with the rows as a stream of frames (each with `schema`'s columns), written one after the
+    other into the partition's one file: a partition larger than memory, as atomic and re-runnable as a frame's.
+    An exception from `chunks` (a failed step) leaves the previous file in place."""
+    store = store_for(root)
+    if isinstance(store, LocalStore):
+        remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
+    return store.write_chunks((*_parts(table, keys), PARTITION_FILE), chunks, schema)
+
+
 def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: float = STALE_TEMP_S) -> int:
     """Delete temporary files left by killed writes (this naming and the earlier `.tmp-*.parquet`)."""
     if not folder.is_dir():
@@ -87,8 +99,11 @@ def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: 
     return removed
 
 
-def read_partition(root: Path, table: str, keys: dict[str, str]) -> pl.DataFrame | None:
-    return store_for(root).read((*_parts(table, keys), PARTITION_FILE))
+def read_partition(
+    root: Path, table: str, keys: dict[str, str], columns: list[str] | None = None
+) -> pl.DataFrame | None:
+    """One partition's rows (only `columns`, when given), or None when it has no file."""
+    return store_for(root).read((*_parts(table, keys), PARTITION_FILE), columns)
 
 
 def table_glob(root: Path, table: str) -> str:
