@@ -188,11 +188,14 @@ def main() -> None:
     if args.child == "polars":
         _child_polars(args.root, args.step)
         return
-    print(f"suite '{SUITE}': tasks answer + judged, {args.cases:,} cases, 1 model; local judge at 0 ms, "
-          f"concurrency {args.concurrency}; each step and each polars baseline in a fresh process")
+    print(
+        f"suite '{SUITE}': tasks answer + judged, {args.cases:,} cases, 1 model; local judge at 0 ms, "
+        f"concurrency {args.concurrency}; each step and each polars baseline in a fresh process"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         rows = measure(args.cases, args.concurrency, args.chunk_cases, Path(tmp))
-    print(f"{'step':<12} {'wall s':>8} {'CPU s':>8} {'peak RSS GB':>12}   {'polars wall s':>13} {'CPU s':>7} {'RSS GB':>7}")
+    header = f"{'step':<12} {'wall s':>8} {'CPU s':>8} {'peak RSS GB':>12}"
+    print(f"{header}   {'polars wall s':>13} {'CPU s':>7} {'RSS GB':>7}")
     for step, ours, plain in rows:
         print(
             f"{step:<12} {ours['wall_s']:>8.1f} {ours['cpu_s']:>8.1f} {ours['rss_gb']:>12.2f}   "
