@@ -62,9 +62,10 @@ from eval_platform.schemas import (
 from eval_platform.scoring import registry
 
 TIMEOUT_S, MAX_RETRIES = 120.0, 3
-# Cases turned into rows, calls and scores at a time: a chunk's Python rows take a few KB per row, so memory stays
-# bounded whatever the dataset's size; calls of one chunk run concurrently (the model's limit applies within it).
-CHUNK_CASES_ENV, CHUNK_CASES = "EVAL_PLATFORM_BENCHMARK_CHUNK_CASES", 10_000
+# Rows (cases x samples x presentation orders) turned into Python rows, calls and scores at a time: a few KB each,
+# so memory stays bounded whatever the dataset's size; a chunk's calls run concurrently (the model's limit applies
+# within it). `EVAL_PLATFORM_BENCHMARK_CHUNK_CASES` sets the cases per chunk instead.
+CHUNK_ROWS, CHUNK_CASES_ENV = 10_000, "EVAL_PLATFORM_BENCHMARK_CHUNK_CASES"
 
 
 def benchmark_ledger(root: Path) -> BudgetLedger:
@@ -148,11 +149,13 @@ class TaskRun:
         return self.suite.tasks[self.task_name]
 
 
-def chunk_cases() -> int:
-    """Cases a task turns into rows, calls and scores at a time (`EVAL_PLATFORM_BENCHMARK_CHUNK_CASES`)."""
+def chunk_cases(task: Task) -> int:
+    """Cases a task turns into rows, calls and scores at a time: CHUNK_ROWS rows' worth, or
+    `EVAL_PLATFORM_BENCHMARK_CHUNK_CASES`."""
     value = os.environ.get(CHUNK_CASES_ENV, "")
     if not value:
-        return CHUNK_CASES
+        orders = 2 if task.as_judge is not None and task.as_judge.pairwise else 1
+        return max(1, CHUNK_ROWS // (task.samples * orders))
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{CHUNK_CASES_ENV}={value!r}: expected a whole number of cases >= 1")
     return int(value)
@@ -164,7 +167,7 @@ def run_task(run: TaskRun) -> pl.DataFrame:
 
 
 def run_task_chunks(run: TaskRun, cases_per_chunk: int | None = None) -> Iterator[pl.DataFrame]:
-    """`run_task`'s rows, a chunk of cases at a time (`chunk_cases()` unless given): the Python rows, calls and
+    """`run_task`'s rows, a chunk of cases at a time (`chunk_cases(task)` unless given): the Python rows, calls and
     scores of one chunk are in memory at once, whatever the dataset's size. Every row is what one pass over all
     the cases gives: a case's samples and presentation orders stay in one chunk, and a row depends only on its own
     case. A task scored by a batched judge evaluator is one chunk (a batch per chunk would wait once per chunk)."""
@@ -176,7 +179,7 @@ def run_task_chunks(run: TaskRun, cases_per_chunk: int | None = None) -> Iterato
         "task_config_hash": task_config_hash(task),
         "scorer_config_hash": scorer_config_hash(task, run.evaluators),
     }
-    size = cases_per_chunk or chunk_cases()
+    size = cases_per_chunk or chunk_cases(task)
     if _batched_evaluator(run):
         size = max(data.cases.height, 1)
     for start in range(0, max(data.cases.height, 1), size):

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from eval_platform.benchmarks.runner import CHUNK_CASES_ENV
 from eval_platform.perf.suite_overhead import _start_judge, _write_project
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -158,7 +159,7 @@ def measure(cases: int, concurrency: int, chunk_cases: int | None, tmp: Path) ->
     env = dict(os.environ, EVAL_PLATFORM_LOCAL_JUDGE_URL=url, EVAL_PLATFORM_DATA_DIR=str(root), DAGSTER_HOME=str(home))
     env.pop("EVAL_PLATFORM_PERF_UNSET_KEY", None)
     if chunk_cases:
-        env["EVAL_PLATFORM_BENCHMARK_CHUNK_CASES"] = str(chunk_cases)
+        env[CHUNK_CASES_ENV] = str(chunk_cases)
     out = []
     try:
         for step in STEPS:

@@ -17,7 +17,7 @@ import yaml
 from eval_platform.benchmarks import leaderboard as board_module
 from eval_platform.benchmarks.config import Suite, load_models, load_suite
 from eval_platform.benchmarks.results import TaskCases, summarize
-from eval_platform.benchmarks.runner import CHUNK_CASES_ENV, TaskRun, run_task_chunks
+from eval_platform.benchmarks.runner import CHUNK_CASES_ENV, CHUNK_ROWS, TaskRun, chunk_cases, run_task_chunks
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.resources import JudgeResource
 from eval_platform.ingest import datasets
@@ -177,3 +177,21 @@ def test_bootstrap_draws_are_the_one_shot_draws_in_bounded_memory(n):
         index = rng.integers(0, len(data), (board_module.RESAMPLES, len(data)))
         assert np.array_equal(stat[task][0], data[index].sum(axis=1)), task
     assert top < 40e6, top
+
+
+def test_a_chunk_is_a_number_of_rows_whatever_the_samples_and_orders(monkeypatch):
+    monkeypatch.delenv(CHUNK_CASES_ENV, raising=False)
+    suite = load_suite_from_yaml(SUITE)
+    answer, pairs = suite.tasks["answer"], suite.tasks["pairs"]  # 2 samples; 2 presentation orders
+    assert chunk_cases(answer) == CHUNK_ROWS // 2 and chunk_cases(pairs) == CHUNK_ROWS // 2
+    monkeypatch.setenv(CHUNK_CASES_ENV, "300")
+    assert chunk_cases(answer) == 300
+    monkeypatch.setenv(CHUNK_CASES_ENV, "lots")
+    with pytest.raises(ValueError, match=CHUNK_CASES_ENV):
+        chunk_cases(answer)
+
+
+def load_suite_from_yaml(text: str) -> Suite:
+    data = yaml.safe_load(text)
+    data["tasks"]["judged"]["scorers"] = [{"name": "exact_match"}]  # no evaluator files here
+    return Suite.model_validate(data)
