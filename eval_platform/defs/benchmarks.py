@@ -39,11 +39,11 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, LEADERBOARD_SCHEMA
 from eval_platform.storage.warehouse import (
     has_files,
+    partition_writer,
     read_partition,
     scan_parquet,
     table_glob,
     write_partition,
-    write_partition_chunks,
 )
 
 MODELS_FILE = Path("benchmarks") / "models.yaml"
@@ -160,7 +160,9 @@ def _task_asset(
             # The rows are written a chunk of cases at a time, then read back with only the columns the results
             # use: the step's memory does not grow with the rows' texts.
             keys = {"suite": suite_name, "task": task_name, "model": model_name}
-            write_partition_chunks(root, "benchmark_cases", keys, run_task_chunks(run), BENCHMARK_CASE_SCHEMA)
+            with partition_writer(root, "benchmark_cases", keys, BENCHMARK_CASE_SCHEMA) as out:
+                for chunk in run_task_chunks(run):
+                    out.write(chunk)
             frame = read_partition(root, "benchmark_cases", keys, result_columns(task))
             results = task_results(frame, suite_name, task_name, task, model_name)
             write_partition(

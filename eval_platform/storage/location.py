@@ -27,7 +27,8 @@ import os
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
@@ -38,7 +39,6 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from eval_platform.llm.redaction import remember
 from eval_platform.settings import (
@@ -51,15 +51,6 @@ from eval_platform.settings import (
 )
 
 TEMP_PREFIX, TEMP_SUFFIX = ".part-", ".tmp"
-
-
-def write_parquet_chunks(path: Path, chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]) -> None:
-    """Write `chunks` (frames with `schema`'s columns) one after the other into one Parquet file at `path`, one row
-    group or more per chunk: only one chunk is in memory at a time. No chunk at all still writes a 0-row file."""
-    arrow_schema = pl.DataFrame(schema=schema).to_arrow().schema
-    with pq.ParquetWriter(path, arrow_schema, compression="zstd") as writer:
-        for chunk in chunks:
-            writer.write_table(chunk.select(list(schema)).to_arrow().cast(arrow_schema))
 
 
 class WarehouseConfigError(ValueError):
@@ -82,10 +73,9 @@ class Store(Protocol):
         """Replace the file at `parts` with `frame` as Parquet, whole or not at all; returns its path or URL."""
         ...
 
-    def write_chunks(
-        self, parts: tuple[str, ...], chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]
-    ) -> Path | str:
-        """`write`, with the rows given as a stream of frames (`write_parquet_chunks`): whole or not at all."""
+    def staged(self, parts: tuple[str, ...]) -> AbstractContextManager[Path]:
+        """A local file to write; it replaces the file at `parts` whole when the block ends without an exception,
+        and is discarded otherwise (the old file stays). `write` is this with one frame."""
         ...
 
     def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None: ...
@@ -122,25 +112,23 @@ class LocalStore:
         return str(self.folder.joinpath(*parts))
 
     def write(self, parts: tuple[str, ...], frame: pl.DataFrame) -> Path | str:
-        return self._replace(parts, frame.write_parquet)
+        with self.staged(parts) as tmp:
+            frame.write_parquet(tmp)
+        return self.folder.joinpath(*parts)
 
-    def write_chunks(
-        self, parts: tuple[str, ...], chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]
-    ) -> Path | str:
-        return self._replace(parts, lambda tmp: write_parquet_chunks(tmp, chunks, schema))
-
-    def _replace(self, parts: tuple[str, ...], write) -> Path:
-        """`write(temporary path)`, then the file renamed over the one at `parts`; on any error nothing changes."""
+    @contextmanager
+    def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
+        """A temporary file in the file's folder, renamed over the file at `parts` if the block ends without an
+        exception (and removed either way)."""
         path = self.folder.joinpath(*parts)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
         try:
-            write(tmp)
+            yield tmp
             os.replace(tmp, path)
         finally:
             if tmp.exists():
                 tmp.unlink()
-        return path
 
     def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
         path = self.folder.joinpath(*parts)
@@ -207,24 +195,21 @@ class S3Store:
         return pafs.S3FileSystem(**options)
 
     def write(self, parts: tuple[str, ...], frame: pl.DataFrame) -> Path | str:
-        return self._put(parts, frame.write_parquet)
+        with self.staged(parts) as local:
+            frame.write_parquet(local)
+        return self.location(*parts)
 
-    def write_chunks(
-        self, parts: tuple[str, ...], chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]
-    ) -> Path | str:
-        return self._put(parts, lambda local: write_parquet_chunks(local, chunks, schema))
-
-    def _put(self, parts: tuple[str, ...], write) -> str:
-        """`write(local temporary path)`, then that file put as the object at `parts` in one upload."""
+    @contextmanager
+    def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
+        """A local temporary file, put as the object at `parts` if the block ends without an exception."""
         key = self._key(*parts)
         with tempfile.TemporaryDirectory(prefix="eval_platform-put-") as folder:
             local = Path(folder) / "part.parquet"
-            write(local)
+            yield local
             # One write call of the whole (memory-mapped, not loaded) file: the upload's parts are sent by
             # pyarrow's own threads, and the object appears only when close() completes the upload.
             with pa.memory_map(str(local)) as source, self.filesystem.open_output_stream(key) as out:
                 out.write(source.read_buffer())
-        return self.location(*parts)
 
     def _is_file(self, key: str) -> bool:
         return self.filesystem.get_file_info(key).type == pafs.FileType.File

@@ -30,12 +30,13 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 
 from eval_platform.schemas import QUARANTINE_SCHEMA, conform
 from eval_platform.settings import data_root, duckdb_path, warehouse_dir
@@ -69,16 +70,69 @@ def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.Data
     return store.write((*_parts(table, keys), PARTITION_FILE), frame)
 
 
-def write_partition_chunks(
-    root: Path, table: str, keys: dict[str, str], chunks: Iterable[pl.DataFrame], schema: dict[str, pl.DataType]
-) -> Path | str:
-    """`write_partition` with the rows as a stream of frames (each with `schema`'s columns), written one after the
-    other into the partition's one file: a partition larger than memory, as atomic and re-runnable as a frame's.
-    An exception from `chunks` (a failed step) leaves the previous file in place."""
+class PartitionWriter:
+    """Writes one partition's rows a frame at a time (`write`), as row groups of one Parquet file; see
+    `partition_writer`. Holds at most `row_group_rows` rows before writing them."""
+
+    def __init__(self, path: Path, schema: dict[str, pl.DataType], row_group_rows: int) -> None:
+        self.schema = schema
+        self.rows = 0
+        self._row_group_rows = row_group_rows
+        self._pending: list[pl.DataFrame] = []
+        self._pending_rows = 0
+        empty = conform(pl.DataFrame(schema=schema), schema).to_arrow()
+        self._writer = pq.ParquetWriter(str(path), empty.schema)
+
+    def write(self, frame: pl.DataFrame) -> None:
+        """Append `frame`'s rows (conformed to the schema: the file's columns never vary between row groups)."""
+        if frame.height == 0:
+            return
+        self._pending.append(conform(frame, self.schema))
+        self._pending_rows += frame.height
+        self.rows += frame.height
+        if self._pending_rows >= self._row_group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pl.concat(self._pending, rechunk=True).to_arrow())
+        self._pending, self._pending_rows = [], 0
+
+    def _close(self, complete: bool = True) -> None:
+        if complete:
+            self._flush()
+        self._writer.close()
+
+
+# Rows per row group of a streamed partition: a few MB of trace rows each (readers scan them one at a time).
+ROW_GROUP_ROWS = 20_000
+
+
+@contextmanager
+def partition_writer(
+    root: Path, table: str, keys: dict[str, str], schema: dict[str, pl.DataType], row_group_rows: int = ROW_GROUP_ROWS
+) -> Iterator[PartitionWriter]:
+    """`write_partition` for rows that arrive a frame at a time, so a partition larger than memory can be written:
+
+        with partition_writer(root, "traces", {"date": day}, TRACE_SCHEMA) as out:
+            for frame in frames:
+                out.write(frame)
+
+    The frames go to a local temporary file (pyarrow's ParquetWriter, one row group per `row_group_rows` rows),
+    which replaces the partition when the block ends without an exception, exactly as `write_partition`'s one
+    frame does (the store's `staged`: a rename on local disk, one put on a bucket). An exception in the block, or a
+    kill, leaves the previous partition (or none) whole; no rows at all still write a 0-row file."""
     store = store_for(root)
     if isinstance(store, LocalStore):
         remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
-    return store.write_chunks((*_parts(table, keys), PARTITION_FILE), chunks, schema)
+    with store.staged((*_parts(table, keys), PARTITION_FILE)) as tmp:
+        writer = PartitionWriter(tmp, schema, row_group_rows)
+        try:
+            yield writer
+        except BaseException:
+            writer._close(complete=False)  # the temporary file is discarded by `staged`
+            raise
+        writer._close()
 
 
 def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: float = STALE_TEMP_S) -> int:

@@ -28,7 +28,6 @@ from eval_platform.storage.warehouse import (
     scan_parquet,
     table_glob,
     write_partition,
-    write_partition_chunks,
 )
 from eval_platform_tests.s3_server import SECRET_ACCESS_KEY, StallingProxy
 
@@ -88,26 +87,6 @@ def test_partitions_round_trip_through_the_bucket_and_the_catalog(bucket_root, s
         f"{bucket}/eval/traces/date=2026-11-10/part.parquet",
         f"{bucket}/eval/traces/date=2026-11-11/part.parquet",
     ]
-
-
-def test_a_partition_streamed_in_chunks_is_one_object_put_whole(bucket_root, s3_server):
-    """`write_partition_chunks` on a bucket: the chunks become one object equal to their concatenation; a stream
-    that fails midway puts nothing, so the previous object stays."""
-    root, bucket = bucket_root
-    keys, chunks = {"date": DAY}, [frame(DAY, 3), frame(DAY, 4)]
-    schema = {"trace_id": pl.String, "date": pl.String, "input": pl.String}
-    written = write_partition_chunks(root, "traces", keys, iter(chunks), schema)
-    assert written == f"s3://{bucket}/eval/traces/date={DAY}/part.parquet"
-    assert read_partition(root, "traces", keys).equals(pl.concat(chunks))
-
-    def failing():
-        yield frame(DAY, 1)
-        raise RuntimeError("the step failed midway")
-
-    with pytest.raises(RuntimeError, match="midway"):
-        write_partition_chunks(root, "traces", keys, failing(), schema)
-    assert read_partition(root, "traces", keys).equals(pl.concat(chunks))
-    assert sorted(s3_server.objects(f"{bucket}/eval/traces")) == [f"{bucket}/eval/traces/date={DAY}/part.parquet"]
 
 
 def test_a_bad_warehouse_url_is_a_clear_error(tmp_path, monkeypatch):

@@ -21,10 +21,8 @@ from eval_platform.storage.warehouse import (
     STALE_TEMP_S,
     CatalogLocked,
     partition_dir,
-    read_partition,
     refresh_catalog,
     write_partition,
-    write_partition_chunks,
 )
 
 
@@ -116,27 +114,3 @@ def test_a_view_change_blocked_by_an_open_session_fails_loudly(tmp_path):
         analyst.close()
     assert refresh_catalog(tmp_path, {"traces": TRACE_SCHEMA, "quarantine": QUARANTINE_SCHEMA}) is True
     assert count(tmp_path, "SELECT count(*) FROM quarantine") == 0  # typed and empty before any partition
-
-
-def test_a_partition_written_as_a_stream_of_chunks_is_replaced_whole_or_not_at_all(tmp_path):
-    """`write_partition_chunks`: the chunks land as one partition equal to their concatenation; a stream that fails
-    midway leaves the previous partition and no temporary file; no chunk at all is a 0-row file with the columns."""
-    root, keys = tmp_path, {"date": "2026-11-10"}
-    schema = {"trace_id": pl.String, "date": pl.String, "input": pl.String}
-    chunks = [frame("2026-11-10", n) for n in (3, 0, 4)]
-    write_partition_chunks(root, "traces", keys, iter(chunks), schema)
-    assert read_partition(root, "traces", keys).equals(pl.concat(chunks))
-
-    def failing():
-        yield frame("2026-11-10", 2)
-        raise RuntimeError("the step failed midway")
-
-    with pytest.raises(RuntimeError, match="midway"):
-        write_partition_chunks(root, "traces", keys, failing(), schema)
-    assert read_partition(root, "traces", keys).equals(pl.concat(chunks))
-    assert [p.name for p in partition_dir(root, "traces", keys).iterdir()] == ["part.parquet"]
-
-    write_partition_chunks(root, "traces", keys, iter([]), schema)
-    empty = read_partition(root, "traces", keys)
-    assert empty.height == 0 and dict(empty.schema) == schema
-    assert read_partition(root, "traces", {"date": "2026-11-11"}) is None
