@@ -30,6 +30,7 @@ from eval_platform.benchmarks.results import (
     Z_95,
     TaskCases,
     as_task_cases,
+    draws_per_chunk,
     wilson_interval,
 )
 from eval_platform.benchmarks.task_results import task_cases
@@ -99,9 +100,15 @@ def _resampled(suite, sides: list[Mapping[str, TaskCases]], seed: int) -> list[R
         n = len(sides[0].get(task, ()))
         if not n:
             continue
-        index = rng.integers(0, n, (RESAMPLES, n))
-        for side, stat in zip(sides, stats, strict=True):
-            stat[task] = (side[task].resampled_totals(index), n)
+        totals = [np.empty(RESAMPLES) for _ in sides]
+        chunk = draws_per_chunk(RESAMPLES, n)  # a chunk of draws at a time: never a RESAMPLES x n array
+        for start in range(0, RESAMPLES, chunk):
+            size = min(chunk, RESAMPLES - start)
+            index = rng.integers(0, n, (size, n))
+            for side, total in zip(sides, totals, strict=True):
+                total[start : start + size] = side[task].resampled_totals(index)
+        for total, stat in zip(totals, stats, strict=True):
+            stat[task] = (total, n)
     return stats
 
 

@@ -15,7 +15,9 @@ import numpy as np
 Z_95 = 1.959963984540054
 
 
-def _chunk(resamples: int, n: int) -> int:
+def draws_per_chunk(resamples: int, n: int) -> int:
+    """Bootstrap draws of `n` cases taken at a time: a chunk's draws hold ~2M case positions (16 MB), so memory
+    stays bounded whatever `n` (the draws are the same as in one go: the generator's stream is consumed in order)."""
     return max(1, min(resamples, 2_000_000 // max(n, 1)))
 
 
@@ -28,7 +30,7 @@ def summed_draws(case_statistics: np.ndarray, index: np.ndarray) -> np.ndarray:
     index = np.asarray(index)
     resamples, n = index.shape
     out = np.empty((resamples, stats.shape[1]))
-    chunk = _chunk(resamples, n)
+    chunk = draws_per_chunk(resamples, n)
     for start in range(0, resamples, chunk):
         part = index[start : start + chunk]
         size = len(part)
@@ -77,7 +79,11 @@ def summarize(values: np.ndarray, seed: int = 0, resamples: int = 2000) -> Metri
             stderr = (high - low) / (2 * Z_95)
         return MetricSummary(mean, stderr, low, high, n)
     rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    means = np.empty(resamples)
+    chunk = draws_per_chunk(resamples, n)  # the draws a chunk at a time: bounded memory
+    for start in range(0, resamples, chunk):
+        size = min(chunk, resamples - start)
+        means[start : start + size] = values[rng.integers(0, n, size=(size, n))].mean(axis=1)
     low, high = np.quantile(means, [0.025, 0.975])
     return MetricSummary(mean, float(values.std(ddof=1) / math.sqrt(n)), float(low), float(high), n)
 
@@ -103,7 +109,7 @@ def summarize_corpus(
         return MetricSummary(value, None, None, None, n)
     rng = np.random.default_rng(seed)
     draws = np.empty(resamples)
-    chunk = _chunk(resamples, n)  # the draws a chunk at a time: bounded memory
+    chunk = draws_per_chunk(resamples, n)  # the draws a chunk at a time: bounded memory
     for start in range(0, resamples, chunk):
         size = min(chunk, resamples - start)
         draws[start : start + size] = [score(row) for row in summed_draws(stats, rng.integers(0, n, size=(size, n)))]

@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +62,10 @@ from eval_platform.schemas import (
 from eval_platform.scoring import registry
 
 TIMEOUT_S, MAX_RETRIES = 120.0, 3
+# Rows (cases x samples x presentation orders) turned into Python rows, calls and scores at a time: a few KB each,
+# so memory stays bounded whatever the dataset's size; a chunk's calls run concurrently (the model's limit applies
+# within it). `EVAL_PLATFORM_BENCHMARK_CHUNK_CASES` sets the cases per chunk instead.
+CHUNK_ROWS, CHUNK_CASES_ENV = 10_000, "EVAL_PLATFORM_BENCHMARK_CHUNK_CASES"
 
 
 def benchmark_ledger(root: Path) -> BudgetLedger:
@@ -90,7 +95,7 @@ def scorer_config_hash(task: Task, evaluators: Mapping[str, EvaluatorConfig]) ->
 
 @dataclass(frozen=True)
 class DatasetSlice:
-    cases: list[dict[str, Any]]
+    cases: pl.DataFrame  # validated cases, columnar: a task turns a chunk of them at a time into rows
     version: int
     sha256: str
     rejected: int
@@ -109,8 +114,11 @@ def load_dataset(root: Path, task: Task) -> DatasetSlice:
         raise FileNotFoundError(f"dataset '{task.dataset}' has no version {version}; it has {sorted(versions)}")
     path = versions[version]
     cases, rejects = validate_dataset(root, task.dataset, version, path)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return DatasetSlice(cases.to_dicts(), version, digest, rejects.height)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return DatasetSlice(cases, version, digest.hexdigest(), rejects.height)
 
 
 def case_field(case: Mapping[str, Any], name: str) -> str | None:
@@ -141,14 +149,54 @@ class TaskRun:
         return self.suite.tasks[self.task_name]
 
 
+def chunk_cases(task: Task) -> int:
+    """Cases a task turns into rows, calls and scores at a time: CHUNK_ROWS rows' worth, or
+    `EVAL_PLATFORM_BENCHMARK_CHUNK_CASES`."""
+    value = os.environ.get(CHUNK_CASES_ENV, "")
+    if not value:
+        orders = 2 if task.as_judge is not None and task.as_judge.pairwise else 1
+        return max(1, CHUNK_ROWS // (task.samples * orders))
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{CHUNK_CASES_ENV}={value!r}: expected a whole number of cases >= 1")
+    return int(value)
+
+
 def run_task(run: TaskRun) -> pl.DataFrame:
     """One row per case x sample (x presentation) with output, status and scores (BENCHMARK_CASE_SCHEMA)."""
+    return pl.concat(list(run_task_chunks(run)))
+
+
+def run_task_chunks(run: TaskRun, cases_per_chunk: int | None = None) -> Iterator[pl.DataFrame]:
+    """`run_task`'s rows, a chunk of cases at a time (`chunk_cases(task)` unless given): the Python rows, calls and
+    scores of one chunk are in memory at once, whatever the dataset's size. Every row is what one pass over all
+    the cases gives: a case's samples and presentation orders stay in one chunk, and a row depends only on its own
+    case. A task scored by a batched judge evaluator is one chunk (a batch per chunk would wait once per chunk)."""
     task, started = run.task, datetime.now(UTC)
     data = load_dataset(run.root, task)
     endpoint, no_endpoint = model_endpoint(run.model, run.runtime) if task.calls_model else (None, None)
+    skip = _task_skip(run, no_endpoint)
+    hashes = {
+        "task_config_hash": task_config_hash(task),
+        "scorer_config_hash": scorer_config_hash(task, run.evaluators),
+    }
+    size = cases_per_chunk or chunk_cases(task)
+    if _batched_evaluator(run):
+        size = max(data.cases.height, 1)
+    for start in range(0, max(data.cases.height, 1), size):
+        cases = data.cases.slice(start, size).to_dicts()
+        yield _chunk_rows(run, data, cases, endpoint, skip, started, hashes)
+
+
+def _batched_evaluator(run: TaskRun) -> bool:
+    names = [s.options.get("evaluator") for s in run.task.scorers if registry.SCORERS[s.name].calls_evaluator]
+    return any(name in run.evaluators and run.evaluators[name].batched for name in names)
+
+
+def _chunk_rows(run: TaskRun, data: DatasetSlice, cases: list[dict], endpoint, skip, started, hashes) -> pl.DataFrame:
+    task = run.task
     presentations = ["AB", "BA"] if task.as_judge is not None and task.as_judge.pairwise else [""]
     rows = []
-    for case in data.cases:
+    for case in cases:
         for sample in range(task.samples):
             for presentation in presentations:
                 rows.append(
@@ -171,7 +219,6 @@ def run_task(run: TaskRun) -> pl.DataFrame:
                         "_case": case,
                     }
                 )
-    skip = _task_skip(run, no_endpoint)
     if skip:
         for row in rows:
             row.update(status=SKIPPED, reason=skip[0], reason_detail=skip[1])
@@ -185,10 +232,6 @@ def run_task(run: TaskRun) -> pl.DataFrame:
         row.setdefault("cost_usd", 0.0)
     score_rows(run, rows)
     primary = task.scorers[0].metric_name
-    hashes = {
-        "task_config_hash": task_config_hash(task),
-        "scorer_config_hash": scorer_config_hash(task, run.evaluators),
-    }
     for row in rows:
         row.pop("_case")
         row.pop("_verdict_other", None)
@@ -266,7 +309,8 @@ async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
         close = getattr(run.runtime.client, "aclose", None)
         if close is not None:
             await close()
-        run.cache_write_failed = run.runtime.cache.flush_or_report()
+        # a chunk's failure is kept when a later chunk's writes land
+        run.cache_write_failed = run.runtime.cache.flush_or_report() or run.cache_write_failed
 
 
 async def _call(run: TaskRun, caller: ModelCaller, row: dict) -> None:
@@ -315,7 +359,8 @@ def _take_outputs(run: TaskRun, rows: list[dict]) -> None:
         return
     upstream = {}
     if run.upstream_rows is not None:
-        for up in run.upstream_rows.iter_rows(named=True):
+        ids = [row["case_id"] for row in rows]
+        for up in run.upstream_rows.filter(pl.col("case_id").is_in(ids)).iter_rows(named=True):
             upstream[(up["case_id"], up["sample"], up["presentation"])] = up
     for row in rows:
         up = upstream.get((row["case_id"], row["sample"], row["presentation"]))

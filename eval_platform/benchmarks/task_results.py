@@ -151,3 +151,29 @@ def task_cases(frame: pl.DataFrame, task: Task) -> TaskCases:
     if scorer.statistics is not None:
         return corpus_cases(frame, scorer, spec)
     return TaskCases.of_values(per_case_values(frame, spec.metric_name))
+
+
+# The columns of a task's `benchmark_cases` rows that `task_results`, `task_cases` and the UI's metadata read; a
+# task-level scorer (corpus BLEU, a kappa) also reads the texts its cases were scored on.
+RESULT_COLUMNS = [
+    "case_id",
+    "sample",
+    "presentation",
+    "status",
+    "reason",
+    "scores",
+    "cost_usd",
+    "cache_hit",
+    "dataset_version",
+    "dataset_hash",
+    "task_config_hash",
+    "scorer_config_hash",
+]
+TEXT_COLUMNS = ["input", "expected_output", "expected_output_json", "verdict", "output"]
+
+
+def result_columns(task: Task) -> list[str]:
+    """What to read of a task's stored rows to compute its results and cases: its rows without the texts, unless
+    a scorer of the task scores them as a whole."""
+    task_level = any(registry.SCORERS[spec.name].task_level for spec in task.scorers)
+    return RESULT_COLUMNS + (TEXT_COLUMNS if task_level else [])

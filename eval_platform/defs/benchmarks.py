@@ -26,9 +26,9 @@ from eval_platform.benchmarks.leaderboard import leaderboard, suite_case_values,
 from eval_platform.benchmarks.metadata import gate_value, leaderboard_preview, rounded, suite_score, task_metadata
 from eval_platform.benchmarks.runner import (
     TaskRun,
-    run_task,
+    run_task_chunks,
 )
-from eval_platform.benchmarks.task_results import task_cases, task_results
+from eval_platform.benchmarks.task_results import result_columns, task_cases, task_results
 from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
@@ -36,16 +36,19 @@ from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_model
 from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.schemas import LEADERBOARD_SCHEMA
+from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, LEADERBOARD_SCHEMA
 from eval_platform.storage.warehouse import (
     has_files,
-    read_parquet,
+    partition_writer,
     read_partition,
+    scan_parquet,
     table_glob,
     write_partition,
 )
 
 MODELS_FILE = Path("benchmarks") / "models.yaml"
+# What a task taking another task's outputs reads of that task's rows (`runner._take_outputs`).
+UPSTREAM_COLUMNS = ["case_id", "sample", "presentation", "status", "reason", "output", "provider_model"]
 
 # A backfill over several models runs each asset once for up to this many models (Dagster cuts the backfill into
 # ranges of the dynamic partitions and chunks them): the run's start and Dagster's per-step events are paid once
@@ -131,7 +134,10 @@ def _task_asset(
             upstream_rows = None
             if task.outputs_of is not None:
                 upstream_rows = read_partition(
-                    root, "benchmark_cases", {"suite": suite_name, "task": task.outputs_of, "model": model_name}
+                    root,
+                    "benchmark_cases",
+                    {"suite": suite_name, "task": task.outputs_of, "model": model_name},
+                    UPSTREAM_COLUMNS,
                 )
             gate = None
             if task.gate is not None:
@@ -151,11 +157,14 @@ def _task_asset(
                 upstream_rows=upstream_rows,
                 gate_value=gate,
             )
-            frame = run_task(run)
+            # The rows are written a chunk of cases at a time, then read back with only the columns the results
+            # use: the step's memory does not grow with the rows' texts.
+            keys = {"suite": suite_name, "task": task_name, "model": model_name}
+            with partition_writer(root, "benchmark_cases", keys, BENCHMARK_CASE_SCHEMA) as out:
+                for chunk in run_task_chunks(run):
+                    out.write(chunk)
+            frame = read_partition(root, "benchmark_cases", keys, result_columns(task))
             results = task_results(frame, suite_name, task_name, task, model_name)
-            write_partition(
-                root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name}, frame
-            )
             write_partition(
                 root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}, results
             )
@@ -239,7 +248,10 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
             case_values, task_rows = {}, []
             for task_name, task in suite.tasks.items():
                 cases = read_partition(
-                    root, "benchmark_cases", {"suite": suite_name, "task": task_name, "model": model_name}
+                    root,
+                    "benchmark_cases",
+                    {"suite": suite_name, "task": task_name, "model": model_name},
+                    result_columns(task),
                 )
                 results = read_partition(
                     root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}
@@ -318,8 +330,12 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         root = warehouse.root
         tables = []
         for suite_name, suite in suites.items():
-            has_cases = has_files(root, "benchmark_cases")
-            cases = read_parquet(root, table_glob(root, "benchmark_cases")) if has_cases else None
+            cases = None
+            if has_files(root, "benchmark_cases"):  # this suite's rows, only the columns its tasks' values use
+                needed = {c for task in suite.tasks.values() for c in result_columns(task)}
+                columns = sorted(needed | {"suite", "task", "model"})
+                scan = scan_parquet(root, table_glob(root, "benchmark_cases"))
+                cases = scan.filter(pl.col("suite") == suite_name).select(columns).collect()
             by_model, costs = suite_case_values(cases, suite_name, suite)
             board = leaderboard(suite_name, suite, by_model, costs)
             write_partition(root, "leaderboard", {"suite": suite_name}, board)

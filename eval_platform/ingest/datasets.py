@@ -8,7 +8,7 @@ gives it back as the dataset wrote it, never as a Python repr.
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,25 +40,29 @@ def dataset_versions(root: Path, dataset: str) -> dict[int, Path]:
     return found
 
 
-def read_rows(path: Path) -> list[tuple[int, object, str]]:
-    """(line, parsed row or exception, raw text) for each row of a dataset file."""
+def read_rows(path: Path) -> Iterator[tuple[int, object, str]]:
+    """(line, parsed row or exception, raw text) for each row of a dataset file, one row at a time (a JSON array is
+    parsed whole)."""
     if path.suffix == ".jsonl":
-        rows = []
-        for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append((line_no, json.loads(line), line))
-                except json.JSONDecodeError as exc:
-                    rows.append((line_no, exc, line))
-        return rows
+        # line by line, numbered as `str.splitlines` numbers the whole text (newline="": no translation)
+        with open(path, encoding="utf-8", newline="") as handle:
+            lines = (line for piece in handle for line in piece.splitlines())
+            for line_no, line in enumerate(lines, start=1):
+                if line.strip():
+                    try:
+                        yield line_no, json.loads(line), line
+                    except json.JSONDecodeError as exc:
+                        yield line_no, exc, line
+        return
     if path.suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, list):
             raise ValueError(f"{path}: expected a JSON array of test cases")
-        return [(i, row, json.dumps(row)) for i, row in enumerate(data, start=1)]
+        yield from ((i, row, json.dumps(row)) for i, row in enumerate(data, start=1))
+        return
     frame = pl.read_csv(path, infer_schema=False) if path.suffix == ".csv" else pl.read_parquet(path)
     offset = 2 if path.suffix == ".csv" else 1  # CSV line 1 is the header
-    return [(i + offset, row, json.dumps(row, default=str)) for i, row in enumerate(frame.to_dicts())]
+    yield from ((i + offset, row, json.dumps(row, default=str)) for i, row in enumerate(frame.iter_rows(named=True)))
 
 
 def _expected_output(value: Any) -> dict[str, Any]:
@@ -75,12 +79,18 @@ def expected_value(case: Mapping[str, Any]) -> Any:
     return json.loads(text) if text is not None and case.get("expected_output_json") else text
 
 
+CASES_PER_FRAME = 10_000
+
+
 def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Valid test cases and quarantined rows of one dataset version."""
     relative = str(path.relative_to(root))
-    cases, rejects, seen = [], [], set()
+    cases, rejects, seen, frames = [], [], set(), []
     now = datetime.now(UTC)
     for line, row, raw in read_rows(path):
+        if len(cases) == CASES_PER_FRAME:  # columnar a block at a time: a large dataset is never all Python dicts
+            frames.append(conform(pl.DataFrame(cases), TEST_CASE_SCHEMA))
+            cases = []
         problem = None
         if isinstance(row, Exception):
             problem = ("invalid_json", f"{relative} line {line}: not valid JSON ({row})")
@@ -124,4 +134,5 @@ def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[p
     quarantined = quarantined.with_columns(
         pl.lit("dataset_versions").alias("source"), pl.lit(f"{name}@v{version}").alias("partition")
     )
-    return conform(pl.DataFrame(cases), TEST_CASE_SCHEMA), quarantined
+    frames.append(conform(pl.DataFrame(cases), TEST_CASE_SCHEMA))
+    return pl.concat(frames), quarantined

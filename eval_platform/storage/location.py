@@ -78,7 +78,7 @@ class Store(Protocol):
         and is discarded otherwise (the old file stays). `write` is this with one frame."""
         ...
 
-    def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None: ...
+    def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None: ...
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None: ...
 
@@ -130,9 +130,9 @@ class LocalStore:
             if tmp.exists():
                 tmp.unlink()
 
-    def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None:
+    def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
         path = self.folder.joinpath(*parts)
-        return pl.read_parquet(path) if path.exists() else None
+        return pl.read_parquet(path, columns=columns) if path.exists() else None
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         path = self.folder.joinpath(*parts)
@@ -214,11 +214,11 @@ class S3Store:
     def _is_file(self, key: str) -> bool:
         return self.filesystem.get_file_info(key).type == pafs.FileType.File
 
-    def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None:
+    def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
         key = self._key(*parts)
         if not self._is_file(key):
             return None
-        return pl.read_parquet(self.location(*parts), storage_options=self.storage_options)
+        return pl.read_parquet(self.location(*parts), columns=columns, storage_options=self.storage_options)
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         key = self._key(*parts)

@@ -153,8 +153,11 @@ def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: 
     return removed
 
 
-def read_partition(root: Path, table: str, keys: dict[str, str]) -> pl.DataFrame | None:
-    return store_for(root).read((*_parts(table, keys), PARTITION_FILE))
+def read_partition(
+    root: Path, table: str, keys: dict[str, str], columns: list[str] | None = None
+) -> pl.DataFrame | None:
+    """One partition's rows (only `columns`, when given), or None when it has no file."""
+    return store_for(root).read((*_parts(table, keys), PARTITION_FILE), columns)
 
 
 def table_glob(root: Path, table: str) -> str:
