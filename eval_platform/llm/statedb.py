@@ -30,8 +30,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from eval_platform.storage.sqlite import connect_wal
 
-# Connections (and their lock files) a forked child inherited from its parent (see `SqliteFile._connection`).
-_INHERITED: list[object] = []
+# Open files a forked child inherited from its parent (see `SqliteFile._handle`).
+_INHERITED: list[_SqliteHandle] = []
 
 
 class SqliteFile:
@@ -61,39 +61,36 @@ class SqliteFile:
     def describe(self) -> str:
         return str(self.path)
 
-    def _connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or self._local.pid != os.getpid():
-            if conn is not None:
+    def _handle(self) -> _SqliteHandle:
+        handle = getattr(self._local, "handle", None)
+        if handle is None or handle.pid != os.getpid():
+            if handle is not None:
                 # Inherited through a fork: never used, and never closed either (closing runs SQLite's own
-                # clean-up of a file the parent still has open); kept here so that it is never collected.
-                _INHERITED.extend((conn, self._local.queue))  # the lock file's flock is the parent's too
-            conn = connect_wal(self.path)
-            conn.execute("PRAGMA synchronous=FULL")  # every commit on disk before it returns (the default)
-            queue = open(self.path.with_name(self.path.name + ".lock"), "a+b")  # noqa: SIM115 - kept open
-            self._local.conn, self._local.queue, self._local.pid, self._local.durable = conn, queue, os.getpid(), True
-        return conn
+                # clean-up of a file the parent still has open, and the lock file's flock is the parent's too);
+                # kept here so that it is never collected.
+                _INHERITED.append(handle)
+            handle = self._local.handle = _SqliteHandle(self.path)
+        return handle
 
     def close(self) -> None:
         """Close this thread's connection (the next transaction opens a new one)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            if self._local.pid == os.getpid():
-                conn.close()
-                self._local.queue.close()
+        handle = getattr(self._local, "handle", None)
+        if handle is not None:
+            if handle.pid == os.getpid():
+                handle.close()
             else:
-                _INHERITED.extend((conn, self._local.queue))
-        self._local.conn = None
+                _INHERITED.append(handle)
+        self._local.handle = None
 
     @contextmanager
     def transaction(self, *locks: str, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """A write transaction: SQLite's one write lock stands for every named lock."""
-        conn = self._connection()
-        if self._local.durable != durable:
+        handle = self._handle()
+        conn = handle.conn
+        if handle.durable != durable:
             conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-            self._local.durable = durable
-        queue = self._local.queue
-        fcntl.flock(queue, fcntl.LOCK_EX)
+            handle.durable = durable
+        fcntl.flock(handle.queue, fcntl.LOCK_EX)
         try:
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -108,8 +105,37 @@ class SqliteFile:
                     conn.execute("ROLLBACK")
                 raise
         finally:
-            if not queue.closed:
-                fcntl.flock(queue, fcntl.LOCK_UN)
+            if not handle.closed:
+                fcntl.flock(handle.queue, fcntl.LOCK_UN)
+
+
+class _SqliteHandle:
+    """One thread's open ledger file: its connection and the lock file writers queue on (closed when collected)."""
+
+    def __init__(self, path: Path):
+        self.pid = os.getpid()
+        self.queue = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.conn = connect_wal(path)
+            self.conn.execute("PRAGMA synchronous=FULL")  # every commit on disk before it returns (the default)
+        except BaseException:
+            os.close(self.queue)
+            raise
+        self.durable = True
+        self.closed = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.conn.close()
+            os.close(self.queue)
+
+    def __del__(self) -> None:
+        try:
+            if self.pid == os.getpid():  # an inherited handle is the parent's to close (and is never collected)
+                self.close()
+        except Exception:  # noqa: BLE001, S110 - at interpreter exit the OS closes them anyway
+            pass
 
 
 class _PgCursor:

@@ -280,10 +280,16 @@ def _batches(
         for group in range(parquet.num_row_groups):
             for batch in parquet.iter_batches(batch_rows, row_groups=[group], columns=columns, use_threads=False):
                 empty = False
-                yield pl.from_arrow(batch)  # type: ignore[misc]  (a RecordBatch gives a DataFrame)
+                yield _frame(batch)
         if empty:
             schema = parquet.schema_arrow
-            yield pl.from_arrow(schema.empty_table().select(columns) if columns else schema.empty_table())
+            yield _frame(schema.empty_table().select(columns) if columns else schema.empty_table())
+
+
+def _frame(data: pa.RecordBatch | pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(data)
+    assert isinstance(frame, pl.DataFrame)  # a record batch or table gives a frame, never a series
+    return frame
 
 
 def _concat(batches: Iterator[pl.DataFrame]) -> pl.DataFrame:
