@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED
 from eval_platform.settings import DATA_DIR_ENV, data_root, duckdb_path
+from eval_platform.storage.warehouse import open_catalog
 
 
 def _sample_days(root: Path) -> list[str]:
@@ -50,7 +50,7 @@ def _materialize(defs: dg.Definitions, asset_key: str, partition_key, instance) 
 
 
 def _summary(root: Path) -> str:
-    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+    with open_catalog(root) as conn:
         rows = conn.execute(
             f"""
             SELECT evaluator, any_value(model) AS model,
@@ -92,7 +92,7 @@ def _summary(root: Path) -> str:
 def _targets_summary(root: Path, evaluators: dict) -> str:
     """What one row is for the evaluators that judge spans or sessions or run a check, or that skipped rows for a
     reason of their own (not sampling): the rows by their unit, and the skips by reason."""
-    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+    with open_catalog(root) as conn:
         units = {
             name: (traces, spans, sessions)
             for name, traces, spans, sessions in conn.execute(
@@ -122,7 +122,7 @@ def _targets_summary(root: Path, evaluators: dict) -> str:
 
 def _agreement_summary(root: Path) -> str:
     """Judge vs human accuracy and kappa per judge, under both conventions for unusable verdicts."""
-    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+    with open_catalog(root) as conn:
         rows = conn.execute(
             """
             SELECT subject, convention,
@@ -223,7 +223,7 @@ def _run_benchmarks(defs: dg.Definitions, instance) -> None:
 
 def _leaderboard_summary(root: Path) -> str:
     """The leaderboard (macro scores) and LLMBar's per-task accuracy beside the published figure."""
-    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+    with open_catalog(root) as conn:
         board = conn.execute(
             "SELECT suite, rank, model, score, ci_low, ci_high, tasks_scored, tasks_total, significant_vs_leader "
             "FROM leaderboard WHERE aggregate = 'macro' AND rank IS NOT NULL ORDER BY suite, rank"
@@ -249,7 +249,7 @@ def _leaderboard_summary(root: Path) -> str:
 
 def _experiments_summary(root: Path) -> str:
     """Two lines on `experiment_results` and `alerts`; the README's "Experiments" section explains them."""
-    with duckdb.connect(str(duckdb_path(root)), read_only=True) as conn:
+    with open_catalog(root) as conn:
         experiments, comparisons, significant = conn.execute(
             "SELECT count(DISTINCT experiment), count(*) FILTER (kind = 'comparison'), "
             "count(*) FILTER (kind = 'comparison' AND significant) FROM experiment_results"

@@ -90,11 +90,12 @@ class S3Server:
 
 class StallingProxy:
     """A TCP proxy to `target` that forwards the first `limit` bytes clients send (all connections together),
-    then stops reading from them and sets `stalled`."""
+    then stops reading from them and sets `stalled`. `received` counts the bytes it passed back to clients (what
+    a reader downloaded)."""
 
     def __init__(self, target: tuple[str, int], limit: int) -> None:
         self.target, self.limit = target, limit
-        self.forwarded = 0
+        self.forwarded = self.received = 0
         self.stalled = threading.Event()
         self._closing = threading.Event()
         self._lock = threading.Lock()
@@ -140,6 +141,8 @@ class StallingProxy:
     def _down(self, upstream: socket.socket, client: socket.socket) -> None:
         try:
             while data := upstream.recv(65536):
+                with self._lock:
+                    self.received += len(data)
                 client.sendall(data)
         except OSError:
             return

@@ -164,7 +164,17 @@ class BudgetLedger:
         """Where the ledger is (never a password)."""
         return self._db.describe() + (f" ({self._spend})" if self.path is None else "")
 
-    def _lock(self, evaluator: str) -> str:
+    @property
+    def database(self) -> SqliteFile | PostgresState:
+        return self._db
+
+    @property
+    def tables(self) -> tuple[str, str]:
+        """(reservations, per-day totals): the ledger's two tables (see `_SCHEMA`)."""
+        return self._spend, self._daily
+
+    def lock_name(self, evaluator: str) -> str:
+        """What serialises check-and-reserve of one evaluator (an advisory lock on PostgreSQL)."""
         return f"{self._spend}:{evaluator}"
 
     def _compact(self) -> None:
@@ -238,7 +248,7 @@ class BudgetLedger:
         now = time.time()
         pid = None if outlives_process else os.getpid()  # a batch's reservation outlives this process
         # The lock is taken before the totals are read; a refusal commits too (it keeps the unsettled marks).
-        with self._db.transaction(self._lock(evaluator)) as conn:
+        with self._db.transaction(self.lock_name(evaluator)) as conn:
             for column, period, name, limit in (
                 ("day", day, "daily", max_daily_usd),
                 ("month", month, "monthly", max_monthly_usd),
@@ -259,8 +269,13 @@ class BudgetLedger:
 
     def settle(self, reservation: Reservation, actual_usd: float) -> None:
         """Replace a reservation (in flight or unsettled) by the actual cost of the call, as billed (even above
-        what was reserved)."""
-        with self._db.transaction(self._lock(reservation.evaluator)) as conn:
+        what was reserved).
+
+        A settle at or below the reservation does not wait for the disk (on SQLite): if a power loss undid it,
+        the reservation would be back, counted at its worst case, never less than was billed. One above it
+        (what was billed exceeds the worst case) waits, as every reservation does."""
+        durable = actual_usd > reservation.amount_usd
+        with self._db.transaction(self.lock_name(reservation.evaluator), durable=durable) as conn:
             conn.execute(f"DELETE FROM {self._spend} WHERE id = ?", (reservation.id,))
             conn.execute(
                 f"INSERT INTO {self._daily} (evaluator, day, month, spend_usd, calls) VALUES (?, ?, ?, ?, 1) "
@@ -272,7 +287,7 @@ class BudgetLedger:
     def release(self, reservation: Reservation) -> None:
         """Drop a reservation whose money the provider's record shows was never committed (a batch it refused,
         or one it never created). Only that record frees money: a killed call's reservation is never released."""
-        with self._db.transaction(self._lock(reservation.evaluator)) as conn:
+        with self._db.transaction(self.lock_name(reservation.evaluator)) as conn:
             conn.execute(f"DELETE FROM {self._spend} WHERE id = ?", (reservation.id,))
 
     def spent(self, evaluator: str, day: str | None = None, month: str | None = None) -> float:
@@ -280,7 +295,7 @@ class BudgetLedger:
         column, value = ("day", day) if day else ("month", month)
         if value is None:
             raise ValueError("spent() needs a day or a month")
-        with self._db.transaction(self._lock(evaluator)) as conn:
+        with self._db.transaction(self.lock_name(evaluator)) as conn:
             in_flight, unsettled = self._outstanding(conn, evaluator, column, value, time.time())
             return self._settled(conn, evaluator, column, value) + in_flight + unsettled
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.migrate_state import check_migrated
 from eval_platform.llm.statedb import PostgresState, postgres_state
 from eval_platform.settings import state_dir
 
@@ -36,14 +37,21 @@ class SharedState:
 
     @classmethod
     def of(cls, root: Path, instance: Any = None) -> SharedState:
-        """The shared state of runs of `instance` (a `dg.DagsterInstance`; None: the data root's files)."""
-        url = instance_postgres_url(instance)
-        return cls(root, postgres_state(url) if url else None)
+        """The shared state of runs of `instance` (a `dg.DagsterInstance`; None: the data root's files).
+
+        On PostgreSQL it refuses (`UnmigratedState`) while the data root's SQLite ledgers hold spend the database
+        does not, and warns while its judge cache was never copied (see `migrate_state`)."""
+        return cls.at(root, instance_postgres_url(instance))
 
     @classmethod
     def at(cls, root: Path, postgres_url: str | None) -> SharedState:
-        """The shared state in the database at `postgres_url`, or in the data root's files when None."""
-        return cls(root, postgres_state(postgres_url) if postgres_url else None)
+        """The shared state in the database at `postgres_url` (checked as `of` says), or in the data root's files
+        when None."""
+        if not postgres_url:
+            return cls(root, None)
+        state = postgres_state(postgres_url)
+        check_migrated(root, state)
+        return cls(root, state)
 
     def describe(self) -> str:
         return self.postgres.describe() if self.postgres else str(state_dir(self.root))

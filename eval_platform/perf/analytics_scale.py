@@ -35,9 +35,8 @@ from eval_platform.perf.synthetic_warehouse import PER_ITEM, VARIANTS, generate
 from eval_platform.schemas import FINAL_COMPLETED
 from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import (
-    PARTITION_FILE,
-    partition_dir,
     read_partition,
+    scan_parquet,
     table_glob,
     write_partition,
 )
@@ -117,9 +116,8 @@ def costs(root: Path):
 def _tasks(root: Path, level: str = "nominal") -> dict[str, tuple[pl.DataFrame, str]]:
     """Each task's annotations and the column its alpha is computed on, as `inter_annotator` does: the rating
     for the rating task, the label for the classifications (which have no interval alpha)."""
-    path = partition_dir(root, "human_annotations", {}) / PARTITION_FILE
     columns = ["task", "item_id", "annotator", "label", "value"]  # only these, so that loading sets no peak
-    annotations = pl.scan_parquet(path).select(columns).collect()
+    annotations = read_partition(root, "human_annotations", {}, columns=columns)  # on either store
     tasks = {task: part for (task,), part in annotations.partition_by("task", as_dict=True).items()}
     return {
         t: (p, "value" if t == "quality" else "label")
@@ -262,7 +260,7 @@ def cohen_peer(root: Path):
 def _groups(root: Path) -> list[tuple[np.ndarray, np.ndarray]]:
     """(control, treatment) final completed scores of three evaluators, for each of the two treatments."""
     scores = (
-        pl.scan_parquet(table_glob(root, "judge_scores"), hive_partitioning=False)
+        scan_parquet(root, table_glob(root, "judge_scores"), hive_partitioning=False)
         .filter(FINAL_COMPLETED & pl.col("evaluator").is_in(["helpfulness", "relevance", "toxicity"]))
         .select("evaluator", "variant", "score")
         .collect()

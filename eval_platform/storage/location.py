@@ -14,6 +14,11 @@ whichever store holds the data.
   mid-upload leaves an incomplete multipart upload, which no reader lists or reads (the bucket's lifecycle rule
   `AbortIncompleteMultipartUpload` deletes its parts; see the README).
 
+Reads stream: a partition is read row group by row group (`batches`, through pyarrow's `ParquetFile` over the
+store's file: on a bucket, ranged GETs of the row group's column chunks), so a reader that goes batch by batch
+holds one row group and one batch at a time, never the whole object; `read` gathers the same batches into one
+frame without first downloading the object whole.
+
 Which store a data root uses is bound by the Dagster resource (`defs/resources.WarehouseResource`) when a run
 asks it for the root (`bind`); outside Dagster (scripts, an analyst's session) it comes from the environment:
 `EVAL_PLATFORM_WAREHOUSE_URL` and the standard AWS variables (`settings.py`). The secret access key is never
@@ -27,7 +32,7 @@ import os
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -39,6 +44,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from eval_platform.llm.redaction import remember
 from eval_platform.settings import (
@@ -51,6 +57,7 @@ from eval_platform.settings import (
 )
 
 TEMP_PREFIX, TEMP_SUFFIX = ".part-", ".tmp"
+BATCH_ROWS = 65_536  # rows per frame a streaming read hands over (a row group is decoded whole, though)
 
 
 class WarehouseConfigError(ValueError):
@@ -79,6 +86,12 @@ class Store(Protocol):
         ...
 
     def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None: ...
+
+    def batches(
+        self, parts: tuple[str, ...], batch_rows: int = BATCH_ROWS, columns: list[str] | None = None
+    ) -> Iterator[pl.DataFrame] | None:
+        """The file at `parts` as frames of at most `batch_rows` rows, read as they are consumed (None: no file)."""
+        ...
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None: ...
 
@@ -133,6 +146,12 @@ class LocalStore:
     def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
         path = self.folder.joinpath(*parts)
         return pl.read_parquet(path, columns=columns) if path.exists() else None
+
+    def batches(
+        self, parts: tuple[str, ...], batch_rows: int = BATCH_ROWS, columns: list[str] | None = None
+    ) -> Iterator[pl.DataFrame] | None:
+        path = self.folder.joinpath(*parts)
+        return _batches(lambda: pa.OSFile(str(path)), batch_rows, columns) if path.exists() else None
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         path = self.folder.joinpath(*parts)
@@ -215,10 +234,16 @@ class S3Store:
         return self.filesystem.get_file_info(key).type == pafs.FileType.File
 
     def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
+        batches = self.batches(parts, columns=columns)
+        return None if batches is None else _concat(batches)
+
+    def batches(
+        self, parts: tuple[str, ...], batch_rows: int = BATCH_ROWS, columns: list[str] | None = None
+    ) -> Iterator[pl.DataFrame] | None:
         key = self._key(*parts)
         if not self._is_file(key):
             return None
-        return pl.read_parquet(self.location(*parts), columns=columns, storage_options=self.storage_options)
+        return _batches(lambda: self.filesystem.open_input_file(key), batch_rows, columns)
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         key = self._key(*parts)
@@ -259,6 +284,35 @@ class S3Store:
         # DuckDB reads s3:// through its httpfs extension, which it downloads at first use; here it reads them
         # through this store's pyarrow filesystem instead (fsspec's wrapper), so nothing is fetched at run time.
         conn.register_filesystem(_s3_for_duckdb()(self.filesystem))
+
+
+def _batches(
+    open_file: Callable[[], pa.NativeFile], batch_rows: int, columns: list[str] | None
+) -> Iterator[pl.DataFrame]:
+    """A Parquet file's rows in frames of at most `batch_rows`, decoded one row group at a time as consumed. A file
+    of no rows gives one empty frame with its schema, as `pl.read_parquet` does."""
+    with open_file() as source:
+        parquet = pq.ParquetFile(source)
+        empty = True
+        # One row group per reader: a reader over all of them reads ahead through the whole file (on a bucket, the
+        # whole object was downloaded before the first batch came out).
+        for group in range(parquet.num_row_groups):
+            for batch in parquet.iter_batches(batch_rows, row_groups=[group], columns=columns, use_threads=False):
+                empty = False
+                yield _frame(batch)
+        if empty:
+            schema = parquet.schema_arrow
+            yield _frame(schema.empty_table().select(columns) if columns else schema.empty_table())
+
+
+def _frame(data: pa.RecordBatch | pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(data)
+    assert isinstance(frame, pl.DataFrame)  # a record batch or table gives a frame, never a series
+    return frame
+
+
+def _concat(batches: Iterator[pl.DataFrame]) -> pl.DataFrame:
+    return pl.concat(list(batches), how="vertical", rechunk=True)
 
 
 @cache

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 
 from eval_platform.schemas import QUARANTINE_SCHEMA, conform
 from eval_platform.settings import data_root, duckdb_path, warehouse_dir
-from eval_platform.storage.location import TEMP_PREFIX, TEMP_SUFFIX, LocalStore, store_for
+from eval_platform.storage.location import BATCH_ROWS, TEMP_PREFIX, TEMP_SUFFIX, LocalStore, store_for
 
 PARTITION_FILE = "part.parquet"
 SCHEMA_DIR = "_schema"  # the 0-row file giving a table's columns before it has partitions
@@ -158,6 +158,14 @@ def read_partition(
 ) -> pl.DataFrame | None:
     """One partition's rows (only `columns`, when given), or None when it has no file."""
     return store_for(root).read((*_parts(table, keys), PARTITION_FILE), columns)
+
+
+def iter_partition(
+    root: Path, table: str, keys: dict[str, str], batch_rows: int = BATCH_ROWS, columns: list[str] | None = None
+) -> Iterator[pl.DataFrame] | None:
+    """A partition in frames of at most `batch_rows` rows, read from the store as they are consumed (memory: one
+    row group and one frame, on either store); None when the partition was never written."""
+    return store_for(root).batches((*_parts(table, keys), PARTITION_FILE), batch_rows, columns)
 
 
 def table_glob(root: Path, table: str) -> str:

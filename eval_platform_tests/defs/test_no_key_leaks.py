@@ -7,7 +7,10 @@ materializes, on a real Dagster instance in a temporary DAGSTER_HOME, judge_scor
 OpenAI-compatible path, the litellm path (Azure and Anthropic) and batch mode (OpenAI, Azure, Anthropic), and a
 benchmark suite whose models under test echo the key; then the dry run plans the same. Every file under the data
 root and DAGSTER_HOME (Parquet and SQLite decoded cell by cell, compute logs, the judge cache, plain files) and
-everything those processes printed is searched for every 8-character piece of the key.
+everything those processes printed is searched for every 8-character piece of the key. It runs twice: on an
+instance on SQLite (the state in SQLite files under the data root), and on the shipped PostgreSQL configuration
+against the real server the suite starts, where the judge cache, both ledgers and batch state are tables of the
+instance's database: every cell of every table of that database is searched too.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import polars as pl
+import pytest
 import yaml
 
 from eval_platform.local_judge import LocalJudgeServer
@@ -91,14 +95,23 @@ def write_project(root: Path, server: LocalJudgeServer) -> None:
         "max_retries": 0,
         "timeout_s": 30,
     }
-    write_evaluator(root, "lean", name="lean", models=models("openai", v1), **common)
+    # Priced, with a budget: their calls (a batch's included) reserve and settle in the judges' ledger.
+    budget = {"input_cost_per_million": 1.0, "output_cost_per_million": 1.0, "max_daily_cost_usd": 100.0}
+    write_evaluator(root, "lean", name="lean", models=models("openai", v1), **budget, **common)
     write_evaluator(root, "litellm_azure", name="litellm_azure", models=models("azure", provider_root), **common)
     write_evaluator(
         root, "litellm_anthropic", name="litellm_anthropic", models=models("anthropic", provider_root), **common
     )
     for provider, base in (("openai", v1), ("azure", provider_root), ("anthropic", provider_root)):
+        priced = budget if provider == "openai" else {}
         write_evaluator(
-            root, f"batch_{provider}", name=f"batch_{provider}", models=models(provider, base), batch=BATCH, **common
+            root,
+            f"batch_{provider}",
+            name=f"batch_{provider}",
+            models=models(provider, base),
+            batch=BATCH,
+            **priced,
+            **common,
         )
     write_evaluator(
         root,
@@ -163,6 +176,28 @@ def decoded_texts(path: Path) -> Iterator[str]:
                         yield str(cell)
 
 
+def _cell_text(cell) -> str:
+    if isinstance(cell, memoryview):
+        cell = bytes(cell)
+    if isinstance(cell, bytes):
+        try:
+            cell = zlib.decompress(cell)  # Dagster stores its snapshots compressed
+        except zlib.error:
+            pass
+        return cell.decode("latin-1")
+    return str(cell)
+
+
+def database_texts(database) -> Iterator[tuple[str, int, str]]:
+    """(table, rows, text) for every table of a PostgreSQL database: every cell of it, as text."""
+    with database.connect() as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
+        for (table,) in cursor.fetchall():
+            cursor.execute(f'SELECT * FROM "{table}"')
+            rows = cursor.fetchall()
+            yield table, len(rows), "\n".join(_cell_text(cell) for row in rows for cell in row)
+
+
 def leak(text: str) -> str | None:
     """How many pieces of the key `text` holds, and where the first one is; None when it holds none."""
     pieces = [piece for piece in PIECES if piece in text]
@@ -179,10 +214,20 @@ def run_and_capture(args: list[str], env: dict[str, str]) -> str:
     return output
 
 
-def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_path):
+@pytest.fixture(params=["sqlite", "postgres"])
+def instance_home(request, tmp_path) -> tuple[Path, object]:
+    """(DAGSTER_HOME, its PostgreSQL database or None): the default instance on SQLite, or the shipped
+    dagster.postgres.yaml against a fresh database of the suite's server (its variables set by `postgres_home`)."""
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres_home"), request.getfixturevalue("postgres_db")
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return home, None
+
+
+def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_path, instance_home):
+    home, database = instance_home
     with LocalJudgeServer() as server:
         write_project(data_root, server)
         env = {
@@ -224,6 +269,17 @@ def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_pa
     for name, text in printed.items():
         if leak(text):
             found[f"printed by the {name}"] = leak(text)
+    if database is not None:
+        # The state is in the database, not under the data root (the search above would find nothing there).
+        assert not list((data_root / "state").rglob("*.sqlite")) and not list((data_root / "state").rglob("*.json"))
+        rows = {}
+        for table, count, text in database_texts(database):
+            rows[table] = count
+            if leak(text):
+                found[f"PostgreSQL table {table}"] = leak(text)
+        stored = ("judge_cache", "judge_spend_daily", "judge_batches")
+        assert all(rows.get(f"eval_platform_{table}", 0) > 0 for table in stored), rows
+        assert rows.get("event_logs", 0) > 0, rows  # Dagster's own tables were searched too
     assert not found, "pieces of the key found:\n" + "\n".join(f"{k}: {v}" for k, v in found.items())
 
 

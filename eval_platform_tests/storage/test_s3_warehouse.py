@@ -13,13 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
-from eval_platform.schemas import TABLES, TRACE_SCHEMA, table_schemas
+from eval_platform.schemas import TABLES, TRACE_SCHEMA, conform, table_schemas
 from eval_platform.settings import warehouse_dir
 from eval_platform.storage import location
 from eval_platform.storage.warehouse import (
     has_files,
+    iter_partition,
     open_catalog,
     partition_files,
     partition_values,
@@ -157,3 +159,46 @@ def test_concurrent_writers_of_different_partitions_both_land(bucket_root, s3_se
             (days[1], 5_000),
         ]
     assert s3_server.incomplete_uploads(bucket) == []
+
+
+def test_a_partition_streams_from_the_bucket_batch_by_batch_never_downloaded_whole(bucket_root, s3_server, monkeypatch):
+    """A day written in row groups (as a streaming writer writes it) is read a batch at a time: the first batch
+    costs one row group's download, not the object's; a column read downloads that column; the batches together
+    are the partition."""
+    root, bucket = bucket_root
+    day = frame(DAY, 20_000, 1_000)  # ~20 MB of incompressible input text, in 20 row groups
+    key = f"{bucket}/eval/traces/date={DAY}/part.parquet"
+    with s3_server.filesystem().open_output_stream(key) as out:
+        pq.write_table(day.to_arrow(), out, row_group_size=1_000)
+    size = s3_server.objects(f"{bucket}/eval")[key]
+    proxy = StallingProxy((s3_server.host, s3_server.port), limit=2**40)  # counts what the reader downloads
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint_url)
+        batches = iter_partition(root, "traces", {"date": DAY}, batch_rows=500)
+        first = next(batches)
+        assert first.equals(day.head(500))
+        assert proxy.received < size / 8  # one row group of twenty, and the footer
+        rest = list(batches)
+        assert max(b.height for b in rest) <= 500 and pl.concat([first, *rest]).equals(day)
+
+        proxy.received = 0
+        ids = read_partition(root, "traces", {"date": DAY}, columns=["trace_id"])
+        assert ids.equals(day.select("trace_id")) and proxy.received < size / 8  # not the input column
+        assert iter_partition(root, "traces", {"date": "2026-11-30"}) is None  # never written
+    finally:
+        proxy.close()
+
+
+def test_every_table_reads_back_from_the_bucket_with_its_types(bucket_root):
+    """Reading through pyarrow's batches gives the frame polars wrote, dtype for dtype, for every table (an
+    empty partition included: its schema)."""
+    root, _ = bucket_root
+    for table, schema in table_schemas().items():
+        empty = conform(pl.DataFrame(), schema)
+        write_partition(root, table, {"date": DAY}, empty)
+        back = read_partition(root, table, {"date": DAY})
+        assert back.schema == empty.schema and back.height == 0, table
+        assert pl.concat(list(iter_partition(root, table, {"date": DAY}))).schema == empty.schema, table
+    traces = conform(frame(DAY, 3), TRACE_SCHEMA)
+    write_partition(root, "traces", {"date": DAY}, traces)
+    assert read_partition(root, "traces", {"date": DAY}).equals(traces)
