@@ -25,6 +25,7 @@ from eval_platform.settings import duckdb_path
 from eval_platform.storage.warehouse import open_catalog
 
 REPORT_FILE = Path("reports") / "report.html"
+CALIBRATED_COLUMNS = ["human_n", "ppi_mean", "ppi_ci_low", "ppi_ci_high"]
 HALF_DAY = timedelta(hours=12)
 
 
@@ -77,11 +78,25 @@ def daily_judging(conn) -> tuple[list[dict[str, Any]], dict[tuple[str, str], flo
         (r["evaluator"], r["date"]): r["spend"]
         for r in _query(conn, "SELECT evaluator, date, sum(cost_usd) AS spend FROM judge_scores GROUP BY ALL")
     }
+    # The human-calibrated mean of the day beside the judge's own (agreement section `calibrated`).
+    calibrated = {
+        (r["evaluator"], r["date"]): r
+        for r in _query(
+            conn,
+            "SELECT subject AS evaluator, period_start AS date, max(n) FILTER (statistic = 'ppi_mean') AS human_n, "
+            + ", ".join(f"max(value) FILTER (statistic = '{s}') AS {s}" for s in CALIBRATED_COLUMNS[1:])
+            + " FROM agreement WHERE section = 'calibrated' AND period = 'day' GROUP BY ALL",
+        )
+    }
+    for row in daily:
+        found = calibrated.get((row["evaluator"], row["date"]), {})
+        row.update({c: found.get(c) for c in CALIBRATED_COLUMNS})
     return daily, costs
 
 
 def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str], float | None]):
-    """One row of panels per evaluator: daily mean score, FAILED rate and judge cost over the scored days."""
+    """One row of panels per evaluator: daily mean score (and its human-calibrated mean with its interval, where
+    humans labelled some of the day's traces), FAILED rate and judge cost over the scored days."""
     from matplotlib.figure import Figure
 
     evaluators = sorted({r["evaluator"] for r in daily})
@@ -103,6 +118,23 @@ def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str], flo
             if points:
                 # a marker per day while days can be told apart; past a month they would merge into a bar
                 ax.plot([p[0] for p in points], [p[1] for p in points], marker="o" if len(points) <= 31 else None)
+            calibrated = [(d, r) for d, r in zip(days, mine, strict=True) if r.get("ppi_mean") is not None]
+            if j == 0 and calibrated:
+                centres = [r["ppi_mean"] for _, r in calibrated]
+                errors = [
+                    [c - r["ppi_ci_low"] for c, (_, r) in zip(centres, calibrated, strict=True)],
+                    [r["ppi_ci_high"] - c for c, (_, r) in zip(centres, calibrated, strict=True)],
+                ]
+                ax.errorbar(
+                    [d for d, _ in calibrated],
+                    centres,
+                    yerr=errors,
+                    fmt="s",
+                    capsize=2,
+                    color="tab:green",
+                    label="human-calibrated (PPI, 95% CI)",
+                )
+                ax.legend(fontsize=6)
             _date_axis(ax, days)
             ax.set_title(f"{name}: {label}", fontsize=9)
             ax.tick_params(labelsize=7)
@@ -141,9 +173,8 @@ def _judging(conn, plots: list[str]) -> tuple[str, int]:
         judged = row["completed"] + row["failed"]
         row["failed_rate"] = row["failed"] / judged if judged else None
         row["cost_usd"] = costs.get((row["evaluator"], row["date"]))
-    table = _table(
-        daily, ["evaluator", "date", "mean_score", "completed", "failed", "skipped", "failed_rate", "cost_usd"]
-    )
+    columns = ["evaluator", "date", "mean_score", *CALIBRATED_COLUMNS]
+    table = _table(daily, [*columns, "completed", "failed", "skipped", "failed_rate", "cost_usd"])
     return plots[-1] + table, len({r["evaluator"] for r in daily})
 
 
