@@ -49,7 +49,9 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     experiments = load_experiments(
         root / "experiments", evaluators, broken=broken_experiments, broken_evaluators=broken_evaluators
     )
-    experiment_results = build_experiment_results(experiments, judge_scores, broken=broken_experiments)
+    experiment_results = build_experiment_results(
+        experiments, judge_scores, broken=broken_experiments, evaluators=evaluators
+    )
     alerts = build_alerts(evaluators, judge_scores)
     benchmark_assets, _broken_suites = build_benchmarks(root, evaluators)
     leaderboard = next(a for a in benchmark_assets if a.key == dg.AssetKey("leaderboard"))

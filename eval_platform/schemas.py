@@ -429,6 +429,16 @@ EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "stale": _B,
     "stale_reason": _S,
     "computed_at": UTC_TS,
+    # issue 21, human-calibrated (prediction-powered) figures (`experiments.calibrated`)
+    "human_n": _I,
+    "ppi_mean": _F,
+    "ppi_ci_low": _F,
+    "ppi_ci_high": _F,
+    "human_n_control": _I,
+    "ppi_mean_control": _F,
+    "ppi_difference": _F,
+    "ppi_diff_ci_low": _F,
+    "ppi_diff_ci_high": _F,
 }
 
 # A day whose mean judge score fell significantly below the evaluator's trailing baseline.

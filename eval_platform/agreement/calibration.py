@@ -39,9 +39,9 @@ FIELD_STATISTICS = {
 }
 
 
-def calibrated_fields(config: EvaluatorConfig) -> tuple[str, ...]:
+def calibrated_fields(config: EvaluatorConfig | None) -> tuple[str, ...]:
     """The judge_scores fields a human label calibrates for this evaluator: `score`, and `passed` for pass/fail."""
-    if config.human_agreement is None or config.judge_mode.relative:
+    if config is None or config.human_agreement is None or config.judge_mode.relative:
         return ()
     return ("score", "passed") if config.judge_mode.vote_column == "passed" else ("score",)
 
