@@ -558,19 +558,20 @@ BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "name": pl.String(),  # the task's or group's name; the suite's own name at level 'suite'
     "model": pl.String(),
     "metric": pl.String(),
-    "aggregate": pl.String(),  # mean (task) | macro | micro
+    "aggregate": pl.String(),  # mean | corpus (task) | macro | micro
     "value": pl.Float64(),
     "stderr": pl.Float64(),
     "ci_low": pl.Float64(),
     "ci_high": pl.Float64(),
     "n": pl.Int64(),  # cases with a value
-    "n_failed": pl.Int64(),  # cases with no value and a FAILED row
+    "n_failed": pl.Int64(),  # cases with no value and a FAILED row (pass@k rows: also those with < k scored samples)
     "n_skipped": pl.Int64(),  # cases all of whose rows were SKIPPED
     "cost_usd": pl.Float64(),
     "datasets": pl.String(),  # dataset@vN (sha256 prefix), every one the row covers
     "task_config_hash": pl.String(),
     "scorer_config_hash": pl.String(),
     "computed_at": UTC_TS,
+    "k": pl.Int64(),  # samples per case of a `<metric>.pass@k` / `<metric>.pass^k` row; null for other rows
 }
 
 LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
