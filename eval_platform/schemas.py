@@ -464,6 +464,53 @@ ALERT_SCHEMA: dict[str, pl.DataType] = {
     "detected_at": UTC_TS,
 }
 
+# ---- judge drift (`judging.drift`) ----
+
+# One anchor item's verdict in one drift check of an evaluator.
+ANCHOR_VERDICT_SCHEMA: dict[str, pl.DataType] = {
+    "evaluator": pl.String(),
+    "check_id": pl.String(),
+    "checked_at": UTC_TS,
+    "config_hash": pl.String(),
+    "provider_model": pl.String(),
+    "case_id": pl.String(),
+    "status": pl.String(),
+    "reason": pl.String(),
+    "score": pl.Float64(),  # null unless COMPLETED
+    "expected_score": pl.Float64(),  # the anchor's expected verdict in the judge's terms (0..1)
+    "cost_usd": pl.Float64(),
+}
+
+# One drift check of an evaluator's anchors, compared with its previous check.
+JUDGE_DRIFT_SCHEMA: dict[str, pl.DataType] = {
+    "evaluator": pl.String(),
+    "check_id": pl.String(),
+    "checked_at": UTC_TS,
+    "trigger": pl.String(),  # first | config_changed | model_changed | schedule | manual
+    "config_hash": pl.String(),
+    "provider_model": pl.String(),
+    "dataset": pl.String(),  # name@vN (sha256 prefix)
+    "n_anchors": pl.Int64(),
+    "n_completed": pl.Int64(),
+    "n_failed": pl.Int64(),
+    "mean_score": pl.Float64(),
+    "expected_agreement": pl.Float64(),  # share of completed anchors whose verdict equals the expected one
+    "expected_mae": pl.Float64(),
+    "previous_check_id": pl.String(),
+    "previous_config_hash": pl.String(),
+    "previous_provider_model": pl.String(),
+    "n_paired": pl.Int64(),  # anchors completed in both checks
+    "agreement": pl.Float64(),  # share of paired anchors with equal verdicts
+    "mean_shift": pl.Float64(),  # mean(current − previous) over paired anchors
+    "shift_ci_low": pl.Float64(),  # paired t interval at 1 − alpha
+    "shift_ci_high": pl.Float64(),
+    "p_value": pl.Float64(),
+    "alpha": pl.Float64(),
+    "significant": pl.Boolean(),  # p < alpha: the WARN check `no_judge_drift` fails
+    "cost_usd": pl.Float64(),
+    "note": pl.String(),
+}
+
 # ---- costs ----
 
 # What judging cost, summed over rows of judge_scores; the daily and monthly rollups share these.
@@ -624,6 +671,8 @@ TABLES: dict[str, Table] = {
     "imported_judgments": Table(IMPORTED_JUDGMENT_SCHEMA, "one verdict produced elsewhere, with its source"),
     "experiment_results": Table(EXPERIMENT_RESULT_SCHEMA, "per experiment, metric and variant: the analysis"),
     "alerts": Table(ALERT_SCHEMA, "one evaluator-day whose mean score regressed against its baseline"),
+    "anchor_verdicts": Table(ANCHOR_VERDICT_SCHEMA, "one anchor item's verdict in one drift check of an evaluator"),
+    "judge_drift": Table(JUDGE_DRIFT_SCHEMA, "one drift check of an evaluator's anchors against its previous check"),
     "benchmark_cases": Table(BENCHMARK_CASE_SCHEMA, "one model output for one benchmark case and its scores"),
     "benchmark_results": Table(BENCHMARK_RESULT_SCHEMA, "one metric of a task, group or suite for one model"),
     "leaderboard": Table(LEADERBOARD_SCHEMA, "one model's rank in one suite"),

@@ -55,10 +55,18 @@ def human_truth(config: EvaluatorConfig, annotations: pl.DataFrame, cache: dict 
     reference = human_reference(annotations, options.task, options.criterion, cache).filter(
         pl.col("trace_id").is_not_null()
     )
-    label = pl.col("label").cast(pl.String).str.to_lowercase()
+    score, passed = verdict_values(config, pl.col("label"), pl.col("value"))
+    return reference.select("trace_id", score.alias("score"), passed.alias("passed"))
+
+
+def verdict_values(config: EvaluatorConfig, label: pl.Expr, value: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(score, passed) in the judge's terms of a verdict given outside the judge (a human label, an anchor's
+    expected verdict): a rating `value` on the score_scale normalized to 0..1; a `true` / `false` label as 1 / 0
+    (score and passed); a categorical label as the score the evaluator maps it to. Null where it is none of these."""
+    label = label.cast(pl.String).str.strip_chars().str.to_lowercase()
     if config.judge_mode.agreement == "scores":
         scale = config.score_scale
-        score = (pl.col("value") - scale.min) / (scale.max - scale.min)
+        score = (value - scale.min) / (scale.max - scale.min)
         passed = pl.lit(None, pl.Float64)
     elif config.judge_mode.vote_column == "passed":
         passed = pl.when(label == "true").then(1.0).when(label == "false").then(0.0)
@@ -67,7 +75,7 @@ def human_truth(config: EvaluatorConfig, annotations: pl.DataFrame, cache: dict 
         mapping = {k.lower(): v for k, v in (config.labels or {}).items()}
         score = label.replace_strict(mapping, default=None, return_dtype=pl.Float64)
         passed = pl.lit(None, pl.Float64)
-    return reference.select("trace_id", score.cast(pl.Float64).alias("score"), passed.cast(pl.Float64).alias("passed"))
+    return score.cast(pl.Float64), passed.cast(pl.Float64)
 
 
 def split_labelled(values: pl.DataFrame, human: pl.DataFrame, field: str) -> tuple[np.ndarray, ...]:

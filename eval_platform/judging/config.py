@@ -23,6 +23,7 @@ from eval_platform.judging.modes.n_wise import NWiseOptions
 from eval_platform.judging.modes.pairwise import PairwiseOptions
 from eval_platform.judging.options import (
     BATCH_REFUSED,
+    AnchorOptions,
     BatchOptions,
     FewShotExample,
     HumanAgreementOptions,
@@ -95,6 +96,7 @@ class EvaluatorConfig(_Strict):
     few_shot: list[FewShotExample] = Field(default_factory=list)
     output_schema: dict[str, Any] | None = Field(None, description="JSON Schema every reply must satisfy.")
     human_agreement: HumanAgreementOptions | None = None
+    anchors: AnchorOptions | None = None
     request_confidence: bool = Field(False, description="Ask the judge for a confidence in 0..1 with each verdict.")
     min_confidence: float = Field(0.5, ge=0, le=1, description="Reported confidence below this flags the row.")
     trigger: Trigger = "all"
@@ -433,6 +435,7 @@ NON_VERDICT_FIELDS = (
     "api_base",
     "api_key_env",
     "human_agreement",
+    "anchors",  # what the drift check judges, not how any trace is judged
     "model",
     "models",
     "local_judge",
