@@ -1,4 +1,5 @@
-"""A static HTML report of what the warehouse holds: judging over time, agreement, experiments, leaderboard.
+"""A static HTML report of what the warehouse holds: judging over time, agreement, experiments, leaderboard, and
+judge drift when an evaluator has anchors.
 
 One self-contained file (`reports/report.html` under the data root): plots are matplotlib PNGs inlined as
 data URLs and tables are plain HTML, so it opens from disk, mails as an attachment and needs no network.
@@ -284,6 +285,34 @@ def _leaderboard(conn, plots: list[str]) -> str:
     return "".join(parts) + _table(rows, columns)
 
 
+def _drift(conn) -> str | None:
+    """Every anchor check (judge drift) with its shift from the previous check; None when no evaluator has anchors
+    checked (the section is then left out rather than shown empty)."""
+    columns = [
+        "evaluator",
+        "checked_at",
+        "trigger",
+        "provider_model",
+        "n_completed",
+        "expected_agreement",
+        "n_paired",
+        "agreement",
+        "mean_shift",
+        "shift_ci_low",
+        "shift_ci_high",
+        "p_value",
+        "significant",
+    ]
+    rows = _query(conn, f"SELECT {', '.join(columns)} FROM judge_drift ORDER BY evaluator, checked_at")
+    if not rows:
+        return None
+    for row in rows:
+        row["checked_at"] = row["checked_at"].strftime("%Y-%m-%d %H:%M UTC")
+        if row["significant"]:
+            row["significant"] = "DRIFT"
+    return _table(rows, columns)
+
+
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
     "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
@@ -302,6 +331,9 @@ def build_report(root: Path) -> ReportSummary:
             "Experiments (difference to control, 95% CI)": _experiments(conn, plots),
             "Benchmarks (leaderboard)": _leaderboard(conn, plots),
         }
+        drift = _drift(conn)
+        if drift is not None:
+            sections["Judge drift (anchor checks against the previous check)"] = drift
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join(f"<h2>{html.escape(title)}</h2>{content}" for title, content in sections.items())
     page = (
