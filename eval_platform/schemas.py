@@ -462,6 +462,11 @@ ALERT_SCHEMA: dict[str, pl.DataType] = {
     "severity": pl.String(),
     "message": pl.String(),
     "detected_at": UTC_TS,
+    # issue 21: the day's human-calibrated (prediction-powered) mean score, where humans labelled some of its traces
+    "human_n": pl.Int64(),
+    "ppi_mean": pl.Float64(),
+    "ppi_ci_low": pl.Float64(),
+    "ppi_ci_high": pl.Float64(),
 }
 
 # ---- judge drift (`judging.drift`) ----

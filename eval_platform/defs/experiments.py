@@ -125,7 +125,7 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
     )  # a relative score's mean says nothing
 
     @dg.asset(
-        deps=[judge_scores],
+        deps=[judge_scores, human_annotations],
         automation_condition=REFRESH_AFTER_UPDATES,
         kinds={"duckdb", "parquet"},
         group_name="monitoring",
@@ -140,10 +140,13 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
     def alerts(context: dg.AssetExecutionContext, config: AlertsConfig, warehouse: WarehouseResource):
         """Quality regressions: for each evaluator (pairwise and n_wise excepted) and trace day, the day's mean
         final score against the previous `baseline_days` days (Welch's t-test); a significantly lower day is an
-        alert row. The check `no_quality_regression` (WARN) fails when an evaluator's latest day has an alert.
-        View `alerts`."""
+        alert row, with the day's human-calibrated mean beside it where humans labelled some of its traces. The
+        check `no_quality_regression` (WARN) fails when an evaluator's latest day has an alert. View `alerts`."""
         root = warehouse.root
         scores = read_final_scores(root, monitored)
+        labelled = [name for name in monitored if calibrated_fields(evaluators[name])]
+        annotations = read_partition(root, "human_annotations", {}) if labelled else None
+        human = {name: human_truth(evaluators[name], annotations) for name in labelled if annotations is not None}
         frame = regressions(
             scores,
             evaluators=monitored,
@@ -151,6 +154,7 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             alpha=config.alpha,
             min_n=config.min_n,
             baseline_days_by_evaluator=config.baseline_days_by_evaluator,
+            human=human,
         )
         write_partition(root, "alerts", {}, frame)
         refresh(root)
