@@ -199,6 +199,11 @@ class EvaluatorConfig(_Strict):
     def _consistent(self) -> EvaluatorConfig:
         self._check_models()
         self._check_mode_options()
+        if self.anchors is not None and (self.judge_mode.relative or self.check is not None):
+            raise ValueError(
+                "anchors: judge drift compares one verdict per anchor item; a pairwise or n_wise evaluator's score is "
+                "relative to its candidates, and a check evaluator has no model to drift. Remove `anchors`."
+            )
         if self.trigger == "sampled" and self.sample_rate is None:
             raise ValueError("trigger 'sampled' needs sample_rate (a fraction in (0, 1])")
         if self.trigger != "sampled" and self.sample_rate is not None:

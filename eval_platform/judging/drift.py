@@ -31,8 +31,6 @@ from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import ANCHOR_VERDICT_SCHEMA, COMPLETED, JUDGE_DRIFT_SCHEMA, conform
 from eval_platform.stats.paired import paired_shift
 
-TRIGGERS = ("first", "config_changed", "model_changed", "schedule", "manual")
-
 
 def anchor_traces(root: Path, config: EvaluatorConfig) -> tuple[pl.DataFrame, str]:
     """The anchors as traces to judge (trace_id = case_id) with their expected verdict text, and the dataset's

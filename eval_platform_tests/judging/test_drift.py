@@ -110,3 +110,16 @@ def test_what_calls_for_a_check(local_judge):
     assert needs_check(config, history, "m1") is None
     assert needs_check(config, history, "m2") == "model_changed"  # the provider moved the model under the name
     assert needs_check(evaluator(local_judge, "echo/input"), history, "m1") == "config_changed"
+
+
+def test_anchors_on_a_relative_or_model_free_evaluator_are_refused():
+    with pytest.raises(ValueError, match="anchors: judge drift compares one verdict"):
+        EvaluatorConfig.model_validate(
+            {
+                "name": "prefer",
+                "mode": "pairwise",
+                "model": "openai/x",
+                "prompt": "{{output_a}} {{output_b}}",
+                "anchors": {"dataset": "d", "version": 1},
+            }
+        )
