@@ -19,6 +19,7 @@ from eval_platform.defs.datasets import (
     dataset_versions,
     new_dataset_files_sensor,
 )
+from eval_platform.defs.drift import build_judge_drift
 from eval_platform.defs.experiments import build_alerts, build_experiment_results
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.report import build_report_asset
@@ -49,11 +50,14 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     experiments = load_experiments(
         root / "experiments", evaluators, broken=broken_experiments, broken_evaluators=broken_evaluators
     )
-    experiment_results = build_experiment_results(experiments, judge_scores, broken=broken_experiments)
+    experiment_results = build_experiment_results(
+        experiments, judge_scores, broken=broken_experiments, evaluators=evaluators
+    )
     alerts = build_alerts(evaluators, judge_scores)
+    drift = build_judge_drift(evaluators, judge_scores)  # empty unless an evaluator declares anchors
     benchmark_assets, _broken_suites = build_benchmarks(root, evaluators)
     leaderboard = next(a for a in benchmark_assets if a.key == dg.AssetKey("leaderboard"))
-    report = build_report_asset([judge_scores, agreement, experiment_results, leaderboard])
+    report = build_report_asset([judge_scores, agreement, experiment_results, leaderboard, *drift.assets])
     return dg.Definitions(
         assets=[
             traces,
@@ -68,15 +72,17 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             app_cost_daily,
             experiment_results,
             alerts,
+            *drift.assets,
             *benchmark_assets,
             report,
         ],
-        jobs=[traces_job, dataset_job],
-        schedules=[daily_ingest_schedule],
+        jobs=[traces_job, dataset_job, *drift.jobs],
+        schedules=[daily_ingest_schedule, *drift.schedules],
         sensors=[
             new_trace_files_sensor,
             new_dataset_files_sensor,
             benchmark_models_sensor,
+            *drift.sensors,
             dg.AutomationConditionSensorDefinition(
                 "judge_scores_automation",
                 target=dg.AssetSelection.all(),

@@ -1,4 +1,5 @@
-"""A static HTML report of what the warehouse holds: judging over time, agreement, experiments, leaderboard.
+"""A static HTML report of what the warehouse holds: judging over time, agreement, experiments, leaderboard, and
+judge drift when an evaluator has anchors.
 
 One self-contained file (`reports/report.html` under the data root): plots are matplotlib PNGs inlined as
 data URLs and tables are plain HTML, so it opens from disk, mails as an attachment and needs no network.
@@ -25,6 +26,7 @@ from eval_platform.settings import duckdb_path
 from eval_platform.storage.warehouse import open_catalog
 
 REPORT_FILE = Path("reports") / "report.html"
+CALIBRATED_COLUMNS = ["human_n", "ppi_mean", "ppi_ci_low", "ppi_ci_high"]
 HALF_DAY = timedelta(hours=12)
 
 
@@ -77,11 +79,25 @@ def daily_judging(conn) -> tuple[list[dict[str, Any]], dict[tuple[str, str], flo
         (r["evaluator"], r["date"]): r["spend"]
         for r in _query(conn, "SELECT evaluator, date, sum(cost_usd) AS spend FROM judge_scores GROUP BY ALL")
     }
+    # The human-calibrated mean of the day beside the judge's own (agreement section `calibrated`).
+    calibrated = {
+        (r["evaluator"], r["date"]): r
+        for r in _query(
+            conn,
+            "SELECT subject AS evaluator, period_start AS date, max(n) FILTER (statistic = 'ppi_mean') AS human_n, "
+            + ", ".join(f"max(value) FILTER (statistic = '{s}') AS {s}" for s in CALIBRATED_COLUMNS[1:])
+            + " FROM agreement WHERE section = 'calibrated' AND period = 'day' GROUP BY ALL",
+        )
+    }
+    for row in daily:
+        found = calibrated.get((row["evaluator"], row["date"]), {})
+        row.update({c: found.get(c) for c in CALIBRATED_COLUMNS})
     return daily, costs
 
 
 def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str], float | None]):
-    """One row of panels per evaluator: daily mean score, FAILED rate and judge cost over the scored days."""
+    """One row of panels per evaluator: daily mean score (and its human-calibrated mean with its interval, where
+    humans labelled some of the day's traces), FAILED rate and judge cost over the scored days."""
     from matplotlib.figure import Figure
 
     evaluators = sorted({r["evaluator"] for r in daily})
@@ -103,6 +119,23 @@ def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str], flo
             if points:
                 # a marker per day while days can be told apart; past a month they would merge into a bar
                 ax.plot([p[0] for p in points], [p[1] for p in points], marker="o" if len(points) <= 31 else None)
+            calibrated = [(d, r) for d, r in zip(days, mine, strict=True) if r.get("ppi_mean") is not None]
+            if j == 0 and calibrated:
+                centres = [r["ppi_mean"] for _, r in calibrated]
+                errors = [
+                    [c - r["ppi_ci_low"] for c, (_, r) in zip(centres, calibrated, strict=True)],
+                    [r["ppi_ci_high"] - c for c, (_, r) in zip(centres, calibrated, strict=True)],
+                ]
+                ax.errorbar(
+                    [d for d, _ in calibrated],
+                    centres,
+                    yerr=errors,
+                    fmt="s",
+                    capsize=2,
+                    color="tab:green",
+                    label="human-calibrated (PPI, 95% CI)",
+                )
+                ax.legend(fontsize=6)
             _date_axis(ax, days)
             ax.set_title(f"{name}: {label}", fontsize=9)
             ax.tick_params(labelsize=7)
@@ -141,9 +174,8 @@ def _judging(conn, plots: list[str]) -> tuple[str, int]:
         judged = row["completed"] + row["failed"]
         row["failed_rate"] = row["failed"] / judged if judged else None
         row["cost_usd"] = costs.get((row["evaluator"], row["date"]))
-    table = _table(
-        daily, ["evaluator", "date", "mean_score", "completed", "failed", "skipped", "failed_rate", "cost_usd"]
-    )
+    columns = ["evaluator", "date", "mean_score", *CALIBRATED_COLUMNS]
+    table = _table(daily, [*columns, "completed", "failed", "skipped", "failed_rate", "cost_usd"])
     return plots[-1] + table, len({r["evaluator"] for r in daily})
 
 
@@ -253,6 +285,34 @@ def _leaderboard(conn, plots: list[str]) -> str:
     return "".join(parts) + _table(rows, columns)
 
 
+def _drift(conn) -> str | None:
+    """Every anchor check (judge drift) with its shift from the previous check; None when no evaluator has anchors
+    checked (the section is then left out rather than shown empty)."""
+    columns = [
+        "evaluator",
+        "checked_at",
+        "trigger",
+        "provider_model",
+        "n_completed",
+        "expected_agreement",
+        "n_paired",
+        "agreement",
+        "mean_shift",
+        "shift_ci_low",
+        "shift_ci_high",
+        "p_value",
+        "significant",
+    ]
+    rows = _query(conn, f"SELECT {', '.join(columns)} FROM judge_drift ORDER BY evaluator, checked_at")
+    if not rows:
+        return None
+    for row in rows:
+        row["checked_at"] = row["checked_at"].strftime("%Y-%m-%d %H:%M UTC")
+        if row["significant"]:
+            row["significant"] = "DRIFT"
+    return _table(rows, columns)
+
+
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
     "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
@@ -271,6 +331,9 @@ def build_report(root: Path) -> ReportSummary:
             "Experiments (difference to control, 95% CI)": _experiments(conn, plots),
             "Benchmarks (leaderboard)": _leaderboard(conn, plots),
         }
+        drift = _drift(conn)
+        if drift is not None:
+            sections["Judge drift (anchor checks against the previous check)"] = drift
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join(f"<h2>{html.escape(title)}</h2>{content}" for title, content in sections.items())
     page = (

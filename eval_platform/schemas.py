@@ -440,6 +440,16 @@ EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "target_effect": _F,
     "required_n": _I,
     "power": _F,
+    # issue 21, human-calibrated (prediction-powered) figures (`experiments.calibrated`)
+    "human_n": _I,
+    "ppi_mean": _F,
+    "ppi_ci_low": _F,
+    "ppi_ci_high": _F,
+    "human_n_control": _I,
+    "ppi_mean_control": _F,
+    "ppi_difference": _F,
+    "ppi_diff_ci_low": _F,
+    "ppi_diff_ci_high": _F,
 }
 
 # A day whose mean judge score fell significantly below the evaluator's trailing baseline.
@@ -463,6 +473,58 @@ ALERT_SCHEMA: dict[str, pl.DataType] = {
     "severity": pl.String(),
     "message": pl.String(),
     "detected_at": UTC_TS,
+    # issue 21: the day's human-calibrated (prediction-powered) mean score, where humans labelled some of its traces
+    "human_n": pl.Int64(),
+    "ppi_mean": pl.Float64(),
+    "ppi_ci_low": pl.Float64(),
+    "ppi_ci_high": pl.Float64(),
+}
+
+# ---- judge drift (`judging.drift`) ----
+
+# One anchor item's verdict in one drift check of an evaluator.
+ANCHOR_VERDICT_SCHEMA: dict[str, pl.DataType] = {
+    "evaluator": pl.String(),
+    "check_id": pl.String(),
+    "checked_at": UTC_TS,
+    "config_hash": pl.String(),
+    "provider_model": pl.String(),
+    "case_id": pl.String(),
+    "status": pl.String(),
+    "reason": pl.String(),
+    "score": pl.Float64(),  # null unless COMPLETED
+    "expected_score": pl.Float64(),  # the anchor's expected verdict in the judge's terms (0..1)
+    "cost_usd": pl.Float64(),
+}
+
+# One drift check of an evaluator's anchors, compared with its previous check.
+JUDGE_DRIFT_SCHEMA: dict[str, pl.DataType] = {
+    "evaluator": pl.String(),
+    "check_id": pl.String(),
+    "checked_at": UTC_TS,
+    "trigger": pl.String(),  # first | config_changed | model_changed | schedule | manual
+    "config_hash": pl.String(),
+    "provider_model": pl.String(),
+    "dataset": pl.String(),  # name@vN (sha256 prefix)
+    "n_anchors": pl.Int64(),
+    "n_completed": pl.Int64(),
+    "n_failed": pl.Int64(),
+    "mean_score": pl.Float64(),
+    "expected_agreement": pl.Float64(),  # share of completed anchors whose verdict equals the expected one
+    "expected_mae": pl.Float64(),
+    "previous_check_id": pl.String(),
+    "previous_config_hash": pl.String(),
+    "previous_provider_model": pl.String(),
+    "n_paired": pl.Int64(),  # anchors completed in both checks
+    "agreement": pl.Float64(),  # share of paired anchors with equal verdicts
+    "mean_shift": pl.Float64(),  # mean(current − previous) over paired anchors
+    "shift_ci_low": pl.Float64(),  # paired t interval at 1 − alpha
+    "shift_ci_high": pl.Float64(),
+    "p_value": pl.Float64(),
+    "alpha": pl.Float64(),
+    "significant": pl.Boolean(),  # p < alpha: the WARN check `no_judge_drift` fails
+    "cost_usd": pl.Float64(),
+    "note": pl.String(),
 }
 
 # ---- costs ----
@@ -559,19 +621,20 @@ BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "name": pl.String(),  # the task's or group's name; the suite's own name at level 'suite'
     "model": pl.String(),
     "metric": pl.String(),
-    "aggregate": pl.String(),  # mean (task) | macro | micro
+    "aggregate": pl.String(),  # mean | corpus (task) | macro | micro
     "value": pl.Float64(),
     "stderr": pl.Float64(),
     "ci_low": pl.Float64(),
     "ci_high": pl.Float64(),
     "n": pl.Int64(),  # cases with a value
-    "n_failed": pl.Int64(),  # cases with no value and a FAILED row
+    "n_failed": pl.Int64(),  # cases with no value and a FAILED row (pass@k rows: also those with < k scored samples)
     "n_skipped": pl.Int64(),  # cases all of whose rows were SKIPPED
     "cost_usd": pl.Float64(),
     "datasets": pl.String(),  # dataset@vN (sha256 prefix), every one the row covers
     "task_config_hash": pl.String(),
     "scorer_config_hash": pl.String(),
     "computed_at": UTC_TS,
+    "k": pl.Int64(),  # samples per case of a `<metric>.pass@k` / `<metric>.pass^k` row; null for other rows
 }
 
 LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
@@ -624,6 +687,8 @@ TABLES: dict[str, Table] = {
     "imported_judgments": Table(IMPORTED_JUDGMENT_SCHEMA, "one verdict produced elsewhere, with its source"),
     "experiment_results": Table(EXPERIMENT_RESULT_SCHEMA, "per experiment, metric and variant: the analysis"),
     "alerts": Table(ALERT_SCHEMA, "one evaluator-day whose mean score regressed against its baseline"),
+    "anchor_verdicts": Table(ANCHOR_VERDICT_SCHEMA, "one anchor item's verdict in one drift check of an evaluator"),
+    "judge_drift": Table(JUDGE_DRIFT_SCHEMA, "one drift check of an evaluator's anchors against its previous check"),
     "benchmark_cases": Table(BENCHMARK_CASE_SCHEMA, "one model output for one benchmark case and its scores"),
     "benchmark_results": Table(BENCHMARK_RESULT_SCHEMA, "one metric of a task, group or suite for one model"),
     "leaderboard": Table(LEADERBOARD_SCHEMA, "one model's rank in one suite"),

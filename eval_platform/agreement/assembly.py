@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 
+from eval_platform.agreement.calibration import calibrated
 from eval_platform.agreement.humans import inter_annotator
 from eval_platform.agreement.judge_rows import (
     JudgeVerdicts,
@@ -49,6 +50,7 @@ def compute(
         own = read_evaluator(scores, name, config.mode)
         if config.human_agreement is not None and not own.is_empty():
             judge_vs_human(config, own, annotations, rows, trailing_days, cache)
+            calibrated(config, own, annotations, rows, trailing_days, cache)
         if config.judge_mode.agreement == "preference" and not own.is_empty():
             position(config, own, rows, trailing_days)
         verdicts[name] = JudgeVerdicts.of(config.mode, own)

@@ -13,7 +13,8 @@ from eval_platform.schemas import JUDGE_SCORE_SCHEMA, empty_frame
 
 SLOT = ["trace_id", "trace_id_b"]  # what a verdict is about: a trace, or a pair of traces (B side; null for one trace)
 # What each kind of comparison (`JudgeMode.agreement`) reads besides the vote column.
-EXTRA_COLUMNS = {"scores": ["score", "raw_score"], "labels": [], "preference": ["verdict_ab", "verdict_ba"]}
+# Labels read `score` too: the calibrated means (`calibration`) correct it with the human labels.
+EXTRA_COLUMNS = {"scores": ["score", "raw_score"], "labels": ["score"], "preference": ["verdict_ab", "verdict_ba"]}
 ScoreSource = pl.DataFrame | pl.LazyFrame | Mapping[str, pl.LazyFrame]
 
 

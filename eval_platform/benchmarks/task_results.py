@@ -20,24 +20,77 @@ from eval_platform.benchmarks.results import (
 from eval_platform.ingest.datasets import expected_value
 from eval_platform.schemas import BENCHMARK_RESULT_SCHEMA, COMPLETED, FAILED, SKIPPED
 from eval_platform.scoring import registry
+from eval_platform.stats.repeated import pass_at_k, pass_hat_k
+
+
+def _metric_values(frame: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """(case_id, sample, value): the metric's value on each COMPLETED row that has one."""
+    return (
+        frame.filter(pl.col("status") == COMPLETED)
+        .select(
+            "case_id",
+            "sample",
+            pl.col("scores").list.eval(pl.element().filter(pl.element().struct.field("metric") == metric)).alias("s"),
+        )
+        .explode("s")
+        .select("case_id", "sample", pl.col("s").struct.field("value").alias("value"))
+        .drop_nulls("value")
+    )
 
 
 def per_case_values(frame: pl.DataFrame, metric: str) -> dict[str, float]:
     """case_id -> the metric's mean over the case's scored rows (samples, presentation orders)."""
     if frame.is_empty():
         return {}
-    long = (
-        frame.filter(pl.col("status") == COMPLETED)
-        .select(
-            "case_id",
-            pl.col("scores").list.eval(pl.element().filter(pl.element().struct.field("metric") == metric)).alias("s"),
-        )
-        .explode("s")
-        .select("case_id", pl.col("s").struct.field("value").alias("value"))
-        .drop_nulls("value")
-    )
-    means = long.group_by("case_id").agg(pl.col("value").mean()).sort("case_id")
+    means = _metric_values(frame, metric).group_by("case_id").agg(pl.col("value").mean()).sort("case_id")
     return dict(zip(means["case_id"].to_list(), means["value"].to_list(), strict=True))
+
+
+def per_case_right(frame: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per case (sorted by case_id): its scored samples n and the right ones c. A sample is right when the metric
+    gives it full marks (its mean over presentation orders is 1); FAILED samples are not scored, so not counted."""
+    if frame.is_empty():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    samples = _metric_values(frame, metric).group_by("case_id", "sample").agg(pl.col("value").mean())
+    cases = (
+        samples.group_by("case_id").agg(pl.len().alias("n"), (pl.col("value") >= 1.0).sum().alias("c")).sort("case_id")
+    )
+    return cases["n"].to_numpy().astype(np.int64), cases["c"].to_numpy().astype(np.int64)
+
+
+def repeated_sample_rows(frame: pl.DataFrame, task: Task, mean_rows: dict[str, dict], seed: int = 0) -> list[dict]:
+    """For a task with `samples` k > 1, per per-case scorer two more rows beside its own (`mean_rows`: metric ->
+    row): metrics `<metric>.pass@k` and `<metric>.pass^k` (column `k`; a query on the metric's own name still
+    finds one row per task), the mean over cases with k scored samples of each case's
+    unbiased estimate, with its 95% interval (`results.summarize`). `n` counts those cases; a case with some but
+    fewer scored samples is left out and counted in `n_failed` with the cases that have none."""
+    k = task.samples
+    if k < 2:
+        return []
+    out = []
+    for spec in task.scorers:
+        if registry.SCORERS[spec.name].task_level:
+            continue  # a corpus statistic has no per-sample right or wrong
+        n, c = per_case_right(frame, spec.metric_name)
+        complete = n >= k
+        for name, estimator in ((f"pass@{k}", pass_at_k), (f"pass^{k}", pass_hat_k)):
+            summary = summarize(estimator(n[complete], c[complete], k), seed=seed)
+            own = mean_rows[spec.metric_name]
+            out.append(
+                {
+                    **own,
+                    "metric": f"{spec.metric_name}.{name}",
+                    "aggregate": "mean",
+                    "value": summary.value,
+                    "stderr": summary.stderr,
+                    "ci_low": summary.ci_low,
+                    "ci_high": summary.ci_high,
+                    "n": int(complete.sum()),
+                    "n_failed": own["n_failed"] + int((~complete).sum()),
+                    "k": k,
+                }
+            )
+    return out
 
 
 def case_counts(frame: pl.DataFrame, metric: str) -> tuple[int, int, int]:
@@ -100,6 +153,8 @@ def task_results(
                 "computed_at": now,
             }
         )
+    if out:  # repeated samples: flakiness rows of their own metric names, after the scorers' rows
+        out += repeated_sample_rows(frame, task, {row["metric"]: row for row in out}, seed)
     return pl.DataFrame(out, schema=BENCHMARK_RESULT_SCHEMA)
 
 

@@ -6,6 +6,8 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
+from eval_platform.agreement.calibration import calibrated_fields, human_truth
+from eval_platform.defs.annotations import human_annotations
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
@@ -41,22 +43,29 @@ EXPERIMENT_RESULTS_DOC = (
     "and/or the Bayesian posterior, or the always-valid sequential test read per day; Holm or Benjamini-Hochberg "
     "across treatments x metrics; Cohen's d, the minimum detectable effect and the sample needed, guardrail "
     "verdicts, a recommendation); for a pairwise evaluator, "
-    "win rates with Wilson intervals and a Bradley–Terry ranking. An experiment whose file, or an evaluator file it "
+    "win rates with Wilson intervals and a Bradley–Terry ranking; where humans labelled some traces of an evaluator "
+    "with a `human_agreement` task, the prediction-powered (human-calibrated) means and difference beside the judge's. "
+    "An experiment whose file, or an evaluator file it "
     "names, no longer loads keeps its last rows, flagged `stale` with the error in `stale_reason`. "
     "View `experiment_results`."
 )
 
 
 def build_experiment_results(
-    experiments: dict[str, ExperimentConfig], judge_scores: dg.AssetsDefinition, broken: dict[str, str] | None = None
+    experiments: dict[str, ExperimentConfig],
+    judge_scores: dg.AssetsDefinition,
+    broken: dict[str, str] | None = None,
+    evaluators: dict[str, EvaluatorConfig] | None = None,
 ) -> dg.AssetsDefinition:
     needed = sorted(
         {m.evaluator for e in experiments.values() for _, m in e.metrics}
         | {e.pairwise_evaluator for e in experiments.values() if e.pairwise_evaluator}
     )
 
+    calibrated = {name: (evaluators or {})[name] for name in needed if calibrated_fields((evaluators or {}).get(name))}
+
     @dg.asset(
-        deps=[judge_scores, traces],
+        deps=[judge_scores, traces, human_annotations],
         automation_condition=REFRESH_AFTER_UPDATES,
         kinds={"duckdb", "parquet"},
         group_name="experiments",
@@ -65,7 +74,11 @@ def build_experiment_results(
     )
     def experiment_results(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         root = warehouse.root
-        frame = analyze(experiments.values(), read_final_scores(root, needed), read_trace_variants(root))
+        annotations = read_partition(root, "human_annotations", {}) if calibrated else None
+        human = {
+            name: human_truth(config, annotations) for name, config in calibrated.items() if annotations is not None
+        }
+        frame = analyze(experiments.values(), read_final_scores(root, needed), read_trace_variants(root), human=human)
         # An experiment whose file (or an evaluator file it names) broke keeps its last rows, flagged stale.
         unavailable = {Path(file).stem: error for file, error in (broken or {}).items()}
         frame = keep_stale_rows(frame, read_partition(root, "experiment_results", {}), unavailable)
@@ -114,7 +127,7 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
     )  # a relative score's mean says nothing
 
     @dg.asset(
-        deps=[judge_scores],
+        deps=[judge_scores, human_annotations],
         automation_condition=REFRESH_AFTER_UPDATES,
         kinds={"duckdb", "parquet"},
         group_name="monitoring",
@@ -129,10 +142,13 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
     def alerts(context: dg.AssetExecutionContext, config: AlertsConfig, warehouse: WarehouseResource):
         """Quality regressions: for each evaluator (pairwise and n_wise excepted) and trace day, the day's mean
         final score against the previous `baseline_days` days (Welch's t-test); a significantly lower day is an
-        alert row. The check `no_quality_regression` (WARN) fails when an evaluator's latest day has an alert.
-        View `alerts`."""
+        alert row, with the day's human-calibrated mean beside it where humans labelled some of its traces. The
+        check `no_quality_regression` (WARN) fails when an evaluator's latest day has an alert. View `alerts`."""
         root = warehouse.root
         scores = read_final_scores(root, monitored)
+        labelled = [name for name in monitored if calibrated_fields(evaluators[name])]
+        annotations = read_partition(root, "human_annotations", {}) if labelled else None
+        human = {name: human_truth(evaluators[name], annotations) for name in labelled if annotations is not None}
         frame = regressions(
             scores,
             evaluators=monitored,
@@ -140,6 +156,7 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             alpha=config.alpha,
             min_n=config.min_n,
             baseline_days_by_evaluator=config.baseline_days_by_evaluator,
+            human=human,
         )
         write_partition(root, "alerts", {}, frame)
         refresh(root)

@@ -57,6 +57,11 @@ Columns of `experiment_results` (null where they do not apply to the row's kind)
   after the `multiple_comparisons` rule; `significance_rule`: the rule that decided `significant`, in words.
 - `always_valid_p_value`, `cs_low`, `cs_high` (null while unbounded), `sequential_looks` (`method: sequential`).
 - `mde`, `target_effect`, `required_n`, `power` (comparison rows): planning (`eval_platform.experiments.planning`).
+- Human-calibrated (`experiments.calibrated`; null unless the metric's evaluator names a `human_agreement` task
+  with labels on some of the experiment's traces): `human_n`, the variant's (comparison: the treatment's) traces
+  with a human label; `ppi_mean`, `ppi_ci_low`, `ppi_ci_high`, its prediction-powered mean and interval at
+  1 − alpha; comparison rows also `human_n_control`, `ppi_mean_control`, and `ppi_difference`, `ppi_diff_ci_low`,
+  `ppi_diff_ci_high` (treatment − control). Reported beside the judge-only figures; decisions do not use them.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 
+from eval_platform.experiments.calibrated import add_calibrated
 from eval_platform.experiments.comparisons import (
     comparison_row,
     decide_with_correction,
@@ -83,21 +89,25 @@ def experiment_results(
     scores: pl.DataFrame,
     traces: pl.DataFrame,
     computed_at: datetime | None = None,
+    human: dict[str, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """The `experiment_results` table for every experiment (see the module docstring for its columns).
 
     `scores` has `judge_scores` columns (at least evaluator, date, trace_id, trace_id_b, is_final, status, score,
-    passed, winner, experiment_id, variant); `traces` has trace_id, experiment_id and variant.
+    passed, winner, experiment_id, variant); `traces` has trace_id, experiment_id and variant. `human`: per
+    evaluator, its human labels (`agreement.calibration.human_truth`) for the calibrated columns.
     """
     final = scores.filter(FINAL_COMPLETED)
-    frames = [analyze_experiment(config, final, traces) for config in experiments]
+    frames = [analyze_experiment(config, final, traces, human) for config in experiments]
     if not frames:
         return conform(pl.DataFrame(), EXPERIMENT_RESULT_SCHEMA)
     stamp = pl.lit(computed_at or datetime.now(UTC), dtype=UTC_TS).alias("computed_at")
     return pl.concat(frames).with_columns(stamp)
 
 
-def analyze_experiment(config: ExperimentConfig, scores: pl.DataFrame, traces: pl.DataFrame) -> pl.DataFrame:
+def analyze_experiment(
+    config: ExperimentConfig, scores: pl.DataFrame, traces: pl.DataFrame, human: dict[str, pl.DataFrame] | None = None
+) -> pl.DataFrame:
     """All rows of one experiment: variant and comparison rows per metric, then the pairwise rows."""
     rows: list[dict] = []
     days: list[str | None] = []
@@ -121,6 +131,7 @@ def analyze_experiment(config: ExperimentConfig, scores: pl.DataFrame, traces: p
         pairs = pairwise_verdicts(config, scores, traces)
         days += [pairs["date"].min(), pairs["date"].max()]
         rows += pairwise_rows(config, pairs)
+    add_calibrated(config, scores, rows, human or {})
     days = [d for d in days if d is not None]
     start = str(config.start_date) if config.start_date else min(days, default=None)
     end = str(config.end_date) if config.end_date else max(days, default=None)

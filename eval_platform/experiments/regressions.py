@@ -16,6 +16,10 @@ Columns of `alerts` (one row per alert):
 - `cohens_d`: the drop in pooled standard deviations; `severity` from |d|: `high` ≥ 0.8, `medium` ≥ 0.5,
   `low` below.
 - `message`: one line for a notification; `detected_at`: when the table was computed (UTC).
+- `human_n`, `ppi_mean`, `ppi_ci_low`, `ppi_ci_high`: where humans labelled some of the day's traces (the
+  evaluator's `human_agreement` task), the day's prediction-powered mean score and its 1 − alpha interval
+  (`agreement.calibration`), beside the judge's `mean`; null otherwise. The alert itself is decided on the
+  judge's scores.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from datetime import UTC, date, datetime, timedelta
 import numpy as np
 import polars as pl
 
+from eval_platform.agreement.calibration import calibrated_mean
 from eval_platform.schemas import ALERT_SCHEMA, FINAL_COMPLETED, UTC_TS, conform
 from eval_platform.stats.experiments import cohens_d, welch_t_test
 
@@ -49,13 +54,16 @@ def regressions(
     min_n: int = DEFAULT_MIN_N,
     baseline_days_by_evaluator: dict[str, int] | None = None,
     detected_at: datetime | None = None,
+    human: dict[str, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """The `alerts` table: every (evaluator, day) whose mean score dropped significantly below its baseline.
 
     `scores` has `judge_scores` columns (evaluator, date, is_final, status, score); `evaluators` limits the check
-    (None: all); `baseline_days_by_evaluator` overrides the window per evaluator.
+    (None: all); `baseline_days_by_evaluator` overrides the window per evaluator; `human`: per evaluator, its
+    human labels (`agreement.calibration.human_truth`) for the calibrated columns.
     """
     windows = baseline_days_by_evaluator or {}
+    human = human or {}
     alerts = []
     # One loop step per evaluator-day (not per score): the scores stay numpy arrays.
     for (evaluator,), days in daily_scores(scores, evaluators).group_by("evaluator", maintain_order=True):
@@ -66,6 +74,8 @@ def regressions(
         for day, current in by_day.items():
             alert = _compare(evaluator, day, current, by_day, window, alpha, min_n)
             if alert is not None:
+                if evaluator in human:  # alerts are few: the day's rows are read again only for them
+                    alert |= _calibrated(scores, evaluator, day, human[evaluator], alpha)
                 alerts.append(alert)
     frame = pl.DataFrame(alerts, schema={k: v for k, v in ALERT_SCHEMA.items() if k != "detected_at"})
     return conform(
@@ -110,6 +120,18 @@ def _compare(evaluator, day, current, by_day, window, alpha, min_n) -> dict | No
         "cohens_d": effect,
         "severity": severity,
         "message": message,
+    }
+
+
+def _calibrated(scores: pl.DataFrame, evaluator: str, day: str, human: pl.DataFrame, alpha: float) -> dict:
+    day_rows = scores.filter(FINAL_COMPLETED & (pl.col("evaluator") == evaluator) & (pl.col("date") == day))
+    values = day_rows.select("trace_id", pl.col("score").alias("value")).drop_nulls("value")
+    estimate = calibrated_mean(values, human, "score", alpha=alpha)
+    return {
+        "human_n": estimate.n_labelled,
+        "ppi_mean": estimate.mean,
+        "ppi_ci_low": estimate.ci_low,
+        "ppi_ci_high": estimate.ci_high,
     }
 
 

@@ -23,6 +23,7 @@ from eval_platform.judging.modes.n_wise import NWiseOptions
 from eval_platform.judging.modes.pairwise import PairwiseOptions
 from eval_platform.judging.options import (
     BATCH_REFUSED,
+    AnchorOptions,
     BatchOptions,
     FewShotExample,
     HumanAgreementOptions,
@@ -95,6 +96,7 @@ class EvaluatorConfig(_Strict):
     few_shot: list[FewShotExample] = Field(default_factory=list)
     output_schema: dict[str, Any] | None = Field(None, description="JSON Schema every reply must satisfy.")
     human_agreement: HumanAgreementOptions | None = None
+    anchors: AnchorOptions | None = None
     request_confidence: bool = Field(False, description="Ask the judge for a confidence in 0..1 with each verdict.")
     min_confidence: float = Field(0.5, ge=0, le=1, description="Reported confidence below this flags the row.")
     trigger: Trigger = "all"
@@ -197,6 +199,11 @@ class EvaluatorConfig(_Strict):
     def _consistent(self) -> EvaluatorConfig:
         self._check_models()
         self._check_mode_options()
+        if self.anchors is not None and (self.judge_mode.relative or self.check is not None):
+            raise ValueError(
+                "anchors: judge drift compares one verdict per anchor item; a pairwise or n_wise evaluator's score is "
+                "relative to its candidates, and a check evaluator has no model to drift. Remove `anchors`."
+            )
         if self.trigger == "sampled" and self.sample_rate is None:
             raise ValueError("trigger 'sampled' needs sample_rate (a fraction in (0, 1])")
         if self.trigger != "sampled" and self.sample_rate is not None:
@@ -433,6 +440,7 @@ NON_VERDICT_FIELDS = (
     "api_base",
     "api_key_env",
     "human_agreement",
+    "anchors",  # what the drift check judges, not how any trace is judged
     "model",
     "models",
     "local_judge",

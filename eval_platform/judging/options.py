@@ -98,6 +98,27 @@ class HumanAgreementOptions(_Strict):
     )
 
 
+class AnchorOptions(_Strict):
+    """Anchor items: a pinned dataset version with expected verdicts, judged whenever the evaluator's configuration
+    (config hash) or the model its provider reports changes, and on a schedule, to detect judge drift
+    (`judging.drift`; asset `judge_drift`)."""
+
+    dataset: str = Field(description="The dataset (`datasets/<name>/v<N>.<ext>`) holding the anchor items.")
+    version: int = Field(ge=1, description="Its version, pinned: the same anchors every time.")
+    output: str = Field(
+        "metadata.output",
+        description="The case field holding the response the judge sees as {{output}} (`input`, `expected_output` "
+        "or `metadata.<key>`).",
+    )
+    expected: str = Field(
+        "expected_output",
+        description="The case field holding the expected verdict: a score on the score_scale, true / false, or a "
+        "label.",
+    )
+    alpha: float = Field(0.05, gt=0, lt=1, description="Significance level of the paired test of the mean shift.")
+    schedule: str = Field("0 6 * * 1", description="Cron schedule (UTC) of the regular anchor check.")
+
+
 # Providers whose batch API batch mode does not speak, and why (see README "Batch mode").
 BATCH_REFUSED = {
     "vertex_ai": "Vertex AI batch prediction reads its requests from and writes its results to Google Cloud "

@@ -12,6 +12,7 @@ time, the peer's time, and the largest absolute difference between the two resul
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Callable
 
@@ -212,6 +213,7 @@ def main() -> None:
         *_ranking_case(args.comparisons, rng),
         *_sequential_case(args.sequential, rng),
         *_planning_cases(rng),
+        *_calibration_drift_repeat_cases(args.labels // 10, args.comparisons, rng),
     ]
     rows = []
     for name, ours, peer in cases:
@@ -221,6 +223,56 @@ def main() -> None:
         rows.append({"statistic": name, "ours_s": our_seconds, "peer_s": peer_seconds, "max_abs_diff": difference})
     with pl.Config(tbl_rows=-1, fmt_str_lengths=60, tbl_hide_dataframe_shape=True):
         print(pl.DataFrame(rows).with_columns(pl.col("ours_s", "peer_s").round(2)))
+
+
+def _calibration_drift_repeat_cases(n: int, cases: int, rng: np.random.Generator):
+    """Issue 21's statistics beside their peers: the prediction-powered mean (ppi-python), the paired shift of
+    anchor verdicts (scipy's ttest_rel) and pass@k (HumanEval's reference estimator, a loop over cases)."""
+    import ppi_py
+
+    from eval_platform.stats.paired import paired_shift
+    from eval_platform.stats.ppi import ppi_mean
+    from eval_platform.stats.repeated import pass_at_k, pass_hat_k
+
+    truth = rng.beta(4, 3, n)
+    judge = np.clip(truth + 0.08 + rng.normal(0, 0.1, n), 0, 1)
+    labelled = n // 100
+    human, judged, unlabelled = truth[:labelled], judge[:labelled], judge[labelled:]
+
+    def ppi_peer():
+        low, high = ppi_py.ppi_mean_ci(human, judged, unlabelled, alpha=0.05)
+        point = ppi_py.ppi_mean_pointestimate(human, judged, unlabelled)
+        return [float(np.squeeze(v)) for v in (point, low, high)]
+
+    yield (
+        f"PPI++ mean and 95% interval ({labelled:,} human + {n - labelled:,} judge labels)",
+        lambda: (lambda r: (r.mean, r.ci_low, r.ci_high))(ppi_mean(human, judged, unlabelled, alpha=0.05)),
+        ppi_peer,
+    )
+    previous = truth
+    current = np.clip(truth + 0.01 + rng.normal(0, 0.05, n), 0, 1)
+    yield (
+        f"paired mean shift: t, p, interval ({n:,} anchor pairs)",
+        lambda: (lambda r: (r.t, r.p_value, r.ci_low, r.ci_high))(paired_shift(current, previous)),
+        lambda: (lambda r: (r.statistic, r.pvalue, *r.confidence_interval(0.95)))(stats.ttest_rel(current, previous)),
+    )
+    samples = rng.integers(5, 11, cases)
+    right = rng.binomial(samples, rng.random(cases))
+
+    def humaneval(k: int) -> np.ndarray:  # human_eval/evaluation.py's estimator, one case at a time
+        return np.array(
+            [
+                1.0 if s - c < k else 1.0 - np.prod(1.0 - k / np.arange(s - c + 1, s + 1))
+                for s, c in zip(samples, right, strict=True)
+            ]
+        )
+
+    yield f"pass@5 per case ({cases:,} cases)", lambda: pass_at_k(samples, right, 5), lambda: humaneval(5)
+    yield (
+        f"pass^5 per case ({cases:,} cases)",
+        lambda: pass_hat_k(samples, right, 5),
+        lambda: np.array([math.comb(c, 5) / math.comb(s, 5) for s, c in zip(samples, right, strict=True)]),
+    )
 
 
 if __name__ == "__main__":

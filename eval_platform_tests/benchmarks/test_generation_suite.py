@@ -151,8 +151,14 @@ def test_a_passing_gate_runs_the_gated_task_with_its_samples(project, local_judg
     assert query(root, "SELECT status, count(*) FROM benchmark_cases WHERE task = 'careful' GROUP BY ALL") == [
         ("COMPLETED", 150)
     ]
-    (row,) = query(root, "SELECT n, value FROM benchmark_results WHERE name = 'careful'")
+    (row,) = query(root, "SELECT n, value FROM benchmark_results WHERE name = 'careful' AND metric = 'numeric_match'")
     assert row == (50, expected_18() / 50)
+    # three samples a case: pass@3 and pass^3 beside the mean; a model that always says 18 is never flaky
+    flakiness = query(
+        root, "SELECT metric, k, n, value FROM benchmark_results WHERE name = 'careful' AND k IS NOT NULL ORDER BY 1"
+    )
+    right = expected_18() / 50
+    assert flakiness == [("numeric_match.pass@3", 3, 50, right), ("numeric_match.pass^3", 3, 50, right)]
 
 
 def test_every_result_row_names_its_dataset_and_config_hashes(project, local_judge):

@@ -110,3 +110,63 @@ def test_a_corpus_score_over_one_case_has_an_honest_interval():
     value = bleu.from_statistics(stats.sum(0), options)
     summary = summarize_corpus(value, stats, lambda summed: bleu.from_statistics(summed, options))
     assert summary.stderr > 0 and summary.ci_low <= value <= summary.ci_high and summary.ci_high - summary.ci_low > 0.1
+
+
+def test_repeated_samples_report_pass_at_k_and_pass_hat_k_with_intervals():
+    """Four samples per case: a case always right, one right once, one never, one with a FAILED sample (left out
+    of the k-sample rows); the rows have metric names of their own, so a query on the metric finds its mean."""
+    from eval_platform.stats.repeated import pass_at_k, pass_hat_k
+
+    right = {"always": [1, 1, 1, 1], "once": [0, 1, 0, 0], "never": [0, 0, 0, 0], "broken": [1, 1, 1, None]}
+    right |= {f"flaky{i}": [1, 0, 1, i % 2] for i in range(20)}
+    rows = [
+        {
+            "case_id": case,
+            "sample": sample,
+            "presentation": "",
+            "status": "FAILED" if value is None else "COMPLETED",
+            "output": "x",
+            "cost_usd": 0.0,
+            "scores": [] if value is None else [{"metric": "exact_match", "value": float(value)}],
+        }
+        for case, values in right.items()
+        for sample, value in enumerate(values)
+    ]
+    frame = pl.DataFrame(rows, schema=BENCHMARK_CASE_SCHEMA)
+    task = Task.model_validate(
+        {"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "exact_match"}], "samples": 4}
+    )
+    results = task_results(frame, "s", "t", task, "m")
+    assert results["metric"].to_list() == ["exact_match", "exact_match.pass@4", "exact_match.pass^4"]
+    complete = sorted(c for c in right if c != "broken")
+    n = np.full(len(complete), 4)
+    c = np.array([sum(right[case]) for case in complete])
+    for metric, estimator in (("exact_match.pass@4", pass_at_k), ("exact_match.pass^4", pass_hat_k)):
+        row = results.filter(pl.col("metric") == metric).row(0, named=True)
+        per_case = estimator(n, c, 4)
+        assert row["k"] == 4 and row["n"] == len(complete) and row["n_failed"] == 1
+        assert row["value"] == pytest.approx(per_case.mean())
+        assert row["ci_low"] < row["value"] < row["ci_high"]
+    at_k = results.filter(pl.col("metric") == "exact_match.pass@4")["value"][0]
+    hat_k = results.filter(pl.col("metric") == "exact_match.pass^4")["value"][0]
+    assert at_k == pytest.approx((1 + 1 + 20) / 23) and hat_k == pytest.approx(1 / 23)  # flaky: right, not reliably
+    assert results.filter(pl.col("metric") == "exact_match")["k"][0] is None
+
+
+def test_one_sample_adds_no_rows():
+    frame = pl.DataFrame(
+        [
+            {
+                "case_id": "a",
+                "sample": 0,
+                "presentation": "",
+                "status": "COMPLETED",
+                "output": "x",
+                "cost_usd": 0.0,
+                "scores": [{"metric": "exact_match", "value": 1.0}],
+            }
+        ],
+        schema=BENCHMARK_CASE_SCHEMA,
+    )
+    task = Task.model_validate({"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "exact_match"}]})
+    assert task_results(frame, "s", "t", task, "m")["metric"].to_list() == ["exact_match"]

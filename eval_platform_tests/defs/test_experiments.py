@@ -326,3 +326,92 @@ def test_a_broken_evaluator_or_experiment_file_keeps_its_last_rows_flagged_stale
     assert [row[:6] for row in now["prompt_v2_again"]] == [row[:6] for row in fresh["prompt_v2_again"]]
     assert all(row[6] is False and row[7] is None for row in now["prompt_v2_again"])
     assert all(row[8] > fresh["prompt_v2_again"][0][8] for row in now["prompt_v2_again"])  # recomputed
+
+
+def test_experiment_results_and_alerts_carry_the_human_calibrated_figures(data_root, instance):
+    """A lenient pass/fail judge, 40 human labels per variant: through the real assets (the labels read from
+    `human_annotations`), each variant's pass rate gets its prediction-powered estimate beside the judge's, the
+    comparison its calibrated difference, and the dropped day's alert its calibrated mean."""
+    import polars as pl
+
+    from eval_platform.defs.catalog import refresh
+    from eval_platform.schemas import HUMAN_ANNOTATION_SCHEMA, JUDGE_SCORE_SCHEMA, conform
+    from eval_platform.storage.warehouse import write_partition
+
+    write_evaluator(
+        data_root,
+        "correct",
+        mode="binary",
+        model="openai/mock",
+        prompt="Is it right? {{output}}",
+        human_agreement={"task": "review", "criterion": "correct"},
+    )
+    (data_root / "experiments").mkdir()
+    (data_root / "experiments" / "prompts.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "experiment_id": "prompts",
+                "control": "a",
+                "treatments": ["b"],
+                "primary_metric": {"evaluator": "correct", "field": "passed"},
+                "minimum_sample_size": 10,
+            }
+        )
+    )
+    rng = np.random.default_rng(12)
+    labels = []
+    days = [f"2026-11-{d:02d}" for d in range(1, 10)]
+    for i, day in enumerate(days):
+        rate = 0.3 if i == len(days) - 1 else 0.7  # the last day drops
+        truth = rng.random(200) < rate
+        passed = truth | (rng.random(200) < 0.3)
+        ids = [f"{day}-{j}" for j in range(200)]
+        rows = pl.DataFrame(
+            {
+                "evaluator": "correct",
+                "date": day,
+                "trace_id": ids,
+                "is_final": True,
+                "status": "COMPLETED",
+                "score": passed.astype(float),
+                "passed": passed,
+                "experiment_id": "prompts",
+                "variant": ["a" if j % 2 else "b" for j in range(200)],
+            }
+        )
+        write_partition(
+            data_root, "judge_scores", {"evaluator": "correct", "date": day}, conform(rows, JUDGE_SCORE_SCHEMA)
+        )
+        labels += [
+            {
+                "task": "review",
+                "criterion": "correct",
+                "item_id": t,
+                "trace_id": t,
+                "annotator": "ann",
+                "schema": "classification",
+                "label": str(bool(h)).lower(),
+            }
+            for t, h in zip(ids[:20], truth[:20], strict=True)
+        ]
+    write_partition(data_root, "human_annotations", {}, conform(pl.DataFrame(labels), HUMAN_ANNOTATION_SCHEMA))
+    refresh(data_root)
+    defs = build_definitions(data_root)
+    assert materialize(defs, defs.resources, "experiment_results", instance).success
+    assert materialize(defs, defs.resources, "alerts", instance).success
+
+    variants = query(
+        data_root,
+        "SELECT variant, human_n, mean, ppi_mean, ppi_ci_low, ppi_ci_high FROM experiment_results "
+        "WHERE kind = 'variant' ORDER BY variant",
+    )
+    assert [(v, n) for v, n, *_ in variants] == [("a", 90), ("b", 90)]  # 10 labelled traces per variant and day
+    for _, _, judge_mean, ppi, low, high in variants:
+        assert low < ppi < high < judge_mean  # the lenient judge's pass rate is above the calibrated interval
+    ((difference, low, high),) = query(
+        data_root,
+        "SELECT ppi_difference, ppi_diff_ci_low, ppi_diff_ci_high FROM experiment_results WHERE kind = 'comparison'",
+    )
+    assert low < difference < high
+    ((day, mean, human_n, ppi),) = query(data_root, "SELECT day, mean, human_n, ppi_mean FROM alerts")
+    assert day == days[-1] and human_n == 20 and ppi < mean

@@ -10,7 +10,7 @@ import dagster as dg
 import duckdb
 
 from eval_platform.definitions import build_definitions
-from eval_platform.report import build_report
+from eval_platform.report import build_report, judging_figure
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
 DAYS = ["2026-11-09", "2026-11-10"]
@@ -107,3 +107,78 @@ def test_the_date_axis_stays_readable_at_90_days(data_root):
         assert len(set(labels)) == len(labels) and all(labels), labels
         # the labels name the months the 90 days cover: a reader can tell where on the calendar a point is
         assert {"Aug", "Sep", "Oct"} <= set(labels) | {ax.xaxis.get_offset_text().get_text()}, labels
+
+
+def test_daily_table_shows_the_human_calibrated_mean_beside_the_judges(data_root):
+    """A judge a fifth too generous on a day where humans labelled 30 of 200 traces: the day's row carries the
+    prediction-powered mean and interval (from `agreement`, section calibrated) beside the judge's own mean, and
+    the mean-score panel draws it."""
+    import numpy as np
+    import polars as pl
+
+    from eval_platform.agreement import compute
+    from eval_platform.defs.catalog import refresh
+    from eval_platform.judging.config import EvaluatorConfig
+    from eval_platform.report import daily_judging
+    from eval_platform.schemas import HUMAN_ANNOTATION_SCHEMA, IMPORTED_JUDGMENT_SCHEMA, JUDGE_SCORE_SCHEMA, conform
+    from eval_platform.storage.warehouse import write_partition
+
+    rng = np.random.default_rng(5)
+    day = "2026-11-09"
+    truth = rng.random(200) < 0.5
+    passed = truth | (rng.random(200) < 0.4)
+    traces = [f"t{i}" for i in range(200)]
+    scores = conform(
+        pl.DataFrame(
+            {
+                "evaluator": "helpful",
+                "date": day,
+                "trace_id": traces,
+                "is_final": True,
+                "status": "COMPLETED",
+                "score": passed.astype(float),
+                "passed": passed,
+                "cost_usd": 0.0,
+            }
+        ),
+        JUDGE_SCORE_SCHEMA,
+    )
+    write_partition(data_root, "judge_scores", {"evaluator": "helpful", "date": day}, scores)
+    annotations = conform(
+        pl.DataFrame(
+            {
+                "task": "review",
+                "criterion": "helpful",
+                "item_id": traces[:30],
+                "trace_id": traces[:30],
+                "annotator": "ann",
+                "schema": "classification",
+                "label": [str(t).lower() for t in truth[:30]],
+            }
+        ),
+        HUMAN_ANNOTATION_SCHEMA,
+    )
+    config = EvaluatorConfig(
+        name="helpful",
+        mode="binary",
+        model="openai/x",
+        prompt="{{output}}",
+        human_agreement={"task": "review", "criterion": "helpful"},
+    )
+    rows, _ = compute({"helpful": config}, scores, annotations, conform(pl.DataFrame(), IMPORTED_JUDGMENT_SCHEMA))
+    write_partition(data_root, "agreement", {}, rows)
+    refresh(data_root)
+
+    build_report(data_root)
+    page = (data_root / "reports" / "report.html").read_text()
+    day_row = rows.filter((pl.col("section") == "calibrated") & (pl.col("period") == "day"))
+    figures = dict(day_row.select("statistic", "value").rows())
+    judge_mean = passed.mean()
+    assert figures["judge_mean"] == judge_mean and figures["ppi_mean"] < judge_mean  # the bias is corrected
+    cells = [judge_mean, 30, figures["ppi_mean"], figures["ppi_ci_low"], figures["ppi_ci_high"]]
+    expected = "".join(f"<td>{v:.4g}</td>" if isinstance(v, float) else f"<td>{v}</td>" for v in cells)
+    assert f"<td>helpful</td><td>{day}</td>{expected}" in page
+    with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
+        daily, costs = daily_judging(conn)
+    figure = judging_figure(daily, costs)
+    assert "human-calibrated (PPI, 95% CI)" in [t.get_text() for t in figure.get_axes()[0].get_legend().get_texts()]

@@ -134,3 +134,26 @@ def test_empty_input_gives_an_empty_typed_table():
     )
     assert regressions(empty).schema == pl.Schema(ALERT_SCHEMA)
     assert latest_days(empty) == {}
+
+
+def test_an_alert_carries_the_days_human_calibrated_mean():
+    """A judge 0.1 too generous on a day that dropped, 40 of its 200 traces labelled by humans: the alert row shows
+    the prediction-powered mean of the day (equal to ppi-python) beside the judge's mean."""
+    ppi_py = pytest.importorskip("ppi_py")
+    rng = np.random.default_rng(9)
+    history = noise(rng, 10, n=200)
+    truth = np.clip(rng.normal(0.35, 0.15, 200), 0, 1)
+    history[9] = np.clip(truth + 0.1 + rng.normal(0, 0.03, 200), 0, 1)
+    frame = scores({"helpfulness": history}).with_columns(
+        trace_id=pl.format("{}-{}", pl.col("date"), pl.int_range(pl.len()).over("date"))
+    )
+    labelled = [f"{day(9)}-{i}" for i in range(40)]
+    human = {"helpfulness": pl.DataFrame({"trace_id": labelled, "score": truth[:40], "passed": [None] * 40})}
+    alerts = regressions(frame, human=human)
+    row = alerts.filter(pl.col("day") == day(9)).row(0, named=True)
+    point = float(np.squeeze(ppi_py.ppi_mean_pointestimate(truth[:40], history[9][:40], history[9][40:])))
+    low, high = ppi_py.ppi_mean_ci(truth[:40], history[9][:40], history[9][40:], alpha=0.05)
+    assert row["human_n"] == 40 and row["ppi_mean"] == pytest.approx(point, abs=1e-9)
+    assert (row["ppi_ci_low"], row["ppi_ci_high"]) == pytest.approx((float(low[0]), float(high[0])), abs=1e-9)
+    assert row["ppi_mean"] < row["mean"]  # the judge's generosity taken out
+    assert alerts.filter(pl.col("day") != day(9))["ppi_mean"].null_count() == alerts.height - 1

@@ -1,0 +1,114 @@
+"""Prediction-powered inference (PPI) of a mean: many judge verdicts, a few human labels, a valid interval.
+
+Angelopoulos, Bates, Fannjiang, Jordan and Zrnic, "Prediction-powered inference", Science 382 (2023), with the
+power tuning of Angelopoulos, Duchi and Zrnic, "PPI++: Efficient prediction-powered inference" (2023), as
+`ppi_py.ppi_mean_pointestimate` / `ppi_mean_ci` compute it by default (checked to 1e-9 in the tests).
+
+Data: `human` Y and `judge` Ŷ on the n labelled items, `judge_unlabelled` Ŷᵘ on N other items of the same
+population. With λ ∈ [0, 1]:
+
+    θ̂ = λ · mean(Ŷᵘ) + mean(Y − λ·Ŷ)
+    se² = var₀(λ·Ŷᵘ) / N + var₀(Y − λ·Ŷ) / n          (var₀: population variance, ddof 0)
+    interval: θ̂ ± z(1 − α/2) · se
+
+λ = 1 is the original PPI (the judge mean plus the mean human correction, the "rectifier"); λ = 0 is the human-only
+mean. The tuned λ = Cov(Y, Ŷ) / ((1 + n/N) · Var(Ŷ ∪ Ŷᵘ)), clipped to [0, 1], minimizes the variance, so the
+interval is never much wider than the human-only one and is far narrower when the judge tracks the humans. The
+judge's bias does not enter θ̂'s expectation: a judge 8 points too generous is corrected by the rectifier.
+
+The interval is valid when the labelled items are a uniform random sample of the population the mean is about
+(humans annotating only hard cases breaks it) and the unlabelled items are the rest of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from eval_platform.stats.distributions import norm_ppf
+
+MIN_LABELLED = 2
+
+
+@dataclass(frozen=True)
+class PPIEstimate:
+    """A prediction-powered mean (`mean`, its standard error `se` and interval) and the judge-only and human-only
+    figures it is built from, for display beside it."""
+
+    n_labelled: int
+    n_unlabelled: int
+    alpha: float
+    mean: float | None = None
+    se: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    lam: float | None = None
+    rectifier: float | None = None  # mean(Y − Ŷ) on the labelled items: the judge's bias, with sign flipped
+    note: str | None = None
+
+
+def _finite(values) -> np.ndarray:
+    return np.asarray(values, dtype=float).ravel()
+
+
+def tuned_lambda(human: np.ndarray, judge: np.ndarray, judge_unlabelled: np.ndarray) -> float:
+    """PPI++'s variance-minimizing λ for a mean, clipped to [0, 1]; 0 (human only) when the judge has no variance."""
+    n, big_n = human.size, judge_unlabelled.size
+    pooled = np.concatenate([judge, judge_unlabelled])
+    variance = pooled.var(ddof=1)
+    if not variance > 0:
+        return 0.0
+    covariance = ((human - human.mean()) * (judge - judge.mean())).sum() / n
+    return float(np.clip(covariance / ((1 + n / big_n) * variance), 0.0, 1.0))
+
+
+def ppi_mean(human, judge, judge_unlabelled, alpha: float = 0.05, lam: float | None = None) -> PPIEstimate:
+    """The prediction-powered mean of `human`'s population (see the module docstring).
+
+    `human[i]` and `judge[i]` are the same item's human label and judge verdict; `judge_unlabelled` the judge's
+    verdicts on the items no human labelled. `lam`: None tunes λ (PPI++), 1 is the original PPI. Fewer than two
+    labelled items give no estimate (a note says why); no unlabelled item gives the human-only mean (λ = 0).
+    """
+    y, y_hat, y_unlabelled = _finite(human), _finite(judge), _finite(judge_unlabelled)
+    if y.size != y_hat.size:
+        raise ValueError(f"human and judge must be paired: {y.size} human labels, {y_hat.size} judge verdicts")
+    n, big_n = y.size, y_unlabelled.size
+    if n < MIN_LABELLED:
+        note = f"needs at least {MIN_LABELLED} items with both a human label and a judge verdict, got {n}"
+        return PPIEstimate(n, big_n, alpha, note=note)
+    note = None
+    if big_n == 0:
+        lam, note = 0.0, "every judged item has a human label: the human-only mean"
+    elif lam is None:
+        lam = tuned_lambda(y, y_hat, y_unlabelled)
+    corrected = y - lam * y_hat
+    imputed = lam * y_unlabelled.mean() if big_n else 0.0
+    mean = float(imputed + corrected.mean())
+    imputed_var = (lam * y_unlabelled).var() / big_n if big_n else 0.0
+    se = float(np.sqrt(imputed_var + corrected.var() / n))
+    half = float(norm_ppf(1 - alpha / 2)) * se
+    rectifier = float((y - y_hat).mean())
+    return PPIEstimate(n, big_n, alpha, mean, se, mean - half, mean + half, float(lam), rectifier, note)
+
+
+@dataclass(frozen=True)
+class PPIDifference:
+    """treatment − control of two independent prediction-powered means, with its normal interval."""
+
+    difference: float | None
+    se: float | None
+    ci_low: float | None
+    ci_high: float | None
+    note: str | None = None
+
+
+def ppi_difference(treatment: PPIEstimate, control: PPIEstimate, alpha: float = 0.05) -> PPIDifference:
+    """θ̂_t − θ̂_c, se = √(se_t² + se_c²) (independent groups, each with its own λ), z(1 − α/2) interval."""
+    if treatment.mean is None or control.mean is None:
+        note = treatment.note if treatment.mean is None else control.note
+        return PPIDifference(None, None, None, None, note)
+    difference = treatment.mean - control.mean
+    se = float(np.hypot(treatment.se, control.se))
+    half = float(norm_ppf(1 - alpha / 2)) * se
+    return PPIDifference(difference, se, difference - half, difference + half)
