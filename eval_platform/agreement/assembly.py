@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from eval_platform.agreement.humans import inter_annotator
+from eval_platform.agreement.humans import human_reference, inter_annotator
 from eval_platform.agreement.judge_rows import (
     JudgeVerdicts,
     ScoreSource,
@@ -17,8 +17,9 @@ from eval_platform.agreement.judge_vs_judge import (
     imported_vs_evaluators,
     judge_vs_judge,
 )
+from eval_platform.agreement.out_of_core import OutOfCoreScores
 from eval_platform.agreement.periods import TRAILING_DAYS
-from eval_platform.agreement.position import position
+from eval_platform.agreement.position import position, position_rows
 from eval_platform.agreement.ranking import ranking_agreement
 from eval_platform.agreement.rows import Rows
 from eval_platform.judging.config import EvaluatorConfig
@@ -46,6 +47,9 @@ def compute(
     inter_annotator(annotations, rows, categories, cache)
     verdicts: dict[str, JudgeVerdicts] = {}
     for name, config in sorted(evaluators.items()):
+        if isinstance(scores, OutOfCoreScores):
+            _evaluator_out_of_core(config, scores, annotations, rows, trailing_days, cache)
+            continue
         own = read_evaluator(scores, name, config.mode)
         if config.human_agreement is not None and not own.is_empty():
             judge_vs_human(config, own, annotations, rows, trailing_days, cache)
@@ -57,7 +61,7 @@ def compute(
         imported_vs_human(judgments, annotations, rows, cache)
         imported_vs_evaluators(evaluators, scores, judgments, annotations, rows, cache)
         ranking_agreement(annotations, judgments, rows)
-    judge_vs_judge(evaluators, scores, rows, verdicts)
+    judge_vs_judge(evaluators, scores, rows, verdicts)  # out of core: from DuckDB's counts, `verdicts` unused
     frame = conform(pl.DataFrame(rows.out, infer_schema_length=None), AGREEMENT_SCHEMA).with_columns(
         pl.lit(datetime.now(UTC)).alias("computed_at"),
         ((pl.col("statistic") == "cohen_kappa") & (pl.col("value") < pl.col("floor"))).alias("below_floor"),
@@ -76,3 +80,27 @@ def compute(
         )
     truth_frame = pl.concat(truth, how="diagonal_relaxed") if truth else pl.DataFrame()
     return frame, conform(truth_frame, GROUND_TRUTH_SCHEMA)
+
+
+def _evaluator_out_of_core(
+    config: EvaluatorConfig,
+    scores: OutOfCoreScores,
+    annotations: pl.DataFrame,
+    rows: Rows,
+    trailing_days: int,
+    cache: dict,
+) -> None:
+    """One evaluator's judge-vs-human and position rows, as `compute` makes them in memory, from what DuckDB hands
+    over: the rows whose trace the human reference has (the join in `judge_vs_human` keeps no other), and counts."""
+    if config.name not in scores or not scores.has_rows(config.name):
+        return
+    if config.human_agreement is not None:
+        options = config.human_agreement
+        reference = human_reference(annotations, options.task, options.criterion, cache)
+        traces = pl.concat(
+            [reference[c] for c in ("trace_id", "response1_trace_id", "response2_trace_id") if c in reference.columns]
+        )
+        own = scores.rows_meeting(config.name, config.mode, traces)
+        judge_vs_human(config, own, annotations, rows, trailing_days, cache)
+    if config.judge_mode.agreement == "preference":
+        position_rows(config, scores.position_table(config.name), scores.dates(config.name), rows, trailing_days)

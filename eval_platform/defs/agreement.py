@@ -1,10 +1,15 @@
 """`agreement` and `ground_truth`: inter-annotator, judge-vs-human and judge-vs-judge agreement."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import dagster as dg
 import polars as pl
 
 from eval_platform.agreement import compute
+from eval_platform.agreement.judge_rows import ScoreSource
 from eval_platform.agreement.judge_vs_human import latest_kappas
+from eval_platform.agreement.out_of_core import OUT_OF_CORE_ROWS, open_scores
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
@@ -21,9 +26,11 @@ from eval_platform.schemas import (
     empty_frame,
 )
 from eval_platform.storage.warehouse import (
+    has_files,
     partition_files,
     read_partition,
     scan_parquet,
+    table_glob,
     write_partition,
 )
 
@@ -58,6 +65,20 @@ def scan_scores(root) -> dict[str, pl.LazyFrame]:
     }
 
 
+@contextmanager
+def score_source(root, out_of_core: bool | None = None) -> Iterator[ScoreSource]:
+    """What `compute` reads judge_scores from: one lazy scan per evaluator (`scan_scores`, in memory) up to
+    `OUT_OF_CORE_ROWS` rows, DuckDB out of core (`open_scores`) beyond, or as `out_of_core` says."""
+    if out_of_core is None:
+        rows = scan_parquet(root, table_glob(root, "judge_scores"), hive_partitioning=False).select(pl.len())
+        out_of_core = has_files(root, "judge_scores") and rows.collect().item() > OUT_OF_CORE_ROWS
+    if out_of_core:
+        with open_scores(root) as scores:
+            yield scores
+    else:
+        yield scan_scores(root)
+
+
 def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.AssetsDefinition):
     floors = {
         name: c.human_agreement.floor
@@ -87,13 +108,14 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
         root = warehouse.root
         annotations = read_partition(root, "human_annotations", {})
         judgments = read_partition(root, "imported_judgments", {})
-        rows, truth = compute(
-            evaluators,
-            scan_scores(root),
-            annotations if annotations is not None else empty_frame(HUMAN_ANNOTATION_SCHEMA),
-            judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
-            categories=declared_categories(root),
-        )
+        with score_source(root) as scores:
+            rows, truth = compute(
+                evaluators,
+                scores,
+                annotations if annotations is not None else empty_frame(HUMAN_ANNOTATION_SCHEMA),
+                judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
+                categories=declared_categories(root),
+            )
         write_partition(root, "agreement", {}, rows)
         write_partition(root, "ground_truth", {}, truth)
         refresh(root)
