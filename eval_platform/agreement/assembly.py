@@ -27,6 +27,20 @@ from eval_platform.schemas import AGREEMENT_SCHEMA, GROUND_TRUTH_SCHEMA, conform
 from eval_platform.stats.annotators import clear_majority, majority_labels
 
 MIN_GROUND_TRUTH_CONSENSUS = 2 / 3
+# The human_annotations columns `compute` reads (what the annotation is, not where it came from).
+ANNOTATION_COLUMNS = [
+    "task",
+    "item_id",
+    "annotator",
+    "criterion",
+    "schema",
+    "label",
+    "value",
+    "trace_id",
+    "response1_trace_id",
+    "response2_trace_id",
+    "metadata",
+]
 
 
 def compute(

@@ -16,7 +16,6 @@ DuckDB's buffers (capped by `memory_limit`; beyond it joins and aggregations spi
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,12 +26,9 @@ import polars as pl
 
 from eval_platform.agreement.judge_rows import score_columns
 from eval_platform.judging.modes import MODES
+from eval_platform.out_of_core import MEMORY_LIMIT, spilling_connection
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform, empty_frame
-from eval_platform.storage.warehouse import connect, partition_files
-
-OUT_OF_CORE_ROWS = 20_000_000  # judge_scores rows above which `agreement` reads them out of core (see defs)
-MEMORY_LIMIT = "1GB"  # DuckDB's buffers; the process's other memory (annotations, Python) comes on top
-THREADS = 2
+from eval_platform.storage.warehouse import partition_files
 
 
 @dataclass
@@ -47,10 +43,13 @@ class OutOfCoreScores:
         return name in self.files
 
     def source(self, name: str) -> str:
-        return f"read_parquet('{self.files[name]}', filename = true, file_row_number = true, hive_partitioning = false)"
+        options = "filename = true, file_row_number = true, hive_partitioning = false"
+        return f"read_parquet('{self.files[name]}', {options})"
 
     def has_rows(self, name: str) -> bool:
-        return name in self.files and self.conn.execute(f"SELECT count(*) FROM {self.source(name)}").fetchall()[0][0] > 0
+        if name not in self.files:
+            return False
+        return self.conn.execute(f"SELECT count(*) FROM {self.source(name)}").fetchall()[0][0] > 0
 
     def rows_meeting(self, name: str, mode: str, traces: pl.Series) -> pl.DataFrame:
         """The evaluator's rows (`score_columns(mode)`) whose trace_id is one of `traces`, in no particular order."""
@@ -93,12 +92,13 @@ class OutOfCoreScores:
         vote = MODES[mode].vote_column if MODES[mode].labelled else "raw_score"
         completed = f"""FROM {self.source(name)} WHERE status = 'COMPLETED' AND role = 'member' AND sample = 0"""
         models = self.conn.sql(f"SELECT DISTINCT model {completed}").pl()["model"].to_list()
+        first = "{'f': filename, 'r': file_row_number}"  # file and row order
         tables = {}
         for i, model in enumerate(sorted(models, key=lambda m: (m is None, m))):
             table = f"member_{len(self._members)}_{i}"
             self.conn.execute(
                 f"""CREATE TEMP TABLE {table} AS
-                    SELECT trace_id, trace_id_b, arg_min({{'v': "{vote}"}}, {{'f': filename, 'r': file_row_number}}).v AS v
+                    SELECT trace_id, trace_id_b, arg_min({{'v': "{vote}"}}, {first}).v AS v
                     {completed} AND model IS NOT DISTINCT FROM ? GROUP BY trace_id, trace_id_b""",
                 [model],
             )
@@ -118,11 +118,6 @@ class OutOfCoreScores:
 
 @contextmanager
 def open_scores(root: Path, memory_limit: str = MEMORY_LIMIT, temp_directory: Path | None = None) -> Iterator:
-    """An `OutOfCoreScores` over the data root's judge_scores, on a DuckDB connection capped at `memory_limit` that
-    spills to `temp_directory` (default: a new folder in the system's temporary directory, removed after)."""
-    with tempfile.TemporaryDirectory(prefix="agreement-spill-", dir=temp_directory) as spill, connect(root) as conn:
-        conn.execute(f"SET memory_limit = '{memory_limit}'")
-        conn.execute(f"SET temp_directory = '{spill}'")
-        conn.execute(f"SET threads = {THREADS}")
-        conn.execute("SET preserve_insertion_order = false")  # no order is needed, and it costs memory
+    """An `OutOfCoreScores` over the data root's judge_scores, on a `spilling_connection`."""
+    with spilling_connection(root, memory_limit, temp_directory) as conn:
         yield OutOfCoreScores(conn, partition_files(root, "judge_scores", "evaluator"))
