@@ -46,12 +46,14 @@ ANNOTATION_COLUMNS = [
 def compute(
     evaluators: dict[str, EvaluatorConfig],
     scores: ScoreSource,
-    annotations: pl.DataFrame,
+    annotations: pl.DataFrame | pl.LazyFrame,
     judgments: pl.DataFrame,
     trailing_days: int = TRAILING_DAYS,
     categories: dict[tuple[str, str], list[str]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The `agreement` rows and the `ground_truth` items; `categories` as in `inter_annotator`.
+    """The `agreement` rows and the `ground_truth` items; `categories` as in `inter_annotator`. `annotations` may be
+    a lazy scan (`defs.agreement.read_annotations` out of core): each task's rows are then read when used, and
+    the whole table is never held.
 
     `scores` may be a lazy scan, or one per evaluator (the asset passes those, `read_evaluator`): each
     evaluator's rows are read once, only the columns used, for all its statistics, and let go after but for
@@ -71,7 +73,7 @@ def compute(
             position(config, own, rows, trailing_days)
         verdicts[name] = JudgeVerdicts.of(config.mode, own)
         del own
-    if not judgments.is_empty() and not annotations.is_empty():
+    if not judgments.is_empty() and annotations.lazy().select(pl.len()).collect().item():
         imported_vs_human(judgments, annotations, rows, cache)
         imported_vs_evaluators(evaluators, scores, judgments, annotations, rows, cache)
         ranking_agreement(annotations, judgments, rows)
@@ -81,11 +83,14 @@ def compute(
         ((pl.col("statistic") == "cohen_kappa") & (pl.col("value") < pl.col("floor"))).alias("below_floor"),
     )
     truth = []
-    for task, criterion in annotations.select("task", "criterion").unique(maintain_order=True).iter_rows():
+    keys = annotations.lazy().select("task", "criterion").unique(maintain_order=True).collect()
+    for task, criterion in keys.iter_rows():
         majority = cache.get(("majority", task, criterion))
         if majority is None:
             majority = majority_labels(
-                annotations.filter(pl.col("task").eq_missing(task) & pl.col("criterion").eq_missing(criterion))
+                annotations.lazy()
+                .filter(pl.col("task").eq_missing(task) & pl.col("criterion").eq_missing(criterion))
+                .collect()
             )
         truth.append(
             clear_majority(majority, MIN_GROUND_TRUTH_CONSENSUS).with_columns(
@@ -99,7 +104,7 @@ def compute(
 def _evaluator_out_of_core(
     config: EvaluatorConfig,
     scores: OutOfCoreScores,
-    annotations: pl.DataFrame,
+    annotations: pl.DataFrame | pl.LazyFrame,
     rows: Rows,
     trailing_days: int,
     cache: dict,

@@ -159,7 +159,7 @@ def imported_vs_evaluators(
     evaluators: dict[str, EvaluatorConfig],
     scores: ScoreSource,
     judgments: pl.DataFrame,
-    annotations: pl.DataFrame,
+    annotations: pl.DataFrame | pl.LazyFrame,
     rows: Rows,
     cache: dict | None = None,
 ) -> None:

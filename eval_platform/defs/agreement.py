@@ -69,17 +69,19 @@ def scan_scores(root) -> dict[str, pl.LazyFrame]:
 CATEGORICAL_ANNOTATION_COLUMNS = ["task", "criterion", "schema", "annotator"]
 
 
-def read_annotations(root) -> pl.DataFrame:
+def read_annotations(root, lazy: bool = False) -> pl.DataFrame | pl.LazyFrame:
     """human_annotations, only the columns `compute` reads (`ANNOTATION_COLUMNS`; where each row came from is a
-    third of the table's memory); a partition written before a column existed has it null."""
+    third of the table's memory); a partition written before a column existed has it null. `lazy`: unread, so
+    that `compute` reads each task's rows when it needs them (out of core: 10M annotations take 1.4 GB)."""
     schema = {c: HUMAN_ANNOTATION_SCHEMA[c] for c in ANNOTATION_COLUMNS}
     parts = ("human_annotations", PARTITION_FILE)
     store = store_for(root)
     if store.schema(parts) is None:
-        return empty_frame(schema)
+        return empty_frame(schema).lazy() if lazy else empty_frame(schema)
     scan = scan_parquet(root, store.location(*parts), schema=schema, missing_columns="insert", extra_columns="ignore")
     # a text value takes 16 bytes a row (a view), a category 4: these columns repeat a few values over millions
-    return scan.with_columns(pl.col(CATEGORICAL_ANNOTATION_COLUMNS).cast(pl.Categorical)).collect()
+    scan = scan.with_columns(pl.col(CATEGORICAL_ANNOTATION_COLUMNS).cast(pl.Categorical))
+    return scan if lazy else scan.collect()
 
 
 @contextmanager
@@ -121,11 +123,12 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
         Items with a clear human majority go to `ground_truth`."""
         root = warehouse.root
         judgments = read_partition(root, "imported_judgments", {})
-        with score_source(root) as scores:
+        out_of_core = reads_out_of_core(root)
+        with score_source(root, out_of_core) as scores:
             rows, truth = compute(
                 evaluators,
                 scores,
-                read_annotations(root),
+                read_annotations(root, lazy=out_of_core),
                 judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
                 categories=declared_categories(root),
             )
