@@ -67,14 +67,19 @@ def dump(root: Path, out: Path, out_of_core: bool | None = None) -> None:
     # what the asset passes: an eager frame in older versions (read_scores), a lazy scan since (scan_scores), and
     # since the out-of-core path, whichever `score_source` gives
     if hasattr(agreement_asset, "score_source"):
+        from eval_platform.out_of_core import reads_out_of_core
+
+        out_of_core = reads_out_of_core(root, out_of_core)
         source = agreement_asset.score_source(root, out_of_core)
+        annotations = agreement_asset.read_annotations(root, lazy=out_of_core)
     else:
         source = nullcontext((getattr(agreement_asset, "scan_scores", None) or agreement_asset.read_scores)(root))
+        annotations = read_partition(root, "human_annotations", {})
     with source as scores:
         rows, truth = compute(
             evaluators,
             scores,
-            read_partition(root, "human_annotations", {}),
+            annotations,
             read_partition(root, "imported_judgments", {}),
             categories=agreement_asset.declared_categories(root),
         )
