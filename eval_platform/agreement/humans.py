@@ -40,7 +40,8 @@ def inter_annotator(
     Each task's items, annotators and labels (and a rating's values) are coded to integers once, and every
     statistic below is computed from those codes."""
     for task, criterion, schema in _task_key(annotations):
-        part = annotations.lazy().filter((pl.col("task") == task) & (pl.col("criterion") == criterion)).collect()
+        task_rows = annotations.lazy().filter((pl.col("task") == task) & (pl.col("criterion") == criterion))
+        part = task_rows.select("item_id", "annotator", "label", "value").collect()  # all it reads
         base = {"section": "inter_annotator", "task": task, "criterion": criterion, "period": "all"}
         ordered = schema in ORDERED_SCHEMAS
         labelled = CodedAnnotations.of_frame(part)
