@@ -148,7 +148,10 @@ def _out_of_core_inputs(
         if not selects:
             return conform(pl.DataFrame(), schema).lazy(), conform(classes, TRACE_SCHEMA_COLUMNS)
         conn.execute(f"COPY ({' UNION ALL '.join(selects)}) TO '{out}' (FORMAT parquet)")
-    # The sides' numbers are few distinct values over millions of rows: categorical, in the traces frame too.
-    compact = {**schema, "trace_id": pl.Categorical, "trace_id_b": pl.Categorical}
-    scores = pl.scan_parquet(out).select([pl.col(name).cast(dtype) for name, dtype in compact.items()])
-    return scores, conform(classes, {**TRACE_SCHEMA_COLUMNS, "trace_id": pl.Categorical})
+    # The sides' numbers, verdicts, experiments and variants are a few distinct values over millions of rows:
+    # categories (4 bytes a row, text 16), in the traces frame too, so that the sides' lookup matches them.
+    categorical = dict.fromkeys(["trace_id", "trace_id_b", "winner"], pl.Categorical)
+    scores = pl.scan_parquet(out).select(
+        [pl.col(name).cast(categorical.get(name, dtype)) for name, dtype in schema.items()]
+    )
+    return scores, conform(classes, dict.fromkeys(TRACE_COLUMNS, pl.Categorical))
