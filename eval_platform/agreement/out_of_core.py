@@ -3,8 +3,9 @@ reads the judge_scores files and hands Python only small inputs (count tables, t
 reference), from which the same statistics are computed as in memory.
 
 In memory (`read_evaluator`), each evaluator's rows are read whole: about 120 bytes a row for the consensus
-evaluator's columns, so 100M judge rows no longer fit in 2 GB. Out of core, nothing grows with judge_scores but
-DuckDB's buffers (capped by `memory_limit`; beyond it joins and aggregations spill to `temp_directory`):
+evaluator's columns, so 100M judge rows no longer fit in 2 GB. Out of core, what Python holds grows with the
+human annotations, not with judge_scores, and DuckDB's buffers are capped by `memory_limit` (beyond it, joins
+and aggregations spill to `temp_directory`):
 
 - judge vs human reads only the evaluator's rows whose trace is in the human reference (the inner join that
   follows keeps no other row), so its statistics run on the same rows as in memory;

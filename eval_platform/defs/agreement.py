@@ -9,7 +9,7 @@ import polars as pl
 from eval_platform.agreement import ANNOTATION_COLUMNS, compute
 from eval_platform.agreement.judge_rows import ScoreSource
 from eval_platform.agreement.judge_vs_human import latest_kappas
-from eval_platform.agreement.out_of_core import open_scores
+from eval_platform.agreement.out_of_core import OutOfCoreScores, open_scores
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
@@ -85,7 +85,7 @@ def read_annotations(root, lazy: bool = False) -> pl.DataFrame | pl.LazyFrame:
 
 
 @contextmanager
-def score_source(root, out_of_core: bool | None = None) -> Iterator[ScoreSource]:
+def score_source(root, out_of_core: bool | None = None) -> Iterator[ScoreSource | OutOfCoreScores]:
     """What `compute` reads judge_scores from: one lazy scan per evaluator (`scan_scores`, in memory), or DuckDB out
     of core (`open_scores`) when `reads_out_of_core` (above 20M rows by default, or as `out_of_core` says)."""
     if reads_out_of_core(root, out_of_core):
