@@ -30,7 +30,7 @@ row), `periods` (windows and per-day count tables), `humans` (inter-annotator ag
 pairwise preferences) is declared by its judge mode (`JudgeMode.agreement`).
 """
 
-from eval_platform.agreement.assembly import compute
+from eval_platform.agreement.assembly import ANNOTATION_COLUMNS, compute
 from eval_platform.schemas import AGREEMENT_SCHEMA, GROUND_TRUTH_SCHEMA
 
-__all__ = ["AGREEMENT_SCHEMA", "GROUND_TRUTH_SCHEMA", "compute"]
+__all__ = ["AGREEMENT_SCHEMA", "ANNOTATION_COLUMNS", "GROUND_TRUTH_SCHEMA", "compute"]

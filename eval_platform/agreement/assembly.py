@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 from eval_platform.agreement.calibration import calibrated
-from eval_platform.agreement.humans import inter_annotator
+from eval_platform.agreement.humans import human_reference, inter_annotator
 from eval_platform.agreement.judge_rows import (
     JudgeVerdicts,
     ScoreSource,
@@ -18,8 +18,9 @@ from eval_platform.agreement.judge_vs_judge import (
     imported_vs_evaluators,
     judge_vs_judge,
 )
+from eval_platform.agreement.out_of_core import OutOfCoreScores
 from eval_platform.agreement.periods import TRAILING_DAYS
-from eval_platform.agreement.position import position
+from eval_platform.agreement.position import position, position_rows
 from eval_platform.agreement.ranking import ranking_agreement
 from eval_platform.agreement.rows import Rows
 from eval_platform.judging.config import EvaluatorConfig
@@ -27,17 +28,33 @@ from eval_platform.schemas import AGREEMENT_SCHEMA, GROUND_TRUTH_SCHEMA, conform
 from eval_platform.stats.annotators import clear_majority, majority_labels
 
 MIN_GROUND_TRUTH_CONSENSUS = 2 / 3
+# The human_annotations columns `compute` reads (what the annotation is, not where it came from).
+ANNOTATION_COLUMNS = [
+    "task",
+    "item_id",
+    "annotator",
+    "criterion",
+    "schema",
+    "label",
+    "value",
+    "trace_id",
+    "response1_trace_id",
+    "response2_trace_id",
+    "metadata",
+]
 
 
 def compute(
     evaluators: dict[str, EvaluatorConfig],
     scores: ScoreSource,
-    annotations: pl.DataFrame,
+    annotations: pl.DataFrame | pl.LazyFrame,
     judgments: pl.DataFrame,
     trailing_days: int = TRAILING_DAYS,
     categories: dict[tuple[str, str], list[str]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The `agreement` rows and the `ground_truth` items; `categories` as in `inter_annotator`.
+    """The `agreement` rows and the `ground_truth` items; `categories` as in `inter_annotator`. `annotations` may be
+    a lazy scan (`defs.agreement.read_annotations` out of core): each task's rows are then read when used, and
+    the whole table is never held.
 
     `scores` may be a lazy scan, or one per evaluator (the asset passes those, `read_evaluator`): each
     evaluator's rows are read once, only the columns used, for all its statistics, and let go after but for
@@ -47,6 +64,9 @@ def compute(
     inter_annotator(annotations, rows, categories, cache)
     verdicts: dict[str, JudgeVerdicts] = {}
     for name, config in sorted(evaluators.items()):
+        if isinstance(scores, OutOfCoreScores):
+            _evaluator_out_of_core(config, scores, annotations, rows, trailing_days, cache)
+            continue
         own = read_evaluator(scores, name, config.mode)
         if config.human_agreement is not None and not own.is_empty():
             judge_vs_human(config, own, annotations, rows, trailing_days, cache)
@@ -55,21 +75,24 @@ def compute(
             position(config, own, rows, trailing_days)
         verdicts[name] = JudgeVerdicts.of(config.mode, own)
         del own
-    if not judgments.is_empty() and not annotations.is_empty():
+    if not judgments.is_empty() and annotations.lazy().select(pl.len()).collect().item():
         imported_vs_human(judgments, annotations, rows, cache)
         imported_vs_evaluators(evaluators, scores, judgments, annotations, rows, cache)
         ranking_agreement(annotations, judgments, rows)
-    judge_vs_judge(evaluators, scores, rows, verdicts)
+    judge_vs_judge(evaluators, scores, rows, verdicts)  # out of core: from DuckDB's counts, `verdicts` unused
     frame = conform(pl.DataFrame(rows.out, infer_schema_length=None), AGREEMENT_SCHEMA).with_columns(
         pl.lit(datetime.now(UTC)).alias("computed_at"),
         ((pl.col("statistic") == "cohen_kappa") & (pl.col("value") < pl.col("floor"))).alias("below_floor"),
     )
     truth = []
-    for task, criterion in annotations.select("task", "criterion").unique(maintain_order=True).iter_rows():
+    keys = annotations.lazy().select("task", "criterion").unique(maintain_order=True).collect()
+    for task, criterion in keys.iter_rows():
         majority = cache.get(("majority", task, criterion))
         if majority is None:
             majority = majority_labels(
-                annotations.filter(pl.col("task").eq_missing(task) & pl.col("criterion").eq_missing(criterion))
+                annotations.lazy()
+                .filter(pl.col("task").eq_missing(task) & pl.col("criterion").eq_missing(criterion))
+                .collect()
             )
         truth.append(
             clear_majority(majority, MIN_GROUND_TRUTH_CONSENSUS).with_columns(
@@ -78,3 +101,27 @@ def compute(
         )
     truth_frame = pl.concat(truth, how="diagonal_relaxed") if truth else pl.DataFrame()
     return frame, conform(truth_frame, GROUND_TRUTH_SCHEMA)
+
+
+def _evaluator_out_of_core(
+    config: EvaluatorConfig,
+    scores: OutOfCoreScores,
+    annotations: pl.DataFrame | pl.LazyFrame,
+    rows: Rows,
+    trailing_days: int,
+    cache: dict,
+) -> None:
+    """One evaluator's judge-vs-human and position rows, as `compute` makes them in memory, from what DuckDB hands
+    over: the rows whose trace the human reference has (the join in `judge_vs_human` keeps no other), and counts."""
+    if config.name not in scores or not scores.has_rows(config.name):
+        return
+    if config.human_agreement is not None:
+        options = config.human_agreement
+        reference = human_reference(annotations, options.task, options.criterion, cache)
+        traces = pl.concat(
+            [reference[c] for c in ("trace_id", "response1_trace_id", "response2_trace_id") if c in reference.columns]
+        )
+        own = scores.rows_meeting(config.name, config.mode, traces)
+        judge_vs_human(config, own, annotations, rows, trailing_days, cache)
+    if config.judge_mode.agreement == "preference":
+        position_rows(config, scores.position_table(config.name), scores.dates(config.name), rows, trailing_days)

@@ -25,13 +25,13 @@ from eval_platform.stats.reliability import krippendorff_alphas_coded
 ORDERED_SCHEMAS = {"rating", "ranking"}
 
 
-def _task_key(annotations: pl.DataFrame) -> list[tuple[str, str, str]]:
+def _task_key(annotations: pl.DataFrame | pl.LazyFrame) -> list[tuple[str, str, str]]:
     keys = annotations.lazy().select("task", "criterion", "schema").unique().sort("task", "criterion").collect()
     return [tuple(row) for row in keys.iter_rows()]
 
 
 def inter_annotator(
-    annotations: pl.DataFrame, rows: Rows, categories: dict | None = None, cache: dict | None = None
+    annotations: pl.DataFrame | pl.LazyFrame, rows: Rows, categories: dict | None = None, cache: dict | None = None
 ) -> None:
     """`categories`: (task, criterion) -> the labels declared for a classification (tasks.yaml). Randolph's
     kappa takes chance agreement as 1 / number of categories the annotators could choose, so a declared label
@@ -40,7 +40,8 @@ def inter_annotator(
     Each task's items, annotators and labels (and a rating's values) are coded to integers once, and every
     statistic below is computed from those codes."""
     for task, criterion, schema in _task_key(annotations):
-        part = annotations.filter((pl.col("task") == task) & (pl.col("criterion") == criterion))
+        task_rows = annotations.lazy().filter((pl.col("task") == task) & (pl.col("criterion") == criterion))
+        part = task_rows.select("item_id", "annotator", "label", "value").collect()  # all it reads
         base = {"section": "inter_annotator", "task": task, "criterion": criterion, "period": "all"}
         ordered = schema in ORDERED_SCHEMAS
         labelled = CodedAnnotations.of_frame(part)
@@ -102,7 +103,7 @@ def _annotator_pairs(coded: CodedAnnotations, ordered: bool, rows: Rows, base: d
 
 
 def human_reference(
-    annotations: pl.DataFrame, task: str, criterion: str | None, cache: dict | None = None
+    annotations: pl.DataFrame | pl.LazyFrame, task: str, criterion: str | None, cache: dict | None = None
 ) -> pl.DataFrame:
     """Per item: the majority `label`, mean `value`, and (pairwise tasks) the two responses' trace ids.
 
@@ -111,9 +112,10 @@ def human_reference(
     cache = {} if cache is None else cache
     if ("reference", task, criterion) in cache:
         return cache["reference", task, criterion]
-    part = annotations.filter(pl.col("task") == task)
+    part = annotations.lazy().filter(pl.col("task") == task)
     if criterion is not None:
         part = part.filter(pl.col("criterion") == criterion)
+    part = part.collect()
     majority = cache.get(("majority", task, criterion)) if criterion is not None else None
     majority = (majority if majority is not None else majority_labels(part)).select("item_id", "label")
     extra = part.group_by("item_id").agg(
@@ -126,6 +128,6 @@ def human_reference(
     return cache["reference", task, criterion]
 
 
-def only_task(annotations: pl.DataFrame) -> str | None:
-    tasks = annotations["task"].unique().to_list()
+def only_task(annotations: pl.DataFrame | pl.LazyFrame) -> str | None:
+    tasks = annotations.lazy().select(pl.col("task").unique()).collect()["task"].to_list()
     return tasks[0] if len(tasks) == 1 else None

@@ -68,7 +68,7 @@ def _pairwise_stats(frame: pl.DataFrame, rows: Rows, base: dict) -> None:
 def judge_vs_human(
     config: EvaluatorConfig,
     scores: pl.DataFrame,
-    annotations: pl.DataFrame,
+    annotations: pl.DataFrame | pl.LazyFrame,
     rows: Rows,
     trailing_days: int,
     cache: dict | None = None,
@@ -137,7 +137,7 @@ def judge_vs_human(
 
 
 def imported_vs_human(
-    judgments: pl.DataFrame, annotations: pl.DataFrame, rows: Rows, cache: dict | None = None
+    judgments: pl.DataFrame, annotations: pl.DataFrame | pl.LazyFrame, rows: Rows, cache: dict | None = None
 ) -> None:
     """Each imported judge against the human majority of its task (pairwise verdicts)."""
     for (source, task, criterion), part in judgments.group_by("source", "task", "criterion", maintain_order=True):

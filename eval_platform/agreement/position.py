@@ -10,7 +10,6 @@ from eval_platform.agreement.periods import windows
 from eval_platform.agreement.rows import Rows
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.stats.judge_agreement import (
-    position_consistency,
     position_consistency_from_counts,
     position_counts,
 )
@@ -18,20 +17,23 @@ from eval_platform.stats.judge_agreement import (
 
 def position(config: EvaluatorConfig, scores: pl.DataFrame, rows: Rows, trailing_days: int) -> None:
     both = scores.filter(pl.col("is_final") & pl.col("verdict_ab").is_not_null() & pl.col("verdict_ba").is_not_null())
+    table = both.group_by("date", "verdict_ab", "verdict_ba").len("n")
+    position_rows(config, table, scores["date"].unique().to_list(), rows, trailing_days)
+
+
+def position_rows(config: EvaluatorConfig, table: pl.DataFrame, dates: list, rows: Rows, trailing_days: int) -> None:
+    """The rows from `table`, (date, verdict_ab, verdict_ba, n) over the final verdicts given in both orders, and
+    the evaluator's `dates`. Each distinct pair of verdicts is counted once by `position_counts` and weighted
+    by n: the same integer counts as from the rows. Counts per day, summed over each window's days: 61 windows
+    cost 30 days' counts instead of 61 passes."""
     mirrored = pl.col("verdict_ba").replace({"A": "B", "B": "A"})  # back to presentation terms
-    frame = both.select("date", "verdict_ab", mirrored.alias("shown_swapped"))
-    # Counts per day, summed over each window's days: 61 windows cost 30 days' counts instead of 61 passes.
-    days = {
-        day: position_counts(part["verdict_ab"], part["shown_swapped"])
-        for (day,), part in frame.group_by("date")
-        if day is not None
-    }
-    for window, start, end in windows(scores["date"].unique().to_list(), trailing_days):
-        if start is None:
-            result = position_consistency(frame["verdict_ab"], frame["shown_swapped"])
-        else:
-            counts = [c for day, c in days.items() if start <= day <= end]
-            result = position_consistency_from_counts(*(sum(column) for column in zip((0, 0, 0), *counts, strict=True)))
+    days: dict = {}
+    for day, shown, swapped, n in table.select("date", "verdict_ab", mirrored.alias("shown_swapped"), "n").iter_rows():
+        counts = position_counts(pl.Series([shown]), pl.Series([swapped]))
+        days[day] = tuple(total + n * c for total, c in zip(days.get(day, (0, 0, 0)), counts, strict=True))
+    for window, start, end in windows(dates, trailing_days):
+        kept = [c for day, c in days.items() if start is None or (day is not None and start <= day <= end)]
+        result = position_consistency_from_counts(*(sum(column) for column in zip((0, 0, 0), *kept, strict=True)))
         rows.add(
             "position_consistency",
             result.consistency,

@@ -27,7 +27,7 @@ def _named_comparisons(frame: pl.DataFrame, verdict: str) -> pl.DataFrame:
     )
 
 
-def ranking_agreement(annotations: pl.DataFrame, judgments: pl.DataFrame, rows: Rows) -> None:
+def ranking_agreement(annotations: pl.DataFrame | pl.LazyFrame, judgments: pl.DataFrame, rows: Rows) -> None:
     """`ranking` rows: do an imported judge and the humans rank the compared models alike?
 
     For a pairwise task whose annotations name the two candidates in their metadata (`candidate_a`, shown
@@ -41,7 +41,7 @@ def ranking_agreement(annotations: pl.DataFrame, judgments: pl.DataFrame, rows: 
     rankings (model, score, rank, comparisons). A task and criterion are matched as in `imported_vs_human`.
     """
     # most annotations name no candidates: a substring test spares parsing their metadata
-    named = annotations.filter(pl.col("metadata").str.contains(CANDIDATE_FIELDS[0], literal=True))
+    named = annotations.lazy().filter(pl.col("metadata").str.contains(CANDIDATE_FIELDS[0], literal=True)).collect()
     votes = _named_comparisons(named, "label").filter(pl.col("a").is_not_null() & pl.col("b").is_not_null())
     if votes.is_empty():
         return

@@ -15,7 +15,7 @@ from eval_platform.defs.resources import WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.experiments.analysis import experiment_results as analyze
 from eval_platform.experiments.config import ExperimentConfig
-from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
+from eval_platform.experiments.inputs import experiment_inputs, read_final_scores
 from eval_platform.experiments.regressions import (
     DEFAULT_ALPHA,
     DEFAULT_BASELINE_DAYS,
@@ -61,6 +61,7 @@ def build_experiment_results(
         {m.evaluator for e in experiments.values() for _, m in e.metrics}
         | {e.pairwise_evaluator for e in experiments.values() if e.pairwise_evaluator}
     )
+    pairwise = sorted({e.pairwise_evaluator for e in experiments.values() if e.pairwise_evaluator})
 
     calibrated = {name: (evaluators or {})[name] for name in needed if calibrated_fields((evaluators or {}).get(name))}
 
@@ -78,7 +79,8 @@ def build_experiment_results(
         human = {
             name: human_truth(config, annotations) for name, config in calibrated.items() if annotations is not None
         }
-        frame = analyze(experiments.values(), read_final_scores(root, needed), read_trace_variants(root), human=human)
+        with experiment_inputs(root, needed, pairwise) as (scores, trace_variants):
+            frame = analyze(experiments.values(), scores, trace_variants, human=human)
         # An experiment whose file (or an evaluator file it names) broke keeps its last rows, flagged stale.
         unavailable = {Path(file).stem: error for file, error in (broken or {}).items()}
         frame = keep_stale_rows(frame, read_partition(root, "experiment_results", {}), unavailable)

@@ -39,14 +39,16 @@ def in_window(config: ExperimentConfig) -> pl.Expr:
 
 def metric_values(config: ExperimentConfig, metric: Metric, scores: pl.DataFrame) -> pl.DataFrame:
     """(date, variant, value, trace_id) of one metric: final completed verdicts of the experiment's traces and
-    variants (trace_id: for the human-calibrated figures, `experiments.calibrated`)."""
-    frame = scores.filter(FINAL_COMPLETED & (pl.col("evaluator") == metric.evaluator) & in_window(config))
+    variants (trace_id: for the human-calibrated figures, `experiments.calibrated`). `scores` may be lazy
+    (`experiment_inputs` out of core): only this metric's rows are then read, streaming."""
+    frame = scores.lazy().filter(FINAL_COMPLETED & (pl.col("evaluator") == metric.evaluator) & in_window(config))
     if config.experiment_id is not None:
         frame = frame.filter(pl.col("experiment_id") == config.experiment_id)
     return (
         frame.filter(pl.col("variant").is_in(config.variants))
         .select("date", "variant", pl.col(metric.field).cast(pl.Float64).alias("value"), "trace_id")
         .drop_nulls("value")
+        .collect(engine="streaming" if isinstance(scores, pl.LazyFrame) else "auto")
     )
 
 

@@ -18,9 +18,12 @@ def pairwise_verdicts(config: ExperimentConfig, scores: pl.DataFrame, traces: pl
     and experiment are those of the first row of its trace in `traces`; a verdict with a side not there is left
     out."""
     sides = traces.select("trace_id", "variant", "experiment_id")
-    frame = scores.filter(
-        FINAL_COMPLETED & (pl.col("evaluator") == config.pairwise_evaluator) & in_window(config)
-    ).select("date", "trace_id", "trace_id_b", "winner")
+    frame = (
+        scores.lazy()  # `scores` may be lazy (`experiment_inputs` out of core): only these rows are read
+        .filter(FINAL_COMPLETED & (pl.col("evaluator") == config.pairwise_evaluator) & in_window(config))
+        .select("date", "trace_id", "trace_id_b", "winner")
+        .collect(engine="streaming" if isinstance(scores, pl.LazyFrame) else "auto")
+    )
     lookup = _TraceLookup.of(sides)
     if lookup is None:  # trace ids repeat (or their hashes do): joins on the ids
         sides = sides.unique("trace_id", keep="first", maintain_order=True)

@@ -1,16 +1,18 @@
 """Before/after equality of the analysis outputs on one data root: dump them with one version of the code, dump
 them again with another, compare every value.
 
-    python -m eval_platform.perf.analytics_outputs dump ROOT OUT     # ROOT: a data root (analytics_scale --keep)
+    python -m eval_platform.perf.analytics_outputs dump ROOT OUT [in_memory | out_of_core]  # ROOT: a data root
     python -m eval_platform.perf.analytics_outputs compare OUT_A OUT_B
 
 `dump` runs the bodies of `agreement` (and `ground_truth`), `experiment_results`, `judge_cost_daily` and
 `judge_cost_monthly` on ROOT, as `analytics_scale` does, and writes each table to OUT/<table>.parquet (not into
 ROOT). To dump with an older version of the code, run this file by path with PYTHONPATH pointing at that
-version's checkout. `compare` matches the rows of each table on its key columns and checks that every other
-value is equal: text exactly (JSON details parsed, numbers in them within the tolerance), numbers within 1e-9
-(absolute or relative), nulls in the same places; `computed_at` aside. It also says whether the row order is
-the same. Exit status 1 on any difference.
+version's checkout. `in_memory` or `out_of_core` forces the way `agreement` and `experiment_results` read
+judge_scores (default: as the assets choose, by its size; see `eval_platform.out_of_core`), so the two paths
+can be compared on one data root. `compare` matches the rows of each table on its key columns and checks that
+every other value is equal: text exactly (JSON details parsed, numbers in them within the tolerance), numbers
+within 1e-9 (absolute or relative), nulls in the same places; `computed_at` aside. It also says whether the row
+order is the same. Exit status 1 on any difference.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import math
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -47,13 +50,13 @@ KEYS = {
 IGNORED = {"computed_at"}
 
 
-def dump(root: Path, out: Path) -> None:
+def dump(root: Path, out: Path, out_of_core: bool | None = None) -> None:
     from eval_platform.agreement import compute
     from eval_platform.costs import cost_rollup, monthly_rollup
     from eval_platform.defs import agreement as agreement_asset
+    from eval_platform.experiments import inputs
     from eval_platform.experiments.analysis import experiment_results
     from eval_platform.experiments.config import load_experiments
-    from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
     from eval_platform.judging.loading import load_evaluators
     from eval_platform.llm.budget import BudgetLedger
     from eval_platform.settings import state_dir
@@ -61,15 +64,25 @@ def dump(root: Path, out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     evaluators = load_evaluators(root / "evaluators")
-    # what the asset passes: an eager frame in older versions (read_scores), a lazy scan since (scan_scores)
-    scores = getattr(agreement_asset, "scan_scores", None) or agreement_asset.read_scores
-    rows, truth = compute(
-        evaluators,
-        scores(root),
-        read_partition(root, "human_annotations", {}),
-        read_partition(root, "imported_judgments", {}),
-        categories=agreement_asset.declared_categories(root),
-    )
+    # what the asset passes: an eager frame in older versions (read_scores), a lazy scan since (scan_scores), and
+    # since the out-of-core path, whichever `score_source` gives
+    if hasattr(agreement_asset, "score_source"):
+        from eval_platform.out_of_core import reads_out_of_core
+
+        out_of_core = reads_out_of_core(root, out_of_core)
+        source = agreement_asset.score_source(root, out_of_core)
+        annotations = agreement_asset.read_annotations(root, lazy=out_of_core)
+    else:
+        source = nullcontext((getattr(agreement_asset, "scan_scores", None) or agreement_asset.read_scores)(root))
+        annotations = read_partition(root, "human_annotations", {})
+    with source as scores:
+        rows, truth = compute(
+            evaluators,
+            scores,
+            annotations,
+            read_partition(root, "imported_judgments", {}),
+            categories=agreement_asset.declared_categories(root),
+        )
     rows.write_parquet(out / "agreement.parquet")
     truth.write_parquet(out / "ground_truth.parquet")
     configs = load_experiments(root / "experiments", evaluators)
@@ -77,9 +90,13 @@ def dump(root: Path, out: Path) -> None:
         {m.evaluator for e in configs.values() for _, m in e.metrics}
         | {e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator}
     )
-    experiment_results(configs.values(), read_final_scores(root, needed), read_trace_variants(root)).write_parquet(
-        out / "experiment_results.parquet"
-    )
+    pairwise = sorted({e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator})
+    if hasattr(inputs, "experiment_inputs"):
+        source = inputs.experiment_inputs(root, needed, pairwise, out_of_core)
+    else:
+        source = nullcontext((inputs.read_final_scores(root, needed), inputs.read_trace_variants(root)))
+    with source as (scores, traces):
+        experiment_results(configs.values(), scores, traces).write_parquet(out / "experiment_results.parquet")
     daily = cost_rollup(root, evaluators)
     daily.write_parquet(out / "judge_cost_daily.parquet")
     monthly_rollup(daily, BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators).write_parquet(
@@ -167,8 +184,12 @@ def compare(before_dir: Path, after_dir: Path) -> int:
 
 def main(argv: list[str]) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    if len(argv) == 3 and argv[0] == "dump":
-        dump(Path(argv[1]), Path(argv[2]))
+    if len(argv) in (3, 4) and argv[0] == "dump":
+        paths = {"in_memory": False, "out_of_core": True}
+        if len(argv) == 4 and argv[3] not in paths:
+            print(__doc__, file=sys.stderr)
+            return 2
+        dump(Path(argv[1]), Path(argv[2]), paths[argv[3]] if len(argv) == 4 else None)
         return 0
     if len(argv) == 3 and argv[0] == "compare":
         return compare(Path(argv[1]), Path(argv[2]))

@@ -11,7 +11,10 @@ peer's pivot to the matrix it takes timed with it) and from a ready matrix (the 
 timing, given to both). Each reports the wall and CPU time of the computation alone (imports and input
 preparation are not timed) and the process's peak RSS, and every peer row the largest absolute difference
 between our values and the peer's. The peers are the test extras (krippendorff, statsmodels, scipy).
-`--keep` keeps the data root, `--root DIR` reuses it, `--only` runs some computations.
+`--keep` keeps the data root, `--root DIR` reuses it, `--only` runs some computations. `--path in_memory` or
+`out_of_core` makes `agreement` and `experiment_results` read judge_scores that way (default: as the assets
+choose, out of core above 20M rows; see `eval_platform.out_of_core`), and `--compare-paths` also dumps every
+output of the three assets both ways and compares them value by value (`analytics_outputs`).
 """
 
 from __future__ import annotations
@@ -47,27 +50,40 @@ from eval_platform.storage.warehouse import (
 # values are checked against the peer's.
 
 
+ANALYTICS_PATH = "ANALYTICS_SCALE_PATH"  # --path, handed to the child processes
+PATHS = {"auto": None, "in_memory": False, "out_of_core": True}
+
+
 def _evaluators(root: Path):
     from eval_platform.judging.loading import load_evaluators
 
     return load_evaluators(root / "evaluators")
 
 
+def _out_of_core(root: Path) -> bool:
+    """In memory or out of core, as `--path` says (`ANALYTICS_PATH`), else as the assets choose by size."""
+    from eval_platform.out_of_core import reads_out_of_core
+
+    return reads_out_of_core(root, PATHS[os.environ.get(ANALYTICS_PATH, "auto")])
+
+
 def agreement(root: Path):
     """The `agreement` asset's body: read judge_scores, annotations and judgments, compute, write both tables."""
     from eval_platform.agreement import compute
-    from eval_platform.defs.agreement import declared_categories, scan_scores
+    from eval_platform.defs.agreement import declared_categories, read_annotations, score_source
 
     evaluators = _evaluators(root)
+    out_of_core = _out_of_core(root)
 
     def run():
-        rows, truth = compute(
-            evaluators,
-            scan_scores(root),
-            read_partition(root, "human_annotations", {}),
-            read_partition(root, "imported_judgments", {}),
-            categories=declared_categories(root),
-        )
+        with score_source(root, out_of_core) as scores:
+            rows, truth = compute(
+                evaluators,
+                scores,
+                read_annotations(root, lazy=out_of_core),
+                read_partition(root, "imported_judgments", {}),
+                categories=declared_categories(root),
+            )
         write_partition(root, "agreement", {}, rows)
         write_partition(root, "ground_truth", {}, truth)
         return {"rows": rows.height, "ground_truth": truth.height}
@@ -79,16 +95,19 @@ def experiments(root: Path):
     """The `experiment_results` asset's body: load the experiments, read final scores and trace variants, analyze."""
     from eval_platform.experiments.analysis import experiment_results
     from eval_platform.experiments.config import load_experiments
-    from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
+    from eval_platform.experiments.inputs import experiment_inputs
 
     configs = load_experiments(root / "experiments", _evaluators(root))
     needed = sorted(
         {m.evaluator for e in configs.values() for _, m in e.metrics}
         | {e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator}
     )
+    pairwise = sorted({e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator})
+    out_of_core = _out_of_core(root)
 
     def run():
-        frame = experiment_results(configs.values(), read_final_scores(root, needed), read_trace_variants(root))
+        with experiment_inputs(root, needed, pairwise, out_of_core) as (scores, traces):
+            frame = experiment_results(configs.values(), scores, traces)
         write_partition(root, "experiment_results", {}, frame)
         return {"rows": frame.height}
 
@@ -387,6 +406,19 @@ def _measure(name: str, side: str, root: Path, repeat: int) -> dict:
     }
 
 
+def _compare_paths(root: Path) -> int:
+    """Every output of the three assets dumped in memory and out of core, each in a fresh process
+    (`analytics_outputs dump`, outside the data root), then compared value by value; 1 on any difference."""
+    with tempfile.TemporaryDirectory(prefix="analytics_paths-") as folder:
+        for path in ("in_memory", "out_of_core"):
+            started = time.perf_counter()
+            dump = [sys.executable, "-m", "eval_platform.perf.analytics_outputs", "dump", str(root)]
+            subprocess.run([*dump, f"{folder}/{path}", path], check=True)
+            print(f"{path}: dumped in {time.perf_counter() - started:.0f} s", flush=True)
+        compare = [sys.executable, "-m", "eval_platform.perf.analytics_outputs", "compare"]
+        return subprocess.run([*compare, f"{folder}/in_memory", f"{folder}/out_of_core"]).returncode
+
+
 def _cell(measured: dict) -> str:
     return f"{measured['seconds']:.2f} s ({measured['cpu_s']:.2f} s CPU), {measured['peak_rss_mb']:,.0f} MB"
 
@@ -400,9 +432,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the generated data root and print where it is")
     parser.add_argument("--root", type=Path, help="reuse a data root kept by an earlier --keep instead of generating")
     parser.add_argument("--only", nargs="+", choices=list(COMPUTATIONS), help="run only these computations")
+    parser.add_argument(
+        "--path",
+        choices=list(PATHS),
+        default="auto",
+        help="how agreement and experiment_results read judge_scores (auto: as the assets choose, by size)",
+    )
+    parser.add_argument(
+        "--compare-paths",
+        action="store_true",
+        help="also dump every output in memory and out of core (analytics_outputs, fresh processes) and compare",
+    )
     parser.add_argument("--child", nargs=3, metavar=("NAME", "SIDE", "ROOT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch litellm's price map
+    os.environ[ANALYTICS_PATH] = os.environ.get(ANALYTICS_PATH) if args.child else args.path  # children inherit it
     if args.child:
         _child(args.child[0], args.child[1], Path(args.child[2]))
         return 0
@@ -437,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
             compared = f"{_cell(theirs)} | {difference:.1e}" if theirs else "— | —"
             lines.append(f"| {what} | {_cell(ours)} | {peer_name or '—'} | {compared} |")
         print("\n".join(lines))
+        if args.compare_paths:
+            return _compare_paths(root)
     finally:
         if args.keep:
             print(f"kept {root}")
