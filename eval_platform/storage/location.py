@@ -71,6 +71,12 @@ class Store(Protocol):
         """Replace the file at `parts` with `frame` as Parquet, whole or not at all; returns its path or URL."""
         ...
 
+    def write_bytes(self, parts: tuple[str, ...], data: bytes) -> Path | str:
+        """Replace the file at `parts` with `data`, whole or not at all (a non-Parquet output: an export)."""
+        ...
+
+    def read_bytes(self, parts: tuple[str, ...]) -> bytes | None: ...
+
     def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None: ...
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None: ...
@@ -115,6 +121,25 @@ class LocalStore:
             if tmp.exists():
                 tmp.unlink()
         return path
+
+    def write_bytes(self, parts: tuple[str, ...], data: bytes) -> Path | str:
+        path = self.folder.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return path
+
+    def read_bytes(self, parts: tuple[str, ...]) -> bytes | None:
+        path = self.folder.joinpath(*parts)
+        return path.read_bytes() if path.exists() else None
 
     def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None:
         path = self.folder.joinpath(*parts)
@@ -191,8 +216,21 @@ class S3Store:
                 out.write(source.read_buffer())
         return self.location(*parts)
 
+    def write_bytes(self, parts: tuple[str, ...], data: bytes) -> Path | str:
+        # Built whole in memory, then one write call: the object appears only when close() completes the upload.
+        with self.filesystem.open_output_stream(self._key(*parts)) as out:
+            out.write(data)
+        return self.location(*parts)
+
     def _is_file(self, key: str) -> bool:
         return self.filesystem.get_file_info(key).type == pafs.FileType.File
+
+    def read_bytes(self, parts: tuple[str, ...]) -> bytes | None:
+        key = self._key(*parts)
+        if not self._is_file(key):
+            return None
+        with self.filesystem.open_input_stream(key) as source:
+            return source.read()
 
     def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None:
         key = self._key(*parts)
