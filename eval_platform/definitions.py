@@ -21,6 +21,7 @@ from eval_platform.defs.datasets import (
 )
 from eval_platform.defs.drift import build_judge_drift
 from eval_platform.defs.experiments import build_alerts, build_experiment_results
+from eval_platform.defs.finetune import build_finetune_exports
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.report import build_report_asset
 from eval_platform.defs.resources import judge_resource, warehouse_resource
@@ -32,6 +33,7 @@ from eval_platform.defs.traces import (
     traces_job,
 )
 from eval_platform.experiments.config import load_experiments
+from eval_platform.finetune.config import load_exports
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.settings import data_root
 
@@ -57,6 +59,9 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     drift = build_judge_drift(evaluators, judge_scores)  # empty unless an evaluator declares anchors
     benchmark_assets, _broken_suites = build_benchmarks(root, evaluators)
     leaderboard = next(a for a in benchmark_assets if a.key == dg.AssetKey("leaderboard"))
+    broken_exports: dict[str, str] = {}
+    exports = load_exports(root / "finetune_exports", evaluators, broken=broken_exports)
+    finetune_exports = build_finetune_exports(exports, traces, judge_scores, broken=broken_exports)
     report = build_report_asset([judge_scores, agreement, experiment_results, leaderboard, *drift.assets])
     return dg.Definitions(
         assets=[
@@ -73,6 +78,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             experiment_results,
             alerts,
             *drift.assets,
+            finetune_exports,
             *benchmark_assets,
             report,
         ],

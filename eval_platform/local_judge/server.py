@@ -42,6 +42,7 @@ from eval_platform.local_judge.batches import (
     json_body,
 )
 from eval_platform.local_judge.echo_key import ECHO_KEY_MODELS, echo_key_answer
+from eval_platform.local_judge.embeddings import embedding_inputs, embeddings_response
 from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.llmbar_replay import LLMBarRecordings
 from eval_platform.local_judge.message_batches import MessageBatches
@@ -194,6 +195,8 @@ class LocalJudgeServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_post("/chat/completions", self._chat_completions)
+        app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/embeddings", self._embeddings)
         # Azure OpenAI's spelling: the deployment in the path, `?api-version=` and an `api-key` header.
         app.router.add_post("/openai/deployments/{deployment:.+}/chat/completions", self._azure_chat_completions)
         # Anthropic's Messages API and Message Batches (see `message_batches`).
@@ -234,6 +237,27 @@ class LocalJudgeServer:
             return await app_model_response(request, body)
         status, payload, headers = await self.interactive(body, authorization(request))
         return web.json_response(payload, status=status, headers=headers)
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """OpenAI's embeddings endpoint (see `embeddings`): counted and rate limited like a chat call."""
+        body = await json_body(request)
+        model = body.get("model") if isinstance(body, dict) else None
+        self._count(model if isinstance(model, str) else "")
+        try:
+            self._take_token()
+            model, texts = embedding_inputs(body)
+            if model.startswith("fault/"):
+                prompt = "\n".join(texts)
+                digest = hashlib.sha256(prompt.encode()).hexdigest()
+                kind = model.removeprefix("fault/")
+                await fault_answer(kind, prompt, digest, self._first_seen, self.retry_after_s, self.slow_s)
+                raise JudgeRequestError(500, f"fault/{kind}: no embedding", error_type="server_error")
+        except JudgeRequestError as error:
+            return web.json_response(error.body(), status=error.status, headers=error.headers)
+        payload = embeddings_response(model, texts)
+        with self._stats_lock:
+            self._billed.update(replies=1, prompt_tokens=payload["usage"]["prompt_tokens"], completion_tokens=0)
+        return web.json_response(payload)
 
     async def _azure_chat_completions(self, request: web.Request) -> web.Response:
         refused = azure_refusal(request)

@@ -93,6 +93,12 @@ class Store(Protocol):
         """The file at `parts` as frames of at most `batch_rows` rows, read as they are consumed (None: no file)."""
         ...
 
+    def write_bytes(self, parts: tuple[str, ...], data: bytes) -> Path | str:
+        """Replace the file at `parts` with `data`, whole or not at all (a non-Parquet output: an export)."""
+        ...
+
+    def read_bytes(self, parts: tuple[str, ...]) -> bytes | None: ...
+
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None: ...
 
     def files(self, parts: tuple[str, ...], name: str) -> list[tuple[str, ...]]:
@@ -142,6 +148,15 @@ class LocalStore:
         finally:
             if tmp.exists():
                 tmp.unlink()
+
+    def write_bytes(self, parts: tuple[str, ...], data: bytes) -> Path | str:
+        with self.staged(parts) as tmp:
+            tmp.write_bytes(data)
+        return self.folder.joinpath(*parts)
+
+    def read_bytes(self, parts: tuple[str, ...]) -> bytes | None:
+        path = self.folder.joinpath(*parts)
+        return path.read_bytes() if path.exists() else None
 
     def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
         path = self.folder.joinpath(*parts)
@@ -230,8 +245,20 @@ class S3Store:
             with pa.memory_map(str(local)) as source, self.filesystem.open_output_stream(key) as out:
                 out.write(source.read_buffer())
 
+    def write_bytes(self, parts: tuple[str, ...], data: bytes) -> Path | str:
+        with self.staged(parts) as local:
+            local.write_bytes(data)
+        return self.location(*parts)
+
     def _is_file(self, key: str) -> bool:
         return self.filesystem.get_file_info(key).type == pafs.FileType.File
+
+    def read_bytes(self, parts: tuple[str, ...]) -> bytes | None:
+        key = self._key(*parts)
+        if not self._is_file(key):
+            return None
+        with self.filesystem.open_input_stream(key) as source:
+            return source.read()
 
     def read(self, parts: tuple[str, ...], columns: list[str] | None = None) -> pl.DataFrame | None:
         batches = self.batches(parts, columns=columns)

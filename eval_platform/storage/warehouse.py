@@ -135,6 +135,20 @@ def partition_writer(
         writer._close()
 
 
+def write_file(root: Path, table: str, keys: dict[str, str], name: str, data: bytes) -> Path | str:
+    """Atomically replace one file of a non-Parquet output (a fine-tuning export's JSONL) under the partition's
+    folder, as `write_partition` replaces a Parquet file; returns its path or URL. No view reads it."""
+    store = store_for(root)
+    if isinstance(store, LocalStore):
+        remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
+    return store.write_bytes((*_parts(table, keys), name), data)
+
+
+def read_file(root: Path, table: str, keys: dict[str, str], name: str) -> bytes | None:
+    """The bytes of a file written by `write_file`, or None when it does not exist."""
+    return store_for(root).read_bytes((*_parts(table, keys), name))
+
+
 def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: float = STALE_TEMP_S) -> int:
     """Delete temporary files left by killed writes (this naming and the earlier `.tmp-*.parquet`)."""
     if not folder.is_dir():
