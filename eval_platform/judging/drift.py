@@ -46,7 +46,7 @@ def anchor_traces(root: Path, config: EvaluatorConfig) -> tuple[pl.DataFrame, st
             "metadata": case.get("metadata"),
             "expected_verdict": case_field(case, anchors.expected),
         }
-        for case in dataset.cases
+        for case in dataset.cases.to_dicts()
     ]
     schema = {name: pl.String() for name in ("trace_id", "input", "output", "expected_output", "metadata")}
     frame = pl.DataFrame(rows, schema={**schema, "expected_verdict": pl.String()})
