@@ -27,6 +27,8 @@ import os
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
@@ -37,6 +39,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from eval_platform.llm.redaction import remember
 from eval_platform.settings import (
@@ -71,7 +74,16 @@ class Store(Protocol):
         """Replace the file at `parts` with `frame` as Parquet, whole or not at all; returns its path or URL."""
         ...
 
+    def staged(self, parts: tuple[str, ...]) -> AbstractContextManager[Path]:
+        """A local file to write the file at `parts` into; when the block ends without an exception it replaces
+        the file whole (a rename, or one put), else nothing changes."""
+        ...
+
     def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None: ...
+
+    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
+        """The Parquet file at `parts`, opened for reading in batches (None when there is none)."""
+        ...
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None: ...
 
@@ -105,20 +117,29 @@ class LocalStore:
         return str(self.folder.joinpath(*parts))
 
     def write(self, parts: tuple[str, ...], frame: pl.DataFrame) -> Path | str:
+        with self.staged(parts) as tmp:
+            frame.write_parquet(tmp)
+        return self.folder.joinpath(*parts)
+
+    @contextmanager
+    def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
         path = self.folder.joinpath(*parts)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
         try:
-            frame.write_parquet(tmp)
+            yield tmp
             os.replace(tmp, path)
         finally:
             if tmp.exists():
                 tmp.unlink()
-        return path
 
     def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None:
         path = self.folder.joinpath(*parts)
         return pl.read_parquet(path) if path.exists() else None
+
+    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
+        path = self.folder.joinpath(*parts)
+        return pq.ParquetFile(path) if path.exists() else None
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         path = self.folder.joinpath(*parts)
@@ -181,15 +202,20 @@ class S3Store:
         return pafs.S3FileSystem(**options)
 
     def write(self, parts: tuple[str, ...], frame: pl.DataFrame) -> Path | str:
+        with self.staged(parts) as local:
+            frame.write_parquet(local)
+        return self.location(*parts)
+
+    @contextmanager
+    def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
         key = self._key(*parts)
         with tempfile.TemporaryDirectory(prefix="eval_platform-put-") as folder:
             local = Path(folder) / "part.parquet"
-            frame.write_parquet(local)
+            yield local
             # One write call of the whole (memory-mapped, not loaded) file: the upload's parts are sent by
             # pyarrow's own threads, and the object appears only when close() completes the upload.
             with pa.memory_map(str(local)) as source, self.filesystem.open_output_stream(key) as out:
                 out.write(source.read_buffer())
-        return self.location(*parts)
 
     def _is_file(self, key: str) -> bool:
         return self.filesystem.get_file_info(key).type == pafs.FileType.File
@@ -199,6 +225,12 @@ class S3Store:
         if not self._is_file(key):
             return None
         return pl.read_parquet(self.location(*parts), storage_options=self.storage_options)
+
+    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
+        key = self._key(*parts)
+        if not self._is_file(key):
+            return None
+        return pq.ParquetFile(self.filesystem.open_input_file(key))
 
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         key = self._key(*parts)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 
 from eval_platform.schemas import QUARANTINE_SCHEMA, conform
 from eval_platform.settings import data_root, duckdb_path, warehouse_dir
@@ -69,6 +70,78 @@ def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.Data
     return store.write((*_parts(table, keys), PARTITION_FILE), frame)
 
 
+# Rows of one Parquet row group a `PartitionWriter` writes at most (the frames it is given are cut to this).
+WRITER_ROW_GROUP = 50_000
+
+
+class PartitionWriter:
+    """One partition written in pieces, for a step that must not hold all its rows: `write` each chunk as it is
+    ready, and the partition is replaced whole when the `with` block ends, exactly as `write_partition` does it
+    (local disk: the file is streamed to a temporary name in its folder and renamed over the old one; a bucket:
+    streamed to a local temporary file, then one put). An exception in the block (or a kill) replaces nothing:
+    the previous partition stays. Every chunk is conformed to `schema`; no chunk still writes a 0-row file.
+
+        with PartitionWriter(root, "judge_scores", {"evaluator": name, "date": day}, JUDGE_SCORE_SCHEMA) as out:
+            for chunk in chunks:
+                out.write(chunk)
+        out.path  # where it is now (a path, or an s3:// URL)
+    """
+
+    def __init__(self, root: Path, table: str, keys: dict[str, str], schema: dict[str, pl.DataType]):
+        self.root, self.table, self.keys, self.schema = root, table, keys, schema
+        self.rows = 0
+        self.path: Path | str | None = None
+        self._staged = None
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> PartitionWriter:
+        store = store_for(self.root)
+        if isinstance(store, LocalStore):
+            remove_stale_temp_files(partition_dir(self.root, self.table, self.keys), recursive=False)
+        self._parts = (*_parts(self.table, self.keys), PARTITION_FILE)
+        self._staged = store.staged(self._parts)
+        local = self._staged.__enter__()
+        empty = conform(pl.DataFrame(schema=self.schema), self.schema).to_arrow()
+        # zstd, as polars' write_parquet: the file reads back the same whichever writer wrote it
+        self._writer = pq.ParquetWriter(str(local), empty.schema, compression="zstd")
+        self._arrow_schema = empty.schema
+        return self
+
+    def write(self, frame: pl.DataFrame) -> None:
+        """Append `frame`'s rows (conformed to the partition's schema)."""
+        if self._writer is None:
+            raise RuntimeError("PartitionWriter.write outside its `with` block")
+        if frame.height == 0:
+            return
+        table = conform(frame, self.schema).to_arrow()
+        if table.schema != self._arrow_schema:
+            table = table.cast(self._arrow_schema)
+        self._writer.write_table(table, row_group_size=WRITER_ROW_GROUP)
+        self.rows += frame.height
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        assert self._writer is not None and self._staged is not None
+        writer, self._writer = self._writer, None
+        staged, self._staged = self._staged, None
+        try:
+            writer.close()  # the file whole, with its footer, before it may replace anything
+        except BaseException as failed:
+            if staged.__exit__(type(failed), failed, failed.__traceback__):
+                return False
+            raise
+        staged.__exit__(kind, error, traceback)  # replaces the partition only when the block raised nothing
+        if kind is None:
+            self.path = partition_path(self.root, self.table, self.keys)
+        return False
+
+
+def partition_path(root: Path, table: str, keys: dict[str, str]) -> Path | str:
+    """Where a partition's file is: its path on local disk, its URL on a bucket."""
+    store = store_for(root)
+    parts = (*_parts(table, keys), PARTITION_FILE)
+    return store.folder.joinpath(*parts) if isinstance(store, LocalStore) else store.location(*parts)
+
+
 def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: float = STALE_TEMP_S) -> int:
     """Delete temporary files left by killed writes (this naming and the earlier `.tmp-*.parquet`)."""
     if not folder.is_dir():
@@ -89,6 +162,21 @@ def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: 
 
 def read_partition(root: Path, table: str, keys: dict[str, str]) -> pl.DataFrame | None:
     return store_for(root).read((*_parts(table, keys), PARTITION_FILE))
+
+
+def partition_batches(root: Path, table: str, keys: dict[str, str], rows: int) -> Iterator[pl.DataFrame] | None:
+    """The partition's rows in order, at most `rows` at a time (what `read_partition` reads, never all of it in
+    memory at once); None when the partition is not there."""
+    source = store_for(root).parquet_file((*_parts(table, keys), PARTITION_FILE))
+    if source is None:
+        return None
+
+    def batches() -> Iterator[pl.DataFrame]:
+        with source:
+            for batch in source.iter_batches(batch_size=rows):
+                yield pl.from_arrow(batch)
+
+    return batches()
 
 
 def table_glob(root: Path, table: str) -> str:
