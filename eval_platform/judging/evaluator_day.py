@@ -5,7 +5,7 @@ automation and the daily path, a range of days for a backfill) and only turns th
 
 A partition is judged in bounded memory, whatever the day's size: the day's traces are read READ_BATCH_ROWS at a
 time, judged as they come (`runner.judge_stream`, which keeps the calls of one batch running while the next is
-planned), and the rows written as they are ready into the partition's new file (`warehouse.PartitionWriter`),
+planned), and the rows written as they are ready into the partition's new file (`warehouse.partition_writer`),
 which replaces the old one whole only once every row is in it. What the run keeps of a partition is its summary,
 its count of traces without a row and a few rows to preview, never its rows. Two kinds of partition still hold
 their day's traces at once (README "Known gaps"): a pairwise or n_wise evaluator (a pair or group is planned from
@@ -30,7 +30,13 @@ from eval_platform.judging.runner import judge_stream
 from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
-from eval_platform.storage.warehouse import PartitionWriter, partition_batches, partition_values, read_partition
+from eval_platform.storage.warehouse import (
+    partition_batches,
+    partition_path,
+    partition_values,
+    partition_writer,
+    read_partition,
+)
 
 # Traces read and planned at once: their prompts and rows are what a partition holds besides the calls in flight.
 READ_BATCH_ROWS = 10_000
@@ -115,11 +121,13 @@ def judge_partition(
         if evaluator.judged_target == "session":
             day_traces, missing_days = session_traces(root, day, evaluator.session_lookback_days, day_traces)
         day_batches = [day_traces]
-    with PartitionWriter(root, "judge_scores", {"evaluator": evaluator.name, "date": day}, JUDGE_SCORE_SCHEMA) as out:
+    keys = {"evaluator": evaluator.name, "date": day}
+    with partition_writer(root, "judge_scores", keys, JUDGE_SCORE_SCHEMA) as out:
         outcome = judge_stream(evaluator, day, day_batches, runtime, trace_ids, out.write)
     if missing_days is not None:
         outcome.summary["session_days_missing"] = missing_days
-    return JudgedPartition(root, evaluator, day, outcome.summary, out.path, outcome.traces_without_a_row, outcome.tally)
+    path = partition_path(root, "judge_scores", keys)
+    return JudgedPartition(root, evaluator, day, outcome.summary, path, outcome.traces_without_a_row, outcome.tally)
 
 
 def session_traces(

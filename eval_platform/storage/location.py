@@ -75,17 +75,17 @@ class Store(Protocol):
         ...
 
     def staged(self, parts: tuple[str, ...]) -> AbstractContextManager[Path]:
-        """A local file to write the file at `parts` into; when the block ends without an exception it replaces
-        the file whole (a rename, or one put), else nothing changes."""
+        """A local file to write; it replaces the file at `parts` whole when the block ends without an exception,
+        and is discarded otherwise (the old file stays). `write` is this with one frame."""
         ...
 
     def read(self, parts: tuple[str, ...]) -> pl.DataFrame | None: ...
 
-    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
-        """The Parquet file at `parts`, opened for reading in batches (None when there is none)."""
-        ...
-
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None: ...
+
+    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
+        """The Parquet file at `parts`, opened to be read a batch at a time (None when there is none)."""
+        ...
 
     def files(self, parts: tuple[str, ...], name: str) -> list[tuple[str, ...]]:
         """The files called `name` anywhere under `parts`, as parts relative to the warehouse, sorted."""
@@ -123,6 +123,8 @@ class LocalStore:
 
     @contextmanager
     def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
+        """A temporary file in the file's folder, renamed over the file at `parts` if the block ends without an
+        exception (and removed either way)."""
         path = self.folder.joinpath(*parts)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
@@ -137,13 +139,13 @@ class LocalStore:
         path = self.folder.joinpath(*parts)
         return pl.read_parquet(path) if path.exists() else None
 
-    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
-        path = self.folder.joinpath(*parts)
-        return pq.ParquetFile(path) if path.exists() else None
-
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         path = self.folder.joinpath(*parts)
         return dict(pl.read_parquet_schema(path)) if path.exists() else None
+
+    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
+        path = self.folder.joinpath(*parts)
+        return pq.ParquetFile(path) if path.exists() else None
 
     def files(self, parts: tuple[str, ...], name: str) -> list[tuple[str, ...]]:
         folder = self.folder.joinpath(*parts)
@@ -208,6 +210,7 @@ class S3Store:
 
     @contextmanager
     def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
+        """A local temporary file, put as the object at `parts` if the block ends without an exception."""
         key = self._key(*parts)
         with tempfile.TemporaryDirectory(prefix="eval_platform-put-") as folder:
             local = Path(folder) / "part.parquet"
@@ -226,18 +229,18 @@ class S3Store:
             return None
         return pl.read_parquet(self.location(*parts), storage_options=self.storage_options)
 
-    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
-        key = self._key(*parts)
-        if not self._is_file(key):
-            return None
-        return pq.ParquetFile(self.filesystem.open_input_file(key))
-
     def schema(self, parts: tuple[str, ...]) -> dict[str, pl.DataType] | None:
         key = self._key(*parts)
         if not self._is_file(key):
             return None
         scan = pl.scan_parquet(self.location(*parts), storage_options=self.storage_options, hive_partitioning=False)
         return dict(scan.collect_schema())  # the footer only
+
+    def parquet_file(self, parts: tuple[str, ...]) -> pq.ParquetFile | None:
+        key = self._key(*parts)
+        if not self._is_file(key):
+            return None
+        return pq.ParquetFile(self.filesystem.open_input_file(key))  # reads the ranges it needs, as it needs them
 
     def _listing(self, parts: tuple[str, ...], recursive: bool) -> list[pafs.FileInfo]:
         selector = pafs.FileSelector(self._key(*parts), allow_not_found=True, recursive=recursive)

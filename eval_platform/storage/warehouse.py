@@ -70,76 +70,69 @@ def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.Data
     return store.write((*_parts(table, keys), PARTITION_FILE), frame)
 
 
-# Rows of one Parquet row group a `PartitionWriter` writes at most (the frames it is given are cut to this).
-WRITER_ROW_GROUP = 50_000
-
-
 class PartitionWriter:
-    """One partition written in pieces, for a step that must not hold all its rows: `write` each chunk as it is
-    ready, and the partition is replaced whole when the `with` block ends, exactly as `write_partition` does it
-    (local disk: the file is streamed to a temporary name in its folder and renamed over the old one; a bucket:
-    streamed to a local temporary file, then one put). An exception in the block (or a kill) replaces nothing:
-    the previous partition stays. Every chunk is conformed to `schema`; no chunk still writes a 0-row file.
+    """Writes one partition's rows a frame at a time (`write`), as row groups of one Parquet file; see
+    `partition_writer`. Holds at most `row_group_rows` rows before writing them."""
 
-        with PartitionWriter(root, "judge_scores", {"evaluator": name, "date": day}, JUDGE_SCORE_SCHEMA) as out:
-            for chunk in chunks:
-                out.write(chunk)
-        out.path  # where it is now (a path, or an s3:// URL)
-    """
-
-    def __init__(self, root: Path, table: str, keys: dict[str, str], schema: dict[str, pl.DataType]):
-        self.root, self.table, self.keys, self.schema = root, table, keys, schema
+    def __init__(self, path: Path, schema: dict[str, pl.DataType], row_group_rows: int) -> None:
+        self.schema = schema
         self.rows = 0
-        self.path: Path | str | None = None
-        self._staged = None
-        self._writer: pq.ParquetWriter | None = None
-
-    def __enter__(self) -> PartitionWriter:
-        store = store_for(self.root)
-        if isinstance(store, LocalStore):
-            remove_stale_temp_files(partition_dir(self.root, self.table, self.keys), recursive=False)
-        self._parts = (*_parts(self.table, self.keys), PARTITION_FILE)
-        self._staged = store.staged(self._parts)
-        local = self._staged.__enter__()
-        empty = conform(pl.DataFrame(schema=self.schema), self.schema).to_arrow()
-        # zstd, as polars' write_parquet: the file reads back the same whichever writer wrote it
-        self._writer = pq.ParquetWriter(str(local), empty.schema, compression="zstd")
-        self._arrow_schema = empty.schema
-        return self
+        self._row_group_rows = row_group_rows
+        self._pending: list[pl.DataFrame] = []
+        self._pending_rows = 0
+        empty = conform(pl.DataFrame(schema=schema), schema).to_arrow()
+        self._writer = pq.ParquetWriter(str(path), empty.schema)
 
     def write(self, frame: pl.DataFrame) -> None:
-        """Append `frame`'s rows (conformed to the partition's schema)."""
-        if self._writer is None:
-            raise RuntimeError("PartitionWriter.write outside its `with` block")
+        """Append `frame`'s rows (conformed to the schema: the file's columns never vary between row groups)."""
         if frame.height == 0:
             return
-        table = conform(frame, self.schema).to_arrow()
-        if table.schema != self._arrow_schema:
-            table = table.cast(self._arrow_schema)
-        self._writer.write_table(table, row_group_size=WRITER_ROW_GROUP)
+        self._pending.append(conform(frame, self.schema))
+        self._pending_rows += frame.height
         self.rows += frame.height
+        if self._pending_rows >= self._row_group_rows:
+            self._flush()
 
-    def __exit__(self, kind, error, traceback) -> bool:
-        assert self._writer is not None and self._staged is not None
-        writer, self._writer = self._writer, None
-        staged, self._staged = self._staged, None
-        try:
-            writer.close()  # the file whole, with its footer, before it may replace anything
-        except BaseException as failed:
-            if staged.__exit__(type(failed), failed, failed.__traceback__):
-                return False
-            raise
-        staged.__exit__(kind, error, traceback)  # replaces the partition only when the block raised nothing
-        if kind is None:
-            self.path = partition_path(self.root, self.table, self.keys)
-        return False
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pl.concat(self._pending, rechunk=True).to_arrow())
+        self._pending, self._pending_rows = [], 0
+
+    def _close(self, complete: bool = True) -> None:
+        if complete:
+            self._flush()
+        self._writer.close()
 
 
-def partition_path(root: Path, table: str, keys: dict[str, str]) -> Path | str:
-    """Where a partition's file is: its path on local disk, its URL on a bucket."""
+# Rows per row group of a streamed partition: a few MB of trace rows each (readers scan them one at a time).
+ROW_GROUP_ROWS = 20_000
+
+
+@contextmanager
+def partition_writer(
+    root: Path, table: str, keys: dict[str, str], schema: dict[str, pl.DataType], row_group_rows: int = ROW_GROUP_ROWS
+) -> Iterator[PartitionWriter]:
+    """`write_partition` for rows that arrive a frame at a time, so a partition larger than memory can be written:
+
+        with partition_writer(root, "traces", {"date": day}, TRACE_SCHEMA) as out:
+            for frame in frames:
+                out.write(frame)
+
+    The frames go to a local temporary file (pyarrow's ParquetWriter, one row group per `row_group_rows` rows),
+    which replaces the partition when the block ends without an exception, exactly as `write_partition`'s one
+    frame does (the store's `staged`: a rename on local disk, one put on a bucket). An exception in the block, or a
+    kill, leaves the previous partition (or none) whole; no rows at all still write a 0-row file."""
     store = store_for(root)
-    parts = (*_parts(table, keys), PARTITION_FILE)
-    return store.folder.joinpath(*parts) if isinstance(store, LocalStore) else store.location(*parts)
+    if isinstance(store, LocalStore):
+        remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
+    with store.staged((*_parts(table, keys), PARTITION_FILE)) as tmp:
+        writer = PartitionWriter(tmp, schema, row_group_rows)
+        try:
+            yield writer
+        except BaseException:
+            writer._close(complete=False)  # the temporary file is discarded by `staged`
+            raise
+        writer._close()
 
 
 def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: float = STALE_TEMP_S) -> int:
@@ -165,8 +158,8 @@ def read_partition(root: Path, table: str, keys: dict[str, str]) -> pl.DataFrame
 
 
 def partition_batches(root: Path, table: str, keys: dict[str, str], rows: int) -> Iterator[pl.DataFrame] | None:
-    """The partition's rows in order, at most `rows` at a time (what `read_partition` reads, never all of it in
-    memory at once); None when the partition is not there."""
+    """The partition's rows in order, at most `rows` at a time: what `read_partition` reads, never all of it in
+    memory at once. None when the partition is not there."""
     source = store_for(root).parquet_file((*_parts(table, keys), PARTITION_FILE))
     if source is None:
         return None
@@ -177,6 +170,12 @@ def partition_batches(root: Path, table: str, keys: dict[str, str], rows: int) -
                 yield pl.from_arrow(batch)
 
     return batches()
+
+
+def partition_path(root: Path, table: str, keys: dict[str, str]) -> Path | str:
+    """Where a partition's file is: its path on local disk, its URL on a bucket (what `write_partition` returns)."""
+    store, parts = store_for(root), (*_parts(table, keys), PARTITION_FILE)
+    return store.folder.joinpath(*parts) if isinstance(store, LocalStore) else store.location(*parts)
 
 
 def table_glob(root: Path, table: str) -> str:
