@@ -7,15 +7,17 @@ A partition is judged in bounded memory, whatever the day's size: the day's trac
 time, judged as they come (`runner.judge_stream`, which keeps the calls of one batch running while the next is
 planned), and the rows written as they are ready into the partition's new file (`warehouse.partition_writer`),
 which replaces the old one whole only once every row is in it. What the run keeps of a partition is its summary,
-its count of traces without a row and a few rows to preview, never its rows. Two kinds of partition still hold
-their day's traces at once (README "Known gaps"): a pairwise or n_wise evaluator (a pair or group is planned from
-all the day's traces of its key) and target session (a session's traces span its lookback window); batch mode
-holds them too (it runs the day twice).
+its count of traces without a row and a few rows to preview, never its rows. When several traces make one unit
+(a pairwise pair, an n_wise group, a session over its lookback window) the traces first go through
+`key_batches.key_ordered_batches` (spilled to a temporary file, sorted by key out of core by DuckDB), so that a
+batch never splits a group; a single group larger than memory is the one thing still held whole. Batch mode
+(`batch:`) holds its day: it judges it twice, recording the calls, then answering them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -24,11 +26,13 @@ import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import DayResult, DayTally, in_projects
+from eval_platform.judging.key_batches import key_ordered_batches
 from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import judge_stream
 from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.record_fields import field_text
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
 from eval_platform.storage.warehouse import (
     partition_batches,
@@ -83,10 +87,16 @@ class JudgedPartition:
         return self.failed_rate <= self.evaluator.max_failed_rate
 
 
-def streams(evaluator: EvaluatorConfig) -> bool:
-    """Whether a partition of `evaluator` is judged batch by batch (each trace, or span, its own unit)."""
-    grouped = evaluator.judge_mode.unit != "trace" and evaluator.judged_target == "trace"
-    return not (grouped or evaluator.judged_target == "session" or evaluator.batched)
+def group_key(evaluator: EvaluatorConfig) -> Callable[[dict], str | None] | None:
+    """What puts several traces in one unit, so that a batch must hold them all: the session (target session),
+    the pair or group key (pairwise, n_wise); None when each trace (span) is its own unit."""
+    if evaluator.judged_target == "session":
+        return lambda trace: trace.get("session_id") or None
+    mode = evaluator.judge_mode
+    if evaluator.judged_target == "trace" and mode.group_by is not None:
+        name = mode.group_by(evaluator)
+        return lambda trace: field_text(trace, name)
+    return None
 
 
 def judge_partition(
@@ -110,17 +120,19 @@ def judge_partition(
             frame = attach_dataset_references(frame, cases, evaluator.reference.match_on)
         return frame
 
+    batches = partition_batches(root, "traces", {"date": day}, batch_rows)
+    if batches is None:
+        prepared(None)  # raises PartitionNotReady
+    day_batches: Iterable[pl.DataFrame] = map(prepared, batches)
     missing_days: list[str] | None = None
-    if streams(evaluator):
-        batches = partition_batches(root, "traces", {"date": day}, batch_rows)
-        if batches is None:
-            prepared(None)  # raises PartitionNotReady
-        day_batches: Iterator[pl.DataFrame] | list[pl.DataFrame] = map(prepared, batches)
-    else:
-        day_traces = prepared(read_partition(root, "traces", {"date": day}))
-        if evaluator.judged_target == "session":
-            day_traces, missing_days = session_traces(root, day, evaluator.session_lookback_days, day_traces)
-        day_batches = [day_traces]
+    if evaluator.judged_target == "session":
+        day_batches, missing_days = session_batches(root, day, evaluator.session_lookback_days, day_batches, batch_rows)
+    key = group_key(evaluator)
+    if key is not None:
+        # a pair, group or session is planned from one batch: batches cut between keys, out of core
+        day_batches = key_ordered_batches(day_batches, key, batch_rows, folder=root if root.is_dir() else None)
+    if evaluator.batched:
+        day_batches = list(day_batches)  # batch mode reads the day twice (see `runner.judge_stream`)
     keys = {"evaluator": evaluator.name, "date": day}
     with partition_writer(root, "judge_scores", keys, JUDGE_SCORE_SCHEMA) as out:
         outcome = judge_stream(evaluator, day, day_batches, runtime, trace_ids, out.write)
@@ -149,6 +161,21 @@ def session_traces(
         else:
             frames.append(conform(frame, TRACE_SCHEMA))
     return pl.concat([*frames, conform(day_traces, TRACE_SCHEMA)]), missing
+
+
+def session_batches(
+    root: Path, day: str, lookback_days: int, day_batches: Iterable[pl.DataFrame], batch_rows: int
+) -> tuple[Iterator[pl.DataFrame], list[str]]:
+    """`session_traces` a batch at a time: the earlier days' traces of the window (those materialized), then the
+    day's; and the earlier days that are not."""
+    earlier, missing = [], []
+    for other in session_window(day, lookback_days)[:-1]:
+        batches = partition_batches(root, "traces", {"date": other}, batch_rows)
+        if batches is None:
+            missing.append(other)
+        else:
+            earlier.append(batches)
+    return itertools.chain(*earlier, day_batches), missing
 
 
 def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:

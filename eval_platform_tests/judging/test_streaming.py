@@ -256,3 +256,29 @@ def test_the_cache_does_not_hold_written_replies_for_the_rest_of_the_day(tmp_pat
         time.sleep(0.01)
     assert not cache._unwritten
     assert all(cache.get(key)["content"] == "reply " + key for key in keys)  # read from the file
+
+
+def test_key_ordered_batches_never_split_a_group():
+    from eval_platform.judging.key_batches import key_ordered_batches
+
+    traces = day_traces(n=200)
+    frames = [traces.slice(start, 13) for start in range(0, traces.height, 13)]
+    key = lambda trace: trace["session_id"]  # noqa: E731  (None for a quarter of the traces)
+    batches = list(key_ordered_batches(frames, key, rows=20))
+    assert sum(b.height for b in batches) == traces.height
+    seen: set[str] = set()
+    for batch in batches:
+        sessions = set(batch["session_id"].drop_nulls())
+        assert not sessions & seen  # a session is whole in one batch
+        seen |= sessions
+    assert all(b.height >= 20 for b in batches[:-1])
+    assert max(b.height for b in batches) < 20 + traces.height // 9 + 1  # a batch goes on by one group at most
+    # no session first (in day order), then sessions in key order, each in day order
+    ordered = pl.concat(batches)
+    lone = ordered.filter(pl.col("session_id").is_null())["trace_id"].to_list()
+    assert (
+        lone
+        == traces.filter(pl.col("session_id").is_null())["trace_id"].to_list()
+        == ordered["trace_id"][: len(lone)].to_list()
+    )
+    assert ordered.drop_nulls("session_id")["session_id"].to_list() == sorted(traces["session_id"].drop_nulls())
