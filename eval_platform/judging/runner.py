@@ -1,6 +1,8 @@
 """Judge one day of traces with one evaluator: selection, calls, cache, budget, and one status per row.
 
-Framework-free: the `judge_scores` asset calls `judge_day` and writes what it returns. A unit is a trace, a
+Framework-free: the `judge_scores` asset judges a day with `judge_stream` (the day's traces in batches, its rows
+handed on in chunks as they are ready, see `evaluator_day`); `judge_day` is the same with the day and its rows in
+memory (the dry run, the demo, benchmark suites, tests). A unit is a trace, a
 pair or a group, as the evaluator's mode plans them (`JudgeMode.units`, see `judging.units`). Every unit gets
 one row per slot (trace, pair or candidate) and member (model x sample) with status COMPLETED, FAILED
 (reason and raw reply kept, never a score) or SKIPPED (reason). With several members a `consensus` row
