@@ -138,7 +138,7 @@ def build_judge_scores(
         if run.done:
             refresh(root)
         for key, judged in run.done.items():
-            context.log.info(f"{key}: {judged.result.summary}")
+            context.log.info(f"{key}: {judged.summary}")
         in_run = not context.has_partition_key
         yield from materialize(context, run, {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()})
         yield from check_results(list(run.done.values()))
@@ -152,10 +152,10 @@ JUDGE_SCORES_TABLE_SCHEMA = dg.TableSchema(
 )
 
 
-def preview(rows: pl.DataFrame, n: int = 5) -> str:
+def preview(rows: pl.DataFrame | None, n: int = 5) -> str:
     """A few final rows as a Markdown table, for the UI."""
     columns = ["trace_id", "status", "reason", "score", "label", "model"]
-    shown = rows.filter(pl.col("is_final")).head(n).select(columns)
+    shown = rows.filter(pl.col("is_final")).head(n).select(columns) if rows is not None else pl.DataFrame()
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in shown.iter_rows():
         cells = ["" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)[:40]) for v in row]
@@ -166,13 +166,12 @@ def preview(rows: pl.DataFrame, n: int = 5) -> str:
 def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
     """What the UI shows on one partition's materialization. `in_run`: judged in a run of several partitions,
     whose check results cover the whole run, so this partition's own check outcomes are shown here too."""
-    summary, rows = judged.result.summary, judged.result.rows
-    answered = rows.filter((pl.col("calls") > 0) | pl.col("cache_hit"))
+    summary, tally = judged.summary, judged.tally  # counted as the rows were written: they are not held
     metadata = {
         "evaluator": judged.evaluator.name,
         # the model that actually answered (e.g. local/mock when the key is missing), not the configured one
-        "model": ", ".join(sorted(set(answered["model"].drop_nulls().to_list()))) or "(no call made)",
-        "provider_model": ", ".join(sorted(set(answered["provider_model"].drop_nulls().to_list()))) or None,
+        "model": ", ".join(sorted(tally.models)) or "(no call made)",
+        "provider_model": ", ".join(sorted(tally.provider_models)) or None,
         "configured_model": judged.evaluator.model_label,
         "failed_rate": dg.MetadataValue.float(round(judged.failed_rate, 4)),
         "config_hash": judged.evaluator.config_hash,
@@ -201,7 +200,7 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         "dagster/row_count": summary["rows"],
         "dagster/column_schema": JUDGE_SCORES_TABLE_SCHEMA,
         "parquet": dg.MetadataValue.path(str(judged.path)),
-        "preview": dg.MetadataValue.md(preview(rows)),
+        "preview": dg.MetadataValue.md(preview(tally.preview)),
     }
     if in_run:
         metadata["traces_without_a_row"] = judged.traces_without_a_row
@@ -222,7 +221,7 @@ def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
         return []
     if len(judged) == 1:
         [one] = judged
-        summary = one.result.summary
+        summary = one.summary
         return [
             dg.AssetCheckResult(
                 check_name="every_trace_has_one_status",
@@ -245,7 +244,7 @@ def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
     name = partition_name
     without_status = sorted(name(p) for p in judged if not p.every_trace_has_one_status)
     above = {name(p): round(p.failed_rate, 4) for p in judged if not p.failed_rate_ok}
-    failed, total = sum(p.result.summary["failed"] for p in judged), sum(p.judged for p in judged)
+    failed, total = sum(p.summary["failed"] for p in judged), sum(p.judged for p in judged)
     return [
         dg.AssetCheckResult(
             check_name="every_trace_has_one_status",

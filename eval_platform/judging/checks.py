@@ -32,9 +32,16 @@ from eval_platform.schemas import (
 from eval_platform.scoring.base import MissingField, NotApplicable
 
 
-def check_day(config: EvaluatorConfig, day: str, traces: pl.DataFrame, manual_trace_ids: set[str]) -> DayResult:
-    """One row per trace of `day`: the check's verdict, or why it has none."""
-    judged_at = datetime.now(UTC)
+def check_day(
+    config: EvaluatorConfig,
+    day: str,
+    traces: pl.DataFrame,
+    manual_trace_ids: set[str],
+    judged_at: datetime | None = None,
+) -> DayResult:
+    """One row per trace of `day`: the check's verdict, or why it has none (`judged_at`: the day's, when its
+    traces come in several batches)."""
+    judged_at = judged_at or datetime.now(UTC)
     rows = []
     for trace in traces.iter_rows(named=True):
         row = base_row(config, day, trace, judged_at)

@@ -7,6 +7,7 @@ same traces are selected whoever scores them and both report the same summary.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -52,21 +53,87 @@ class DayResult:
 
 def summarize(rows: pl.DataFrame, traces_in_partition: int) -> dict[str, Any]:
     """Counts per status and reason code, mean score, spend: what the materialization reports."""
-    status = Counter(rows["status"].to_list())
-    reasons = Counter(
-        r for r, s in zip(rows["reason"].to_list(), rows["status"].to_list(), strict=True) if s != COMPLETED
-    )
-    completed = rows.filter((pl.col("status") == COMPLETED) & pl.col("is_final"))
-    return {
-        "traces_in_partition": traces_in_partition,
-        "rows": rows.height,
-        "completed": status.get(COMPLETED, 0),
-        "final_rows": int(rows["is_final"].sum()),
-        "failed": status.get(FAILED, 0),
-        "skipped": status.get(SKIPPED, 0),
-        "reasons": dict(sorted(reasons.items())),
-        "mean_score": float(completed["score"].mean()) if completed.height else None,
-        "cost_usd": float(rows["cost_usd"].fill_null(0).sum()),
-        "calls": int(rows["calls"].sum()),
-        "cache_hits": int(rows["cache_hit"].sum()),
-    }
+    tally = DayTally()
+    tally.add(rows)
+    return tally.summary(traces_in_partition)
+
+
+class ExactSum:
+    """A sum of floats kept exact however many are added (Shewchuk's partials, as `math.fsum`), rounded once
+    when read: the day's total is the same number whether its rows came in one chunk or in thousands."""
+
+    def __init__(self) -> None:
+        self._partials: list[float] = []
+
+    def add(self, values: list[float]) -> None:
+        partials = self._partials
+        for x in values:
+            i = 0
+            for y in partials:
+                if abs(x) < abs(y):
+                    x, y = y, x
+                high = x + y
+                low = y - (high - x)
+                if low:
+                    partials[i] = low
+                    i += 1
+                x = high
+            partials[i:] = [x]
+
+    @property
+    def value(self) -> float:
+        return math.fsum(self._partials)
+
+
+PREVIEW_ROWS = 5  # the final rows a materialization shows
+
+
+class DayTally:
+    """The day's summary counted chunk by chunk as its rows are written, never holding them: status and reason
+    counts, the mean final score, spend, calls, the models that answered and the first final rows (the
+    materialization's preview). `summarize` is one chunk's tally: the in-memory and the streamed day report
+    the same numbers."""
+
+    def __init__(self) -> None:
+        self.status: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()
+        self.rows = self.final_rows = self.calls = self.cache_hits = self.scores = 0
+        self.score_sum, self.cost = ExactSum(), ExactSum()
+        self.models: set[str] = set()  # of the rows a model answered (a call, or a cached reply)
+        self.provider_models: set[str] = set()
+        self.preview: pl.DataFrame | None = None
+
+    def add(self, rows: pl.DataFrame) -> None:
+        statuses = rows["status"].to_list()
+        self.status.update(statuses)
+        self.reasons.update(r for r, s in zip(rows["reason"].to_list(), statuses, strict=True) if s != COMPLETED)
+        self.rows += rows.height
+        self.final_rows += int(rows["is_final"].sum())
+        completed = rows.filter((pl.col("status") == COMPLETED) & pl.col("is_final"))["score"].drop_nulls()
+        self.scores += completed.len()
+        self.score_sum.add(completed.to_list())
+        self.cost.add(rows["cost_usd"].fill_null(0).to_list())
+        self.calls += int(rows["calls"].sum())
+        self.cache_hits += int(rows["cache_hit"].sum())
+        answered = rows.filter((pl.col("calls") > 0) | pl.col("cache_hit"))
+        self.models.update(answered["model"].drop_nulls().to_list())
+        self.provider_models.update(answered["provider_model"].drop_nulls().to_list())
+        shown = 0 if self.preview is None else self.preview.height
+        if shown < PREVIEW_ROWS:
+            more = rows.filter(pl.col("is_final")).head(PREVIEW_ROWS - shown)
+            self.preview = more if self.preview is None else pl.concat([self.preview, more])
+
+    def summary(self, traces_in_partition: int) -> dict[str, Any]:
+        return {
+            "traces_in_partition": traces_in_partition,
+            "rows": self.rows,
+            "completed": self.status.get(COMPLETED, 0),
+            "final_rows": self.final_rows,
+            "failed": self.status.get(FAILED, 0),
+            "skipped": self.status.get(SKIPPED, 0),
+            "reasons": dict(sorted(self.reasons.items())),
+            "mean_score": self.score_sum.value / self.scores if self.scores else None,
+            "cost_usd": self.cost.value,
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+        }

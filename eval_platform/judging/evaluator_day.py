@@ -2,25 +2,48 @@
 
 Framework-free: the `judge_scores` asset calls `judge_partition` once per partition of its run (one for the
 automation and the daily path, a range of days for a backfill) and only turns the outcome into Dagster events.
+
+A partition is judged in bounded memory, whatever the day's size: the day's traces are read READ_BATCH_ROWS at a
+time, judged as they come (`runner.judge_stream`, which keeps the calls of one batch running while the next is
+planned), and the rows written as they are ready into the partition's new file (`warehouse.partition_writer`),
+which replaces the old one whole only once every row is in it. What the run keeps of a partition is its summary,
+its count of traces without a row and a few rows to preview, never its rows. When several traces make one unit
+(a pairwise pair, an n_wise group, a session over its lookback window) the traces first go through
+`key_batches.key_ordered_batches` (spilled to a temporary file, sorted by key out of core by DuckDB), so that a
+batch never splits a group; a single group larger than memory is the one thing still held whole. Batch mode
+(`batch:`) holds its day: it judges it twice, recording the calls, then answering them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.day import DayResult, in_projects
+from eval_platform.judging.day import DayResult, DayTally, in_projects
+from eval_platform.judging.key_batches import key_ordered_batches
 from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
-from eval_platform.judging.runner import judge_day
+from eval_platform.judging.runner import judge_stream
 from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform.schemas import TRACE_SCHEMA, conform
-from eval_platform.storage.warehouse import partition_values, read_partition, write_partition
+from eval_platform.record_fields import field_text
+from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
+from eval_platform.storage.warehouse import (
+    iter_partition,
+    partition_path,
+    partition_values,
+    partition_writer,
+    read_partition,
+)
+
+# Traces read and planned at once: their prompts and rows are what a partition holds besides the calls in flight.
+READ_BATCH_ROWS = 10_000
 
 
 class PartitionNotReady(Exception):
@@ -29,25 +52,34 @@ class PartitionNotReady(Exception):
 
 @dataclass
 class JudgedPartition:
-    """One partition judged and written: its rows, where they are, and what its checks see."""
+    """One partition judged and written: its summary, where its rows are, and what its checks see."""
 
+    root: Path
     evaluator: EvaluatorConfig
     day: str
-    result: DayResult
-    path: Path
+    summary: dict
+    path: Path | str
     traces_without_a_row: int
+    tally: DayTally  # what the materialization shows of the rows: models that answered, a few final rows
+
+    @cached_property
+    def result(self) -> DayResult:
+        """The partition's rows, read back from the warehouse (all of them in memory: for tests and small days)."""
+        rows = read_partition(self.root, "judge_scores", {"evaluator": self.evaluator.name, "date": self.day})
+        assert rows is not None, f"{self.path} was written"
+        return DayResult(rows, self.summary)
 
     @property
     def judged(self) -> int:
-        return self.result.summary["completed"] + self.result.summary["failed"]
+        return self.summary["completed"] + self.summary["failed"]
 
     @property
     def failed_rate(self) -> float:
-        return self.result.summary["failed"] / self.judged if self.judged else 0.0
+        return self.summary["failed"] / self.judged if self.judged else 0.0
 
     @property
     def every_trace_has_one_status(self) -> bool:
-        s = self.result.summary
+        s = self.summary
         return not self.traces_without_a_row and s["rows"] == s["completed"] + s["failed"] + s["skipped"]
 
     @property
@@ -55,30 +87,59 @@ class JudgedPartition:
         return self.failed_rate <= self.evaluator.max_failed_rate
 
 
+def group_key(evaluator: EvaluatorConfig) -> Callable[[dict], str | None] | None:
+    """What puts several traces in one unit, so that a batch must hold them all: the session (target session),
+    the pair or group key (pairwise, n_wise); None when each trace (span) is its own unit."""
+    if evaluator.judged_target == "session":
+        return lambda trace: trace.get("session_id") or None
+    mode = evaluator.judge_mode
+    if evaluator.judged_target == "trace" and mode.group_by is not None:
+        name = mode.group_by(evaluator)
+        return lambda trace: field_text(trace, name)
+    return None
+
+
 def judge_partition(
-    root: Path, evaluator: EvaluatorConfig, day: str, runtime: JudgeRuntime, trace_ids: set[str]
+    root: Path,
+    evaluator: EvaluatorConfig,
+    day: str,
+    runtime: JudgeRuntime,
+    trace_ids: set[str],
+    batch_rows: int = READ_BATCH_ROWS,
 ) -> JudgedPartition:
     """Judge `evaluator` over the day's ingested traces and replace its partition; the catalog is not refreshed."""
-    day_traces = read_partition(root, "traces", {"date": day})
-    if day_traces is None:
-        raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
-    day_traces = in_projects(evaluator, day_traces)  # every trace of its projects gets a row, no other
+    cases = None
     if evaluator.reference is not None and evaluator.reference.source == "dataset":
         cases = reference_cases(root, evaluator.reference)
-        day_traces = attach_dataset_references(day_traces, cases, evaluator.reference.match_on)
+
+    def prepared(frame: pl.DataFrame | None) -> pl.DataFrame:
+        if frame is None:
+            raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
+        frame = in_projects(evaluator, frame)  # every trace of its projects gets a row, no other
+        if cases is not None:
+            frame = attach_dataset_references(frame, cases, evaluator.reference.match_on)
+        return frame
+
+    batches = iter_partition(root, "traces", {"date": day}, batch_rows)
+    if batches is None:
+        prepared(None)  # raises PartitionNotReady
+    day_batches: Iterable[pl.DataFrame] = map(prepared, batches)
+    missing_days: list[str] | None = None
     if evaluator.judged_target == "session":
-        judged, missing_days = session_traces(root, day, evaluator.session_lookback_days, day_traces)
-        result = judge_day(evaluator, day, judged, runtime, trace_ids)
-        result.summary["session_days_missing"] = missing_days
-    else:
-        result = judge_day(evaluator, day, day_traces, runtime, trace_ids)
-    path = write_partition(root, "judge_scores", {"evaluator": evaluator.name, "date": day}, result.rows)
-    judged_traces = set(result.rows["trace_id"].to_list()) | set(result.rows["trace_id_b"].drop_nulls().to_list())
-    if "session_id" in day_traces.columns:  # a session's row stands for each of its traces of the day
-        sessions = result.rows["session_id"].drop_nulls().unique()
-        judged_traces |= set(day_traces.filter(pl.col("session_id").is_in(sessions.to_list()))["trace_id"].to_list())
-    missing = set(day_traces["trace_id"].to_list()) - judged_traces
-    return JudgedPartition(evaluator, day, result, path, len(missing))
+        day_batches, missing_days = session_batches(root, day, evaluator.session_lookback_days, day_batches, batch_rows)
+    key = group_key(evaluator)
+    if key is not None:
+        # a pair, group or session is planned from one batch: batches cut between keys, out of core
+        day_batches = key_ordered_batches(day_batches, key, batch_rows, folder=root if root.is_dir() else None)
+    if evaluator.batched:
+        day_batches = list(day_batches)  # batch mode reads the day twice (see `runner.judge_stream`)
+    keys = {"evaluator": evaluator.name, "date": day}
+    with partition_writer(root, "judge_scores", keys, JUDGE_SCORE_SCHEMA) as out:
+        outcome = judge_stream(evaluator, day, day_batches, runtime, trace_ids, out.write)
+    if missing_days is not None:
+        outcome.summary["session_days_missing"] = missing_days
+    path = partition_path(root, "judge_scores", keys)
+    return JudgedPartition(root, evaluator, day, outcome.summary, path, outcome.traces_without_a_row, outcome.tally)
 
 
 def session_traces(
@@ -100,6 +161,21 @@ def session_traces(
         else:
             frames.append(conform(frame, TRACE_SCHEMA))
     return pl.concat([*frames, conform(day_traces, TRACE_SCHEMA)]), missing
+
+
+def session_batches(
+    root: Path, day: str, lookback_days: int, day_batches: Iterable[pl.DataFrame], batch_rows: int
+) -> tuple[Iterator[pl.DataFrame], list[str]]:
+    """`session_traces` a batch at a time: the earlier days' traces of the window (those materialized), then the
+    day's; and the earlier days that are not."""
+    earlier, missing = [], []
+    for other in session_window(day, lookback_days)[:-1]:
+        batches = iter_partition(root, "traces", {"date": other}, batch_rows)
+        if batches is None:
+            missing.append(other)
+        else:
+            earlier.append(batches)
+    return itertools.chain(*earlier, day_batches), missing
 
 
 def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:

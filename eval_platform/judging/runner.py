@@ -1,6 +1,8 @@
 """Judge one day of traces with one evaluator: selection, calls, cache, budget, and one status per row.
 
-Framework-free: the `judge_scores` asset calls `judge_day` and writes what it returns. A unit is a trace, a
+Framework-free: the `judge_scores` asset judges a day with `judge_stream` (the day's traces in batches, its rows
+handed on in chunks as they are ready, see `evaluator_day`); `judge_day` is the same with the day and its rows in
+memory (the dry run, the demo, benchmark suites, tests). A unit is a trace, a
 pair or a group, as the evaluator's mode plans them (`JudgeMode.units`, see `judging.units`). Every unit gets
 one row per slot (trace, pair or candidate) and member (model x sample) with status COMPLETED, FAILED
 (reason and raw reply kept, never a score) or SKIPPED (reason). With several members a `consensus` row
@@ -12,18 +14,20 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 import polars as pl
 
 from eval_platform.judging.checks import check_day
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.consensus import consensus_row
-from eval_platform.judging.day import DayResult, in_projects, selection_skip, summarize
+from eval_platform.judging.day import DayResult, DayTally, in_projects, selection_skip
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import PromptBuilder, candidates_text
 from eval_platform.judging.targets import plan_units, trace_skip, trace_values
@@ -95,6 +99,17 @@ class _Member:
     sample: int
 
 
+@dataclass
+class DayOutcome:
+    """What judging a day leaves once its rows are handed on: the summary, how many of the partition's traces got
+    no row (the `every_trace_has_one_status` check), and the tally the materialization's metadata reads."""
+
+    summary: dict[str, Any]
+    traces_without_a_row: int
+    tally: DayTally
+    frames: list[pl.DataFrame] = field(default_factory=list)  # batch mode only: the pass's rows, handed on after
+
+
 def judge_day(
     config: EvaluatorConfig,
     day: str,
@@ -103,26 +118,106 @@ def judge_day(
     manual_trace_ids: set[str] | None = None,
 ) -> DayResult:
     """Judge every selected trace (pair, group) of `day` (of the evaluator's `projects`); every slot ends with exactly
-    one status per member."""
+    one status per member. The rows in memory: `judge_stream` hands them on in chunks instead."""
+    frames: list[pl.DataFrame] = []
+    outcome = judge_stream(config, day, [traces], runtime, manual_trace_ids, frames.append)
+    rows = pl.concat(frames) if frames else conform(pl.DataFrame(schema=JUDGE_SCORE_SCHEMA), JUDGE_SCORE_SCHEMA)
+    return DayResult(rows, outcome.summary)
+
+
+def judge_stream(
+    config: EvaluatorConfig,
+    day: str,
+    batches: Iterable[pl.DataFrame],
+    runtime: JudgeRuntime,
+    manual_trace_ids: set[str] | None,
+    sink: Callable[[pl.DataFrame], None],
+) -> DayOutcome:
+    """`judge_day` over the day's traces given in `batches` (read one at a time), handing the rows to `sink` in
+    order, in chunks of at most ROWS_PER_CHUNK, as they are ready. What is held is bounded by the batch size
+    and IN_FLIGHT_UNITS, not by the day: the calls of one batch are still running when the next is planned, so
+    the concurrency pipeline never drains between batches. A unit (pair, group, session) is planned from one
+    batch: the caller gives a grouped mode or a session target its whole day as one batch
+    (`evaluator_day.judge_partition`)."""
     manual = manual_trace_ids or set()
-    traces = in_projects(config, traces)
     if config.check is not None:
         # A check evaluator runs a scorer on each trace: no model, call, cache or budget (judging.checks).
-        return check_day(config, day, traces, manual)
+        return _check_stream(config, day, batches, manual, sink)
 
-    def judge_pass(runtime: JudgeRuntime) -> DayResult:
-        return run_calls(_judge_day_closing(config, day, traces, runtime, manual))
+    def judge_pass(runtime: JudgeRuntime, sink: Callable[[pl.DataFrame], None]) -> DayOutcome:
+        return run_calls(_judge_stream_closing(config, day, batches, runtime, manual, sink))
 
     if config.batched and runtime.batch is None:
-        # Batch mode runs this same pass twice: recording the calls, then answering them from the batches.
-        return judge_day_in_batch(config, day, runtime, judge_pass)
-    return judge_pass(runtime)
+        # Batch mode runs this same pass twice: recording the calls, then answering them from the batches. Both
+        # passes read the day, and only the second pass's rows are the partition's: the day is held in memory.
+        batches = list(batches)
+
+        def batch_pass(runtime: JudgeRuntime) -> DayOutcome:
+            frames: list[pl.DataFrame] = []
+            outcome = judge_pass(runtime, frames.append)
+            outcome.frames = frames
+            return outcome
+
+        outcome = judge_day_in_batch(config, day, runtime, batch_pass)
+        for frame in outcome.frames:
+            sink(frame)
+        outcome.frames = []
+        return outcome
+    return judge_pass(runtime, sink)
 
 
-async def _judge_day_closing(config, day, traces, runtime, manual_trace_ids) -> DayResult:
+def _rows_frame(rows: list[dict]) -> pl.DataFrame:
+    return conform(
+        pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA
+    )
+
+
+class _Coverage:
+    """Which of one batch's own traces (those of the partition's day) got a row: a row's trace_id and
+    trace_id_b, and every trace of a session that has a row. Counted per batch, so nothing grows with the day."""
+
+    def __init__(self, own: list[dict[str, Any]]):
+        self.own = [(t["trace_id"], t.get("session_id")) for t in own]
+        self.traces: set[str] = set()
+        self.sessions: set[str] = set()
+
+    def add(self, row: dict) -> None:
+        self.traces.add(row["trace_id"])
+        if row.get("trace_id_b") is not None:
+            self.traces.add(row["trace_id_b"])
+        if row.get("session_id") is not None:
+            self.sessions.add(row["session_id"])
+
+    def without_a_row(self) -> int:
+        return sum(1 for t, s in self.own if t not in self.traces and (s is None or s not in self.sessions))
+
+
+def _own_traces(config: EvaluatorConfig, day: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # A session partition reads earlier days too (`targets.session_window`); it counts the day's own traces.
+    return [r for r in records if r.get("date") == day] if config.judged_target == "session" else records
+
+
+def _check_stream(config, day, batches, manual, sink) -> DayOutcome:
+    judged_at = datetime.now(UTC)
+    tally, in_partition, missing = DayTally(), 0, 0
+    for batch in batches:
+        traces = in_projects(config, batch)
+        rows = check_day(config, day, traces, manual, judged_at).rows
+        coverage = _Coverage(traces.select("trace_id").to_dicts())
+        for trace_id in rows["trace_id"].to_list():
+            coverage.traces.add(trace_id)
+        in_partition += traces.height
+        missing += coverage.without_a_row()
+        if rows.height:
+            tally.add(rows)
+            sink(rows)
+    return DayOutcome(tally.summary(in_partition), missing, tally)
+
+
+async def _judge_stream_closing(config, day, batches, runtime, manual_trace_ids, sink) -> DayOutcome:
     try:
         with _calls_gc():
-            result = await _judge_day(config, day, traces, runtime, manual_trace_ids)
+            outcome = await _judge_stream(config, day, batches, runtime, manual_trace_ids, sink)
     finally:
         # The day's event loop ends here: its HTTP sessions close with it, and cache writes land.
         close = getattr(runtime.client, "aclose", None)
@@ -132,13 +227,19 @@ async def _judge_day_closing(config, day, traces, runtime, manual_trace_ids) -> 
         cache_failure = runtime.cache.flush_or_report()
     if cache_failure is not None:
         # Reported with the rows: the next run pays for these calls again instead of finding them cached.
-        result.summary["cache_write_failed"] = cache_failure
-    return result
+        outcome.summary["cache_write_failed"] = cache_failure
+    return outcome
 
 
-async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResult:
+# Rows handed to the sink at once (one Parquet row group's worth, a frame built per chunk, not per day).
+ROWS_PER_CHUNK = 10_000
+# Units started and not yet handed on, at most: many times the concurrency, so that while the oldest unit
+# waits (a retry, a slow reply) the others keep every slot busy; small enough to bound what is held.
+IN_FLIGHT_UNITS = 4096
+
+
+async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -> DayOutcome:
     judged_at = datetime.now(UTC)
-    records = traces.to_dicts()
     members = []
     for spec in config.judge_models():
         endpoint = evaluator_endpoint(config, spec, runtime)
@@ -193,31 +294,91 @@ async def _judge_day(config, day, traces, runtime, manual_trace_ids) -> DayResul
             rows.append(consensus_row(config, final, votes))
         return rows
 
-    plan = Day(
-        config,
-        day,
-        records,
-        judged_at,
-        values=partial(
-            trace_values,
-            span=config.span,
-            conversation_last_n=config.conversation_last_n,
-            context_from=config.context_from,
-        ),
-        messages=PromptBuilder(config),
-        candidates=candidates_text,
-        skip=partial(trace_skip, config),
+    values = partial(
+        trace_values,
+        span=config.span,
+        conversation_last_n=config.conversation_last_n,
+        context_from=config.context_from,
     )
-    units = plan_units(plan)
-    rows = [row for group in await asyncio.gather(*(run(u) for u in units)) for row in group]
-    for row in rows:
-        row["is_final"] = row["role"] != "member"
-    frame = conform(
-        pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA
-    )
-    # A session partition reads earlier days too (`targets.session_window`); it counts the day's own traces.
-    in_partition = sum(r.get("date") == day for r in records) if config.judged_target == "session" else len(records)
-    return DayResult(frame, summarize(frame, in_partition))
+    messages, skip = PromptBuilder(config), partial(trace_skip, config)
+    tally, in_partition, missing = DayTally(), 0, 0
+    ready: list[dict] = []
+    # In order: (a unit's task, its batch's coverage), and (None, coverage) once a batch's units are all queued.
+    pending: deque[tuple[asyncio.Task | None, _Coverage]] = deque()
+    window = max(IN_FLIGHT_UNITS, 8 * getattr(runtime.client, "max_concurrency", 0))
+
+    def hand_on() -> None:
+        frame = _rows_frame(ready)
+        ready.clear()
+        tally.add(frame)
+        sink(frame)
+
+    def take(task: asyncio.Task | None, coverage: _Coverage) -> None:
+        """The oldest pending unit's rows (or its batch's end), handed on in order."""
+        nonlocal missing
+        if task is None:
+            missing += coverage.without_a_row()
+            return
+        rows = task.result()
+        for row in rows:
+            row["is_final"] = row["role"] != "member"
+            coverage.add(row)
+        ready.extend(rows)
+        if len(ready) >= ROWS_PER_CHUNK:
+            hand_on()
+
+    def take_done() -> None:
+        while pending and (pending[0][0] is None or pending[0][0].done()):
+            take(*pending.popleft())
+
+    async def settle(limit: int) -> None:
+        """Hand on the oldest units' rows, in order, until at most `limit` remain pending."""
+        while len(pending) > limit:
+            task, _ = pending[0]
+            if task is not None:
+                await asyncio.wait([task])
+            take(*pending.popleft())
+
+    # The loop wakes once per `refill` finished units (not once per unit: a wake-up per call was a tenth of our
+    # CPU per call), then hands on every finished unit at the head of the line and starts as many.
+    running, refill, room = 0, max(1, window // 4), asyncio.Event()
+
+    def finished(_task: asyncio.Task) -> None:
+        nonlocal running
+        running -= 1
+        if running <= window - refill:
+            room.set()
+
+    try:
+        for batch in batches:
+            records = in_projects(config, batch).to_dicts()
+            own = _own_traces(config, day, records)
+            in_partition += len(own)
+            coverage = _Coverage(own)
+            plan = Day(
+                config, day, records, judged_at, values=values, messages=messages, candidates=candidates_text, skip=skip
+            )
+            for unit in plan_units(plan):
+                if running >= window:
+                    room.clear()
+                    await room.wait()
+                    take_done()
+                if len(pending) >= 4 * window:  # the oldest unit holds the line (a slow retry): wait for it
+                    await settle(3 * window)
+                task = asyncio.create_task(run(unit))
+                task.add_done_callback(finished)
+                running += 1
+                pending.append((task, coverage))
+            pending.append((None, coverage))
+            del records, own, plan
+        await settle(0)
+    finally:
+        for task, _ in pending:  # a failure above: the units still running are not left behind
+            if task is not None:
+                task.cancel()
+    if ready:
+        hand_on()
+    return DayOutcome(tally.summary(in_partition), missing, tally)
 
 
 # A day allocates objects quickly (traces, prompts, requests, replies, rows, futures: hundreds of calls a second),

@@ -296,10 +296,19 @@ class JudgeCache:
                 batch, self._queue = self._queue, []
             try:
                 self._write(batch)
+                committed = True
             except BaseException as error:  # noqa: BLE001 - reported by flush() in the judging thread
+                committed = False
                 with self._cond:
                     self._error = self._error or error  # the first failure says why
             with self._cond:
+                if committed:
+                    # Readable from the file now: not held in memory for the rest of the day (a day of a million
+                    # calls held them all), unless the key was put again since and waits in the queue.
+                    queued = {key for key, _ in self._queue}
+                    for key, _ in batch:
+                        if key not in queued:
+                            self._unwritten.pop(key, None)
                 self._written += len(batch)
                 self._cond.notify_all()
 

@@ -145,7 +145,7 @@ def judge_directly(root: Path, days: list[str], evaluators: list[str]) -> tuple[
     rows = 0
     for name in evaluators:
         for day in days:
-            rows += judge_partition(root, configs[name], day, runtime, set()).result.summary["completed"]
+            rows += judge_partition(root, configs[name], day, runtime, set()).summary["completed"]
     refresh(root)
     return time.perf_counter() - started, rows
 

@@ -182,6 +182,12 @@ def iter_partition(
     return store_for(root).batches((*_parts(table, keys), PARTITION_FILE), batch_rows, columns)
 
 
+def partition_path(root: Path, table: str, keys: dict[str, str]) -> Path | str:
+    """Where a partition's file is: its path on local disk, its URL on a bucket (what `write_partition` returns)."""
+    store, parts = store_for(root), (*_parts(table, keys), PARTITION_FILE)
+    return store.folder.joinpath(*parts) if isinstance(store, LocalStore) else store.location(*parts)
+
+
 def table_glob(root: Path, table: str) -> str:
     """Every partition file of a table (and its 0-row schema file once the catalog exists); never a temp file.
     On a bucket it is an `s3://` URL: read it with `scan_parquet` (polars) or a `connect` connection (DuckDB)."""

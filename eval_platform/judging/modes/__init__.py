@@ -75,6 +75,9 @@ class JudgeMode:
     few_shot: bool = True  # few-shot examples (shown with output_variables) apply
     unit: UnitKind = "trace"  # what one call judges: a trace, a pair of traces or a group
     plan: Callable[[units.Day], list[units.Unit]] | None = None  # the day's units; None: one per trace
+    # (config) -> the trace field (`metadata.<key>` too) whose value puts traces in one unit (pair, group); None:
+    # each trace is its own. A day's traces are handed to `plan` in batches that never split such a group.
+    group_by: Callable[[EvaluatorConfig], str] | None = None
     needs_values: tuple[tuple[str, str, str], ...] = ()  # (value, skip code, detail): a trace without it is SKIPPED
     split_vote: str | None = None  # what a vote without a majority gives; None: FAILED no_consensus
     # (winning vote, a member row that cast it or None) -> the consensus row's verdict columns

@@ -259,4 +259,5 @@ MODE = JudgeMode(
     few_shot=False,
     unit="group",
     plan=plan,
+    group_by=lambda config: _options(config).group_by,
 )

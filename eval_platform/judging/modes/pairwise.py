@@ -284,6 +284,7 @@ MODE = JudgeMode(
     verdict_schema=verdict_schema,
     unit="pair",
     plan=plan,
+    group_by=lambda config: _options(config).pair_by,
     split_vote="tie",
     vote_fields=vote_fields,
     as_judge="preference",
