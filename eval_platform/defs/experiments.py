@@ -6,6 +6,9 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
+from eval_platform.alerting.rules import REGRESSION, with_regressions
+from eval_platform.alerting.thresholds import threshold_alerts_for
+from eval_platform.costs import judge_ledger
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
@@ -127,11 +130,13 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
     def alerts(context: dg.AssetExecutionContext, config: AlertsConfig, warehouse: WarehouseResource):
         """Quality regressions: for each evaluator (pairwise and n_wise excepted) and trace day, the day's mean
         final score against the previous `baseline_days` days (Welch's t-test); a significantly lower day is an
-        alert row. The check `no_quality_regression` (WARN) fails when an evaluator's latest day has an alert.
-        View `alerts`."""
+        alert row (kind `regression`). Beside them, every day that breaks a threshold rule of an evaluator's
+        `alerts:` block (kind `threshold`: rate, mean, failed_rate, budget use). `alert_delivery_sensor` sends new
+        rows to the destinations of alerting.yaml. The check `no_quality_regression` (WARN) fails when an
+        evaluator's latest day has a regression. View `alerts`."""
         root = warehouse.root
         scores = read_final_scores(root, monitored)
-        frame = regressions(
+        found = regressions(
             scores,
             evaluators=monitored,
             baseline_days=config.baseline_days,
@@ -139,15 +144,18 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             min_n=config.min_n,
             baseline_days_by_evaluator=config.baseline_days_by_evaluator,
         )
+        thresholds = threshold_alerts_for(root, evaluators, judge_ledger(root, context.instance))
+        frame = with_regressions(found, thresholds)
         write_partition(root, "alerts", {}, frame)
         refresh(root)
         latest = latest_days(scores, monitored)
-        current = current_alerts(frame, latest)
+        current = current_alerts(frame.filter(pl.col("kind") == REGRESSION), latest)
         for message in current["message"]:
             context.log.warning(message)
         yield dg.MaterializeResult(
             metadata={
                 "alerts": frame.height,
+                "threshold_alerts": thresholds.height,
                 "alerts_on_latest_day": current.height,
                 "evaluators_checked": dg.MetadataValue.json(monitored),
                 "latest_days": dg.MetadataValue.json(latest),
