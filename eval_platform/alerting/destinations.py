@@ -30,6 +30,7 @@ own plugins' dependencies) to send the same message. Webhooks use `urllib.reques
 
 from __future__ import annotations
 
+import base64
 import json
 import smtplib
 import ssl
@@ -40,6 +41,7 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -149,24 +151,35 @@ def _secret(env: Mapping[str, str], name: str, what: str) -> str:
     value = env.get(name)
     if not value:
         raise DeliveryError(f"environment variable {name} ({what}) is not set")
-    remember(value)  # from now on no log line, warning or clipped text of this process shows it
     return value
 
 
+def secret_parts(value: str, is_url: bool) -> list[str]:
+    """What of a destination's secret must never be shown: a password whole; of a URL, its user info, path, query
+    and fragment (a Slack webhook's token is its path). A URL's scheme and host are not secret, and remembering them
+    would redact every `https://` the platform logs."""
+    if not is_url:
+        return [value]
+    parts = urlsplit(value)
+    tail = parts.path + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    return [piece for piece in (parts.password, parts.username, tail) if piece]
+
+
 def remember_secrets(config: AlertingConfig, env: Mapping[str, str]) -> None:
-    """Remember every destination secret that is set (before anything is sent or logged)."""
+    """Remember every destination secret that is set, before anything is sent or logged: from then on no log line,
+    warning or clipped text of this process shows it (`llm.redaction`)."""
     for destination in config.destinations:
-        for name in _secret_names(destination):
+        for name, is_url in _secret_names(destination):
             if env.get(name):
-                remember(env[name])
+                remember(*secret_parts(env[name], is_url))
 
 
-def _secret_names(destination: Destination) -> list[str]:
+def _secret_names(destination: Destination) -> list[tuple[str, bool]]:
     if isinstance(destination, WebhookDestination):
-        return [destination.url_env]
+        return [(destination.url_env, True)]
     if isinstance(destination, SlackDestination):
-        return [destination.webhook_url_env]
-    return [destination.password_env] if destination.password_env else []
+        return [(destination.webhook_url_env, True)]
+    return [(destination.password_env, False)] if destination.password_env else []
 
 
 def webhook_payload(alert: Mapping[str, Any], link: str) -> dict[str, Any]:
@@ -210,6 +223,9 @@ def email_message(destination: EmailDestination, alert: Mapping[str, Any], link:
 
 def send(destination: Destination, alert: Mapping[str, Any], link: str, env: Mapping[str, str]) -> None:
     """Deliver one alert to one destination, or raise `DeliveryError` (redacted)."""
+    for name, is_url in _secret_names(destination):
+        if env.get(name):
+            remember(*secret_parts(env[name], is_url))
     try:
         if isinstance(destination, WebhookDestination):
             url = _secret(env, destination.url_env, "the webhook URL")
@@ -226,12 +242,13 @@ def send(destination: Destination, alert: Mapping[str, Any], link: str, env: Map
 
 
 def _post_json(url: str, payload: dict[str, Any], key: str, timeout_s: float) -> None:
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "Idempotency-Key": key, "User-Agent": USER_AGENT},
-    )
+    headers = {"Content-Type": "application/json", "Idempotency-Key": key, "User-Agent": USER_AGENT}
+    parts = urlsplit(url)
+    if parts.username is not None:  # https://user:password@host/...: HTTP basic auth (urllib does not read it)
+        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials).decode()
+        url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - the URL is the user's
             response.read()
