@@ -4,6 +4,8 @@ server with AUTH (aiosmtpd), each recording what it was sent."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -33,12 +35,16 @@ class HttpReceiver:
     def __init__(self) -> None:
         self.requests: list[Received] = []
         self.status = 200
+        self.kill_on_receipt: int | None = None  # a pid killed (SIGKILL) once a request is in, before the answer
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 receiver.requests.append(Received(self.path, dict(self.headers), body))
+                if receiver.kill_on_receipt is not None:
+                    os.kill(receiver.kill_on_receipt, signal.SIGKILL)
+                    receiver.kill_on_receipt = None
                 reply = b"ok" if receiver.status < 400 else f"server error handling {self.path}".encode()
                 self.send_response(receiver.status)
                 self.send_header("Content-Length", str(len(reply)))
