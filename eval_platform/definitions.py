@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_platform.defs.agreement import build_agreement
+from eval_platform.defs.alerting import alert_delivery_sensor, alerting_resource
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.benchmarks import benchmark_models_sensor, build_benchmarks
 from eval_platform.defs.costs import (
@@ -89,6 +90,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             new_dataset_files_sensor,
             benchmark_models_sensor,
             *drift.sensors,
+            alert_delivery_sensor,
             dg.AutomationConditionSensorDefinition(
                 "judge_scores_automation",
                 target=dg.AssetSelection.all(),
@@ -97,7 +99,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
                 "refreshes the rollups (costs, agreement, experiments, alerts) once the judging they read is done.",
             ),
         ],
-        resources={"warehouse": warehouse_resource(root), "judge": judge_resource()},
+        resources={"warehouse": warehouse_resource(root), "judge": judge_resource(), "alerting": alerting_resource()},
         # One process per run, not one more per step: a run's steps here are short and mostly sequential, and
         # starting a second Python process (loading this code location again) cost more than the step itself.
         executor=dg.in_process_executor,

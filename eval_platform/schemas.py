@@ -452,10 +452,16 @@ EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "ppi_diff_ci_high": _F,
 }
 
-# A day whose mean judge score fell significantly below the evaluator's trailing baseline.
+# An alert: a day whose mean judge score fell significantly below the evaluator's trailing baseline (kind
+# `regression`), or a day breaking a threshold rule of the evaluator's `alerts:` block (kind `threshold`,
+# `alerting.rules`). The baseline and test columns are a regression's; `rule`, `value`, `threshold` a rule's.
 ALERT_SCHEMA: dict[str, pl.DataType] = {
     "evaluator": pl.String(),
-    "day": pl.String(),
+    "day": pl.String(),  # the trace day; for a budget rule, the UTC day of the calls
+    "kind": pl.String(),  # regression | threshold
+    "rule": pl.String(),  # the threshold rule, normalized (`rate(score < 0.5) > 2%`)
+    "value": pl.Float64(),  # what the rule measured, in its unit (a rate as a fraction, a budget in percent)
+    "threshold": pl.Float64(),
     "mean": pl.Float64(),
     "n": pl.Int64(),
     "baseline_mean": pl.Float64(),
@@ -472,6 +478,7 @@ ALERT_SCHEMA: dict[str, pl.DataType] = {
     "cohens_d": pl.Float64(),
     "severity": pl.String(),
     "message": pl.String(),
+    "alert_key": pl.String(),  # the alert's identity: deliveries carry it as their idempotency key
     "detected_at": UTC_TS,
     # issue 21: the day's human-calibrated (prediction-powered) mean score, where humans labelled some of its traces
     "human_n": pl.Int64(),
@@ -686,7 +693,7 @@ TABLES: dict[str, Table] = {
     "ground_truth": Table(GROUND_TRUTH_SCHEMA, "the human majority label per task, criterion and item"),
     "imported_judgments": Table(IMPORTED_JUDGMENT_SCHEMA, "one verdict produced elsewhere, with its source"),
     "experiment_results": Table(EXPERIMENT_RESULT_SCHEMA, "per experiment, metric and variant: the analysis"),
-    "alerts": Table(ALERT_SCHEMA, "one evaluator-day whose mean score regressed against its baseline"),
+    "alerts": Table(ALERT_SCHEMA, "one regression or threshold-rule breach of an evaluator on a day"),
     "anchor_verdicts": Table(ANCHOR_VERDICT_SCHEMA, "one anchor item's verdict in one drift check of an evaluator"),
     "judge_drift": Table(JUDGE_DRIFT_SCHEMA, "one drift check of an evaluator's anchors against its previous check"),
     "benchmark_cases": Table(BENCHMARK_CASE_SCHEMA, "one model output for one benchmark case and its scores"),

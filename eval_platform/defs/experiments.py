@@ -8,6 +8,9 @@ from pydantic import Field
 
 from eval_platform.agreement.calibration import calibrated_fields, human_truth
 from eval_platform.defs.annotations import human_annotations
+from eval_platform.alerting.rules import REGRESSION, with_regressions
+from eval_platform.alerting.thresholds import threshold_alerts_for
+from eval_platform.costs import judge_ledger
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
@@ -144,14 +147,17 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
     def alerts(context: dg.AssetExecutionContext, config: AlertsConfig, warehouse: WarehouseResource):
         """Quality regressions: for each evaluator (pairwise and n_wise excepted) and trace day, the day's mean
         final score against the previous `baseline_days` days (Welch's t-test); a significantly lower day is an
-        alert row, with the day's human-calibrated mean beside it where humans labelled some of its traces. The
-        check `no_quality_regression` (WARN) fails when an evaluator's latest day has an alert. View `alerts`."""
+        alert row (kind `regression`), with the day's human-calibrated mean beside it where humans labelled some of
+        its traces. Beside them, every day that breaks a threshold rule of an evaluator's `alerts:` block (kind
+        `threshold`: rate, mean, failed_rate, budget use). `alert_delivery_sensor` sends new rows to the
+        destinations of alerting.yaml. The check `no_quality_regression` (WARN) fails when an evaluator's latest
+        day has a regression. View `alerts`."""
         root = warehouse.root
         scores = read_final_scores(root, monitored)
         labelled = [name for name in monitored if calibrated_fields(evaluators[name])]
         annotations = read_partition(root, "human_annotations", {}) if labelled else None
         human = {name: human_truth(evaluators[name], annotations) for name in labelled if annotations is not None}
-        frame = regressions(
+        found = regressions(
             scores,
             evaluators=monitored,
             baseline_days=config.baseline_days,
@@ -160,15 +166,18 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             baseline_days_by_evaluator=config.baseline_days_by_evaluator,
             human=human,
         )
+        thresholds = threshold_alerts_for(root, evaluators, judge_ledger(root, context.instance))
+        frame = with_regressions(found, thresholds)
         write_partition(root, "alerts", {}, frame)
         refresh(root)
         latest = latest_days(scores, monitored)
-        current = current_alerts(frame, latest)
+        current = current_alerts(frame.filter(pl.col("kind") == REGRESSION), latest)
         for message in current["message"]:
             context.log.warning(message)
         yield dg.MaterializeResult(
             metadata={
                 "alerts": frame.height,
+                "threshold_alerts": thresholds.height,
                 "alerts_on_latest_day": current.height,
                 "evaluators_checked": dg.MetadataValue.json(monitored),
                 "latest_days": dg.MetadataValue.json(latest),

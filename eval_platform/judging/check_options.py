@@ -36,6 +36,7 @@ CHECK_EVALUATOR_FIELDS = frozenset(
         "projects",
         "max_failed_rate",
         "human_agreement",
+        "alerts",
     }
 )
 CHECK_MODE = binary.MODE.name  # what a check's verdict is: passed true/false

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import Field, field_validator, model_validator
 
+from eval_platform.alerting.rules import BUDGET_METRICS, SCORE_METRICS, AlertRule
 from eval_platform.judging.check_options import CHECK_EVALUATOR_FIELDS, CheckOptions, check_evaluator_fields
 from eval_platform.judging.models import ModelSpec
 from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, JudgeMode
@@ -129,6 +130,11 @@ class EvaluatorConfig(_Strict):
     max_failed_rate: float = Field(
         0.2, ge=0, le=1, description="A partition whose judged rows FAILED above this rate fails a WARN check."
     )
+    alerts: list[AlertRule] = Field(
+        default_factory=list,
+        description="Threshold alert rules (`alerting.rules`): `rate(score < 0.5) > 2%`, `mean < 0.6`, "
+        "`failed_rate > 10%`, `budget_used_pct > 80`; delivered as alerting.yaml says.",
+    )
     batch: BatchOptions | None = Field(
         None,
         description="Judge each partition through the provider's batch API (see BatchOptions); default interactive.",
@@ -223,7 +229,21 @@ class EvaluatorConfig(_Strict):
         self._check_few_shot()
         self._check_batch()
         self._check_target()
+        self._check_alerts()
         return self
+
+    def _check_alerts(self) -> None:
+        for i, rule in enumerate(self.alerts):
+            metric, where = rule.parsed.metric, f"alerts[{i}] ({rule.rule!r})"
+            if metric in SCORE_METRICS and self.judge_mode.relative:
+                raise ValueError(
+                    f"{where}: mode '{self.mode}' scores are relative to the other candidates; "
+                    "their rate or mean says nothing: use failed_rate or a budget rule"
+                )
+            budget = self.max_monthly_cost_usd if metric == "monthly_budget_used_pct" else self.max_daily_cost_usd
+            if metric in BUDGET_METRICS and budget is None:
+                needed = "max_monthly_cost_usd" if metric == "monthly_budget_used_pct" else "max_daily_cost_usd"
+                raise ValueError(f"{where}: {metric} is measured against {needed}, which is not set")
 
     @property
     def judged_target(self) -> Target:
@@ -448,6 +468,7 @@ NON_VERDICT_FIELDS = (
     "max_failed_rate",  # the models enter the hash as (model, local_judge) pairs
     "batch",  # how requests are delivered (batch API or one by one), not what they ask
     "judge_errors",  # which traces are judged (failed ones too), not their verdict
+    "alerts",  # who is told about the verdicts, not what they are
 )
 
 
