@@ -7,10 +7,10 @@ import polars as pl
 from pydantic import Field
 
 from eval_platform.agreement.calibration import calibrated_fields, human_truth
-from eval_platform.defs.annotations import human_annotations
 from eval_platform.alerting.rules import REGRESSION, with_regressions
 from eval_platform.alerting.thresholds import threshold_alerts_for
 from eval_platform.costs import judge_ledger
+from eval_platform.defs.annotations import human_annotations
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
