@@ -8,8 +8,17 @@ import polars as pl
 import pytest
 
 from eval_platform.agreement import compute
+from eval_platform.agreement.out_of_core import open_scores
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.schemas import HUMAN_ANNOTATION_SCHEMA, IMPORTED_JUDGMENT_SCHEMA, JUDGE_SCORE_SCHEMA, conform
+from eval_platform.perf.analytics_outputs import _compare_table
+from eval_platform.schemas import (
+    FINAL_COMPLETED,
+    HUMAN_ANNOTATION_SCHEMA,
+    IMPORTED_JUDGMENT_SCHEMA,
+    JUDGE_SCORE_SCHEMA,
+    conform,
+)
+from eval_platform.storage.warehouse import write_partition
 
 ppi_py = pytest.importorskip("ppi_py")
 DAYS = ["2026-10-01", "2026-10-02"]
@@ -102,3 +111,53 @@ def test_calibrated_daily_means_equal_ppi_python(mode):
             # the judge-only figure stays beside it, and is biased upward where the calibrated one is not
             assert got[judge_name] == pytest.approx(values.mean())
             assert got[judge_name] > got[prefix]
+
+
+def test_calibrated_rows_out_of_core_equal_in_memory(tmp_path):
+    """Out of core (DuckDB hands over the labelled traces' rows and the other traces' per-day moments) the
+    calibrated rows are those of the in-memory path, with the rows that must not count in the data: member and
+    FAILED rows, a null verdict, a null trace_id, a trace judged twice, a trace two items label (differently),
+    and a label that says nothing of the verdict ("maybe")."""
+    config = EvaluatorConfig(
+        name="quality",
+        mode="binary",
+        model="openai/x",
+        prompt="{{output}}",
+        human_agreement={"task": "review", "criterion": "quality"},
+    )
+    scores, annotations, _ = _world(5, "binary")
+    first = DAYS[0]
+    template = scores.row(0, named=True)
+    odd = [
+        {**template, "trace_id": f"{first}-1", "is_final": False, "role": "member", "passed": False, "score": 0.0},
+        {**template, "trace_id": f"{first}-200", "is_final": False, "role": "member", "passed": True, "score": 1.0},
+        {**template, "trace_id": f"{first}-2", "status": "FAILED", "passed": None, "score": None},
+        {**template, "trace_id": f"{first}-201", "status": "FAILED", "passed": None, "score": None},
+        {**template, "trace_id": f"{first}-202", "passed": None, "score": None},
+        {**template, "trace_id": None, "passed": False, "score": 0.0},
+        {**template, "trace_id": f"{first}-3", "passed": False, "score": 0.0},  # judged twice, labelled
+        {**template, "trace_id": f"{first}-203", "passed": False, "score": 0.0},  # judged twice, unlabelled
+    ]
+    scores = pl.concat([scores, conform(pl.DataFrame(odd, schema=scores.schema), JUDGE_SCORE_SCHEMA)])
+    item = annotations.row(4, named=True)
+    extra = [{**item, "item_id": "again", "label": "false"}, {**item, "item_id": "unsure", "trace_id": f"{first}-5"}]
+    extra[1]["label"] = "maybe"
+    annotations = pl.concat([annotations.filter(pl.col("trace_id") != f"{first}-5"), pl.DataFrame(extra)])
+    empty = conform(pl.DataFrame(), IMPORTED_JUDGMENT_SCHEMA)
+
+    in_memory, _ = compute({"quality": config}, scores, annotations, empty)
+    root = tmp_path / "data"
+    for day in DAYS:
+        write_partition(
+            root, "judge_scores", {"evaluator": "quality", "date": day}, scores.filter(pl.col("date") == day)
+        )
+    with open_scores(root, temp_directory=tmp_path) as spilled:
+        out_of_core, _ = compute({"quality": config}, spilled, annotations.lazy(), empty)
+
+    calibrated = [r.filter(pl.col("section") == "calibrated") for r in (in_memory, out_of_core)]
+    assert set(calibrated[0]["period"]) == {"all", "day", "trailing"}
+    assert _compare_table("agreement", *calibrated) == []
+    everything = calibrated[1].filter((pl.col("period") == "all") & (pl.col("statistic") == "judge_pass_rate"))
+    counted = scores.filter(FINAL_COMPLETED & pl.col("passed").is_not_null())
+    assert everything["n"].item() == counted.height  # every final COMPLETED verdict, each once
+    assert everything["value"].item() == pytest.approx(counted["passed"].mean(), abs=1e-12)

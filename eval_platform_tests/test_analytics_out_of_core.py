@@ -47,7 +47,7 @@ def test_agreement_out_of_core_equals_in_memory(warehouse, tmp_path):
     with open_scores(warehouse, memory_limit=TINY, temp_directory=tmp_path) as scores:
         spilled_rows, spilled_truth = _agreement(warehouse, scores, read_annotations(warehouse, lazy=True))
     sections = set(rows["section"])
-    assert {"inter_annotator", "judge_vs_human", "judge_vs_judge", "position_consistency"} <= sections
+    assert {"inter_annotator", "judge_vs_human", "judge_vs_judge", "position_consistency", "calibrated"} <= sections
     assert rows.filter(pl.col("section") == "judge_vs_judge")["n"].min() > 0  # pairs were really joined
     assert _compare_table("agreement", rows, spilled_rows) == []
     assert _compare_table("ground_truth", truth, spilled_truth) == []

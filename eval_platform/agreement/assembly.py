@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 
 import polars as pl
 
@@ -111,8 +112,9 @@ def _evaluator_out_of_core(
     trailing_days: int,
     cache: dict,
 ) -> None:
-    """One evaluator's judge-vs-human and position rows, as `compute` makes them in memory, from what DuckDB hands
-    over: the rows whose trace the human reference has (the join in `judge_vs_human` keeps no other), and counts."""
+    """One evaluator's judge-vs-human, calibrated and position rows, as `compute` makes them in memory, from what
+    DuckDB hands over: the rows whose trace the human reference has (the join in `judge_vs_human` keeps no other),
+    the other traces' per-day moments (all the calibrated means need of them), and counts."""
     if config.name not in scores or not scores.has_rows(config.name):
         return
     if config.human_agreement is not None:
@@ -123,5 +125,7 @@ def _evaluator_out_of_core(
         )
         own = scores.rows_meeting(config.name, config.mode, traces)
         judge_vs_human(config, own, annotations, rows, trailing_days, cache)
+        moments = partial(scores.daily_moments, config.name)  # the other traces' verdicts, as per-day moments
+        calibrated(config, own, annotations, rows, trailing_days, cache, unlabelled_moments=moments)
     if config.judge_mode.agreement == "preference":
         position_rows(config, scores.position_table(config.name), scores.dates(config.name), rows, trailing_days)

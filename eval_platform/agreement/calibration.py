@@ -13,6 +13,7 @@ the same window are the unlabelled set. Only final COMPLETED verdicts count, as 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -21,7 +22,8 @@ from eval_platform.agreement.humans import human_reference
 from eval_platform.agreement.periods import in_window, sorted_by_date, windows
 from eval_platform.agreement.rows import Rows
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.stats.ppi import PPIEstimate, ppi_mean
+from eval_platform.schemas import FINAL_COMPLETED
+from eval_platform.stats.ppi import Moments, PPIEstimate, ppi_mean, ppi_mean_of_moments
 
 ALPHA = 0.05  # the agreement table's calibrated intervals are 95 %
 HUMAN_SCHEMA = {"trace_id": pl.String(), "score": pl.Float64(), "passed": pl.Float64()}
@@ -46,10 +48,13 @@ def calibrated_fields(config: EvaluatorConfig | None) -> tuple[str, ...]:
     return ("score", "passed") if config.judge_mode.vote_column == "passed" else ("score",)
 
 
-def human_truth(config: EvaluatorConfig, annotations: pl.DataFrame, cache: dict | None = None) -> pl.DataFrame:
+def human_truth(
+    config: EvaluatorConfig, annotations: pl.DataFrame | pl.LazyFrame, cache: dict | None = None
+) -> pl.DataFrame:
     """(trace_id, score, passed): the human majority of each labelled trace in the evaluator's terms (null where
-    the label says nothing of that field). Empty when the evaluator names no task or has no calibrated field."""
-    if not calibrated_fields(config) or annotations.is_empty():
+    the label says nothing of that field). Empty when the evaluator names no task or has no calibrated field.
+    `annotations` may be a lazy scan (out of core): the task's rows are read by `human_reference`."""
+    if not calibrated_fields(config) or (isinstance(annotations, pl.DataFrame) and annotations.is_empty()):
         return pl.DataFrame(schema=HUMAN_SCHEMA)
     options = config.human_agreement
     reference = human_reference(annotations, options.task, options.criterion, cache).filter(
@@ -78,14 +83,29 @@ def verdict_values(config: EvaluatorConfig, label: pl.Expr, value: pl.Expr) -> t
     return score.cast(pl.Float64), passed.cast(pl.Float64)
 
 
+def labelled_traces(human: pl.DataFrame, field: str) -> pl.Series:
+    """The traces whose human label says something of `field`: the others count as unlabelled."""
+    return human.drop_nulls(field)["trace_id"]
+
+
+def split_labelled_rows(values: pl.DataFrame, human: pl.DataFrame, field: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(labelled, unlabelled) rows of `values` (trace_id, ...): those whose trace is one of `labelled_traces`, and
+    the others (a null trace_id among them)."""
+    has_label = pl.col("trace_id").is_in(labelled_traces(human, field).implode()).fill_null(False)
+    return values.filter(has_label), values.filter(~has_label)
+
+
+def with_labels(labelled: pl.DataFrame, human: pl.DataFrame, field: str) -> pl.DataFrame:
+    """`labelled` rows with their trace's human label of `field` beside, as `human` (a row once per label)."""
+    return labelled.join(human.select("trace_id", pl.col(field).alias("human")).drop_nulls("human"), on="trace_id")
+
+
 def split_labelled(values: pl.DataFrame, human: pl.DataFrame, field: str) -> tuple[np.ndarray, ...]:
     """(human labels, judge values on those traces, judge values on the other traces) of `values`' (trace_id,
     value) rows; a trace whose human label says nothing of `field` counts as unlabelled."""
-    labelled = human.select("trace_id", pl.col(field).alias("human")).drop_nulls("human")
-    joined = values.join(labelled, on="trace_id", how="left")
-    has_label = joined["human"].is_not_null().to_numpy()
-    value = joined["value"].to_numpy()
-    return joined["human"].to_numpy()[has_label], value[has_label], value[~has_label]
+    labelled, unlabelled = split_labelled_rows(values, human, field)
+    paired = with_labels(labelled, human, field)
+    return paired["human"].to_numpy(), paired["value"].to_numpy(), unlabelled["value"].to_numpy()
 
 
 def calibrated_mean(values: pl.DataFrame, human: pl.DataFrame, field: str, alpha: float = ALPHA) -> PPIEstimate:
@@ -93,23 +113,50 @@ def calibrated_mean(values: pl.DataFrame, human: pl.DataFrame, field: str, alpha
     return ppi_mean(*split_labelled(values, human, field), alpha=alpha)
 
 
+def daily_moments(values: pl.DataFrame) -> pl.DataFrame:
+    """(date, n, mean, m2) of `values` (date, value) per date: what `OutOfCoreScores.daily_moments` computes in
+    DuckDB, here in memory."""
+    value = pl.col("value")
+    return values.group_by("date").agg(
+        pl.len().alias("n"), value.mean().alias("mean"), ((value - value.mean()) ** 2).sum().alias("m2")
+    )
+
+
+def _window_moments(days: dict[str | None, Moments], start: str | None, end: str | None) -> Moments:
+    """The moments of the days start..end (every day, undated included, for the `all` window), in date order."""
+    total = Moments()
+    for day in sorted(days, key=lambda d: (d is None, d)):
+        if start is None or (day is not None and start <= day <= end):
+            total += days[day]
+    return total
+
+
+UnlabelledMoments = Callable[[str, pl.Series], pl.DataFrame]
+
+
 def calibrated(
     config: EvaluatorConfig,
     scores: pl.DataFrame,
-    annotations: pl.DataFrame,
+    annotations: pl.DataFrame | pl.LazyFrame,
     rows: Rows,
     trailing_days: int,
     cache: dict | None = None,
+    unlabelled_moments: UnlabelledMoments | None = None,
 ) -> None:
     """`agreement` rows of section `calibrated`, per window (all, day, trailing) and field: the judge-only mean,
     the human-only mean of the labelled traces, and the prediction-powered mean with its 95 % interval and λ.
     `n` is the number of labelled traces (of judged traces for the judge-only mean); `details` has the number of
-    judged traces, alpha and the rectifier (mean human − judge on the labelled traces)."""
+    judged traces, alpha and the rectifier (mean human − judge on the labelled traces).
+
+    `scores` are the evaluator's rows, all of them; or, out of core, only those whose trace the human reference has,
+    with `unlabelled_moments(field, labelled traces)` giving (date, n, mean, m2) per date of the final COMPLETED
+    non-null `field` values of the other traces (`OutOfCoreScores.daily_moments`). Either way a window's
+    unlabelled set enters by the sum of its days' `Moments` (`ppi_mean_of_moments`), the same figures."""
     fields = calibrated_fields(config)
     human = human_truth(config, annotations, cache)
     if not fields or human.is_empty():
         return
-    final = scores.filter(pl.col("is_final") & (pl.col("status") == "COMPLETED"))
+    final = scores.filter(FINAL_COMPLETED)
     base = {
         "section": "calibrated",
         "task": config.human_agreement.task,
@@ -119,22 +166,31 @@ def calibrated(
         "convention": "failed_excluded",
     }
     for field in fields:
-        values = sorted_by_date(final.select("date", "trace_id", pl.col(field).cast(pl.Float64).alias("value")))
-        values = values.drop_nulls("value")
-        if values.is_empty():
+        values = final.select("date", "trace_id", pl.col(field).cast(pl.Float64).alias("value")).drop_nulls("value")
+        labelled, unlabelled = split_labelled_rows(values, human, field)
+        if unlabelled_moments is None:
+            per_day = daily_moments(unlabelled)
+        else:
+            per_day = unlabelled_moments(field, labelled_traces(human, field))
+        days = {d: Moments(n, m, m2) for d, n, m, m2 in per_day.select("date", "n", "mean", "m2").iter_rows() if n}
+        if labelled.is_empty() and not days:
             continue
+        paired = sorted_by_date(with_labels(labelled, human, field))
+        labelled = sorted_by_date(labelled)
         names = FIELD_STATISTICS[field]
-        for window, start, end in windows(values["date"].unique().to_list(), trailing_days):
-            part = in_window(values, start, end)
-            labels, judged, unlabelled = split_labelled(part, human, field)
-            estimate = ppi_mean(labels, judged, unlabelled, alpha=ALPHA)
+        dates = list(days) + labelled["date"].unique().to_list()
+        for window, start, end in windows(dates, trailing_days):
+            part = in_window(paired, start, end)
+            labels, judged = part["human"].to_numpy(), part["value"].to_numpy()
+            others = _window_moments(days, start, end)
+            estimate = ppi_mean_of_moments(labels, judged, others, alpha=ALPHA)
+            judged_all = Moments.of(in_window(labelled, start, end)["value"].to_numpy()) + others  # each row once
             fields_of_row = {**base, "period": window, "period_start": start, "period_end": end}
-            details = json.dumps({"n_judged": part.height, "alpha": ALPHA, "rectifier": estimate.rectifier})
-            judge_mean = float(part["value"].mean())
+            details = json.dumps({"n_judged": judged_all.n, "alpha": ALPHA, "rectifier": estimate.rectifier})
             human_mean = float(labels.mean()) if labels.size else None
-            figures = (judge_mean, human_mean, estimate.mean, estimate.ci_low, estimate.ci_high, estimate.lam)
+            figures = (judged_all.mean, human_mean, estimate.mean, estimate.ci_low, estimate.ci_high, estimate.lam)
             for name, value in zip(names, figures, strict=True):
                 judge_only = name == names[0]
                 note = estimate.note if name.startswith("ppi") else None
-                n = part.height if judge_only else labels.size
+                n = judged_all.n if judge_only else labels.size
                 rows.add(name, value, n, note=note, details=details, **fields_of_row)

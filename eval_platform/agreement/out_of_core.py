@@ -9,6 +9,8 @@ and aggregations spill to `temp_directory`):
 
 - judge vs human reads only the evaluator's rows whose trace is in the human reference (the inner join that
   follows keeps no other row), so its statistics run on the same rows as in memory;
+- the calibrated means take those rows as their labelled ones, and of the other traces' verdicts only per-day
+  counts, means and sums of squared deviations (`daily_moments`), all a prediction-powered mean needs of them;
 - position consistency gets per-day counts of each (verdict in order, verdict swapped) pair;
 - judge vs judge gets, per pair of judges, the count of each pair of verdicts on the same slot (the join
   `join_slots` does, as a count table), and a consensus member's verdict per slot is its first sample-0
@@ -67,6 +69,28 @@ class OutOfCoreScores:
         finally:
             self.conn.unregister("wanted_traces")
         return conform(frame, {c: JUDGE_SCORE_SCHEMA[c] for c in columns})
+
+    def daily_moments(self, name: str, field: str, labelled: pl.Series) -> pl.DataFrame:
+        """(date, n, mean, m2) per date of the evaluator's final COMPLETED non-null `field` values (as a double)
+        whose trace is not one of `labelled` (a null trace_id counts): the unlabelled set of the calibrated means
+        (`calibration.calibrated`), m2 the sum of squared deviations from the day's mean (DuckDB's `var_pop`,
+        Welford's algorithm, times the count)."""
+        if name not in self.files:
+            return pl.DataFrame(schema={"date": pl.String(), "n": pl.Int64(), "mean": pl.Float64(), "m2": pl.Float64()})
+        self.conn.register(
+            "labelled_traces", pl.DataFrame({"trace_id": labelled.cast(pl.String).drop_nulls()}).to_arrow()
+        )
+        try:
+            return self.conn.sql(
+                f"""SELECT date, count(*) AS n, avg(v) AS mean, var_pop(v) * count(*) AS m2
+                    FROM (SELECT date, trace_id, CAST("{field}" AS DOUBLE) AS v FROM {self.source(name)}
+                          WHERE is_final AND status = 'COMPLETED')
+                    WHERE v IS NOT NULL
+                      AND (trace_id IS NULL OR trace_id NOT IN (SELECT trace_id FROM labelled_traces))
+                    GROUP BY date"""
+            ).pl()
+        finally:
+            self.conn.unregister("labelled_traces")
 
     def dates(self, name: str) -> list[str | None]:
         return self.conn.sql(f"SELECT DISTINCT date FROM {self.source(name)}").pl()["date"].to_list()

@@ -18,6 +18,11 @@ judge's bias does not enter θ̂'s expectation: a judge 8 points too generous is
 
 The interval is valid when the labelled items are a uniform random sample of the population the mean is about
 (humans annotating only hard cases breaks it) and the unlabelled items are the rest of it.
+
+Of the unlabelled items the formulas use only N, mean(Ŷᵘ) and var₀(Ŷᵘ) (Var(Ŷ ∪ Ŷᵘ) too is a function of them and
+of the labelled Ŷ): `ppi_mean_of_moments` takes them as `Moments` (count, mean, sum of squared deviations), which
+combine exactly across parts (per-day aggregates a database computes: Chan, Golub and LeVeque's parallel formula),
+so a window of 100M judge verdicts never has to be held; `ppi_mean` is the same function on the values.
 """
 
 from __future__ import annotations
@@ -52,11 +57,42 @@ def _finite(values) -> np.ndarray:
     return np.asarray(values, dtype=float).ravel()
 
 
-def tuned_lambda(human: np.ndarray, judge: np.ndarray, judge_unlabelled: np.ndarray) -> float:
+@dataclass(frozen=True)
+class Moments:
+    """The count `n`, `mean` and `m2` (the sum of squared deviations from the mean) of a set of values: all that
+    the unlabelled set enters a PPI mean by. `a + b` is the moments of the union, exact (Chan, Golub and LeVeque,
+    "Algorithms for computing the sample variance", 1983), where a sum of squares would lose the variance to
+    cancellation."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    @classmethod
+    def of(cls, values) -> Moments:
+        values = _finite(values)
+        if values.size == 0:
+            return cls()
+        mean = values.mean()
+        return cls(values.size, float(mean), float(((values - mean) ** 2).sum()))
+
+    def __add__(self, other: Moments) -> Moments:
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return other
+        n = self.n + other.n
+        delta = other.mean - self.mean
+        return Moments(n, self.mean + delta * other.n / n, self.m2 + other.m2 + delta * delta * self.n * other.n / n)
+
+    def variance(self, ddof: int = 0) -> float:
+        return self.m2 / (self.n - ddof) if self.n > ddof else float("nan")
+
+
+def tuned_lambda(human: np.ndarray, judge: np.ndarray, unlabelled: Moments) -> float:
     """PPI++'s variance-minimizing λ for a mean, clipped to [0, 1]; 0 (human only) when the judge has no variance."""
-    n, big_n = human.size, judge_unlabelled.size
-    pooled = np.concatenate([judge, judge_unlabelled])
-    variance = pooled.var(ddof=1)
+    n, big_n = human.size, unlabelled.n
+    variance = (Moments.of(judge) + unlabelled).variance(ddof=1)  # Var(Ŷ ∪ Ŷᵘ)
     if not variance > 0:
         return 0.0
     covariance = ((human - human.mean()) * (judge - judge.mean())).sum() / n
@@ -70,10 +106,17 @@ def ppi_mean(human, judge, judge_unlabelled, alpha: float = 0.05, lam: float | N
     verdicts on the items no human labelled. `lam`: None tunes λ (PPI++), 1 is the original PPI. Fewer than two
     labelled items give no estimate (a note says why); no unlabelled item gives the human-only mean (λ = 0).
     """
-    y, y_hat, y_unlabelled = _finite(human), _finite(judge), _finite(judge_unlabelled)
+    return ppi_mean_of_moments(human, judge, Moments.of(judge_unlabelled), alpha, lam)
+
+
+def ppi_mean_of_moments(
+    human, judge, unlabelled: Moments, alpha: float = 0.05, lam: float | None = None
+) -> PPIEstimate:
+    """`ppi_mean` with the judge's verdicts on the unlabelled items given by their `Moments` only."""
+    y, y_hat = _finite(human), _finite(judge)
     if y.size != y_hat.size:
         raise ValueError(f"human and judge must be paired: {y.size} human labels, {y_hat.size} judge verdicts")
-    n, big_n = y.size, y_unlabelled.size
+    n, big_n = y.size, unlabelled.n
     if n < MIN_LABELLED:
         note = f"needs at least {MIN_LABELLED} items with both a human label and a judge verdict, got {n}"
         return PPIEstimate(n, big_n, alpha, note=note)
@@ -81,11 +124,11 @@ def ppi_mean(human, judge, judge_unlabelled, alpha: float = 0.05, lam: float | N
     if big_n == 0:
         lam, note = 0.0, "every judged item has a human label: the human-only mean"
     elif lam is None:
-        lam = tuned_lambda(y, y_hat, y_unlabelled)
+        lam = tuned_lambda(y, y_hat, unlabelled)
     corrected = y - lam * y_hat
-    imputed = lam * y_unlabelled.mean() if big_n else 0.0
+    imputed = lam * unlabelled.mean if big_n else 0.0
     mean = float(imputed + corrected.mean())
-    imputed_var = (lam * y_unlabelled).var() / big_n if big_n else 0.0
+    imputed_var = lam * lam * unlabelled.variance() / big_n if big_n else 0.0  # var₀(λ·Ŷᵘ) / N
     se = float(np.sqrt(imputed_var + corrected.var() / n))
     half = float(norm_ppf(1 - alpha / 2)) * se
     rectifier = float((y - y_hat).mean())

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from eval_platform.stats.distributions import norm_ppf
-from eval_platform.stats.ppi import ppi_difference, ppi_mean
+from eval_platform.stats.ppi import Moments, ppi_difference, ppi_mean, ppi_mean_of_moments
 
 ppi_py = pytest.importorskip("ppi_py")
 
@@ -31,6 +31,35 @@ def test_mean_and_interval_equal_ppi_python(binary, lam):
     assert ours.mean == pytest.approx(float(np.squeeze(point)), abs=1e-9)
     assert ours.ci_low == pytest.approx(float(np.squeeze(low)), abs=1e-9)
     assert ours.ci_high == pytest.approx(float(np.squeeze(high)), abs=1e-9)
+
+
+@pytest.mark.parametrize("lam", [None, 1.0])
+def test_unlabelled_set_by_its_moments_in_parts_equals_ppi_python(lam):
+    """Out of core the unlabelled verdicts arrive as per-day (count, mean, M2): their sum over 30 uneven parts
+    gives the estimate ppi-python gives on the values themselves."""
+    rng = np.random.default_rng(5)
+    human, judge, unlabelled, _ = _judged(rng, 150, 4000)
+    cuts = np.sort(rng.choice(np.arange(1, unlabelled.size), 29, replace=False))
+    moments = sum((Moments.of(part) for part in np.split(unlabelled, cuts)), Moments())
+    ours = ppi_mean_of_moments(human, judge, moments, alpha=0.1, lam=lam)
+    low, high = ppi_py.ppi_mean_ci(human, judge, unlabelled, alpha=0.1, lam=lam)
+    assert ours.mean == pytest.approx(
+        float(np.squeeze(ppi_py.ppi_mean_pointestimate(human, judge, unlabelled, lam=lam))), abs=1e-9
+    )
+    assert (ours.ci_low, ours.ci_high) == pytest.approx((float(np.squeeze(low)), float(np.squeeze(high))), abs=1e-9)
+
+
+def test_moments_combine_exactly_where_a_sum_of_squares_cancels():
+    """Values around 1e7 with a spread of 1e-2: the parallel formula keeps the variance, a sum of squares
+    (E[x²] − E[x]²) loses every digit of it."""
+    rng = np.random.default_rng(1)
+    values = 1e7 + rng.normal(0, 1e-2, 10_000)
+    combined = sum((Moments.of(part) for part in np.array_split(values, 7)), Moments())
+    assert combined.n == values.size and combined.mean == pytest.approx(values.mean(), rel=1e-15)
+    assert combined.variance() == pytest.approx(values.var(), rel=1e-6)
+    assert combined.variance(ddof=1) == pytest.approx(values.var(ddof=1), rel=1e-6)
+    assert abs((values**2).mean() - values.mean() ** 2 - values.var()) > values.var() / 2
+    assert Moments() + Moments.of([2.0]) == Moments.of([2.0]) == Moments.of([2.0]) + Moments()
 
 
 def test_difference_equals_ppi_python_per_group():
