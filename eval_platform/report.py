@@ -207,25 +207,34 @@ def _agreement(conn, plots: list[str]) -> str:
 def _experiments(conn, plots: list[str]) -> str:
     rows = _query(
         conn,
-        "SELECT experiment, evaluator, variant, control_variant, n, n_control, difference, diff_ci_low, diff_ci_high, "
-        "p_value, significant, recommendation FROM experiment_results WHERE kind = 'comparison' ORDER BY ALL",
+        "SELECT experiment, evaluator, variant, control_variant, method, n, n_control, difference, diff_ci_low, "
+        "diff_ci_high, cs_low, cs_high, p_value, always_valid_p_value, p_value_adjusted, significant, "
+        "significance_rule, recommendation FROM experiment_results WHERE kind = 'comparison' ORDER BY ALL",
     )
     if not rows:
         return "<p>No experiment comparisons yet: materialize experiment_results.</p>"
     from matplotlib.figure import Figure
 
-    shown = [r for r in rows if r["difference"] is not None and r["diff_ci_low"] is not None]
+    # A fixed-horizon comparison draws its confidence interval; a sequential one (`method: sequential`, no
+    # fixed-horizon interval) its confidence sequence, marked in its label.
+    for r in rows:
+        sequential = r["diff_ci_low"] is None and r["cs_low"] is not None and r["cs_high"] is not None
+        r["_low"], r["_high"] = (r["cs_low"], r["cs_high"]) if sequential else (r["diff_ci_low"], r["diff_ci_high"])
+        r["_mark"] = " (confidence sequence)" if sequential else ""
+    shown = [r for r in rows if r["difference"] is not None and r["_low"] is not None and r["_high"] is not None]
     figure = Figure(figsize=(8, 0.4 * len(shown) + 1))
     ax = figure.subplots()
-    labels = [f"{r['experiment']} {r['evaluator']}: {r['variant']} vs {r['control_variant']}" for r in shown]
+    labels = [
+        f"{r['experiment']} {r['evaluator']}: {r['variant']} vs {r['control_variant']}{r['_mark']}" for r in shown
+    ]
     centres = [r["difference"] for r in shown]
     errors = [
-        [c - r["diff_ci_low"] for c, r in zip(centres, shown, strict=True)],
-        [r["diff_ci_high"] - c for c, r in zip(centres, shown, strict=True)],
+        [c - r["_low"] for c, r in zip(centres, shown, strict=True)],
+        [r["_high"] - c for c, r in zip(centres, shown, strict=True)],
     ]
     ax.errorbar(centres, labels, xerr=errors, fmt="o", capsize=3)
     ax.axvline(0, color="grey", linewidth=0.8)
-    ax.set_xlabel("difference in mean score (95% CI)")
+    ax.set_xlabel("difference in mean score (95% CI; confidence sequence where marked)")
     ax.tick_params(labelsize=7)
     figure.tight_layout()
     plots.append(_png(figure))
@@ -239,8 +248,13 @@ def _experiments(conn, plots: list[str]) -> str:
         "difference",
         "diff_ci_low",
         "diff_ci_high",
+        "cs_low",
+        "cs_high",
         "p_value",
+        "always_valid_p_value",
+        "p_value_adjusted",
         "significant",
+        "significance_rule",
         "recommendation",
     ]
     return plots[-1] + _table(rows, columns)

@@ -182,3 +182,51 @@ def test_daily_table_shows_the_human_calibrated_mean_beside_the_judges(data_root
         daily, costs = daily_judging(conn)
     figure = judging_figure(daily, costs)
     assert "human-calibrated (PPI, 95% CI)" in [t.get_text() for t in figure.get_axes()[0].get_legend().get_texts()]
+
+
+def test_a_sequential_comparison_shows_its_always_valid_figures(data_root):
+    """`method: sequential` has no fixed-horizon p-value or interval: the experiments table shows the always-valid
+    p-value, the confidence sequence, the corrected p-value and the rule that decided, and the plot draws the
+    confidence sequence (marked as such) instead of leaving the comparison out."""
+    import polars as pl
+
+    from eval_platform.defs.catalog import refresh
+    from eval_platform.schemas import EXPERIMENT_RESULT_SCHEMA, conform
+    from eval_platform.storage.warehouse import write_partition
+
+    base = {"experiment": "prompt_v2", "evaluator": "helpful", "control_variant": "a", "kind": "comparison"}
+    rows = [
+        {
+            **base,
+            "variant": "b",
+            "method": "sequential",
+            "difference": 0.1,
+            "cs_low": 0.0234,
+            "cs_high": 0.1766,
+            "always_valid_p_value": 0.0123,
+            "p_value_adjusted": 0.0246,
+            "significant": True,
+            "significance_rule": "Holm-adjusted always-valid p < 0.05 (2 tests)",
+        },
+        {
+            **base,
+            "variant": "c",
+            "method": "sequential",
+            "difference": -0.01,
+            "always_valid_p_value": 1.0,
+            "p_value_adjusted": 1.0,
+            "significant": False,
+            "significance_rule": "Holm-adjusted always-valid p < 0.05 (2 tests)",
+        },
+    ]
+    write_partition(data_root, "experiment_results", {}, conform(pl.DataFrame(rows), EXPERIMENT_RESULT_SCHEMA))
+    refresh(data_root)
+
+    summary = build_report(data_root)
+    page = (data_root / "reports" / "report.html").read_text()
+    section = page.split("<h2>Experiments")[1].split("<h2>")[0]
+    for text in ("always_valid_p_value", "cs_low", "significance_rule", "0.0123", "0.0246", "0.0234", "0.1766"):
+        assert text in section, text
+    assert "Holm-adjusted always-valid p &lt; 0.05 (2 tests)" in section
+    # the bounded sequence is drawn; the unbounded one (no cs yet) is listed, not drawn
+    assert section.count('src="data:image/png;base64,') == 1 and summary.plots == 1
