@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from eval_platform.agreement.humans import human_reference
-from eval_platform.agreement.periods import in_window, sorted_by_date, windows
+from eval_platform.agreement.periods import in_window, period_windows, sorted_by_date
 from eval_platform.agreement.rows import Rows
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import FINAL_COMPLETED
@@ -179,13 +179,12 @@ def calibrated(
         labelled = sorted_by_date(labelled)
         names = FIELD_STATISTICS[field]
         dates = list(days) + labelled["date"].unique().to_list()
-        for window, start, end in windows(dates, trailing_days):
+        for start, end, fields_of_row in period_windows(dates, trailing_days, base):
             part = in_window(paired, start, end)
             labels, judged = part["human"].to_numpy(), part["value"].to_numpy()
             others = _window_moments(days, start, end)
             estimate = ppi_mean_of_moments(labels, judged, others, alpha=ALPHA)
             judged_all = Moments.of(in_window(labelled, start, end)["value"].to_numpy()) + others  # each row once
-            fields_of_row = {**base, "period": window, "period_start": start, "period_end": end}
             details = json.dumps({"n_judged": judged_all.n, "alpha": ALPHA, "rectifier": estimate.rectifier})
             human_mean = float(labels.mean()) if labels.size else None
             figures = (judged_all.mean, human_mean, estimate.mean, estimate.ci_low, estimate.ci_high, estimate.lam)

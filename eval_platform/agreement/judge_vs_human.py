@@ -9,8 +9,8 @@ from eval_platform.agreement.periods import (
     DailyScoreTables,
     DailyTables,
     in_window,
+    period_windows,
     sorted_by_date,
-    windows,
 )
 from eval_platform.agreement.rows import Rows, label_rows, pairwise_rows
 from eval_platform.judging.config import EvaluatorConfig
@@ -114,8 +114,7 @@ def judge_vs_human(
         ]
     elif kind == "labels":
         tables = DailyTables(frame, frame["judge"])
-    for window, start, end in windows(frame["date"].unique().to_list(), trailing_days):
-        fields = {**base, "period": window, "period_start": start, "period_end": end}
+    for start, end, fields in period_windows(frame["date"].unique().to_list(), trailing_days, base):
         if kind == "preference":
             for convention, daily in conventions:
                 full = daily.window(start, end)

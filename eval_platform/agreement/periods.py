@@ -27,6 +27,14 @@ def windows(dates: list[str], trailing_days: int) -> list[tuple[str, str | None,
     return windows
 
 
+def period_windows(dates: list[str], trailing_days: int, base: dict) -> list[tuple[str | None, str | None, dict]]:
+    """(start, end, fields) of each of `windows`: the row fields `base` with the window's period columns."""
+    return [
+        (start, end, {**base, "period": window, "period_start": start, "period_end": end})
+        for window, start, end in windows(dates, trailing_days)
+    ]
+
+
 def sorted_by_date(frame: pl.DataFrame) -> pl.DataFrame:
     """The frame sorted by date, rows of a day in their order: each window is then a slice (`in_window`)."""
     return frame.sort("date", maintain_order=True, nulls_last=True)

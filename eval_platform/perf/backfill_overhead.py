@@ -35,7 +35,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-import yaml
+
+from eval_platform.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -80,31 +81,12 @@ def write_project(root: Path, days: list[str], evaluators: list[str], traces_per
     from eval_platform.ingest.traces import read_trace_day
     from eval_platform.storage.warehouse import write_partition
 
-    (root / "evaluators").mkdir(parents=True)
     for name in evaluators:
-        config = {
-            "mode": "score",
-            "score_scale": {"min": 0, "max": 1},
-            "model": "openai/mock",
-            "api_base": judge_url,
-            "temperature": 0.0,
-            "prompt": f"Rate the {name} of the answer.\nQ: {{{{input}}}}\nA: {{{{output}}}}",
-        }
-        (root / "evaluators" / f"{name}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        write_score_evaluator(root, name, judge_url)
     for day in days:
         folder = root / "traces" / day
         folder.mkdir(parents=True)
-        lines = [
-            json.dumps(
-                {
-                    "trace_id": f"{day}-{i:05d}",
-                    "timestamp": f"{day}T{i % 24:02d}:00:00Z",
-                    "input": f"Summarise item {i} of {day} in one sentence.",
-                    "output": f"Item {i} of {day} is a synthetic trace with a short answer.",
-                }
-            )
-            for i in range(traces_per_day)
-        ]
+        lines = [json.dumps(synthetic_trace(day, i, 5)) for i in range(traces_per_day)]
         (folder / "export.jsonl").write_text("\n".join(lines) + "\n")
         write_partition(root, "traces", {"date": day}, read_trace_day(root, day).traces)
 

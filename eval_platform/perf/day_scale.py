@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
+from eval_platform.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -51,28 +51,13 @@ TIMEOUT_S = 7200.0  # bounds a hang only
 
 def write_day(root: Path, traces: int, judge_url: str, concurrency: int) -> None:
     """The evaluator and the day's export files (one file at a time in memory)."""
-    (root / "evaluators").mkdir(parents=True, exist_ok=True)
-    config = {
-        "mode": "score",
-        "score_scale": {"min": 0, "max": 1},
-        "model": "openai/mock",
-        "api_base": judge_url,
-        "temperature": 0.0,
-        "prompt": f"Rate the {EVALUATOR} of the answer.\nQ: {{{{input}}}}\nA: {{{{output}}}}",
-    }
-    (root / "evaluators" / f"{EVALUATOR}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    write_score_evaluator(root, EVALUATOR, judge_url)
     folder = root / "traces" / DAY
     folder.mkdir(parents=True, exist_ok=True)
     for number, start in enumerate(range(0, traces, FILE_TRACES)):
         with open(folder / f"export-{number:03d}.jsonl", "w") as out:
             for i in range(start, min(start + FILE_TRACES, traces)):
-                trace = {
-                    "trace_id": f"{DAY}-{i:07d}",
-                    "timestamp": f"{DAY}T{i % 24:02d}:{i % 60:02d}:00Z",
-                    "input": f"Summarise item {i} of {DAY} in one sentence.",
-                    "output": f"Item {i} of {DAY} is a synthetic trace with a short answer.",
-                }
-                out.write(json.dumps(trace) + "\n")
+                out.write(json.dumps(synthetic_trace(DAY, i, 7)) + "\n")
 
 
 class _Log:
