@@ -24,7 +24,8 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import partial
@@ -40,11 +41,11 @@ from eval_platform.benchmarks.config import (
     upstream,
 )
 from eval_platform.benchmarks.runner import TaskRun, run_task
-from eval_platform.ingest.traces import read_trace_day
+from eval_platform.ingest.traces import stream_trace_day
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.evaluator_day import session_traces
+from eval_platform.judging.evaluator_day import READ_BATCH_ROWS, judged_batches
 from eval_platform.judging.loading import load_evaluators
-from eval_platform.judging.runner import judge_day
+from eval_platform.judging.runner import judge_stream
 from eval_platform.llm import pricing
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
@@ -53,7 +54,7 @@ from eval_platform.llm.endpoint import model_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import SKIPPED
 from eval_platform.settings import data_root, state_dir
-from eval_platform.storage.warehouse import read_partition
+from eval_platform.storage.warehouse import iter_partition
 
 
 class CountingCache(JudgeCache):
@@ -62,13 +63,14 @@ class CountingCache(JudgeCache):
     def __init__(self, directory: Path):
         super().__init__(directory)
         self.hits = 0
-        self.missed: set[str] = set()  # distinct requests (samples included) the cache does not answer
+        # distinct requests (samples included) the cache does not answer: the first 64 bits of their keys (sha256)
+        self.missed: set[int] = set()
 
     def get(self, key: str):
         entry = super().get(key)
         self.hits += entry is not None
         if entry is None:
-            self.missed.add(key)
+            self.missed.add(int(key[:16], 16))
         return entry
 
     def put(self, key: str, entry) -> None:  # a dry run writes nothing
@@ -79,20 +81,23 @@ class RecordingClient:
     """A judge client that sends nothing: it records each request and answers with a failure, or with `stand_in`
     as the reply when one is given (a benchmark's outputs, for the tasks and judges that read them)."""
 
-    def __init__(self, stand_in: str | None = None) -> None:
+    def __init__(self, stand_in: str | None = None, record: Callable[[JudgeRequest], None] | None = None) -> None:
         self.requests: list[JudgeRequest] = []
+        self.record = record or self.requests.append  # `record`: each request handed on, none kept
+        self.calls = 0
         self.stand_in = stand_in
         self.closed_after: int | None = None  # requests made before the client was first closed
 
     async def complete(self, request: JudgeRequest, before_send=None) -> CallOutcome:
-        self.requests.append(request)
+        self.record(request)
+        self.calls += 1
         if self.stand_in is not None:
             return CallOutcome(content=self.stand_in, attempts=1)
         return CallOutcome(error_reason="dry_run", error_detail="not sent: dry run", attempts=1)
 
     async def aclose(self) -> None:  # the benchmark runner closes its client once the model's calls are done
         if self.closed_after is None:
-            self.closed_after = len(self.requests)
+            self.closed_after = self.calls
 
 
 @dataclass
@@ -122,56 +127,70 @@ def _prices(configs: Iterable[EvaluatorConfig], request: JudgeRequest) -> pricin
     return pricing.lookup(request.model, request.api_base)
 
 
-def _day_traces(root: Path, day: str) -> pl.DataFrame | None:
-    """A day's traces as ingested, else as its export files would be ingested; None when it has none."""
-    traces = read_partition(root, "traces", {"date": day})
-    if traces is None:
-        traces = read_trace_day(root, day).traces
-    return traces if traces.height else None
+def _day_batches(stack: ExitStack, root: Path, day: str) -> Iterator[pl.DataFrame] | None:
+    """A day's traces a batch at a time, as ingested, else as its export files would be ingested (read a chunk
+    at a time, `stream_trace_day`, open until `stack` closes); None when it has neither."""
+    batches = iter_partition(root, "traces", {"date": day}, READ_BATCH_ROWS)
+    if batches is not None:
+        return batches
+    if not (root / "traces" / day).is_dir():
+        return None
+    return stack.enter_context(stream_trace_day(root, day)).traces()
+
+
+def _counted(batches: Iterable[pl.DataFrame], counts: list[int]) -> Iterator[pl.DataFrame]:
+    for batch in batches:
+        counts[0] += batch.height
+        yield batch
 
 
 def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
-    """The calls a run of `config` over `days` would make, and their worst-case cost; nothing is sent."""
+    """The calls a run of `config` over `days` would make, and their worst-case cost; nothing is sent. A day is
+    read and planned a batch at a time, as a run reads it (`judged_batches`), and each request is priced as it is
+    recorded, so the memory a day takes does not grow with it (but for the set of distinct requests' 64-bit
+    digests, 8 bytes and a set slot per distinct request)."""
     bill = Bill(config.name)
     # Nothing is sent, not even a batch: a batch evaluator's calls are recorded one by one, at its discount.
     discount = config.batch.discount if config.batched else 1.0
     config = config.model_copy(update={"batch": None})
     # Keys are assumed present, so that the plan is the live provider's.
     env = {**os.environ, **{spec.api_key_env: "dry-run" for spec in config.judge_models() if spec.api_key_env}}
+
+    def priced(request: JudgeRequest) -> None:
+        bill.calls += 1
+        bill.by_model[request.model] = bill.by_model.get(request.model, 0) + 1
+        prices = _prices([config], request)
+        if prices is None:
+            bill.unpriced_calls += 1
+        else:
+            bill.worst_case_usd += pricing.worst_case_cost(prices, request.messages, request.max_tokens) * discount
+
     with tempfile.TemporaryDirectory() as scratch:
         for day in days:
-            traces = _day_traces(root, day)
-            if traces is None:
-                continue
-            in_day = traces.height
-            if config.judged_target == "session":
+            with ExitStack() as stack:
+                raw = _day_batches(stack, root, day)
+                if raw is None:
+                    continue
+                in_day = [0]
                 # A session's prompt holds its earlier days' turns too: priced on them, read as a run would read
                 # them (or from the export files when not ingested yet), never on the day's turns alone.
-                traces, _ = session_traces(
-                    root, day, config.session_lookback_days, traces, read_day=partial(_day_traces, root)
+                batches, _ = judged_batches(
+                    root, config, day, _counted(raw, in_day), other_day=partial(_day_batches, stack, root)
                 )
-            client = RecordingClient()
-            cache = CountingCache(state_dir(root) / "judge_cache")
-            runtime = JudgeRuntime(
-                client=client,
-                cache=cache,  # read only: what it answers is free
-                ledger=BudgetLedger(Path(scratch) / "budget.sqlite"),  # never the real ledger
-                env=env,
-            )
-            judge_day(config, day, traces, runtime)
-            bill.days += 1
-            bill.traces += in_day
-            bill.cached += cache.hits
-            bill.distinct += len(cache.missed)
-            for request in client.requests:
-                bill.calls += 1
-                bill.by_model[request.model] = bill.by_model.get(request.model, 0) + 1
-                prices = _prices([config], request)
-                if prices is None:
-                    bill.unpriced_calls += 1
-                else:
-                    worst = pricing.worst_case_cost(prices, request.messages, request.max_tokens)
-                    bill.worst_case_usd += worst * discount
+                cache = CountingCache(state_dir(root) / "judge_cache")
+                runtime = JudgeRuntime(
+                    client=RecordingClient(record=priced),
+                    cache=cache,  # read only: what it answers is free
+                    ledger=BudgetLedger(Path(scratch) / "budget.sqlite"),  # never the real ledger
+                    env=env,
+                )
+                judge_stream(config, day, batches, runtime, None, lambda _rows: None)
+                if not in_day[0]:
+                    continue
+                bill.days += 1
+                bill.traces += in_day[0]
+                bill.cached += cache.hits
+                bill.distinct += len(cache.missed)
     return bill
 
 

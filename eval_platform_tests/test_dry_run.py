@@ -236,3 +236,45 @@ def test_a_session_evaluator_is_priced_on_every_turn_its_prompt_holds(data_root,
     whole, alone = (estimate(evaluators[name], ["2026-11-10"], data_root) for name in ("session", "same_day"))
     assert whole.calls == alone.calls == 1 and whole.traces == alone.traces == 1
     assert whole.worst_case_usd - alone.worst_case_usd >= 40_000 / 1e6  # every byte of the 9th's turn a token
+
+
+def test_an_evaluator_with_dataset_references_is_priced_on_the_prompts_a_run_sends(data_root, local_judge):
+    """A reference evaluator's prompt holds each trace's gold answer from the dataset: the dry run plans from the
+    same prepared traces as the run (projects, references), so it counts the run's calls and their gold bytes."""
+    from eval_platform.storage.warehouse import write_partition
+
+    day = "2026-11-10"
+    gold = "g" * 20_000
+    traces = pl.DataFrame(
+        {
+            "trace_id": [f"t{i}" for i in range(3)],
+            "timestamp": [f"{day}T10:00:0{i}Z" for i in range(3)],
+            "input": ["q"] * 3,
+            "output": ["a"] * 3,
+            "metadata": [json.dumps({"case": f"c{i}"}) for i in range(3)],
+        }
+    )
+    folder = data_root / "traces" / day
+    folder.mkdir(parents=True)
+    (folder / "export.jsonl").write_text("\n".join(json.dumps(row) for row in traces.to_dicts()) + "\n")
+    cases = pl.DataFrame({"case_id": [f"c{i}" for i in range(3)], "expected_output": [gold] * 3})
+    write_partition(data_root, "test_cases", {"dataset": "gold", "version": "1"}, cases)
+    (data_root / "datasets" / "gold").mkdir(parents=True)
+    (data_root / "datasets" / "gold" / "v1.jsonl").write_text(
+        "\n".join(json.dumps({"case_id": f"c{i}", "input": "q", "expected_output": gold}) for i in range(3)) + "\n"
+    )
+    write_evaluator(
+        data_root,
+        "correct",
+        mode="reference",
+        model="openai/mock",
+        api_base=local_judge.base_url,
+        prompt="Question: {{input}}\nAnswer: {{output}}\nGold: {{expected}}",
+        reference={"source": "dataset", "dataset": "gold", "match_on": "metadata.case"},
+        input_cost_per_million=1.0,
+        output_cost_per_million=1.0,
+        max_tokens=10,
+    )
+    bill = estimate(load_evaluators(data_root / "evaluators")["correct"], [day], data_root)
+    assert bill.traces == 3 and bill.calls == 3
+    assert bill.worst_case_usd >= 3 * 20_000 / 1e6  # every byte of each gold answer a token

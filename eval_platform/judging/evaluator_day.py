@@ -33,7 +33,7 @@ from eval_platform.judging.runner import judge_stream
 from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.record_fields import field_text
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
+from eval_platform.schemas import JUDGE_SCORE_SCHEMA
 from eval_platform.storage.warehouse import (
     iter_partition,
     partition_path,
@@ -108,29 +108,10 @@ def judge_partition(
     batch_rows: int = READ_BATCH_ROWS,
 ) -> JudgedPartition:
     """Judge `evaluator` over the day's ingested traces and replace its partition; the catalog is not refreshed."""
-    cases = None
-    if evaluator.reference is not None and evaluator.reference.source == "dataset":
-        cases = reference_cases(root, evaluator.reference)
-
-    def prepared(frame: pl.DataFrame | None) -> pl.DataFrame:
-        if frame is None:
-            raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
-        frame = in_projects(evaluator, frame)  # every trace of its projects gets a row, no other
-        if cases is not None:
-            frame = attach_dataset_references(frame, cases, evaluator.reference.match_on)
-        return frame
-
     batches = iter_partition(root, "traces", {"date": day}, batch_rows)
     if batches is None:
-        prepared(None)  # raises PartitionNotReady
-    day_batches: Iterable[pl.DataFrame] = map(prepared, batches)
-    missing_days: list[str] | None = None
-    if evaluator.judged_target == "session":
-        day_batches, missing_days = session_batches(root, day, evaluator.session_lookback_days, day_batches, batch_rows)
-    key = group_key(evaluator)
-    if key is not None:
-        # a pair, group or session is planned from one batch: batches cut between keys, out of core
-        day_batches = key_ordered_batches(day_batches, key, batch_rows, folder=root if root.is_dir() else None)
+        raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
+    day_batches, missing_days = judged_batches(root, evaluator, day, batches, batch_rows)
     if evaluator.batched:
         day_batches = list(day_batches)  # batch mode reads the day twice (see `runner.judge_stream`)
     keys = {"evaluator": evaluator.name, "date": day}
@@ -142,35 +123,56 @@ def judge_partition(
     return JudgedPartition(root, evaluator, day, outcome.summary, path, outcome.traces_without_a_row, outcome.tally)
 
 
-def session_traces(
+def judged_batches(
     root: Path,
+    evaluator: EvaluatorConfig,
     day: str,
-    lookback_days: int,
-    day_traces: pl.DataFrame,
-    read_day: Callable[[str], pl.DataFrame | None] | None = None,
-) -> tuple[pl.DataFrame, list[str]]:
-    """The traces a session partition reads: the day's and its `lookback_days` earlier days' (those materialized,
-    or those `read_day` finds), and the earlier days that are not (read as empty: their turns are not shown, and
-    the metadata says so)."""
-    read_day = read_day or (lambda earlier: read_partition(root, "traces", {"date": earlier}))
-    frames, missing = [], []
-    for earlier in session_window(day, lookback_days)[:-1]:
-        frame = read_day(earlier)
-        if frame is None:
-            missing.append(earlier)
-        else:
-            frames.append(conform(frame, TRACE_SCHEMA))
-    return pl.concat([*frames, conform(day_traces, TRACE_SCHEMA)]), missing
+    batches: Iterable[pl.DataFrame],
+    batch_rows: int = READ_BATCH_ROWS,
+    other_day: Callable[[str], Iterable[pl.DataFrame] | None] | None = None,
+) -> tuple[Iterable[pl.DataFrame], list[str] | None]:
+    """What `judge_stream` judges for `evaluator` from the day's trace `batches`: the traces of its projects with
+    their dataset references; for sessions the lookback window's earlier days first (`other_day(day)`'s batches,
+    by default their ingested partitions) and the earlier days missing; for a pair, group or session the traces
+    in key order, never a unit split between batches. A run and the dry run plan from the same batches."""
+    cases = None
+    if evaluator.reference is not None and evaluator.reference.source == "dataset":
+        cases = reference_cases(root, evaluator.reference)
+
+    def prepared(frame: pl.DataFrame) -> pl.DataFrame:
+        frame = in_projects(evaluator, frame)  # every trace of its projects gets a row, no other
+        if cases is not None:
+            frame = attach_dataset_references(frame, cases, evaluator.reference.match_on)
+        return frame
+
+    day_batches: Iterable[pl.DataFrame] = map(prepared, batches)
+    missing_days: list[str] | None = None
+    if evaluator.judged_target == "session":
+        day_batches, missing_days = session_batches(
+            root, day, evaluator.session_lookback_days, day_batches, batch_rows, other_day
+        )
+    key = group_key(evaluator)
+    if key is not None:
+        # a pair, group or session is planned from one batch: batches cut between keys, out of core
+        day_batches = key_ordered_batches(day_batches, key, batch_rows, folder=root if root.is_dir() else None)
+    return day_batches, missing_days
 
 
 def session_batches(
-    root: Path, day: str, lookback_days: int, day_batches: Iterable[pl.DataFrame], batch_rows: int
+    root: Path,
+    day: str,
+    lookback_days: int,
+    day_batches: Iterable[pl.DataFrame],
+    batch_rows: int,
+    other_day: Callable[[str], Iterable[pl.DataFrame] | None] | None = None,
 ) -> tuple[Iterator[pl.DataFrame], list[str]]:
-    """`session_traces` a batch at a time: the earlier days' traces of the window (those materialized), then the
-    day's; and the earlier days that are not."""
+    """The traces a session partition reads, a batch at a time: the earlier days' traces of the window (those
+    `other_day` gives, by default those materialized), then the day's; and the earlier days that are not (read
+    as empty: their turns are not shown, and the metadata says so)."""
+    other_day = other_day or (lambda other: iter_partition(root, "traces", {"date": other}, batch_rows))
     earlier, missing = [], []
     for other in session_window(day, lookback_days)[:-1]:
-        batches = iter_partition(root, "traces", {"date": other}, batch_rows)
+        batches = other_day(other)
         if batches is None:
             missing.append(other)
         else:

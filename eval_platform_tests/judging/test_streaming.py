@@ -17,9 +17,10 @@ import polars as pl
 import pytest
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.evaluator_day import judge_partition, session_traces
+from eval_platform.judging.evaluator_day import judge_partition
 from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import judge_day, judge_stream
+from eval_platform.judging.targets import session_window
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
@@ -115,6 +116,18 @@ def evaluators(base_url: str) -> dict[str, EvaluatorConfig]:
     configs = {name: EvaluatorConfig.model_validate({"name": name, **common, **spec}) for name, spec in specs.items()}
     configs["check"] = EvaluatorConfig.model_validate({"name": "check", "check": {"scorer": "valid_json"}})
     return configs
+
+
+def session_traces(root: Path, day: str, lookback_days: int, day_traces: pl.DataFrame) -> tuple[pl.DataFrame, list]:
+    """The session window's traces in memory: the earlier days' materialized ones, then the day's."""
+    frames, missing = [], []
+    for earlier in session_window(day, lookback_days)[:-1]:
+        frame = read_partition(root, "traces", {"date": earlier})
+        if frame is None:
+            missing.append(earlier)
+        else:
+            frames.append(conform(frame, TRACE_SCHEMA))
+    return pl.concat([*frames, conform(day_traces, TRACE_SCHEMA)]), missing
 
 
 def in_memory(root: Path, config: EvaluatorConfig, runtime: JudgeRuntime) -> pl.DataFrame:
