@@ -311,7 +311,7 @@ HUMAN_ANNOTATION_SCHEMA: dict[str, pl.DataType] = {
     "item_id": pl.String(),
     "annotator": pl.String(),
     "criterion": pl.String(),
-    "schema": pl.String(),  # classification | rating | ranking
+    "schema": pl.String(),  # classification | rating | ranking | text (free text: never compared)
     "label": pl.String(),
     "value": pl.Float64(),  # rating value, mapped classification value, or rank (1 = best)
     "trace_id": pl.String(),
