@@ -285,8 +285,9 @@ def _check_evaluators(path: Path, config: AnnotationTaskConfig, evaluators: dict
         evaluator = evaluators.get(name)
         if evaluator is None:
             known = ", ".join(sorted(evaluators)) or "none"
-            raise AnnotationTaskError(f"{where}: no loaded evaluator '{name}' (unknown, broken or disabled; known: "
-                                      f"{known})")
+            raise AnnotationTaskError(
+                f"{where}: no loaded evaluator '{name}' (unknown, broken or disabled; known: {known})"
+            )
         if evaluator.judge_mode.unit != "trace" or evaluator.judged_target != "trace":
             raise AnnotationTaskError(
                 f"{where}: evaluator '{name}' judges {evaluator.judge_mode.unit}s / {evaluator.judged_target}s, not "

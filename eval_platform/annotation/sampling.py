@@ -342,8 +342,9 @@ def _by_disagreement(
 def _why() -> pl.Expr:
     low = pl.col("gap_bin").cast(pl.Float64) / HISTORY_BINS
     bin_text = pl.format("[{}, {})", low.round(1), (low + 1 / HISTORY_BINS).round(1))
-    split = pl.format("judges split: mean verdict difference {} over {} verdicts", pl.col("spread").round(3),
-                      pl.col("verdicts"))
+    split = pl.format(
+        "judges split: mean verdict difference {} over {} verdicts", pl.col("spread").round(3), pl.col("verdicts")
+    )
     history = pl.format(
         "judge and humans differed: {}'s score bin {} was {} from the human value on average over {} past items",
         pl.col("gap_evaluator"),
@@ -365,4 +366,3 @@ def candidate_count_note(config: AnnotationTaskConfig, candidates: int, chosen: 
             "(or a judge-human history gap); the others are not worth a person's time by this rule"
         )
     return f"{chosen} of {config.size} items: the source has {candidates} candidates"
-

@@ -91,7 +91,12 @@ def test_name_given_in_the_file_wins_and_two_files_of_one_name_are_an_error(tmp_
             "human_criterion 'nope' is not a criterion",
         ),
         (
-            ("    evaluators: [helpfulness]\n", "", "method: stratified, field: metadata.route", "method: disagreement"),
+            (
+                "    evaluators: [helpfulness]\n",
+                "",
+                "method: stratified, field: metadata.route",
+                "method: disagreement",
+            ),
             "sampling",
             "needs 'source.traces.evaluators'",
         ),
