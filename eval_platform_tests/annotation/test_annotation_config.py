@@ -187,3 +187,13 @@ def test_the_config_hash_follows_what_annotators_see_and_which_items_not_n_or_th
     ):
         write(tmp_path, "t.yaml", GOOD.replace(old, new))
         assert (load_annotation_tasks(tmp_path)["t"].config_hash == base) is same, (old, new)
+
+
+def test_the_readme_example_is_a_valid_task_file(tmp_path):
+    readme = (REPO_DATA.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Annotation tasks") :]
+    block = section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n", section.index("```yaml"))]
+    write(tmp_path, "readme_example.yaml", block)
+    evaluators = load_evaluators(REPO_DATA / "evaluators", data_root=REPO_DATA)
+    task = load_annotation_tasks(tmp_path, evaluators, REPO_DATA)["readme_example"]
+    assert task.sampling.field == "model" and task.criteria["best"].candidates == ["A", "B"]

@@ -276,3 +276,41 @@ def test_a_traces_source_with_evaluators_keeps_only_the_traces_they_judged(local
     assert "unjudged" not in set(items["item_id"]) and items.height == len(TODAY)
     with pytest.raises(ValueError, match="needs their judge_scores rows"):
         select_items(config, frame, None)
+
+
+# ---- the example task over the demo's data -------------------------------------------------------------------
+
+
+def test_the_example_task_picks_a_stratified_sample_of_what_the_demo_judged(local_judge, tmp_path):
+    """data/annotation_tasks/helpfulness_review.yaml over one sample day, judged as the demo judges it (no key:
+    the local judge), read as `traces` ingests it."""
+    from eval_platform.annotation.config import load_annotation_tasks
+    from eval_platform.ingest.traces import read_trace_day
+    from eval_platform.judging.loading import load_evaluators
+    from eval_platform.llm.budget import BudgetLedger
+    from eval_platform.llm.cache import JudgeCache
+    from eval_platform.llm.client import LiteLLMJudgeClient
+    from eval_platform.llm.runtime import JudgeRuntime
+    from eval_platform_tests.conftest import REPO_DATA
+
+    evaluators = load_evaluators(REPO_DATA / "evaluators", data_root=REPO_DATA)
+    config = load_annotation_tasks(REPO_DATA / "annotation_tasks", evaluators, REPO_DATA)["helpfulness_review"]
+    day = config.source.traces.day_keys()[0]
+    runtime = JudgeRuntime(
+        client=LiteLLMJudgeClient(max_concurrency=8),
+        cache=JudgeCache(tmp_path / "cache"),
+        ledger=BudgetLedger(tmp_path / "budget.sqlite"),
+        local_judge_url=local_judge.base_url,
+        env={},
+    )
+    day_traces = read_trace_day(REPO_DATA, day).traces
+    rows = judge_day(evaluators["helpfulness"], day, day_traces, runtime).rows
+    judged = set(rows.filter(pl.col("status") == "COMPLETED")["trace_id"])
+    items = select_items(config, day_traces, rows)
+    assert items.height == config.size and set(items["item_id"]) <= judged
+    by_model = dict(items.group_by("stratum").len().iter_rows())
+    candidates = day_traces.filter(pl.col("trace_id").is_in(list(judged)))
+    share = dict(candidates.group_by("model").len().iter_rows())
+    assert set(by_model) == set(share)  # every model that has judged traces is in the sample
+    for model, n in by_model.items():  # proportional: within one of its quota
+        assert abs(n - config.size * share[model] / candidates.height) < 1
