@@ -37,6 +37,9 @@ CHECK_EVALUATOR_FIELDS = frozenset(
         "max_failed_rate",
         "human_agreement",
         "alerts",
+        # only for a check that calls a model (a scorer of embeddings); refused otherwise (`check_budget`)
+        "max_daily_cost_usd",
+        "max_monthly_cost_usd",
     }
 )
 CHECK_MODE = binary.MODE.name  # what a check's verdict is: passed true/false
@@ -97,6 +100,25 @@ class CheckOptions(Strict):
     @property
     def scorer_options(self) -> ScorerOptions:
         return self.scorer_def.options.model_validate(self.options)
+
+    def check_budget(self, max_daily_cost_usd: float | None, max_monthly_cost_usd: float | None) -> None:
+        """A budget bounds a check that calls a model (an embedding model), which must then have a known price."""
+        if max_daily_cost_usd is None and max_monthly_cost_usd is None:
+            return
+        scorer = self.scorer_def
+        if not scorer.calls_model:
+            raise ValueError(
+                f"max_daily_cost_usd / max_monthly_cost_usd: check '{self.scorer}' calls no model and costs nothing; "
+                "remove them"
+            )
+        from eval_platform.scoring.embedding_calls import embedding_model  # it imports the call layer
+
+        spec = embedding_model(self.scorer_options)
+        if not spec.has_price():
+            raise ValueError(
+                f"check '{self.scorer}': embedding model '{spec.model}' has no known price in litellm's price map, so "
+                "a budget cannot be enforced; set input_cost_per_million"
+            )
 
     @property
     def label(self) -> str:

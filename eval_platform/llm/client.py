@@ -32,6 +32,10 @@ def _litellm() -> Any:
     import litellm
 
     litellm.suppress_debug_info = True
+    # Retries are ours (Retry-After, budgets, limiter). litellm's OpenAI embedding path reads `max_retries=0` as
+    # "unset" (`max_retries or DEFAULT_MAX_RETRIES`) and let the OpenAI client retry twice more: measured, 3 requests
+    # per attempt (eval_platform_tests/llm/test_embedding_calls.py).
+    litellm.DEFAULT_MAX_RETRIES = 0
     return litellm
 
 
