@@ -152,7 +152,8 @@ def _embedding_checks(
         budget = Budget(runtime.ledger, config.name, *limits, reservation_ttl_s(options.timeout_s, options.max_retries))
     results, cache_failure = embed_cases(options, list(pending.values()), runtime, budget)
     if cache_failure is not None:
-        log.warning(f"evaluator {config.name}: the embeddings cache could not keep this batch's replies: {cache_failure}")
+        # the rows stand (the calls are paid for); the next run pays for these embeddings again
+        log.warning(f"evaluator {config.name}: the cache could not keep this batch's embeddings: {cache_failure}")
     for i, result in zip(pending, results, strict=True):
         if result is None:  # nothing to embed (an empty output): scored without a call
             rows[i].update(check_trace(config, records[i], manual_trace_ids, []))

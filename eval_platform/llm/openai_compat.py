@@ -149,7 +149,6 @@ class OpenAICompatTransport:
             detail = f"not a chat completion ({type(exc).__name__}): {clip(text, 500, [api_key])}"
             raise ProviderHTTPError(status, detail) from exc
 
-
     async def embed(
         self, model: str, texts: list[str], api_base: str | None, api_key: str | None, timeout_s: float
     ) -> Embeddings:

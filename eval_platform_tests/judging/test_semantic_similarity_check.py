@@ -125,13 +125,12 @@ def test_a_missing_key_skips_and_never_falls_back_on_the_local_stand_in(local_ju
 
 def test_budgets_are_refused_where_nothing_is_paid_or_nothing_is_priced(local_judge):
     with pytest.raises(ValueError, match="max_daily_cost_usd configure a judge"):
-        EvaluatorConfig.model_validate(
-            {"name": "x", "check": {"scorer": "valid_json"}, "max_daily_cost_usd": 1.0}
-        )
+        EvaluatorConfig.model_validate({"name": "x", "check": {"scorer": "valid_json"}, "max_daily_cost_usd": 1.0})
     with pytest.raises(ValueError, match="no known price"):
         evaluator(local_judge, model="openai/in-house-embedder", max_daily_cost_usd=1.0)
-    priced = evaluator(local_judge, model="openai/in-house-embedder", max_daily_cost_usd=1.0,
-                       check={"input_cost_per_million": 0.1})
+    priced = evaluator(
+        local_judge, model="openai/in-house-embedder", max_daily_cost_usd=1.0, check={"input_cost_per_million": 0.1}
+    )
     assert priced.max_daily_cost_usd == 1.0
 
 

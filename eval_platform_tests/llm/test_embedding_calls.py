@@ -13,9 +13,8 @@ import pytest
 
 from eval_platform.llm import pricing
 from eval_platform.llm.budget import Budget, BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.call import ModelCaller
 from eval_platform.llm.cache import JudgeCache, cache_key
+from eval_platform.llm.call import ModelCaller
 from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
 from eval_platform.llm.embeddings import embedding_cache_key, embedding_vectors
 from eval_platform.llm.endpoint import Endpoint
@@ -99,7 +98,8 @@ def test_an_embedding_cache_entry_is_never_a_chat_reply(local_judge, tmp_path):
     """An embedding and a chat request of the same model and text have different keys: neither answers the other."""
     caller = ModelCaller(runtime(tmp_path, True), endpoint(local_judge))
     request = caller.embedding_request(["hello"], timeout_s=1, max_retries=0)
-    chat = caller.request([{"role": "user", "content": "hello"}], temperature=0, max_tokens=0, timeout_s=1, max_retries=0)
+    messages = [{"role": "user", "content": "hello"}]
+    chat = caller.request(messages, temperature=0, max_tokens=0, timeout_s=1, max_retries=0)
 
     assert embedding_cache_key(request) != cache_key(chat, 0)
 
