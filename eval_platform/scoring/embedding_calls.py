@@ -11,6 +11,10 @@ The model is the scorer's `EmbeddingModelOptions`: a litellm string with its api
 litellm's map, input tokens only; an unknown price is an unknown cost, never free), or `local/<name>` for the local
 judge. A key that is not set SKIPS the case (no_credentials); it never falls back on the local judge's stand-in,
 whose vectors measure word overlap, not meaning.
+
+The hook for a local sentence-embedding model (a `model_path:` option, served by
+`eval_platform.local_models.embed_texts(model_path, texts)`, imported lazily, no call and no cost) belongs here, in
+`embed_cases`, the one place that turns a scorer's texts into vectors; that module is not in this branch.
 """
 
 from __future__ import annotations

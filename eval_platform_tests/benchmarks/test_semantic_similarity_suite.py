@@ -101,3 +101,15 @@ def test_the_model_budget_bounds_the_embedding_calls(tmp_path, local_judge):
     rows = run(root, local_judge, suite, models)
     assert judge_requests(local_judge) == before
     assert {rows[c]["reason"] for c in ("c0", "c1", "c2")} == {"embedding:budget_exhausted"}
+
+
+def test_a_suite_dry_run_counts_the_embedding_calls_and_sends_nothing(tmp_path, local_judge):
+    from eval_platform.dry_run import estimate_suite
+
+    root = tmp_path / "data"
+    suite, models = project(root, local_judge, "openai/text-embedding-3-small")
+    before = judge_requests(local_judge)
+    (bill,) = estimate_suite(root, "sim", suite, "recorded", models["recorded"], {})
+    assert judge_requests(local_judge) == before
+    # the three cases with an output would each cost one embedding call, priced by litellm's map
+    assert bill.judge_calls == 3 and bill.unpriced_calls == 0 and bill.worst_case_usd > 0
