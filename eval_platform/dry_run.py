@@ -50,6 +50,7 @@ from eval_platform.llm import pricing
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import CallOutcome, JudgeRequest
+from eval_platform.llm.embeddings import EmbeddingRequest
 from eval_platform.llm.endpoint import model_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import SKIPPED
@@ -91,7 +92,7 @@ class RecordingClient:
     async def complete(self, request: JudgeRequest, before_send=None) -> CallOutcome:
         self.record(request)
         self.calls += 1
-        if self.stand_in is not None:
+        if self.stand_in is not None and not isinstance(request, EmbeddingRequest):  # a stand-in is text, no vectors
             return CallOutcome(content=self.stand_in, attempts=1)
         return CallOutcome(error_reason="dry_run", error_detail="not sent: dry run", attempts=1)
 

@@ -287,16 +287,17 @@ def _messages(run: TaskRun, row: dict) -> list[dict[str, str]]:
     return messages
 
 
+def model_budget(run: TaskRun, ttl_s: float = reservation_ttl_s(TIMEOUT_S, MAX_RETRIES)) -> Budget | None:
+    """The model under test's budget (models.yaml), which its calls and its scorers' embedding calls count in."""
+    model = run.model
+    if not model.budgeted:
+        return None
+    ledger = run.runtime.benchmark_ledger or benchmark_ledger(run.root)
+    return Budget(ledger, budget_name(run.model_name), model.max_daily_cost_usd, model.max_monthly_cost_usd, ttl_s)
+
+
 async def _call_all(run: TaskRun, endpoint: Endpoint, rows: list[dict]) -> None:
-    model, budget = run.model, None
-    if model.budgeted:
-        budget = Budget(
-            run.runtime.benchmark_ledger or benchmark_ledger(run.root),
-            budget_name(run.model_name),
-            model.max_daily_cost_usd,
-            model.max_monthly_cost_usd,
-            reservation_ttl_s(TIMEOUT_S, MAX_RETRIES),
-        )
+    model, budget = run.model, model_budget(run)
     key_envs = [model.api_key_env] if model.api_key_env else []
     caller = ModelCaller(run.runtime, endpoint, budget=budget, key_envs=key_envs)
     try:

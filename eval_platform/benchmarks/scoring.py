@@ -1,7 +1,10 @@
 """Scoring a benchmark task's rows: a judge task's replies parsed into verdicts (pairwise orders unswapped and
-linked), then each COMPLETED row scored by the task's scorers, a judge evaluator's scorer through `judge_day`.
+linked), then each COMPLETED row scored by the task's scorers, a judge evaluator's scorer through `judge_day`, a
+scorer of embeddings (semantic_similarity) on vectors fetched first for every row (`scoring.embedding_calls`, the
+one call path; counted in the model under test's budget, their cost added to the row's `cost_usd`).
 
-A row a scorer cannot score is FAILED with a reason (missing_field, scorer_error, judge:<code>), never scored 0.
+A row a scorer cannot score is FAILED with a reason (missing_field, scorer_error, judge:<code>, embedding:<code>),
+never scored 0.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.modes.pairwise import unswap
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.runner import judge_day
+from eval_platform.llm.budget import reservation_ttl_s
+from eval_platform.llm.call import CallResult
 from eval_platform.schemas import COMPLETED, FAILED, MISSING_FIELD, SCORER_ERROR
 from eval_platform.scoring import registry
+from eval_platform.scoring.base import EMBEDDINGS
+from eval_platform.scoring.embedding_calls import embed_cases
 
 if TYPE_CHECKING:
     from eval_platform.benchmarks.runner import TaskRun
@@ -49,21 +56,25 @@ def score_rows(run: TaskRun, rows: list[dict]) -> None:
         _link_orders(rows)
     evaluator_values = _evaluator_scores(run, rows)
     options = [registry.SCORERS[spec.name].options(**spec.options) for spec in task.scorers]
-    for row in rows:
+    embedded = _embeddings(run, rows, options)
+    for i, row in enumerate(rows):
         if row["status"] != COMPLETED:
             continue
-        expected = expected_value(row["_case"])  # a JSON list / object as the dataset wrote it, never its repr
-        case = {
-            **row["_case"],
-            "expected_output": expected,
-            "verdict": row.get("verdict"),
-            "presentation": row["presentation"],
-        }
-        if "_verdict_other" in row:
-            case["verdict_other"] = row["_verdict_other"]
+        case = _scored_case(row)
         scores = []
-        for spec, spec_options in zip(task.scorers, options, strict=True):
+        for j, (spec, spec_options) in enumerate(zip(task.scorers, options, strict=True)):
             scorer = registry.SCORERS[spec.name]
+            scored = case
+            if scorer.calls_model and i in embedded[j]:
+                call = embedded[j][i]
+                if call is not None:
+                    # the call was made (and paid for) whatever came of it
+                    unknown = call.cost_usd is None or row["cost_usd"] is None
+                    row["cost_usd"] = None if unknown else row["cost_usd"] + call.cost_usd
+                    if call.status != COMPLETED:
+                        row.update(status=FAILED, reason=f"embedding:{call.reason}", reason_detail=call.detail)
+                        break
+                scored = {**case, EMBEDDINGS: call.verdict if call is not None else []}
             if scorer.calls_evaluator:
                 outcome = evaluator_values[spec.options["evaluator"]].get(_row_key(row))
                 if outcome is None or outcome[0] is None:
@@ -73,7 +84,7 @@ def score_rows(run: TaskRun, rows: list[dict]) -> None:
                 scores.append({"metric": spec.metric_name, "value": outcome[0]})
                 continue
             try:
-                value = scorer.score(row["output"] or "", case, spec_options)
+                value = scorer.score(row["output"] or "", scored, spec_options)
             except registry.NotApplicable:
                 scores.append({"metric": spec.metric_name, "value": None})
                 continue
@@ -86,6 +97,49 @@ def score_rows(run: TaskRun, rows: list[dict]) -> None:
             scores.append({"metric": spec.metric_name, "value": float(value)})
         else:
             row["scores"] = scores
+
+
+def _scored_case(row: dict) -> dict:
+    """What the scorers read of a row: its case, with the expected output as the dataset wrote it (a JSON list or
+    object, never its repr), the judge's verdict and the presentation order."""
+    case = {
+        **row["_case"],
+        "expected_output": expected_value(row["_case"]),
+        "verdict": row.get("verdict"),
+        "presentation": row["presentation"],
+    }
+    if "_verdict_other" in row:
+        case["verdict_other"] = row["_verdict_other"]
+    return case
+
+
+def _embeddings(run: TaskRun, rows: list[dict], options: list) -> dict[int, dict[int, CallResult | None]]:
+    """Scorer position -> row position -> its embedding call (None: nothing to embed), for the scorers that embed:
+    every COMPLETED row's texts, embedded concurrently through the one call path. A row whose texts cannot be read
+    has no entry: its scorer raises the same error when it scores it."""
+    from eval_platform.benchmarks.runner import model_budget  # the runner imports this module
+
+    embedded: dict[int, dict[int, CallResult | None]] = {}
+    for j, (spec, spec_options) in enumerate(zip(run.task.scorers, options, strict=True)):
+        scorer = registry.SCORERS[spec.name]
+        if not scorer.calls_model:
+            continue
+        texts: dict[int, tuple[str, ...]] = {}
+        for i, row in enumerate(rows):
+            if row["status"] != COMPLETED:
+                continue
+            case = _scored_case(row)
+            if any(case.get(name) is None for name in scorer.needs(spec_options)):
+                continue
+            try:
+                texts[i] = scorer.embeds(row["output"] or "", case, spec_options)
+            except ValueError:
+                continue
+        ttl_s = reservation_ttl_s(spec_options.timeout_s, spec_options.max_retries)
+        results, cache_failure = embed_cases(spec_options, list(texts.values()), run.runtime, model_budget(run, ttl_s))
+        run.cache_write_failed = cache_failure or run.cache_write_failed
+        embedded[j] = dict(zip(texts, results, strict=True))
+    return embedded
 
 
 def _link_orders(rows: list[dict]) -> None:

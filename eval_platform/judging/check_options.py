@@ -39,6 +39,8 @@ CHECK_EVALUATOR_FIELDS = frozenset(
         "alerts",
     }
 )
+# What a check that calls a model (a scorer of embeddings) has besides: its spend is bounded as a judge's.
+BUDGET_FIELDS = frozenset({"max_daily_cost_usd", "max_monthly_cost_usd"})
 CHECK_MODE = binary.MODE.name  # what a check's verdict is: passed true/false
 
 
@@ -98,6 +100,19 @@ class CheckOptions(Strict):
     def scorer_options(self) -> ScorerOptions:
         return self.scorer_def.options.model_validate(self.options)
 
+    def check_budget(self, max_daily_cost_usd: float | None, max_monthly_cost_usd: float | None) -> None:
+        """A budget bounds a check that calls a model (an embedding model), which must then have a known price."""
+        if max_daily_cost_usd is None and max_monthly_cost_usd is None:
+            return
+        from eval_platform.scoring.embedding_calls import embedding_model  # it imports the call layer
+
+        spec = embedding_model(self.scorer_options)
+        if not spec.has_price():
+            raise ValueError(
+                f"check '{self.scorer}': embedding model '{spec.model}' has no known price in litellm's price map, so "
+                "a budget cannot be enforced; set input_cost_per_million"
+            )
+
     @property
     def label(self) -> str:
         """What check rows show in `model`."""
@@ -113,12 +128,15 @@ def check_evaluator_fields(raw: dict[str, Any], saved: dict[str, Any]) -> dict[s
 
     `saved` is what the same check evaluator holds once loaded (every field); a judge field at that value configures
     nothing and is accepted, so a saved check evaluator (every field written) loads again."""
-    judge_fields = sorted(
-        name for name in set(raw) - CHECK_EVALUATOR_FIELDS if raw[name] != saved.get(name, _NO_DEFAULT)
-    )
+    check = raw.get("check")
+    scorer_name = check.get("scorer") if isinstance(check, dict) else getattr(check, "scorer", None)
+    scorer = registry.SCORERS.get(scorer_name) if isinstance(scorer_name, str) else None
+    allowed = CHECK_EVALUATOR_FIELDS | (BUDGET_FIELDS if scorer is not None and scorer.calls_model else frozenset())
+    judge_fields = sorted(name for name in set(raw) - allowed if raw[name] != saved.get(name, _NO_DEFAULT))
     if judge_fields:
         raise ValueError(
             f"a check evaluator runs a scorer and calls no model: {', '.join(judge_fields)} configure a judge; "
-            f"remove them (a check evaluator has only {', '.join(sorted(CHECK_EVALUATOR_FIELDS))})"
+            f"remove them (a check evaluator has only {', '.join(sorted(CHECK_EVALUATOR_FIELDS))}; one whose scorer "
+            f"calls a model, such as semantic_similarity, has {' and '.join(sorted(BUDGET_FIELDS))} too)"
         )
     return {**raw, "mode": CHECK_MODE, "prompt": ""}

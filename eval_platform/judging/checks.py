@@ -7,17 +7,28 @@ no budget. A trace the check cannot read is never a 0: SKIPPED `missing_field` (
 latency_ms ...), `not_applicable` (e.g. a tool error rate over no calls) or `partial_trace`; FAILED
 `scorer_error` when its field holds something unreadable. Selection (enabled, trigger, sample_rate) is the
 judges' (`runner.selection_skip`), so a sampled check picks the same traces on every rerun.
+
+A check whose scorer compares embeddings (`Scorer.embeds`: semantic_similarity) calls a model: its texts are
+embedded first, one request per trace, through the one call path (`scoring.embedding_calls`), under the evaluator's
+budgets (`max_daily_cost_usd`, `max_monthly_cost_usd`, in the judges' ledger), and its rows carry the call's tokens,
+cost, latency, calls and cache hit as a judge's do. A failed embedding call is FAILED with the call's reason, a
+refused reservation SKIPPED budget_exhausted: never a score.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import DayResult, selection_skip, summarize
-from eval_platform.judging.units import base_row
+from eval_platform.judging.units import base_row, fill_from_call
+from eval_platform.llm.budget import Budget, reservation_ttl_s
+from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import (
     COMPLETED,
     FAILED,
@@ -29,7 +40,10 @@ from eval_platform.schemas import (
     SKIPPED,
     conform,
 )
-from eval_platform.scoring.base import MissingField, NotApplicable
+from eval_platform.scoring.base import EMBEDDINGS, MissingField, NotApplicable, Scorer
+from eval_platform.scoring.embedding_calls import embed_cases
+
+log = logging.getLogger(__name__)
 
 
 def check_day(
@@ -38,43 +52,69 @@ def check_day(
     traces: pl.DataFrame,
     manual_trace_ids: set[str],
     judged_at: datetime | None = None,
+    runtime: JudgeRuntime | None = None,
 ) -> DayResult:
     """One row per trace of `day`: the check's verdict, or why it has none (`judged_at`: the day's, when its
-    traces come in several batches)."""
+    traces come in several batches). `runtime` makes the calls of a check that embeds (see the module doc)."""
     judged_at = judged_at or datetime.now(UTC)
-    rows = []
-    for trace in traces.iter_rows(named=True):
+    records, rows = traces.to_dicts(), []
+    for trace in records:
         row = base_row(config, day, trace, judged_at)
         row.update(model=config.check.label, role="verdict", is_final=True)
-        row.update(check_trace(config, trace, manual_trace_ids))
         rows.append(row)
+    if config.check.scorer_def.calls_model:
+        if runtime is None:
+            raise ValueError(f"check '{config.check.label}' embeds texts: it needs a runtime to call its model")
+        _embedding_checks(config, records, rows, manual_trace_ids, runtime)
+    else:
+        for row, trace in zip(rows, records, strict=True):
+            row.update(check_trace(config, trace, manual_trace_ids))
     frame = conform(
         pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA
     )
     return DayResult(frame, summarize(frame, traces.height))
 
 
-def check_trace(config: EvaluatorConfig, trace: dict, manual_trace_ids: set[str]) -> dict:
-    """The verdict columns of one trace: status, reason, and when COMPLETED score, raw_score, passed, reasoning."""
-    check = config.check
-    scorer, options = check.scorer_def, check.scorer_options
+def _skip(config: EvaluatorConfig, trace: dict, manual_trace_ids: set[str]) -> dict | None:
+    """Why the check does not read this trace (selection, a partial trace, no final answer), or None."""
+    scorer = config.check.scorer_def
     skipped = selection_skip(config, trace["trace_id"], manual_trace_ids)
     if skipped is None and trace.get("partial_reason"):
         skipped = PARTIAL_TRACE, f"the trace is partial ({trace['partial_reason']}): its counts would be wrong"
     if skipped is None and scorer.reads_output and trace.get("output") is None:
         skipped = MISSING_FIELD, f"scorer '{scorer.name}' reads the trace's output (its final answer): it has none"
-    if skipped is not None:
-        return {"status": SKIPPED, "reason": skipped[0], "reason_detail": skipped[1]}
-    output = trace.get("output") or ""
-    try:
-        value = scorer.score(output, trace, options)
-        measured, finding = scorer.describe(output, trace, options) if scorer.describe else (value, "")
-    except MissingField as exc:
+    if skipped is None:
+        return None
+    return {"status": SKIPPED, "reason": skipped[0], "reason_detail": skipped[1]}
+
+
+def _unreadable(scorer: Scorer, exc: ValueError) -> dict:
+    """The row of a trace the scorer cannot score (`exc` from its `value`, `describe` or `embeds`)."""
+    if isinstance(exc, MissingField):
         return {"status": SKIPPED, "reason": MISSING_FIELD, "reason_detail": str(exc)}
-    except NotApplicable as exc:
+    if isinstance(exc, NotApplicable):
         return {"status": SKIPPED, "reason": NOT_APPLICABLE, "reason_detail": f"{scorer.name}: {exc}"}
-    except ValueError as exc:  # the field holds something the scorer cannot read (not a JSON list, ...)
-        return {"status": FAILED, "reason": SCORER_ERROR, "reason_detail": f"{scorer.name}: {exc}"}
+    # the field holds something the scorer cannot read (not a JSON list, ...)
+    return {"status": FAILED, "reason": SCORER_ERROR, "reason_detail": f"{scorer.name}: {exc}"}
+
+
+def check_trace(
+    config: EvaluatorConfig, trace: dict, manual_trace_ids: set[str], embeddings: list[Any] | None = None
+) -> dict:
+    """The verdict columns of one trace: status, reason, and when COMPLETED score, raw_score, passed, reasoning.
+    `embeddings`: the vectors of the texts a scorer that embeds compares (fetched by `check_day`)."""
+    skipped = _skip(config, trace, manual_trace_ids)
+    if skipped is not None:
+        return skipped
+    check = config.check
+    scorer, options = check.scorer_def, check.scorer_options
+    output = trace.get("output") or ""
+    case = trace if embeddings is None else {**trace, EMBEDDINGS: embeddings}
+    try:
+        value = scorer.score(output, case, options)
+        measured, finding = scorer.describe(output, case, options) if scorer.describe else (value, "")
+    except ValueError as exc:  # MissingField and NotApplicable are ValueErrors too
+        return _unreadable(scorer, exc)
     passed = value >= check.pass_threshold
     verdict = f"{'passed' if passed else 'failed'}: {scorer.name} {value:.4g} (pass_threshold {check.pass_threshold:g})"
     return {
@@ -84,3 +124,40 @@ def check_trace(config: EvaluatorConfig, trace: dict, manual_trace_ids: set[str]
         "passed": passed,
         "reasoning": f"{finding}; {verdict}" if finding else verdict,
     }
+
+
+def _embedding_checks(
+    config: EvaluatorConfig, records: list[dict], rows: list[dict], manual_trace_ids: set[str], runtime: JudgeRuntime
+) -> None:
+    """Fill `rows` for a check that embeds: the texts of every trace it reads, embedded concurrently through the one
+    call path under the evaluator's budgets, then scored; a call that did not complete is the row's outcome."""
+    check = config.check
+    scorer, options = check.scorer_def, check.scorer_options
+    pending: dict[int, tuple[str, ...]] = {}
+    for i, (row, trace) in enumerate(zip(rows, records, strict=True)):
+        skipped = _skip(config, trace, manual_trace_ids)
+        if skipped is not None:
+            row.update(skipped)
+            continue
+        missing = [name for name in scorer.needs(options) if trace.get(name) is None]
+        try:
+            if missing:
+                raise MissingField(f"scorer '{scorer.name}' needs field(s) {missing}, absent in this trace")
+            pending[i] = scorer.embeds(trace.get("output") or "", trace, options)
+        except ValueError as exc:
+            row.update(_unreadable(scorer, exc))
+    budget = None
+    limits = (config.max_daily_cost_usd, config.max_monthly_cost_usd)
+    if any(limit is not None for limit in limits):
+        budget = Budget(runtime.ledger, config.name, *limits, reservation_ttl_s(options.timeout_s, options.max_retries))
+    results, cache_failure = embed_cases(options, list(pending.values()), runtime, budget)
+    if cache_failure is not None:
+        # the rows stand (the calls are paid for); the next run pays for these embeddings again
+        log.warning(f"evaluator {config.name}: the cache could not keep this batch's embeddings: {cache_failure}")
+    for i, result in zip(pending, results, strict=True):
+        if result is None:  # nothing to embed (an empty output): scored without a call
+            rows[i].update(check_trace(config, records[i], manual_trace_ids, []))
+            continue
+        fill_from_call(config, rows[i], replace(result, verdict=None))  # tokens, cost, calls, status, reason
+        if result.status == COMPLETED:
+            rows[i].update(check_trace(config, records[i], manual_trace_ids, result.verdict))

@@ -292,8 +292,9 @@ class EvaluatorConfig(_Strict):
         return self.batch is not None and self.batch.enabled
 
     def _check_models(self) -> None:
-        if self.check is not None:
-            return  # a check evaluator has no model (judging.check_options)
+        if self.check is not None:  # a check evaluator has no judge model (judging.check_options)
+            self.check.check_budget(self.max_daily_cost_usd, self.max_monthly_cost_usd)
+            return
         if (self.model is None) == (self.models is None):
             raise ValueError("give exactly one of `model` (one judge) or `models` (a list of judges)")
         if self.models is not None and not self.models:

@@ -141,8 +141,9 @@ def judge_stream(
     (`evaluator_day.judge_partition`)."""
     manual = manual_trace_ids or set()
     if config.check is not None:
-        # A check evaluator runs a scorer on each trace: no model, call, cache or budget (judging.checks).
-        return _check_stream(config, day, batches, manual, sink)
+        # A check evaluator runs a scorer on each trace: no model, call, cache or budget (judging.checks), but for
+        # a scorer of embeddings, whose calls take the one call path with `runtime`.
+        return _check_stream(config, day, batches, manual, sink, runtime)
 
     def judge_pass(runtime: JudgeRuntime, sink: Callable[[pl.DataFrame], None]) -> DayOutcome:
         return run_calls(_judge_stream_closing(config, day, batches, runtime, manual, sink))
@@ -197,12 +198,12 @@ def _own_traces(config: EvaluatorConfig, day: str, records: list[dict[str, Any]]
     return [r for r in records if r.get("date") == day] if config.judged_target == "session" else records
 
 
-def _check_stream(config, day, batches, manual, sink) -> DayOutcome:
+def _check_stream(config, day, batches, manual, sink, runtime=None) -> DayOutcome:
     judged_at = datetime.now(UTC)
     tally, in_partition, missing = DayTally(), 0, 0
     for batch in batches:
         traces = in_projects(config, batch)
-        rows = check_day(config, day, traces, manual, judged_at).rows
+        rows = check_day(config, day, traces, manual, judged_at, runtime).rows
         coverage = _Coverage(traces.select("trace_id").to_dicts())
         for trace_id in rows["trace_id"].to_list():
             coverage.traces.add(trace_id)

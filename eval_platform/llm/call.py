@@ -11,6 +11,8 @@
 - A failed call is FAILED with the client's reason code, never a verdict; a reply the caller's parse rejects
   is FAILED with the parse's reason (`truncated` when the reply was cut at max_tokens) and not cached.
 - In batch mode (`runtime.batch`), the call is recorded for, or answered from, a provider batch instead.
+- An `EmbeddingRequest` (`llm.embeddings`) takes this same path; its reply is vectors, which `parse` gets instead
+  of text, and which the cache keeps (never sent to a batch).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from eval_platform.llm import pricing
 from eval_platform.llm.budget import Budget, BudgetRefused, Reservation
 from eval_platform.llm.cache import cache_key
 from eval_platform.llm.client import CallOutcome, JudgeRequest
+from eval_platform.llm.embeddings import EmbeddingRequest, embedding_cache_key, pack, unpack
 from eval_platform.llm.endpoint import Endpoint
 from eval_platform.llm.redaction import redact, remember, remember_env
 from eval_platform.llm.runtime import JudgeRuntime
@@ -99,6 +102,13 @@ class ModelCaller:
             cache_scope=getattr(messages, "cache_scope", None),
         )
 
+    def embedding_request(self, texts: list[str], *, timeout_s: float, max_retries: int) -> EmbeddingRequest:
+        """The embeddings of `texts` from this caller's endpoint (an embedding model), one vector per text."""
+        endpoint = self.endpoint
+        return EmbeddingRequest(
+            endpoint.model, tuple(texts), endpoint.api_base, endpoint.api_key, timeout_s, max_retries
+        )
+
     def _cost(self, outcome: CallOutcome) -> float | None:
         prices = self.endpoint.prices
         if prices is None:
@@ -111,8 +121,14 @@ class ModelCaller:
             return None
         # Entries written before replies were redacted may hold a key: redacted on the way out too.
         content = redact(cached.get("content"), self.secrets)
+        reply: Any = content or ""
+        if "vectors" in cached:  # an embedding's entry: its parse reads the vectors (an unreadable entry: a miss)
+            try:
+                reply = unpack(cached["vectors"])
+            except ValueError:
+                return None
         try:
-            verdict = parse(content or "")
+            verdict = parse(reply)
         except ReplyRejected:
             return None
         return CallResult(
@@ -127,11 +143,15 @@ class ModelCaller:
             cache_hit=True,
         )
 
-    async def call(self, request: JudgeRequest, sample: int, parse: Callable[[str], P]) -> CallResult[P]:
-        """`request` answered through the one path; `parse` turns a reply into the caller's verdict, or raises
-        `ReplyRejected` (then the reply is FAILED and not cached)."""
+    async def call(
+        self, request: JudgeRequest | EmbeddingRequest, sample: int, parse: Callable[[Any], P]
+    ) -> CallResult[P]:
+        """`request` answered through the one path; `parse` turns a reply (text; an embedding's vectors) into the
+        caller's verdict, or raises `ReplyRejected` (then the reply is FAILED and not cached)."""
         endpoint, runtime, budget = self.endpoint, self.runtime, self.budget
-        key = cache_key(request, sample, endpoint="local-judge" if endpoint.local else None)
+        embedding = isinstance(request, EmbeddingRequest)
+        local = "local-judge" if endpoint.local else None
+        key = embedding_cache_key(request, local) if embedding else cache_key(request, sample, endpoint=local)
         hit = self._from_cache(key, parse)
         if hit is not None:
             return hit
@@ -148,7 +168,7 @@ class ModelCaller:
                 reservation = await reserve(worst)
 
         try:
-            if runtime.batch is not None:
+            if runtime.batch is not None and not embedding:
                 # The batch reserved the worst case of all its requests before it was submitted.
                 outcome = await runtime.batch.outcome(endpoint, request, key, worst)
             else:
@@ -178,7 +198,7 @@ class ModelCaller:
             result.raw = outcome.error_detail
             return result
         try:
-            result.verdict = parse(outcome.content or "")
+            result.verdict = parse(outcome.vectors if embedding else outcome.content or "")
         except ReplyRejected as rejected:
             code = TRUNCATED if outcome.finish_reason == "length" else rejected.reason
             result.status, result.reason, result.detail = FAILED, code, rejected.detail
@@ -192,6 +212,7 @@ class ModelCaller:
                 "completion_tokens": outcome.completion_tokens,
                 "cached_prompt_tokens": outcome.cached_prompt_tokens,
                 "cost_usd": cost,
+                **({"vectors": pack(outcome.vectors)} if embedding else {}),
             },
         )
         return result

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eval_platform.llm.concurrency import NEW, RETRY, EndpointLimiter
+from eval_platform.llm.embeddings import EmbeddingRequest, embedding_vectors
 from eval_platform.llm.openai_compat import (
     OpenAICompatTransport,
     ProviderHTTPError,
@@ -31,6 +32,10 @@ def _litellm() -> Any:
     import litellm
 
     litellm.suppress_debug_info = True
+    # Retries are ours (Retry-After, budgets, limiter). litellm's OpenAI embedding path reads `max_retries=0` as
+    # "unset" (`max_retries or DEFAULT_MAX_RETRIES`) and let the OpenAI client retry twice more: measured, 3 requests
+    # per attempt (eval_platform_tests/llm/test_embedding_calls.py).
+    litellm.DEFAULT_MAX_RETRIES = 0
     return litellm
 
 
@@ -68,6 +73,7 @@ class CallOutcome:
     latency_ms: float = 0.0
     retry_waits_s: list[float] = field(default_factory=list)
     rate_limited: int = 0  # 429 answers met on the way
+    vectors: list[Any] | None = None  # an embedding request's reply: float32 arrays, one per text (no `content`)
 
     @property
     def ok(self) -> bool:
@@ -93,7 +99,9 @@ BeforeSend = Callable[[], Awaitable[None]]
 
 
 class JudgeClient(Protocol):
-    async def complete(self, request: JudgeRequest, before_send: BeforeSend | None = None) -> CallOutcome:
+    async def complete(
+        self, request: JudgeRequest | EmbeddingRequest, before_send: BeforeSend | None = None
+    ) -> CallOutcome:
         """One logical call with retries. `before_send` runs once, when the call holds a concurrency slot
         and is about to be sent; it may raise `SendRefused`, which propagates with nothing sent."""
         ...
@@ -215,8 +223,11 @@ class LiteLLMJudgeClient:
             lean = self._lean_routes[(model, api_base)] = self.lean and is_openai_compatible(model, api_base)
         return lean
 
-    async def _send(self, request: JudgeRequest) -> tuple[str, str | None, str | None, Any]:
-        """(content, finish_reason, provider model, usage) of one attempt; raises on any failure."""
+    async def _send(self, request: JudgeRequest | EmbeddingRequest) -> tuple[Any, str | None, str | None, Any]:
+        """(content, finish_reason, provider model, usage) of one attempt; raises on any failure. The content of an
+        embedding request is its vectors."""
+        if isinstance(request, EmbeddingRequest):
+            return await self._embed(request)
         if self._lean(request.model, request.api_base):
             reply = await self._transport.complete(
                 request.model,
@@ -246,7 +257,33 @@ class LiteLLMJudgeClient:
             getattr(response, "usage", None),
         )
 
-    async def complete(self, request: JudgeRequest, before_send: BeforeSend | None = None) -> CallOutcome:
+    async def _embed(self, request: EmbeddingRequest) -> tuple[list[Any], None, str | None, Any]:
+        """(vectors, None, provider model, usage) of one embedding attempt, on the lean path or litellm's; a reply
+        that is not one vector per text is FAILED provider_error:200 (not retried), as a chat reply of another shape."""
+        if self._lean(request.model, request.api_base):
+            reply = await self._transport.embed(
+                request.model, list(request.texts), request.api_base, request.api_key, request.timeout_s
+            )
+            data, model, usage = reply.data, reply.model, reply.usage
+        else:
+            response = await _litellm().aembedding(
+                model=request.model,
+                input=list(request.texts),
+                api_base=request.api_base,
+                api_key=request.api_key,
+                timeout=request.timeout_s,
+                max_retries=0,  # retries are ours, as for chat calls
+            )
+            data, model, usage = response.data, getattr(response, "model", None), getattr(response, "usage", None)
+        try:
+            vectors = embedding_vectors(data, len(request.texts))
+        except ValueError as exc:  # answered 200, but not one vector per text: as a 200 that is not a completion
+            raise ProviderHTTPError(200, f"not an embeddings response: {exc}") from exc
+        return vectors, None, model, usage
+
+    async def complete(
+        self, request: JudgeRequest | EmbeddingRequest, before_send: BeforeSend | None = None
+    ) -> CallOutcome:
         outcome = CallOutcome()
         started = time.perf_counter()
         for attempt in range(request.max_retries + 1):
@@ -278,6 +315,8 @@ class LiteLLMJudgeClient:
                 await asyncio.sleep(wait)
                 continue
             limiter.succeeded()
+            if isinstance(request, EmbeddingRequest):
+                outcome.vectors, content = content, None  # `_embed`'s reply is the vectors, not text
             outcome.content = content
             outcome.finish_reason = finish_reason
             outcome.provider_model = provider_model

@@ -64,6 +64,13 @@ class Completion:
     usage: dict[str, Any]
 
 
+@dataclass
+class Embeddings:
+    data: Any  # OpenAI's list of {index, embedding}
+    model: str | None
+    usage: dict[str, Any]
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """An aiohttp connection failure or a socket error: retryable, as litellm's APIConnectionError."""
     aiohttp = sys.modules.get("aiohttp")
@@ -141,6 +148,33 @@ class OpenAICompatTransport:
             text = raw.decode("utf-8", errors="replace")
             detail = f"not a chat completion ({type(exc).__name__}): {clip(text, 500, [api_key])}"
             raise ProviderHTTPError(status, detail) from exc
+
+    async def embed(
+        self, model: str, texts: list[str], api_base: str | None, api_key: str | None, timeout_s: float
+    ) -> Embeddings:
+        """`POST {base}/embeddings` (OpenAI's wire, the vectors asked for as floats): the response's `data` (checked
+        by the client, `embeddings.embedding_vectors`), model and usage."""
+        chat_url, headers = self._target(api_base, api_key)
+        url = chat_url.parent.parent / "embeddings"  # {base}/chat/completions -> {base}/embeddings
+        body = json.dumps(embeddings_body(model, texts)).encode()
+        async with asyncio.timeout(timeout_s):
+            async with self._session().post(url, data=body, headers=headers) as response:
+                status, retry_after = response.status, response.headers.get("retry-after")
+                if status >= 400:
+                    raise ProviderHTTPError(status, await response.text(), retry_after)
+                raw = await response.read()
+        try:
+            data = json.loads(raw)
+            return Embeddings(data=data["data"], model=data.get("model"), usage=data.get("usage") or {})
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            text = raw.decode("utf-8", errors="replace")
+            detail = f"not an embeddings response ({type(exc).__name__}): {clip(text, 500, [api_key])}"
+            raise ProviderHTTPError(status, detail) from exc
+
+
+def embeddings_body(model: str, texts: list[str]) -> dict[str, Any]:
+    """The embeddings request body, as litellm's openai provider sends it, with the vectors asked for as floats."""
+    return {"model": model.removeprefix("openai/"), "input": texts, "encoding_format": "float"}
 
 
 def chat_body(model: str, messages: list[dict[str, str]], temperature: float, max_tokens: int) -> dict[str, Any]:

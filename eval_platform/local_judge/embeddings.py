@@ -8,7 +8,9 @@ same vector. A text with no word is the zero vector (its cosine with anything is
 overlap, not meaning: a stand-in for a provider's model, never a quality signal.
 
 `usage.prompt_tokens` counts the tokens as the chat path does (`answers.approx_tokens`), so spend can be tested.
-The models `fault/<kind>` fail as the chat path's do.
+The models `fault/<kind>` fail as the chat path's do, and the echo models (`echo_key`) echo the caller's key as
+the chat path's do: `fault/echo_key` and `fault/echo_key_long` in an error, `fault/echo_key_reply` in the model
+name its (valid) vectors report.
 """
 
 from __future__ import annotations
@@ -45,12 +47,12 @@ def embedding_inputs(body: Any) -> tuple[str, list[str]]:
     return body["model"], texts
 
 
-def embeddings_response(model: str, texts: list[str]) -> dict[str, Any]:
-    """OpenAI's embeddings response for `texts`."""
+def embeddings_response(model: str, texts: list[str], reported_model: str | None = None) -> dict[str, Any]:
+    """OpenAI's embeddings response for `texts`, reporting `local/<model>` (or `reported_model`)."""
     tokens = sum(approx_tokens(text) for text in texts)
     return {
         "object": "list",
         "data": [{"object": "embedding", "index": i, "embedding": embed(text)} for i, text in enumerate(texts)],
-        "model": f"local/{model}",
+        "model": reported_model or f"local/{model}",
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }

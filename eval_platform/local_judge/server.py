@@ -246,7 +246,10 @@ class LocalJudgeServer:
         try:
             self._take_token()
             model, texts = embedding_inputs(body)
-            if model.startswith("fault/"):
+            reported = None
+            if model in ECHO_KEY_MODELS:  # errors quoting the caller's key, or vectors with it in the model name
+                reported = echo_key_answer(model, authorization(request), "\n".join(texts)).model
+            elif model.startswith("fault/"):
                 prompt = "\n".join(texts)
                 digest = hashlib.sha256(prompt.encode()).hexdigest()
                 kind = model.removeprefix("fault/")
@@ -254,7 +257,7 @@ class LocalJudgeServer:
                 raise JudgeRequestError(500, f"fault/{kind}: no embedding", error_type="server_error")
         except JudgeRequestError as error:
             return web.json_response(error.body(), status=error.status, headers=error.headers)
-        payload = embeddings_response(model, texts)
+        payload = embeddings_response(model, texts, reported)
         with self._stats_lock:
             self._billed.update(replies=1, prompt_tokens=payload["usage"]["prompt_tokens"], completion_tokens=0)
         return web.json_response(payload)

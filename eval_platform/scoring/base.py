@@ -9,13 +9,34 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ScorerOptions(BaseModel):
     """Base of every scorer's options: unknown options are an error, never ignored."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# The case key under which a scorer that `embeds` finds its texts' vectors (one float32 array per text, in order).
+EMBEDDINGS = "_embeddings"
+
+
+class EmbeddingModelOptions(ScorerOptions):
+    """Options of a scorer that compares embeddings: the embedding model its vectors come from. Its calls take the
+    one call path (cache, budget, retries, redaction, cost; `scoring.embedding_calls`), as a judge's do."""
+
+    model: str = Field(
+        description="An embedding model: a litellm model string (openai/text-embedding-3-small, ...), or "
+        "local/<name> for the local judge's deterministic stand-in (word overlap, not meaning)."
+    )
+    api_base: str | None = None
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the provider key.")
+    input_cost_per_million: float | None = Field(
+        None, ge=0, description="USD per million input tokens; default litellm's price map (unknown: no cost known)."
+    )
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(4, ge=0, le=20)
 
 
 class MissingField(ValueError):
@@ -77,6 +98,10 @@ class Scorer:
     # in words), for a scorer whose value is a verdict on a quantity: a check row keeps them as raw_score and
     # reasoning. Raises what `value` raises.
     describe: Callable[[str, Mapping[str, Any], Any], tuple[float, str]] | None = None
+    # A scorer of embeddings: `embeds(output, case, options)` -> the texts it compares. The caller fetches their
+    # vectors through the one call path before scoring (`scoring.embedding_calls`; `options` are
+    # `EmbeddingModelOptions`) and `value` reads them from case[EMBEDDINGS]. Raises what `value` raises.
+    embeds: Callable[[str, Mapping[str, Any], Any], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.aggregation not in ("mean", "corpus"):
@@ -88,6 +113,11 @@ class Scorer:
             )
         if self.aggregation == "mean" and (self.statistics or self.from_statistics):
             raise ValueError(f"scorer '{self.name}': sufficient statistics belong to a corpus scorer")
+
+    @property
+    def calls_model(self) -> bool:
+        """Its value needs a model call (an embedding) made before `value`, which costs money."""
+        return self.embeds is not None
 
     @property
     def task_level(self) -> bool:

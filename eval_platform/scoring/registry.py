@@ -12,6 +12,7 @@ from eval_platform.scoring import (
     pairwise_choice,
     rouge,
     sacrebleu_metrics,
+    semantic_similarity,
     squad,
     text_match,
     tool_calls,
@@ -40,6 +41,7 @@ _MODULES = (
     tool_calls,
     agent_steps,
     trace_limits,
+    semantic_similarity,
 )
 
 SCORERS: dict[str, Scorer] = {scorer.name: scorer for module in _MODULES for scorer in module.SCORERS}
