@@ -21,6 +21,8 @@ def read_mapping(path: Path, error: type[Exception], expected: str) -> dict[str,
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise error(f"{path}: not valid YAML: {exc}") from exc
+    except ValueError as exc:  # a scalar YAML reads as a date or time but that does not exist (2026-13-11)
+        raise error(f"{path}: a value is not a valid date or time: {exc}") from exc
     if not isinstance(raw, dict):
         raise error(f"{path}: expected {expected}, got {type(raw).__name__}")
     return raw

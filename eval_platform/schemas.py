@@ -311,7 +311,7 @@ HUMAN_ANNOTATION_SCHEMA: dict[str, pl.DataType] = {
     "item_id": pl.String(),
     "annotator": pl.String(),
     "criterion": pl.String(),
-    "schema": pl.String(),  # classification | rating | ranking
+    "schema": pl.String(),  # classification | rating | ranking | text (free text: never compared)
     "label": pl.String(),
     "value": pl.Float64(),  # rating value, mapped classification value, or rank (1 = best)
     "trace_id": pl.String(),
@@ -349,6 +349,96 @@ GROUND_TRUTH_SCHEMA: dict[str, pl.DataType] = {
     "votes": pl.Int64(),
     "top_votes": pl.Int64(),
     "consensus": pl.Float64(),  # top_votes / votes
+}
+
+# ---- annotation tasks (`eval_platform.annotation`: data/annotation_tasks/*.yaml) ----
+
+# One item an annotation task hands to annotators (`annotation.sampling.select_items`). The text columns are what
+# an annotator sees; no judge verdict is among them (anchoring). `priority` and `why` are the task owner's: they
+# name judges' verdicts, so they are never shown to annotators.
+ANNOTATION_TASK_ITEM_SCHEMA: dict[str, pl.DataType] = {
+    "task": pl.String(),
+    "config_hash": pl.String(),  # the task's config hash when the items were chosen
+    "position": pl.Int64(),  # 1-based order in which the items are handed out
+    "item_id": pl.String(),  # traces: the trace_id; datasets: the case_id (what human_annotations rows carry)
+    "trace_id": pl.String(),  # traces source: the trace (= item_id); null for a dataset case
+    "source": pl.String(),  # traces | dataset
+    "source_day": pl.String(),  # traces: the UTC day partition (YYYY-MM-DD) of the trace
+    "dataset": pl.String(),  # dataset source: its name
+    "dataset_version": pl.Int64(),  # dataset source: N of <name>@v<N>
+    "dataset_sha256": pl.String(),  # dataset source: sha256 of the version's file
+    "input": pl.String(),  # the text an annotator reads
+    "output": pl.String(),
+    "reference": pl.String(),  # the expected output, when there is one
+    "context": pl.String(),  # JSON list of retrieved documents, or null
+    "conversation": pl.String(),  # traces: the JSON transcript (TRACE_SCHEMA.conversation), or null
+    "metadata": pl.String(),  # JSON object
+    "stratum": pl.String(),  # stratified: the field's value (`(missing)` when absent); else null
+    "priority": pl.Float64(),  # disagreement: the measure the items are ordered by (0..1); else null
+    "why": pl.String(),  # disagreement: what the priority is made of, in words; else null
+    "sampling": pl.String(),  # random | stratified | disagreement
+    "seed": pl.Int64(),
+    "selected_at": UTC_TS,
+}
+
+# Progress of an annotation task (`annotation.progress.progress`): per task and per annotator, over the whole item
+# (criterion null: counts and time) and per criterion (counts and agreement so far).
+ANNOTATION_PROGRESS_SCHEMA: dict[str, pl.DataType] = {
+    "task": pl.String(),
+    "level": pl.String(),  # task | annotator
+    "annotator": pl.String(),  # null at level task
+    "criterion": pl.String(),  # null: the whole item (any criterion labelled)
+    "schema": pl.String(),  # the criterion's schema; null for the whole item
+    "items_total": pl.Int64(),  # the task's items (null when the items were not given)
+    "annotations_per_item": pl.Int64(),  # N
+    "items_done": pl.Int64(),  # items with at least one annotation (level annotator: items this annotator labelled)
+    "items_complete": pl.Int64(),  # of those, items with at least N annotators
+    "annotations": pl.Int64(),  # distinct (item, annotator) annotations counted
+    "items_compared": pl.Int64(),  # items the agreement is over: task: >= 2 annotators; annotator: see note
+    "alpha": pl.Float64(),  # task level: Krippendorff's alpha so far (null when undefined: see note)
+    "alpha_level": pl.String(),  # nominal (classification) | ordinal (rating, ranking)
+    "percent_agreement": pl.Float64(),  # task level: mean share of agreeing annotator pairs per item
+    "agreement_with_majority": pl.Float64(),  # annotator level: share of items matching the others' majority
+    "quality_kappa": pl.Float64(),  # annotator level: Cohen's kappa against the others' majority
+    "time_spent_s": pl.Float64(),  # whole item rows: sum of the tool's lead times (one per item and annotator)
+    "median_lead_time_s": pl.Float64(),
+    "first_annotated_at": UTC_TS,
+    "last_annotated_at": UTC_TS,
+    "note": pl.String(),
+    "computed_at": UTC_TS,
+}
+
+# The consensus label of an item and criterion (`annotation.progress.ground_truth`): at least N annotations and a
+# share of agreeing annotators of at least the task's threshold. An item short of that has no row here (never a
+# guess); `annotation.progress.open_items` lists it with its split.
+ANNOTATION_GROUND_TRUTH_SCHEMA: dict[str, pl.DataType] = {
+    "task": pl.String(),
+    "criterion": pl.String(),
+    "item_id": pl.String(),
+    "trace_id": pl.String(),  # the trace the item is, when it is one (joins judge_scores)
+    "schema": pl.String(),  # classification | rating | ranking
+    "label": pl.String(),  # the agreed label (rating: the value as text; ranking: `B > A > C`, best first)
+    "value": pl.Float64(),  # rating: the agreed value; classification: the label's declared value; ranking: null
+    "annotations": pl.Int64(),  # annotators who labelled the criterion of the item
+    "agreeing": pl.Int64(),  # of those, the ones who gave `label`
+    "consensus": pl.Float64(),  # agreeing / annotations
+    "threshold": pl.Float64(),  # the task's consensus_threshold
+    "annotations_per_item": pl.Int64(),  # the task's N (annotations is at least this)
+    "config_hash": pl.String(),
+    "computed_at": UTC_TS,
+}
+
+# An item and criterion with no consensus yet (`annotation.progress.open_items`); not a warehouse table of its own.
+ANNOTATION_OPEN_ITEM_SCHEMA: dict[str, pl.DataType] = {
+    "task": pl.String(),
+    "criterion": pl.String(),
+    "item_id": pl.String(),
+    "schema": pl.String(),
+    "reason": pl.String(),  # too_few_annotations | below_threshold
+    "annotations": pl.Int64(),
+    "agreeing": pl.Int64(),  # votes of the most given label(s)
+    "consensus": pl.Float64(),
+    "split": pl.String(),  # JSON object: label -> annotators who gave it
 }
 
 AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
@@ -691,6 +781,11 @@ TABLES: dict[str, Table] = {
     "human_annotations": Table(HUMAN_ANNOTATION_SCHEMA, "one annotator's label for one item and criterion"),
     "agreement": Table(AGREEMENT_SCHEMA, "one agreement statistic per section, subject, reference and period"),
     "ground_truth": Table(GROUND_TRUTH_SCHEMA, "the human majority label per task, criterion and item"),
+    "annotation_task_items": Table(ANNOTATION_TASK_ITEM_SCHEMA, "one item an annotation task hands to annotators"),
+    "annotation_progress": Table(ANNOTATION_PROGRESS_SCHEMA, "progress and agreement of a task, per annotator"),
+    "annotation_ground_truth": Table(
+        ANNOTATION_GROUND_TRUTH_SCHEMA, "the consensus label of an annotation task's item and criterion"
+    ),
     "imported_judgments": Table(IMPORTED_JUDGMENT_SCHEMA, "one verdict produced elsewhere, with its source"),
     "experiment_results": Table(EXPERIMENT_RESULT_SCHEMA, "per experiment, metric and variant: the analysis"),
     "alerts": Table(ALERT_SCHEMA, "one regression or threshold-rule breach of an evaluator on a day"),

@@ -62,6 +62,7 @@ def compute(
     the verdicts judge-vs-judge compares, so judge_scores is never held in memory whole (3.3 GB at 10M rows)."""
     rows = Rows([])
     cache: dict = {}  # majority labels, human references and pairwise item labels, computed once
+    annotations = _comparable(annotations)
     inter_annotator(annotations, rows, categories, cache)
     verdicts: dict[str, JudgeVerdicts] = {}
     for name, config in sorted(evaluators.items()):
@@ -102,6 +103,15 @@ def compute(
         )
     truth_frame = pl.concat(truth, how="diagonal_relaxed") if truth else pl.DataFrame()
     return frame, conform(truth_frame, GROUND_TRUTH_SCHEMA)
+
+
+def _comparable(annotations: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
+    """The annotations whose labels can agree: free-text (`text`) criteria are collected, never compared nor made
+    ground truth. Filtered only when there are any, so the common case copies nothing."""
+    text = pl.col("schema").eq_missing("text")
+    if not annotations.lazy().filter(text).select(pl.len()).collect().item():
+        return annotations
+    return annotations.filter(~text)
 
 
 def _evaluator_out_of_core(

@@ -37,7 +37,7 @@ from eval_platform.benchmarks.config import (
     dataset_versions,
 )
 from eval_platform.benchmarks.scoring import judge_config, score_rows
-from eval_platform.ingest.datasets import validate_dataset
+from eval_platform.ingest.datasets import validate_dataset, version_sha256
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.prompts import build_messages
 from eval_platform.judging.templates import parse_template, render
@@ -114,11 +114,7 @@ def load_dataset(root: Path, task: Task) -> DatasetSlice:
         raise FileNotFoundError(f"dataset '{task.dataset}' has no version {version}; it has {sorted(versions)}")
     path = versions[version]
     cases, rejects = validate_dataset(root, task.dataset, version, path)
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return DatasetSlice(cases, version, digest.hexdigest(), rejects.height)
+    return DatasetSlice(cases, version, version_sha256(path), rejects.height)
 
 
 def case_field(case: Mapping[str, Any], name: str) -> str | None:

@@ -5,7 +5,7 @@
         description: Which of two responses to an instruction is better.
         criteria:
           preference:
-            schema: classification              # classification | rating | ranking
+            schema: classification              # classification | rating | ranking | text
             labels: {"0": 0, "1": 1, "2": 2}    # allowed labels; a mapping also gives each label's value
             description: 0 tie, 1 response1 better, 2 response2 better
       summary_quality:
@@ -13,6 +13,7 @@
           relevance: {schema: rating, min: 1, max: 5}
           fluency:   {schema: rating, min: 1, max: 5}
           best_summary: {schema: ranking, candidates: [A, B, C]}
+          comment: {schema: text}               # free text: kept, never compared nor made ground truth
 
 The file is optional. Without it every task is accepted and each label's schema is inferred (see
 `annotations.py`). With it, rows of an undeclared task or criterion are quarantined, and labels are checked
@@ -31,7 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from eval_platform.config_files import read_mapping, validate
 
 TASKS_FILE_NAMES = frozenset({"tasks.yaml", "tasks.yml"})
-Schema = Literal["classification", "rating", "ranking"]
+Schema = Literal["classification", "rating", "ranking", "text"]
+# Schemas whose labels can be compared between annotators (agreement, consensus); `text` is free text.
+COMPARABLE_SCHEMAS = ("classification", "rating", "ranking")
 
 
 class AnnotationTasksError(ValueError):
@@ -71,6 +74,7 @@ class CriterionSpec(_Strict):
             "classification": ("min", "max", "candidates"),
             "rating": ("labels", "candidates"),
             "ranking": ("labels", "min", "max"),
+            "text": ("labels", "min", "max", "candidates"),
         }[self.schema_]
         for name in misplaced:
             if getattr(self, name) is not None:

@@ -15,9 +15,9 @@ and becomes one output row per criterion (a ranking: one per ranked candidate):
 - annotator: `annotator` (aliases `annotator_id`, `rater`, `user`)
 - criterion: a key of `labels` (or a flat `labels.<criterion>` column), else `criterion`; default: the task's
   only declared criterion, else `overall`
-- schema: classification, rating or ranking: declared in tasks.yaml, else the row's `schema`, else inferred (a
-  number is a rating, a list a ranking, anything else a classification)
-- label: the label as text (a rating's number as written; a ranking row's candidate)
+- schema: classification, rating, ranking or text (free text, never inferred): declared in tasks.yaml, else the
+  row's `schema`, else inferred (a number is a rating, a list a ranking, anything else a classification)
+- label: the label as text (a rating's number as written; a ranking row's candidate; a text criterion's text)
 - value: rating: the number; classification: the value tasks.yaml maps the label to (else null); ranking: the
   candidate's 1-based rank
 - trace_id, response1_trace_id, response2_trace_id: references to the judged traces, when the export has them
@@ -40,7 +40,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import polars as pl
 
@@ -49,6 +49,7 @@ from eval_platform.ingest.annotation_tasks import (
     TASKS_FILE_NAMES,
     AnnotationTasks,
     CriterionSpec,
+    Schema,
     find_annotation_tasks,
 )
 from eval_platform.ingest.common import RowError, dumps, preview
@@ -68,7 +69,7 @@ from eval_platform.schemas import HUMAN_ANNOTATION_SCHEMA, conform, empty_frame
 SOURCE = "human_annotations"
 FOLDER = "annotations"
 DEFAULT_CRITERION = "overall"
-SCHEMAS = ("classification", "rating", "ranking")
+SCHEMAS: tuple[str, ...] = get_args(Schema)  # classification, rating, ranking, text
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "task": ("task", "task_name"),

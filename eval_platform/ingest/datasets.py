@@ -6,6 +6,7 @@ an object) stays JSON: its JSON text is stored, flagged by `expected_output_json
 gives it back as the dataset wrote it, never as a Python repr.
 """
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -38,6 +39,15 @@ def dataset_versions(root: Path, dataset: str) -> dict[int, Path]:
         if match := _VERSION_FILE_RE.match(path.name):
             found[int(match.group(1))] = path
     return found
+
+
+def version_sha256(path: Path) -> str:
+    """The sha256 of a dataset version's file (hex): what names its content, whatever its version number."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def read_rows(path: Path) -> Iterator[tuple[int, object, str]]:
