@@ -25,6 +25,10 @@ and becomes one output row per criterion (a ranking: one per ranked candidate):
 - metadata: every other field of the row, as a JSON object
 - source_file, source_line: where the row came from (CSV: the header is line 1)
 
+Each annotation task file (`annotation_tasks/*.yaml`, `eval_platform.annotation`) declares its task's criteria
+the same way, over tasks.yaml for that task: the labels pulled back from Label Studio are checked against what
+annotators were asked (`annotation_task_specs`).
+
 A ranking is a list best first (`["B", "A", "C"]`, in CSV also `B > A > C` or a JSON list) or an object
 candidate -> rank. Rejected rows go to the quarantine (source `human_annotations`) with file, line and one of:
 `missing_field:annotator|item_id|label`, `invalid_type:<field>`, `conflicting_fields:label,labels`,
