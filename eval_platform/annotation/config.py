@@ -46,6 +46,8 @@ from eval_platform.config_files import read_mapping, record_broken, validate
 from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, CriterionSpec, TaskSpec
 from eval_platform.ingest.datasets import dataset_versions, version_sha256
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.record_fields import METADATA_PREFIX
+from eval_platform.schemas import TEST_CASE_SCHEMA, TRACE_SCHEMA
 
 FOLDER = "annotation_tasks"
 LATEST = "latest"
@@ -186,6 +188,14 @@ class AnnotationTaskConfig(_Strict):
     def _sampling_fits_the_source(cls, sampling: Sampling, info: ValidationInfo) -> Sampling:
         # a field validator (fields before `sampling` are validated by now), so that an error names the field
         source, criteria = info.data.get("source"), info.data.get("criteria")
+        if sampling.method == "stratified" and source is not None:
+            columns = TRACE_SCHEMA if source.traces is not None else TEST_CASE_SCHEMA
+            named = sampling.field
+            if not (named.startswith(METADATA_PREFIX) and len(named) > len(METADATA_PREFIX)) and named not in columns:
+                kind = "trace" if source.traces is not None else "test case"
+                raise ValueError(
+                    f"field '{named}' is neither a {kind} column ({', '.join(columns)}) nor metadata.<key>"
+                )
         if sampling.method != "disagreement" or source is None:
             return sampling
         if source.traces is None:

@@ -60,6 +60,12 @@ def annotation_rows(rows: pl.DataFrame, config: AnnotationTaskConfig) -> pl.Data
         lead = pl.col("metadata").str.json_path_match("$.lead_time_s").cast(pl.Float64, strict=False)
     else:
         lead = pl.lit(None, pl.Float64)
+    if stamp is None:
+        when = pl.lit(None, UTC_TS)
+    elif frame.schema[stamp] == pl.String:  # a tool's ISO 8601 text
+        when = pl.col(stamp).str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
+    else:
+        when = pl.col(stamp).cast(UTC_TS)
     declared = {name: spec.schema_ for name, spec in config.criteria.items()}
     return frame.select(
         pl.col("item_id").cast(pl.String),
@@ -69,7 +75,7 @@ def annotation_rows(rows: pl.DataFrame, config: AnnotationTaskConfig) -> pl.Data
         pl.col("label").cast(pl.String),
         (pl.col("value") if "value" in frame.columns else pl.lit(None)).cast(pl.Float64).alias("value"),
         (pl.col("trace_id") if "trace_id" in frame.columns else pl.lit(None)).cast(pl.String).alias("trace_id"),
-        (pl.col(stamp) if stamp else pl.lit(None)).cast(UTC_TS).alias("annotated_at"),
+        when.alias("annotated_at"),
         lead.alias("lead_time_s"),
     ).filter(pl.col("schema").is_not_null() & pl.col("item_id").is_not_null() & pl.col("annotator").is_not_null())
 

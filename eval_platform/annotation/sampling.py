@@ -229,7 +229,7 @@ def judge_spread(judge_rows: pl.DataFrame, evaluators: list[str]) -> pl.DataFram
     votes = judge_rows.filter(
         pl.col("evaluator").is_in(evaluators)
         & (pl.col("status") == COMPLETED)
-        & (pl.col("role") != "consensus")
+        & pl.col("role").ne_missing("consensus")
         & pl.col("score").is_not_null()
     )
     for one_trace in ("trace_id_b", "span_id", "session_id"):  # rows about a pair, span or session are not a trace's

@@ -79,6 +79,7 @@ def test_name_given_in_the_file_wins_and_two_files_of_one_name_are_an_error(tmp_
         (("field: metadata.route, ", ""), "sampling", "stratified sampling needs 'field'"),
         (("method: stratified", "method: cluster"), "sampling.method", "'random', 'stratified' or 'disagreement'"),
         (("size: 20", "size: 20\ncolour: red"), "colour", "Extra inputs are not permitted"),
+        (("field: metadata.route", "field: modle"), "sampling", "field 'modle' is neither a trace column"),
         (("instructions: Is the answer helpful?", "instructions: '  '"), "instructions", "blank"),
         (
             ("method: stratified, field: metadata.route", "method: disagreement"),

@@ -24,7 +24,7 @@ from eval_platform.schemas import (
     empty_frame,
 )
 
-START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
+START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)  # the first annotation
 
 
 def task(**fields) -> AnnotationTaskConfig:
@@ -189,6 +189,24 @@ def test_counts_items_with_n_annotations_and_time_spent_once_per_annotation():
     x = helpful.filter(pl.col("annotator") == "x").row(0, named=True)
     # x on a: the others (y yes, z no) tie, so a is left out; on b, y agrees with x
     assert (x["agreement_with_majority"], x["items_compared"]) == (1.0, 1)
+
+
+def test_rows_as_a_tool_gives_them_text_times_and_a_lead_time_column():
+    rows = pl.DataFrame(
+        {
+            "task": ["review"] * 3,
+            "item_id": ["a", "a", "b"],
+            "annotator": ["x", "y", "x"],
+            "criterion": ["helpful"] * 3,
+            "label": ["yes", "yes", "no"],
+            "created_at": ["2026-11-20T09:00:00.5Z", "2026-11-20T09:05:00Z", "2026-11-20T10:00:00Z"],
+            "lead_time_s": [12.5, 7, 30],
+        }
+    )
+    overall = progress(rows, task(annotations_per_item=2)).row(0, named=True)
+    assert (overall["items_done"], overall["items_complete"], overall["time_spent_s"]) == (2, 1, 49.5)
+    assert overall["first_annotated_at"] == START + timedelta(milliseconds=500)
+    assert overall["last_annotated_at"] == START + timedelta(hours=1)
 
 
 def test_annotations_of_items_outside_the_task_are_left_out_and_said():
