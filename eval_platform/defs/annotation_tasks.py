@@ -41,7 +41,10 @@ class LabelStudioResource(dg.ConfigurableResource):
         url, key = os.environ.get(self.url_env, ""), os.environ.get(self.api_key_env, "")
         if not url or not key:
             missing = [name for name, value in ((self.url_env, url), (self.api_key_env, key)) if not value]
-            raise dg.Failure(f"Label Studio is not configured: set {' and '.join(missing)} (README 'Label Studio')")
+            raise dg.Failure(
+                f"Label Studio is not configured: set {' and '.join(missing)} "
+                "(README 'Annotation tasks in Label Studio')"
+            )
         return LabelStudioClient(url, key, timeout_s=self.timeout_s)
 
 
