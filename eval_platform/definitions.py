@@ -6,8 +6,11 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_platform.annotation.config import FOLDER as ANNOTATION_TASKS_FOLDER
+from eval_platform.annotation.config import load_annotation_tasks
 from eval_platform.defs.agreement import build_agreement
 from eval_platform.defs.alerting import alert_delivery_sensor, alerting_resource
+from eval_platform.defs.annotation_tasks import LabelStudioResource, build_annotation_task_assets
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.benchmarks import benchmark_models_sensor, build_benchmarks
 from eval_platform.defs.costs import (
@@ -63,6 +66,13 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     broken_exports: dict[str, str] = {}
     exports = load_exports(root / "finetune_exports", evaluators, broken=broken_exports)
     finetune_exports = build_finetune_exports(exports, traces, judge_scores, broken=broken_exports)
+    broken_annotation_tasks: dict[str, str] = {}
+    annotation_tasks = load_annotation_tasks(
+        root / ANNOTATION_TASKS_FOLDER, evaluators, root, broken=broken_annotation_tasks
+    )
+    annotation_task_assets, annotation_tasks_job = build_annotation_task_assets(
+        annotation_tasks, broken_annotation_tasks
+    )
     report = build_report_asset([judge_scores, agreement, experiment_results, leaderboard, *drift.assets])
     return dg.Definitions(
         assets=[
@@ -80,10 +90,11 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             alerts,
             *drift.assets,
             finetune_exports,
+            *annotation_task_assets,
             *benchmark_assets,
             report,
         ],
-        jobs=[traces_job, dataset_job, *drift.jobs],
+        jobs=[traces_job, dataset_job, annotation_tasks_job, *drift.jobs],
         schedules=[daily_ingest_schedule, *drift.schedules],
         sensors=[
             new_trace_files_sensor,
@@ -99,7 +110,12 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
                 "refreshes the rollups (costs, agreement, experiments, alerts) once the judging they read is done.",
             ),
         ],
-        resources={"warehouse": warehouse_resource(root), "judge": judge_resource(), "alerting": alerting_resource()},
+        resources={
+            "warehouse": warehouse_resource(root),
+            "judge": judge_resource(),
+            "alerting": alerting_resource(),
+            "label_studio": LabelStudioResource(),
+        },
         # One process per run, not one more per step: a run's steps here are short and mostly sequential, and
         # starting a second Python process (loading this code location again) cost more than the step itself.
         executor=dg.in_process_executor,

@@ -14,8 +14,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 
-# postgres_server, postgres_db and state_backend (the shared state on SQLite and on PostgreSQL)
-pytest_plugins = ["eval_platform_tests.shared_state_backends"]
+# postgres_server, postgres_db and state_backend (the shared state on SQLite and on PostgreSQL); label_studio_server
+pytest_plugins = ["eval_platform_tests.shared_state_backends", "eval_platform_tests.label_studio_server"]
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,8 @@ def _reasons(quarantine: pl.DataFrame) -> dict[str, int]:
     return dict(quarantine.group_by("reason").len().sort("reason").rows()) if quarantine.height else {}
 
 
-@dg.asset(kinds={"python", "parquet"}, group_name="ingest")
+# after `annotation_task_pulls` (annotation tasks): it writes the labels pulled from Label Studio where this reads
+@dg.asset(kinds={"python", "parquet"}, group_name="ingest", deps=["annotation_task_pulls"])
 def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Human labels from `annotations/*` (JSONL, JSON, CSV, Parquet), one row per (task, item, annotator,
     criterion): the label as text and its value (rating, mapped class, or rank). `annotations/tasks.yaml`, when

@@ -25,6 +25,10 @@ and becomes one output row per criterion (a ranking: one per ranked candidate):
 - metadata: every other field of the row, as a JSON object
 - source_file, source_line: where the row came from (CSV: the header is line 1)
 
+Each annotation task file (`annotation_tasks/*.yaml`, `eval_platform.annotation`) declares its task's criteria
+the same way, over tasks.yaml for that task: the labels pulled back from Label Studio are checked against what
+annotators were asked (`annotation_task_specs`).
+
 A ranking is a list best first (`["B", "A", "C"]`, in CSV also `B > A > C` or a JSON list) or an object
 candidate -> rank. Rejected rows go to the quarantine (source `human_annotations`) with file, line and one of:
 `missing_field:annotator|item_id|label`, `invalid_type:<field>`, `conflicting_fields:label,labels`,
@@ -50,6 +54,7 @@ from eval_platform.ingest.annotation_tasks import (
     AnnotationTasks,
     CriterionSpec,
     Schema,
+    TaskSpec,
     find_annotation_tasks,
 )
 from eval_platform.ingest.common import RowError, dumps, preview
@@ -106,13 +111,14 @@ def read_annotations(data_root: Path, *, now: datetime | None = None) -> Annotat
     tasks.yaml, never for a bad row or file."""
     data_root = Path(data_root)
     tasks_path, tasks = find_annotation_tasks(data_root / FOLDER)
+    task_files = annotation_task_specs(data_root)
     rejects = Rejects(SOURCE, now or utc_now())
     files = export_files(data_root, FOLDER, ignore=TASKS_FILE_NAMES)
     rows: list[dict[str, Any]] = []
     first_seen: dict[tuple[str, str, str, str], str] = {}
     for row in export_rows(data_root, files, rejects, "annotation exports"):
         try:
-            normalized = normalize_annotation(row, tasks)
+            normalized = normalize_annotation(row, tasks, task_files)
         except RowError as error:
             rejects.reject(row, error)
             continue
@@ -149,13 +155,16 @@ def read_annotations(data_root: Path, *, now: datetime | None = None) -> Annotat
 # --- one row ------------------------------------------------------------------------------------------
 
 
-def normalize_annotation(row: ExportRow, tasks: AnnotationTasks | None) -> list[dict[str, Any]]:
-    """The output rows of one export row (one per criterion, or per ranked candidate); RowError if bad."""
+def normalize_annotation(
+    row: ExportRow, tasks: AnnotationTasks | None, task_files: dict[str, TaskSpec] | None = None
+) -> list[dict[str, Any]]:
+    """The output rows of one export row (one per criterion, or per ranked candidate); RowError if bad.
+    `task_files`: the tasks of `annotation_tasks/*.yaml`, which declare their criteria as tasks.yaml does."""
     record = _cleaned(row.record, row.from_text)
     annotator = _required_text(record, "annotator")
     item_id = _required_text(record, "item_id")
     task = text_field(first_present(record, ALIASES["task"]), "task") or file_stem(row.file)
-    spec = _task_spec(tasks, task)
+    spec = task_files[task] if task_files and task in task_files else _task_spec(tasks, task)
     labels = _labels(record, spec)
     annotated_at = first_present(record, ALIASES["annotated_at"])
     base = {
@@ -221,6 +230,20 @@ def _metadata(record: dict[str, Any]) -> str:
     if nested is not None and not isinstance(nested, dict):
         raise RowError("invalid_type:metadata", f"field 'metadata' value {preview(nested)} is not an object")
     return dumps({**(nested or {}), **extras})
+
+
+def annotation_task_specs(data_root: Path) -> dict[str, TaskSpec]:
+    """The criteria of each annotation task file (`annotation_tasks/*.yaml`, `eval_platform.annotation`): the labels
+    pulled back from a labelling tool are checked against what its annotators were asked. For its task such a file
+    is authoritative over tasks.yaml; a task with no such file follows tasks.yaml (or is accepted as inferred when
+    there is none). A broken task file declares nothing: its rows are then checked as any other rows, and the file's
+    error is shown where the task files are loaded."""
+    from eval_platform.annotation.config import FOLDER as TASKS_FOLDER
+    from eval_platform.annotation.config import load_annotation_tasks  # the annotation package imports this module
+
+    return {
+        name: config.task_spec() for name, config in load_annotation_tasks(data_root / TASKS_FOLDER, broken={}).items()
+    }
 
 
 def _task_spec(tasks: AnnotationTasks | None, task: str):
