@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eval_platform.scoring import (
     agent_steps,
+    bertscore,
     json_valid,
     judge_evaluator,
     judge_verdict,
@@ -31,6 +32,7 @@ _MODULES = (
     squad,
     sacrebleu_metrics,
     rouge,
+    bertscore,
     text_match,
     json_valid,
     numeric,
