@@ -60,7 +60,16 @@ def test_the_model_is_loaded_once_per_folder(tiny_bert, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("pooling", "normalize"), [("mean", True), ("cls", False), ("max", False), (("cls", "mean"), True)]
+    ("pooling", "normalize"),
+    [
+        ("mean", True),
+        ("cls", False),
+        ("max", False),
+        ("mean_sqrt_len_tokens", False),
+        ("weightedmean", False),
+        ("lasttoken", False),
+        (("cls", "mean"), True),
+    ],
 )
 def test_a_sentence_transformers_folder_gives_sentence_transformers_vectors(
     tiny_bert, tmp_path, network_attempts, pooling, normalize

@@ -71,6 +71,8 @@ def rewrite_as_legacy(folder: Path) -> None:
         ("pooling_mode_mean_tokens", "mean"),
         ("pooling_mode_max_tokens", "max"),
         ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len_tokens"),
+        ("pooling_mode_weightedmean_tokens", "weightedmean"),
+        ("pooling_mode_lasttoken", "lasttoken"),
     ):
         legacy[key] = mode in modes
     pooling_file.write_text(json.dumps(legacy))
