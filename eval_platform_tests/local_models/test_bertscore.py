@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from eval_platform.judging.runner import judge_day
 from eval_platform.local_models import LocalModelError
 from eval_platform.local_models.bertscore import bertscore, idf_weights
 from eval_platform.scoring import registry
+from eval_platform_tests.judging.test_checks import DAY, by_trace, check, traces
 
 CANDIDATES = [
     "the cat sat on the mat",
@@ -127,3 +129,20 @@ def test_options_name_the_missing_folder_and_a_layer_the_model_lacks(model, tmp_
         scorer.options(model_path=model, metric="accuracy")
     with pytest.raises(ValidationError, match="model_path"):
         scorer.options()  # no default model: nothing is ever chosen (or fetched) for the user
+
+
+def test_bertscore_as_a_check_scores_each_trace_against_its_expected_output(model, local_judge, runtime):
+    config = check("close_to_reference", check={"scorer": "bertscore", "model_path": model, "pass_threshold": 0.9})
+    rows = [
+        {"trace_id": f"t{i}", "output": c, "expected_output": r}
+        for i, (c, r) in enumerate(zip(CANDIDATES, REFERENCES, strict=True))
+    ]
+    rows.append({"trace_id": "no_reference", "output": "the cat"})
+    result = by_trace(judge_day(config, DAY, traces(rows), runtime).rows)
+    expected = package(model, CANDIDATES, REFERENCES, 2, False)[:, 2]
+    for i, f1 in enumerate(expected):
+        row = result[f"t{i}"]
+        assert row["status"] == "COMPLETED" and row["score"] == pytest.approx(f1, abs=1e-6)
+        assert row["passed"] == (row["score"] >= 0.9)
+    assert result["t5"]["passed"] and not result["t1"]["passed"]
+    assert (result["no_reference"]["status"], result["no_reference"]["reason"]) == ("SKIPPED", "missing_field")
