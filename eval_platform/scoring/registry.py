@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eval_platform.scoring import (
     agent_steps,
+    bertscore,
     json_valid,
     judge_evaluator,
     judge_verdict,
@@ -32,6 +33,7 @@ _MODULES = (
     squad,
     sacrebleu_metrics,
     rouge,
+    bertscore,
     text_match,
     json_valid,
     numeric,

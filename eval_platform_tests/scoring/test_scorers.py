@@ -87,7 +87,7 @@ def test_aggregate_is_the_mean_and_none_when_nothing_answered():
 
 def test_a_scorer_declares_its_aggregation_and_the_declaration_decides():
     corpus = {name for name, scorer in registry.SCORERS.items() if scorer.task_level}
-    assert corpus == {"bleu", "chrf", "verdict_kappa", "verdict_correlation", "llmbar_kappa"}
+    assert corpus == {"bleu", "chrf", "verdict_kappa", "verdict_correlation", "llmbar_kappa", "bertscore_idf"}
 
     # A corpus statistic written as a lambda is still a corpus statistic: the declaration, not the function's name.
     longest = Scorer(
