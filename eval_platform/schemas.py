@@ -93,8 +93,10 @@ BATCH_TIMEOUT = "batch_timeout"
 BATCH_UNCONFIRMED = "batch_unconfirmed"  # the provider could not say whether a batch was created
 # benchmarks:
 SCORER_ERROR = "scorer_error"
+LOCAL_MODEL_ERROR = "local_model_error"  # a local model folder (`model_path`) could not be loaded or run
 UPSTREAM_MISSING = "upstream_missing"  # the task's `outputs_of` task has no output for the case
 FAIL_REASONS = (
+    LOCAL_MODEL_ERROR,
     TIMEOUT,
     RATE_LIMITED,
     CONNECTION_ERROR,

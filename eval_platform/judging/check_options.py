@@ -106,6 +106,11 @@ class CheckOptions(Strict):
             return
         from eval_platform.scoring.embedding_calls import embedding_model  # it imports the call layer
 
+        if getattr(self.scorer_options, "model_path", None) is not None:
+            raise ValueError(
+                f"check '{self.scorer}': a local model (model_path) makes no paid call, so a budget bounds nothing; "
+                "remove max_daily_cost_usd / max_monthly_cost_usd"
+            )
         spec = embedding_model(self.scorer_options)
         if not spec.has_price():
             raise ValueError(

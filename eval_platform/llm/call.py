@@ -151,7 +151,10 @@ class ModelCaller:
         endpoint, runtime, budget = self.endpoint, self.runtime, self.budget
         embedding = isinstance(request, EmbeddingRequest)
         local = "local-judge" if endpoint.local else None
-        key = embedding_cache_key(request, local) if embedding else cache_key(request, sample, endpoint=local)
+        if isinstance(request, EmbeddingRequest):
+            key = embedding_cache_key(request, local)
+        else:
+            key = cache_key(request, sample, endpoint=local)
         hit = self._from_cache(key, parse)
         if hit is not None:
             return hit
@@ -168,7 +171,7 @@ class ModelCaller:
                 reservation = await reserve(worst)
 
         try:
-            if runtime.batch is not None and not embedding:
+            if runtime.batch is not None and not isinstance(request, EmbeddingRequest):
                 # The batch reserved the worst case of all its requests before it was submitted.
                 outcome = await runtime.batch.outcome(endpoint, request, key, worst)
             else:
@@ -212,7 +215,7 @@ class ModelCaller:
                 "completion_tokens": outcome.completion_tokens,
                 "cached_prompt_tokens": outcome.cached_prompt_tokens,
                 "cost_usd": cost,
-                **({"vectors": pack(outcome.vectors)} if embedding else {}),
+                **({"vectors": pack(outcome.vectors or [])} if embedding else {}),
             },
         )
         return result

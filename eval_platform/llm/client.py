@@ -35,7 +35,7 @@ def _litellm() -> Any:
     # Retries are ours (Retry-After, budgets, limiter). litellm's OpenAI embedding path reads `max_retries=0` as
     # "unset" (`max_retries or DEFAULT_MAX_RETRIES`) and let the OpenAI client retry twice more: measured, 3 requests
     # per attempt (eval_platform_tests/llm/test_embedding_calls.py).
-    litellm.DEFAULT_MAX_RETRIES = 0
+    litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]  # a module constant litellm reads at call time
     return litellm
 
 
@@ -264,7 +264,9 @@ class LiteLLMJudgeClient:
             reply = await self._transport.embed(
                 request.model, list(request.texts), request.api_base, request.api_key, request.timeout_s
             )
-            data, model, usage = reply.data, reply.model, reply.usage
+            data: Any = reply.data
+            model: str | None = reply.model
+            usage: Any = reply.usage
         else:
             response = await _litellm().aembedding(
                 model=request.model,

@@ -51,7 +51,11 @@ class EmbeddingRequest:
 def embedding_cache_key(request: EmbeddingRequest, endpoint: str | None = None) -> str:
     """The cache key of an embedding: the model, where it is served (`endpoint` when the URL does not say, as for
     the local judge) and the texts. Never equal to a chat request's key (they have no `kind`)."""
-    material = {"kind": "embeddings", "model": request.model, "api_base": endpoint or request.api_base}
+    material: dict[str, object] = {
+        "kind": "embeddings",
+        "model": request.model,
+        "api_base": endpoint or request.api_base,
+    }
     material["input"] = list(request.texts)
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 

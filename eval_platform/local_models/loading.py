@@ -216,8 +216,10 @@ def _load(model_path: str, layout: FolderLayout) -> LocalModel:
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(source, local_files_only=True, trust_remote_code=False)
         model = transformers.AutoModel.from_pretrained(source, local_files_only=True, trust_remote_code=False)
-    except (OSError, ValueError, KeyError, ImportError) as exc:
-        raise LocalModelError(f"model_path '{model_path}': cannot load the model in {source}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a corrupt weights file raises safetensors' own error, among others
+        raise LocalModelError(
+            f"model_path '{model_path}': cannot load the model in {source}: {type(exc).__name__}: {exc}"
+        ) from None
     model.eval()
     # The tokenizer's own limit is often unset (a huge number); the position embeddings are the real one.
     limits = [getattr(tokenizer, "model_max_length", None), getattr(model.config, "max_position_embeddings", None)]

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ScorerOptions(BaseModel):
@@ -23,12 +23,20 @@ EMBEDDINGS = "_embeddings"
 
 
 class EmbeddingModelOptions(ScorerOptions):
-    """Options of a scorer that compares embeddings: the embedding model its vectors come from. Its calls take the
-    one call path (cache, budget, retries, redaction, cost; `scoring.embedding_calls`), as a judge's do."""
+    """Options of a scorer that compares embeddings: the embedding model its vectors come from, either a provider's
+    (`model`), whose calls take the one call path (cache, budget, retries, redaction, cost;
+    `scoring.embedding_calls`), as a judge's do, or a model folder on this machine (`model_path`, read by
+    `local_models`: no call, no cost, never downloaded)."""
 
-    model: str = Field(
+    model: str | None = Field(
+        None,
         description="An embedding model: a litellm model string (openai/text-embedding-3-small, ...), or "
-        "local/<name> for the local judge's deterministic stand-in (word overlap, not meaning)."
+        "local/<name> for the local judge's deterministic stand-in (word overlap, not meaning).",
+    )
+    model_path: str | None = Field(
+        None,
+        description="A sentence-embedding model folder on this machine (sentence-transformers or transformers "
+        "layout), instead of `model`: read with the local-models extra, never downloaded, no call and no cost.",
     )
     api_base: str | None = None
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the provider key.")
@@ -37,6 +45,22 @@ class EmbeddingModelOptions(ScorerOptions):
     )
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0, le=20)
+
+    @model_validator(mode="after")
+    def _one_model(self) -> EmbeddingModelOptions:
+        if (self.model is None) == (self.model_path is None):
+            raise ValueError("give exactly one of model (a provider's embedding model) and model_path (a local folder)")
+        if self.model_path is not None:
+            provider = [name for name in ("api_base", "api_key_env", "input_cost_per_million") if getattr(self, name)]
+            if provider:
+                raise ValueError(
+                    f"model_path is a local model, which makes no call: {', '.join(provider)} do not apply"
+                )
+            from eval_platform.local_models.loading import check_installed, read_layout  # reads no weights
+
+            check_installed()  # the local-models extra, without importing torch
+            read_layout(self.model_path)  # a missing folder, or one without config.json: an error naming it
+        return self
 
 
 class MissingField(ValueError):

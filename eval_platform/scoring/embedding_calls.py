@@ -12,9 +12,9 @@ litellm's map, input tokens only; an unknown price is an unknown cost, never fre
 judge. A key that is not set SKIPS the case (no_credentials); it never falls back on the local judge's stand-in,
 whose vectors measure word overlap, not meaning.
 
-The hook for a local sentence-embedding model (a `model_path:` option, served by
-`eval_platform.local_models.embed_texts(model_path, texts)`, imported lazily, no call and no cost) belongs here, in
-`embed_cases`, the one place that turns a scorer's texts into vectors; that module is not in this branch.
+A local sentence-embedding model (`model_path`: a folder on this machine, `local_models.embed_texts`) makes no call:
+its vectors are computed here, in this process, a batch of texts at a time, with no cache, budget or cost (cost 0,
+known); a folder that cannot be loaded or run FAILS every case with `local_model_error` and the reason.
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import numpy as np
+
 from eval_platform.judging.models import ModelSpec
 from eval_platform.llm.budget import Budget
-from eval_platform.llm.call import CallResult, ModelCaller
+from eval_platform.llm.call import FAILED, CallResult, ModelCaller
 from eval_platform.llm.endpoint import LOCAL_PREFIX, Endpoint, model_endpoint
 from eval_platform.llm.runtime import JudgeRuntime, run_calls
-from eval_platform.schemas import NO_CREDENTIALS, NO_LOCAL_JUDGE, SKIPPED
+from eval_platform.schemas import LOCAL_MODEL_ERROR, NO_CREDENTIALS, NO_LOCAL_JUDGE, SKIPPED
 from eval_platform.scoring.base import EmbeddingModelOptions
 
 
@@ -35,12 +37,15 @@ def embedding_model(options: EmbeddingModelOptions) -> ModelSpec:
     """The embedding model as a model spec: its price is litellm's unless `input_cost_per_million` is given
     (an embedding has no output tokens)."""
     explicit = options.input_cost_per_million is not None
+    if options.model is None:
+        raise ValueError("a local model (model_path) makes no call: it has no model spec")
     return ModelSpec(
         model=options.model,
         api_base=options.api_base,
         api_key_env=options.api_key_env,
         input_cost_per_million=options.input_cost_per_million,
         output_cost_per_million=0.0 if explicit else None,
+        cached_input_cost_per_million=None,
     )
 
 
@@ -58,15 +63,36 @@ def embed_cases(
     """Per case, the call result of embedding its texts (its verdict: one float32 vector per text), or None for a
     case with no text (no call); and why the cache could not keep the replies, if it could not (they are paid for:
     the results stand, and the next run pays again)."""
+    if options.model_path is not None:
+        return embed_locally(options.model_path, texts), None
     endpoint, why = embedding_endpoint(options, runtime)
     if endpoint is None:
-        reason = NO_LOCAL_JUDGE if options.model.startswith(LOCAL_PREFIX) else NO_CREDENTIALS
-        skipped = CallResult(status=SKIPPED, reason=reason, detail=why, cost_usd=0.0)
+        reason = NO_LOCAL_JUDGE if (options.model or "").startswith(LOCAL_PREFIX) else NO_CREDENTIALS
+        skipped: CallResult = CallResult(status=SKIPPED, reason=reason, detail=why, cost_usd=0.0)
         return [skipped if case else None for case in texts], None
     keys = [options.api_key_env] if options.api_key_env else []
     caller = ModelCaller(runtime, endpoint, budget=budget, key_envs=keys)
     results = run_calls(_embed_all(caller, options, texts))
     return results, runtime.cache.flush_or_report()
+
+
+def embed_locally(model_path: str, texts: Sequence[tuple[str, ...]]) -> list[CallResult | None]:
+    """`embed_cases` with a local model: every case's texts embedded in this process (float32 vectors, as a
+    provider's), no call and no cost; a folder that cannot be loaded or run FAILS every case with its reason."""
+    from eval_platform.local_models import LocalModelError, embed_texts  # torch is imported on first use
+
+    flat = [text for case in texts for text in case]
+    try:
+        vectors = iter(embed_texts(model_path, flat) if flat else [])
+    except LocalModelError as exc:
+        failed: CallResult = CallResult(status=FAILED, reason=LOCAL_MODEL_ERROR, detail=str(exc), cost_usd=0.0)
+        return [failed if case else None for case in texts]
+    model = f"local_model:{model_path}"
+    results: list[CallResult | None] = []
+    for case in texts:
+        verdict = [np.asarray(next(vectors), dtype=np.float32) for _ in case]
+        results.append(CallResult(verdict=verdict, provider_model=model, cost_usd=0.0) if case else None)
+    return results
 
 
 async def _embed_all(
