@@ -58,9 +58,6 @@ from eval_platform.schemas import BATCH_TIMEOUT
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
 
-__all__ = ["BatchCalls", "batch_dir", "judge_day_in_batch"]
-
-
 class _Summarized(Protocol):
     summary: dict[str, Any]
 
