@@ -319,3 +319,13 @@ def test_a_state_written_by_the_previous_version_with_its_lines_inline_is_resume
         assert result.rows["status"].to_list() == ["COMPLETED"] * 4
         assert [(b["batch_id"], b["resumed"]) for b in result.summary["batches"]] == [(submitted["batch_id"], True)]
         assert batch_stats(server)["batches"] == 1
+
+
+def test_a_request_larger_than_a_batch_may_be_is_failed_not_sent(tmp_path):
+    with LocalJudgeServer() as server:
+        config = config_for(server, "score", batch={**FAST, "max_bytes": 200})
+        rows = judge_day(config, DAY, make_traces(3), make_runtime(tmp_path)).rows
+        assert rows["status"].to_list() == ["FAILED"] * 3 and rows["reason"].to_list() == ["batch_failed"] * 3
+        assert all("per batch" in detail for detail in rows["reason_detail"].to_list())
+        assert rows["score"].to_list() == [None] * 3
+        assert batch_stats(server) == {"batches": 0, "files": 0, "batch_lines": 0}

@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 # for the completion window plus this margin, unless the batch is settled first.
 RESERVATION_MARGIN_S = 3600.0
 COMPLETION_WINDOW_S = 24 * 3600.0
+# Bytes of a batch's input beyond its lines (Anthropic's body is `{"requests": [<lines>]}`): kept free.
+ENVELOPE_BYTES = 64
 
 
 def batch_options(config: EvaluatorConfig) -> BatchOptions:
@@ -162,7 +164,8 @@ async def submit_day(
                 continue
             lines = lines or _Lines(folder / f"batch-{len(submitted)}.jsonl")
             custom_id, line = lines.line(api, seq, key, request)
-            if len(lines.seqs) >= limits.requests or lines.size + len(line) > limits.bytes:
+            room = limits.bytes - ENVELOPE_BYTES
+            if len(lines.seqs) >= limits.requests or lines.size + len(line) > room:
                 if lines.seqs:  # the batch is full: submitted, and this request starts the next one
                     batch, refusal = await _submit(config, day, api, endpoint, lines, calls, runtime, state)
                     submitted += [batch] if batch is not None else []
@@ -171,7 +174,7 @@ async def submit_day(
                         calls.answer(seq, replace(refusal, amount_usd=worst or 0.0))
                         continue
                     custom_id, line = lines.line(api, seq, key, request)
-                if len(line) > limits.bytes:  # alone, it is larger than a batch may be
+                if len(line) > room:  # alone, it is larger than a batch may be
                     detail = f"the request is {len(line):,} bytes as a batch line, over {limits.bytes:,} per batch"
                     calls.answer(seq, CallOutcome(error_reason=BATCH_FAILED, error_detail=detail, attempts=0))
                     continue
