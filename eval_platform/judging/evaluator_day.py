@@ -11,7 +11,8 @@ its count of traces without a row and a few rows to preview, never its rows. Whe
 (a pairwise pair, an n_wise group, a session over its lookback window) the traces first go through
 `key_batches.key_ordered_batches` (spilled to a temporary file, sorted by key out of core by DuckDB), so that a
 batch never splits a group; a single group larger than memory is the one thing still held whole. Batch mode
-(`batch:`) holds its day: it judges it twice, recording the calls, then answering them.
+(`batch:`) reads the day twice, recording the calls, then answering them (`llm.batch.mode`): the day is read
+anew from the warehouse for each pass, never held.
 """
 
 from __future__ import annotations
@@ -108,13 +109,23 @@ def judge_partition(
     batch_rows: int = READ_BATCH_ROWS,
 ) -> JudgedPartition:
     """Judge `evaluator` over the day's ingested traces and replace its partition; the catalog is not refreshed."""
-    batches = iter_partition(root, "traces", {"date": day}, batch_rows)
-    if batches is None:
-        raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
-    day_batches, missing_days = judged_batches(root, evaluator, day, batches, batch_rows)
-    if evaluator.batched:
-        day_batches = list(day_batches)  # batch mode reads the day twice (see `runner.judge_stream`)
+    missing_days: list[str] | None = None
+
+    def read_day() -> Iterable[pl.DataFrame]:
+        """The day's traces, read anew at each call (batch mode reads the day twice, see `runner.judge_stream`)."""
+        nonlocal missing_days
+        batches = iter_partition(root, "traces", {"date": day}, batch_rows)
+        if batches is None:
+            raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
+        day_batches, missing_days = judged_batches(root, evaluator, day, batches, batch_rows)
+        return day_batches
+
     keys = {"evaluator": evaluator.name, "date": day}
+    first = [read_day()]  # a day not ready is refused before the partition's writer opens
+
+    def day_batches() -> Iterable[pl.DataFrame]:
+        return first.pop() if first else read_day()
+
     with partition_writer(root, "judge_scores", keys, JUDGE_SCORE_SCHEMA) as out:
         outcome = judge_stream(evaluator, day, day_batches, runtime, trace_ids, out.write)
     if missing_days is not None:

@@ -152,3 +152,15 @@ class BatchOptions(_Strict):
         le=1,
         description="Batch price as a fraction of the interactive price (OpenAI, Anthropic and Google: 0.5).",
     )
+    max_requests: int | None = Field(
+        None,
+        gt=0,
+        description="Requests per batch at most (default: the provider's limit, OpenAI and Azure 50,000, Anthropic "
+        "100,000); a day with more is split into several batches.",
+    )
+    max_bytes: int | None = Field(
+        None,
+        gt=0,
+        description="Size of a batch's input at most, in bytes (default: the provider's limit, OpenAI and Azure "
+        "200 MB, Anthropic 256 MB); a day with more is split into several batches.",
+    )

@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -107,7 +107,6 @@ class DayOutcome:
     summary: dict[str, Any]
     traces_without_a_row: int
     tally: DayTally
-    frames: list[pl.DataFrame] = field(default_factory=list)  # batch mode only: the pass's rows, handed on after
 
 
 def judge_day(
@@ -128,7 +127,7 @@ def judge_day(
 def judge_stream(
     config: EvaluatorConfig,
     day: str,
-    batches: Iterable[pl.DataFrame],
+    batches: Iterable[pl.DataFrame] | Callable[[], Iterable[pl.DataFrame]],
     runtime: JudgeRuntime,
     manual_trace_ids: set[str] | None,
     sink: Callable[[pl.DataFrame], None],
@@ -138,32 +137,31 @@ def judge_stream(
     and IN_FLIGHT_UNITS, not by the day: the calls of one batch are still running when the next is planned, so
     the concurrency pipeline never drains between batches. A unit (pair, group, session) is planned from one
     batch: the caller gives a grouped mode or a session target its whole day as one batch
-    (`evaluator_day.judge_partition`)."""
+    (`evaluator_day.judge_partition`). `batches` may be a function giving them: batch mode reads the day twice,
+    calling it once per pass (an iterator that can be read once is held in memory instead)."""
     manual = manual_trace_ids or set()
+    if not config.batched or runtime.batch is not None:
+        batches = batches() if callable(batches) else batches
     if config.check is not None:
         # A check evaluator runs a scorer on each trace: no model, call, cache or budget (judging.checks), but for
         # a scorer of embeddings, whose calls take the one call path with `runtime`.
         return _check_stream(config, day, batches, manual, sink, runtime)
 
     def judge_pass(runtime: JudgeRuntime, sink: Callable[[pl.DataFrame], None]) -> DayOutcome:
-        return run_calls(_judge_stream_closing(config, day, batches, runtime, manual, sink))
+        day_batches = batches() if callable(batches) else batches
+        return run_calls(_judge_stream_closing(config, day, day_batches, runtime, manual, sink))
 
     if config.batched and runtime.batch is None:
-        # Batch mode runs this same pass twice: recording the calls, then answering them from the batches. Both
-        # passes read the day, and only the second pass's rows are the partition's: the day is held in memory.
-        batches = list(batches)
+        # Batch mode runs this same pass twice, reading the day each time: recording the calls (its rows are not
+        # the partition's), then answering them from the batches (its rows go to `sink` as they come).
+        if not callable(batches) and iter(batches) is batches:
+            batches = list(batches)
 
         def batch_pass(runtime: JudgeRuntime) -> DayOutcome:
-            frames: list[pl.DataFrame] = []
-            outcome = judge_pass(runtime, frames.append)
-            outcome.frames = frames
-            return outcome
+            recording = runtime.batch is not None and runtime.batch.recording
+            return judge_pass(runtime, (lambda _frame: None) if recording else sink)
 
-        outcome = judge_day_in_batch(config, day, runtime, batch_pass)
-        for frame in outcome.frames:
-            sink(frame)
-        outcome.frames = []
-        return outcome
+        return judge_day_in_batch(config, day, runtime, batch_pass)
     return judge_pass(runtime, sink)
 
 

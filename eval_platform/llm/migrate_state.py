@@ -14,8 +14,9 @@ What moves, and how a second run (after a crash, or after spend was added to the
   with the day's total). A reservation of a run still going (its process alive) stops the migration: stop the
   runs first, or the run would settle in the file what the database already counts.
 - Batch state: each partition's batches, with their reservations pointing at the copies (a reservation whose row
-  is gone was settled: it is dropped from the record, so it is never settled twice). A partition the database
-  already holds (written by a run on PostgreSQL) is kept as it is and reported.
+  is gone was settled: it is dropped from the record, so it is never settled twice), and the lines (custom_id ->
+  cache key) of those still open, a page at a time, before their records. A partition the database already
+  holds (written by a run on PostgreSQL) is kept as it is and reported.
 - The judge cache: every reply, those of the older one-file-per-entry layout included; an entry already in the
   database wins.
 Each ledger is carried over in one PostgreSQL transaction holding its evaluators' budget locks, while the file's
@@ -37,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval_platform.llm.batch.state import BatchState
+from eval_platform.llm.batch.state import OPEN_STATES, BatchState
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import _POSTGRES_TABLE as CACHE_TABLE
 from eval_platform.llm.cache import JudgeCache
@@ -207,7 +208,8 @@ def migrate_batches(folder: Path, postgres: PostgresState, reservation_ids: dict
     """Copy each partition's batch state, its reservations pointing at their copies in the judges' ledger."""
     for file in sorted(folder.glob("*/*.json")):
         evaluator, day = file.parent.name, file.stem
-        record = BatchState(file.parent.parent, evaluator, day).batches
+        source = BatchState(file.parent.parent, evaluator, day)
+        record = source.batches
         for batch in record:
             reservation = batch.get("reservation")
             if reservation is not None:
@@ -220,6 +222,10 @@ def migrate_batches(folder: Path, postgres: PostgresState, reservation_ids: dict
         if target.batches:
             report.kept_batch_partitions.append(f"{evaluator}/{day}")
             continue
+        # The open batches' lines first (already copied ones are kept): a record is never without its lines.
+        for batch in record:
+            if batch.get("state") in OPEN_STATES and batch.get("submission"):
+                target.add_requests(batch["submission"], source.requests(batch["submission"]))
         target.batches = record
         target.save()
         report.batch_partitions += 1

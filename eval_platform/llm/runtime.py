@@ -15,7 +15,7 @@ from eval_platform.llm.client import JudgeClient
 from eval_platform.llm.statedb import PostgresState
 
 if TYPE_CHECKING:
-    from eval_platform.llm.batch.mode import BatchCalls
+    from eval_platform.llm.batch.calls import BatchCalls
 
 T = TypeVar("T")
 

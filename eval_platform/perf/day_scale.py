@@ -2,7 +2,7 @@
 wall time, CPU time and peak RSS, beside plain polars reading the same files and writing the same rows.
 
     python -m eval_platform.perf.day_scale --traces 100000 [--concurrency 128] [--latency-ms 0] [--cap-gb 8]
-        [--root DIR] [--keep]
+        [--batch] [--steps ingest,judge_batch,...] [--root DIR] [--keep]
 
 Setup (not timed): the local judge in its own process (`backfill_overhead.start_judge`), answering every call
 after `latency-ms`; one score evaluator on it (the shape `backfill_overhead.write_project` writes); the day's
@@ -15,6 +15,9 @@ own, and no step inherits another's heap), under an address-space cap of `--cap-
 - ingest: `defs.traces.ingest_day` (read the export files, write traces / spans / quarantine partitions);
 - judge: `evaluator_day.judge_partition` with the evaluator (what the `judge_scores` asset runs per partition),
   the judge client at `--concurrency`, a cold judge cache and ledger;
+- judge_batch (with `--batch`): the same day judged by the same evaluator in batch mode (`batch:`, its own cold
+  cache, ledger and batch state), through the local judge's OpenAI batch API: the day recorded to disk, cut into
+  batches of 50,000 requests, submitted, polled every 0.5 s, answered from the downloaded results;
 - views: `defs.catalog.refresh` and two queries on the views (the day's traces; judge_scores per status);
 - polars read+write (reference): `pl.scan_ndjson` over the day's files and `sink_parquet` of the same rows, then
   the judged partition read and written again with `pl.read_parquet` / `write_parquet`: what moving the day's
@@ -46,12 +49,14 @@ DAY = "2026-11-10"
 EVALUATOR = "helpfulness"
 FILE_TRACES = 100_000  # traces per export file
 STEPS = ("ingest", "judge", "views", "polars")
+BATCH_EVALUATOR = f"{EVALUATOR}_batch"
 TIMEOUT_S = 7200.0  # bounds a hang only
 
 
 def write_day(root: Path, traces: int, judge_url: str, concurrency: int) -> None:
     """The evaluator and the day's export files (one file at a time in memory)."""
     write_score_evaluator(root, EVALUATOR, judge_url)
+    write_score_evaluator(root, BATCH_EVALUATOR, judge_url, batch={"poll_interval_s": 0.5})
     folder = root / "traces" / DAY
     folder.mkdir(parents=True, exist_ok=True)
     for number, start in enumerate(range(0, traces, FILE_TRACES)):
@@ -76,7 +81,7 @@ def run_step(step: str, root: Path, concurrency: int) -> dict:
 
         day = ingest_day(root, DAY, _Log())
         return {"traces": day.traces, "quarantined": day.quarantined}
-    if step == "judge":
+    if step in ("judge", "judge_batch"):
         from eval_platform.judging.evaluator_day import judge_partition
         from eval_platform.judging.loading import load_evaluator
         from eval_platform.llm.budget import BudgetLedger
@@ -84,8 +89,9 @@ def run_step(step: str, root: Path, concurrency: int) -> dict:
         from eval_platform.llm.client import LiteLLMJudgeClient
         from eval_platform.llm.runtime import JudgeRuntime
 
-        config = load_evaluator(root / "evaluators" / f"{EVALUATOR}.yaml")
-        state = root / "state"
+        name = EVALUATOR if step == "judge" else BATCH_EVALUATOR
+        config = load_evaluator(root / "evaluators" / f"{name}.yaml")
+        state = root / ("state" if step == "judge" else "state_batch")
         runtime = JudgeRuntime(
             client=LiteLLMJudgeClient(max_concurrency=concurrency),
             cache=JudgeCache(state / "judge_cache"),
@@ -100,6 +106,7 @@ def run_step(step: str, root: Path, concurrency: int) -> dict:
             "failed": s["failed"],
             "calls": s["calls"],
             "every_trace_has_one_status": judged.every_trace_has_one_status,
+            "batches": len(s.get("batches", [])),
         }
     if step == "views":
         from eval_platform.defs.catalog import refresh
@@ -170,9 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--cap-gb", type=float, default=8.0, help="address-space cap of every step's process")
+    parser.add_argument("--batch", action="store_true", help="also judge the day in batch mode (judge_batch)")
+    parser.add_argument("--steps", help="the steps to run, in this order, comma-separated (default: all)")
     parser.add_argument("--root", help="the data root to use (default: a temp folder, removed unless --keep)")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)  # one step, in a worker process
+    parser.add_argument("--step", choices=(*STEPS, "judge_batch"), help=argparse.SUPPRESS)  # in a worker process
     args = parser.parse_args(argv)
     if args.step:
         return _worker(args)
@@ -190,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
             f"local judge at {args.latency_ms:g} ms, concurrency {args.concurrency}, cap {args.cap_gb:g} GB per step"
         )
         results = []
-        for step in STEPS:
+        steps = (*STEPS[:2], "judge_batch", *STEPS[2:]) if args.batch else STEPS
+        if args.steps:
+            steps = tuple(args.steps.split(","))
+        for step in steps:
             result = measure(step, root, args.concurrency, args.cap_gb, judge.pid)
             results.append(result)
             print(json.dumps(result), flush=True)
@@ -199,15 +211,17 @@ def main(argv: list[str] | None = None) -> int:
         print("| --- | --- | --- | --- | --- |")
         for r in results:
             notes = ""
-            if r["step"] == "judge":
+            if r["step"] in ("judge", "judge_batch"):
                 notes = (
                     f"{r['calls']:,} calls, {r['calls'] / r['wall_s']:,.0f} calls/s, local judge CPU "
                     f"{r['judge_cpu_s']:.1f} s, every trace one status: {r['every_trace_has_one_status']}"
                 )
+                if r["step"] == "judge_batch":
+                    notes += f", {r['batches']} batches, {r['completed']:,} completed"
             elif r["step"] in ("ingest", "views", "polars"):
                 notes = f"{r.get('traces', 0):,} traces"
             print(f"| {r['step']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['peak_rss_gb']:.2f} | {notes} |")
-        day = [r for r in results if r["step"] != "polars"]
+        day = [r for r in results if r["step"] not in ("polars", "judge_batch")] or results
         print(
             f"| whole day (ingest + judge + views) | {sum(r['wall_s'] for r in day):.1f} | "
             f"{sum(r['cpu_s'] for r in day):.1f} | {max(r['peak_rss_gb'] for r in day):.2f} | |"

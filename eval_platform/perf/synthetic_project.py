@@ -9,8 +9,9 @@ from typing import Any
 import yaml
 
 
-def write_score_evaluator(root: Path, name: str, judge_url: str) -> None:
-    """`<root>/evaluators/<name>.yaml`: a 0-1 score judge on the local judge at `judge_url`."""
+def write_score_evaluator(root: Path, name: str, judge_url: str, **fields: Any) -> None:
+    """`<root>/evaluators/<name>.yaml`: a 0-1 score judge on the local judge at `judge_url` (its prompt names it,
+    so two evaluators never share cached verdicts), with `fields` added (`batch=...`)."""
     config = {
         "mode": "score",
         "score_scale": {"min": 0, "max": 1},
@@ -18,6 +19,7 @@ def write_score_evaluator(root: Path, name: str, judge_url: str) -> None:
         "api_base": judge_url,
         "temperature": 0.0,
         "prompt": f"Rate the {name} of the answer.\nQ: {{{{input}}}}\nA: {{{{output}}}}",
+        **fields,
     }
     (root / "evaluators").mkdir(parents=True, exist_ok=True)
     (root / "evaluators" / f"{name}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

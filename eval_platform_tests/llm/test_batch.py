@@ -301,7 +301,7 @@ def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path,
             run.wait()
         assert run.returncode == -signal.SIGKILL  # killed while waiting for the batch, not finished
         (submitted,) = saved_batches(state, "crashy", url)
-        assert submitted["state"] == "open" and len(submitted["requests"]) == 4
+        assert submitted["state"] == "open" and submitted["request_count"] == 4
 
         # (On PostgreSQL the killed run's partition lock went with its connection: this run does not wait.)
         result = judge_day(load_evaluator(path), DAY, make_traces(4), make_runtime(state, url))

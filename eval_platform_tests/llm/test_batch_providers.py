@@ -275,7 +275,7 @@ def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path,
         saved = state / "judge_batches" / "crashy" / f"{DAY}.json"
         run_killed_when(path, state, lambda: submitted_batches(saved))
         (submitted,) = json.loads(saved.read_text())["batches"]
-        assert submitted["state"] == "open" and len(submitted["requests"]) == 4
+        assert submitted["state"] == "open" and submitted["request_count"] == 4
 
         result = judge_day(load_evaluator(path), DAY, make_traces(4), make_runtime(state))
         assert result.rows["status"].to_list() == ["COMPLETED"] * 4

@@ -12,16 +12,23 @@ and gateways (Azure OpenAI, vLLM behind a LiteLLM proxy, the local judge) share:
 - `POST /batches` starts it (completion window `24h`); `GET /batches/{id}` reports `status`
   (validating, in_progress, finalizing, completed, failed, expired, cancelling, cancelled);
 - the output file holds `{"custom_id", "response": {"status_code", "body"}}` per answered request; the error
-  file holds requests answered with an error status and, for an expired batch, those never run.
+  file holds requests answered with an error status and, for an expired batch, those never run;
+- a batch holds at most 50,000 requests and its input file at most 200 MB (`OPENAI_LIMITS`): a larger day is
+  several batches.
+
+A batch's input is uploaded from a file on disk, and its output and error files are downloaded to disk and read a
+line at a time: nothing of a batch is held whole in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_platform.llm.client import (
@@ -54,6 +61,19 @@ if TYPE_CHECKING:
 COMPLETION_WINDOW = "24h"
 CHAT_ENDPOINT = "/v1/chat/completions"
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+DOWNLOAD_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """What one batch may hold: requests, and bytes of its input."""
+
+    requests: int
+    bytes: int
+
+
+# https://platform.openai.com/docs/api-reference/batch/create: "up to 50,000 requests, and up to 200 MB in size".
+OPENAI_LIMITS = BatchLimits(requests=50_000, bytes=200_000_000)  # MB read as 10^6 bytes: the smaller reading
 
 
 def request_line(custom_id: str, body: dict[str, Any], url: str = CHAT_ENDPOINT) -> str:
@@ -95,14 +115,17 @@ def error_reason(exc: BaseException) -> tuple[str, bool]:
 class BatchAPI(Protocol):
     """What batch mode asks of a provider; batches come back as OpenAI batch objects (dicts)."""
 
+    limits: BatchLimits  # the provider's own, unless the evaluator's `batch` options say less
+
     def line(self, custom_id: str, request: JudgeRequest) -> str:
         """One request as a line of the batch's input (JSONL)."""
 
-    async def upload(self, content: bytes, filename: str) -> str | None:
-        """Store the input (its file id), or None for a provider that takes the requests with the create."""
+    async def upload(self, path: Path, filename: str) -> str | None:
+        """Store the input (the JSONL file at `path`; its file id), or None for a provider that takes the requests
+        with the create."""
 
-    async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
-        """Start the batch; `metadata["submission"]` is what `find` looks for."""
+    async def create(self, input_file_id: str | None, path: Path, metadata: dict[str, str]) -> dict[str, Any]:
+        """Start the batch (of the input at `path`); `metadata["submission"]` is what `find` looks for."""
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]: ...
 
@@ -110,8 +133,9 @@ class BatchAPI(Protocol):
         """The batch of `submission` (`requests` lines, created after `since`, epoch s), or None when there is
         none; raises when the provider cannot tell yet (then nothing may be created again)."""
 
-    async def results(self, batch: dict[str, Any]) -> dict[str, CallOutcome]:
-        """The outcome of every request an ended batch answered, by custom_id (see `read_results`)."""
+    async def results(self, batch: dict[str, Any], folder: Path) -> Iterator[tuple[str, CallOutcome]]:
+        """(custom_id, outcome) of every request an ended batch answered (see `outcome_lines`), its results first
+        downloaded into `folder`, then read a line at a time."""
 
 
 @dataclass
@@ -122,6 +146,7 @@ class OpenAIBatchAPI:
     base_url: str  # ending in /v1, no trailing slash
     headers: dict[str, str]
     timeout_s: float
+    limits: BatchLimits = OPENAI_LIMITS
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> str:
         async with asyncio.timeout(self.timeout_s):
@@ -132,22 +157,23 @@ class OpenAIBatchAPI:
                     raise ProviderHTTPError(response.status, body, response.headers.get("retry-after"))
                 return text
 
-    async def upload(self, content: bytes, filename: str) -> str:
-        """Upload a batch input file; its file id."""
+    async def upload(self, path: Path, filename: str) -> str:
+        """Upload a batch input file (streamed from disk); its file id."""
         import aiohttp
 
-        form = aiohttp.FormData()
-        form.add_field("purpose", "batch")
-        form.add_field("file", content, filename=filename, content_type="application/jsonl")
-        # aiohttp writes the multipart Content-Type with its boundary: the JSON one must not go along.
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "content-type"}
-        return json.loads(await self._call("POST", "/files", data=form, headers=headers))["id"]
+        with open(path, "rb") as content:
+            form = aiohttp.FormData()
+            form.add_field("purpose", "batch")
+            form.add_field("file", content, filename=filename, content_type="application/jsonl")
+            # aiohttp writes the multipart Content-Type with its boundary: the JSON one must not go along.
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "content-type"}
+            return json.loads(await self._call("POST", "/files", data=form, headers=headers))["id"]
 
     def line(self, custom_id: str, request: JudgeRequest) -> str:
         body = chat_body(request.model, request.messages, request.temperature, request.max_tokens)
         return request_line(custom_id, body)
 
-    async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
+    async def create(self, input_file_id: str | None, path: Path, metadata: dict[str, str]) -> dict[str, Any]:
         body = {
             "input_file_id": input_file_id,
             "endpoint": CHAT_ENDPOINT,
@@ -177,13 +203,37 @@ class OpenAIBatchAPI:
             after = page.get("last_id") or batches[-1]["id"]
         return None
 
-    async def content(self, file_id: str) -> str:
-        return await self._call("GET", f"/files/{file_id}/content", headers=self.headers)
+    async def results(self, batch: dict[str, Any], folder: Path) -> Iterator[tuple[str, CallOutcome]]:
+        paths = []
+        for field in ("output_file_id", "error_file_id"):
+            if batch.get(field):
+                url = f"{self.base_url}/files/{batch[field]}/content"
+                path = Path(folder) / f"{batch['id']}.{field}.jsonl"
+                paths.append(await download(self.session, url, self.headers, path, self.timeout_s))
+        return outcome_lines(batch, file_lines(paths))
 
-    async def results(self, batch: dict[str, Any]) -> dict[str, CallOutcome]:
-        output = await self.content(batch["output_file_id"]) if batch.get("output_file_id") else ""
-        errors = await self.content(batch["error_file_id"]) if batch.get("error_file_id") else ""
-        return read_results(batch, output, errors)
+
+async def download(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str], path: Path, timeout_s: float
+) -> Path:
+    """GET `url` into the file `path`, a chunk at a time (a batch's results can be hundreds of MB)."""
+    async with asyncio.timeout(timeout_s):
+        async with session.request("GET", url, headers=headers) as response:
+            if response.status >= 400:
+                body = clip(await response.text(), ERROR_DETAIL_CHARS)  # the key it was sent with is remembered
+                raise ProviderHTTPError(response.status, body, response.headers.get("retry-after"))
+            with open(path, "wb") as out:
+                async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK):
+                    out.write(chunk)
+    return path
+
+
+def file_lines(paths: Iterable[Path]) -> Iterator[str]:
+    """The lines of the files at `paths`, in order, read a line at a time; each file deleted once read."""
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as lines:
+            yield from lines
+        Path(path).unlink(missing_ok=True)
 
 
 def ended_latency_ms(batch: dict[str, Any]) -> float:
@@ -195,10 +245,10 @@ def ended_latency_ms(batch: dict[str, Any]) -> float:
     return max(0.0, (ended - float(batch["created_at"])) * 1000)
 
 
-def result_lines(text: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a batch's JSONL results that name their request (`custom_id`). A damaged line is
-    skipped: its request counts as unanswered, never as a verdict."""
-    for line in text.splitlines():
+def result_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a batch's JSONL results (its lines) that name their request (`custom_id`). A damaged
+    line is skipped: its request counts as unanswered, never as a verdict."""
+    for line in lines:
         try:
             item = json.loads(line) if line.strip() else None
         except ValueError:
@@ -208,7 +258,14 @@ def result_lines(text: str) -> Iterator[dict[str, Any]]:
 
 
 def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, CallOutcome]:
-    """The outcome of every request the batch answered, by custom_id (a request absent here went unanswered).
+    """The outcome of every request the batch answered, by custom_id (a request absent here went unanswered):
+    `outcome_lines` over the output file's text, then the error file's."""
+    return dict(outcome_lines(batch, itertools.chain(output.splitlines(), errors.splitlines())))
+
+
+def outcome_lines(batch: dict[str, Any], lines: Iterable[str]) -> Iterator[tuple[str, CallOutcome]]:
+    """(custom_id, outcome) of every request the batch answered, from its output and error files' lines (a request
+    absent here went unanswered; one listed twice: the last line holds).
 
     A 200 line becomes the same `CallOutcome` an interactive call would; an error status the same reason
     code (rate_limited, provider_error:<status>); a request the provider gave up on (`batch_expired`, or any
@@ -216,38 +273,35 @@ def read_results(batch: dict[str, Any], output: str, errors: str) -> dict[str, C
     """
     batch_id = batch["id"]
     latency_ms = ended_latency_ms(batch)
-    outcomes: dict[str, CallOutcome] = {}
-    for text in (output, errors):
-        for item in result_lines(text):
-            outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
-            response = item.get("response") or None
-            status = response.get("status_code") if response else None
-            body = response.get("body") if response else None
-            if status == 200:
-                try:
-                    completion = parse_completion(body)
-                except (KeyError, IndexError, TypeError, AttributeError) as exc:
-                    outcome.error_reason = provider_error(200)
-                    text = clip(json.dumps(body), 500)
-                    outcome.error_detail = f"batch {batch_id}: not a chat completion ({type(exc).__name__}): {text}"
-                else:
-                    outcome.content = completion.content
-                    outcome.finish_reason = completion.finish_reason
-                    outcome.provider_model = completion.model
-                    outcome.prompt_tokens = int(completion.usage.get("prompt_tokens") or 0)
-                    outcome.completion_tokens = int(completion.usage.get("completion_tokens") or 0)
-                    outcome.cached_prompt_tokens = cached_prompt_tokens(completion.usage)
-            elif status is not None:
-                outcome.error_reason = RATE_LIMITED if status == 429 else provider_error(status)
-                outcome.error_detail = f"batch {batch_id}: HTTP {status}: {clip(json.dumps(body), ERROR_DETAIL_CHARS)}"
+    for item in result_lines(lines):
+        outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
+        response = item.get("response") or None
+        status = response.get("status_code") if response else None
+        body = response.get("body") if response else None
+        if status == 200:
+            try:
+                completion = parse_completion(body)
+            except (KeyError, IndexError, TypeError, AttributeError) as exc:
+                outcome.error_reason = provider_error(200)
+                text = clip(json.dumps(body), 500)
+                outcome.error_detail = f"batch {batch_id}: not a chat completion ({type(exc).__name__}): {text}"
             else:
-                error = item.get("error") or {}
-                code = error.get("code") or "unknown"
-                outcome.error_reason = BATCH_EXPIRED if code == "batch_expired" else BATCH_FAILED
-                message = error.get("message") or ""
-                outcome.error_detail = f"batch {batch_id} gave no answer ({code}): {message}".rstrip()
-            outcomes[item["custom_id"]] = outcome
-    return outcomes
+                outcome.content = completion.content
+                outcome.finish_reason = completion.finish_reason
+                outcome.provider_model = completion.model
+                outcome.prompt_tokens = int(completion.usage.get("prompt_tokens") or 0)
+                outcome.completion_tokens = int(completion.usage.get("completion_tokens") or 0)
+                outcome.cached_prompt_tokens = cached_prompt_tokens(completion.usage)
+        elif status is not None:
+            outcome.error_reason = RATE_LIMITED if status == 429 else provider_error(status)
+            outcome.error_detail = f"batch {batch_id}: HTTP {status}: {clip(json.dumps(body), ERROR_DETAIL_CHARS)}"
+        else:
+            error = item.get("error") or {}
+            code = error.get("code") or "unknown"
+            outcome.error_reason = BATCH_EXPIRED if code == "batch_expired" else BATCH_FAILED
+            message = error.get("message") or ""
+            outcome.error_detail = f"batch {batch_id} gave no answer ({code}): {message}".rstrip()
+        yield item["custom_id"], outcome
 
 
 def unanswered(batch: dict[str, Any], detail: str | None = None) -> CallOutcome:

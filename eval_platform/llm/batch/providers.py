@@ -18,6 +18,10 @@ Which provider gets which (`batch_api_for`), from what litellm 1.106 covers:
   creation went unheard is recognised by its results (see `AnthropicBatchAPI.find`).
 - Vertex AI and Bedrock batches read and write cloud storage buckets (GCS, S3): refused by the
   configuration (`EvaluatorConfig._check_batch`).
+
+Limits per batch: Anthropic's 100,000 requests or 256 MB (https://docs.anthropic.com/en/docs/build-with-claude/
+batch-processing, "Batch limitations"); Azure is given OpenAI's 50,000 requests and 200 MB, the smaller of what
+the two document (a smaller batch costs nothing more). Megabytes are counted as 10^6 bytes, the smaller reading.
 """
 
 from __future__ import annotations
@@ -25,17 +29,24 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_platform.llm.batch.api import (
     COMPLETION_WINDOW,
+    DOWNLOAD_CHUNK,
+    OPENAI_LIMITS,
     BatchAPI,
+    BatchLimits,
     BatchLookupUndecided,
     OpenAIBatchAPI,
+    download,
     ended_latency_ms,
-    read_results,
+    file_lines,
+    outcome_lines,
     request_line,
     result_lines,
 )
@@ -60,6 +71,7 @@ if TYPE_CHECKING:
 AZURE_CHAT_ENDPOINT = "/chat/completions"  # Azure's spelling of the batch endpoint and of each line's url
 ANTHROPIC_API_BASE = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
+ANTHROPIC_LIMITS = BatchLimits(requests=100_000, bytes=256_000_000)
 # Anthropic's error types (https://docs.anthropic.com/en/api/errors) by the HTTP status they stand for: an
 # errored batch request gets the reason code the same error gets interactively.
 ANTHROPIC_ERROR_STATUS = {
@@ -103,6 +115,7 @@ class AzureBatchAPI:
 
     endpoint: Endpoint
     timeout_s: float
+    limits: BatchLimits = OPENAI_LIMITS
 
     def _options(self) -> dict[str, Any]:
         # Retries are ours (see batch_submit), as for interactive calls.
@@ -119,13 +132,14 @@ class AzureBatchAPI:
         body = chat_body(deployment, request.messages, request.temperature, request.max_tokens)
         return request_line(custom_id, body, url=AZURE_CHAT_ENDPOINT)
 
-    async def upload(self, content: bytes, filename: str) -> str | None:
-        created = await _litellm().acreate_file(
-            file=(filename, content, "application/jsonl"), purpose="batch", **self._options()
-        )
+    async def upload(self, path: Path, filename: str) -> str | None:
+        with open(path, "rb") as content:  # litellm hands the open file to the openai SDK, which streams it
+            created = await _litellm().acreate_file(
+                file=(filename, content, "application/jsonl"), purpose="batch", **self._options()
+            )
         return created.id
 
-    async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
+    async def create(self, input_file_id: str | None, path: Path, metadata: dict[str, str]) -> dict[str, Any]:
         created = await _litellm().acreate_batch(
             completion_window=COMPLETION_WINDOW,
             endpoint=AZURE_CHAT_ENDPOINT,
@@ -161,14 +175,18 @@ class AzureBatchAPI:
             "batch list gives no further page; nothing is submitted again while it may exist"
         )
 
-    async def _content(self, file_id: str) -> str:
-        response = await _litellm().afile_content(file_id=file_id, **self._options())
-        return response.content.decode("utf-8")
-
-    async def results(self, batch: dict[str, Any]) -> dict[str, CallOutcome]:
-        output = await self._content(batch["output_file_id"]) if batch.get("output_file_id") else ""
-        errors = await self._content(batch["error_file_id"]) if batch.get("error_file_id") else ""
-        return read_results(batch, output, errors)
+    async def results(self, batch: dict[str, Any], folder: Path) -> Iterator[tuple[str, CallOutcome]]:
+        # litellm's afile_content gives the whole file at once: one batch's results (not the day's) in memory
+        # while they are written to disk.
+        paths = []
+        for field in ("output_file_id", "error_file_id"):
+            if batch.get(field):
+                response = await _litellm().afile_content(file_id=batch[field], **self._options())
+                path = Path(folder) / f"{batch['id']}.{field}.jsonl"
+                path.write_bytes(response.content)
+                del response
+                paths.append(path)
+        return outcome_lines(batch, file_lines(paths))
 
 
 def _epoch(text: str | None) -> float | None:
@@ -220,6 +238,7 @@ class AnthropicBatchAPI:
     session: aiohttp.ClientSession
     endpoint: Endpoint
     timeout_s: float
+    limits: BatchLimits = ANTHROPIC_LIMITS
 
     @property
     def base_url(self) -> str:
@@ -259,12 +278,22 @@ class AnthropicBatchAPI:
         params = config.transform_request(model, messages, optional, {}, {})
         return json.dumps({"custom_id": custom_id, "params": params}) + "\n"
 
-    async def upload(self, content: bytes, filename: str) -> str | None:
+    async def upload(self, path: Path, filename: str) -> str | None:
         return None  # Anthropic takes the requests with the create
 
-    async def create(self, input_file_id: str | None, content: bytes, metadata: dict[str, str]) -> dict[str, Any]:
-        requests = [json.loads(line) for line in content.decode("utf-8").splitlines() if line.strip()]
-        text = await self._call("POST", f"{self.base_url}/v1/messages/batches", data=json.dumps({"requests": requests}))
+    async def create(self, input_file_id: str | None, path: Path, metadata: dict[str, str]) -> dict[str, Any]:
+        # The body, {"requests": [<line>, ...]}, written beside the lines and sent from disk.
+        body = Path(path).with_suffix(".body.json")
+        with open(path, "rb") as lines, open(body, "wb") as out:
+            out.write(b'{"requests": [')
+            for number, line in enumerate(line for line in lines if line.strip()):
+                out.write(b"," + line if number else line)
+            out.write(b"]}")
+        try:
+            with open(body, "rb") as data:
+                text = await self._call("POST", f"{self.base_url}/v1/messages/batches", data=data)
+        finally:
+            body.unlink(missing_ok=True)
         return as_openai_batch(json.loads(text))
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
@@ -289,7 +318,7 @@ class AnthropicBatchAPI:
                     continue
                 if raw.get("processing_status") != "ended":
                     undecided.append(batch["id"])
-                elif any(custom_id.startswith(prefix) for custom_id in await self._custom_ids(batch)):
+                elif await self._has_custom_id(batch, prefix):
                     return batch
             older = any((_epoch(b.get("created_at")) or 0) < since for b in batches)  # newest first: done
             if not page.get("has_more") or not batches or older:
@@ -303,26 +332,37 @@ class AnthropicBatchAPI:
             )
         return None
 
-    async def _results_text(self, batch: dict[str, Any]) -> str:
-        url = batch.get("results_url") or f"{self.base_url}/v1/messages/batches/{batch['id']}/results"
-        return await self._call("GET", url)
+    def _results_url(self, batch: dict[str, Any]) -> str:
+        return batch.get("results_url") or f"{self.base_url}/v1/messages/batches/{batch['id']}/results"
 
-    async def _custom_ids(self, batch: dict[str, Any]) -> list[str]:
-        ids = []
-        for line in (await self._results_text(batch)).splitlines():
-            try:
-                ids.append(json.loads(line).get("custom_id") or "")
-            except (ValueError, AttributeError):
-                continue
-        return ids
+    async def _has_custom_id(self, batch: dict[str, Any], prefix: str) -> bool:
+        """Whether a line of the batch's results has a custom_id starting with `prefix` (read line by line)."""
+        async with asyncio.timeout(self.timeout_s):
+            async with self.session.request("GET", self._results_url(batch), headers=self.headers) as response:
+                if response.status >= 400:
+                    body = clip(await response.text(), ERROR_DETAIL_CHARS)
+                    raise ProviderHTTPError(response.status, body, response.headers.get("retry-after"))
+                rest = b""
+                async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK):
+                    *lines, rest = (rest + chunk).split(b"\n")
+                    if _starts_with(lines, prefix):
+                        return True
+                return _starts_with([rest], prefix)
 
-    async def results(self, batch: dict[str, Any]) -> dict[str, CallOutcome]:
-        return read_anthropic_results(batch, await self._results_text(batch))
+    async def results(self, batch: dict[str, Any], folder: Path) -> Iterator[tuple[str, CallOutcome]]:
+        path = Path(folder) / f"{batch['id']}.results.jsonl"
+        await download(self.session, self._results_url(batch), self.headers, path, self.timeout_s)
+        return anthropic_outcomes(batch, file_lines([path]))
 
 
-def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOutcome]:
-    """The outcome of every request in a Message Batch's results, by custom_id: a succeeded message read by
-    litellm as its interactive call reads it; an errored one with the reason code of the same error
+def _starts_with(lines: list[bytes], prefix: str) -> bool:
+    texts = (line.decode("utf-8", errors="replace") for line in lines)
+    return any(item["custom_id"].startswith(prefix) for item in result_lines(texts))
+
+
+def anthropic_outcomes(batch: dict[str, Any], lines: Iterable[str]) -> Iterator[tuple[str, CallOutcome]]:
+    """(custom_id, outcome) of every request in a Message Batch's results (its lines): a succeeded message read
+    by litellm as its interactive call reads it; an errored one with the reason code of the same error
     interactively; an expired one batch_expired, a canceled one batch_failed (the batch named in the detail)."""
     import httpx
     from litellm.llms.anthropic.chat.transformation import AnthropicConfig
@@ -330,8 +370,7 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
     litellm = _litellm()
     batch_id = batch["id"]
     latency_ms = ended_latency_ms(batch)
-    outcomes: dict[str, CallOutcome] = {}
-    for item in result_lines(text):
+    for item in result_lines(lines):
         result: dict[str, Any] = item["result"] if isinstance(item.get("result"), dict) else {}
         kind = result.get("type")
         outcome = CallOutcome(attempts=1, latency_ms=latency_ms)
@@ -367,5 +406,4 @@ def read_anthropic_results(batch: dict[str, Any], text: str) -> dict[str, CallOu
             outcome.error_detail = f"batch {batch_id} gave no answer ({kind})"
         else:
             continue  # an unknown result type: the request counts as unanswered
-        outcomes[item["custom_id"]] = outcome
-    return outcomes
+        yield item["custom_id"], outcome

@@ -1,11 +1,20 @@
-"""Submitting a batch: its worst case reserved in the budget, its file uploaded, the batch created, and its
-id saved before anything waits, so that no batch is ever created, or billed, twice.
+"""Submitting a day's requests: cut into batches at the provider's limits, each batch's worst case reserved in
+the budget, its file uploaded, the batch created, and its id saved before anything waits, so that no batch is
+ever created, or billed, twice.
 
-A `submitting` record (with a submission id that also goes into the batch's metadata) is saved before the
-create call. A create whose answer is lost (a timeout, a dropped connection, a 5xx) may still have started a
-batch, so the provider's batches are searched for that id before any retry; a run killed mid-create leaves
-the record for the next run, which resumes the batch it finds or abandons the record (freeing its
-reservation) when there is none.
+The requests no open batch holds are read from disk in recording order (`BatchCalls.fresh`) and written as lines
+to a file, one batch at a time: a batch ends before the request that would take it past `limits.requests` lines
+or `limits.bytes` bytes (the provider's, or less where the evaluator's `batch` options say so). Each batch then
+reserves its own worst case before its upload; when the budget cannot cover it all, the longest prefix that fits
+is submitted and every request after it, in this batch and the next ones, is SKIPPED budget_exhausted: what is
+submitted is the longest prefix of the day's requests the budget covers.
+
+A `submitting` record (with a submission id that also goes into the batch's metadata) is saved, then the
+batch's lines (custom_id -> cache key), before the create call. A create whose answer is lost (a timeout, a
+dropped connection, a 5xx) may still have started a batch, so the provider's batches are searched for that id
+before any retry; a run killed mid-create leaves the record for the next run, which resumes the batch it finds or
+abandons the record (freeing its reservation) when there is none. A run killed between two batches' creates
+leaves the batches created so far open: the next run claims their lines and submits only the rest.
 """
 
 from __future__ import annotations
@@ -16,24 +25,21 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_platform.llm.batch.api import BatchAPI, error_reason, http_status
+from eval_platform.llm.batch.api import BatchAPI, BatchLimits, error_reason, http_status
+from eval_platform.llm.batch.calls import BatchCalls, batch_request
 from eval_platform.llm.batch.providers import custom_id_prefix
-from eval_platform.llm.batch.state import (
-    BatchState,
-    RecordedCall,
-    TrackedBatch,
-    endpoint_id,
-)
+from eval_platform.llm.batch.state import BatchState, TrackedBatch, endpoint_id
 from eval_platform.llm.budget import Refusal, Reservation
 from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
 from eval_platform.llm.endpoint import Endpoint
 from eval_platform.llm.redaction import clip
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.schemas import BATCH_FAILED
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 # for the completion window plus this margin, unless the batch is settled first.
 RESERVATION_MARGIN_S = 3600.0
 COMPLETION_WINDOW_S = 24 * 3600.0
+# Bytes of a batch's input beyond its lines (Anthropic's body is `{"requests": [<lines>]}`): kept free.
+ENVELOPE_BYTES = 64
 
 
 def batch_options(config: EvaluatorConfig) -> BatchOptions:
@@ -54,18 +62,24 @@ def batch_options(config: EvaluatorConfig) -> BatchOptions:
     return config.batch
 
 
-Answer = Callable[[str, CallOutcome | Refusal], None]  # the outcome of a call, by its cache key
+def batch_limits(config: EvaluatorConfig, api: BatchAPI) -> BatchLimits:
+    """What one batch may hold: the provider's limits, or the evaluator's `batch` options where they are set."""
+    options = batch_options(config)
+    return BatchLimits(
+        requests=options.max_requests or api.limits.requests,
+        bytes=options.max_bytes or api.limits.bytes,
+    )
 
 
-def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[RecordedCall]):
-    """(requests to submit, their reservation, refused requests): the worst case of the whole batch is reserved
-    at once; when it does not fit, the longest prefix that does."""
-    if all(r.worst_usd is None for r in fresh):
-        return fresh, None, []
-    worst = [r.worst_usd or 0.0 for r in fresh]
+def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, worst_usd: list[float | None]):
+    """(how many of the requests to submit, their reservation, the refusal that stopped the rest): the worst case
+    of the whole batch is reserved at once; when it does not fit, the longest prefix that does."""
+    if all(w is None for w in worst_usd):
+        return len(worst_usd), None, None
+    worst = [w or 0.0 for w in worst_usd]
     totals = list(itertools.accumulate(worst))  # totals[i]: the worst case of the first i + 1 requests
     ttl_s = batch_options(config).timeout_s + COMPLETION_WINDOW_S + RESERVATION_MARGIN_S
-    n, refusal = len(fresh), None
+    n, refusal = len(worst), None
     while n > 0:
         result = runtime.ledger.reserve(
             config.name,
@@ -76,53 +90,153 @@ def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, fresh: list[Re
             outlives_process=True,
         )
         if isinstance(result, Reservation):
-            break
+            return n, result, refusal
         # The daily or the monthly limit refused: the longest prefix that fits its room, then ask again
         # (the other limit may refuse that one).
         refusal = result
         n = min(bisect.bisect_right(totals, result.remaining_usd + 1e-12), n - 1)
-    else:
-        result = None
-    # With no refusal, every request fitted: none is left over.
-    refused = (
-        []
-        if refusal is None
-        else [(r, replace(refusal, amount_usd=w)) for r, w in zip(fresh[n:], worst[n:], strict=True)]
-    )
-    return fresh[:n], result, refused
+    return 0, None, refusal
 
 
-async def submit(
+@dataclass
+class _Lines:
+    """One batch being cut: its requests' lines written to a file, and what each line stands for."""
+
+    path: Path
+    submission: str = field(default_factory=lambda: uuid.uuid4().hex)
+    custom_ids: list[str] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    worst: list[float | None] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)  # the file's size after each line
+
+    def __post_init__(self) -> None:
+        self.file = open(self.path, "wb")  # closed by `close`: open while the batch is cut
+
+    @property
+    def size(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def line(self, api: BatchAPI, seq: int, key: str, request: str) -> tuple[str, bytes]:
+        # The submission id rides in every custom_id: how a batch is recognised where a provider keeps no metadata.
+        custom_id = f"{custom_id_prefix(self.submission)}r{len(self.seqs):05d}-{key[:16]}"
+        return custom_id, api.line(custom_id, batch_request(request)).encode()
+
+    def add(self, custom_id: str, line: bytes, seq: int, key: str, worst: float | None) -> None:
+        self.file.write(line)
+        self.custom_ids.append(custom_id)
+        self.seqs.append(seq)
+        self.keys.append(key)
+        self.worst.append(worst)
+        self.ends.append(self.size + len(line))
+
+    def keep(self, n: int) -> None:
+        """Only the first `n` lines go in the batch."""
+        self.file.truncate(self.ends[n - 1] if n else 0)
+        for held in (self.custom_ids, self.seqs, self.keys, self.worst, self.ends):
+            del held[n:]
+
+    def close(self) -> None:
+        self.file.close()
+
+
+async def submit_day(
     config: EvaluatorConfig,
     day: str,
     api: BatchAPI,
     endpoint: Endpoint,
-    fresh: list[RecordedCall],
+    calls: BatchCalls,
     runtime: JudgeRuntime,
     state: BatchState,
-    answer: Answer,
+    folder: Path,
+) -> list[TrackedBatch]:
+    """Submit the endpoint's requests that no open batch holds, as batches cut at the limits (see the module doc);
+    the batches created. A request not submitted is answered with why (budget_exhausted, too large for a batch,
+    the upload or the create failed)."""
+    limits = batch_limits(config, api)
+    submitted: list[TrackedBatch] = []
+    refusal: Refusal | None = None
+    lines: _Lines | None = None
+    try:
+        for seq, key, worst, request in calls.fresh(endpoint_id(endpoint)):
+            if refusal is not None:  # the budget stopped an earlier request: this one is refused too
+                calls.answer(seq, replace(refusal, amount_usd=worst or 0.0))
+                continue
+            lines = lines or _Lines(folder / f"batch-{len(submitted)}.jsonl")
+            custom_id, line = lines.line(api, seq, key, request)
+            room = limits.bytes - ENVELOPE_BYTES
+            if len(lines.seqs) >= limits.requests or lines.size + len(line) > room:
+                if lines.seqs:  # the batch is full: submitted, and this request starts the next one
+                    batch, refusal = await _submit(config, day, api, endpoint, lines, calls, runtime, state)
+                    submitted += [batch] if batch is not None else []
+                    lines = _Lines(folder / f"batch-{len(submitted)}.jsonl")
+                    if refusal is not None:
+                        calls.answer(seq, replace(refusal, amount_usd=worst or 0.0))
+                        continue
+                    custom_id, line = lines.line(api, seq, key, request)
+                if len(line) > room:  # alone, it is larger than a batch may be
+                    detail = f"the request is {len(line):,} bytes as a batch line, over {limits.bytes:,} per batch"
+                    calls.answer(seq, CallOutcome(error_reason=BATCH_FAILED, error_detail=detail, attempts=0))
+                    continue
+            lines.add(custom_id, line, seq, key, worst)
+        if lines is not None and lines.seqs:
+            batch, _ = await _submit(config, day, api, endpoint, lines, calls, runtime, state)
+            submitted += [batch] if batch is not None else []
+    finally:
+        if lines is not None:
+            lines.close()
+            lines.path.unlink(missing_ok=True)
+    return submitted
+
+
+async def _submit(
+    config: EvaluatorConfig,
+    day: str,
+    api: BatchAPI,
+    endpoint: Endpoint,
+    lines: _Lines,
+    calls: BatchCalls,
+    runtime: JudgeRuntime,
+    state: BatchState,
+) -> tuple[TrackedBatch | None, Refusal | None]:
+    """Submit one batch (as much of it as the budget covers): the batch created, or None when nothing was (every
+    request then answered with why); and the budget's refusal, when it stopped some."""
+    try:
+        n, reservation, refusal = reserve_batch(config, runtime, lines.worst)
+        if refusal is not None:
+            for seq, worst in zip(lines.seqs[n:], lines.worst[n:], strict=True):
+                calls.answer(seq, replace(refusal, amount_usd=worst or 0.0))
+        lines.keep(n)
+        lines.close()
+        if not n:
+            return None, refusal
+        return await _upload_and_create(config, day, api, endpoint, lines, calls, runtime, state, reservation), refusal
+    finally:
+        lines.close()
+        lines.path.unlink(missing_ok=True)
+
+
+async def _upload_and_create(
+    config: EvaluatorConfig,
+    day: str,
+    api: BatchAPI,
+    endpoint: Endpoint,
+    lines: _Lines,
+    calls: BatchCalls,
+    runtime: JudgeRuntime,
+    state: BatchState,
+    reservation: Reservation | None,
 ) -> TrackedBatch | None:
-    """Submit `fresh` as one batch (as much of it as the budget covers); None when nothing was submitted, every
-    request then answered with the reason (budget_exhausted, or why the upload or the create failed)."""
-    fresh, reservation, refused = reserve_batch(config, runtime, fresh)
-    for request, refusal in refused:
-        answer(request.key, refusal)
-    if not fresh:
-        return None
-    # The submission id goes into the batch's metadata and every custom_id: how a batch whose creation went
-    # unheard is found (by its metadata; by its custom_ids where a provider keeps no metadata, as Anthropic).
-    submission = uuid.uuid4().hex
-    claims = [(f"{custom_id_prefix(submission)}r{i:05d}-{r.key[:16]}", r) for i, r in enumerate(fresh)]
-    content = "".join(api.line(cid, r.request) for cid, r in claims).encode()
+    submission, count = lines.submission, len(lines.seqs)
+    calls.carry(submission, zip(lines.custom_ids, lines.seqs, strict=True))
 
     def give_up(outcome: CallOutcome) -> None:
         if reservation is not None:
             runtime.ledger.release(reservation)
-        for _, request in claims:
-            answer(request.key, outcome)
+        calls.answer_batch(submission, outcome)
 
     try:
-        file_id = await with_retries(config, lambda: api.upload(content, f"{config.name}_{day}.jsonl"), "uploading")
+        file_id = await with_retries(config, lambda: api.upload(lines.path, f"{config.name}_{day}.jsonl"), "uploading")
     except SubmitFailed as failed:
         give_up(failed.outcome)
         return None
@@ -136,22 +250,24 @@ async def submit(
         "submitted_epoch": time.time(),
         "state": "submitting",
         "status": None,
-        "requests": {cid: r.key for cid, r in claims},
+        "request_count": count,
         "reservation": None if reservation is None else asdict(reservation),
     }
+    # Before creating: a crash while the batch is being created is resolved by the next run, which finds the
+    # batch with its lines (a record without its lines is abandoned: it was never created).
     state.batches.append(record)
-    state.save()  # before creating: a crash while the batch is being created is resolved by the next run
+    state.save()
+    state.add_requests(submission, zip(lines.custom_ids, lines.keys, strict=True))
     metadata = {"evaluator": config.name, "date": day, "submission": submission}
     try:
-        created = await _create(config, api, file_id, content, metadata, record["submitted_epoch"], len(claims))
+        created = await _create(config, api, file_id, lines.path, metadata, record["submitted_epoch"], count)
     except SubmitFailed as failed:
         if failed.maybe_created:
             # Kept as `submitting` with its reservation: the next run looks the batch up before submitting again.
             failed.outcome.error_detail = (failed.outcome.error_detail or "") + (
                 f"; the batch may exist: the next run of this partition looks for submission {submission} first"
             )
-            for _, request in claims:
-                answer(request.key, failed.outcome)
+            calls.answer_batch(submission, failed.outcome)
         else:
             state.batches.remove(record)
             state.save()
@@ -159,8 +275,8 @@ async def submit(
         return None
     record.update(batch_id=created["id"], state="open", status=created.get("status"))
     state.save()  # before any waiting: a crash from here on resumes this batch
-    log.info("%s %s: submitted batch %s with %d requests", config.name, day, created["id"], len(claims))
-    return TrackedBatch(record, api, endpoint, claims, provider=created)
+    log.info("%s %s: submitted batch %s with %d requests", config.name, day, created["id"], count)
+    return TrackedBatch(record, api, endpoint, claimed=count, provider=created)
 
 
 class SubmitFailed(Exception):
@@ -197,7 +313,7 @@ async def _create(
     config: EvaluatorConfig,
     api: BatchAPI,
     file_id: str | None,
-    content: bytes,
+    path: Path,
     metadata: dict[str, str],
     since: float,
     requests: int,
@@ -208,7 +324,7 @@ async def _create(
     policy = RetryPolicy()
     for attempt in range(config.max_retries + 1):
         try:
-            return await api.create(file_id, content, metadata)
+            return await api.create(file_id, path, metadata)
         except Exception as exc:  # every failure of the HTTP call becomes a reason code
             reason, retryable = error_reason(exc)
             detail = clip(
@@ -235,7 +351,7 @@ async def _create(
 
 async def adopt(api: BatchAPI, record: dict[str, Any], runtime: JudgeRuntime, state: BatchState) -> None:
     """A batch a run was creating when it stopped: found by its submission id (then resumed), or never created."""
-    found = await api.find(record["submission"], record["submitted_epoch"] - 60, len(record["requests"]))
+    found = await api.find(record["submission"], record["submitted_epoch"] - 60, record.get("request_count", 0))
     if found is None:
         record.update(state="abandoned")  # never created: its requests are submitted again, nothing was billed
         if record.get("reservation") is not None:
