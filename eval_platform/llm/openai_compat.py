@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_platform.llm import pricing
 from eval_platform.llm.redaction import clip, remember
+from eval_platform.llm.request_json import messages_json, scalar
 
 if TYPE_CHECKING:
     import aiohttp
@@ -125,9 +126,12 @@ class OpenAICompatTransport:
         temperature: float,
         max_tokens: int,
         timeout_s: float,
+        written_messages: str | None = None,
     ) -> Completion:
+        """One chat completion; `written_messages` is `messages` as JSON when the caller has it already (the
+        request's, which its cache key was made of: `request_json`), so the body is not written twice."""
         url, headers = self._target(api_base, api_key)
-        body = json.dumps(chat_body(model, messages, temperature, max_tokens)).encode()
+        body = chat_body_json(model, messages, temperature, max_tokens, written_messages).encode()
         async with asyncio.timeout(timeout_s):
             post = self._session().post(url, data=body, headers=headers)
             async with post as response:
@@ -151,6 +155,26 @@ def chat_body(model: str, messages: list[dict[str, str]], temperature: float, ma
         "temperature": temperature,
         "max_tokens": max_tokens,
     }
+
+
+def chat_body_json(
+    model: str, messages: list[dict[str, str]], temperature: float, max_tokens: int, written_messages: str | None = None
+) -> str:
+    """`chat_body` as JSON text, with the messages' JSON as `request_json` writes it (`written_messages`, when given:
+    the same messages, their keys sorted)."""
+    if written_messages is None:
+        written_messages = messages_json(messages).text
+    return (
+        '{"model": '
+        + scalar(model.removeprefix("openai/"))
+        + ', "messages": '
+        + written_messages
+        + ', "temperature": '
+        + scalar(temperature)
+        + ', "max_tokens": '
+        + scalar(max_tokens)
+        + "}"
+    )
 
 
 def resolve_base_and_headers(api_base: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import random
 import subprocess
 import sys
 
@@ -14,7 +16,10 @@ import uvloop
 from eval_platform.judging import prompts
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
-from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm import client as client_module
+from eval_platform.llm import request_json
+from eval_platform.llm.client import JudgeRequest, LiteLLMJudgeClient
+from eval_platform.llm.openai_compat import chat_body, chat_body_json
 from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
 
 
@@ -58,6 +63,40 @@ def test_the_garbage_collector_is_as_it_was_after_a_day(local_judge, runtime):
     rows = judge_day(failing, DAY, make_traces(3), runtime).rows
     assert rows["status"].to_list() == ["FAILED"] * 3
     assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
+
+
+def test_each_request_writes_its_messages_as_json_once_for_its_key_and_its_body(local_judge, runtime, monkeypatch):
+    written = []
+
+    def counted(messages):
+        written.append(messages)
+        return request_json.messages_json(messages)
+
+    monkeypatch.setattr(client_module, "messages_json", counted)
+    rows = judge_day(evaluator(local_judge), DAY, make_traces(20), runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 20
+    # Before: the key wrote them, then json.dumps wrote the body again.
+    assert len(written) == 20
+    again = judge_day(evaluator(local_judge), DAY, make_traces(20), runtime).rows  # cache hits: the key only
+    assert again["cache_hit"].to_list() == [True] * 20 and len(written) == 40
+
+
+def test_the_posted_body_is_the_json_of_the_chat_body():
+    """Whatever the messages hold (escapes, surrogates, other shapes), the body sent is the request litellm sends."""
+    rng = random.Random(3)
+    alphabet = ['"', "\\", "\n", "\u00e9", "\U0001f600", "\ud800", "\x00", "a", " ", "<<<", "u00"]
+    for _ in range(500):
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(2)]
+        messages = [{"role": "system", "content": texts[0]}, {"role": "user", "content": texts[1]}][: rng.randint(0, 2)]
+        if rng.random() < 0.2:
+            messages.append({"role": "user", "content": [{"type": "text", "text": texts[0]}], "name": "x"})
+        temperature = rng.choice([0.0, 0.7, 1, 2.5e-9, float("nan")])
+        model, max_tokens = "openai/" + texts[1][:4], rng.randint(1, 9999)
+        request = JudgeRequest(model, messages, None, None, temperature, max_tokens, 1.0, 0)
+        body = chat_body_json(request.model, messages, temperature, request.max_tokens, request.messages_json.text)
+        expected = chat_body(request.model, messages, temperature, request.max_tokens)
+        assert json.dumps(json.loads(body), sort_keys=True) == json.dumps(expected, sort_keys=True)
+        assert body == chat_body_json(request.model, messages, temperature, request.max_tokens)
 
 
 class LoopRecordingClient(LiteLLMJudgeClient):
