@@ -13,7 +13,7 @@ import sys
 
 import uvloop
 
-from eval_platform.judging import prompts
+from eval_platform.judging import prompts, runner
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm import client as client_module
@@ -97,6 +97,32 @@ def test_the_posted_body_is_the_json_of_the_chat_body():
         expected = chat_body(request.model, messages, temperature, request.max_tokens)
         assert json.dumps(json.loads(body), sort_keys=True) == json.dumps(expected, sort_keys=True)
         assert body == chat_body_json(request.model, messages, temperature, request.max_tokens)
+
+
+class InFlightRecordingClient(LiteLLMJudgeClient):
+    """The real client, noting how many calls were inside `complete` at once (sent, or waiting for a slot)."""
+
+    inside = most = 0
+
+    async def complete(self, request, before_send=None):
+        self.inside += 1
+        self.most = max(self.most, self.inside)
+        try:
+            return await super().complete(request, before_send)
+        finally:
+            self.inside -= 1
+
+
+def test_a_day_runs_a_few_units_per_slot_not_its_whole_window(local_judge, runtime, monkeypatch):
+    """Units past the endpoint's slots only wait in its limiter (CPU per call for nothing): at most RUNNING_PER_SLOT
+    per slot run at once, while the day's rows still come out whole and in order."""
+    monkeypatch.setattr(runner, "RUNNING_MIN", 16, raising=False)
+    runtime.client = client = InFlightRecordingClient(max_concurrency=4)
+    traces = make_traces(300)
+    rows = judge_day(evaluator(local_judge), DAY, traces, runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 300
+    assert rows["trace_id"].to_list() == traces["trace_id"].to_list()
+    assert client.most == 16  # RUNNING_PER_SLOT (4) per slot; before: all 300 at once
 
 
 class LoopRecordingClient(LiteLLMJudgeClient):
