@@ -125,6 +125,23 @@ def test_a_day_runs_a_few_units_per_slot_not_its_whole_window(local_judge, runti
     assert client.most == 16  # RUNNING_PER_SLOT (4) per slot; before: all 300 at once
 
 
+def test_a_call_asks_for_its_event_loop_twice_at_most(local_judge, runtime, monkeypatch):
+    """`asyncio.get_running_loop()` is a getpid() system call in Python 3.11: the client asks once (its limiter), the
+    lean path once (its session and URL); the limiter keeps the loop it serves."""
+    asked = []
+    get_running_loop = asyncio.get_running_loop
+
+    def counted():
+        asked.append(1)
+        return get_running_loop()
+
+    monkeypatch.setattr(asyncio, "get_running_loop", counted)
+    runtime.client = LiteLLMJudgeClient(max_concurrency=4)
+    rows = judge_day(evaluator(local_judge), DAY, make_traces(40), runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 40
+    assert len(asked) <= 2 * 40 + 5  # before: 4-6 per call (the limiter's acquire and hand-overs, session, URL)
+
+
 class LoopRecordingClient(LiteLLMJudgeClient):
     """The real client (real HTTP to the local judge), noting which event loop each call ran on."""
 
