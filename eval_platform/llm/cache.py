@@ -20,25 +20,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import sqlite3
 import threading
-from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
 from eval_platform.llm.client import JudgeRequest
+from eval_platform.llm.request_json import SORTED_JSON, escape, scalar
 from eval_platform.llm.statedb import PostgresState
 from eval_platform.storage.sqlite import connect_wal
 
-_SORTED_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True), without a new encoder per call
-_escape = encode_basestring_ascii  # how that encoder writes a string (ensure_ascii), in C
-# The leading message of a request (an evaluator's system message: the same string in every request of its day),
-# written as the key writes it, once per distinct message: its JSON fragment, and that fragment written again as
-# a string, without its quotes. Bounded: emptied when it grows past _LEADING_MAX messages.
-_LEADING: dict[tuple[str, str], tuple[str, str]] = {}
-_LEADING_MAX = 256
+_SORTED_JSON = SORTED_JSON  # the JSON the key is the hash of (`request_json`: the POST body's messages too)
+# SHA-256 after the part of a key that is the same in every request of an evaluator's day (endpoint, max_tokens and
+# the system message: most of the key's bytes), per such part; each key hashes a copy of it on with its own rest.
+# Bounded like request_json's own memo of leading messages.
+_PREFIX_HASHES: dict[tuple[str, str], Any] = {}
+_PREFIX_HASHES_MAX = 256
 
 
 def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -> str:
@@ -46,41 +44,45 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
     from run to run); by default the request's api_base.
 
     The key is the SHA-256 of `json.dumps(material, sort_keys=True)` (see `_key_material`); this builds the same
-    bytes from their parts, with the leading message's written once per day instead of twice per request (a
-    tenth of our CPU per call at concurrency 128 went to writing the key)."""
+    bytes from their parts: the messages' JSON is the request's own (`request.messages_json`, written once for the
+    key and the POST body), and the hash of the part every request of the day shares is taken once per day."""
     secret, scope = request.fence_secret, request.cache_scope
-    messages, lead, lead_escaped = _messages_json(request.messages)
+    messages, lead, lead_escaped = request.messages_json
     # The fence secret is drawn per request; the same content must still find its cached reply. The key holds
     # the text between the secret's occurrences, as a list: where the secret stood is marked by a list boundary,
     # which no content can write (a fixed word in its place could be written by the content itself, and two
     # traces could then share an entry: the second would get the first one's verdict without a call). A request
     # without fences (a benchmark's prompt to the model under test) keeps its text whole, as its key always did.
     pieces = messages.split(secret) if secret else [messages]
-    written = [_escape(piece) for piece in pieces[1:]]
+    written = [escape(piece) for piece in pieces[1:]]
     first = pieces[0]
+    head = '{"api_base": ' + scalar(endpoint or request.api_base) + ', "max_tokens": ' + scalar(request.max_tokens)
+    head += ', "messages": ' + ("[" if secret else "")
+    tail = (
+        ("]" if secret else "")
+        + ', "model": '
+        + scalar(request.model)
+        + ', "sample": '
+        + scalar(sample)
+        # two spans of one trace never share a reply; unscoped keys stay as they were
+        + ("" if scope is None else ', "scope": ' + scalar(scope))
+        + ', "temperature": '
+        + scalar(request.temperature)
+        + "}"
+    )
+    rest = ", ".join(written)
     if lead and first.startswith(lead):  # escaping is character by character: the lead's is kept, the rest added
-        written.insert(0, '"' + lead_escaped + _escape(first[len(lead) :])[1:])
-    else:
-        written.insert(0, _escape(first))
-    return hashlib.sha256(
-        (
-            '{"api_base": '
-            + _scalar(endpoint or request.api_base)
-            + ', "max_tokens": '
-            + _scalar(request.max_tokens)
-            + ', "messages": '
-            + ("[" + ", ".join(written) + "]" if secret else written[0])
-            + ', "model": '
-            + _scalar(request.model)
-            + ', "sample": '
-            + _scalar(sample)
-            # two spans of one trace never share a reply; unscoped keys stay as they were
-            + ("" if scope is None else ', "scope": ' + _scalar(scope))
-            + ', "temperature": '
-            + _scalar(request.temperature)
-            + "}"
-        ).encode()
-    ).hexdigest()
+        memo = (head, lead)
+        shared = _PREFIX_HASHES.get(memo)
+        if shared is None:
+            if len(_PREFIX_HASHES) >= _PREFIX_HASHES_MAX:
+                _PREFIX_HASHES.clear()
+            shared = _PREFIX_HASHES[memo] = hashlib.sha256((head + '"' + lead_escaped).encode())
+        digest = shared.copy()
+        digest.update((escape(first[len(lead) :])[1:] + (", " if written else "") + rest + tail).encode())
+        return digest.hexdigest()
+    body = escape(first) + (", " if written else "") + rest
+    return hashlib.sha256((head + body + tail).encode()).hexdigest()
 
 
 def _key_material(request: JudgeRequest, sample: int, endpoint: str | None = None) -> dict[str, Any]:
@@ -97,43 +99,6 @@ def _key_material(request: JudgeRequest, sample: int, endpoint: str | None = Non
     if request.cache_scope is not None:
         material["scope"] = request.cache_scope
     return material
-
-
-def _scalar(value: Any) -> str:
-    """`value` as the encoder writes it."""
-    kind = type(value)
-    if kind is str:
-        return _escape(value)
-    if value is None:
-        return "null"
-    if kind is int:
-        return int.__repr__(value)
-    if kind is float and math.isfinite(value):
-        return float.__repr__(value)
-    return _SORTED_JSON.encode(value)
-
-
-def _messages_json(messages: list[Any]) -> tuple[str, str, str]:
-    """`_SORTED_JSON.encode(messages)`, the leading message's fragment of it (with the separator after it; "" when
-    the messages are not the usual {"content", "role"} strings) and that fragment escaped, without its quotes."""
-    if not messages or not all(type(m) is dict and len(m) == 2 and _usual(m) for m in messages):
-        return _SORTED_JSON.encode(messages), "", ""
-    head = messages[0]
-    known = _LEADING.get((head["role"], head["content"]))
-    if known is None:
-        fragment = '[{"content": ' + _escape(head["content"]) + ', "role": ' + _escape(head["role"]) + "}"
-        if len(_LEADING) >= _LEADING_MAX:
-            _LEADING.clear()
-        known = _LEADING[(head["role"], head["content"])] = (fragment, _escape(fragment)[1:-1])
-    lead, lead_escaped = known
-    rest = "".join(
-        ', {"content": ' + _escape(m["content"]) + ', "role": ' + _escape(m["role"]) + "}" for m in messages[1:]
-    )
-    return lead + rest + "]", lead, lead_escaped
-
-
-def _usual(message: dict[str, Any]) -> bool:
-    return type(message.get("content")) is str and type(message.get("role")) is str
 
 
 # The writer commits at most every WRITE_GATHER_S seconds (a flush at once), or when WRITE_BATCH entries wait.

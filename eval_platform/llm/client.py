@@ -23,6 +23,7 @@ from eval_platform.llm.openai_compat import (
     is_openai_compatible,
 )
 from eval_platform.llm.redaction import MIN_PIECE, clip, redact, remember
+from eval_platform.llm.request_json import MessagesJSON, messages_json
 from eval_platform.schemas import CONNECTION_ERROR, RATE_LIMITED, TIMEOUT, provider_error
 
 
@@ -55,6 +56,11 @@ class JudgeRequest:
     max_retries: int
     fence_secret: str | None = None  # the per-request secret in the messages' fence tags (not sent)
     cache_scope: str | None = None  # what else the cached reply belongs to (a judged span), beside the content
+
+    @functools.cached_property
+    def messages_json(self) -> MessagesJSON:
+        """The messages as JSON, written once: the cache key's and the lean path's POST body's (`request_json`)."""
+        return messages_json(self.messages)
 
 
 @dataclass
@@ -237,6 +243,7 @@ class LiteLLMJudgeClient:
                 request.temperature,
                 request.max_tokens,
                 request.timeout_s,
+                request.messages_json.text,
             )
             return reply.content, reply.finish_reason, reply.model, reply.usage
         response = await _litellm().acompletion(

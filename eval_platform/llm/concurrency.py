@@ -30,13 +30,22 @@ class EndpointLimiter:
         # thousands waiting (a day's calls all wait here at once).
         self._waiters: tuple[deque[asyncio.Future], deque[asyncio.Future]] = (deque(), deque())
         self._timer: asyncio.TimerHandle | None = None
+        # The event loop it serves (a limiter is per loop: `client.limiter`), taken on first use. In Python 3.11
+        # `asyncio.get_running_loop()` is a getpid() system call each time, and a call asked for it ~10 times.
+        self._bound_loop: asyncio.AbstractEventLoop | None = None
+
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._bound_loop
+        if loop is None:
+            loop = self._bound_loop = asyncio.get_running_loop()
+        return loop
 
     @property
     def capacity(self) -> int:
         return max(1, int(self.limit))
 
     async def acquire(self, priority: int = NEW) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop()
         retries, new = self._waiters
         if not retries and not new and self.in_flight < self.capacity and not self._paused(loop):
             self.in_flight += 1
@@ -63,7 +72,7 @@ class EndpointLimiter:
         retries, new = self._waiters
         if not retries and not new:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop()
         if self._paused(loop):
             if self._timer is None:
                 self._timer = loop.call_later(self.paused_until - loop.time(), self._resume)
@@ -84,7 +93,7 @@ class EndpointLimiter:
         """A 429: pause the endpoint for the Retry-After and halve the concurrency (once per pause)."""
         if not self.adaptive:
             return
-        now = asyncio.get_running_loop().time()
+        now = self._loop().time()
         pause = retry_after_s if retry_after_s is not None else 1.0
         self.paused_until = max(self.paused_until, now + pause)
         if now >= self._cooldown_until:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_platform.llm import pricing
 from eval_platform.llm.redaction import clip, remember
+from eval_platform.llm.request_json import messages_json, scalar
 
 if TYPE_CHECKING:
     import aiohttp
@@ -85,8 +86,8 @@ class OpenAICompatTransport:
         # Per event loop (a day), per base and key: the URL and headers, looked up once (the environment included).
         self._targets: dict[tuple[int, str | None, str | None], tuple[Any, dict[str, str]]] = {}
 
-    def _session(self) -> aiohttp.ClientSession:
-        key = id(asyncio.get_running_loop())
+    def _session(self, key: int) -> aiohttp.ClientSession:
+        """The session of the event loop whose id is `key` (the running one)."""
         session = self._sessions.get(key)
         if session is None or session.closed:
             import aiohttp  # on the first call: the code location loads without it (a quarter of a second)
@@ -105,9 +106,10 @@ class OpenAICompatTransport:
             self._sessions[key] = session
         return session
 
-    def _target(self, api_base: str | None, api_key: str | None) -> tuple[Any, dict[str, str]]:
-        """The URL (a parsed `yarl.URL`) and headers of a chat completion, once per day, base and key."""
-        key = (id(asyncio.get_running_loop()), api_base, api_key)
+    def _target(self, loop: int, api_base: str | None, api_key: str | None) -> tuple[Any, dict[str, str]]:
+        """The URL (a parsed `yarl.URL`) and headers of a chat completion, once per day (event loop `loop`, the
+        running one's id), base and key."""
+        key = (loop, api_base, api_key)
         target = self._targets.get(key)
         if target is None:
             import yarl  # aiohttp's own URL type: parsed once instead of on every request
@@ -132,11 +134,15 @@ class OpenAICompatTransport:
         temperature: float,
         max_tokens: int,
         timeout_s: float,
+        written_messages: str | None = None,
     ) -> Completion:
-        url, headers = self._target(api_base, api_key)
-        body = json.dumps(chat_body(model, messages, temperature, max_tokens)).encode()
+        """One chat completion; `written_messages` is `messages` as JSON when the caller has it already (the
+        request's, which its cache key was made of: `request_json`), so the body is not written twice."""
+        loop = id(asyncio.get_running_loop())  # once: in Python 3.11 each call of it is a getpid() system call
+        url, headers = self._target(loop, api_base, api_key)
+        body = chat_body_json(model, messages, temperature, max_tokens, written_messages).encode()
         async with asyncio.timeout(timeout_s):
-            post = self._session().post(url, data=body, headers=headers)
+            post = self._session(loop).post(url, data=body, headers=headers)
             async with post as response:
                 status, retry_after = response.status, response.headers.get("retry-after")
                 if status >= 400:
@@ -185,6 +191,26 @@ def chat_body(model: str, messages: list[dict[str, str]], temperature: float, ma
         "temperature": temperature,
         "max_tokens": max_tokens,
     }
+
+
+def chat_body_json(
+    model: str, messages: list[dict[str, str]], temperature: float, max_tokens: int, written_messages: str | None = None
+) -> str:
+    """`chat_body` as JSON text, with the messages' JSON as `request_json` writes it (`written_messages`, when given:
+    the same messages, their keys sorted)."""
+    if written_messages is None:
+        written_messages = messages_json(messages).text
+    return (
+        '{"model": '
+        + scalar(model.removeprefix("openai/"))
+        + ', "messages": '
+        + written_messages
+        + ', "temperature": '
+        + scalar(temperature)
+        + ', "max_tokens": '
+        + scalar(max_tokens)
+        + "}"
+    )
 
 
 def resolve_base_and_headers(api_base: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import random
 import subprocess
 import sys
 
 import uvloop
 
-from eval_platform.judging import prompts
+from eval_platform.judging import prompts, runner
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
-from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm import client as client_module
+from eval_platform.llm import request_json
+from eval_platform.llm.client import JudgeRequest, LiteLLMJudgeClient
+from eval_platform.llm.openai_compat import chat_body, chat_body_json
 from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
 
 
@@ -58,6 +63,83 @@ def test_the_garbage_collector_is_as_it_was_after_a_day(local_judge, runtime):
     rows = judge_day(failing, DAY, make_traces(3), runtime).rows
     assert rows["status"].to_list() == ["FAILED"] * 3
     assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
+
+
+def test_each_request_writes_its_messages_as_json_once_for_its_key_and_its_body(local_judge, runtime, monkeypatch):
+    written = []
+
+    def counted(messages):
+        written.append(messages)
+        return request_json.messages_json(messages)
+
+    monkeypatch.setattr(client_module, "messages_json", counted)
+    rows = judge_day(evaluator(local_judge), DAY, make_traces(20), runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 20
+    # Before: the key wrote them, then json.dumps wrote the body again.
+    assert len(written) == 20
+    again = judge_day(evaluator(local_judge), DAY, make_traces(20), runtime).rows  # cache hits: the key only
+    assert again["cache_hit"].to_list() == [True] * 20 and len(written) == 40
+
+
+def test_the_posted_body_is_the_json_of_the_chat_body():
+    """Whatever the messages hold (escapes, surrogates, other shapes), the body sent is the request litellm sends."""
+    rng = random.Random(3)
+    alphabet = ['"', "\\", "\n", "\u00e9", "\U0001f600", "\ud800", "\x00", "a", " ", "<<<", "u00"]
+    for _ in range(500):
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(2)]
+        messages = [{"role": "system", "content": texts[0]}, {"role": "user", "content": texts[1]}][: rng.randint(0, 2)]
+        if rng.random() < 0.2:
+            messages.append({"role": "user", "content": [{"type": "text", "text": texts[0]}], "name": "x"})
+        temperature = rng.choice([0.0, 0.7, 1, 2.5e-9, float("nan")])
+        model, max_tokens = "openai/" + texts[1][:4], rng.randint(1, 9999)
+        request = JudgeRequest(model, messages, None, None, temperature, max_tokens, 1.0, 0)
+        body = chat_body_json(request.model, messages, temperature, request.max_tokens, request.messages_json.text)
+        expected = chat_body(request.model, messages, temperature, request.max_tokens)
+        assert json.dumps(json.loads(body), sort_keys=True) == json.dumps(expected, sort_keys=True)
+        assert body == chat_body_json(request.model, messages, temperature, request.max_tokens)
+
+
+class InFlightRecordingClient(LiteLLMJudgeClient):
+    """The real client, noting how many calls were inside `complete` at once (sent, or waiting for a slot)."""
+
+    inside = most = 0
+
+    async def complete(self, request, before_send=None):
+        self.inside += 1
+        self.most = max(self.most, self.inside)
+        try:
+            return await super().complete(request, before_send)
+        finally:
+            self.inside -= 1
+
+
+def test_a_day_runs_a_few_units_per_slot_not_its_whole_window(local_judge, runtime, monkeypatch):
+    """Units past the endpoint's slots only wait in its limiter (CPU per call for nothing): at most RUNNING_PER_SLOT
+    per slot run at once, while the day's rows still come out whole and in order."""
+    monkeypatch.setattr(runner, "RUNNING_MIN", 16, raising=False)
+    runtime.client = client = InFlightRecordingClient(max_concurrency=4)
+    traces = make_traces(300)
+    rows = judge_day(evaluator(local_judge), DAY, traces, runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 300
+    assert rows["trace_id"].to_list() == traces["trace_id"].to_list()
+    assert client.most == 16  # RUNNING_PER_SLOT (4) per slot; before: all 300 at once
+
+
+def test_a_call_asks_for_its_event_loop_twice_at_most(local_judge, runtime, monkeypatch):
+    """`asyncio.get_running_loop()` is a getpid() system call in Python 3.11: the client asks once (its limiter), the
+    lean path once (its session and URL); the limiter keeps the loop it serves."""
+    asked = []
+    get_running_loop = asyncio.get_running_loop
+
+    def counted():
+        asked.append(1)
+        return get_running_loop()
+
+    monkeypatch.setattr(asyncio, "get_running_loop", counted)
+    runtime.client = LiteLLMJudgeClient(max_concurrency=4)
+    rows = judge_day(evaluator(local_judge), DAY, make_traces(40), runtime).rows
+    assert rows["status"].to_list() == ["COMPLETED"] * 40
+    assert len(asked) <= 2 * 40 + 5  # before: 4-6 per call (the limiter's acquire and hand-overs, session, URL)
 
 
 class LoopRecordingClient(LiteLLMJudgeClient):
