@@ -125,6 +125,18 @@ class OpenAICompatTransport:
         if session is not None:
             await session.close()
 
+    async def _post(
+        self, loop: int, url: Any, body: bytes, headers: dict[str, str], timeout_s: float
+    ) -> tuple[int, bytes]:
+        """POST `body` (JSON) within `timeout_s` on the session of event loop `loop`: the status and the body's bytes
+        (JSON, which json reads from bytes as they are); an HTTP error is a ProviderHTTPError with its text."""
+        async with asyncio.timeout(timeout_s):
+            async with self._session(loop).post(url, data=body, headers=headers) as response:
+                status, retry_after = response.status, response.headers.get("retry-after")
+                if status >= 400:
+                    raise ProviderHTTPError(status, await response.text(), retry_after)
+                return status, await response.read()
+
     async def complete(
         self,
         model: str,
@@ -141,13 +153,7 @@ class OpenAICompatTransport:
         loop = id(asyncio.get_running_loop())  # once: in Python 3.11 each call of it is a getpid() system call
         url, headers = self._target(loop, api_base, api_key)
         body = chat_body_json(model, messages, temperature, max_tokens, written_messages).encode()
-        async with asyncio.timeout(timeout_s):
-            post = self._session(loop).post(url, data=body, headers=headers)
-            async with post as response:
-                status, retry_after = response.status, response.headers.get("retry-after")
-                if status >= 400:
-                    raise ProviderHTTPError(status, await response.text(), retry_after)
-                raw = await response.read()  # a completion is JSON, which json reads from bytes as they are
+        status, raw = await self._post(loop, url, body, headers, timeout_s)
         try:
             return parse_completion(json.loads(raw))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
@@ -160,15 +166,11 @@ class OpenAICompatTransport:
     ) -> Embeddings:
         """`POST {base}/embeddings` (OpenAI's wire, the vectors asked for as floats): the response's `data` (checked
         by the client, `embeddings.embedding_vectors`), model and usage."""
-        chat_url, headers = self._target(api_base, api_key)
+        loop = id(asyncio.get_running_loop())
+        chat_url, headers = self._target(loop, api_base, api_key)
         url = chat_url.parent.parent / "embeddings"  # {base}/chat/completions -> {base}/embeddings
         body = json.dumps(embeddings_body(model, texts)).encode()
-        async with asyncio.timeout(timeout_s):
-            async with self._session().post(url, data=body, headers=headers) as response:
-                status, retry_after = response.status, response.headers.get("retry-after")
-                if status >= 400:
-                    raise ProviderHTTPError(status, await response.text(), retry_after)
-                raw = await response.read()
+        status, raw = await self._post(loop, url, body, headers, timeout_s)
         try:
             data = json.loads(raw)
             return Embeddings(data=data["data"], model=data.get("model"), usage=data.get("usage") or {})
