@@ -52,9 +52,9 @@ _SCHEMA = pa.schema(
 class DayIndex:
     """The observations of pass 1, in `folder`; see the module docstring."""
 
-    def __init__(self, folder: Path, chunk_rows: int = CHUNK_ROWS) -> None:
+    def __init__(self, folder: Path, chunk_rows: int | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.folder, self.chunk_rows = folder, chunk_rows
+        self.folder, self.chunk_rows = folder, chunk_rows or CHUNK_ROWS
         self.observations = 0
         self._path = folder / "observations.parquet"
         self._writer: pq.ParquetWriter | None = None
