@@ -1,18 +1,21 @@
 """One day's OTLP input in two passes, so that a day holds one trace at a time, not every span of the day.
 
 Pass 1 (`OtelDay.index`, while `traces.py` reads each file): which traces each request (JSONL line, `.json`
-document or array element) holds, from the ids alone: for every trace id, its place in reading order (its
-first span read) and the last request holding one of its spans or log records. The envelope's errors are rows
-of their own (`invalid_otlp:<what>`) right away.
+document or array element) holds, from the ids alone, written to disk as it is read (`day_index.py`: nothing per
+trace is held in memory). From it, for every trace id: its place in reading order (its first span read), the
+first and the last request holding one of its spans or log records, and whether it is rooted in the day (a span
+in the day's own folder); DuckDB works these out of core once the files are read. The envelope's errors are rows
+of their own (`invalid_otlp:<what>`) once their file is read whole.
 
-Pass 2 (`OtelDay.finish`): the files are read again, request by request; each span and log record is parsed
-whole and kept with its trace until the request where its trace ends (from pass 1), which is then assembled
-(`assembly.py`) and turned into its `traces` record and `spans` rows (`model.py`), and dropped. Only the traces
-still open at a request are held: in exporter output (a span is written when it ends, a trace's spans within
-seconds) a handful. A trace whose spans are spread over the whole day is held for the whole day, and costs
-what it did before. A file must not change between the passes: pass 2 reads the requests pass 1 counted (an
-exporter appending lines meanwhile changes nothing) and checks each holds the same trace ids, or raises. A file
-of the previous day is read again only if it holds a span or log record of a trace rooted in the day.
+Pass 2 (`OtelDay.finish`): the files are read again, request by request, beside the day's traces sorted by
+their first request; each span and log record of a trace rooted in the day is parsed whole and kept with its
+trace until the request where its trace ends, which is then assembled (`assembly.py`) and turned into its
+`traces` record and `spans` rows (`model.py`), and dropped. Only the traces open at a request (first <= request
+<= last) are known and held: in exporter output (a span is written when it ends, a trace's spans within seconds)
+a handful. A trace whose spans are spread over the whole day is held for the whole day. A file must not change
+between the passes: pass 2 reads the requests pass 1 counted (an exporter appending lines meanwhile changes
+nothing) and checks each holds the same trace ids (a hash per request, on disk too), or raises. A file of the
+previous day is read again only if it holds a span or log record of a trace rooted in the day.
 
 Every row keeps the place it had when the whole day was read at once (`key`), so the caller can put the
 quarantine and the trace rows in the same order: rows that fail are returned as `Rejected` with their file, line,

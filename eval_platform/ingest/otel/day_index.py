@@ -95,7 +95,8 @@ class DayIndex:
             return
         seq = range(self.observations, self.observations + len(trace_ids))
         columns = (seq, requests, sources, spans, carrieds, trace_ids)
-        table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, _SCHEMA, strict=True)], schema=_SCHEMA)
+        arrays = [pa.array(column, f.type) for column, f in zip(columns, _SCHEMA, strict=True)]
+        table = pa.Table.from_arrays(arrays, schema=_SCHEMA)
         if self._writer is None:
             self._writer = pq.ParquetWriter(str(self._path), _SCHEMA)
         self._writer.write_table(table)
