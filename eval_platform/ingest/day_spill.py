@@ -271,7 +271,10 @@ class DaySpill:
     def _as_written(self, spill: _SpillFile, schema: dict[str, pl.DataType]) -> Iterator[pl.DataFrame]:
         if not spill.written:
             return
-        for batch in pq.ParquetFile(spill.path).iter_batches(batch_size=BATCH_ROWS, columns=list(schema)):
+        # Without pre-buffering: with it, pyarrow keeps every row group read so far until the file is closed (the
+        # whole spill by the last batch: 0.3 GB of trace rows at a million spans).
+        source = pq.ParquetFile(spill.path, pre_buffer=False)
+        for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=list(schema)):
             yield conform(pl.from_arrow(batch), schema)  # type: ignore[arg-type]
 
     def _traces_as_written(self) -> bool:
