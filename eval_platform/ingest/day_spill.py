@@ -22,16 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
 from eval_platform.ingest.common import RowError, dumps
-from eval_platform.ingest.otel.day import OtelDay
 from eval_platform.ingest.otel.envelope import LogEvent, Span
 from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, conform
+
+if TYPE_CHECKING:  # otel/day.py's index uses `spilling_duckdb`
+    from eval_platform.ingest.otel.day import OtelDay
 
 CHUNK_ROWS = 1_000  # trace rows per chunk written to the spill files
 BATCH_ROWS = 10_000  # rows per frame handed out by `traces` / `spans` / `quarantine`
@@ -209,12 +211,7 @@ class DaySpill:
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         if self._conn is None:
-            self._conn = duckdb.connect()
-            temp = self.folder / "duckdb"
-            self._conn.execute(
-                f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'; SET temp_directory = '{temp}'; SET threads = 2; "
-                "SET TimeZone = 'UTC'"
-            )
+            self._conn = spilling_duckdb(self.folder / "duckdb")
         return self._conn
 
     def close(self) -> None:
@@ -274,7 +271,10 @@ class DaySpill:
     def _as_written(self, spill: _SpillFile, schema: dict[str, pl.DataType]) -> Iterator[pl.DataFrame]:
         if not spill.written:
             return
-        for batch in pq.ParquetFile(spill.path).iter_batches(batch_size=BATCH_ROWS, columns=list(schema)):
+        # Without pre-buffering: with it, pyarrow keeps every row group read so far until the file is closed (the
+        # whole spill by the last batch: 0.3 GB of trace rows at a million spans).
+        source = pq.ParquetFile(spill.path, pre_buffer=False)
+        for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=list(schema)):
             yield conform(pl.from_arrow(batch), schema)  # type: ignore[arg-type]
 
     def _traces_as_written(self) -> bool:
@@ -313,6 +313,16 @@ class DaySpill:
         order = ", ".join((*_PLACE, "_rseq"))
         sql = f"SELECT {columns} FROM {self._quarantine.sql()} WHERE {kept} ORDER BY {order}"
         yield from self._frames(sql, QUARANTINE_SCHEMA)
+
+
+def spilling_duckdb(temp: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection for the ingest's out-of-core work: `DUCKDB_MEMORY_LIMIT`, spilling to `temp`."""
+    conn = duckdb.connect()
+    conn.execute(
+        f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'; SET temp_directory = '{temp}'; SET threads = 2; "
+        "SET TimeZone = 'UTC'"
+    )
+    return conn
 
 
 def item_code(item: Span | LogEvent) -> int:

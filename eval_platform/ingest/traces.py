@@ -197,9 +197,9 @@ def stream_trace_day(
     files: list[str] = []
     order: dict[str, int] = {}  # each file of the day: its place in reading order
     previous, following = (date.fromisoformat(day) + timedelta(days=step) for step in (-1, 1))
-    otel = OtelDay(day, following.isoformat())
     with tempfile.TemporaryDirectory(prefix="eval_platform-ingest-") as folder:
         spill = DaySpill(Path(folder), day, chunk_rows)
+        otel = OtelDay(day, following.isoformat(), Path(folder) / "otlp")
 
         def reject(
             file: str,
@@ -265,6 +265,7 @@ def stream_trace_day(
                 tally.accept(file, n)
             yield TraceDayRows(spill, files, tally.total, day)
         finally:
+            otel.close()
             spill.close()
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import re
 import resource
 import subprocess
@@ -83,9 +84,12 @@ def run_reader(name: str, root: Path, limit_gb: float = 12.0) -> str:
     return run_measured(READERS[name], root, limit_gb)
 
 
-def run_measured(statement: str, root: Path, limit_gb: float = 12.0, day: str = DAY) -> str:
+def run_measured(
+    statement: str, root: Path, limit_gb: float = 12.0, day: str = DAY, checkout: Path | None = None
+) -> str:
     """Run `statement` (which sets `out`, a description of what it produced; `ROOT`, `DAY` and `FILES`, the day's
-    files, are set) in a fresh process under an address-space cap; its wall and CPU seconds and peak RSS."""
+    files, are set) in a fresh process under an address-space cap; its wall and CPU seconds and peak RSS.
+    `checkout`: another checkout of the project whose package the process imports (first on PYTHONPATH)."""
     code = (
         "import resource, sys, time\nfrom pathlib import Path\n"
         f"ROOT, DAY = Path({str(root)!r}), {day!r}\n"
@@ -102,11 +106,15 @@ def run_measured(statement: str, root: Path, limit_gb: float = 12.0, day: str = 
     )
     limit = int(limit_gb * 2**30)
     start = time.perf_counter()
+    env = dict(os.environ)
+    if checkout is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(checkout).resolve()), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
     )
     if done.returncode != 0:

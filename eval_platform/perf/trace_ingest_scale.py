@@ -2,6 +2,7 @@
 pyarrow reading the same files and writing the same rows, in the same run.
 
     python -m eval_platform.perf.trace_ingest_scale [--traces 100000 1000000] [--otel-spans 100000] [--files 8]
+        [--before DIR]
 
 Two kinds of day, each step in its own process (so each peak RSS is its own, capped by `--memory-limit-gb`):
 
@@ -13,7 +14,9 @@ Two kinds of day, each step in its own process (so each peak RSS is its own, cap
   (parse and write only: nothing assembled; polars cannot read a 1M-span day within 12 GB, see the README).
 
 Prints per day and step: wall seconds, CPU seconds, peak RSS, what it wrote; then the ratio of the step's wall time
-to its baseline's. Timings on a shared machine are noisy: compare the ratio within one run.
+to its baseline's. `--before DIR` also runs the step of another checkout of the project (an earlier commit in a
+`git worktree` or `git archive`), on the same files, right after this one's: before and after in the same run.
+Timings on a shared machine are noisy: compare the ratio within one run.
 """
 
 from __future__ import annotations
@@ -75,9 +78,13 @@ def _times(line: str) -> tuple[float, float] | None:
     return (float(found.group(1)), float(found.group(2))) if found else None
 
 
-def measure(label: str, root: Path, baseline_name: str, baseline: str, limit_gb: float) -> None:
+def measure(
+    label: str, root: Path, baseline_name: str, baseline: str, limit_gb: float, before: Path | None = None
+) -> None:
     step = run_measured(STEP, root, limit_gb)
     print(f"  traces step        {step}", flush=True)
+    if before is not None:
+        print(f"  step, --before     {run_measured(STEP, root, limit_gb, checkout=before)}", flush=True)
     base = run_measured(baseline, root, limit_gb)
     print(f"  {baseline_name:18s} {base}", flush=True)
     ours, theirs = _times(step), _times(base)
@@ -92,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--otel-spans", type=int, nargs="*", default=[100_000], help="OTLP days to measure")
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--memory-limit-gb", type=float, default=8.0, help="address-space cap of each process")
+    parser.add_argument("--before", type=Path, help="also run the step of this other checkout of the project")
     args = parser.parse_args(argv)
     for n in args.traces:
         with tempfile.TemporaryDirectory() as tmp:
@@ -99,13 +107,15 @@ def main(argv: list[str] | None = None) -> None:
             size = build_plain_day(Path(tmp), n, args.files)
             took = time.perf_counter() - start
             print(f"plain day: {n:,} traces, {size / 1e6:,.0f} MB in {args.files} files (built in {took:.1f} s)")
-            measure(f"{n:,} plain traces", Path(tmp), "polars read+write", POLARS, args.memory_limit_gb)
+            measure(f"{n:,} plain traces", Path(tmp), "polars read+write", POLARS, args.memory_limit_gb, args.before)
     for spans in args.otel_spans:
         with tempfile.TemporaryDirectory() as tmp:
             written, copies = build_otel_day(Path(tmp), spans, args.files)
             size = sum(p.stat().st_size for p in (Path(tmp) / "traces" / DAY).iterdir())
             print(f"OTLP day: {written:,} spans ({copies:,} copies of the recordings), {size / 1e6:,.0f} MB")
-            measure(f"{written:,} OTLP spans", Path(tmp), "pyarrow read+write", PYARROW, args.memory_limit_gb)
+            measure(
+                f"{written:,} OTLP spans", Path(tmp), "pyarrow read+write", PYARROW, args.memory_limit_gb, args.before
+            )
 
 
 if __name__ == "__main__":

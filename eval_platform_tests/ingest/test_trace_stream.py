@@ -6,6 +6,7 @@ the chunks."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +15,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from eval_platform.ingest import traces as traces_module
+from eval_platform.ingest.otel import day_index
+from eval_platform.ingest.readers import iter_candidates
 from eval_platform.ingest.traces import TraceDay, stream_trace_day
 from eval_platform.perf.otel_ingest import DAY, build_day
 from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, empty_frame
@@ -22,6 +26,7 @@ from eval_platform_tests.ingest.test_otel_recorded import ALL, FIXTURES, export_
 from eval_platform_tests.ingest.test_sample_data import DATA, DAYS
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
+PREVIOUS = "2026-11-22"  # the day before perf/otel_ingest's DAY
 
 
 def streamed(root: Path, day: str, chunk_rows: int) -> TraceDay:
@@ -87,3 +92,69 @@ def test_a_generated_day_whose_traces_straddle_chunks_streams_to_the_same_rows(t
     assert dict(reasons)["duplicate_trace_id"] >= 1 + 10
     assert dict(reasons)["missing_field:input_output"] == 2
     assert day.spans.height + day.quarantine.filter(pl.col("file").str.contains("otel-")).height == written
+
+
+_ID = re.compile(r'"(traceId|spanId|parentSpanId)":"([0-9a-f]{16}|[0-9a-f]{32})"')
+
+
+def _with_ids(line: str, replica: int) -> str:
+    """A recorded line with its ids made those of `replica` (perf/otel_ingest.build_day's scheme)."""
+    return _ID.sub(lambda m: f'"{m.group(1)}":"{m.group(2)[:-8]}{replica:08x}"', line)
+
+
+def _spread_day(root: Path) -> None:
+    """OTLP lines of the recorded instrumentations (build_day) and the GenAI log records of the same traces, dealt
+    over 3 files of the day and 2 of the previous day, so a trace's spans and log records are in several files of
+    both days (roots among them: traces rooted yesterday with late spans today, orphan log records), plus a file of
+    the previous day holding none of the day's traces, a broken line and a broken envelope."""
+    _, copies = build_day(root / "built", 2_000, 1)
+    lines = (root / "built" / "traces" / DAY / "otel-00.jsonl").read_text().splitlines()
+    logs = (FIXTURES / "genai" / "logs.jsonl").read_text().splitlines()
+    lines += [_with_ids(line, replica) for replica in range(copies) for line in logs]
+    shutil.rmtree(root / "built")
+    today, yesterday = root / "traces" / DAY, root / "traces" / PREVIOUS
+    today.mkdir(parents=True)
+    yesterday.mkdir(parents=True)
+    for i, line in enumerate(lines):
+        target = yesterday / f"carried-{i % 2}.jsonl" if i % 9 == 4 else today / f"part-{i % 3}.jsonl"
+        with target.open("a") as out:
+            out.write(line + "\n")
+    own = [_with_ids(line, 0xFFFF0000 + i) for i, line in enumerate(lines[:6])]  # no id of the day's traces
+    (yesterday / "only-yesterday.jsonl").write_text("\n".join(own) + "\n")
+    with (today / "part-1.jsonl").open("a") as out:  # a broken envelope, a span without its trace id
+        out.write('{"resourceSpans": 5}\n{"resourceSpans": [{"scopeSpans": [{"spans": [{}]}]}]}\n')
+
+
+def test_a_day_spread_over_files_and_the_previous_day_gives_the_rows_of_the_in_memory_index(tmp_path, monkeypatch):
+    # The index on disk (ingest/otel/day_index.py), written in row groups of 5 observations, against the index that
+    # kept every trace id in memory (otel_day_reference.py): the same traces, spans, quarantine and counts.
+    monkeypatch.setattr(day_index, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(day_index, "STREAM_ROWS", 3)
+    _spread_day(tmp_path)
+    day = assert_same_day(tmp_path, DAY, 7)
+    carried = day.spans.filter(pl.col("source_file").str.contains(PREVIOUS))
+    assert carried.height > 50 and day.traces.height > 500
+    assert not day.spans["source_file"].str.contains("only-yesterday").any()
+    reasons = set(day.quarantine["reason"])
+    assert {"late_span", "orphan_event", "invalid_otlp:resourceSpans", "invalid_otlp:traceId"} <= reasons, reasons
+    assert day.counts["read"] == day.counts["accepted"] + day.counts["quarantined"]
+
+
+def test_a_file_whose_reader_fails_part_way_leaves_no_trace_in_the_index(tmp_path, monkeypatch):
+    # A reader bug part-way through a file makes the file one `unexpected_error` row: the OTLP requests read from it
+    # before the failure (already written to the index) count for no trace, as with the index in memory.
+    monkeypatch.setattr(day_index, "CHUNK_ROWS", 5)
+    _spread_day(tmp_path)
+
+    def failing(path: Path, kind: str):
+        for number, candidate in enumerate(iter_candidates(path, kind)):
+            if path.name == "part-1.jsonl" and number == 40:
+                raise ValueError("a reader bug")
+            yield candidate
+
+    monkeypatch.setattr(traces_module, "iter_candidates", failing)
+    monkeypatch.setattr(trace_day_reference, "iter_candidates", failing)
+    day = assert_same_day(tmp_path, DAY, 7)
+    failed = day.quarantine.filter(pl.col("reason") == "unexpected_error")
+    assert failed["file"].to_list() == [f"traces/{DAY}/part-1.jsonl"]
+    assert not day.spans["source_file"].str.contains("part-1").any()

@@ -1,6 +1,6 @@
 """The trace-day reader as it was before it streamed (commit 9184914, `eval_platform/ingest/traces.py`), kept as
-the oracle the streaming reader is compared with (test_trace_stream.py): a day read at once, every row in memory.
-Not product code: nothing imports it but that test."""
+the oracle the streaming reader is compared with (test_trace_stream.py): a day read at once, every row in memory,
+its OTLP index too (`otel_day_reference.py`). Not product code: nothing imports it but that test."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from eval_platform.ingest.traces import (
     list_trace_files,
 )
 from eval_platform.schemas import SPAN_SCHEMA, TRACE_SCHEMA, conform, empty_frame
+from eval_platform_tests.ingest.otel_day_reference import InMemoryOtelDay
 
 
 def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) -> TraceDay:
@@ -46,7 +47,7 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
     tally = _Tally()
     files: list[str] = []
     previous, following = (date.fromisoformat(day) + timedelta(days=step) for step in (-1, 1))
-    otel = OtelDay(day, following.isoformat())
+    otel = InMemoryOtelDay(day, following.isoformat())
     rows = _Rows(day)
 
     def reject(file: str, line: int | None, unit: str, error: RowError, raw: str | None) -> None:

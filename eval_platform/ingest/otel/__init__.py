@@ -13,5 +13,6 @@ The path of a day's OTLP input, one module per idea:
 - `model.py`: the trace model: a trace's `traces` row (input, final answer, conversation, tool-call trajectory,
   totals, error, session and user) and its `spans` rows;
 - `day.py`: reads a day's requests in two passes (which traces each holds; then each trace whole, assembled and
-  modelled as soon as its last request is read), so a day holds its open traces, not all its spans.
+  modelled as soon as its last request is read), so a day holds its open traces, not all its spans; pass 1's
+  index of the day's trace ids is on disk (`day_index.py`), so it holds no object per trace either.
 """

@@ -1,18 +1,21 @@
 """One day's OTLP input in two passes, so that a day holds one trace at a time, not every span of the day.
 
 Pass 1 (`OtelDay.index`, while `traces.py` reads each file): which traces each request (JSONL line, `.json`
-document or array element) holds, from the ids alone: for every trace id, its place in reading order (its
-first span read) and the last request holding one of its spans or log records. The envelope's errors are rows
-of their own (`invalid_otlp:<what>`) right away.
+document or array element) holds, from the ids alone, written to disk as it is read (`day_index.py`: nothing per
+trace is held in memory). From it, for every trace id: its place in reading order (its first span read), the
+first and the last request holding one of its spans or log records, and whether it is rooted in the day (a span
+in the day's own folder); DuckDB works these out of core once the files are read. The envelope's errors are rows
+of their own (`invalid_otlp:<what>`) once their file is read whole.
 
-Pass 2 (`OtelDay.finish`): the files are read again, request by request; each span and log record is parsed
-whole and kept with its trace until the request where its trace ends (from pass 1), which is then assembled
-(`assembly.py`) and turned into its `traces` record and `spans` rows (`model.py`), and dropped. Only the traces
-still open at a request are held: in exporter output (a span is written when it ends, a trace's spans within
-seconds) a handful. A trace whose spans are spread over the whole day is held for the whole day, and costs
-what it did before. A file must not change between the passes: pass 2 reads the requests pass 1 counted (an
-exporter appending lines meanwhile changes nothing) and checks each holds the same trace ids, or raises. A file
-of the previous day is read again only if it holds a span or log record of a trace rooted in the day.
+Pass 2 (`OtelDay.finish`): the files are read again, request by request, beside the day's traces sorted by
+their first request; each span and log record of a trace rooted in the day is parsed whole and kept with its
+trace until the request where its trace ends, which is then assembled (`assembly.py`) and turned into its
+`traces` record and `spans` rows (`model.py`), and dropped. Only the traces open at a request (first <= request
+<= last) are known and held: in exporter output (a span is written when it ends, a trace's spans within seconds)
+a handful. A trace whose spans are spread over the whole day is held for the whole day. A file must not change
+between the passes: pass 2 reads the requests pass 1 counted (an exporter appending lines meanwhile changes
+nothing) and checks each holds the same trace ids (a hash per request, on disk too), or raises. A file of the
+previous day is read again only if it holds a span or log record of a trace rooted in the day.
 
 Every row keeps the place it had when the whole day was read at once (`key`), so the caller can put the
 quarantine and the trace rows in the same order: rows that fail are returned as `Rejected` with their file, line,
@@ -29,6 +32,7 @@ from typing import Any
 
 from eval_platform.ingest.common import Candidate, RowError, dumps
 from eval_platform.ingest.otel.assembly import Trace, assemble_trace, place_event
+from eval_platform.ingest.otel.day_index import DayIndex
 from eval_platform.ingest.otel.envelope import LogEvent, Span, walk
 from eval_platform.ingest.otel.model import span_row, trace_record
 from eval_platform.ingest.readers import iter_candidates
@@ -64,17 +68,6 @@ class ModelledTrace:
     index: int = 0  # the trace's place in reading order (its first span read)
 
 
-class _Seen:
-    """Pass 1's knowledge of one trace id."""
-
-    __slots__ = ("index", "today", "last")
-
-    def __init__(self) -> None:
-        self.index: int | None = None  # its place in reading order; None: log records only, no span
-        self.today = False  # a span of it is in the day's own folder
-        self.last = 0  # the last request holding a span or log record of it
-
-
 @dataclass
 class _Source:
     """A file holding OTLP requests: its requests are numbered `first`, `first + 1`, ... in reading order."""
@@ -83,10 +76,10 @@ class _Source:
     path: Path
     kind: str
     carried: bool
+    number: int  # its place among the files read
     first: int = 0
     end: int = 0  # the number after its last request
-    trace_ids: set[str] = field(default_factory=set)  # (the previous day's file) the traces its requests name
-    requests: list[tuple[int | None, list[str], list[str | None], list[Candidate]]] = field(default_factory=list)
+    errors: list[tuple[int, str, list[Candidate]]] = field(default_factory=list)  # (its request, unit, errors)
 
 
 def otel_line(candidate: Candidate) -> int | None:
@@ -95,99 +88,116 @@ def otel_line(candidate: Candidate) -> int | None:
 
 
 class OtelDay:
-    def __init__(self, day: str, next_day: str) -> None:
+    """One day's OTLP requests, read in two passes (module docstring); pass 1's index is kept in `folder`
+    (`day_index.py`), a folder of the caller's that `close` leaves to it to remove."""
+
+    def __init__(self, day: str, next_day: str, folder: Path) -> None:
         self.day, self.next_day = day, next_day
         self.rejected: list[Rejected] = []
-        self._seen: dict[str, _Seen] = {}
+        self._index = DayIndex(folder)
         self._sources: list[_Source] = []  # the files holding OTLP requests, in reading order
         self._firsts: list[int] = []  # each one's first request
-        self._checks: list[int] = []  # per request: a hash of the trace ids it holds, checked in pass 2
-        self._traces = 0
+        self._files = 0  # the files handed to `source` so far
+        self._requests = 0  # the requests indexed so far (a file whose reading failed keeps its numbers)
 
     # pass 1
     def source(self, file: str, path: Path, kind: str, *, carried: bool = False) -> _Source:
         """A file about to be read; hand its OTLP requests to `index`, then `commit` it once read whole."""
-        return _Source(file, path, kind, carried)
+        self._files += 1
+        return _Source(file, path, kind, carried, self._files - 1, first=self._requests, end=self._requests)
 
     def index(self, source: _Source, candidate: Candidate) -> None:
-        assert candidate.otel is not None
+        assert candidate.otel is not None and source.end == self._requests, "a file's requests are read in turn"
         line = otel_line(candidate)
         spans, events, errors = walk(candidate.otel, source.file, line, ids_only=True)
-        source.requests.append((line, [s.trace_id for s in spans], [e.trace_id for e in events], errors))
+        number = self._requests
+        self._index.add(
+            number, source.number, source.carried, [s.trace_id for s in spans], [e.trace_id for e in events]
+        )
+        if errors and not source.carried:
+            source.errors.append((number, "line" if line is not None else "span", errors))
+        self._requests = source.end = number + 1
 
     def commit(self, source: _Source) -> None:
         """The file was read whole: its requests count (a file whose reading failed is not read in pass 2)."""
-        if not source.requests:
+        if source.end == source.first:
             return  # no OTLP request: not read again
-        source.first = len(self._checks)
-        unit = "span"
-        for number, (line, span_ids, event_ids, errors) in enumerate(source.requests, start=source.first):
-            for trace_id in span_ids:
-                seen = self._seen.get(trace_id) or self._seen.setdefault(trace_id, _Seen())
-                if seen.index is None:
-                    seen.index, self._traces = self._traces, self._traces + 1
-                seen.today = seen.today or not source.carried
-                seen.last = number
-            for event_trace in event_ids:
-                if event_trace is not None:
-                    (self._seen.get(event_trace) or self._seen.setdefault(event_trace, _Seen())).last = number
-            self._checks.append(hash((tuple(span_ids), tuple(event_ids))))
-            if source.carried:
-                source.trace_ids.update(span_ids)
-                source.trace_ids.update(t for t in event_ids if t is not None)
-            if not source.carried:
-                unit = "line" if line is not None else "span"
-                self.rejected += [
-                    _rejected_candidate(c, source.file, unit, (ENVELOPE, number, k)) for k, c in enumerate(errors)
-                ]
-        source.requests, source.end = [], len(self._checks)
+        for number, unit, errors in source.errors:
+            self.rejected += [
+                _rejected_candidate(c, source.file, unit, (ENVELOPE, number, k)) for k, c in enumerate(errors)
+            ]
+        source.errors = []
         self._sources.append(source)
         self._firsts.append(source.first)
+
+    def _dead(self) -> list[tuple[int, int]]:
+        """The requests indexed but never committed (their file failed part-way), as [start, end) ranges."""
+        dead, at = [], 0
+        for source in [*self._sources, None]:
+            start = self._requests if source is None else source.first
+            if start > at:
+                dead.append((at, start))
+            at = source.end if source is not None else at
+        return dead
 
     # pass 2
     def finish(self) -> Iterator[ModelledTrace]:
         """The day's traces, each as soon as its last request is read (in that order, not in reading order);
         their rejected rows are added to `rejected`."""
-        ends: dict[int, list[str]] = {}
-        for trace_id, seen in self._seen.items():
-            if seen.today:
-                ends.setdefault(seen.last, []).append(trace_id)
+        self._index.seal()
+        if not self._sources:
+            return
+        dead = self._dead()
+        carried = self._index.carried_needed(dead) if any(s.carried for s in self._sources) else set()
+        upcoming = self._index.traces(dead)  # the day's traces, by their first span or log record
+        coming = next(upcoming, None)
+        places: dict[str, int] = {}  # the traces open at the request read: their place in reading order
+        ends: dict[int, list[str]] = {}  # the open traces by their last request
         held: dict[str, tuple[list[Span], list[LogEvent]]] = {}
         for source in self._sources:
-            if source.carried and not any(self._seen[t].today for t in source.trace_ids):
+            if source.carried and source.number not in carried:
                 continue  # a file of the previous day without a span of a trace rooted today: nothing to take
-            source.trace_ids = set()
+            checks = self._index.checks(source.first, source.end)
             number = source.first
             for candidate in iter_candidates(source.path, source.kind):
                 if number == source.end:
                     break
                 if candidate.otel is None:
                     continue
+                while coming is not None and coming[0] <= number:  # the traces whose first item is in this request
+                    _, last, place, trace_id = coming
+                    places[trace_id] = place
+                    ends.setdefault(last, []).append(trace_id)
+                    coming = next(upcoming, None)
                 spans, events, _ = walk(candidate.otel, source.file, otel_line(candidate))
-                if hash((tuple(s.trace_id for s in spans), tuple(e.trace_id for e in events))) != self._checks[number]:
+                if hash((tuple(s.trace_id for s in spans), tuple(e.trace_id for e in events))) != next(checks):
                     raise _changed(source, candidate)
                 for position, span in enumerate(spans):
-                    if self._seen[span.trace_id].today:
+                    if span.trace_id in places:
                         span.carried, span.at = source.carried, (number, position)
                         held.setdefault(span.trace_id, ([], []))[0].append(span)
                 for position, event in enumerate(events):
                     event.carried, event.at = source.carried, (number, position)
-                    known = self._seen.get(event.trace_id or "")
-                    if known is not None and known.today:
-                        held.setdefault(event.trace_id, ([], []))[1].append(event)  # type: ignore[arg-type]
+                    if event.trace_id in places:
+                        held.setdefault(event.trace_id, ([], []))[1].append(event)  # type: ignore[index]
                         continue
                     _, error = place_event(event, None)  # no trace of the day has its id
                     if error is not None:
                         self.rejected.append(reject(event, error, (EVENT, *event.at)))
                 for trace_id in ends.pop(number, []):
                     spans, events = held.pop(trace_id)
-                    modelled = self._trace(trace_id, self._seen[trace_id].index or 0, spans, events)
+                    modelled = self._trace(trace_id, places.pop(trace_id), spans, events)
                     if modelled is not None:
                         yield modelled
                 number += 1
             if number != source.end:
                 raise _changed(source, None)
-        assert not held and not ends, "every trace of the day ends at a request read in pass 2"
+        assert coming is None and not held and not ends, "every trace of the day ends at a request read in pass 2"
+        self._index.close()
+
+    def close(self) -> None:
+        """Release the index (also when the day's reading stopped early)."""
+        self._index.close()
 
     def _trace(self, trace_id: str, index: int, spans: list[Span], events: list[LogEvent]) -> ModelledTrace | None:
         assembly = assemble_trace(trace_id, spans, events, self.day, self.next_day)
