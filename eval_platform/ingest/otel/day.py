@@ -65,7 +65,7 @@ class ModelledTrace:
     file: str  # the root span's file and line (the trace row's source)
     line: int | None
     unit: str
-    index: int = 0  # the trace's place in reading order (its first span read)
+    index: int = 0  # the trace's place in reading order (its first span read): it orders, it does not count
 
 
 @dataclass
