@@ -17,8 +17,9 @@ The local judge server finds the blocks with `FENCE_RE`.
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
+import threading
 
 FENCE_RE = re.compile(r"<<<([a-z0-9_]+) ([0-9a-f]{12,32})>>>\n(.*?)\n<<<end \1 \2>>>", re.DOTALL)
 
@@ -26,9 +27,33 @@ FENCE_RE = re.compile(r"<<<([a-z0-9_]+) ([0-9a-f]{12,32})>>>\n(.*?)\n<<<end \1 \
 REPLY_SCHEMA_MARKER = "Reply with only a JSON object matching this JSON Schema:"
 
 
+# Secrets are cut from random bytes drawn SECRET_POOL_BYTES at a time from the operating system (`os.urandom`, what
+# `secrets.token_hex` reads): one system call per 512 requests instead of one per request (~2% of the CPU of a
+# call at concurrency 128). The bytes are as unpredictable either way; none is ever handed out twice, and a forked
+# child starts with a pool of its own (`os.register_at_fork`), so two processes never share secrets.
+SECRET_BYTES = 8  # 64 bits
+SECRET_POOL_BYTES = 4096
+_pool = bytearray()
+_pool_lock = threading.Lock()
+
+
+def _drop_pool() -> None:
+    global _pool_lock
+    _pool_lock = threading.Lock()  # another thread may have held it at the fork: the child's copy would never open
+    _pool.clear()
+
+
+os.register_at_fork(after_in_child=_drop_pool)
+
+
 def new_secret() -> str:
-    """A fresh fence secret for one request."""
-    return secrets.token_hex(8)
+    """A fresh fence secret for one request (64 random bits, as 16 hex digits)."""
+    with _pool_lock:
+        if len(_pool) < SECRET_BYTES:
+            _pool[:] = os.urandom(SECRET_POOL_BYTES)
+        secret = _pool[-SECRET_BYTES:].hex()
+        del _pool[-SECRET_BYTES:]
+    return secret
 
 
 def fence(name: str, value: str, secret: str | None = None) -> str:

@@ -166,9 +166,9 @@ def judge_stream(
 
 
 def _rows_frame(rows: list[dict]) -> pl.DataFrame:
-    return conform(
-        pl.DataFrame(rows, schema_overrides=JUDGE_SCORE_SCHEMA, infer_schema_length=None), JUDGE_SCORE_SCHEMA
-    )
+    # Column by column (a list per schema column): a third less CPU than polars reading the row dicts.
+    columns = {name: [row.get(name) for row in rows] for name in JUDGE_SCORE_SCHEMA}
+    return conform(pl.DataFrame(columns, schema=JUDGE_SCORE_SCHEMA), JUDGE_SCORE_SCHEMA)
 
 
 class _Coverage:
@@ -350,6 +350,7 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
     # The loop wakes once per `refill` finished units (not once per unit: a wake-up per call was a tenth of our
     # CPU per call), then hands on every finished unit at the head of the line and starts as many.
     running, refill, room = 0, max(1, running_limit // 4), asyncio.Event()
+    loop = asyncio.get_running_loop()  # once: `asyncio.create_task` looks it up per task (a getpid() in Python 3.11)
 
     def finished(_task: asyncio.Task) -> None:
         nonlocal running
@@ -373,7 +374,7 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
                     take_done()
                 if len(pending) >= 4 * window:  # the oldest unit holds the line (a slow retry): wait for it
                     await settle(3 * window)
-                task = asyncio.create_task(run(unit))
+                task = loop.create_task(run(unit))
                 task.add_done_callback(finished)
                 running += 1
                 pending.append((task, coverage))

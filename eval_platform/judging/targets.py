@@ -122,7 +122,11 @@ def spans_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _has_text(*values: Any) -> bool:
-    return any(isinstance(v, str) and v.strip() for v in values)
+    """Whether any value is a string with a non-whitespace character (without copying it, as `strip` would)."""
+    for value in values:
+        if isinstance(value, str) and value and not value.isspace():
+            return True
+    return False
 
 
 def _documents(context: Any) -> list[str]:

@@ -102,9 +102,11 @@ def _key_material(request: JudgeRequest, sample: int, endpoint: str | None = Non
 
 
 # The writer commits at most every WRITE_GATHER_S seconds (a flush at once), or when WRITE_BATCH entries wait.
-WRITE_GATHER_S = 0.05
-WRITE_BATCH = 1000
+WRITE_GATHER_S = 0.25
+WRITE_BATCH = 4000
 
+# `value ->> 1` is the entry's JSON text exactly as it was put (a JSON string's SQL text).
+_INSERT_BATCH = "INSERT OR REPLACE INTO replies (key, entry) SELECT value ->> 0, value ->> 1 FROM json_each(?)"
 _SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)"
 _POSTGRES_TABLE = "eval_platform_judge_cache"
 
@@ -242,7 +244,10 @@ class JudgeCache:
         try:
             connection = self._writer_connection = self._writer_connection or self._connect()
             connection.execute("BEGIN IMMEDIATE")
-            connection.executemany("INSERT OR REPLACE INTO replies (key, entry) VALUES (?, ?)", batch)
+            # The batch as one JSON array in one statement: SQLite inserts every row in one step, without the GIL.
+            # `executemany` steps once per row, giving the GIL up and taking it back each time: at hundreds of calls
+            # a second that was a thread switch against the judge's event loop per row (README, judge throughput).
+            connection.execute(_INSERT_BATCH, (json.dumps(batch),))
             connection.execute("COMMIT")
         except BaseException:
             if self._writer_connection is not None:  # the next batch starts afresh, outside this failed transaction

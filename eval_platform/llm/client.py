@@ -211,8 +211,9 @@ class LiteLLMJudgeClient:
         # Per event loop: each judge_day is its own asyncio.run, and a limiter's futures belong to one loop.
         self._limiters: dict[tuple[int, str], EndpointLimiter] = {}
 
-    def limiter(self, model: str) -> EndpointLimiter:
-        key = (id(asyncio.get_running_loop()), model)
+    def limiter(self, model: str, loop: int | None = None) -> EndpointLimiter:
+        """The limiter of `model` on the running event loop (`loop`: its id, when the caller has it)."""
+        key = (loop if loop is not None else id(asyncio.get_running_loop()), model)
         if key not in self._limiters:
             self._limiters = {k: v for k, v in self._limiters.items() if k[0] == key[0]}
             self._limiters[key] = EndpointLimiter(self.max_concurrency, adaptive=self.adaptive)
@@ -229,9 +230,11 @@ class LiteLLMJudgeClient:
             lean = self._lean_routes[(model, api_base)] = self.lean and is_openai_compatible(model, api_base)
         return lean
 
-    async def _send(self, request: JudgeRequest | EmbeddingRequest) -> tuple[Any, str | None, str | None, Any]:
-        """(content, finish_reason, provider model, usage) of one attempt; raises on any failure. The content of an
-        embedding request is its vectors."""
+    async def _send(
+        self, request: JudgeRequest | EmbeddingRequest, loop: int
+    ) -> tuple[Any, str | None, str | None, Any]:
+        """(content, finish_reason, provider model, usage) of one attempt on event loop `loop` (the running one's id);
+        raises on any failure. The content of an embedding request is its vectors."""
         if isinstance(request, EmbeddingRequest):
             return await self._embed(request)
         if self._lean(request.model, request.api_base):
@@ -244,6 +247,7 @@ class LiteLLMJudgeClient:
                 request.max_tokens,
                 request.timeout_s,
                 request.messages_json.text,
+                loop=loop,
             )
             return reply.content, reply.finish_reason, reply.model, reply.usage
         response = await _litellm().acompletion(
@@ -295,16 +299,18 @@ class LiteLLMJudgeClient:
     ) -> CallOutcome:
         outcome = CallOutcome()
         started = time.perf_counter()
+        # Looked up once per call: in Python 3.11 each `get_running_loop()` is a getpid() system call.
+        loop = id(asyncio.get_running_loop())
         for attempt in range(request.max_retries + 1):
             outcome.attempts = attempt + 1
-            limiter = self.limiter(request.model)
+            limiter = self.limiter(request.model, loop)
             await limiter.acquire(RETRY if attempt else NEW)
             try:
                 try:
                     if before_send is not None:
                         await before_send()  # a budget reservation: taken when the call is about to go out
                         before_send = None
-                    content, finish_reason, provider_model, usage = await self._send(request)
+                    content, finish_reason, provider_model, usage = await self._send(request, loop)
                 finally:
                     limiter.release()
             except SendRefused:

@@ -147,10 +147,13 @@ class OpenAICompatTransport:
         max_tokens: int,
         timeout_s: float,
         written_messages: str | None = None,
+        loop: int | None = None,
     ) -> Completion:
         """One chat completion; `written_messages` is `messages` as JSON when the caller has it already (the
-        request's, which its cache key was made of: `request_json`), so the body is not written twice."""
-        loop = id(asyncio.get_running_loop())  # once: in Python 3.11 each call of it is a getpid() system call
+        request's, which its cache key was made of: `request_json`), so the body is not written twice. `loop` is the
+        running event loop's id when the caller has it (in Python 3.11 each `get_running_loop()` is a getpid())."""
+        if loop is None:
+            loop = id(asyncio.get_running_loop())
         url, headers = self._target(loop, api_base, api_key)
         body = chat_body_json(model, messages, temperature, max_tokens, written_messages).encode()
         status, raw = await self._post(loop, url, body, headers, timeout_s)

@@ -93,6 +93,29 @@ def test_fence_tags_are_a_per_request_secret_no_content_can_forge():
     assert unfence_all(first)["output"] == [attack]  # the forged delimiters stay inside the real block
 
 
+def test_fence_secrets_are_never_repeated_across_pool_refills_or_a_fork():
+    import os
+
+    from eval_platform.judging import fencing
+
+    drawn = [fencing.new_secret() for _ in range(3 * fencing.SECRET_POOL_BYTES // fencing.SECRET_BYTES)]
+    assert all(len(s) == 16 and int(s, 16) >= 0 for s in drawn)
+    assert len(set(drawn)) == len(drawn)  # three pools' worth: no secret handed out twice
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: what it draws next, written to the parent
+        try:
+            os.write(write, ",".join(fencing.new_secret() for _ in range(4)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 4096).decode().split(",")
+    os.close(read)
+    os.waitpid(pid, 0)
+    parent = [fencing.new_secret() for _ in range(4)]
+    assert len(child) == 4 and set(child).isdisjoint(parent)  # the child did not reuse the parent's pool
+
+
 def test_the_cache_key_does_not_depend_on_the_fence_secret():
     from eval_platform.judging.config import EvaluatorConfig
     from eval_platform.judging.prompts import build_messages
