@@ -228,3 +228,31 @@ def test_old_layout_entries_that_cannot_be_moved_are_still_read(tmp_path):
     cache = JudgeCache(directory)
     assert cache.get(key) == reply  # found where it was, as before, not an error in the middle of a day
     assert (directory / "ab" / f"{key}.json").exists() and cache.get("cd" + "4" * 62) is None
+
+
+def test_a_days_lookups_share_a_snapshot_that_sees_every_commit_and_is_closed_after(tmp_path, monkeypatch):
+    import eval_platform.llm.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "SNAPSHOT_S", 0.3)
+    cache = JudgeCache(tmp_path / "cache")
+    entry = {"content": 'a reply with "quotes", é and ☃', "prompt_tokens": 3, "cost_usd": 1.2345678901234567e-05}
+    cache.put("k1", entry)
+    cache.flush()
+    with cache.reading():
+        assert cache.get("k1") == entry  # read from the file (flushed: no longer held in memory)
+        assert cache._readers.connection.in_transaction  # the day's lookups share one read transaction
+        cache.put("k2", {**entry, "prompt_tokens": 4})
+        cache.flush()  # committed after the snapshot was taken, and gone from memory
+        assert cache.get("k2") == {**entry, "prompt_tokens": 4}  # this cache's own commit renews the snapshot
+        # Another process's entry is seen once the snapshot is SNAPSHOT_S old, never a wrong reply before.
+        with closing(sqlite3.connect(cache.path, isolation_level=None)) as other:
+            other.execute("INSERT INTO replies (key, entry) VALUES ('k3', ?)", (json.dumps(entry),))
+        deadline = time.monotonic() + 5
+        while cache.get("k3") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cache.get("k3") == entry
+    # Ended with the block: no read transaction holds the WAL back (a full checkpoint is not blocked).
+    assert not cache._readers.connection.in_transaction
+    with closing(sqlite3.connect(cache.path, isolation_level=None)) as other:
+        assert other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    assert JudgeCache(tmp_path / "cache").get("k1") == entry  # entries read back the same from a fresh process's view
