@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sys
 import urllib.request
@@ -85,6 +86,7 @@ class OpenAICompatTransport:
         self._sessions: dict[int, aiohttp.ClientSession] = {}
         # Per event loop (a day), per base and key: the URL and headers, looked up once (the environment included).
         self._targets: dict[tuple[int, str | None, str | None], tuple[Any, dict[str, str]]] = {}
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _session(self, key: int) -> aiohttp.ClientSession:
         """The session of the event loop whose id is `key` (the running one)."""
@@ -96,9 +98,8 @@ class OpenAICompatTransport:
             # trust_env makes aiohttp look up ~/.netrc in a thread on every request (a measurable share of the
             # path at hundreds of calls/s): only when proxy variables are set does the environment matter.
             trust_env = bool(urllib.request.getproxies())
-            # The call's own `asyncio.timeout` bounds it whole (connecting, sending, reading): aiohttp's default
-            # (5 minutes in total, 30 s to connect) would be a second timer per call, and a hidden cap on a
-            # longer `timeout_s`.
+            # Each call's `timeout_s` bounds it whole (`_timeout`): aiohttp's default (5 minutes in total, 30 s to
+            # connect) would be a hidden cap on a longer `timeout_s`.
             no_timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=None, sock_read=None)
             session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0), trust_env=trust_env, timeout=no_timeout
@@ -125,17 +126,29 @@ class OpenAICompatTransport:
         if session is not None:
             await session.close()
 
+    def _timeout(self, timeout_s: float) -> aiohttp.ClientTimeout:
+        """aiohttp's total timeout of `timeout_s` seconds: one timer bounds the call whole (connecting, sending, reading
+        the reply), never rounded up (`ceil_threshold`); a timed-out call raises TimeoutError. Its timer context takes
+        the event loop it was given: a per-call `asyncio.timeout` looked the loop up twice (a getpid() each in
+        Python 3.11) and was a second timer beside aiohttp's own."""
+        timeout = self._timeouts.get(timeout_s)
+        if timeout is None:
+            import aiohttp
+
+            timeout = self._timeouts[timeout_s] = aiohttp.ClientTimeout(total=timeout_s, ceil_threshold=math.inf)
+        return timeout
+
     async def _post(
         self, loop: int, url: Any, body: bytes, headers: dict[str, str], timeout_s: float
     ) -> tuple[int, bytes]:
         """POST `body` (JSON) within `timeout_s` on the session of event loop `loop`: the status and the body's bytes
         (JSON, which json reads from bytes as they are); an HTTP error is a ProviderHTTPError with its text."""
-        async with asyncio.timeout(timeout_s):
-            async with self._session(loop).post(url, data=body, headers=headers) as response:
-                status, retry_after = response.status, response.headers.get("retry-after")
-                if status >= 400:
-                    raise ProviderHTTPError(status, await response.text(), retry_after)
-                return status, await response.read()
+        timeout = self._timeout(timeout_s)
+        async with self._session(loop).post(url, data=body, headers=headers, timeout=timeout) as response:
+            status, retry_after = response.status, response.headers.get("retry-after")
+            if status >= 400:
+                raise ProviderHTTPError(status, await response.text(), retry_after)
+            return status, await response.read()
 
     async def complete(
         self,

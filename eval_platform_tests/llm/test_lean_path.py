@@ -157,3 +157,70 @@ def test_openai_models_without_api_base_read_litellms_environment_on_both_paths(
         assert rows["status"].to_list() == ["COMPLETED"]
         # The key was sent, and echoed back: an environment key is redacted as an evaluator's is.
         assert "Bearer [REDACTED]" in rows["reasoning"][0] and "sk-from-the-environment" not in rows["reasoning"][0]
+
+
+class _StallingProvider:
+    """An OpenAI-compatible endpoint on 127.0.0.1 that answers a chat completion's status and headers and the start
+    of its body, then sends nothing more; it closes the connection after STALL_S seconds."""
+
+    STALL_S = 15.0
+
+    def __init__(self) -> None:
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.requests = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import time
+
+        while True:
+            try:
+                connection, _ = self.sock.accept()
+            except OSError:
+                return
+            with connection:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += connection.recv(65536)
+                head, body = data.split(b"\r\n\r\n", 1)
+                length = int(
+                    next(
+                        v
+                        for k, v in (h.split(b":", 1) for h in head.split(b"\r\n")[1:])
+                        if k.lower() == b"content-length"
+                    )
+                )
+                while len(body) < length:
+                    body += connection.recv(65536)
+                self.requests += 1
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2000\r\n\r\n"
+                    b'{"choices": [{"message": {"content": "'
+                )
+                time.sleep(self.STALL_S)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_reply_whose_body_stalls_is_failed_timeout_after_timeout_s(tmp_path):
+    # The timeout bounds the call whole: the status and headers came in time, the body never does.
+    provider = _StallingProvider()
+    try:
+        config = judge(provider, "score", timeout_s=1, max_retries=0, score_scale={"min": 1, "max": 5})
+        runtime = JudgeRuntime(
+            LiteLLMJudgeClient(max_concurrency=1),
+            JudgeCache(tmp_path / "c"),
+            BudgetLedger(tmp_path / "b.sqlite"),
+            env={},
+        )
+        rows = judge_day(config, DAY, make_traces(1), runtime).rows
+    finally:
+        provider.close()
+    assert provider.requests == 1
+    assert rows.select("status", "reason", "calls").rows() == [("FAILED", "timeout", 1)]
+    assert rows["latency_ms"][0] < provider.STALL_S * 1000  # ended by the timeout, not by the provider hanging up
