@@ -261,11 +261,13 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
     final_label = f"consensus:{config.consensus}" if several else members[0].label
     final_role = "consensus" if several else "verdict"
 
+    no_judge = all(member.judge is None for member in members)
+
     def skip_reason(unit_id: str) -> tuple[str, str | None] | None:
         selection = selection_skip(config, unit_id, manual_trace_ids)
         if selection:
             return selection
-        if all(member.judge is None for member in members):
+        if no_judge:
             return NO_CREDENTIALS, _no_credentials_detail(config)
         return None
 

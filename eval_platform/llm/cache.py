@@ -56,9 +56,6 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
     # which no content can write (a fixed word in its place could be written by the content itself, and two
     # traces could then share an entry: the second would get the first one's verdict without a call). A request
     # without fences (a benchmark's prompt to the model under test) keeps its text whole, as its key always did.
-    pieces = messages.split(secret) if secret else [messages]
-    written = [escape(piece) for piece in pieces[1:]]
-    first = pieces[0]
     head = '{"api_base": ' + scalar(endpoint or request.api_base) + ', "max_tokens": ' + scalar(request.max_tokens)
     head += ', "messages": ' + ("[" if secret else "")
     tail = (
@@ -73,15 +70,48 @@ def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -
         + scalar(request.temperature)
         + "}"
     )
+    if secret and not (secret.isascii() and secret.isalnum()):
+        return _key_of_pieces(messages.split(secret), lead, lead_escaped, head, tail)
+    # The list of pieces, written at once: `messages` is JSON text (ASCII, no control character), which escaping
+    # as a string changes only at its quotes and backslashes (each gets a backslash before it), so the escaped text
+    # holds the secret (letters and digits, as every fence secret is) exactly where `messages` does, and each
+    # occurrence written as '", "' is the list `[escape(piece), ...]` of `_key_of_pieces`, in one C call each.
+    start = 0
+    if (
+        lead
+        and messages.startswith(lead)
+        and not (secret and messages.find(secret, 0, len(lead) + len(secret) - 1) >= 0)
+    ):
+        start = len(lead)  # no secret in the lead: its escaped part is hashed once per day (`_shared_prefix`)
+    rest = escape(messages[start:])
+    if secret:
+        rest = rest.replace(secret, '", "')
+    if start:
+        digest = _shared_prefix(head, lead, lead_escaped)
+        digest.update((rest[1:] + tail).encode())
+        return digest.hexdigest()
+    return hashlib.sha256((head + rest + tail).encode()).hexdigest()
+
+
+def _shared_prefix(head: str, lead: str, lead_escaped: str) -> Any:
+    """A copy of the SHA-256 state after `head` and the escaped leading message, hashed once per such pair."""
+    memo = (head, lead)
+    shared = _PREFIX_HASHES.get(memo)
+    if shared is None:
+        if len(_PREFIX_HASHES) >= _PREFIX_HASHES_MAX:
+            _PREFIX_HASHES.clear()
+        shared = _PREFIX_HASHES[memo] = hashlib.sha256((head + '"' + lead_escaped).encode())
+    return shared.copy()
+
+
+def _key_of_pieces(pieces: list[str], lead: str, lead_escaped: str, head: str, tail: str) -> str:
+    """The key of a request whose fence secret is not only letters and digits: each piece between its occurrences
+    escaped on its own."""
+    written = [escape(piece) for piece in pieces[1:]]
+    first = pieces[0]
     rest = ", ".join(written)
     if lead and first.startswith(lead):  # escaping is character by character: the lead's is kept, the rest added
-        memo = (head, lead)
-        shared = _PREFIX_HASHES.get(memo)
-        if shared is None:
-            if len(_PREFIX_HASHES) >= _PREFIX_HASHES_MAX:
-                _PREFIX_HASHES.clear()
-            shared = _PREFIX_HASHES[memo] = hashlib.sha256((head + '"' + lead_escaped).encode())
-        digest = shared.copy()
+        digest = _shared_prefix(head, lead, lead_escaped)
         digest.update((escape(first[len(lead) :])[1:] + (", " if written else "") + rest + tail).encode())
         return digest.hexdigest()
     body = escape(first) + (", " if written else "") + rest

@@ -176,9 +176,11 @@ class ModelCaller:
                 outcome = await runtime.batch.outcome(endpoint, request, key, worst)
             else:
                 outcome = await runtime.client.complete(request, before_send=before_send)
-            # A provider may echo the Authorization header: no key reaches a row, the cache or a log (batch
-            # answers come this way too).
-            outcome.redact(self.secrets)
+            # A provider may echo the Authorization header: no key reaches a row, the cache or a log. The client
+            # redacts what it returns against every remembered secret, this caller's included (remembered when it
+            # was made); an outcome that was not (a batch's answer, another client) is redacted here.
+            if not outcome.redacted:
+                outcome.redact(self.secrets)
         except BudgetRefused as refused:
             return CallResult(status=SKIPPED, reason=BUDGET_EXHAUSTED, detail=str(refused), cost_usd=0.0)
         cost = self._cost(outcome)

@@ -80,6 +80,7 @@ class CallOutcome:
     retry_waits_s: list[float] = field(default_factory=list)
     rate_limited: int = 0  # 429 answers met on the way
     vectors: list[Any] | None = None  # an embedding request's reply: float32 arrays, one per text (no `content`)
+    redacted: bool = False  # every text redacted against every secret remembered so far (`redact`)
 
     @property
     def ok(self) -> bool:
@@ -94,6 +95,7 @@ class CallOutcome:
         self.error_detail = redact(self.error_detail)
         self.provider_model = redact(self.provider_model)
         self.finish_reason = redact(self.finish_reason)
+        self.redacted = True
         return self
 
 
@@ -335,9 +337,14 @@ class LiteLLMJudgeClient:
             outcome.content = content
             outcome.finish_reason = finish_reason
             outcome.provider_model = provider_model
-            outcome.prompt_tokens = int(_field(usage, "prompt_tokens") or 0)
-            outcome.completion_tokens = int(_field(usage, "completion_tokens") or 0)
-            outcome.cached_prompt_tokens = cached_prompt_tokens(usage)
+            if type(usage) is dict and "prompt_tokens_details" not in usage and "cache_read_input_tokens" not in usage:
+                # The lean path's usual usage object: no cached tokens reported.
+                outcome.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+                outcome.completion_tokens = int(usage.get("completion_tokens") or 0)
+            else:
+                outcome.prompt_tokens = int(_field(usage, "prompt_tokens") or 0)
+                outcome.completion_tokens = int(_field(usage, "completion_tokens") or 0)
+                outcome.cached_prompt_tokens = cached_prompt_tokens(usage)
             outcome.error_reason = outcome.error_detail = None
             break
         outcome.latency_ms = (time.perf_counter() - started) * 1000

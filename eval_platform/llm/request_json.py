@@ -31,7 +31,10 @@ class MessagesJSON(NamedTuple):
 
 def messages_json(messages: list[Any]) -> MessagesJSON:
     """`messages` as JSON with sorted keys, and the leading message's fragment of it (see `MessagesJSON`)."""
-    if not messages or not all(type(m) is dict and len(m) == 2 and _usual(m) for m in messages):
+    for message in messages:  # the usual shape: {"content": str, "role": str} each
+        if type(message) is not dict or len(message) != 2 or not _usual(message):
+            return MessagesJSON(SORTED_JSON.encode(messages), "", "")
+    if not messages:
         return MessagesJSON(SORTED_JSON.encode(messages), "", "")
     head = messages[0]
     known = _LEADING.get((head["role"], head["content"]))

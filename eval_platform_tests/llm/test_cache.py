@@ -98,10 +98,11 @@ def test_cache_keys_are_the_bytes_entries_were_stored_under():
     # Random texts of the characters that escape differently, with the secret (or a piece of it) anywhere.
     rng = random.Random(7)
     alphabet = ['"', "\\", "\n", "\u00e9", "\U0001f600", "\ud800", "a", " ", "<<<", SECRET, SECRET[:5], "u00"]
-    for _ in range(300):
+    # Secrets of letters and digits are written over the escaped text at once; others (`"`, `\\`) piece by piece.
+    for _ in range(1000):
         texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(2)]
         messages = [{"role": "system", "content": texts[0]}, {"role": "user", "content": texts[1]}]
-        request = _request(messages, secret=rng.choice([SECRET, None, "e9"]))
+        request = _request(messages, secret=rng.choice([SECRET, None, "e9", "u00", '"', "\\", 'a"']))
         material = _SORTED_JSON.encode(_key_material(request, 0)).encode()
         assert cache_key(request, 0) == hashlib.sha256(material).hexdigest()
 

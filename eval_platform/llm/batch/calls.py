@@ -75,7 +75,8 @@ def _answer(text: str) -> CallOutcome | Refusal:
     item = json.loads(text)
     if "refusal" in item:
         return Refusal(**item["refusal"])
-    return CallOutcome(**item["outcome"])
+    # Read back from the scratch file: redacted again by the call path (what the flag said was of another moment).
+    return CallOutcome(**{**item["outcome"], "redacted": False})
 
 
 class BatchCalls:
