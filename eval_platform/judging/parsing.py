@@ -70,7 +70,11 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
         _check_the_text_agrees(config, verdict, text, n_candidates)
     confidence = confidence_of(obj, text)
     reasoning = reasoning_of(obj) if obj is not None else text.strip()
-    return Verdict(**{**verdict.__dict__, "reasoning": reasoning, "confidence": confidence})
+    # The mode's verdict with the reasoning and confidence read here: a copy of its fields (a frozen dataclass's
+    # __init__ sets them one `object.__setattr__` at a time, and this is once per reply).
+    whole = object.__new__(Verdict)
+    whole.__dict__.update(verdict.__dict__, reasoning=reasoning, confidence=confidence)
+    return whole
 
 
 def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | None) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 
+from eval_platform import jsontext
 from eval_platform.schemas import AMBIGUOUS, OUT_OF_RANGE, SCHEMA_VIOLATION, UNPARSEABLE
 
 _FENCED_JSON_RE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
@@ -59,7 +60,7 @@ def one_json_object(stripped: str) -> dict[str, Any] | None:
     if stripped[:1] != "{" or stripped[-1:] != "}" or "```" in stripped:
         return None
     try:
-        value = json.loads(stripped)
+        value = jsontext.loads(stripped)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from eval_platform import jsontext
 from eval_platform.llm.client import JudgeRequest
 from eval_platform.llm.request_json import SORTED_JSON, escape, scalar
 from eval_platform.llm.statedb import PostgresState
@@ -138,7 +139,7 @@ def _key_material(request: JudgeRequest, sample: int, endpoint: str | None = Non
 WRITE_GATHER_S = 0.25
 WRITE_BATCH = 4000
 
-# A batch is one JSON array of [key, entry] pairs (written by one `json.dumps` in the writer thread, not one per
+# A batch is one JSON array of [key, entry] pairs (written by one `jsontext.dumps` in the writer thread, not one per
 # entry in the judge's event loop); `value -> 1` is the entry's JSON text (compact: what `json.loads` reads back).
 _INSERT_BATCH = "INSERT OR REPLACE INTO replies (key, entry) SELECT value ->> 0, value -> 1 FROM json_each(?)"
 # Within a day (`JudgeCache.reading`), a thread's lookups share one read transaction of the SQLite file instead of
@@ -268,7 +269,7 @@ class JudgeCache:
             row = reader.execute("SELECT entry FROM replies WHERE key = ?", (key,)).fetchone()
         try:
             if row is not None:
-                return json.loads(row[0])
+                return jsontext.loads(row[0])
             if self._legacy_files and self.directory is not None:
                 return json.loads((self.directory / key[:2] / f"{key}.json").read_text(encoding="utf-8"))
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
@@ -320,7 +321,7 @@ class JudgeCache:
             # The batch as one JSON array in one statement: SQLite inserts every row in one step, without the GIL.
             # `executemany` steps once per row, giving the GIL up and taking it back each time: at hundreds of calls
             # a second that was a thread switch against the judge's event loop per row (README, judge throughput).
-            connection.execute(_INSERT_BATCH, (json.dumps(batch),))
+            connection.execute(_INSERT_BATCH, (jsontext.dumps(batch),))
             connection.execute("COMMIT")
         except BaseException:
             if self._writer_connection is not None:  # the next batch starts afresh, outside this failed transaction

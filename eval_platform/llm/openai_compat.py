@@ -19,6 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eval_platform import jsontext
 from eval_platform.llm import pricing
 from eval_platform.llm.redaction import clip, remember
 from eval_platform.llm.request_json import messages_json, scalar
@@ -171,7 +172,7 @@ class OpenAICompatTransport:
         body = chat_body_json(model, messages, temperature, max_tokens, written_messages).encode()
         status, raw = await self._post(loop, url, body, headers, timeout_s)
         try:
-            return parse_completion(json.loads(raw))
+            return parse_completion(jsontext.loads(raw))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             text = raw.decode("utf-8", errors="replace")
             detail = f"not a chat completion ({type(exc).__name__}): {clip(text, 500, [api_key])}"

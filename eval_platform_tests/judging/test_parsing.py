@@ -287,11 +287,15 @@ def test_a_negative_score_is_never_read_as_its_absolute_value():
 def test_a_reply_that_is_one_json_object_is_read_once(monkeypatch):
     """The usual reply (one JSON object, nothing around it) is decoded once per call, not once per check; what it
     says is read as before, and a reply with text around its object still has that text checked."""
+    from eval_platform import jsontext
     from eval_platform.judging import replies
 
     decoded = []
-    loads = replies.json.loads
-    monkeypatch.setattr(replies.json, "loads", lambda text, *a, **k: decoded.append(text) or loads(text, *a, **k))
+    for module in (replies.json, jsontext):  # json's reader and the hot path's (`jsontext`, which falls back on it)
+        spied = module.loads
+        monkeypatch.setattr(
+            module, "loads", lambda text, *a, _loads=spied, **k: decoded.append(text) or _loads(text, *a, **k)
+        )
     verdict = parse_reply(config("score", **SCORE_1_10), ' {"reasoning": "fine", "score": 7} \n')
     assert verdict.raw_score == 7 and verdict.reasoning == "fine" and len(decoded) == 1
     with pytest.raises(ParseFailure) as failure:
