@@ -36,6 +36,7 @@ from pathlib import Path
 
 import httpx
 
+from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -138,9 +139,7 @@ class Dagster:
     def __init__(self, base: Path, root: Path, start_date: str, partitions_per_run: int | None):
         self.home = base / "dagster_home"
         self.home.mkdir()
-        (self.home / "dagster.yaml").write_text(
-            (REPO / "dagster.yaml").read_text() + "\ntelemetry:\n  enabled: false\n"
-        )
+        (self.home / "dagster.yaml").write_text(shipped_instance_yaml())
         self.env = {
             **os.environ,
             "DAGSTER_HOME": str(self.home),
