@@ -4,6 +4,8 @@
     eval-platform demo                the daily job on the bundled sample data
     eval-platform ui                  the Dagster webserver and daemon on the data root
     eval-platform dry-run ...         what a backfill or a suite would cost, nothing sent
+    eval-platform judge --day DAY     ingest and judge one day now (the runs show in the UI)
+    eval-platform sql "SELECT ..."    query the results
     eval-platform check               is this data root ready: evaluators, keys, schedules, today's worst case
     eval-platform migrate-state ...   move the shared state into the instance's PostgreSQL (once)
     eval-platform local-judge ...     run the local OpenAI-compatible judge (placeholder verdicts, no key)
@@ -27,6 +29,8 @@ _VERBS: dict[str, tuple[str, str]] = {
     "demo": ("run the daily job on the bundled sample data", "eval_platform.demo:main"),
     "ui": ("start the Dagster webserver and daemon on the data root", "eval_platform.ui:main"),
     "dry-run": ("price a backfill or a benchmark suite; nothing is sent", "eval_platform.dry_run:main"),
+    "judge": ("ingest and judge one day now, as the daily schedule does (paid calls)", "eval_platform.judge_day:main"),
+    "sql": ("query the results (the DuckDB catalog) and print a table", "eval_platform.sql:main"),
     "check": ("check a data root: evaluators, keys, schedules, today's worst case", "eval_platform.doctor:main"),
     "migrate-state": (
         "move the shared state (ledger, cache, batches) into the instance's PostgreSQL",
