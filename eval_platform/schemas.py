@@ -733,7 +733,7 @@ BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "task_config_hash": pl.String(),
     "scorer_config_hash": pl.String(),
     "computed_at": UTC_TS,
-    "k": pl.Int64(),  # samples per case of a `<metric>.pass@k` / `<metric>.pass^k` row; null for other rows
+    "k": pl.Int64(),  # the k of a `<metric>.pass@k` / `<metric>.pass^k` row (`pass_at`); null for other rows
 }
 
 LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {

@@ -99,6 +99,7 @@ def test_a_new_wording_with_the_same_verdicts_is_no_drift(anchored, local_judge)
     row, _ = check(reworded)
     assert row["trigger"] == "config_changed"
     assert row["mean_shift"] == 0 and row["agreement"] == 1.0 and row["significant"] is False
+    assert row["note"] == "no anchor moved"
 
 
 def test_what_calls_for_a_check(local_judge):
