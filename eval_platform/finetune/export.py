@@ -27,11 +27,10 @@ import polars as pl
 
 from eval_platform.finetune.config import FinetuneExport, Threshold
 from eval_platform.ingest.messages import content_text, is_message_list
-from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
+from eval_platform.schemas import APP_ERROR, COMPLETED, FAILED, PARTIAL_TRACE, SKIPPED
 
 ROLES = ("system", "user", "assistant", "tool")
 _ROLE_ALIASES = {"developer": "system", "human": "user", "ai": "assistant", "model": "assistant", "function": "tool"}
-PARTIAL_TRACE, APP_ERROR = "partial_trace", "app_error"
 NO_FINAL_ANSWER, BAD_MESSAGES = "no_final_answer", "bad_messages"
 
 
