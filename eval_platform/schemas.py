@@ -126,6 +126,25 @@ FAIL_REASONS = (
     JUDGE_MISSING,
     UNKNOWN_EVALUATOR,
 )
+# Why a fine-tuning export leaves a trace out (finetune.export; a manifest's `excluded_by_reason`), besides
+# PARTIAL_TRACE, APP_ERROR and the verdicts' `<outcome>:<evaluator>`. A line is never repaired into something the
+# trace did not say: what cannot be written in OpenAI's chat fine-tuning format is left out with its reason.
+NO_FINAL_ANSWER = "no_final_answer"  # no assistant text at the end: e.g. an agent that stopped on a tool call
+UNANSWERED_TOOL_CALL = "unanswered_tool_call"  # a tool call no tool message answers before the conversation goes on
+BAD_TOOL_ARGUMENTS = "bad_tool_arguments"  # a tool call's arguments are not the JSON text of an object
+BAD_FUNCTION_NAME = "bad_function_name"  # a called function's name is outside ^[a-zA-Z0-9_-]{1,64}$
+BAD_TOOLS = "bad_tools"  # metadata.tools is not a list of OpenAI function tools with valid names
+BAD_MESSAGES = "bad_messages"  # a role the format has no place for, a tool message answering no call, no user
+EXPORT_EXCLUSIONS = (
+    PARTIAL_TRACE,
+    APP_ERROR,
+    NO_FINAL_ANSWER,
+    UNANSWERED_TOOL_CALL,
+    BAD_TOOL_ARGUMENTS,
+    BAD_FUNCTION_NAME,
+    BAD_TOOLS,
+    BAD_MESSAGES,
+)
 # A COMPLETED pairwise row's reason (and flag): the verdict flipped with the presentation order, counted as a tie.
 INCONSISTENT_ORDER = "inconsistent_order"
 # A benchmark case scored through another call carries that call's reason under a prefix (the functions below).
