@@ -30,6 +30,7 @@ NO_CREDENTIALS = "no_credentials"  # the evaluator's provider key is not set
 PROMPT_TOO_LARGE = "prompt_too_large"  # the rendered prompt is longer than max_prompt_chars
 SPAN_NOT_FOUND = "span_not_found"  # the evaluator's span is not in the trace
 NO_PAIR = "no_pair"  # pairwise: no other trace of the day shares the pair_by value
+NO_GROUP_KEY = "no_group_key"  # pairwise / n_wise: the trace has no value for the pair_by / group_by field
 GROUP_SIZE = "group_size"  # n_wise: the group has too few or too many candidates
 NO_REFERENCE = "no_reference"  # reference mode: the trace has no expected_output (nor a dataset case)
 # A check evaluator (judging.checks) makes no call: it skips a trace lacking the field its scorer reads (a trace
@@ -54,6 +55,7 @@ SKIP_REASONS = (
     PROMPT_TOO_LARGE,
     SPAN_NOT_FOUND,
     NO_PAIR,
+    NO_GROUP_KEY,
     GROUP_SIZE,
     NO_REFERENCE,
     MISSING_FIELD,
@@ -95,6 +97,9 @@ BATCH_UNCONFIRMED = "batch_unconfirmed"  # the provider could not say whether a 
 SCORER_ERROR = "scorer_error"
 LOCAL_MODEL_ERROR = "local_model_error"  # a local model folder (`model_path`) could not be loaded or run
 UPSTREAM_MISSING = "upstream_missing"  # the task's `outputs_of` task has no output for the case
+# a benchmark case's `judge` scorer (an evaluator, spelt `judge:<code>`, see judge_reason()):
+JUDGE_MISSING = "judge_missing"  # the evaluator returned no row for the case
+UNKNOWN_EVALUATOR = "unknown_evaluator"  # the scorer names an evaluator that did not load
 FAIL_REASONS = (
     LOCAL_MODEL_ERROR,
     TIMEOUT,
@@ -118,12 +123,48 @@ FAIL_REASONS = (
     SCORER_ERROR,
     MISSING_FIELD,
     UPSTREAM_MISSING,
+    JUDGE_MISSING,
+    UNKNOWN_EVALUATOR,
 )
+# Why a fine-tuning export leaves a trace out (finetune.export; a manifest's `excluded_by_reason`), besides
+# PARTIAL_TRACE, APP_ERROR and the verdicts' `<outcome>:<evaluator>`. A line is never repaired into something the
+# trace did not say: what cannot be written in OpenAI's chat fine-tuning format is left out with its reason.
+NO_FINAL_ANSWER = "no_final_answer"  # no assistant text at the end: e.g. an agent that stopped on a tool call
+UNANSWERED_TOOL_CALL = "unanswered_tool_call"  # a tool call no tool message answers before the conversation goes on
+BAD_TOOL_ARGUMENTS = "bad_tool_arguments"  # a tool call's arguments are not the JSON text of an object
+BAD_FUNCTION_NAME = "bad_function_name"  # a called function's name is outside ^[a-zA-Z0-9_-]{1,64}$
+BAD_TOOLS = "bad_tools"  # metadata.tools is not a list of OpenAI function tools with valid names
+BAD_MESSAGES = "bad_messages"  # a role the format has no place for, a tool message answering no call, no user
+EXPORT_EXCLUSIONS = (
+    PARTIAL_TRACE,
+    APP_ERROR,
+    NO_FINAL_ANSWER,
+    UNANSWERED_TOOL_CALL,
+    BAD_TOOL_ARGUMENTS,
+    BAD_FUNCTION_NAME,
+    BAD_TOOLS,
+    BAD_MESSAGES,
+)
+# A COMPLETED pairwise row's reason (and flag): the verdict flipped with the presentation order, counted as a tie.
+INCONSISTENT_ORDER = "inconsistent_order"
+# A benchmark case scored through another call carries that call's reason under a prefix (the functions below).
+EMBEDDING_PREFIX = "embedding"  # the case's embedding call (semantic_similarity) did not complete
+JUDGE_PREFIX = "judge"  # the case's `judge` scorer (an evaluator) gave no score
 
 
 def provider_error(status: object) -> str:
     """The FAILED reason of a provider's error answer: `provider_error:<HTTP status or error type>`."""
     return f"{PROVIDER_ERROR}:{status}"
+
+
+def embedding_reason(reason: str | None) -> str:
+    """A benchmark case's FAILED reason when its embedding call did not complete: `embedding:<the call's reason>`."""
+    return f"{EMBEDDING_PREFIX}:{reason}"
+
+
+def judge_reason(reason: str | None) -> str:
+    """A benchmark case's FAILED reason when its `judge` scorer gave no score: `judge:<the evaluator's reason>`."""
+    return f"{JUDGE_PREFIX}:{reason}"
 
 
 # What a pairwise winner scores on the `score` column is the pairwise mode's (`judging.modes.pairwise.PAIRWISE_SCORE`).

@@ -16,6 +16,7 @@ import jsonschema
 from pydantic import Field, field_validator, model_validator
 
 from eval_platform.alerting.rules import BUDGET_METRICS, SCORE_METRICS, AlertRule
+from eval_platform.config_files import field_errors
 from eval_platform.judging.check_options import CHECK_EVALUATOR_FIELDS, CheckOptions, check_evaluator_fields
 from eval_platform.judging.models import ModelSpec
 from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, JudgeMode
@@ -233,17 +234,23 @@ class EvaluatorConfig(_Strict):
         return self
 
     def _check_alerts(self) -> None:
+        """Rules the evaluator cannot measure, each reported at its own field (`alerts.0.rule`)."""
+        problems: list[tuple[tuple[str | int, ...], Any, str]] = []
         for i, rule in enumerate(self.alerts):
-            metric, where = rule.parsed.metric, f"alerts[{i}] ({rule.rule!r})"
+            metric, where = rule.parsed.metric, ("alerts", i, "rule")
             if metric in SCORE_METRICS and self.judge_mode.relative:
-                raise ValueError(
-                    f"{where}: mode '{self.mode}' scores are relative to the other candidates; "
+                why = (
+                    f"{rule.rule!r}: mode '{self.mode}' scores are relative to the other candidates; "
                     "their rate or mean says nothing: use failed_rate or a budget rule"
                 )
+                problems.append((where, rule.rule, why))
             budget = self.max_monthly_cost_usd if metric == "monthly_budget_used_pct" else self.max_daily_cost_usd
             if metric in BUDGET_METRICS and budget is None:
                 needed = "max_monthly_cost_usd" if metric == "monthly_budget_used_pct" else "max_daily_cost_usd"
-                raise ValueError(f"{where}: {metric} is measured against {needed}, which is not set")
+                why = f"{rule.rule!r}: {metric} is measured against {needed}, which is not set: set it or drop the rule"
+                problems.append((where, rule.rule, why))
+        if problems:
+            raise field_errors(type(self), problems)
 
     @property
     def judged_target(self) -> Target:

@@ -29,9 +29,7 @@ from eval_platform.llm.embeddings import EmbeddingRequest, embedding_cache_key, 
 from eval_platform.llm.endpoint import Endpoint
 from eval_platform.llm.redaction import redact, remember, remember_env
 from eval_platform.llm.runtime import JudgeRuntime
-from eval_platform.schemas import BUDGET_EXHAUSTED, TRUNCATED
-
-COMPLETED, FAILED, SKIPPED = "COMPLETED", "FAILED", "SKIPPED"
+from eval_platform.schemas import BUDGET_EXHAUSTED, COMPLETED, FAILED, SKIPPED, TRUNCATED
 
 P = TypeVar("P")
 

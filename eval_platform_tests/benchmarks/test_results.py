@@ -6,22 +6,15 @@ import numpy as np
 import polars as pl
 import pytest
 from sacrebleu.metrics import BLEU
-from statsmodels.stats.proportion import proportion_confint
 
 from eval_platform.benchmarks.config import Task
 from eval_platform.benchmarks.results import (
     summarize,
     summarize_corpus,
-    wilson_interval,
 )
 from eval_platform.benchmarks.task_results import task_results
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA
 from eval_platform.scoring import registry
-
-
-@pytest.mark.parametrize(("k", "n"), [(0, 10), (10, 10), (7, 20), (1, 3)])
-def test_wilson_interval_matches_statsmodels(k, n):
-    assert wilson_interval(k, n) == pytest.approx(proportion_confint(k, n, alpha=0.05, method="wilson"))
 
 
 def test_all_right_or_all_wrong_has_an_honest_interval():
