@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from eval_platform.defs.catalog import refresh
-from eval_platform.defs.partitions import trace_days
+from eval_platform.defs.partitions import not_a_trace_day, trace_days
 from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.traces import SOURCE, list_trace_files, stream_trace_day
@@ -225,11 +225,12 @@ def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: Wareh
     changed_days = sorted(
         changed | {_next_day(day) for day in changed if (warehouse.root / "traces" / _next_day(day)).is_dir()}
     )
-    valid = set(trace_days.get_partition_keys(current_time=datetime.now(UTC)))
+    now = datetime.now(UTC)
     requests = []
     for day in changed_days:
-        if day not in valid:
-            context.log.warning(f"traces/{day}/ is not a valid day partition (YYYY-MM-DD, not in the future); ignored")
+        why = not_a_trace_day(day, now)
+        if why is not None:
+            context.log.warning(f"traces/{day}/ is not ingested: {why}")
             continue
         files = {p: s for p, s in states.items() if p.split("/")[1] in (day, _previous_day(day))}
         run_key = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]

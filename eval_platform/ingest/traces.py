@@ -90,13 +90,17 @@ def list_trace_files(data_root: Path, day: str) -> list[Path]:
     return sorted(files, key=lambda path: path.relative_to(folder).as_posix())
 
 
-def _check_day(day: str) -> None:
+def is_day_name(name: str) -> bool:
+    """Whether `name` is a day as the partitions and the folders under `traces/` spell it: YYYY-MM-DD, a real date."""
     try:
-        if not _DAY.match(day):
-            raise ValueError
-        date.fromisoformat(day)
+        return bool(_DAY.match(name)) and bool(date.fromisoformat(name))
     except (TypeError, ValueError):
-        raise ValueError(f"trace day partition must be a UTC date YYYY-MM-DD, got {day!r}") from None
+        return False
+
+
+def _check_day(day: str) -> None:
+    if not is_day_name(day):
+        raise ValueError(f"trace day partition must be a UTC date YYYY-MM-DD, got {day!r}")
 
 
 class _Tally:
