@@ -282,6 +282,10 @@ QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
     "quarantined_at": UTC_TS,
 }
 
+# Why the ingest of traces quarantined an entry of `traces/` that no day reads (a folder not named YYYY-MM-DD, a file
+# in no day folder); the ingest's other, per-row reasons are listed in `ingest/traces.py`.
+NOT_A_DAY_FOLDER = "not_a_day_folder"
+
 # One row per case of a dataset version (`dataset_versions`, the `test_cases` view).
 TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
     "dataset": pl.String(),

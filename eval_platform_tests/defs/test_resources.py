@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.resources import LOCAL_JUDGE_URL_ENV, JudgeResource
@@ -10,6 +11,13 @@ from eval_platform.defs.resources import LOCAL_JUDGE_URL_ENV, JudgeResource
 
 def _declared_config(resource: dg.ConfigurableResource) -> dict:
     return resource.get_resource_definition().config_schema.default_value
+
+
+@pytest.fixture
+def tmp_path(tmp_path):
+    """A data root: a folder with an `evaluators/` folder (a code location refuses to load without one)."""
+    (tmp_path / "evaluators").mkdir()
+    return tmp_path
 
 
 def test_local_judge_url_is_an_env_var_resolved_at_run_time(tmp_path, monkeypatch):
