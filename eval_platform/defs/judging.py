@@ -17,7 +17,8 @@ from eval_platform.judging.evaluator_day import (
     PartitionNotReady,
     judge_partition,
 )
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA
+from eval_platform.markdown_table import markdown_table
+from eval_platform.schemas import COMPLETED, JUDGE_SCORE_SCHEMA, PLACEHOLDER_MARK, is_placeholder_model
 
 # Score a day when its traces were updated after its scores, never while they are still being written.
 # A partition whose judge_scores materialization is newer than its traces' is current and is not judged again,
@@ -152,21 +153,36 @@ JUDGE_SCORES_TABLE_SCHEMA = dg.TableSchema(
 )
 
 
-def preview(rows: pl.DataFrame | None, n: int = 5) -> str:
-    """A few final rows as a Markdown table, for the UI."""
-    columns = ["trace_id", "status", "reason", "score", "label", "model"]
-    shown = rows.filter(pl.col("is_final")).head(n).select(columns) if rows is not None else pl.DataFrame()
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in shown.iter_rows():
-        cells = ["" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)[:40]) for v in row]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
+PREVIEW_COLUMNS = ["trace_id", "status", "reason", "score", "label", "model", "reasoning"]
+REASONING_CHARS = 160  # what a preview cell shows of a judge's reasoning (cut with a mark; the row has all of it)
+
+
+def preview(rows: pl.DataFrame | None) -> str:
+    """The final rows a user needs first (`judging.day.preview_rows`: FAILED, the lowest scores, then the
+    skipped) as a Markdown table for the UI: full trace ids, the judge's reasoning (a FAILED row's reason detail),
+    and the model marked when its verdict is the local judge's placeholder."""
+    shown = []
+    for row in (rows if rows is not None else pl.DataFrame()).iter_rows(named=True):
+        placeholder = is_placeholder_model(row["model"]) or is_placeholder_model(row["provider_model"])
+        shown.append(
+            {
+                **row,
+                "model": f"{row['model']} ({PLACEHOLDER_MARK})" if placeholder else row["model"],
+                "reasoning": row["reasoning"] if row["status"] == COMPLETED else row["reason_detail"],
+            }
+        )
+    return markdown_table(shown, PREVIEW_COLUMNS, shorten={"reasoning": REASONING_CHARS}, digits=3)
 
 
 def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
     """What the UI shows on one partition's materialization. `in_run`: judged in a run of several partitions,
     whose check results cover the whole run, so this partition's own check outcomes are shown here too."""
     summary, tally = judged.summary, judged.tally  # counted as the rows were written: they are not held
+    placeholder = (
+        f"{tally.placeholder_verdicts} of {tally.verdicts} verdicts: {PLACEHOLDER_MARK}"
+        if tally.placeholder_verdicts
+        else None
+    )
     metadata = {
         "evaluator": judged.evaluator.name,
         # the model that actually answered (e.g. local/mock when the key is missing), not the configured one
@@ -184,6 +200,8 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         "mean_score": (
             dg.MetadataValue.float(round(summary["mean_score"], 4)) if summary["mean_score"] is not None else None
         ),
+        # scores the local judge's placeholder gave: the mean above is no quality judgment (as many as these are)
+        **({"placeholder_verdicts": placeholder} if placeholder else {}),
         "cost_usd": dg.MetadataValue.float(round(summary["cost_usd"], 6)),
         "calls": summary["calls"],
         "cache_hits": summary["cache_hits"],

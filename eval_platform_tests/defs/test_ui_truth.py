@@ -1,0 +1,116 @@
+"""What the UI shows of a real materialization tells the truth (issue 30): a partition's preview shows the rows a
+user needs (FAILED, then the lowest scores, with the judge's reasoning) with full ids and no Python `None`; the
+local judge's placeholder verdicts are marked; every check result names its partition."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import polars as pl
+
+from eval_platform.definitions import build_definitions
+from eval_platform.schemas import PLACEHOLDER_MARK
+from eval_platform.storage.warehouse import read_partition
+from eval_platform_tests.conftest import write_evaluator
+
+DAY = "2026-11-09"
+LONG = "support-bot-conversation-2026-11-09-session-"  # ids longer than the 40 characters the old preview kept
+
+
+def write_support_day(root, day: str = DAY) -> dict[str, str]:
+    """Twenty traces whose output scripts the judge's reply (`echo/output`): the first ones score high, the last
+    ones low or unparseable (FAILED), so a preview of the first rows by trace id shows none of what matters."""
+    folder = root / "traces" / day
+    folder.mkdir(parents=True, exist_ok=True)
+    replies = {}
+    for i in range(20):
+        trace_id = f"{LONG}{i:03d}-{'a' * 12}"
+        if i >= 17:
+            replies[trace_id] = "I cannot grade this."  # no JSON: FAILED unparseable
+        else:
+            score = 5 if i < 12 else 1 + (i - 12) % 3
+            replies[trace_id] = json.dumps({"score": score, "reasoning": f"trace {i}: the answer rates {score}"})
+    lines = [
+        json.dumps({"trace_id": t, "timestamp": f"{day}T10:{i:02d}:00Z", "input": "Where is my order?", "output": r})
+        for i, (t, r) in enumerate(replies.items())
+    ]
+    (folder / "export.jsonl").write_text("\n".join(lines) + "\n")
+    return replies
+
+
+def materialize(defs, selection, key, instance):
+    return dg.materialize(
+        list(defs.assets),
+        selection=[selection],
+        partition_key=key,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
+    )
+
+
+def preview_rows(markdown: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in markdown.splitlines()[2:]]
+
+
+def test_the_preview_shows_failures_and_lowest_scores_first_with_reasoning_and_full_ids(data_root, local_judge):
+    replies = write_support_day(data_root)
+    write_evaluator(
+        data_root,
+        "support",
+        mode="score",
+        model="openai/echo/output",
+        api_base=local_judge.base_url,
+        prompt="Question: {{input}}\nAnswer: {{output}}",
+        score_scale={"min": 1, "max": 5},
+        max_retries=0,
+    )
+    defs = build_definitions(data_root)
+    with dg.instance_for_test() as instance:
+        assert materialize(defs, "traces", DAY, instance).success
+        key = dg.MultiPartitionKey({"date": DAY, "evaluator": "support"})
+        result = materialize(defs, "judge_scores", key, instance)
+        metadata = result.asset_materializations_for_node("judge_scores")[0].metadata
+    text = metadata["preview"].value
+    rows = read_partition(data_root, "judge_scores", {"evaluator": "support", "date": DAY})
+    failed = rows.filter(pl.col("status") == "FAILED")["trace_id"].sort().to_list()
+    assert len(failed) == 3
+    lowest = rows.filter(pl.col("status") == "COMPLETED").sort("score", "trace_id")["trace_id"].to_list()
+
+    shown = preview_rows(text)
+    header = [c.strip() for c in text.splitlines()[0].strip("|").split(" | ")]
+    assert header == ["trace_id", "status", "reason", "score", "label", "model", "reasoning"]
+    ids = [row[0] for row in shown]
+    # the FAILED traces first, then the lowest scores, each id whole
+    assert ids == failed + lowest[: len(ids) - len(failed)]
+    assert all(i in replies for i in ids)
+    by_id = {row[0]: row for row in shown}
+    for trace_id in failed:
+        assert by_id[trace_id][1] == "FAILED" and by_id[trace_id][2] == "unparseable"
+        assert by_id[trace_id][6] not in ("", "–")  # why it failed, in words
+    assert by_id[lowest[0]][6] == json.loads(replies[lowest[0]])["reasoning"]
+    assert "None" not in text
+    assert PLACEHOLDER_MARK not in text and "placeholder_verdicts" not in metadata
+
+
+def test_placeholder_verdicts_are_marked_in_the_preview_and_the_metadata(data_root, local_judge):
+    write_support_day(data_root)
+    write_evaluator(  # answered by the local judge's placeholder (`mock`): its scores are no quality judgment
+        data_root,
+        "stand_in",
+        mode="score",
+        model="openai/mock",
+        api_base=local_judge.base_url,
+        prompt="Question: {{input}}\nAnswer: {{output}}",
+        score_scale={"min": 1, "max": 5},
+    )
+    defs = build_definitions(data_root)
+    with dg.instance_for_test() as instance:
+        assert materialize(defs, "traces", DAY, instance).success
+        key = dg.MultiPartitionKey({"date": DAY, "evaluator": "stand_in"})
+        result = materialize(defs, "judge_scores", key, instance)
+        metadata = result.asset_materializations_for_node("judge_scores")[0].metadata
+    assert metadata["placeholder_verdicts"].value == f"20 of 20 verdicts: {PLACEHOLDER_MARK}"
+    models = {row[5] for row in preview_rows(metadata["preview"].value)}
+    assert models == {f"openai/mock ({PLACEHOLDER_MARK})"}
