@@ -114,3 +114,45 @@ def test_placeholder_verdicts_are_marked_in_the_preview_and_the_metadata(data_ro
     assert metadata["placeholder_verdicts"].value == f"20 of 20 verdicts: {PLACEHOLDER_MARK}"
     models = {row[5] for row in preview_rows(metadata["preview"].value)}
     assert models == {f"openai/mock ({PLACEHOLDER_MARK})"}
+
+
+def test_annotation_progress_tables_show_no_python_none(data_root, tmp_path):
+    """A task whose items were never exported (labels came as files) has no item total and no time spent: its
+    progress tables in the UI show a dash there, never Python's `None`."""
+    import yaml
+
+    (data_root / "datasets" / "sums").mkdir(parents=True)
+    (data_root / "datasets" / "sums" / "v1.jsonl").write_text(
+        "".join(
+            json.dumps({"case_id": f"c{i}", "input": f"{i} + {i}?", "expected_output": str(2 * i)}) + "\n"
+            for i in range(4)
+        )
+    )
+    (data_root / "annotation_tasks").mkdir()
+    task = {
+        "description": "Are the answers right?",
+        "source": {"dataset": {"name": "sums", "version": 1}},
+        "instructions": "Is the answer right?",
+        "criteria": {"correct": {"schema": "classification", "labels": {"yes": 1, "no": 0}}},
+        "annotations_per_item": 2,
+        "size": 4,
+    }
+    (data_root / "annotation_tasks" / "sums_review.yaml").write_text(yaml.safe_dump(task))
+    (data_root / "annotations").mkdir(exist_ok=True)
+    (data_root / "annotations" / "labels.csv").write_text(
+        "task,item_id,annotator,criterion,label\n"
+        + "".join(f"sums_review,c{i},{who},correct,{'yes' if i % 2 else 'no'}\n" for i in range(3) for who in "ab")
+    )
+    defs = build_definitions(data_root)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        for asset in ("human_annotations", "annotation_progress"):
+            assert dg.materialize(
+                list(defs.assets), selection=[asset], instance=instance, resources=defs.resources
+            ).success
+        event = instance.get_latest_materialization_event(dg.AssetKey("annotation_progress"))
+    shown = event.asset_materialization.metadata
+    tables = [shown[name].value for name in ("progress", "agreement_so_far", "annotators")]
+    assert "sums_review" in tables[0] and "| a |" in tables[2]
+    for table in tables:
+        assert "None" not in table
+    assert "| – |" in tables[0]  # no item total: the task's items were never exported
