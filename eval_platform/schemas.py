@@ -775,6 +775,9 @@ LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
     "significant_vs_leader": pl.Boolean(),
     "cost_usd": pl.Float64(),
     "computed_at": UTC_TS,
+    # true for a suite whose file no longer loads (or is gone): its last rows, kept as they were (`stale_rows`)
+    "stale": pl.Boolean(),
+    "stale_reason": pl.String(),  # why: the load error (file and field), or the file's absence
 }
 
 

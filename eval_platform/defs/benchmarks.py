@@ -37,8 +37,10 @@ from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitio
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, LEADERBOARD_SCHEMA
+from eval_platform.stale_rows import keep_stale_rows
 from eval_platform.storage.warehouse import (
     has_files,
+    partition_values,
     partition_writer,
     read_partition,
     scan_parquet,
@@ -318,7 +320,8 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         description=(
             "One row per suite, model and aggregate (macro, micro): rank, score, 95% interval, and the gap to the "
             "leader with its paired 95% interval over the cases both answered (significant when it excludes 0). "
-            "Exposed as the `leaderboard` view." + broken_files_text("suite", broken)
+            "A suite whose file no longer loads (or is gone) keeps its last rows, flagged `stale` with the reason "
+            "in `stale_reason`. Exposed as the `leaderboard` view." + broken_files_text("suite", broken)
         ),
         group_name="benchmarks",
         deps=[suite_key(s) for s in suites],
@@ -326,7 +329,7 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         automation_condition=REFRESH_AFTER_UPDATES,
         metadata={"broken_config_files": dg.MetadataValue.json(broken)},
     )
-    def _leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def _leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         root = warehouse.root
         tables = []
         for suite_name, suite in suites.items():
@@ -340,10 +343,26 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
             board = leaderboard(suite_name, suite, by_model, costs)
             write_partition(root, "leaderboard", {"suite": suite_name}, board)
             tables.append(board)
+        # A suite whose file broke (or was removed) is not recomputed: its last rows stay, flagged stale.
+        stale = {}
+        for suite_name in partition_values(root, "leaderboard", {}, "suite"):
+            if suite_name in suites:
+                continue
+            reason = broken.get(suite_name) or f"benchmarks/{suite_name}.yaml no longer exists"
+            previous = read_partition(root, "leaderboard", {"suite": suite_name})
+            kept = keep_stale_rows(
+                pl.DataFrame(schema=LEADERBOARD_SCHEMA), previous, {suite_name: reason}, "suite", LEADERBOARD_SCHEMA
+            )
+            write_partition(root, "leaderboard", {"suite": suite_name}, kept)
+            tables.append(kept)
+            stale[suite_name] = reason
+            context.log.warning(f"suite {suite_name}: last leaderboard rows kept, flagged stale: {reason}")
         refresh(root)
         board = pl.concat(tables) if tables else pl.DataFrame(schema=LEADERBOARD_SCHEMA)
         preview = dg.MetadataValue.md(leaderboard_preview(board))
-        return dg.MaterializeResult(metadata={"rows": board.height, "preview": preview})
+        return dg.MaterializeResult(
+            metadata={"rows": board.height, "preview": preview, "stale_suites": dg.MetadataValue.json(stale)}
+        )
 
     return _leaderboard
 

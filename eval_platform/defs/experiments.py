@@ -27,9 +27,9 @@ from eval_platform.experiments.regressions import (
     latest_days,
     regressions,
 )
-from eval_platform.experiments.stale import keep_stale_rows
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.markdown_table import markdown_table
+from eval_platform.stale_rows import keep_stale_rows
 from eval_platform.storage.warehouse import read_partition, write_partition
 
 

@@ -156,3 +156,61 @@ def test_annotation_progress_tables_show_no_python_none(data_root, tmp_path):
     for table in tables:
         assert "None" not in table
     assert "| – |" in tables[0]  # no item total: the task's items were never exported
+
+
+def write_suites(root) -> None:
+    (root / "datasets" / "qa").mkdir(parents=True)
+    (root / "datasets" / "qa" / "v1.jsonl").write_text(
+        "".join(f'{{"input": "q{i}", "expected_output": "{answer}"}}\n' for i, answer in enumerate([4, 4, 6]))
+    )
+    (root / "benchmarks").mkdir()
+    for suite in ("arith", "qa"):
+        (root / "benchmarks" / f"{suite}.yaml").write_text(
+            "tasks:\n  t:\n    dataset: qa\n    prompt: '{{input}}'\n    scorers: [{name: numeric_match}]\n"
+        )
+    (root / "benchmarks" / "models.yaml").write_text("models:\n  says-4: {model: 'local/fixed/It is 4.'}\n")
+
+
+def test_a_suite_whose_file_broke_is_served_stale_in_the_ui_the_view_and_the_report(
+    data_root, local_judge, monkeypatch
+):
+    """Two suites ranked; then `arith.yaml` breaks. Its last leaderboard rows stay, flagged stale with the load
+    error, alike in the latest materialization's preview, the `leaderboard` view and the report."""
+    import duckdb
+
+    from eval_platform.report import build_report
+
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    write_suites(data_root)
+    defs = build_definitions(data_root)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("benchmark_models", ["says-4"])
+        for suite in ("arith", "qa"):
+            assert dg.materialize(
+                list(defs.assets),
+                selection=dg.AssetSelection.groups(f"benchmark_{suite}"),
+                partition_key="says-4",
+                instance=instance,
+                resources=defs.resources,
+            ).success
+        assert materialize(defs, "leaderboard", None, instance).success
+        (data_root / "benchmarks" / "arith.yaml").write_text("tasks:\n  t:\n    dataset: qa\n    prompt: 3\n")
+        defs = build_definitions(data_root)  # what a reload of the code location does
+        result = materialize(defs, "leaderboard", None, instance)
+        assert result.success
+        metadata = result.asset_materializations_for_node("leaderboard")[0].metadata
+    assert list(metadata["stale_suites"].value) == ["arith"]
+    reason = metadata["stale_suites"].value["arith"]
+    assert "arith" in reason
+    preview = {row[0]: row for row in preview_rows(metadata["preview"].value)}
+    assert preview["arith"][-1].startswith("STALE: ") and preview["qa"][-1] == ""
+
+    with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
+        view = conn.execute("SELECT suite, bool_and(stale), any_value(stale_reason) FROM leaderboard GROUP BY ALL")
+        assert sorted(view.fetchall()) == [("arith", True, reason), ("qa", False, None)]
+
+    build_report(data_root)
+    page = (data_root / "reports" / "report.html").read_text()
+    section = page.split("<h2>Benchmarks")[1].split("<h2>")[0]
+    assert "<th>stale</th>" in section and "<th>stale_reason</th>" in section
+    assert "<td>arith</td><td>STALE</td>" in section and "<td>qa</td><td></td>" in section
