@@ -33,7 +33,14 @@ from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
-from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
+from eval_platform.defs.range_runs import (
+    CheckOutcome,
+    check_results,
+    fail_if_any,
+    materialize,
+    partitioned_check,
+    run_partitions,
+)
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, LEADERBOARD_SCHEMA
@@ -122,10 +129,11 @@ def _task_asset(
         partitions_def=benchmark_models,
         backfill_policy=BACKFILL_POLICY,
         check_specs=[
-            dg.AssetCheckSpec(
+            partitioned_check(
                 "failed_rate_below_threshold",
-                asset=key,
-                description=f"WARN when more than {task.max_failed_rate:.0%} of the answered-or-failed rows FAILED.",
+                key,
+                f"WARN when more than {task.max_failed_rate:.0%} of the answered-or-failed rows FAILED.",
+                benchmark_models,
             )
         ],
     )
@@ -173,26 +181,18 @@ def _task_asset(
             return _task_metadata(task, run, frame, results)
 
         run = run_partitions(context, one)
-        done, failed = run.done, run.failed
+        done = run.done
         if done:
             refresh(root)
         yield from materialize(context, run, done)
-        above = {m: md["failed_rate"] for m, md in done.items() if md["failed_rate"] > task.max_failed_rate}
-        if done:
-            yield dg.AssetCheckResult(
-                check_name="failed_rate_below_threshold",
-                passed=not above,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata=(
-                    {"failed_rate": next(iter(done.values()))["failed_rate"], "max_failed_rate": task.max_failed_rate}
-                    if len(done) == 1 and not failed
-                    else {
-                        "models_above": dg.MetadataValue.json(above),
-                        "max_failed_rate": task.max_failed_rate,
-                        "models_checked": len(done),
-                    }
-                ),
+        outcomes = {
+            model: CheckOutcome(
+                md["failed_rate"] <= task.max_failed_rate,
+                {"failed_rate": md["failed_rate"], "max_failed_rate": task.max_failed_rate},
             )
+            for model, md in done.items()
+        }
+        yield from check_results(context, "failed_rate_below_threshold", dg.AssetCheckSeverity.WARN, outcomes)
         fail_if_any(run, "models")
 
     return _task
@@ -235,10 +235,11 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
         partitions_def=benchmark_models,
         backfill_policy=BACKFILL_POLICY,
         check_specs=[
-            dg.AssetCheckSpec(
+            partitioned_check(
                 "score_not_dropped",
-                asset=key,
-                description="WARN when the suite score fell below the previous materialization's 95% interval.",
+                key,
+                "WARN when the suite score fell below the previous materialization's 95% interval.",
+                benchmark_models,
             )
         ],
     )
@@ -285,30 +286,18 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
             }
 
         run = run_partitions(context, one)
-        done, failed = run.done, run.failed
+        done = run.done
         if done:
             refresh(root)
         yield from materialize(context, run, done)
-        if len(done) == 1 and not failed:
-            (drop,) = drops.values()
-            yield dg.AssetCheckResult(
-                check_name="score_not_dropped",
-                passed=not drop["dropped"],
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={k: drop[k] for k in ("score", "previous_score", "previous_ci_low")},
+        outcomes = {
+            model: CheckOutcome(
+                not drops[model]["dropped"],
+                {k: drops[model][k] for k in ("score", "previous_score", "previous_ci_low")},
             )
-        elif done:
-            dropped = {
-                m: {k: d[k] for k in ("score", "previous_score", "previous_ci_low")}
-                for m, d in drops.items()
-                if d["dropped"]
-            }
-            yield dg.AssetCheckResult(
-                check_name="score_not_dropped",
-                passed=not dropped,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={"models_dropped": dg.MetadataValue.json(dropped), "models_checked": len(done)},
-            )
+            for model in done
+        }
+        yield from check_results(context, "score_not_dropped", dg.AssetCheckSeverity.WARN, outcomes)
         fail_if_any(run, "models")
 
     return _suite

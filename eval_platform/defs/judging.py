@@ -8,7 +8,14 @@ from pydantic import Field
 
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import judge_partitions
-from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
+from eval_platform.defs.range_runs import (
+    CheckOutcome,
+    check_results,
+    fail_if_any,
+    materialize,
+    partitioned_check,
+    run_partitions,
+)
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.judging.config import EvaluatorConfig
@@ -99,16 +106,18 @@ def build_judge_scores(
         pool="llm_judge",
         backfill_policy=BACKFILL_POLICY,
         check_specs=[
-            dg.AssetCheckSpec(
+            partitioned_check(
                 "every_trace_has_one_status",
-                asset="judge_scores",
-                description="ERROR when a trace of the partition has no row, or a row is not exactly one of "
+                "judge_scores",
+                "ERROR when a trace of the partition has no row, or a row is not exactly one of "
                 "COMPLETED, FAILED or SKIPPED",
+                partitions,
             ),
-            dg.AssetCheckSpec(
+            partitioned_check(
                 "failed_rate_below_threshold",
-                asset="judge_scores",
-                description="WARN when the partition's FAILED rate passes the evaluator's max_failed_rate",
+                "judge_scores",
+                "WARN when the partition's FAILED rate passes the evaluator's max_failed_rate",
+                partitions,
             ),
         ],
     )
@@ -142,7 +151,9 @@ def build_judge_scores(
             context.log.info(f"{key}: {judged.summary}")
         in_run = not context.has_partition_key
         yield from materialize(context, run, {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()})
-        yield from check_results(list(run.done.values()))
+        for check, severity, outcome in CHECKS:
+            outcomes = {key: outcome(judged) for key, judged in run.done.items()}
+            yield from check_results(context, check, severity, outcomes)
         fail_if_any(run)
 
     return judge_scores
@@ -175,8 +186,8 @@ def preview(rows: pl.DataFrame | None) -> str:
 
 
 def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
-    """What the UI shows on one partition's materialization. `in_run`: judged in a run of several partitions,
-    whose check results cover the whole run, so this partition's own check outcomes are shown here too."""
+    """What the UI shows on one partition's materialization. `in_run`: judged in a run of several partitions; its
+    check outcomes are shown here too, beside its own results in the checks tab."""
     summary, tally = judged.summary, judged.tally  # counted as the rows were written: they are not held
     placeholder = (
         f"{tally.placeholder_verdicts} of {tally.verdicts} verdicts: {PLACEHOLDER_MARK}"
@@ -231,63 +242,24 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
     return metadata
 
 
-def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
-    """The two checks of a run. Dagster 1.13 records one result per check per run (AssetCheckResult has no
-    partition), so a run of several partitions passes a check only if every partition does, and names those
-    that do not; each partition's own outcome is in its materialization's `checks` metadata."""
-    if not judged:
-        return []
-    if len(judged) == 1:
-        [one] = judged
-        summary = one.summary
-        return [
-            dg.AssetCheckResult(
-                check_name="every_trace_has_one_status",
-                passed=one.every_trace_has_one_status,
-                severity=dg.AssetCheckSeverity.ERROR,
-                metadata={"traces_without_a_row": one.traces_without_a_row},
-            ),
-            dg.AssetCheckResult(
-                check_name="failed_rate_below_threshold",
-                passed=one.failed_rate_ok,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={
-                    "failed_rate": round(one.failed_rate, 4),
-                    "max_failed_rate": one.evaluator.max_failed_rate,
-                    "failed": summary["failed"],
-                    "judged": one.judged,
-                },
-            ),
-        ]
-    name = partition_name
-    without_status = sorted(name(p) for p in judged if not p.every_trace_has_one_status)
-    above = {name(p): round(p.failed_rate, 4) for p in judged if not p.failed_rate_ok}
-    failed, total = sum(p.summary["failed"] for p in judged), sum(p.judged for p in judged)
-    return [
-        dg.AssetCheckResult(
-            check_name="every_trace_has_one_status",
-            passed=not without_status,
-            severity=dg.AssetCheckSeverity.ERROR,
-            metadata={
-                "partitions": len(judged),
-                "traces_without_a_row": sum(p.traces_without_a_row for p in judged),
-                "failing_partitions": without_status,
-            },
-        ),
-        dg.AssetCheckResult(
-            check_name="failed_rate_below_threshold",
-            passed=not above,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={
-                "partitions": len(judged),
-                "partitions_above_threshold": dg.MetadataValue.json(above),
-                "worst_failed_rate": round(max(p.failed_rate for p in judged), 4),
-                "failed": failed,
-                "judged": total,
-            },
-        ),
-    ]
+def _every_trace_has_one_status(judged: JudgedPartition) -> CheckOutcome:
+    return CheckOutcome(judged.every_trace_has_one_status, {"traces_without_a_row": judged.traces_without_a_row})
 
 
-def partition_name(judged: JudgedPartition) -> str:
-    return f"{judged.day}|{judged.evaluator.name}"
+def _failed_rate_below_threshold(judged: JudgedPartition) -> CheckOutcome:
+    return CheckOutcome(
+        judged.failed_rate_ok,
+        {
+            "failed_rate": round(judged.failed_rate, 4),
+            "max_failed_rate": judged.evaluator.max_failed_rate,
+            "failed": judged.summary["failed"],
+            "judged": judged.judged,
+        },
+    )
+
+
+# The checks of judge_scores: each partition's own result (`range_runs.check_results`).
+CHECKS = (
+    ("every_trace_has_one_status", dg.AssetCheckSeverity.ERROR, _every_trace_has_one_status),
+    ("failed_rate_below_threshold", dg.AssetCheckSeverity.WARN, _failed_rate_below_threshold),
+)
