@@ -303,6 +303,26 @@ TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
 
 # ---- judging ----
 
+# The local judge's stand-in verdicts (`local_judge.mock_verdict`): deterministic placeholders that satisfy the reply
+# schema, never a quality judgment. A row is one when its `model` or `provider_model` is this model (or under it,
+# `local/mock/...`); wherever scores are shown, such rows carry PLACEHOLDER_MARK.
+PLACEHOLDER_MODEL = "local/mock"
+PLACEHOLDER_MARK = "PLACEHOLDER (local/mock: not a quality judgment)"
+
+
+def is_placeholder_model(model: str | None) -> bool:
+    """Whether a row's `model` or `provider_model` names the local judge's placeholder verdicts."""
+    return model is not None and (model == PLACEHOLDER_MODEL or model.startswith(PLACEHOLDER_MODEL + "/"))
+
+
+def _names_placeholder(column: str) -> pl.Expr:
+    return (pl.col(column) == PLACEHOLDER_MODEL) | pl.col(column).str.starts_with(PLACEHOLDER_MODEL + "/")
+
+
+# A judge_scores row answered by the placeholder (polars; `report` writes the same test in SQL).
+PLACEHOLDER_ROW = (_names_placeholder("model") | _names_placeholder("provider_model")).fill_null(False)
+
+
 # One verdict row per (evaluator, trace, span, session or pair, model, sample).
 JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "evaluator": pl.String(),
@@ -800,6 +820,9 @@ LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
     "significant_vs_leader": pl.Boolean(),
     "cost_usd": pl.Float64(),
     "computed_at": UTC_TS,
+    # true for a suite whose file no longer loads (or is gone): its last rows, kept as they were (`stale_rows`)
+    "stale": pl.Boolean(),
+    "stale_reason": pl.String(),  # why: the load error (file and field), or the file's absence
 }
 
 

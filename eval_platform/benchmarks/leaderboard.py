@@ -250,6 +250,8 @@ def leaderboard(
                     "significant_vs_leader": None if gap[1] is None else bool(gap[1] > 0 or gap[2] < 0),
                     "cost_usd": costs.get(model),
                     "computed_at": now,
+                    "stale": False,
+                    "stale_reason": None,
                 }
             )
     return pl.DataFrame(out, schema=LEADERBOARD_SCHEMA).sort("suite", "aggregate", "rank", nulls_last=True)

@@ -10,7 +10,14 @@ import dagster as dg
 
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import not_a_trace_day, trace_days
-from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
+from eval_platform.defs.range_runs import (
+    CheckOutcome,
+    check_results,
+    fail_if_any,
+    materialize,
+    partitioned_check,
+    run_partitions,
+)
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.traces import (
     NOT_A_DAY_PARTITION,
@@ -106,27 +113,12 @@ def write_strays(root, strays: list[StrayEntry]) -> None:
         write_partition(root, "quarantine", keys, stray_quarantine(strays))
 
 
-def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
-    """`day_has_traces` for a run. Dagster 1.13 records one check result per run (AssetCheckResult has no
-    partition): a run of several days passes only if every day has traces, and names the empty ones."""
-    empty = [d for d in days if d.empty]
-    if len(days) == 1:
-        [one] = days
-        return dg.AssetCheckResult(
-            check_name="day_has_traces",
-            passed=not one.empty,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={"files": len(one.files), "traces": one.traces},
-            description=None if not one.empty else f"traces/{one.day}/: {len(one.files)} file(s), no valid trace",
-        )
-    return dg.AssetCheckResult(
-        check_name="day_has_traces",
-        passed=not empty,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={"days": len(days), "traces": sum(d.traces for d in days), "empty_days": [d.day for d in empty]},
-        description=None
-        if not empty
-        else "no valid trace on " + ", ".join(f"{d.day} ({len(d.files)} file(s))" for d in empty),
+def day_check(day: IngestedDay) -> CheckOutcome:
+    """`day_has_traces` for one day (each day of a run has its own result)."""
+    return CheckOutcome(
+        passed=not day.empty,
+        metadata={"files": len(day.files), "traces": day.traces},
+        description=None if not day.empty else f"traces/{day.day}/: {len(day.files)} file(s), no valid trace",
     )
 
 
@@ -147,9 +139,7 @@ def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
     partitions_def=trace_days,
     backfill_policy=BACKFILL_POLICY,
     check_specs=[
-        dg.AssetCheckSpec(
-            "day_has_traces", asset="traces", description="WARN: a day with no trace files or no valid trace"
-        )
+        partitioned_check("day_has_traces", "traces", "WARN: a day with no trace files or no valid trace", trace_days)
     ],
 )
 def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
@@ -162,8 +152,8 @@ def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     if run.done:
         refresh(root)
     yield from materialize(context, run, {key: day.metadata() for key, day in run.done.items()})
-    if run.done:
-        yield day_check(list(run.done.values()))
+    outcomes = {key: day_check(day) for key, day in run.done.items()}
+    yield from check_results(context, "day_has_traces", dg.AssetCheckSeverity.WARN, outcomes)
     fail_if_any(run, "days")
 
 

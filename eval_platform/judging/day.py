@@ -15,7 +15,16 @@ from typing import Any
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.schemas import COMPLETED, DISABLED, FAILED, NOT_SAMPLED, NOT_SELECTED, SKIPPED
+from eval_platform.schemas import (
+    COMPLETED,
+    DISABLED,
+    FAILED,
+    FINAL_COMPLETED,
+    NOT_SAMPLED,
+    NOT_SELECTED,
+    PLACEHOLDER_ROW,
+    SKIPPED,
+)
 
 
 def unit_hash(*parts: str) -> float:
@@ -85,19 +94,39 @@ class ExactSum:
         return math.fsum(self._partials)
 
 
-PREVIEW_ROWS = 5  # the final rows a materialization shows
+PREVIEW_ROWS = 8  # the final rows a materialization shows
+
+
+def preview_rows(rows: pl.DataFrame, n: int = PREVIEW_ROWS) -> pl.DataFrame:
+    """The final rows a user needs to see first: FAILED, then the lowest scores, then rows skipped for a reason
+    worth reading, and rows merely not selected (not sampled, not named, disabled) last; in their order otherwise.
+    Taking them from a tally's earlier pick plus the next chunk gives the pick of the whole day."""
+    unselected = pl.col("reason").is_in([NOT_SAMPLED, NOT_SELECTED, DISABLED])
+    rank = (
+        pl.when(pl.col("status") == FAILED)
+        .then(0)
+        .when(pl.col("status") == COMPLETED)
+        .then(1)
+        .when(unselected.fill_null(False))
+        .then(3)
+        .otherwise(2)
+    )
+    final = rows.filter(pl.col("is_final"))
+    return final.sort(rank, pl.col("score"), nulls_last=True, maintain_order=True).head(n)
 
 
 class DayTally:
     """The day's summary counted chunk by chunk as its rows are written, never holding them: status and reason
-    counts, the mean final score, spend, calls, the models that answered and the first final rows (the
-    materialization's preview). `summarize` is one chunk's tally: the in-memory and the streamed day report
-    the same numbers."""
+    counts, the mean final score, spend, calls, the models that answered and the final rows a user needs first
+    (`preview_rows`, the materialization's preview). `summarize` is one chunk's tally: the in-memory and the
+    streamed day report the same numbers."""
 
     def __init__(self) -> None:
         self.status: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()
         self.rows = self.final_rows = self.calls = self.cache_hits = self.scores = 0
+        # final COMPLETED rows (verdicts), and those of them the local judge's placeholder gave
+        self.verdicts = self.placeholder_verdicts = 0
         self.score_sum, self.cost = ExactSum(), ExactSum()
         self.models: set[str] = set()  # of the rows a model answered (a call, or a cached reply)
         self.provider_models: set[str] = set()
@@ -109,8 +138,11 @@ class DayTally:
         self.reasons.update(r for r, s in zip(rows["reason"].to_list(), statuses, strict=True) if s != COMPLETED)
         self.rows += rows.height
         self.final_rows += int(rows["is_final"].sum())
-        completed = rows.filter((pl.col("status") == COMPLETED) & pl.col("is_final"))["score"].drop_nulls()
+        verdicts = rows.filter(FINAL_COMPLETED)
+        completed = verdicts["score"].drop_nulls()
         self.scores += completed.len()
+        self.verdicts += verdicts.height
+        self.placeholder_verdicts += verdicts.filter(PLACEHOLDER_ROW).height
         self.score_sum.add(completed.to_list())
         self.cost.add(rows["cost_usd"].fill_null(0).to_list())
         self.calls += int(rows["calls"].sum())
@@ -118,10 +150,8 @@ class DayTally:
         answered = rows.filter((pl.col("calls") > 0) | pl.col("cache_hit"))
         self.models.update(answered["model"].drop_nulls().to_list())
         self.provider_models.update(answered["provider_model"].drop_nulls().to_list())
-        shown = 0 if self.preview is None else self.preview.height
-        if shown < PREVIEW_ROWS:
-            more = rows.filter(pl.col("is_final")).head(PREVIEW_ROWS - shown)
-            self.preview = more if self.preview is None else pl.concat([self.preview, more])
+        best = preview_rows(rows)  # this chunk's pick first: the merge below sorts a few rows, not the chunk
+        self.preview = best if self.preview is None else preview_rows(pl.concat([self.preview, best]))
 
     def summary(self, traces_in_partition: int) -> dict[str, Any]:
         return {

@@ -177,6 +177,7 @@ def test_benchmark_metadata_is_labelled_and_rounded(data_root, local_judge, monk
         "gap to leader (macro) [95% CI]",
         "gap significant",
         "cost (USD)",
+        "stale",
     ]
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
     assert [row[:3] for row in rows] == [["qa", "1", "says-4"], ["qa", "2", "says-9"]]
