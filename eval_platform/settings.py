@@ -14,6 +14,12 @@ S3_ENDPOINT_URL_ENV = "AWS_ENDPOINT_URL"
 S3_REGION_ENV = "AWS_REGION"
 S3_ACCESS_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"
 S3_SECRET_ACCESS_KEY_ENV = "AWS_SECRET_ACCESS_KEY"  # a secret: the redaction rule remembers it (`*ACCESS_KEY`)
+# The local judge's base URL (`python -m eval_platform.local_judge`). It answers the models that name it
+# (`local/<name>`), and nothing else unless LOCAL_JUDGE_FOR_MISSING_KEYS_ENV is set too.
+LOCAL_JUDGE_URL_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_URL"
+# The demo's mode, chosen explicitly: an evaluator whose key variable is not set is answered by its `local_judge:`
+# model (placeholder verdicts, labelled local/...) instead of being SKIPPED no_credentials. "1" turns it on.
+LOCAL_JUDGE_FOR_MISSING_KEYS_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS"
 
 
 def data_root() -> Path:

@@ -109,6 +109,19 @@ def build_judge_scores(
                 asset="judge_scores",
                 description="WARN when the partition's FAILED rate passes the evaluator's max_failed_rate",
             ),
+            dg.AssetCheckSpec(
+                "verdicts_exist",
+                asset="judge_scores",
+                description="ERROR when the partition has selected traces and no verdict: every one SKIPPED for "
+                "its configuration (a key variable not set, a budget spent before the first call) or FAILED (a "
+                "scale or schema the judge does not answer in). A green partition has scores.",
+            ),
+            dg.AssetCheckSpec(
+                "score_scale_fits_replies",
+                asset="judge_scores",
+                description="WARN when the judge's replies do not use the declared score_scale: every raw value "
+                "in its bottom tenth, or replies outside it (out_of_range); names the scale and the observed range",
+            ),
         ],
     )
     def judge_scores(
@@ -139,6 +152,8 @@ def build_judge_scores(
             refresh(root)
         for key, judged in run.done.items():
             context.log.info(f"{key}: {judged.summary}")
+            for model, why in judged.summary.get("unreachable_models", {}).items():
+                context.log.warning(f"{key}: {model} was not called, its rows are SKIPPED: {why}")
         in_run = not context.has_partition_key
         yield from materialize(context, run, {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()})
         yield from check_results(list(run.done.values()))
@@ -195,6 +210,12 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
             if "session_days_missing" in summary
             else {}
         ),
+        # the configured models that could not be called (a key variable not set): why, naming the variable
+        **(
+            {"unreachable_models": dg.MetadataValue.json(summary["unreachable_models"])}
+            if "unreachable_models" in summary
+            else {}
+        ),
         # the rows are written, but the judge-call cache could not keep their replies: a re-run pays again
         **({"cache_write_failed": summary["cache_write_failed"]} if "cache_write_failed" in summary else {}),
         "dagster/row_count": summary["rows"],
@@ -208,13 +229,15 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
             {
                 "every_trace_has_one_status": "PASSED" if judged.every_trace_has_one_status else "FAILED",
                 "failed_rate_below_threshold": "PASSED" if judged.failed_rate_ok else "WARN",
+                "verdicts_exist": "PASSED" if judged.verdicts_exist else "FAILED",
+                "score_scale_fits_replies": "PASSED" if judged.scale_mismatch is None else "WARN",
             }
         )
     return metadata
 
 
 def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
-    """The two checks of a run. Dagster 1.13 records one result per check per run (AssetCheckResult has no
+    """The checks of a run. Dagster 1.13 records one result per check per run (AssetCheckResult has no
     partition), so a run of several partitions passes a check only if every partition does, and names those
     that do not; each partition's own outcome is in its materialization's `checks` metadata."""
     if not judged:
@@ -240,6 +263,8 @@ def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
                     "judged": one.judged,
                 },
             ),
+            verdicts_check([one]),
+            scale_check([one]),
         ]
     name = partition_name
     without_status = sorted(name(p) for p in judged if not p.every_trace_has_one_status)
@@ -268,7 +293,46 @@ def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
                 "judged": total,
             },
         ),
+        verdicts_check(judged),
+        scale_check(judged),
     ]
+
+
+def verdicts_check(judged: list[JudgedPartition]) -> dg.AssetCheckResult:
+    """ERROR unless every partition of the run with selected traces has a verdict; each failing one named, with
+    its reasons and the variable to set."""
+    failing = {partition_name(p): p.no_verdict_text for p in judged if not p.verdicts_exist}
+    return dg.AssetCheckResult(
+        check_name="verdicts_exist",
+        passed=not failing,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description="; ".join(f"{name}: {text}" for name, text in failing.items()) or None,
+        metadata={
+            "selected": sum(p.tally.selected for p in judged),
+            "verdicts": sum(p.tally.verdicts for p in judged),
+            "partitions_without_a_verdict": dg.MetadataValue.json(failing),
+        },
+    )
+
+
+def scale_check(judged: list[JudgedPartition]) -> dg.AssetCheckResult:
+    """WARN when a partition's replies do not use its evaluator's score_scale (see `day.scale_mismatch`)."""
+    mismatched = {partition_name(p): text for p in judged if (text := p.scale_mismatch) is not None}
+    scales = {f"{s.min:g}..{s.max:g}" for p in judged if (s := p.evaluator.score_scale) is not None}
+    lows = [p.tally.raw_low for p in judged if p.tally.raw_low is not None]
+    highs = [p.tally.raw_high for p in judged if p.tally.raw_high is not None]
+    return dg.AssetCheckResult(
+        check_name="score_scale_fits_replies",
+        passed=not mismatched,
+        severity=dg.AssetCheckSeverity.WARN,
+        description="; ".join(f"{name}: {text}" for name, text in mismatched.items()) or None,
+        metadata={
+            "score_scale": ", ".join(sorted(scales)) or "(none)",
+            "observed_raw_range": f"{min(lows):g}..{max(highs):g}" if lows else "(no reply)",
+            "replies": sum(p.tally.replies for p in judged),
+            "partitions_mismatched": dg.MetadataValue.json(mismatched),
+        },
+    )
 
 
 def partition_name(judged: JudgedPartition) -> str:

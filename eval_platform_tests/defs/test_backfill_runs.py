@@ -81,6 +81,8 @@ def test_one_run_judges_a_range_of_days_each_partition_with_its_own_metadata(dat
             assert metadata["checks"].value == {
                 "every_trace_has_one_status": "PASSED",
                 "failed_rate_below_threshold": "PASSED",
+                "verdicts_exist": "PASSED",
+                "score_scale_fits_replies": "PASSED",
             }
         checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
         assert checks["every_trace_has_one_status"].passed and checks["failed_rate_below_threshold"].passed
@@ -168,6 +170,12 @@ def test_a_run_of_several_partitions_warns_naming_the_partition_whose_failed_rat
         assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
         assert warned.metadata["partitions_above_threshold"].value == {f"{day}|flaky": 1.0}
         assert checks["every_trace_has_one_status"].passed
+        # every selected trace of flaky FAILED: the run's ERROR check names it, and only it
+        assert metadata[f"{day}|flaky"]["checks"].value["verdicts_exist"] == "FAILED"
+        assert metadata[f"{day}|helpfulness"]["checks"].value["verdicts_exist"] == "PASSED"
+        nothing = checks["verdicts_exist"]
+        assert not nothing.passed and nothing.severity == dg.AssetCheckSeverity.ERROR
+        assert list(nothing.metadata["partitions_without_a_verdict"].value) == [f"{day}|flaky"]
 
 
 def traces_range_run(defs, instance, start: str, end: str) -> dg.ExecuteInProcessResult:
