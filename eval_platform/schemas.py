@@ -68,6 +68,26 @@ SKIP_REASONS = (
     GATE_FAILED,
     NO_LOCAL_JUDGE,
 )
+# The skips that leave a trace with nothing its evaluator would judge: not selected, or no text, span, pair, group,
+# session, reference or field to judge. Every other row of a partition (COMPLETED, FAILED, or SKIPPED for its
+# configuration: no_credentials, no_local_judge, budget_exhausted, prompt_too_large) is a selected trace, and a
+# partition with selected traces and no verdict fails its `verdicts_exist` check (ERROR). A new skip reason counts
+# as selected until it is added here: the check errs loud.
+NOTHING_TO_JUDGE = (
+    DISABLED,
+    NOT_SAMPLED,
+    NOT_SELECTED,
+    SPAN_NOT_FOUND,
+    NO_PAIR,
+    GROUP_SIZE,
+    NO_REFERENCE,
+    MISSING_FIELD,
+    NOT_APPLICABLE,
+    PARTIAL_TRACE,
+    EMPTY_TEXT,
+    APP_ERROR,
+    NO_SESSION,
+)
 
 # Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Every place that fails a row
 # uses these names, so a code is spelt once.

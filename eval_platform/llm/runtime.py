@@ -26,6 +26,9 @@ class JudgeRuntime:
     cache: JudgeCache
     ledger: BudgetLedger
     local_judge_url: str | None = None
+    # The demo's mode: a judge model whose key variable is not set is answered by the local judge (its evaluator's
+    # `local_judge:` model) instead of SKIPPED no_credentials. Off, the local judge answers only `local/` models.
+    local_judge_for_missing_keys: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     # Where batch mode keeps submitted batches (a folder, or the instance's PostgreSQL database); default: a
     # folder beside the cache.

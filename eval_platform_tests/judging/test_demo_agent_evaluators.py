@@ -48,6 +48,7 @@ def judged(day, local_judge, tmp_path_factory) -> dict:
         JudgeCache(scratch / "cache"),
         BudgetLedger(scratch / "budget.sqlite"),
         local_judge_url=local_judge.base_url,
+        local_judge_for_missing_keys=True,  # the demo's mode
         env={},  # no provider key: the local judge answers, as in the demo
     )
     evaluators = load_evaluators(REPO_DATA / "evaluators")
