@@ -135,7 +135,7 @@ class DayTally:
         self.models: set[str] = set()  # of the rows a model answered (a call, or a cached reply)
         self.provider_models: set[str] = set()
         self.preview: pl.DataFrame | None = None
-        self.selected = self.verdicts = self.replies = 0  # final rows selected / COMPLETED; COMPLETED replies
+        self.selected = self.replies = 0  # final rows selected (something to judge); COMPLETED replies
         self.raw_low: float | None = None
         self.raw_high: float | None = None
         self.out_of_range_detail: str | None = None  # one reply outside the scale, as its row says it
@@ -156,7 +156,6 @@ class DayTally:
         final = rows.filter(pl.col("is_final"))
         nothing_to_judge = (pl.col("status") == SKIPPED) & pl.col("reason").is_in(NOTHING_TO_JUDGE)
         self.selected += final.height - int(final.select(nothing_to_judge.sum()).item())
-        self.verdicts += int((final["status"] == COMPLETED).sum())
         replies = rows.filter((pl.col("status") == COMPLETED) & (pl.col("role") != "consensus"))["raw_score"]
         replies = replies.drop_nulls()
         if replies.len():

@@ -88,7 +88,12 @@ def test_one_run_judges_a_range_of_days_each_partition_with_its_own_metadata(dat
         checks = sorted((e.check_name, e.partition, e.passed) for e in result.get_asset_check_evaluations())
         assert checks == [
             (name, f"{day}|relevance", True)
-            for name in ("every_trace_has_one_status", "failed_rate_below_threshold")
+            for name in (
+                "every_trace_has_one_status",
+                "failed_rate_below_threshold",
+                "score_scale_fits_replies",
+                "verdicts_exist",
+            )
             for day in DAYS
         ]
 
