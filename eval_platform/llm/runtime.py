@@ -35,6 +35,12 @@ class JudgeRuntime:
     batch_dir: Path | PostgresState | None = None
     batch: BatchCalls | None = None  # set by batch mode while it judges a day (see `llm.batch.mode`)
     benchmark_ledger: BudgetLedger | None = None  # the models under test's spend; default: the data root's file
+    # The calls sent and not answered yet, by cache key: the event loop each runs on and the futures of the
+    # identical requests waiting for its reply (single flight, `llm.call`). Not copied by `dataclasses.replace`:
+    # a runtime with another cache waits on none of this one's calls.
+    in_flight: dict[str, tuple[asyncio.AbstractEventLoop, list[asyncio.Future]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
 
 def run_calls(main: Coroutine[Any, Any, T]) -> T:
