@@ -12,8 +12,9 @@ What the `traces` row says about an OTLP trace (every convention read into `Span
   `langfuse.trace.output`); `input`: the last user message before that answer in the conversation; else the
   root's input. `input_messages` / `output_messages`: the final inference span's messages as it held them;
 - `tool_calls`: the trajectory in start order: one entry per tool span `{span_id, name, arguments, result,
-  status, error}`; a trace without tool spans takes the assistant tool calls of its conversation matched to
-  the tool messages by `tool_call_id` (`span_id` null); a tool span without arguments/result (content captured
+  status, error}`; a trace without tool spans takes the assistant tool calls of its own turn (the conversation
+  from its last user message on: earlier turns' calls are earlier traces') matched to the tool messages by
+  `tool_call_id` (`span_id` null); a tool span without arguments/result (content captured
   on events only) takes them from the conversation by its `gen_ai.tool.call.id`. `[]` when the trace's content
   was captured (it has a conversation) and no tool was called (a check of expected tools scores it 0); null when
   nothing is known (no tool span and no content captured);
@@ -188,10 +189,19 @@ def _user_text(messages: list[dict[str, Any]] | None) -> str | None:
     return users[-1]["content"] if users else None
 
 
+def _this_turn(conversation: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The messages from the conversation's last user message on: this run's own turn (the history before it
+    holds earlier runs' tool calls, which are theirs, not this trace's)."""
+    messages = conversation or []
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    return messages[users[-1] :] if users else messages
+
+
 def _trajectory(spans: list[Span], conversation: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
     tools = [s for s in spans if s.fields.operation == "execute_tool"]
-    results = {m.get("tool_call_id"): m.get("content") for m in conversation or [] if m.get("role") == "tool"}
-    calls = [call for m in conversation or [] if m.get("role") == "assistant" for call in m.get("tool_calls") or []]
+    turn = _this_turn(conversation)
+    results = {m.get("tool_call_id"): m.get("content") for m in turn if m.get("role") == "tool"}
+    calls = [call for m in turn if m.get("role") == "assistant" for call in m.get("tool_calls") or []]
     if tools:  # a tool span without content (captured on events only) borrows its call's from the conversation
         arguments = {c.get("id"): c.get("arguments") for c in calls}
         return [

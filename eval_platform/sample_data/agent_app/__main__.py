@@ -9,9 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-from eval_platform.sample_data.agent_app import CONVENTIONS, LEGACY_CONVENTIONS
+from eval_platform.sample_data.agent_app import CONVENTIONS, FRAMEWORKS, LEGACY_CONVENTIONS
 
-NAMES = [*CONVENTIONS, *LEGACY_CONVENTIONS]
+NAMES = [*CONVENTIONS, *LEGACY_CONVENTIONS, *FRAMEWORKS]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -165,13 +165,14 @@ def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path, run:
     convention = convention_class(name)(endpoint, ledger)
     convention.setup()
     try:
-        scenarios = run_scenarios(convention, base_url, script_for(run))
+        run_framework = getattr(convention, "run_framework", None)  # a framework runs its own scenarios
+        scenarios = run_framework(base_url) if run_framework else run_scenarios(convention, base_url, script_for(run))
     finally:
         convention.shutdown()
     if guard.refused:
         raise RuntimeError(f"{name} tried to reach the network: {sorted(set(guard.refused))}")
     versions = {}
-    for package in PACKAGES:
+    for package in (*PACKAGES, *getattr(convention, "packages", ())):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
