@@ -26,12 +26,24 @@ from pydantic import Field, ValidationError, model_validator
 from eval_platform.judging.modes import Strict
 from eval_platform.judging.units import Day, Skip, Unit, add_flag, one_call
 from eval_platform.record_fields import METADATA_PREFIX, as_text, field_text
-from eval_platform.schemas import APP_ERROR, EMPTY_TEXT, NO_SESSION, PARTIAL_TRACE, SPAN_NOT_FOUND, SpanOperation
+from eval_platform.schemas import (
+    APP_ERROR,
+    EMPTY_TEXT,
+    HIDDEN_CONTENT,
+    NO_FINAL_ANSWER,
+    NO_SESSION,
+    PARTIAL_TRACE,
+    SPAN_NOT_FOUND,
+    SpanOperation,
+    missing_field,
+)
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
 
 Target = Literal["trace", "span", "session"]
+# What a span prompt can name about the span it judges (`span_values`; empty for a trace or a session).
+SPAN_VARIABLES = ("tool_name", "span_name", "span_operation")
 CONTEXT_SOURCES = ("retrieval", "tool_results")  # besides metadata.<key> and a span selector
 DEFAULT_CONVERSATION_LAST_N = 20
 DEFAULT_SESSION_LOOKBACK_DAYS = 7
@@ -122,9 +134,10 @@ def spans_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _has_text(*values: Any) -> bool:
-    """Whether any value is a string with a non-whitespace character (without copying it, as `strip` would)."""
+    """Whether any value is a string with a non-whitespace character (without copying it, as `strip` would);
+    hidden content (`__REDACTED__`) is no text."""
     for value in values:
-        if isinstance(value, str) and value and not value.isspace():
+        if isinstance(value, str) and value and not value.isspace() and value != HIDDEN_CONTENT:
             return True
     return False
 
@@ -258,6 +271,7 @@ def trace_values(
         "metadata": None if metadata in (None, "{}") else metadata,
         "conversation": render_conversation(conversation_messages(trace), conversation_last_n),
         "tool_calls": render_tool_calls(_tool_calls(trace)),
+        **dict.fromkeys(SPAN_VARIABLES),
     }
 
 
@@ -272,6 +286,9 @@ def span_values(
     values = trace_values(trace, None, conversation_last_n, context_from)
     values["input"] = span.get("input") if _has_text(span.get("input")) else as_text(span.get("tool_arguments"))
     values["output"] = span.get("output") if _has_text(span.get("output")) else as_text(span.get("tool_result"))
+    values["tool_name"] = span.get("tool_name") if span.get("operation") == "execute_tool" else None
+    values["span_name"] = span.get("name")
+    values["span_operation"] = span.get("operation")
     if context_from is None:
         values["context"] = _joined(_documents(span.get("context")))
     return values
@@ -298,6 +315,7 @@ def session_values(
         "metadata": None if metadata in (None, "{}") else metadata,
         "conversation": render_conversation(messages, conversation_last_n),
         "tool_calls": render_tool_calls(calls),
+        **dict.fromkeys(SPAN_VARIABLES),
     }
 
 
@@ -324,6 +342,29 @@ def trace_skip(config: EvaluatorConfig, trace: dict[str, Any]) -> Skip | None:
         return APP_ERROR, f"the traced call failed ({failure}); set judge_errors: true to judge failed traces"
     if not _has_text(trace.get("input"), trace.get("output")) and not conversation_messages(trace):
         return EMPTY_TEXT, f"trace {trace_id} has no input and no output text (was message content captured?)"
+    return missing_text(config, {"input": trace.get("input"), "output": trace.get("output")}, f"trace {trace_id}")
+
+
+def shown_fields(config: EvaluatorConfig) -> set[str]:
+    """The fields the evaluator's prompt shows unconditionally (outside an `{{#if}}` on that same field)."""
+    from eval_platform.judging.templates import parse_template, required_names
+
+    return required_names(parse_template(config.prompt, allowed=config.judge_mode.template_variables()))
+
+
+def missing_text(config: EvaluatorConfig, values: dict[str, Any], what: str) -> Skip | None:
+    """A prompt showing `{{output}}` or `{{input}}` for a row where it is empty is not sent (a judge paid to grade
+    an empty answer, or an answer to an unknown question): SKIPPED no_final_answer / missing_field:input, unless
+    the evaluator sets judge_missing_fields."""
+    if config.judge_missing_fields:
+        return None
+    shown = shown_fields(config)
+    opt_in = "set judge_missing_fields: true to judge it all the same"
+    if "output" in shown and not _has_text(values.get("output")):
+        return NO_FINAL_ANSWER, f"{what} has no final answer (output) and the prompt shows {{{{output}}}}; {opt_in}"
+    if "input" in shown and not _has_text(values.get("input")):
+        detail = f"{what} has no input (not recorded by its instrumentation?) and the prompt shows {{{{input}}}}"
+        return missing_field("input"), f"{detail}; {opt_in}"
     return None
 
 
@@ -335,7 +376,8 @@ def span_skip(config: EvaluatorConfig, trace: dict[str, Any], span: dict[str, An
     tool_text = (as_text(span.get("tool_arguments")), as_text(span.get("tool_result")))
     if not _has_text(span.get("input"), span.get("output"), *tool_text):
         return EMPTY_TEXT, f"span {span_id} of trace {trace.get('trace_id')} has no text"
-    return None
+    values = span_values(trace, span)
+    return missing_text(config, values, f"span {span_id} of trace {trace.get('trace_id')}")
 
 
 def session_skip(config: EvaluatorConfig, session_id: str, traces: list[dict[str, Any]]) -> Skip | None:
@@ -348,7 +390,8 @@ def session_skip(config: EvaluatorConfig, session_id: str, traces: list[dict[str
         return APP_ERROR, f"{detail}; set judge_errors: true to judge it"
     if not any(_has_text(t.get("input"), t.get("output")) or conversation_messages(t) for t in traces):
         return EMPTY_TEXT, f"no trace of session {session_id} has input or output text"
-    return None
+    values = {"input": traces[0].get("input"), "output": traces[-1].get("output")}
+    return missing_text(config, values, f"session {session_id}")
 
 
 # ------------------------------------------------------------------------------------------ planning

@@ -196,3 +196,27 @@ def test_a_trace_whose_model_called_no_tool_has_an_empty_trajectory_when_its_con
     assert [t["tool_calls"] for t in no_tools] == [expected] * len(no_tools)
     assert traces["http_500"][0]["tool_calls"] is None
     assert all(json.loads(t["tool_calls"]) for t in traces["agent"])  # the agent's calls, known with or without text
+
+
+def test_a_root_delivered_again_the_next_day_is_a_duplicate_not_a_failed_day(tmp_path):
+    """An exporter's retry (or a file copied twice) puts a trace's root span in the next day's folder too: that
+    day's ingest quarantines the copy as a duplicate, keeps its own traces, and the trace stays the first day's."""
+    from datetime import date, timedelta
+
+    day = recording_day("genai_no_content")
+    after = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+    lines = recorded_lines("genai_no_content", "traces.jsonl")
+    first = read_trace_day(_day_folder(tmp_path, day, lines), day)
+    again = lines[1:2]  # two chat turns' root spans (and their first chat spans)
+    second = read_trace_day(_day_folder(tmp_path, after, again), after)
+    assert second.traces.height == 0
+    assert set(second.quarantine["reason"]) == {"duplicate_span_id"}
+    assert f"traces/{day}/" in second.quarantine["detail"][0]
+    assert second.counts["read"] == second.counts["quarantined"] > 0
+    assert first.traces.height == sum(len(ids) for ids in scenarios("genai_no_content").values())
+
+
+def _day_folder(root: Path, day: str, lines: list[bytes]) -> Path:
+    (root / "traces" / day).mkdir(parents=True, exist_ok=True)
+    (root / "traces" / day / "traces.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return root

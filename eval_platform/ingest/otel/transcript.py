@@ -20,6 +20,7 @@ from typing import Any
 
 from eval_platform.ingest.common import dumps
 from eval_platform.ingest.messages import maybe_json, part_text
+from eval_platform.schemas import HIDDEN_CONTENT
 
 ROLES = {"human": "user", "ai": "assistant", "model": "assistant", "function": "tool", "developer": "system"}
 _CALL_PARTS = {"tool_call", "function_call"}
@@ -71,7 +72,7 @@ def normalize_message(message: Any, default_role: str) -> dict[str, Any]:
             texts.append(as_text(result) or "")
         else:
             text = part_text(part)
-            if text:
+            if text and text != HIDDEN_CONTENT:  # hidden content is no content
                 texts.append(text)
     calls += [c for c in map(_call, message.get("tool_calls") or []) if c]
     function_call = message.get("function_call")
