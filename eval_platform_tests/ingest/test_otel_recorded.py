@@ -220,3 +220,10 @@ def _day_folder(root: Path, day: str, lines: list[bytes]) -> Path:
     (root / "traces" / day).mkdir(parents=True, exist_ok=True)
     (root / "traces" / day / "traces.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     return root
+
+
+@pytest.mark.parametrize("folder", ALL)
+def test_a_failed_call_keeps_its_requested_model(tmp_path, folder):
+    """The HTTP 500 answered nothing, so no response model: the trace's model is the one the app asked for."""
+    [failed] = by_scenario(ingest_recording(tmp_path, folder), folder)["http_500"]
+    assert failed["error"] is True and failed["model"] == "app/error"
