@@ -193,6 +193,8 @@ SpanOperation = Literal[
     "text_completion",
     "embeddings",
     "execute_tool",
+    "handoff",  # an agent handing the conversation to another (OpenAI Agents SDK): not a tool call
+    "final_answer",  # a framework's answer tool (smolagents' final_answer): the run's answer, not a tool call
     "invoke_agent",
     "retrieval",
     "workflow",

@@ -115,6 +115,10 @@ class EvaluatorConfig(_Strict):
         None, description="Which spans target span judges; a bare name is {name: <name>, pick: first}."
     )
     conversation_last_n: int = Field(DEFAULT_CONVERSATION_LAST_N, ge=1, description="Messages {{conversation}} shows.")
+    framework_prompt: bool = Field(
+        False,
+        description="Show an agent framework's own system prompt (smolagents' boilerplate) in {{conversation}}.",
+    )
     context_from: list[ContextSource] | None = Field(
         None, description="What {{context}} shows: retrieval, tool_results, metadata.<key>, span selectors."
     )
@@ -419,7 +423,7 @@ class EvaluatorConfig(_Strict):
 
 # Verdict fields added with agent targets: in the hash only when set away from their default, so an evaluator that
 # does not use them keeps its hash (and its rows stay comparable). `target` is implied by `span` but for sessions.
-HASHED_WHEN_SET = ("conversation_last_n", "context_from", "session_lookback_days")
+HASHED_WHEN_SET = ("conversation_last_n", "context_from", "session_lookback_days", "framework_prompt")
 
 # What can change a verdict, besides the judge models: the prompt and how it is built, the mode and its
 # options, how replies are parsed and checked, sampling and decoding, how members are combined and flagged.
@@ -451,6 +455,7 @@ VERDICT_FIELDS = (
     "conversation_last_n",
     "context_from",
     "session_lookback_days",
+    "framework_prompt",  # what {{conversation}} shows
 )
 
 # What cannot: which traces are judged, when, at what price and budget, through which endpoint and key.

@@ -178,8 +178,11 @@ def _arguments_text(arguments: Any) -> str:
     return as_text(parsed) if parsed is not None else ""
 
 
-def render_conversation(messages: list[dict[str, Any]], last_n: int) -> str | None:
-    """The last `last_n` messages, one block each: role, content, tool calls and which call a result answers."""
+def render_conversation(messages: list[dict[str, Any]], last_n: int, framework_prompt: bool = False) -> str | None:
+    """The last `last_n` messages, one block each: role, content, tool calls and which call a result answers; an
+    agent framework's own system prompt (`framework_prompt`, ingest/otel/transcript.py) only when asked for."""
+    if not framework_prompt:
+        messages = [m for m in messages if not m.get("framework_prompt")]
     if not messages:
         return None
     shown = messages[-last_n:]
@@ -206,6 +209,9 @@ def render_tool_calls(calls: list[dict[str, Any]]) -> str | None:
         return None
     lines = []
     for i, call in enumerate(calls, start=1):
+        if call.get("kind") == "handoff":  # an agent handing over the conversation, not a tool call
+            lines.append(f"{i}. handoff {call.get('name')}: to {as_text(call.get('result')) or 'another agent'}")
+            continue
         head = f"{i}. {call.get('name')}({_arguments_text(call.get('arguments'))})"
         if call.get("status") == "error" or call.get("error"):
             lines.append(f"{head} -> ERROR: {as_text(call.get('error')) or 'failed'}")
@@ -253,6 +259,7 @@ def trace_values(
     span: str | SpanSelector | None = None,
     conversation_last_n: int = DEFAULT_CONVERSATION_LAST_N,
     context_from: list[ContextSource] | None = None,
+    framework_prompt: bool = False,
 ) -> dict[str, str | None]:
     """Template values of a trace; with `span`, input/output/context come from the first span it selects
     (the pair and group modes' `span` option; target span judges each selected span, see `span_values`)."""
@@ -261,7 +268,7 @@ def trace_values(
         matching = selector.select(spans_of(trace))
         if not matching:
             raise LookupError(f"{selector.describe()} not found in trace {trace.get('trace_id')}")
-        return span_values(trace, matching[0], conversation_last_n, context_from)
+        return span_values(trace, matching[0], conversation_last_n, context_from, framework_prompt)
     metadata = trace.get("metadata")
     return {
         "input": trace.get("input"),
@@ -269,7 +276,7 @@ def trace_values(
         "context": context_text(trace, context_from),
         "expected": trace.get("expected_output"),
         "metadata": None if metadata in (None, "{}") else metadata,
-        "conversation": render_conversation(conversation_messages(trace), conversation_last_n),
+        "conversation": render_conversation(conversation_messages(trace), conversation_last_n, framework_prompt),
         "tool_calls": render_tool_calls(_tool_calls(trace)),
         **dict.fromkeys(SPAN_VARIABLES),
     }
@@ -280,10 +287,11 @@ def span_values(
     span: dict[str, Any],
     conversation_last_n: int = DEFAULT_CONVERSATION_LAST_N,
     context_from: list[ContextSource] | None = None,
+    framework_prompt: bool = False,
 ) -> dict[str, str | None]:
     """A span's input and output (a tool span's arguments and result), its context or `context_from`'s; the
     conversation and trajectory are its trace's (what the span ran within)."""
-    values = trace_values(trace, None, conversation_last_n, context_from)
+    values = trace_values(trace, None, conversation_last_n, context_from, framework_prompt)
     values["input"] = span.get("input") if _has_text(span.get("input")) else as_text(span.get("tool_arguments"))
     values["output"] = span.get("output") if _has_text(span.get("output")) else as_text(span.get("tool_result"))
     values["tool_name"] = span.get("tool_name") if span.get("operation") == "execute_tool" else None
@@ -298,6 +306,7 @@ def session_values(
     traces: list[dict[str, Any]],
     conversation_last_n: int = DEFAULT_CONVERSATION_LAST_N,
     context_from: list[ContextSource] | None = None,
+    framework_prompt: bool = False,
 ) -> dict[str, str | None]:
     """A session's values: its first input, its last answer, every turn of every trace in order (system
     messages of the first trace, then each trace's own turn), the tool calls of all its traces."""
@@ -313,7 +322,7 @@ def session_values(
         "context": _joined(contexts),
         "expected": last.get("expected_output"),
         "metadata": None if metadata in (None, "{}") else metadata,
-        "conversation": render_conversation(messages, conversation_last_n),
+        "conversation": render_conversation(messages, conversation_last_n, framework_prompt),
         "tool_calls": render_tool_calls(calls),
         **dict.fromkeys(SPAN_VARIABLES),
     }
@@ -408,7 +417,11 @@ def plan_units(day: Day) -> list[Unit]:
 
 
 def _values_kwargs(config: EvaluatorConfig) -> dict[str, Any]:
-    return {"conversation_last_n": config.conversation_last_n, "context_from": config.context_from}
+    return {
+        "conversation_last_n": config.conversation_last_n,
+        "context_from": config.context_from,
+        "framework_prompt": config.framework_prompt,
+    }
 
 
 def span_units(day: Day) -> list[Unit]:

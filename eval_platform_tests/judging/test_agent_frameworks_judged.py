@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.fencing import unfence_all
 from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.prompts import build_messages
@@ -82,3 +83,57 @@ def test_a_prompt_showing_an_empty_field_is_skipped_naming_it_unless_opted_in(lo
     assert judge_day(guarded, DAY, no_input, runtime).rows["status"].to_list() == ["COMPLETED"]
     opted_in = evaluator(local_judge, judge_missing_fields=True)
     assert judge_day(opted_in, DAY, no_input, runtime).rows["status"].to_list() == ["COMPLETED"]
+
+
+def check(**options) -> EvaluatorConfig:
+    return EvaluatorConfig.model_validate({"name": "agent_check", "check": options})
+
+
+@pytest.mark.parametrize("folder", ["openai_agents", "langgraph", "pydantic_ai", "smolagents"])
+def test_the_checks_are_right_on_every_framework(runtime, tmp_path, folder):
+    """tool_call_accuracy, tool_error_rate and step counts read each run's own calls: the third turn (no tool)
+    scores 0 and has no error rate; a final-answer tool and a handoff are not tool calls."""
+    day = recording_day(folder)
+    traces = ingest_recording(tmp_path, folder).traces.with_columns(pl.lit(day).alias("date"))
+    turn = {t: f"{name}:{i}" for name, ids in scenarios(folder).items() for i, t in enumerate(ids)}
+
+    def judged(**options) -> dict[str, tuple]:
+        rows = judge_day(check(**options), day, traces, runtime).rows.iter_rows(named=True)
+        return {turn[r["trace_id"]]: (r["status"], r["reason"], r["raw_score"]) for r in rows}
+
+    accuracy = judged(scorer="tool_call_accuracy", expected_tools=["get_weather"])
+    assert accuracy["single_turn:0"] == ("COMPLETED", None, 1.0)
+    assert accuracy["multi_turn:2"] == ("COMPLETED", None, 0.0)  # not 1.0 from the earlier turns' calls
+    errors = judged(scorer="tool_error_rate", max_rate=0)
+    assert errors["tool_error:0"][2] == 1.0
+    assert errors["multi_turn:2"][:2] == ("SKIPPED", "not_applicable")
+    steps = judged(scorer="step_count", steps="tool_calls")
+    assert steps["single_turn:0"][2] == 1 and steps["parallel:0"][2] == 2  # smolagents' final_answer not counted
+    if folder == "openai_agents":
+        assert steps["handoff:0"][2] == 0  # a handoff is no tool call
+        assert accuracy["handoff:0"] == ("COMPLETED", None, 0.0)
+
+
+def test_a_handoff_is_never_judged_by_a_tool_span_selector(local_judge, runtime, tmp_path):
+    day, traces = recorded(tmp_path, "openai_agents", "handoff")
+    before = judge_requests(local_judge)
+    tools = evaluator(local_judge, target="span", span={"operation": "execute_tool"})
+    assert judge_day(tools, day, traces, runtime).rows.select("status", "reason").rows() == [
+        ("SKIPPED", "span_not_found")
+    ]
+    assert judge_requests(local_judge) == before
+    asked = evaluator(local_judge, target="span", span={"operation": "handoff"})  # unless asked
+    assert judge_day(asked, day, traces, runtime).rows["status"].to_list() == ["COMPLETED"]
+
+
+def test_the_frameworks_own_system_prompt_stays_out_of_the_conversation_unless_asked(local_judge, runtime, tmp_path):
+    day, traces = recorded(tmp_path, "smolagents", "single_turn")
+    prompt = "{{conversation}} {{output}}"
+    shown = judge_day(evaluator(local_judge, "echo/conversation", prompt=prompt), day, traces, runtime).rows
+    lines = shown["raw_response"][0].splitlines()
+    assert lines[0] == "user: What's the weather in Paris today?"
+    assert not any("You are an expert assistant" in line for line in lines)
+    assert 'assistant calls tool get_weather({"city": "Paris"})' in lines[1]
+    asked = evaluator(local_judge, "echo/conversation", prompt=prompt, framework_prompt=True)
+    with_prompt = judge_day(asked, day, traces, runtime).rows["raw_response"][0]
+    assert with_prompt.startswith("system: You are an expert assistant who can solve any task using tool calls.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 from eval_platform.ingest.messages import maybe_json
 from eval_platform.ingest.otel.envelope import Span
 from eval_platform.ingest.otel.fields import SpanFields, integer, label, number
+from eval_platform.ingest.otel.openllmetry import call_text
 from eval_platform.ingest.otel.transcript import as_text, indexed, indexed_messages
 
 NAME = "openinference"
@@ -64,7 +65,7 @@ def read(span: Span, fields: SpanFields) -> None:
     if fields.operation == "execute_tool":
         fields.put("tool_name", label(attrs.get("tool.name")))
         fields.put("tool_call_id", label(attrs.get("tool_call.id") or attrs.get("tool.id")))
-        fields.put("tool_arguments", as_text(attrs.get("input.value")))
+        fields.put("tool_arguments", call_text(attrs.get("input.value")))
         fields.put("tool_result", as_text(attrs.get("output.value")))
     else:
         fields.put("input_value", as_text(attrs.get("input.value")))
