@@ -227,3 +227,15 @@ def test_a_failed_call_keeps_its_requested_model(tmp_path, folder):
     """The HTTP 500 answered nothing, so no response model: the trace's model is the one the app asked for."""
     [failed] = by_scenario(ingest_recording(tmp_path, folder), folder)["http_500"]
     assert failed["error"] is True and failed["model"] == "app/error"
+
+
+@pytest.mark.parametrize("folder", ["genai", "openllmetry", "openinference", "langfuse"])
+def test_a_trace_ending_on_a_tool_call_has_no_output(tmp_path, folder):
+    """A bare completion whose answer is a tool call (`record --scenario tool_call_only`): no final answer under
+    any convention, never the completion object (OpenInference) nor the assistant message (Langfuse)."""
+    recording = f"tool_call_only/{folder}"
+    [row] = by_scenario(ingest_recording(tmp_path, recording), recording)["tool_call_only"]
+    assert row["input"] == "What's the weather in Paris today?"
+    assert row["output"] is None
+    [call] = json.loads(row["tool_calls"])
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Paris"}

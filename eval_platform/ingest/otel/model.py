@@ -7,8 +7,8 @@ What the `traces` row says about an OTLP trace (every convention read into `Span
   not ERROR. `conversation` = its input messages plus its first output message (the transcript as the model
   last saw it); null when no content was captured anywhere;
 - `output`: the final answer, the assistant message of the final inference span (its first choice when it
-  returned several), unless that message is a tool call (a `tool_call` message is never an answer); else the
-  root's own output (an agent's, a workflow's, Langfuse's
+  returned several), unless that message is a tool call (a `tool_call` message is never an answer: a run that
+  ended on one has no output, whatever its root says); else the root's own output (an agent's, a workflow's, Langfuse's
   `langfuse.trace.output`), or, before those, the result of a framework's answer tool (operation
   `final_answer`, smolagents'); `input`: the last user message before that answer in the conversation; else the
   root's input. `input_messages` / `output_messages`: the final inference span's messages as it held them;
@@ -304,7 +304,8 @@ def trace_record(trace: Trace) -> dict[str, Any]:
     answers = [s for s in spans if s.fields.operation == "final_answer" and not s.fields.error_type]
     if output is None and answers:  # a framework's answer tool (smolagents' final_answer): its result is the answer
         output = max(answers, key=lambda s: (s.end_ns or 0, s.sort_key)).fields.tool_result
-    if output is None:
+    ended_on_call = final is not None and bool(final.fields.output_messages) and output is None
+    if output is None and not ended_on_call:  # a run that ended on a tool call has no answer, under any convention
         trace_output = rf.trace_output if rf.trace_output is not None else None
         output = (
             _answer(normalize_messages(trace_output, "assistant")) or as_text(trace_output)
