@@ -11,6 +11,9 @@ Recorded in eval_platform_tests/fixtures/otel/<framework> (`sample_data/agent_ap
   `final_answer` tool is the run's answer -> operation `final_answer` (not a tool call; its result the trace's
   output). Messages: `tool-call` / `tool-response` roles, the task wrapped as `New task:\n<question>`, results
   as `Observation:\n<text>` (`transcript.py` reads them).
+- **pydantic-ai** (its own GenAI spans): the agent run span (`invoke_agent <name>`) holds the run's messages as
+  `pydantic_ai.all_messages` (GenAI message JSON) beside `gen_ai.system_instructions`: they are its input messages,
+  so a run whose model call failed (no message recorded on that call's span) keeps its question.
 - **LangGraph** (`openinference-instrumentation-langchain`): a tool span's `output.value` is LangChain's
   serialized `ToolMessage` (`{"type": "tool", "data": {"content", "tool_call_id", ...}}`) -> its content is the
   result, its `tool_call_id` the call; `input.value` is the bare argument when the tool takes one (the call's
@@ -24,9 +27,10 @@ from typing import Any
 from eval_platform.ingest.messages import maybe_json
 from eval_platform.ingest.otel.envelope import Span
 from eval_platform.ingest.otel.fields import SpanFields, label
-from eval_platform.ingest.otel.transcript import as_text
+from eval_platform.ingest.otel.transcript import as_text, normalize_messages
 
 HANDOFF_PREFIX = "handoff to "
+PYDANTIC_AI_MESSAGES = "pydantic_ai.all_messages"
 FINAL_ANSWER_TOOL = "final_answer"
 
 
@@ -40,6 +44,11 @@ def _langchain_message(value: Any) -> dict[str, Any] | None:
 
 def refine(span: Span, fields: SpanFields) -> None:
     """Set what the span's framework means beyond its convention (module docstring)."""
+    if fields.operation == "invoke_agent" and span.attrs.get(PYDANTIC_AI_MESSAGES) is not None:
+        messages = normalize_messages(span.attrs[PYDANTIC_AI_MESSAGES], "user") or []
+        system = [m for m in fields.input_messages or [] if m.get("role") == "system"]
+        if any(m.get("role") != "system" for m in messages):
+            fields.input_messages = [*system, *messages]
     if fields.operation != "execute_tool":
         return
     if span.name.startswith(HANDOFF_PREFIX) and fields.tool_name is None:

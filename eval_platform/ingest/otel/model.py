@@ -8,10 +8,11 @@ What the `traces` row says about an OTLP trace (every convention read into `Span
   last saw it); null when no content was captured anywhere;
 - `output`: the final answer, the assistant message of the final inference span (its first choice when it
   returned several), unless that message is a tool call (a `tool_call` message is never an answer: a run that
-  ended on one has no output, whatever its root says); else the root's own output (an agent's, a workflow's, Langfuse's
-  `langfuse.trace.output`), or, before those, the result of a framework's answer tool (operation
-  `final_answer`, smolagents'); `input`: the last user message before that answer in the conversation; else the
-  root's input. `input_messages` / `output_messages`: the final inference span's messages as it held them;
+  ended on one has no output, whatever its root says); else the root's own output (an agent's, a workflow's,
+  Langfuse's `langfuse.trace.output`), or, before those, the result of a framework's answer tool (operation
+  `final_answer`, smolagents'); `input`: the last user message before that answer in the conversation (of the
+  last model call when every call failed); else the root's input. `input_messages` / `output_messages`: the
+  final inference span's messages as it held them;
 - `tool_calls`: the trajectory in start order: one entry per tool span `{span_id, name, arguments, result,
   status, error}`; a trace without tool spans takes the assistant tool calls of its own turn (the conversation
   from its last user message on: earlier turns' calls are earlier traces') matched to the tool messages by
@@ -312,7 +313,8 @@ def trace_record(trace: Trace) -> dict[str, Any]:
             if trace_output is not None
             else _answer(rf.output_messages) or rf.output_value
         )
-    user_input = _user_text(final.fields.input_messages) if final else None
+    asked = final or last  # a run whose every model call failed: the question its last call asked
+    user_input = _user_text(asked.fields.input_messages) if asked else None
     if user_input is None:
         trace_input = rf.trace_input
         user_input = (
