@@ -320,6 +320,7 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
         span=config.span,
         conversation_last_n=config.conversation_last_n,
         context_from=config.context_from,
+        framework_prompt=config.framework_prompt,
     )
     messages, skip = PromptBuilder(config), partial(trace_skip, config)
     tally, in_partition, missing = DayTally(), 0, 0
