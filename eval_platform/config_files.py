@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -35,6 +36,19 @@ def validate(path: Path, model: type[Model], raw: dict[str, Any], error: type[Ex
     except ValidationError as exc:
         problems = "; ".join(f"field '{_field_path(err['loc'])}': {err['msg']}" for err in exc.errors())
         raise error(f"{path}: {problems}") from None
+
+
+def field_errors(model: type[BaseModel], problems: list[tuple[tuple[str | int, ...], Any, str]]) -> ValidationError:
+    """A validation error naming each problem's field, for a check that reads several fields at once (a model
+    validator's ValueError would be reported against `(file)`): `problems` are (loc, input, message). Raised from a
+    validator, pydantic reports it at the loc given (under the enclosing model's field, when nested)."""
+    return ValidationError.from_exception_data(
+        model.__name__,
+        [
+            InitErrorDetails(type=PydanticCustomError("config_field", "{why}", {"why": why}), loc=loc, input=value)
+            for loc, value, why in problems
+        ],
+    )
 
 
 def load_named(path: Path, model: type[Model], error: type[Exception], what: str, why: str = "") -> Model:

@@ -37,13 +37,37 @@ def judge_ledger(root: Path, instance: Any = None) -> BudgetLedger:
 
 def cost_rollup(root, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedger | None = None) -> pl.DataFrame:
     """Judge spend per UTC day of judging. Judge spend only: the traced application's own cost_usd is
-    in `traces` and is never added here. `ledger`: default, the data root's."""
-    if not has_files(root, "judge_scores"):
-        return conform(pl.DataFrame(), JUDGE_COST_DAILY_SCHEMA)
+    in `traces` and is never added here. `ledger`: default, the data root's.
+
+    An evaluator and day the ledger has spend for but no judged row (every run of it that day was killed before
+    it wrote its partition) still gets a row: no model or project, no rows, the ledger's spend."""
+    spend = ledger_spend(ledger or judge_ledger(root))
+    frame = _judged_rows(root) if has_files(root, "judge_scores") else _EMPTY_ROLLUP
+    only_in_ledger = spend.select("evaluator", "day").join(
+        frame.select("evaluator", "day"), on=["evaluator", "day"], how="anti"
+    )
+    if only_in_ledger.height:
+        zeros = [pl.lit(0, dtype=dtype).alias(name) for name, dtype in JUDGE_COST_MEASURES.items()]
+        frame = pl.concat([frame, only_in_ledger.with_columns(*zeros)], how="diagonal_relaxed").sort(
+            "day", "evaluator", "model", "project_id", nulls_last=True
+        )
+    budgets = {name: cfg.max_daily_cost_usd for name, cfg in evaluators.items()}
+    frame = with_budget_use(frame, spend, "day", budgets, "budget_daily_usd")
+    return conform(frame, JUDGE_COST_DAILY_SCHEMA)
+
+
+_EMPTY_ROLLUP = pl.DataFrame(
+    schema={name: JUDGE_COST_DAILY_SCHEMA[name] for name in ("day", "evaluator", "model", "project_id")}
+    | JUDGE_COST_MEASURES
+)
+
+
+def _judged_rows(root) -> pl.DataFrame:
+    """`judge_scores` grouped per UTC day of judging, evaluator, model and project."""
     # Rows are grouped by the UTC day number and only the groups' days are formatted: a strftime and a time
     # zone conversion on every row took most of the query's time at 10M rows.
     with connect(root) as conn:
-        frame = conn.sql(
+        return conn.sql(
             f"""
             SELECT strftime(DATE '1970-01-01' + CAST(utc_day AS INTEGER), '%Y-%m-%d') AS day, * EXCLUDE (utc_day)
             FROM (
@@ -60,16 +84,15 @@ def cost_rollup(root, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedg
             ORDER BY day, evaluator, model, project_id
             """
         ).pl()
-    budgets = {name: cfg.max_daily_cost_usd for name, cfg in evaluators.items()}
-    spend = ledger_spend(ledger or judge_ledger(root))
-    frame = with_budget_use(frame, spend, "day", budgets, "budget_daily_usd")
-    return conform(frame, JUDGE_COST_DAILY_SCHEMA)
 
 
 def ledger_spend(ledger: BudgetLedger) -> pl.DataFrame:
-    """The ledger's spend per evaluator and UTC day of the call (all runs, cache hits cost nothing)."""
+    """The ledger's spend per evaluator and UTC day of the call, as the budgets count it: settled calls, calls of
+    killed runs at their worst case, and reservations still in flight at theirs (all runs, all hosts; cache hits
+    cost nothing). A reservation of a run on a host that died is in flight until its time is up; counting it
+    keeps the rollup from ever showing less than the provider billed."""
     return pl.DataFrame(
-        [(e, d, s) for e, d, s, _ in ledger.totals()],
+        [(e, d, s) for e, d, s, _ in ledger.totals(in_flight=True)],
         schema={"evaluator": pl.String, "day": pl.String, "ledger_spend_usd": pl.Float64},
         orient="row",
         strict=False,

@@ -39,15 +39,17 @@ from eval_platform.defs.traces import (
 from eval_platform.experiments.config import load_experiments
 from eval_platform.finetune.config import load_exports
 from eval_platform.judging.loading import load_evaluators
-from eval_platform.settings import data_root
+from eval_platform.settings import EVALUATORS_FOLDER, checked_data_root
 
 
 def build_definitions(root: Path | None = None) -> dg.Definitions:
-    """Definitions for a data root; the evaluator partition values are the YAML files found now."""
-    root = root or data_root()
+    """Definitions for a data root; the evaluator partition values are the YAML files found now. A data root
+    without an `evaluators/` folder (or none at all) is a load error naming the path and `EVAL_PLATFORM_DATA_DIR`:
+    loading nothing in silence would look like a project without evaluators."""
+    root = checked_data_root(root)
     # A broken config file breaks only itself: its error is shown on the assets it would feed.
     broken_evaluators: dict[str, str] = {}
-    evaluators = load_evaluators(root / "evaluators", broken=broken_evaluators)
+    evaluators = load_evaluators(root / EVALUATORS_FOLDER, broken=broken_evaluators)
     judge_scores = build_judge_scores(evaluators, broken=broken_evaluators)
     judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
     judge_cost_monthly = build_judge_cost_monthly(evaluators, judge_cost_daily)

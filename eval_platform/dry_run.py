@@ -54,18 +54,19 @@ from eval_platform.llm.embeddings import EmbeddingRequest
 from eval_platform.llm.endpoint import model_endpoint
 from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.schemas import SKIPPED
-from eval_platform.settings import data_root, state_dir
+from eval_platform.settings import EVALUATORS_FOLDER, DataRootError, checked_data_root, state_dir
 from eval_platform.storage.warehouse import iter_partition
 
 
 class CountingCache(JudgeCache):
     """The real judge-call cache, read only, counting the requests it answers."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, missed: set[int] | None = None):
         super().__init__(directory)
         self.hits = 0
-        # distinct requests (samples included) the cache does not answer: the first 64 bits of their keys (sha256)
-        self.missed: set[int] = set()
+        # distinct requests (samples included) the cache does not answer: the first 64 bits of their keys (sha256);
+        # `missed`: a set shared with the other days of the run, where a run's cache answers what an earlier day paid
+        self.missed: set[int] = set() if missed is None else missed
 
     def get(self, key: str):
         entry = super().get(key)
@@ -107,7 +108,7 @@ class Bill:
     days: int = 0
     traces: int = 0
     calls: int = 0  # requests the run would send: an upper bound
-    distinct: int = 0  # of which distinct: identical ones may be answered by the cache within the run
+    distinct: int = 0  # of which distinct: what the run sends (identical requests are sent once, see `llm.call`)
     cached: int = 0  # requests the cache already answers: free
     worst_case_usd: float = 0.0
     unpriced_calls: int = 0  # calls to a model with no known price: their cost is unknown, not zero
@@ -166,6 +167,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
         else:
             bill.worst_case_usd += pricing.worst_case_cost(prices, request.messages, request.max_tokens) * discount
 
+    missed: set[int] = set()  # distinct over the run's days: a day's replies answer the next days' from the cache
     with tempfile.TemporaryDirectory() as scratch:
         for day in days:
             with ExitStack() as stack:
@@ -178,7 +180,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
                 batches, _ = judged_batches(
                     root, config, day, _counted(raw, in_day), other_day=partial(_day_batches, stack, root)
                 )
-                cache = CountingCache(state_dir(root) / "judge_cache")
+                cache = CountingCache(state_dir(root) / "judge_cache", missed)
                 runtime = JudgeRuntime(
                     client=RecordingClient(record=priced),
                     cache=cache,  # read only: what it answers is free
@@ -191,7 +193,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
                 bill.days += 1
                 bill.traces += in_day[0]
                 bill.cached += cache.hits
-                bill.distinct += len(cache.missed)
+    bill.distinct = len(missed)
     return bill
 
 
@@ -288,8 +290,38 @@ def estimate_suite(
     return bills
 
 
+def _evaluators(root: Path) -> tuple[dict[str, EvaluatorConfig], dict[str, str]]:
+    """The evaluators that load, and the files that do not (file name -> the error naming its field), each named
+    on stdout: a broken file leaves only itself out, as in the UI."""
+    broken: dict[str, str] = {}
+    evaluators = load_evaluators(root / EVALUATORS_FOLDER, broken=broken)
+    if broken:
+        print(f"left out, broken in {EVALUATORS_FOLDER}/ ({len(broken)} file(s)):")
+        for error in broken.values():
+            print(f"  {error}")
+        print()
+    return evaluators, broken
+
+
+def _bounded_days(parser: argparse.ArgumentParser, start: str, end: str) -> list[str]:
+    """The days from `start` to `end`, refused (exit 2) unless every one is a day partition: a day outside them
+    can be neither ingested nor judged, so its price would be a bill never sent. The message names the setting."""
+    from eval_platform.defs.partitions import not_a_trace_day  # Dagster's partitions: imported only when asked
+
+    try:
+        days = _days(start, end)
+    except ValueError as exc:
+        parser.error(f"--start and --end are days, YYYY-MM-DD ({exc})")
+    if not days:
+        parser.error(f"--end ({end}) is before --start ({start})")
+    outside = [why for why in (not_a_trace_day(day) for day in (days[0], days[-1])) if why is not None]
+    if outside:
+        parser.error("no partition to price: " + "; ".join(outside))
+    return days
+
+
 def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> int:
-    evaluators = load_evaluators(root / "evaluators")
+    evaluators, broken_evaluators = _evaluators(root)
     suites, broken = load_suites(root / "benchmarks", root, set(evaluators))
     if args.suite not in suites:
         why = f" ({broken[args.suite]})" if args.suite in broken else ""
@@ -355,7 +387,7 @@ def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root:
         )
     if unpriced:
         print(f"{unpriced} call(s) go to models with no known price: their cost is unknown, not counted as 0")
-    return 0
+    return 1 if broken_evaluators and args.strict else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,18 +399,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model", action="append", help="with --suite: a model of models.yaml (repeatable); default: all"
     )
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when an evaluator file is broken (the others are still priced)"
+    )
     args = parser.parse_args(argv)
-    root = data_root()
+    try:
+        root = checked_data_root()
+    except DataRootError as exc:
+        parser.error(str(exc))
     if args.suite:
         return _suite_main(parser, args, root)
     if not (args.start and args.end):
         parser.error("give --start and --end (a judge backfill), or --suite (a benchmark suite)")
-    evaluators = load_evaluators(root / "evaluators")
+    days = _bounded_days(parser, args.start, args.end)
+    evaluators, broken = _evaluators(root)
     names = args.evaluator or [name for name, config in evaluators.items() if config.enabled]
     unknown = sorted(set(names) - set(evaluators))
     if unknown:
-        parser.error(f"no evaluator named {', '.join(unknown)}; known: {', '.join(sorted(evaluators))}")
-    days = _days(args.start, args.end)
+        # a named evaluator whose file is broken: its own error (the file is named after the evaluator)
+        why = [
+            f"evaluator {name} cannot be priced: {error}"
+            for name in unknown
+            for file, error in broken.items()
+            if Path(file).stem == name
+        ]
+        parser.error(
+            "; ".join(why)
+            if len(why) == len(unknown)
+            else f"no evaluator named {', '.join(unknown)}; known: {', '.join(sorted(evaluators)) or 'none'}"
+        )
+    if not evaluators:
+        why = f"{len(broken)} broken file(s), above" if broken else "no *.yaml file"
+        print(f"nothing to price: no evaluator loads from {root / EVALUATORS_FOLDER} ({why})", file=sys.stderr)
+        return 1
+    if not names:
+        print(f"no enabled evaluator in {root / EVALUATORS_FOLDER}: name one with --evaluator to price it\n")
     print(f"dry run over {days[0]}..{days[-1]} ({len(days)} days), data root {root}: nothing is sent\n")
     print(f"{'evaluator':<22}{'days':>5}{'traces':>8}{'calls':>8}{'distinct':>9}{'cached':>8}{'worst case $':>14}")
     total = 0.0
@@ -392,9 +447,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{bill.worst_case_usd:>14.4f}"
         )
     print(f"\nworst case in all: {total:.4f} USD (every call sent, every prompt byte a token, full max_tokens)")
-    print("calls: what the run may send; distinct: identical requests may be answered by the cache within the run")
+    print(
+        "calls: the requests the run plans; distinct: those it sends and pays for (an identical request is sent "
+        "once: it waits for the one in flight, or the cache answers it)"
+    )
     if unpriced:
         print(f"{unpriced} call(s) go to models with no known price: their cost is unknown, not counted as 0")
+    if broken:
+        print(f"{len(broken)} broken evaluator file(s) left out of this bill (listed above)")
+        if args.strict:
+            return 1
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 import os
 import uuid
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
+from eval_platform.schemas import COMPLETED, FAILED, PLACEHOLDER_MARK, PLACEHOLDER_MODEL, SKIPPED
 from eval_platform.settings import duckdb_path
 from eval_platform.storage.warehouse import open_catalog
 
@@ -64,20 +65,30 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def daily_judging(conn) -> tuple[list[dict[str, Any]], dict[tuple[str, str], float | None]]:
-    """Per evaluator and scored day: mean score and status counts of the final rows; and the day's judge spend."""
+def _names_placeholder_sql(column: str) -> str:
+    return f"({column} = '{PLACEHOLDER_MODEL}' OR starts_with({column}, '{PLACEHOLDER_MODEL}/'))"
+
+
+# A judge_scores row answered by the local judge's placeholder (the SQL of schemas.PLACEHOLDER_ROW).
+PLACEHOLDER_SQL = f"coalesce({_names_placeholder_sql('model')} OR {_names_placeholder_sql('provider_model')}, false)"
+
+
+def daily_judging(conn) -> tuple[list[dict[str, Any]], dict[tuple[str, str, str], float | None]]:
+    """Per evaluator, scored day and model: mean score and status counts of the final rows, and how many of its
+    verdicts are the local judge's placeholders; and the judge spend of each (evaluator, day, model)."""
     daily = _query(
         conn,
-        f"SELECT evaluator, date, avg(score) FILTER (status = '{COMPLETED}') AS mean_score, "
+        f"SELECT evaluator, date, model, avg(score) FILTER (status = '{COMPLETED}') AS mean_score, "
         f"count(*) FILTER (status = '{COMPLETED}') AS completed, count(*) FILTER (status = '{FAILED}') AS failed, "
-        f"count(*) FILTER (status = '{SKIPPED}') AS skipped "
-        "FROM judge_scores WHERE is_final GROUP BY ALL ORDER BY evaluator, date",
+        f"count(*) FILTER (status = '{SKIPPED}') AS skipped, "
+        f"count(*) FILTER (status = '{COMPLETED}' AND {PLACEHOLDER_SQL}) AS placeholder "
+        "FROM judge_scores WHERE is_final GROUP BY ALL ORDER BY evaluator, date, model",
     )
     # Spend by the day that was scored (every row, members of a panel included; a cache hit costs 0). The
     # ledger's judge_cost_daily counts by the day the call was made instead, which a backfill moves.
     costs = {
-        (r["evaluator"], r["date"]): r["spend"]
-        for r in _query(conn, "SELECT evaluator, date, sum(cost_usd) AS spend FROM judge_scores GROUP BY ALL")
+        (r["evaluator"], r["date"], r["model"]): r["spend"]
+        for r in _query(conn, "SELECT evaluator, date, model, sum(cost_usd) AS spend FROM judge_scores GROUP BY ALL")
     }
     # The human-calibrated mean of the day beside the judge's own (agreement section `calibrated`).
     calibrated = {
@@ -92,12 +103,33 @@ def daily_judging(conn) -> tuple[list[dict[str, Any]], dict[tuple[str, str], flo
     for row in daily:
         found = calibrated.get((row["evaluator"], row["date"]), {})
         row.update({c: found.get(c) for c in CALIBRATED_COLUMNS})
+        row["verdicts"] = _verdicts_mark(row["placeholder"], row["completed"])
     return daily, costs
 
 
-def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str], float | None]):
+def _verdicts_mark(placeholder: int, completed: int) -> str | None:
+    """What the `verdicts` cell says of a row's COMPLETED verdicts: nothing when a real judge gave them all."""
+    if not placeholder:
+        return ""
+    return PLACEHOLDER_MARK if placeholder == completed else f"{placeholder} of {completed}: {PLACEHOLDER_MARK}"
+
+
+def _daily_series(days: list[date], values: dict[date, float | None]) -> list[float]:
+    """`values` on every day from the first to the last of `days`, NaN where a day has none: matplotlib breaks
+    the line there instead of joining the days around a gap."""
+    span = (days[-1] - days[0]).days
+    return [_nan(values.get(days[0] + timedelta(days=i))) for i in range(span + 1)]
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str, str], float | None]):
     """One row of panels per evaluator: daily mean score (and its human-calibrated mean with its interval, where
-    humans labelled some of the day's traces), FAILED rate and judge cost over the scored days."""
+    humans labelled some of the day's traces), FAILED rate (on a 0..1 axis) and judge cost over the scored days,
+    one line per model that answered (the local judge's placeholder dashed and marked in the legend). A day with
+    no rows breaks the line: days around a gap are never joined."""
     from matplotlib.figure import Figure
 
     evaluators = sorted({r["evaluator"] for r in daily})
@@ -106,20 +138,36 @@ def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str], flo
     for i, name in enumerate(evaluators):
         mine = [r for r in daily if r["evaluator"] == name]
         # Real dates on a date axis (`_date_axis`), not one text label per day, which smears past a few weeks.
-        days = [date.fromisoformat(r["date"]) for r in mine]
-        judged = [r["completed"] + r["failed"] for r in mine]
-        series = (
-            ([r["mean_score"] for r in mine], "mean score"),
-            ([r["failed"] / j if j else None for r, j in zip(mine, judged, strict=True)], "FAILED rate"),
-            ([costs.get((name, r["date"])) for r in mine], "judge cost (USD, by scored day)"),
-        )
-        for j, (values, label) in enumerate(series):
+        days = sorted({date.fromisoformat(r["date"]) for r in mine})
+        every_day = [days[0] + timedelta(days=k) for k in range((days[-1] - days[0]).days + 1)]
+        models = sorted({r["model"] or "" for r in mine})
+        for j, label in enumerate(("mean score", "FAILED rate", "judge cost (USD, by scored day)")):
             ax = axes[i][j]
-            points = [(d, v) for d, v in zip(days, values, strict=True) if v is not None]
-            if points:
-                # a marker per day while days can be told apart; past a month they would merge into a bar
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o" if len(points) <= 31 else None)
-            calibrated = [(d, r) for d, r in zip(days, mine, strict=True) if r.get("ppi_mean") is not None]
+            for model in models:
+                rows = {date.fromisoformat(r["date"]): r for r in mine if (r["model"] or "") == model}
+                judged = {d: r["completed"] + r["failed"] for d, r in rows.items()}
+                values = (
+                    {d: r["mean_score"] for d, r in rows.items()}
+                    if j == 0
+                    else {d: r["failed"] / judged[d] if judged[d] else None for d, r in rows.items()}
+                    if j == 1
+                    else {d: costs.get((name, r["date"], r["model"])) for d, r in rows.items()}
+                )
+                if all(v is None for v in values.values()):
+                    continue
+                placeholder = any(r["placeholder"] for r in rows.values())
+                ax.plot(
+                    every_day,
+                    _daily_series(days, values),
+                    # a marker per day while days can be told apart; past a month they would merge into a bar
+                    marker="o" if len(every_day) <= 31 else None,
+                    linestyle="--" if placeholder else "-",
+                    color="tab:grey" if placeholder else None,
+                    label=f"{model} (PLACEHOLDER)" if placeholder else model,
+                )
+            calibrated = sorted(
+                {date.fromisoformat(r["date"]): r for r in mine if r.get("ppi_mean") is not None}.items()
+            )
             if j == 0 and calibrated:
                 centres = [r["ppi_mean"] for _, r in calibrated]
                 errors = [
@@ -135,6 +183,9 @@ def judging_figure(daily: list[dict[str, Any]], costs: dict[tuple[str, str], flo
                     color="tab:green",
                     label="human-calibrated (PPI, 95% CI)",
                 )
+            if j == 1:
+                ax.set_ylim(0, 1)  # a rate: never below 0 or above 1, whatever the autoscale's margins
+            if j == 0 and (calibrated or len(models) > 1 or any(r["placeholder"] for r in mine)):
                 ax.legend(fontsize=6)
             _date_axis(ax, days)
             ax.set_title(f"{name}: {label}", fontsize=9)
@@ -173,8 +224,8 @@ def _judging(conn, plots: list[str]) -> tuple[str, int]:
     for row in daily:
         judged = row["completed"] + row["failed"]
         row["failed_rate"] = row["failed"] / judged if judged else None
-        row["cost_usd"] = costs.get((row["evaluator"], row["date"]))
-    columns = ["evaluator", "date", "mean_score", *CALIBRATED_COLUMNS]
+        row["cost_usd"] = costs.get((row["evaluator"], row["date"], row["model"]))
+    columns = ["evaluator", "date", "model", "verdicts", "mean_score", *CALIBRATED_COLUMNS]
     table = _table(daily, [*columns, "completed", "failed", "skipped", "failed_rate", "cost_usd"])
     return plots[-1] + table, len({r["evaluator"] for r in daily})
 
@@ -209,7 +260,8 @@ def _experiments(conn, plots: list[str]) -> str:
         conn,
         "SELECT experiment, evaluator, variant, control_variant, method, n, n_control, difference, diff_ci_low, "
         "diff_ci_high, cs_low, cs_high, p_value, always_valid_p_value, p_value_adjusted, significant, "
-        "significance_rule, recommendation FROM experiment_results WHERE kind = 'comparison' ORDER BY ALL",
+        "significance_rule, recommendation, stale, stale_reason FROM experiment_results WHERE kind = 'comparison' "
+        "ORDER BY ALL",
     )
     if not rows:
         return "<p>No experiment comparisons yet: materialize experiment_results.</p>"
@@ -220,7 +272,8 @@ def _experiments(conn, plots: list[str]) -> str:
     for r in rows:
         sequential = r["diff_ci_low"] is None and r["cs_low"] is not None and r["cs_high"] is not None
         r["_low"], r["_high"] = (r["cs_low"], r["cs_high"]) if sequential else (r["diff_ci_low"], r["diff_ci_high"])
-        r["_mark"] = " (confidence sequence)" if sequential else ""
+        r["_mark"] = (" (confidence sequence)" if sequential else "") + (" [STALE]" if r["stale"] else "")
+    _mark_stale(rows)
     shown = [r for r in rows if r["difference"] is not None and r["_low"] is not None and r["_high"] is not None]
     figure = Figure(figsize=(8, 0.4 * len(shown) + 1))
     ax = figure.subplots()
@@ -240,6 +293,7 @@ def _experiments(conn, plots: list[str]) -> str:
     plots.append(_png(figure))
     columns = [
         "experiment",
+        "stale",
         "evaluator",
         "variant",
         "control_variant",
@@ -256,15 +310,23 @@ def _experiments(conn, plots: list[str]) -> str:
         "significant",
         "significance_rule",
         "recommendation",
+        "stale_reason",
     ]
     return plots[-1] + _table(rows, columns)
+
+
+def _mark_stale(rows: list[dict[str, Any]]) -> None:
+    """A row kept from before its file broke says STALE in its `stale` cell (empty for a current row)."""
+    for row in rows:
+        row["stale"] = "STALE" if row["stale"] else ""
 
 
 def _leaderboard(conn, plots: list[str]) -> str:
     rows = _query(
         conn,
         "SELECT suite, rank, model, score, ci_low, ci_high, tasks_scored, tasks_total, gap_to_leader, "
-        "significant_vs_leader FROM leaderboard WHERE aggregate = 'macro' ORDER BY suite, rank NULLS LAST, model",
+        "significant_vs_leader, stale, stale_reason FROM leaderboard WHERE aggregate = 'macro' "
+        "ORDER BY suite, rank NULLS LAST, model",
     )
     if not rows:
         return "<p>No benchmark results yet: materialize a suite's assets for a model, then leaderboard.</p>"
@@ -279,13 +341,16 @@ def _leaderboard(conn, plots: list[str]) -> str:
             errors = [[r["score"] - r["ci_low"] for r in ranked], [r["ci_high"] - r["score"] for r in ranked]]
             ax.errorbar([r["score"] for r in ranked], [r["model"] for r in ranked], xerr=errors, fmt="o", capsize=3)
             ax.invert_yaxis()
-            ax.set_title(f"suite {suite}: score (macro, 95% CI)", fontsize=9)
+            stale = " [STALE: its suite file does not load]" if any(r["stale"] for r in ranked) else ""
+            ax.set_title(f"suite {suite}: score (macro, 95% CI){stale}", fontsize=9)
             ax.tick_params(labelsize=7)
             figure.tight_layout()
             plots.append(_png(figure))
             parts.append(plots[-1])
+    _mark_stale(rows)
     columns = [
         "suite",
+        "stale",
         "rank",
         "model",
         "score",
@@ -295,6 +360,7 @@ def _leaderboard(conn, plots: list[str]) -> str:
         "tasks_total",
         "gap_to_leader",
         "significant_vs_leader",
+        "stale_reason",
     ]
     return "".join(parts) + _table(rows, columns)
 

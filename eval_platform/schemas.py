@@ -30,6 +30,7 @@ NO_CREDENTIALS = "no_credentials"  # the evaluator's provider key is not set
 PROMPT_TOO_LARGE = "prompt_too_large"  # the rendered prompt is longer than max_prompt_chars
 SPAN_NOT_FOUND = "span_not_found"  # the evaluator's span is not in the trace
 NO_PAIR = "no_pair"  # pairwise: no other trace of the day shares the pair_by value
+NO_GROUP_KEY = "no_group_key"  # pairwise / n_wise: the trace has no value for the pair_by / group_by field
 GROUP_SIZE = "group_size"  # n_wise: the group has too few or too many candidates
 NO_REFERENCE = "no_reference"  # reference mode: the trace has no expected_output (nor a dataset case)
 # A check evaluator (judging.checks) makes no call: it skips a trace lacking the field its scorer reads (a trace
@@ -41,6 +42,8 @@ PARTIAL_TRACE = "partial_trace"  # the trace's spans did not all arrive (partial
 EMPTY_TEXT = "empty_text"  # the trace (span, session) has no text to judge: no input and no output text
 APP_ERROR = "app_error"  # the judged trace's (span's) model call failed; judged only with judge_errors: true
 NO_SESSION = "no_session"  # target session: the trace has no session_id
+NO_FINAL_ANSWER = "no_final_answer"  # the prompt shows {{output}}, the run has no final answer (judge_missing_fields)
+# (a prompt's other field empty for a row: `missing_field(name)`, e.g. missing_field:input)
 # benchmark tasks:
 NOT_IN_SCOPE = "not_in_scope"  # models.yaml limits the model to other suites or tasks
 GATE_FAILED = "gate_failed"  # the task's gate (another task's metric) is below its minimum or missing
@@ -54,6 +57,7 @@ SKIP_REASONS = (
     PROMPT_TOO_LARGE,
     SPAN_NOT_FOUND,
     NO_PAIR,
+    NO_GROUP_KEY,
     GROUP_SIZE,
     NO_REFERENCE,
     MISSING_FIELD,
@@ -62,9 +66,30 @@ SKIP_REASONS = (
     EMPTY_TEXT,
     APP_ERROR,
     NO_SESSION,
+    NO_FINAL_ANSWER,
     NOT_IN_SCOPE,
     GATE_FAILED,
     NO_LOCAL_JUDGE,
+)
+# The skips that leave a trace with nothing its evaluator would judge: not selected, or no text, span, pair, group,
+# session, reference or field to judge. Every other row of a partition (COMPLETED, FAILED, or SKIPPED for its
+# configuration: no_credentials, no_local_judge, budget_exhausted, prompt_too_large) is a selected trace, and a
+# partition with selected traces and no verdict fails its `verdicts_exist` check (ERROR). A new skip reason counts
+# as selected until it is added here: the check errs loud.
+NOTHING_TO_JUDGE = (
+    DISABLED,
+    NOT_SAMPLED,
+    NOT_SELECTED,
+    SPAN_NOT_FOUND,
+    NO_PAIR,
+    GROUP_SIZE,
+    NO_REFERENCE,
+    MISSING_FIELD,
+    NOT_APPLICABLE,
+    PARTIAL_TRACE,
+    EMPTY_TEXT,
+    APP_ERROR,
+    NO_SESSION,
 )
 
 # Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Every place that fails a row
@@ -95,6 +120,9 @@ BATCH_UNCONFIRMED = "batch_unconfirmed"  # the provider could not say whether a 
 SCORER_ERROR = "scorer_error"
 LOCAL_MODEL_ERROR = "local_model_error"  # a local model folder (`model_path`) could not be loaded or run
 UPSTREAM_MISSING = "upstream_missing"  # the task's `outputs_of` task has no output for the case
+# a benchmark case's `judge` scorer (an evaluator, spelt `judge:<code>`, see judge_reason()):
+JUDGE_MISSING = "judge_missing"  # the evaluator returned no row for the case
+UNKNOWN_EVALUATOR = "unknown_evaluator"  # the scorer names an evaluator that did not load
 FAIL_REASONS = (
     LOCAL_MODEL_ERROR,
     TIMEOUT,
@@ -118,12 +146,58 @@ FAIL_REASONS = (
     SCORER_ERROR,
     MISSING_FIELD,
     UPSTREAM_MISSING,
+    JUDGE_MISSING,
+    UNKNOWN_EVALUATOR,
 )
+# Why a fine-tuning export leaves a trace out (finetune.export; a manifest's `excluded_by_reason`), besides
+# PARTIAL_TRACE, APP_ERROR and the verdicts' `<outcome>:<evaluator>`. A line is never repaired into something the
+# trace did not say: what cannot be written in OpenAI's chat fine-tuning format is left out with its reason.
+NO_FINAL_ANSWER = "no_final_answer"  # no assistant text at the end: e.g. an agent that stopped on a tool call
+UNANSWERED_TOOL_CALL = "unanswered_tool_call"  # a tool call no tool message answers before the conversation goes on
+BAD_TOOL_ARGUMENTS = "bad_tool_arguments"  # a tool call's arguments are not the JSON text of an object
+BAD_FUNCTION_NAME = "bad_function_name"  # a called function's name is outside ^[a-zA-Z0-9_-]{1,64}$
+BAD_TOOLS = "bad_tools"  # metadata.tools is not a list of OpenAI function tools with valid names
+BAD_MESSAGES = "bad_messages"  # a role the format has no place for, a tool message answering no call, no user
+EXPORT_EXCLUSIONS = (
+    PARTIAL_TRACE,
+    APP_ERROR,
+    NO_FINAL_ANSWER,
+    UNANSWERED_TOOL_CALL,
+    BAD_TOOL_ARGUMENTS,
+    BAD_FUNCTION_NAME,
+    BAD_TOOLS,
+    BAD_MESSAGES,
+)
+# A COMPLETED pairwise row's reason (and flag): the verdict flipped with the presentation order, counted as a tie.
+INCONSISTENT_ORDER = "inconsistent_order"
+# A benchmark case scored through another call carries that call's reason under a prefix (the functions below).
+EMBEDDING_PREFIX = "embedding"  # the case's embedding call (semantic_similarity) did not complete
+JUDGE_PREFIX = "judge"  # the case's `judge` scorer (an evaluator) gave no score
+
+
+def missing_field(name: str) -> str:
+    """The SKIPPED reason of a judge whose prompt shows a field empty for the row, e.g. `missing_field:input`."""
+    return f"{MISSING_FIELD}:{name}"
+
+
+# What an instrumentation writes in place of content it was told to hide (OpenInference's
+# OPENINFERENCE_HIDE_INPUTS / _OUTPUTS and its other hide flags): no content, never judged.
+HIDDEN_CONTENT = "__REDACTED__"
 
 
 def provider_error(status: object) -> str:
     """The FAILED reason of a provider's error answer: `provider_error:<HTTP status or error type>`."""
     return f"{PROVIDER_ERROR}:{status}"
+
+
+def embedding_reason(reason: str | None) -> str:
+    """A benchmark case's FAILED reason when its embedding call did not complete: `embedding:<the call's reason>`."""
+    return f"{EMBEDDING_PREFIX}:{reason}"
+
+
+def judge_reason(reason: str | None) -> str:
+    """A benchmark case's FAILED reason when its `judge` scorer gave no score: `judge:<the evaluator's reason>`."""
+    return f"{JUDGE_PREFIX}:{reason}"
 
 
 # What a pairwise winner scores on the `score` column is the pairwise mode's (`judging.modes.pairwise.PAIRWISE_SCORE`).
@@ -180,6 +254,8 @@ SpanOperation = Literal[
     "text_completion",
     "embeddings",
     "execute_tool",
+    "handoff",  # an agent handing the conversation to another (OpenAI Agents SDK): not a tool call
+    "final_answer",  # a framework's answer tool (smolagents' final_answer): the run's answer, not a tool call
     "invoke_agent",
     "retrieval",
     "workflow",
@@ -241,6 +317,10 @@ QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
     "quarantined_at": UTC_TS,
 }
 
+# Why the ingest of traces quarantined an entry of `traces/` that no day reads (a folder not named YYYY-MM-DD, a file
+# in no day folder); the ingest's other, per-row reasons are listed in `ingest/traces.py`.
+NOT_A_DAY_FOLDER = "not_a_day_folder"
+
 # One row per case of a dataset version (`dataset_versions`, the `test_cases` view).
 TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
     "dataset": pl.String(),
@@ -257,6 +337,26 @@ TEST_CASE_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # ---- judging ----
+
+# The local judge's stand-in verdicts (`local_judge.mock_verdict`): deterministic placeholders that satisfy the reply
+# schema, never a quality judgment. A row is one when its `model` or `provider_model` is this model (or under it,
+# `local/mock/...`); wherever scores are shown, such rows carry PLACEHOLDER_MARK.
+PLACEHOLDER_MODEL = "local/mock"
+PLACEHOLDER_MARK = "PLACEHOLDER (local/mock: not a quality judgment)"
+
+
+def is_placeholder_model(model: str | None) -> bool:
+    """Whether a row's `model` or `provider_model` names the local judge's placeholder verdicts."""
+    return model is not None and (model == PLACEHOLDER_MODEL or model.startswith(PLACEHOLDER_MODEL + "/"))
+
+
+def _names_placeholder(column: str) -> pl.Expr:
+    return (pl.col(column) == PLACEHOLDER_MODEL) | pl.col(column).str.starts_with(PLACEHOLDER_MODEL + "/")
+
+
+# A judge_scores row answered by the placeholder (polars; `report` writes the same test in SQL).
+PLACEHOLDER_ROW = (_names_placeholder("model") | _names_placeholder("provider_model")).fill_null(False)
+
 
 # One verdict row per (evaluator, trace, span, session or pair, model, sample).
 JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
@@ -733,7 +833,7 @@ BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "task_config_hash": pl.String(),
     "scorer_config_hash": pl.String(),
     "computed_at": UTC_TS,
-    "k": pl.Int64(),  # samples per case of a `<metric>.pass@k` / `<metric>.pass^k` row; null for other rows
+    "k": pl.Int64(),  # the k of a `<metric>.pass@k` / `<metric>.pass^k` row (`pass_at`); null for other rows
 }
 
 LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
@@ -755,6 +855,9 @@ LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
     "significant_vs_leader": pl.Boolean(),
     "cost_usd": pl.Float64(),
     "computed_at": UTC_TS,
+    # true for a suite whose file no longer loads (or is gone): its last rows, kept as they were (`stale_rows`)
+    "stale": pl.Boolean(),
+    "stale_reason": pl.String(),  # why: the load error (file and field), or the file's absence
 }
 
 

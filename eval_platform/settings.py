@@ -14,11 +14,58 @@ S3_ENDPOINT_URL_ENV = "AWS_ENDPOINT_URL"
 S3_REGION_ENV = "AWS_REGION"
 S3_ACCESS_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"
 S3_SECRET_ACCESS_KEY_ENV = "AWS_SECRET_ACCESS_KEY"  # a secret: the redaction rule remembers it (`*ACCESS_KEY`)
+# The first day partition of `traces` and `judge_scores` (read when the code location loads): an earlier day cannot
+# be ingested, judged or priced.
+START_DATE_ENV = "EVAL_PLATFORM_START_DATE"
+DEFAULT_START_DATE = "2026-11-01"
+EVALUATORS_FOLDER = "evaluators"
+
+
+class DataRootError(FileNotFoundError):
+    """The data root, or its `evaluators/` folder, does not exist: the message names the path and the variable."""
+
+
+# The local judge's base URL (`python -m eval_platform.local_judge`). It answers the models that name it
+# (`local/<name>`), and nothing else unless LOCAL_JUDGE_FOR_MISSING_KEYS_ENV is set too.
+LOCAL_JUDGE_URL_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_URL"
+# The demo's mode, chosen explicitly: an evaluator whose key variable is not set is answered by its `local_judge:`
+# model (placeholder verdicts, labelled local/...) instead of being SKIPPED no_credentials. "1" turns it on.
+LOCAL_JUDGE_FOR_MISSING_KEYS_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS"
 
 
 def data_root() -> Path:
     """The data root: `EVAL_PLATFORM_DATA_DIR`, default `./data` relative to the working directory."""
     return Path(os.environ.get(DATA_DIR_ENV, "data")).resolve()
+
+
+def checked_data_root(root: Path | None = None) -> Path:
+    """The data root (`root`, else `data_root()`), refused with a `DataRootError` when it or its `evaluators/`
+    folder does not exist: a mistyped `EVAL_PLATFORM_DATA_DIR`, or a command started from another folder than the
+    one holding `./data`, would otherwise load nothing and say nothing (no evaluator, a bill of 0 USD)."""
+    root = Path(root) if root is not None else data_root()
+    value = os.environ.get(DATA_DIR_ENV)
+    if root.resolve() != data_root():
+        where = f"passed by the caller, not read from {DATA_DIR_ENV}"
+    elif value is not None:
+        where = f"{DATA_DIR_ENV}={value}"
+    else:
+        where = f"{DATA_DIR_ENV} is unset: ./data of the working directory {Path.cwd()}"
+    if not root.is_dir():
+        raise DataRootError(
+            f"the data root {root} does not exist ({where}); set {DATA_DIR_ENV} to the folder that holds "
+            f"{EVALUATORS_FOLDER}/ and traces/, or create it"
+        )
+    if not (root / EVALUATORS_FOLDER).is_dir():
+        raise DataRootError(
+            f"the data root {root} has no {EVALUATORS_FOLDER}/ folder ({root / EVALUATORS_FOLDER} does not exist; "
+            f"{where}); create it (it may stay empty), or set {DATA_DIR_ENV} to the data root that has one"
+        )
+    return root
+
+
+def start_date() -> str:
+    """The first day partition: `EVAL_PLATFORM_START_DATE`, default 2026-11-01 (YYYY-MM-DD)."""
+    return os.environ.get(START_DATE_ENV, DEFAULT_START_DATE)
 
 
 def warehouse_dir(root: Path | None = None) -> Path:

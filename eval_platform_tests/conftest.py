@@ -18,6 +18,23 @@ REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 pytest_plugins = ["eval_platform_tests.shared_state_backends", "eval_platform_tests.label_studio_server"]
 
 
+@pytest.fixture(autouse=True)
+def finetune_lines_are_valid(request):
+    """Every fine-tuning export a test writes under its temp folder is checked, line by line, against OpenAI's
+    documented chat fine-tuning format (finetune/openai_format.py), whatever the test itself asserts."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp_path = request.getfixturevalue("tmp_path")
+    yield
+    from eval_platform_tests.finetune.openai_format import check_line
+
+    for path in sorted(tmp_path.rglob("train.jsonl")):
+        if "finetune_exports" in path.parts:
+            for text in path.read_text(encoding="utf-8").splitlines():
+                check_line(text)
+
+
 @pytest.fixture(scope="session")
 def local_judge():
     """The project's local judge, serving the PandaLM recordings shipped in data/ (read only)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import polars as pl
@@ -64,8 +65,8 @@ def test_dry_run_counts_the_calls_a_run_makes_and_sends_nothing(data_root, local
         rows = judge_day(config, day, read_trace_day(data_root, day).traces, runtime).rows
         made += int(rows["calls"].sum())
         spent += float(rows["cost_usd"].fill_null(0).sum())
-    # every call the run made was counted; only identical requests within the run can be spared by the cache
-    assert bill.distinct <= made <= bill.calls
+    # the run sends each distinct request once (identical ones wait for it, or find its reply in the cache)
+    assert bill.distinct == made <= bill.calls
     assert spent <= bill.worst_case_usd  # the worst case bounds the bill
 
     again = estimate(config, DAYS, data_root)
@@ -278,3 +279,63 @@ def test_an_evaluator_with_dataset_references_is_priced_on_the_prompts_a_run_sen
     bill = estimate(load_evaluators(data_root / "evaluators")["correct"], [day], data_root)
     assert bill.traces == 3 and bill.calls == 3
     assert bill.worst_case_usd >= 3 * 20_000 / 1e6  # every byte of each gold answer a token
+
+
+GOOD = {"mode": "score", "prompt": "Rate {{output}}", "score_scale": {"min": 0, "max": 1}, "max_tokens": 10}
+
+
+def test_a_data_root_that_does_not_exist_or_has_no_evaluators_folder_is_refused_by_name(tmp_path, monkeypatch, capsys):
+    """A mistyped EVAL_PLATFORM_DATA_DIR used to price nothing ("worst case in all: 0.0000 USD") and exit 0."""
+    missing = tmp_path / "no" / "such"
+    monkeypatch.setenv("EVAL_PLATFORM_DATA_DIR", str(missing))
+    with pytest.raises(SystemExit) as exit_:
+        main(["--start", DAYS[0], "--end", DAYS[1]])
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and str(missing) in error and "EVAL_PLATFORM_DATA_DIR" in error
+    assert "worst case" not in error
+
+    missing.mkdir(parents=True)  # the folder exists, but holds no evaluators/
+    with pytest.raises(SystemExit) as exit_:
+        main(["--suite", "gsm8k"])
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and str(missing / "evaluators") in error and "EVAL_PLATFORM_DATA_DIR" in error
+
+
+def test_a_broken_evaluator_file_is_named_and_the_others_are_priced(data_root, local_judge, capsys):
+    """One typo in one file used to crash the dry run with a traceback, even with `--evaluator` naming another."""
+    write_evaluator(data_root, "good_one", model="openai/mock", api_base=local_judge.base_url, **GOOD)
+    write_evaluator(data_root, "typo", model="openai/mock", api_base=local_judge.base_url, sampel_rate=0.1, **GOOD)
+    copy_sample_days(data_root, DAYS[:1])
+    day = ["--start", DAYS[0], "--end", DAYS[0]]
+
+    for args in ([], ["--evaluator", "good_one"]):
+        assert main(day + args) == 0
+        printed = capsys.readouterr().out
+        assert "typo.yaml" in printed and "field 'sampel_rate'" in printed  # named: the file and the field
+        [line] = [line for line in printed.splitlines() if line.startswith("good_one")]
+        assert int(line.split()[3]) > 0  # the good evaluator is priced: its calls
+    assert main([*day, "--strict"]) == 1  # priced, and the exit status says a file is broken
+    assert "good_one" in capsys.readouterr().out
+
+    with pytest.raises(SystemExit) as exit_:  # the broken one, named: its own error
+        main([*day, "--evaluator", "typo"])
+    assert exit_.value.code == 2 and "field 'sampel_rate'" in capsys.readouterr().err
+
+    (data_root / "evaluators" / "good_one.yaml").unlink()  # nothing loads: nothing to price is an error
+    assert main(day) == 1
+    assert "no evaluator loads" in capsys.readouterr().err
+
+
+def test_days_outside_the_partitions_are_refused_naming_the_setting_that_bounds_them(data_root, capsys):
+    """Days before EVAL_PLATFORM_START_DATE (or not yet partitions) can be neither ingested nor judged: the dry run
+    used to price them anyway."""
+    write_evaluator(data_root, "good_one", model="openai/gpt-4o-mini", **GOOD)
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+    for start, end, says in (
+        ("2026-10-25", DAYS[0], "before EVAL_PLATFORM_START_DATE (2026-11-01)"),
+        (DAYS[0], tomorrow, f"{tomorrow} is not a day partition yet"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--start", start, "--end", end])
+        assert exit_.value.code == 2 and says in capsys.readouterr().err
+    assert main(["--start", DAYS[0], "--end", DAYS[0]]) == 0  # a range of partitions is priced

@@ -105,6 +105,35 @@ def compute(
     return frame, conform(truth_frame, GROUND_TRUTH_SCHEMA)
 
 
+def unchecked_because(evaluators: dict[str, EvaluatorConfig], labels: int, rows: pl.DataFrame) -> str | None:
+    """Why no evaluator has `judge_vs_human` rows in `rows` ("can this judge be trusted?" unanswered, the table empty
+    or holding only annotators' or imported judges' rows), naming what that needs and which of it is missing:
+    human labels (`labels` rows of human_annotations) and a `human_agreement:` block on an evaluator. None when an
+    evaluator is compared with humans."""
+    compared = rows.filter((pl.col("section") == "judge_vs_human") & pl.col("subject").is_in(list(evaluators)))
+    if not compared.is_empty():
+        return None
+    needs = (
+        "no evaluator is compared with human labels (judge_vs_human): that needs human labels in annotations/ "
+        "and a `human_agreement:` block (task, criterion) on the evaluator"
+    )
+    missing = []
+    if not labels:
+        missing.append(
+            "no human label: put annotation exports in annotations/ (their task declared in annotations/tasks.yaml) "
+            "and materialize human_annotations"
+        )
+    with_block = sorted(name for name, config in evaluators.items() if config.human_agreement)
+    if not with_block:
+        missing.append("no evaluator has a `human_agreement:` block naming the annotation task and criterion")
+    if not missing:
+        missing.append(
+            f"{labels} human label(s) and a block on {', '.join(with_block)}, but none of their verdicts is on a "
+            "labelled item (materialize judge_scores for the days of the labelled traces; check the block's task)"
+        )
+    return f"{needs}; " + "; ".join(missing)
+
+
 def _comparable(annotations: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
     """The annotations whose labels can agree: free-text (`text`) criteria are collected, never compared nor made
     ground truth. Filtered only when there are any, so the common case copies nothing."""

@@ -194,16 +194,18 @@ def allocate(counts: dict[str, int], size: int) -> dict[str, int]:
     size = min(size, total)
     if size == 0:
         return dict.fromkeys(counts, 0)
-    quotas = {name: size * n / total for name, n in counts.items()}
-    given = {name: int(q) for name, q in quotas.items()}
+    # Integer arithmetic throughout: a quota is size * n / total, kept as its numerator size * n over the common
+    # denominator total, so equal remainders compare equal and ties follow the stated rule (floats would not).
+    numerators = {name: size * n for name, n in counts.items()}
+    given = {name: numerator // total for name, numerator in numerators.items()}
     left = size - sum(given.values())
-    by_remainder = sorted(counts, key=lambda name: (-(quotas[name] - given[name]), -counts[name], name))
+    by_remainder = sorted(counts, key=lambda name: (-(numerators[name] % total), -counts[name], name))
     for name in by_remainder[:left]:
         given[name] += 1
     if size >= len(counts):
         for name in sorted((name for name in counts if given[name] == 0 and counts[name] > 0), key=counts.get)[::-1]:
             donors = [d for d in counts if given[d] >= 2]
-            donor = max(donors, key=lambda d: (given[d] - quotas[d], given[d], d))
+            donor = max(donors, key=lambda d: (given[d] * total - numerators[d], given[d], d))
             given[donor] -= 1
             given[name] += 1
     return given

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from eval_platform.config_files import load_named, read_mapping, record_broken, validate
 from eval_platform.ingest.datasets import dataset_versions
@@ -91,6 +91,8 @@ class Task(_Strict):
     max_tokens: int = Field(default=512, ge=1)
     scorers: list[ScorerSpec] = Field(min_length=1)
     samples: int = Field(default=1, ge=1, le=10)
+    # The k of the pass@k / pass^k rows, each at most `samples` (default: k = samples when samples > 1).
+    pass_at: list[int] | None = Field(default=None, min_length=1)
     weight: float = Field(default=1.0, gt=0)
     depends_on: list[str] = Field(default_factory=list)
     gate: Gate | None = None
@@ -105,6 +107,29 @@ class Task(_Strict):
                 "holding recorded outputs), 'outputs_of' (another task's outputs) or 'as_judge'"
             )
         return self
+
+    @field_validator("pass_at")
+    @classmethod
+    def _pass_at_within_samples(cls, pass_at: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        samples = info.data.get("samples")
+        if pass_at is None or samples is None:  # no samples: its own error is reported
+            return pass_at
+        for k in pass_at:
+            if not 1 <= k <= samples:
+                raise ValueError(
+                    f"each k must be between 1 and the task's samples ({samples}), got {k}; "
+                    "raise 'samples' to estimate a larger k"
+                )
+        if len(set(pass_at)) != len(pass_at):
+            raise ValueError(f"each k once, got {pass_at}")
+        return pass_at
+
+    @property
+    def ks(self) -> list[int]:
+        """The k of the task's pass@k / pass^k rows, ascending: `pass_at`, or k = samples when samples > 1."""
+        if self.pass_at is not None:
+            return sorted(self.pass_at)
+        return [self.samples] if self.samples > 1 else []
 
     @property
     def calls_model(self) -> bool:

@@ -31,10 +31,10 @@ from eval_platform.benchmarks.results import (
     TaskCases,
     as_task_cases,
     draws_per_chunk,
-    wilson_interval,
 )
 from eval_platform.benchmarks.task_results import task_cases
 from eval_platform.schemas import BENCHMARK_RESULT_SCHEMA, LEADERBOARD_SCHEMA, SKIPPED
+from eval_platform.stats.proportions import wilson_interval
 
 RESAMPLES = 2000
 
@@ -144,7 +144,7 @@ def _interval(suite, stat: Resampled, kind, top, value: float | None) -> tuple[f
     low, high = (float(q) for q in np.quantile(_score_draws(suite, stat, kind, top), [0.025, 0.975]))
     n = sum(cases for _, cases in stat.values())
     if high - low == 0 and n and 0 <= value <= 1:
-        low, high = wilson_interval(value * n, n)
+        low, high = (float(bound) for bound in wilson_interval(value * n, n))
     return low, high, (high - low) / (2 * Z_95)
 
 
@@ -250,6 +250,8 @@ def leaderboard(
                     "significant_vs_leader": None if gap[1] is None else bool(gap[1] > 0 or gap[2] < 0),
                     "cost_usd": costs.get(model),
                     "computed_at": now,
+                    "stale": False,
+                    "stale_reason": None,
                 }
             )
     return pl.DataFrame(out, schema=LEADERBOARD_SCHEMA).sort("suite", "aggregate", "rank", nulls_last=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from eval_platform.markdown_table import cell
 from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
 
 # What the UI shows of a score, rate or interval (4 decimals), and of money (to the micro-dollar); the tables keep
@@ -81,7 +82,8 @@ def suite_score(rows: pl.DataFrame, previous: pl.DataFrame | None) -> tuple[dict
 
 def leaderboard_preview(board: pl.DataFrame) -> str:
     """The leaderboard as a Markdown table for the UI: one row per suite and model, each score labelled with its
-    aggregate and shown with its 95% interval, rounded to 3 decimals (the `leaderboard` view has them in full)."""
+    aggregate and shown with its 95% interval, rounded to 3 decimals (the `leaderboard` view has them in full); a
+    suite whose file no longer loads says STALE and why."""
 
     def interval(value, low, high) -> str:
         if value is None:
@@ -97,6 +99,7 @@ def leaderboard_preview(board: pl.DataFrame) -> str:
         "gap to leader (macro) [95% CI]",
         "gap significant",
         "cost (USD)",
+        "stale",
     ]
     macro = board.filter(pl.col("aggregate") == "macro")
     micro = {(r["suite"], r["model"]): r for r in board.filter(pl.col("aggregate") == "micro").iter_rows(named=True)}
@@ -115,6 +118,7 @@ def leaderboard_preview(board: pl.DataFrame) -> str:
             else interval(row["gap_to_leader"], row["gap_ci_low"], row["gap_ci_high"]),
             "" if significant is None else "yes" if significant else "no",
             "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.{USD_DIGITS}f}".rstrip("0").rstrip("."),
+            f"STALE: {row['stale_reason']}" if row["stale"] else "",
         ]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return "\n".join(lines)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eval_platform.stats.proportions import wilson_interval
+
 Z_95 = 1.959963984540054
 
 
@@ -49,17 +51,6 @@ class MetricSummary:
     n: int
 
 
-def wilson_interval(successes: float, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a proportion (never zero width, also for 0/n and n/n)."""
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # At 0/n and n/n the bound is exactly 0 or 1; rounding would otherwise leave it a hair inside.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return low, high
-
-
 def summarize(values: np.ndarray, seed: int = 0, resamples: int = 2000) -> MetricSummary:
     """Mean with its 95% interval: Wilson for 0/1 values, else a seeded percentile bootstrap.
 
@@ -73,7 +64,7 @@ def summarize(values: np.ndarray, seed: int = 0, resamples: int = 2000) -> Metri
     mean = float(values.mean())
     binary = bool(np.isin(values, (0.0, 1.0)).all())
     if binary or np.ptp(values) == 0:
-        low, high = wilson_interval(mean * n, n) if 0 <= mean <= 1 else (mean, mean)
+        low, high = (float(bound) for bound in wilson_interval(mean * n, n)) if 0 <= mean <= 1 else (mean, mean)
         stderr = float(values.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
         if stderr == 0.0:
             stderr = (high - low) / (2 * Z_95)

@@ -82,8 +82,8 @@ def _hash(value: Any) -> str:
 
 
 def task_config_hash(task: Task) -> str:
-    """What decides the outputs: dataset, prompt or judge, sampling; not the scorers."""
-    return _hash(task.model_dump(exclude={"scorers", "weight", "max_failed_rate", "depends_on", "gate"}))
+    """What decides the outputs: dataset, prompt or judge, sampling; not the scorers (nor the k of pass@k)."""
+    return _hash(task.model_dump(exclude={"scorers", "weight", "max_failed_rate", "depends_on", "gate", "pass_at"}))
 
 
 def scorer_config_hash(task: Task, evaluators: Mapping[str, EvaluatorConfig]) -> str:

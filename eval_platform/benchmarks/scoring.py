@@ -20,7 +20,16 @@ from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import reservation_ttl_s
 from eval_platform.llm.call import CallResult
-from eval_platform.schemas import COMPLETED, FAILED, MISSING_FIELD, SCORER_ERROR
+from eval_platform.schemas import (
+    COMPLETED,
+    FAILED,
+    JUDGE_MISSING,
+    MISSING_FIELD,
+    SCORER_ERROR,
+    UNKNOWN_EVALUATOR,
+    embedding_reason,
+    judge_reason,
+)
 from eval_platform.scoring import registry
 from eval_platform.scoring.base import EMBEDDINGS
 from eval_platform.scoring.embedding_calls import embed_cases
@@ -72,14 +81,14 @@ def score_rows(run: TaskRun, rows: list[dict]) -> None:
                     unknown = call.cost_usd is None or row["cost_usd"] is None
                     row["cost_usd"] = None if unknown else row["cost_usd"] + call.cost_usd
                     if call.status != COMPLETED:
-                        row.update(status=FAILED, reason=f"embedding:{call.reason}", reason_detail=call.detail)
+                        row.update(status=FAILED, reason=embedding_reason(call.reason), reason_detail=call.detail)
                         break
                 scored = {**case, EMBEDDINGS: call.verdict if call is not None else []}
             if scorer.calls_evaluator:
                 outcome = evaluator_values[spec.options["evaluator"]].get(_row_key(row))
                 if outcome is None or outcome[0] is None:
-                    code, detail = outcome[1] if outcome else ("judge_missing", "the judge returned no row")
-                    row.update(status=FAILED, reason=f"judge:{code}", reason_detail=detail)
+                    code, detail = outcome[1] if outcome else (JUDGE_MISSING, "the judge returned no row")
+                    row.update(status=FAILED, reason=judge_reason(code), reason_detail=detail)
                     break
                 scores.append({"metric": spec.metric_name, "value": outcome[0]})
                 continue
@@ -169,7 +178,7 @@ def _evaluator_scores(
         config = run.evaluators.get(name)
         if config is None:
             results[name] = {
-                _row_key(r): (None, ("unknown_evaluator", f"no evaluator named '{name}'")) for r in completed
+                _row_key(r): (None, (UNKNOWN_EVALUATOR, f"no evaluator named '{name}'")) for r in completed
             }
             continue
         traces = pl.DataFrame(

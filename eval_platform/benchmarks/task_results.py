@@ -59,37 +59,38 @@ def per_case_right(frame: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.nda
 
 
 def repeated_sample_rows(frame: pl.DataFrame, task: Task, mean_rows: dict[str, dict], seed: int = 0) -> list[dict]:
-    """For a task with `samples` k > 1, per per-case scorer two more rows beside its own (`mean_rows`: metric ->
-    row): metrics `<metric>.pass@k` and `<metric>.pass^k` (column `k`; a query on the metric's own name still
-    finds one row per task), the mean over cases with k scored samples of each case's
-    unbiased estimate, with its 95% interval (`results.summarize`). `n` counts those cases; a case with some but
-    fewer scored samples is left out and counted in `n_failed` with the cases that have none."""
-    k = task.samples
-    if k < 2:
-        return []
-    out = []
+    """Per per-case scorer and per k of the task (`Task.ks`: `pass_at`, else k = `samples` when it is > 1), two
+    more rows beside the scorer's own (`mean_rows`: metric -> row): metrics `<metric>.pass@k` and
+    `<metric>.pass^k` (column `k`; a query on the metric's own name still finds one row per task), the mean over
+    cases with at least k scored samples of each case's unbiased estimate from its n scored samples, with its 95%
+    interval (`results.summarize`). `n` counts those cases; a case with some but fewer than k scored samples is
+    left out and counted in `n_failed` with the cases that have none."""
+    out: list[dict] = []
+    if not task.ks:
+        return out
     for spec in task.scorers:
         if registry.SCORERS[spec.name].task_level:
             continue  # a corpus statistic has no per-sample right or wrong
         n, c = per_case_right(frame, spec.metric_name)
-        complete = n >= k
-        for name, estimator in ((f"pass@{k}", pass_at_k), (f"pass^{k}", pass_hat_k)):
-            summary = summarize(estimator(n[complete], c[complete], k), seed=seed)
-            own = mean_rows[spec.metric_name]
-            out.append(
-                {
-                    **own,
-                    "metric": f"{spec.metric_name}.{name}",
-                    "aggregate": "mean",
-                    "value": summary.value,
-                    "stderr": summary.stderr,
-                    "ci_low": summary.ci_low,
-                    "ci_high": summary.ci_high,
-                    "n": int(complete.sum()),
-                    "n_failed": own["n_failed"] + int((~complete).sum()),
-                    "k": k,
-                }
-            )
+        for k in task.ks:
+            complete = n >= k
+            for name, estimator in ((f"pass@{k}", pass_at_k), (f"pass^{k}", pass_hat_k)):
+                summary = summarize(estimator(n[complete], c[complete], k), seed=seed)
+                own = mean_rows[spec.metric_name]
+                out.append(
+                    {
+                        **own,
+                        "metric": f"{spec.metric_name}.{name}",
+                        "aggregate": "mean",
+                        "value": summary.value,
+                        "stderr": summary.stderr,
+                        "ci_low": summary.ci_low,
+                        "ci_high": summary.ci_high,
+                        "n": int(complete.sum()),
+                        "n_failed": own["n_failed"] + int((~complete).sum()),
+                        "k": k,
+                    }
+                )
     return out
 
 

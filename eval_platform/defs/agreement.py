@@ -7,6 +7,7 @@ import dagster as dg
 import polars as pl
 
 from eval_platform.agreement import ANNOTATION_COLUMNS, compute
+from eval_platform.agreement.assembly import unchecked_because
 from eval_platform.agreement.judge_rows import ScoreSource
 from eval_platform.agreement.judge_vs_human import latest_kappas
 from eval_platform.agreement.out_of_core import OutOfCoreScores, open_scores
@@ -124,11 +125,12 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
         root = warehouse.root
         judgments = read_partition(root, "imported_judgments", {})
         out_of_core = reads_out_of_core(root)
+        annotations = read_annotations(root, lazy=out_of_core)
         with score_source(root, out_of_core) as scores:
             rows, truth = compute(
                 evaluators,
                 scores,
-                read_annotations(root, lazy=out_of_core),
+                annotations,
                 judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
                 categories=declared_categories(root),
             )
@@ -137,13 +139,18 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
         refresh(root)
         latest = latest_kappas(rows)
         below = latest.filter(pl.col("below_floor"))
-        yield dg.MaterializeResult(
-            metadata={
-                "rows": rows.height,
-                "ground_truth_items": truth.height,
-                "evaluators_checked": dg.MetadataValue.json(sorted(latest["subject"].unique().to_list())),
-            }
-        )
+        metadata = {
+            "rows": rows.height,
+            "ground_truth_items": truth.height,
+            "evaluators_checked": dg.MetadataValue.json(sorted(latest["subject"].unique().to_list())),
+        }
+        # "can this judge be trusted?" must not get an empty table (or only annotators' rows) with no word on why
+        labels = annotations.lazy().select(pl.len()).collect().item()
+        needs = unchecked_because(evaluators, labels, rows)
+        if needs is not None:
+            metadata["needs"] = needs
+            context.log.warning(needs)
+        yield dg.MaterializeResult(metadata=metadata)
         yield dg.AssetCheckResult(
             check_name="judges_agree_with_humans",
             passed=below.is_empty(),

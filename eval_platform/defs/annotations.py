@@ -11,15 +11,12 @@ from eval_platform.ingest.annotation_tasks import AnnotationTasksError
 from eval_platform.ingest.annotations import annotation_overview, read_annotations
 from eval_platform.ingest.export_files import ALL_PARTITION
 from eval_platform.ingest.judgments import read_judgments
+from eval_platform.markdown_table import markdown_table
 from eval_platform.storage.warehouse import write_partition, write_quarantine
 
 
 def _md_table(frame: pl.DataFrame) -> dg.MetadataValue:
-    header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * frame.width
-    cells = [
-        "| " + " | ".join(", ".join(v) if isinstance(v, list) else str(v) for v in row) + " |" for row in frame.rows()
-    ]
-    return dg.MetadataValue.md("\n".join([header, *cells]))
+    return dg.MetadataValue.md(markdown_table(frame))
 
 
 def _reasons(quarantine: pl.DataFrame) -> dict[str, int]:

@@ -33,12 +33,21 @@ from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
-from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
+from eval_platform.defs.range_runs import (
+    CheckOutcome,
+    check_results,
+    fail_if_any,
+    materialize,
+    partitioned_check,
+    run_partitions,
+)
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, LEADERBOARD_SCHEMA
+from eval_platform.stale_rows import keep_stale_rows
 from eval_platform.storage.warehouse import (
     has_files,
+    partition_values,
     partition_writer,
     read_partition,
     scan_parquet,
@@ -120,10 +129,11 @@ def _task_asset(
         partitions_def=benchmark_models,
         backfill_policy=BACKFILL_POLICY,
         check_specs=[
-            dg.AssetCheckSpec(
+            partitioned_check(
                 "failed_rate_below_threshold",
-                asset=key,
-                description=f"WARN when more than {task.max_failed_rate:.0%} of the answered-or-failed rows FAILED.",
+                key,
+                f"WARN when more than {task.max_failed_rate:.0%} of the answered-or-failed rows FAILED.",
+                benchmark_models,
             )
         ],
     )
@@ -171,26 +181,18 @@ def _task_asset(
             return _task_metadata(task, run, frame, results)
 
         run = run_partitions(context, one)
-        done, failed = run.done, run.failed
+        done = run.done
         if done:
             refresh(root)
         yield from materialize(context, run, done)
-        above = {m: md["failed_rate"] for m, md in done.items() if md["failed_rate"] > task.max_failed_rate}
-        if done:
-            yield dg.AssetCheckResult(
-                check_name="failed_rate_below_threshold",
-                passed=not above,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata=(
-                    {"failed_rate": next(iter(done.values()))["failed_rate"], "max_failed_rate": task.max_failed_rate}
-                    if len(done) == 1 and not failed
-                    else {
-                        "models_above": dg.MetadataValue.json(above),
-                        "max_failed_rate": task.max_failed_rate,
-                        "models_checked": len(done),
-                    }
-                ),
+        outcomes = {
+            model: CheckOutcome(
+                md["failed_rate"] <= task.max_failed_rate,
+                {"failed_rate": md["failed_rate"], "max_failed_rate": task.max_failed_rate},
             )
+            for model, md in done.items()
+        }
+        yield from check_results(context, "failed_rate_below_threshold", dg.AssetCheckSeverity.WARN, outcomes)
         fail_if_any(run, "models")
 
     return _task
@@ -233,10 +235,11 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
         partitions_def=benchmark_models,
         backfill_policy=BACKFILL_POLICY,
         check_specs=[
-            dg.AssetCheckSpec(
+            partitioned_check(
                 "score_not_dropped",
-                asset=key,
-                description="WARN when the suite score fell below the previous materialization's 95% interval.",
+                key,
+                "WARN when the suite score fell below the previous materialization's 95% interval.",
+                benchmark_models,
             )
         ],
     )
@@ -283,30 +286,18 @@ def _suite_asset(suite_name: str, suite: Suite) -> dg.AssetsDefinition:
             }
 
         run = run_partitions(context, one)
-        done, failed = run.done, run.failed
+        done = run.done
         if done:
             refresh(root)
         yield from materialize(context, run, done)
-        if len(done) == 1 and not failed:
-            (drop,) = drops.values()
-            yield dg.AssetCheckResult(
-                check_name="score_not_dropped",
-                passed=not drop["dropped"],
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={k: drop[k] for k in ("score", "previous_score", "previous_ci_low")},
+        outcomes = {
+            model: CheckOutcome(
+                not drops[model]["dropped"],
+                {k: drops[model][k] for k in ("score", "previous_score", "previous_ci_low")},
             )
-        elif done:
-            dropped = {
-                m: {k: d[k] for k in ("score", "previous_score", "previous_ci_low")}
-                for m, d in drops.items()
-                if d["dropped"]
-            }
-            yield dg.AssetCheckResult(
-                check_name="score_not_dropped",
-                passed=not dropped,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={"models_dropped": dg.MetadataValue.json(dropped), "models_checked": len(done)},
-            )
+            for model in done
+        }
+        yield from check_results(context, "score_not_dropped", dg.AssetCheckSeverity.WARN, outcomes)
         fail_if_any(run, "models")
 
     return _suite
@@ -318,7 +309,8 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         description=(
             "One row per suite, model and aggregate (macro, micro): rank, score, 95% interval, and the gap to the "
             "leader with its paired 95% interval over the cases both answered (significant when it excludes 0). "
-            "Exposed as the `leaderboard` view." + broken_files_text("suite", broken)
+            "A suite whose file no longer loads (or is gone) keeps its last rows, flagged `stale` with the reason "
+            "in `stale_reason`. Exposed as the `leaderboard` view." + broken_files_text("suite", broken)
         ),
         group_name="benchmarks",
         deps=[suite_key(s) for s in suites],
@@ -326,7 +318,7 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
         automation_condition=REFRESH_AFTER_UPDATES,
         metadata={"broken_config_files": dg.MetadataValue.json(broken)},
     )
-    def _leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def _leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         root = warehouse.root
         tables = []
         for suite_name, suite in suites.items():
@@ -340,10 +332,26 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
             board = leaderboard(suite_name, suite, by_model, costs)
             write_partition(root, "leaderboard", {"suite": suite_name}, board)
             tables.append(board)
+        # A suite whose file broke (or was removed) is not recomputed: its last rows stay, flagged stale.
+        stale = {}
+        for suite_name in partition_values(root, "leaderboard", {}, "suite"):
+            if suite_name in suites:
+                continue
+            reason = broken.get(suite_name) or f"benchmarks/{suite_name}.yaml no longer exists"
+            previous = read_partition(root, "leaderboard", {"suite": suite_name})
+            kept = keep_stale_rows(
+                pl.DataFrame(schema=LEADERBOARD_SCHEMA), previous, {suite_name: reason}, "suite", LEADERBOARD_SCHEMA
+            )
+            write_partition(root, "leaderboard", {"suite": suite_name}, kept)
+            tables.append(kept)
+            stale[suite_name] = reason
+            context.log.warning(f"suite {suite_name}: last leaderboard rows kept, flagged stale: {reason}")
         refresh(root)
         board = pl.concat(tables) if tables else pl.DataFrame(schema=LEADERBOARD_SCHEMA)
         preview = dg.MetadataValue.md(leaderboard_preview(board))
-        return dg.MaterializeResult(metadata={"rows": board.height, "preview": preview})
+        return dg.MaterializeResult(
+            metadata={"rows": board.height, "preview": preview, "stale_suites": dg.MetadataValue.json(stale)}
+        )
 
     return _leaderboard
 

@@ -27,17 +27,14 @@ from eval_platform.experiments.regressions import (
     latest_days,
     regressions,
 )
-from eval_platform.experiments.stale import keep_stale_rows
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.markdown_table import markdown_table
+from eval_platform.stale_rows import keep_stale_rows
 from eval_platform.storage.warehouse import read_partition, write_partition
 
 
 def _md_table(frame: pl.DataFrame, columns: list[str]) -> dg.MetadataValue:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += [
-        "| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.select(columns).rows()
-    ]
-    return dg.MetadataValue.md("\n".join(lines))
+    return dg.MetadataValue.md(markdown_table(frame, columns))
 
 
 EXPERIMENT_RESULTS_DOC = (

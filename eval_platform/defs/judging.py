@@ -8,7 +8,14 @@ from pydantic import Field
 
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import judge_partitions
-from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
+from eval_platform.defs.range_runs import (
+    CheckOutcome,
+    check_results,
+    fail_if_any,
+    materialize,
+    partitioned_check,
+    run_partitions,
+)
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.defs.traces import traces
 from eval_platform.judging.config import EvaluatorConfig
@@ -17,7 +24,8 @@ from eval_platform.judging.evaluator_day import (
     PartitionNotReady,
     judge_partition,
 )
-from eval_platform.schemas import JUDGE_SCORE_SCHEMA
+from eval_platform.markdown_table import markdown_table
+from eval_platform.schemas import COMPLETED, JUDGE_SCORE_SCHEMA, PLACEHOLDER_MARK, is_placeholder_model
 
 # Score a day when its traces were updated after its scores, never while they are still being written.
 # A partition whose judge_scores materialization is newer than its traces' is current and is not judged again,
@@ -98,16 +106,33 @@ def build_judge_scores(
         pool="llm_judge",
         backfill_policy=BACKFILL_POLICY,
         check_specs=[
-            dg.AssetCheckSpec(
+            partitioned_check(
                 "every_trace_has_one_status",
-                asset="judge_scores",
-                description="ERROR when a trace of the partition has no row, or a row is not exactly one of "
+                "judge_scores",
+                "ERROR when a trace of the partition has no row, or a row is not exactly one of "
                 "COMPLETED, FAILED or SKIPPED",
+                partitions,
             ),
-            dg.AssetCheckSpec(
+            partitioned_check(
                 "failed_rate_below_threshold",
-                asset="judge_scores",
-                description="WARN when the partition's FAILED rate passes the evaluator's max_failed_rate",
+                "judge_scores",
+                "WARN when the partition's FAILED rate passes the evaluator's max_failed_rate",
+                partitions,
+            ),
+            partitioned_check(
+                "verdicts_exist",
+                "judge_scores",
+                "ERROR when the partition has selected traces and no verdict: every one SKIPPED for its "
+                "configuration (a key variable not set, a budget spent before the first call) or FAILED (a scale or "
+                "schema the judge does not answer in). A green partition has scores.",
+                partitions,
+            ),
+            partitioned_check(
+                "score_scale_fits_replies",
+                "judge_scores",
+                "WARN when the judge's replies do not use the declared score_scale: every raw value in its bottom "
+                "tenth, or replies outside it (out_of_range); names the scale and the observed range",
+                partitions,
             ),
         ],
     )
@@ -139,9 +164,13 @@ def build_judge_scores(
             refresh(root)
         for key, judged in run.done.items():
             context.log.info(f"{key}: {judged.summary}")
+            for model, why in judged.summary.get("unreachable_models", {}).items():
+                context.log.warning(f"{key}: {model} was not called, its rows are SKIPPED: {why}")
         in_run = not context.has_partition_key
         yield from materialize(context, run, {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()})
-        yield from check_results(list(run.done.values()))
+        for check, severity, outcome in CHECKS:
+            outcomes = {key: outcome(judged) for key, judged in run.done.items()}
+            yield from check_results(context, check, severity, outcomes)
         fail_if_any(run)
 
     return judge_scores
@@ -152,21 +181,36 @@ JUDGE_SCORES_TABLE_SCHEMA = dg.TableSchema(
 )
 
 
-def preview(rows: pl.DataFrame | None, n: int = 5) -> str:
-    """A few final rows as a Markdown table, for the UI."""
-    columns = ["trace_id", "status", "reason", "score", "label", "model"]
-    shown = rows.filter(pl.col("is_final")).head(n).select(columns) if rows is not None else pl.DataFrame()
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in shown.iter_rows():
-        cells = ["" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)[:40]) for v in row]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
+PREVIEW_COLUMNS = ["trace_id", "status", "reason", "score", "label", "model", "reasoning"]
+REASONING_CHARS = 160  # what a preview cell shows of a judge's reasoning (cut with a mark; the row has all of it)
+
+
+def preview(rows: pl.DataFrame | None) -> str:
+    """The final rows a user needs first (`judging.day.preview_rows`: FAILED, the lowest scores, then the
+    skipped) as a Markdown table for the UI: full trace ids, the judge's reasoning (a FAILED row's reason detail),
+    and the model marked when its verdict is the local judge's placeholder."""
+    shown = []
+    for row in (rows if rows is not None else pl.DataFrame()).iter_rows(named=True):
+        placeholder = is_placeholder_model(row["model"]) or is_placeholder_model(row["provider_model"])
+        shown.append(
+            {
+                **row,
+                "model": f"{row['model']} ({PLACEHOLDER_MARK})" if placeholder else row["model"],
+                "reasoning": row["reasoning"] if row["status"] == COMPLETED else row["reason_detail"],
+            }
+        )
+    return markdown_table(shown, PREVIEW_COLUMNS, shorten={"reasoning": REASONING_CHARS}, digits=3)
 
 
 def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
-    """What the UI shows on one partition's materialization. `in_run`: judged in a run of several partitions,
-    whose check results cover the whole run, so this partition's own check outcomes are shown here too."""
+    """What the UI shows on one partition's materialization. `in_run`: judged in a run of several partitions; its
+    check outcomes are shown here too, beside its own results in the checks tab."""
     summary, tally = judged.summary, judged.tally  # counted as the rows were written: they are not held
+    placeholder = (
+        f"{tally.placeholder_verdicts} of {tally.verdicts} verdicts: {PLACEHOLDER_MARK}"
+        if tally.placeholder_verdicts
+        else None
+    )
     metadata = {
         "evaluator": judged.evaluator.name,
         # the model that actually answered (e.g. local/mock when the key is missing), not the configured one
@@ -184,6 +228,8 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         "mean_score": (
             dg.MetadataValue.float(round(summary["mean_score"], 4)) if summary["mean_score"] is not None else None
         ),
+        # scores the local judge's placeholder gave: the mean above is no quality judgment (as many as these are)
+        **({"placeholder_verdicts": placeholder} if placeholder else {}),
         "cost_usd": dg.MetadataValue.float(round(summary["cost_usd"], 6)),
         "calls": summary["calls"],
         "cache_hits": summary["cache_hits"],
@@ -193,6 +239,12 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         **(
             {"session_days_missing": dg.MetadataValue.json(summary["session_days_missing"])}
             if "session_days_missing" in summary
+            else {}
+        ),
+        # the configured models that could not be called (a key variable not set): why, naming the variable
+        **(
+            {"unreachable_models": dg.MetadataValue.json(summary["unreachable_models"])}
+            if "unreachable_models" in summary
             else {}
         ),
         # the rows are written, but the judge-call cache could not keep their replies: a re-run pays again
@@ -208,68 +260,57 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
             {
                 "every_trace_has_one_status": "PASSED" if judged.every_trace_has_one_status else "FAILED",
                 "failed_rate_below_threshold": "PASSED" if judged.failed_rate_ok else "WARN",
+                "verdicts_exist": "PASSED" if judged.verdicts_exist else "FAILED",
+                "score_scale_fits_replies": "PASSED" if judged.scale_mismatch is None else "WARN",
             }
         )
     return metadata
 
 
-def check_results(judged: list[JudgedPartition]) -> list[dg.AssetCheckResult]:
-    """The two checks of a run. Dagster 1.13 records one result per check per run (AssetCheckResult has no
-    partition), so a run of several partitions passes a check only if every partition does, and names those
-    that do not; each partition's own outcome is in its materialization's `checks` metadata."""
-    if not judged:
-        return []
-    if len(judged) == 1:
-        [one] = judged
-        summary = one.summary
-        return [
-            dg.AssetCheckResult(
-                check_name="every_trace_has_one_status",
-                passed=one.every_trace_has_one_status,
-                severity=dg.AssetCheckSeverity.ERROR,
-                metadata={"traces_without_a_row": one.traces_without_a_row},
-            ),
-            dg.AssetCheckResult(
-                check_name="failed_rate_below_threshold",
-                passed=one.failed_rate_ok,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={
-                    "failed_rate": round(one.failed_rate, 4),
-                    "max_failed_rate": one.evaluator.max_failed_rate,
-                    "failed": summary["failed"],
-                    "judged": one.judged,
-                },
-            ),
-        ]
-    name = partition_name
-    without_status = sorted(name(p) for p in judged if not p.every_trace_has_one_status)
-    above = {name(p): round(p.failed_rate, 4) for p in judged if not p.failed_rate_ok}
-    failed, total = sum(p.summary["failed"] for p in judged), sum(p.judged for p in judged)
-    return [
-        dg.AssetCheckResult(
-            check_name="every_trace_has_one_status",
-            passed=not without_status,
-            severity=dg.AssetCheckSeverity.ERROR,
-            metadata={
-                "partitions": len(judged),
-                "traces_without_a_row": sum(p.traces_without_a_row for p in judged),
-                "failing_partitions": without_status,
-            },
-        ),
-        dg.AssetCheckResult(
-            check_name="failed_rate_below_threshold",
-            passed=not above,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={
-                "partitions": len(judged),
-                "partitions_above_threshold": dg.MetadataValue.json(above),
-                "worst_failed_rate": round(max(p.failed_rate for p in judged), 4),
-                "failed": failed,
-                "judged": total,
-            },
-        ),
-    ]
+def _every_trace_has_one_status(judged: JudgedPartition) -> CheckOutcome:
+    return CheckOutcome(judged.every_trace_has_one_status, {"traces_without_a_row": judged.traces_without_a_row})
 
 
-def partition_name(judged: JudgedPartition) -> str:
-    return f"{judged.day}|{judged.evaluator.name}"
+def _failed_rate_below_threshold(judged: JudgedPartition) -> CheckOutcome:
+    return CheckOutcome(
+        judged.failed_rate_ok,
+        {
+            "failed_rate": round(judged.failed_rate, 4),
+            "max_failed_rate": judged.evaluator.max_failed_rate,
+            "failed": judged.summary["failed"],
+            "judged": judged.judged,
+        },
+    )
+
+
+def _verdicts_exist(judged: JudgedPartition) -> CheckOutcome:
+    """ERROR when the partition has selected traces and no verdict: why, naming the variable to set."""
+    return CheckOutcome(
+        judged.verdicts_exist,
+        {"selected": judged.tally.selected, "verdicts": judged.tally.verdicts},
+        None if judged.verdicts_exist else judged.no_verdict_text,
+    )
+
+
+def _score_scale_fits_replies(judged: JudgedPartition) -> CheckOutcome:
+    """WARN when the replies do not use the evaluator's score_scale (see `day.scale_mismatch`)."""
+    scale = judged.evaluator.score_scale
+    low, high = judged.tally.raw_low, judged.tally.raw_high
+    return CheckOutcome(
+        judged.scale_mismatch is None,
+        {
+            "score_scale": f"{scale.min:g}..{scale.max:g}" if scale is not None else "(none)",
+            "observed_raw_range": f"{low:g}..{high:g}" if low is not None and high is not None else "(no reply)",
+            "replies": judged.tally.replies,
+        },
+        judged.scale_mismatch,
+    )
+
+
+# The checks of judge_scores: each partition's own result (`range_runs.check_results`).
+CHECKS = (
+    ("every_trace_has_one_status", dg.AssetCheckSeverity.ERROR, _every_trace_has_one_status),
+    ("failed_rate_below_threshold", dg.AssetCheckSeverity.WARN, _failed_rate_below_threshold),
+    ("verdicts_exist", dg.AssetCheckSeverity.ERROR, _verdicts_exist),
+    ("score_scale_fits_replies", dg.AssetCheckSeverity.WARN, _score_scale_fits_replies),
+)

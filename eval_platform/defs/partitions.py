@@ -1,13 +1,37 @@
 """Partition definitions: days of traces, evaluators from YAML, dataset versions added by the sensor."""
 
-import os
+from datetime import UTC, datetime
 
 import dagster as dg
 
-# The first day the platform can score. The bundled sample data starts on 2026-11-09.
-START_DATE = os.environ.get("EVAL_PLATFORM_START_DATE", "2026-11-01")
+from eval_platform.ingest.traces import is_day_name
+from eval_platform.settings import START_DATE_ENV, start_date
+
+# The first day the platform can score (EVAL_PLATFORM_START_DATE). The bundled sample data starts on 2026-11-09.
+START_DATE = start_date()
 
 trace_days = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC")
+
+
+def not_a_trace_day(day: str, now: datetime | None = None) -> str | None:
+    """Why `day` is not a partition of `trace_days` (it cannot be ingested, judged or priced), naming what bounds
+    it; None when it is one. The same words for the sensor, the dry run and anyone else who asks."""
+    if not is_day_name(day):
+        return f"{day!r} is not a day (YYYY-MM-DD, a UTC day)"
+    with dg.partition_loading_context(now or datetime.now(UTC)):
+        first, last = trace_days.get_first_partition_key(), trace_days.get_last_partition_key()
+    if first is not None and day < first:
+        return (
+            f"{day} is before {START_DATE_ENV} ({START_DATE}), the first day partition: set {START_DATE_ENV} "
+            "earlier to use it (read when a process starts: reload the code location after changing it)"
+        )
+    if last is None:
+        return f"{day} is not a day partition: there is none yet ({START_DATE_ENV} is {START_DATE}, not yet reached)"
+    if day > last:
+        return f"{day} is not a day partition yet (the last is {last}: days are added as the UTC clock reaches them)"
+    return None
+
+
 dataset_versions_partitions = dg.DynamicPartitionsDefinition(name="dataset_versions")
 # Models under test of the benchmark suites (data/benchmarks/models.yaml), added by benchmark_models_sensor.
 benchmark_models = dg.DynamicPartitionsDefinition(name="benchmark_models")

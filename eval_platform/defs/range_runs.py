@@ -1,11 +1,13 @@
 """A run over a range of partitions (what a backfill policy launches), wired into Dagster the same way for every
 asset that has one: each partition's work done (`range_runs.each_partition`: one failure never loses the
-others), each partition materialized with its own metadata, and the run failing by name for the ones that failed."""
+others), each partition materialized with its own metadata and its own check results, and the run failing by
+name for the ones that failed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -52,4 +54,53 @@ def fail_if_any(run: PartitionRun, what: str = "partitions") -> None:
                 "failed_partitions": dg.MetadataValue.json(run.failed),
                 "materialized_partitions": sorted(run.done),
             },
+        )
+
+
+def partitioned_check(name: str, asset: str | dg.AssetKey, description: str, partitions_def) -> dg.AssetCheckSpec:
+    """A check of a partitioned asset whose results each name their partition (the UI's checks tab shows it,
+    never "Partition —"). Dagster 1.13 marks a check's `partitions_def` as a preview feature (a PreviewWarning when
+    the definitions load); it is the only way a check result carries its partition."""
+    return dg.AssetCheckSpec(name, asset=asset, description=description, partitions_def=partitions_def)
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One partition's result of a check."""
+
+    passed: bool
+    metadata: dict[str, Any] = field(default_factory=dict)
+    description: str | None = None
+
+
+def check_results(
+    context: dg.AssetExecutionContext, check: str, severity: dg.AssetCheckSeverity, outcomes: dict[str, CheckOutcome]
+) -> Iterator[dg.AssetCheckResult | dg.AssetCheckEvaluation | dg.Output]:
+    """A `partitioned_check`'s result for each partition of the run (`outcomes`, by partition key), each naming
+    its partition. A run of one partition yields a plain result (Dagster attaches the run's partition and its
+    materialization). A run of several cannot say which partition an AssetCheckResult is for, so each partition
+    gets its own check evaluation, and the check's output is yielded once so the step is complete."""
+    if not outcomes:
+        return
+    if context.has_partition_key:
+        outcome = outcomes[context.partition_key]
+        yield dg.AssetCheckResult(
+            check_name=check,
+            passed=outcome.passed,
+            severity=severity,
+            metadata=outcome.metadata,
+            description=outcome.description,
+        )
+        return
+    key = dg.AssetCheckKey(context.asset_key, check)
+    yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(key))
+    for partition, outcome in outcomes.items():
+        yield dg.AssetCheckEvaluation(
+            asset_key=context.asset_key,
+            check_name=check,
+            passed=outcome.passed,
+            severity=severity,
+            metadata=outcome.metadata,
+            description=outcome.description,
+            partition=partition,
         )

@@ -9,12 +9,36 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from eval_platform.defs.catalog import refresh
-from eval_platform.defs.partitions import trace_days
-from eval_platform.defs.range_runs import fail_if_any, materialize, run_partitions
+from eval_platform.defs.partitions import not_a_trace_day, trace_days
+from eval_platform.defs.range_runs import (
+    CheckOutcome,
+    check_results,
+    fail_if_any,
+    materialize,
+    partitioned_check,
+    run_partitions,
+)
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.traces import SOURCE, list_trace_files, stream_trace_day
-from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA
-from eval_platform.storage.warehouse import has_files, partition_writer, quarantine_keys, read_parquet, table_glob
+from eval_platform.ingest.traces import (
+    NOT_A_DAY_PARTITION,
+    SOURCE,
+    StrayEntry,
+    is_day_name,
+    list_trace_files,
+    stray_entries,
+    stray_quarantine,
+    stream_trace_day,
+)
+from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA
+from eval_platform.storage.warehouse import (
+    has_files,
+    partition_writer,
+    quarantine_keys,
+    read_parquet,
+    read_partition,
+    table_glob,
+    write_partition,
+)
 
 # A backfill ingests a range of days per run, at most this many: each run pays the start of a Python process and the
 # code location (seconds), while ingesting a day of exports takes well under a second. Bounded so that a failed run
@@ -68,35 +92,33 @@ def ingest_day(root, day: str, log) -> IngestedDay:
                             reasons[reason] = reasons.get(reason, 0) + n
             written[table] = out.rows
         files = list(rows.files)
+    strays = stray_entries(root)
+    write_strays(root, strays)
     reasons = dict(sorted(reasons.items()))
     if written["quarantine"]:
         log.warning(f"{written['quarantine']} rows of {day} quarantined: {reasons}")
+    for stray in strays:
+        log.warning(f"{stray.detail} (in quarantine: {NOT_A_DAY_FOLDER})")
     if written["traces"] == 0:
-        log.warning(f"traces/{day}/ has {len(files)} file(s) and no valid trace: an empty day")
+        misnamed = "".join(f"; not read: {s.file}, which reads as this day" for s in strays if s.day == day)
+        log.warning(f"traces/{day}/ has {len(files)} file(s) and no valid trace: an empty day{misnamed}")
     return IngestedDay(day, written["traces"], written["spans"], written["quarantine"], reasons, files)
 
 
-def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
-    """`day_has_traces` for a run. Dagster 1.13 records one check result per run (AssetCheckResult has no
-    partition): a run of several days passes only if every day has traces, and names the empty ones."""
-    empty = [d for d in days if d.empty]
-    if len(days) == 1:
-        [one] = days
-        return dg.AssetCheckResult(
-            check_name="day_has_traces",
-            passed=not one.empty,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={"files": len(one.files), "traces": one.traces},
-            description=None if not one.empty else f"traces/{one.day}/: {len(one.files)} file(s), no valid trace",
-        )
-    return dg.AssetCheckResult(
-        check_name="day_has_traces",
-        passed=not empty,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={"days": len(days), "traces": sum(d.traces for d in days), "empty_days": [d.day for d in empty]},
-        description=None
-        if not empty
-        else "no valid trace on " + ", ".join(f"{d.day} ({len(d.files)} file(s))" for d in empty),
+def write_strays(root, strays: list[StrayEntry]) -> None:
+    """What under traces/ no day reads, in its own quarantine partition, replaced whole by every day's ingest: one
+    row per entry however many days are ingested (or re-ingested), gone once the entry is fixed."""
+    keys = quarantine_keys(SOURCE, NOT_A_DAY_PARTITION)
+    if strays or read_partition(root, "quarantine", keys, columns=["file"]) is not None:
+        write_partition(root, "quarantine", keys, stray_quarantine(strays))
+
+
+def day_check(day: IngestedDay) -> CheckOutcome:
+    """`day_has_traces` for one day (each day of a run has its own result)."""
+    return CheckOutcome(
+        passed=not day.empty,
+        metadata={"files": len(day.files), "traces": day.traces},
+        description=None if not day.empty else f"traces/{day.day}/: {len(day.files)} file(s), no valid trace",
     )
 
 
@@ -117,9 +139,7 @@ def day_check(days: list[IngestedDay]) -> dg.AssetCheckResult:
     partitions_def=trace_days,
     backfill_policy=BACKFILL_POLICY,
     check_specs=[
-        dg.AssetCheckSpec(
-            "day_has_traces", asset="traces", description="WARN: a day with no trace files or no valid trace"
-        )
+        partitioned_check("day_has_traces", "traces", "WARN: a day with no trace files or no valid trace", trace_days)
     ],
 )
 def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
@@ -132,8 +152,8 @@ def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     if run.done:
         refresh(root)
     yield from materialize(context, run, {key: day.metadata() for key, day in run.done.items()})
-    if run.done:
-        yield day_check(list(run.done.values()))
+    outcomes = {key: day_check(day) for key, day in run.done.items()}
+    yield from check_results(context, "day_has_traces", dg.AssetCheckSeverity.WARN, outcomes)
     fail_if_any(run, "days")
 
 
@@ -166,12 +186,16 @@ traces_job = dg.define_asset_job("ingest_traces", selection=[traces])
 SCHEDULE_PRIORITY = "1"
 
 
+# Off until someone turns it on: with a provider key exported, a daemon started only to look at the UI would
+# otherwise judge (and pay for) yesterday for every enabled evaluator each night (README, "Open the UI").
 @dg.schedule(
     job=traces_job,
     cron_schedule="0 1 * * *",
     execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
     description="01:00 UTC: ingest yesterday's exports; the automation sensor (on by default) then scores yesterday "
-    "for every enabled evaluator and refreshes the rollups.",
+    "for every enabled evaluator and refreshes the rollups. Ships stopped: turn it on here, or with "
+    "`dagster schedule start daily_ingest_schedule -w workspace.yaml`; the daemon runs it.",
 )
 def daily_ingest_schedule(context: dg.ScheduleEvaluationContext):
     """Every day at 01:00 UTC: ingest yesterday's exports. Each evaluator's `judge_scores` partition of that
@@ -225,11 +249,13 @@ def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: Wareh
     changed_days = sorted(
         changed | {_next_day(day) for day in changed if (warehouse.root / "traces" / _next_day(day)).is_dir()}
     )
-    valid = set(trace_days.get_partition_keys(current_time=datetime.now(UTC)))
+    now = datetime.now(UTC)
     requests = []
     for day in changed_days:
-        if day not in valid:
-            context.log.warning(f"traces/{day}/ is not a valid day partition (YYYY-MM-DD, not in the future); ignored")
+        why = not_a_trace_day(day, now)
+        if why is not None:
+            named = "" if is_day_name(day) else f"; the next ingest names it in quarantine ({NOT_A_DAY_FOLDER})"
+            context.log.warning(f"traces/{day}/ is not ingested: {why}{named}")
             continue
         files = {p: s for p, s in states.items() if p.split("/")[1] in (day, _previous_day(day))}
         run_key = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]

@@ -4,6 +4,6 @@
 - `analysis`: the long `experiment_results` table (its columns), one experiment's rows put together from
   `comparisons` (per-metric variant statistics, treatment-vs-control comparisons, guardrails, recommendation) and
   `pairwise` (pairwise verdicts, win rates and a Bradley–Terry ranking).
-- `stale`: an experiment's last rows kept, flagged stale, while its file does not load.
+- (`eval_platform.stale_rows` keeps an experiment's last rows, flagged stale, while its file does not load.)
 - `regressions`: each evaluator's daily mean against its trailing baseline: the `alerts` table.
 """

@@ -22,7 +22,7 @@ from eval_platform.stats.experiments import (
     welch_t_test,
 )
 from eval_platform.stats.multiplicity import adjust_p_values
-from eval_platform.stats.ranking import wilson_interval
+from eval_platform.stats.proportions import wilson_interval
 
 BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no significant difference"
 CORRECTION_NAMES = {"holm": "Holm", "benjamini_hochberg": "Benjamini-Hochberg"}

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from eval_platform.config_files import load_named, record_broken
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.stats.multiplicity import Correction
-from eval_platform.stats.sequential import DEFAULT_PRIOR_EFFECT_SIZE
+from eval_platform.stats.sequential import DEFAULT_PRIOR_EFFECT_SIZE, DEFAULT_VARIANCE, Variance
 
 Method = Literal["frequentist", "bayesian", "both", "sequential"]
 Direction = Literal["increase", "decrease"]
@@ -120,6 +120,12 @@ class ExperimentConfig(_Strict):
         gt=0,
         description="method: sequential: the standard deviation of the mixture's prior on the effect, in residual "
         "standard deviations (Cohen's d); it sets which effects the test detects soonest, never its validity.",
+    )
+    sequential_variance: Variance = Field(
+        DEFAULT_VARIANCE,
+        description="method: sequential: per_arm (default) estimates each variant's own spread, valid when the "
+        "variants' spreads and sizes differ (asymptotically); pooled assumes one spread for both (exact then, "
+        "Lindon et al.'s model, equal to savvi) and overstates significance when the smaller variant is noisier.",
     )
     minimum_sample_size: int = Field(30, ge=2, description="Observations needed per variant and metric.")
     start_date: dt.date | None = Field(None, description="First trace day included (inclusive).")

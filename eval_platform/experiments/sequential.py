@@ -57,6 +57,7 @@ def sequential_columns(config: ExperimentConfig, values: pl.DataFrame, treatment
         totals["sumsq_t"],
         alpha=config.alpha,
         phi=phi_from_effect_size(config.sequential_prior_effect_size),
+        variance=config.sequential_variance,
     )
     enough = np.minimum(totals["n_c"], totals["n_t"]) >= max(config.minimum_sample_size, 2)
     looks = int((enough & ~np.isnan(test.p_value)).sum())

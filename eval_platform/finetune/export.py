@@ -1,42 +1,65 @@
 """Which of a day's traces pass an export's thresholds, and their conversations in OpenAI's fine-tuning format.
 
 One JSONL line per passing trace: `{"messages": [...]}` with roles system / user / assistant / tool, assistant
-messages carrying `tool_calls` (`{id, type: function, function: {name, arguments: <JSON text>}}`) and tool
-messages their `tool_call_id`, plus `"tools": [...]` when the trace declared its tool definitions
+messages carrying `tool_calls` (`{id, type: function, function: {name, arguments: <JSON text of an object>}}`) and
+tool messages their `tool_call_id`, plus `"tools": [...]` when the trace declared its tool definitions
 (`metadata.tools`, a list of OpenAI tool objects). The last message is always the assistant's final answer.
 
 Where a trace's messages come from, first found: `conversation` (the transcript with tool calls, traces table),
 then `input_messages` + `output_messages`, then `input` + `output` as one user and one assistant message. When
-the transcript does not end with the final answer but the trace has an `output`, the answer is appended.
+the transcript stops before the answer (on the user's or a tool's message) and the trace has an `output`, the
+answer is appended; a transcript that ends on the assistant's tool call has no final answer.
 
-A trace is left out, counted under the first reason met, in this order:
+A line is never repaired into something the trace did not say (a made-up answer, a renamed function, arguments
+rewritten): what OpenAI's format cannot hold is left out with its reason. A trace is left out, counted under the
+first reason met, in this order:
 `partial_trace` (its spans did not all arrive), `app_error` (its run failed; unless include_failed_runs),
 then per declared evaluator in order: `not_scored:<ev>` (no final row of that evaluator for the trace that day),
 `failed:<ev>` / `skipped:<ev>` (a final row FAILED / SKIPPED: never passes), `below_threshold:<ev>`,
-and then `no_final_answer` (no assistant text at the end: e.g. an agent that stopped on a tool call) or
-`bad_messages` (a role OpenAI's format has no place for, a tool message answering no call).
+and then, reading its messages: `no_final_answer` (no assistant text at the end: e.g. an agent that stopped on a
+tool call), `unanswered_tool_call` (a tool call no tool message answers before the conversation goes on: the chat
+API refuses it), `bad_tool_arguments` (a call's arguments are not the JSON text of an object: `"city=Lima"`),
+`bad_function_name` (a called function's name outside ^[a-zA-Z0-9_-]{1,64}$: `web.search`), `bad_tools`
+(`metadata.tools` not OpenAI function tools with valid names), `bad_messages` (a role the format has no place
+for, a tool message answering no call, no user message).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from eval_platform.finetune.config import FinetuneExport, Threshold
-from eval_platform.ingest.messages import content_text, is_message_list
-from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
+from eval_platform.ingest.messages import is_message_list
+from eval_platform.ingest.otel.transcript import normalize_message
+from eval_platform.schemas import (
+    APP_ERROR,
+    BAD_FUNCTION_NAME,
+    BAD_MESSAGES,
+    BAD_TOOL_ARGUMENTS,
+    BAD_TOOLS,
+    COMPLETED,
+    FAILED,
+    NO_FINAL_ANSWER,
+    PARTIAL_TRACE,
+    SKIPPED,
+    UNANSWERED_TOOL_CALL,
+)
 
 ROLES = ("system", "user", "assistant", "tool")
-_ROLE_ALIASES = {"developer": "system", "human": "user", "ai": "assistant", "model": "assistant", "function": "tool"}
-PARTIAL_TRACE, APP_ERROR = "partial_trace", "app_error"
-NO_FINAL_ANSWER, BAD_MESSAGES = "no_final_answer", "bad_messages"
+FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # OpenAI's rule for a function's name
 
 
 class BadMessages(ValueError):
-    """The trace's messages cannot be written in the fine-tuning format (the message says which and why)."""
+    """The trace's messages cannot be written in the fine-tuning format: `reason` (schemas.py) and why."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
 
 
 class NoFinalAnswer(ValueError):
@@ -127,63 +150,84 @@ def exclusion_reasons(export: FinetuneExport, traces: pl.DataFrame, scores: pl.D
 
 def _role(message: dict[str, Any]) -> str:
     role = str(message.get("role") or "").lower()
-    role = _ROLE_ALIASES.get(role, role)
     if role not in ROLES:
-        raise BadMessages(f"role {message.get('role')!r} has no place in the fine-tuning format")
+        raise BadMessages(BAD_MESSAGES, f"role {message.get('role')!r} has no place in the fine-tuning format")
     return role
 
 
-def _arguments(arguments: Any) -> str:
+def function_name_ok(name: Any) -> bool:
+    """A function name as OpenAI accepts it: ^[a-zA-Z0-9_-]{1,64}$ (never rewritten: a renamed call is not what
+    the agent called, and its tool definition would no longer match)."""
+    return isinstance(name, str) and FUNCTION_NAME.fullmatch(name) is not None
+
+
+def _arguments(arguments: Any, name: str) -> str:
+    """The call's arguments as the JSON text of an object, as the agent sent them (an object is written as JSON)."""
+    if isinstance(arguments, dict):
+        return json.dumps(arguments, ensure_ascii=False)
     if isinstance(arguments, str):
-        return arguments
-    return json.dumps({} if arguments is None else arguments, ensure_ascii=False)
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return arguments
+    raise BadMessages(
+        BAD_TOOL_ARGUMENTS, f"{name}: arguments {str(arguments)[:80]!r} are not the JSON text of an object"
+    )
 
 
 def _tool_call(call: Any, fallback_id: str) -> dict[str, Any]:
     if not isinstance(call, dict):
-        raise BadMessages(f"a tool call is {type(call).__name__}, not an object")
+        raise BadMessages(BAD_MESSAGES, f"a tool call is {type(call).__name__}, not an object")
     function = call.get("function") if isinstance(call.get("function"), dict) else call
     name = function.get("name")
-    if not name:
-        raise BadMessages("a tool call has no name")
+    if not function_name_ok(name):
+        raise BadMessages(BAD_FUNCTION_NAME, f"function name {name!r} is not ^[a-zA-Z0-9_-]{{1,64}}$")
     return {
         "id": str(call.get("id") or fallback_id),
         "type": "function",
-        "function": {"name": str(name), "arguments": _arguments(function.get("arguments"))},
+        "function": {"name": name, "arguments": _arguments(function.get("arguments"), name)},
     }
 
 
-def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages (the traces table's conversation shape, OpenAI's, or OTel's `parts`) in the fine-tuning format.
+def openai_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Messages (the traces table's conversation shape, OpenAI's, or OTel's `parts`, read by the ingest's
+    `normalize_message`) in the fine-tuning format, and the tool calls of the last assistant turn still open.
 
-    Tool calls without an id get `call_<n>`; a tool message without `tool_call_id` answers the oldest call not
-    yet answered. A tool message answering no call raises `BadMessages`."""
+    Tool calls without an id get `call_<n>_<i>`; a tool message without `tool_call_id` answers the oldest open call
+    of the turn before it. Every call must be answered by the tool messages right after its turn (the chat API
+    refuses it otherwise): a message of another role while a call is open raises `BadMessages`
+    (unanswered_tool_call), as does a tool message answering no open call (bad_messages)."""
     out: list[dict[str, Any]] = []
     pending: list[str] = []
-    for message in messages:
-        if not isinstance(message, dict):
-            raise BadMessages(f"a message is {type(message).__name__}, not an object")
+    for raw in messages:
+        if not isinstance(raw, dict):
+            raise BadMessages(BAD_MESSAGES, f"a message is {type(raw).__name__}, not an object")
+        message = normalize_message(raw, default_role="user")
         role = _role(message)
-        content = message.get("content") if "content" in message else message.get("parts")
-        text = content_text(content)
+        text = message.get("content") or ""
+        if role == "tool":
+            call_id = message.get("tool_call_id") or (pending[0] if pending else None)
+            if call_id is None or call_id not in pending:
+                raise BadMessages(BAD_MESSAGES, f"a tool message answers no open tool call ({call_id!r})")
+            pending.remove(call_id)
+            out.append({"role": "tool", "tool_call_id": str(call_id), "content": text})
+            continue
+        if pending:
+            raise BadMessages(UNANSWERED_TOOL_CALL, f"tool call(s) {pending} answered by no tool message")
         if role == "assistant":
             calls = [_tool_call(c, f"call_{len(out)}_{i}") for i, c in enumerate(message.get("tool_calls") or [])]
             entry: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 entry["tool_calls"] = calls
-                pending.extend(call["id"] for call in calls)
+                pending = [call["id"] for call in calls]
             elif not text:
                 continue  # an empty assistant turn says nothing to learn from
             out.append(entry)
-        elif role == "tool":
-            call_id = message.get("tool_call_id") or (pending[0] if pending else None)
-            if call_id is None or call_id not in pending:
-                raise BadMessages(f"a tool message answers no tool call of the conversation ({call_id!r})")
-            pending.remove(call_id)
-            out.append({"role": "tool", "tool_call_id": str(call_id), "content": text})
         else:
-            out.append({"role": role, "content": text if role == "user" else text or ""})
-    return out
+            out.append({"role": role, "content": text})
+    return out, pending
 
 
 def _json_list(text: str | None) -> list | None:
@@ -211,26 +255,46 @@ def _source_messages(trace: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _tools(trace: dict[str, Any]) -> list | None:
+    """The trace's declared tools (`metadata.tools`), or None; `BadMessages` (bad_tools) when they are not OpenAI
+    function tools with valid names (a training line must not declare a tool the API refuses)."""
     try:
         metadata = json.loads(trace.get("metadata") or "{}")
     except ValueError:
         return None
     tools = metadata.get("tools") if isinstance(metadata, dict) else None
-    return tools if isinstance(tools, list) and tools and all(isinstance(t, dict) for t in tools) else None
+    if tools is None or tools == []:
+        return None
+    if not isinstance(tools, list):
+        raise BadMessages(BAD_TOOLS, "metadata.tools is not a list")
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or tool.get("type") != "function":
+            raise BadMessages(BAD_TOOLS, f"a tool is not {{type: function, function: {{...}}}}: {str(tool)[:80]}")
+        if not function_name_ok(function.get("name")):
+            raise BadMessages(BAD_TOOLS, f"tool name {function.get('name')!r} is not ^[a-zA-Z0-9_-]{{1,64}}$")
+    return tools
 
 
 def example(trace: dict[str, Any], system_prompt: str | None = None) -> dict[str, Any]:
-    """One trace as a fine-tuning example; `BadMessages` (reason bad_messages) or `NoFinalAnswer` otherwise."""
-    messages = openai_messages(_source_messages(trace))
-    output = trace.get("output")
+    """One trace as a fine-tuning example; `BadMessages` (with its reason) or `NoFinalAnswer` otherwise.
+
+    The trace's `output` is appended as the final answer only where the transcript stops before it (on the user's
+    or a tool's message); a transcript that ends on the assistant's tool call has no final answer, whatever its
+    `output` text says (for such a trace it is the rendering of the call, never an answer)."""
+    messages, pending = openai_messages(_source_messages(trace))
     last = messages[-1] if messages else None
-    if output and (last is None or last["role"] != "assistant" or last.get("tool_calls")):
+    if last is not None and last["role"] == "assistant" and last.get("tool_calls"):
+        raise NoFinalAnswer("the agent stopped on a tool call: there is no final answer to learn from")
+    if pending:
+        raise BadMessages(UNANSWERED_TOOL_CALL, f"tool call(s) {pending} answered by no tool message")
+    output = trace.get("output")
+    if output and (last is None or last["role"] != "assistant"):
         messages.append({"role": "assistant", "content": output})
     last = messages[-1] if messages else None
-    if last is None or last["role"] != "assistant" or last.get("tool_calls") or not last.get("content"):
+    if last is None or last["role"] != "assistant" or not (last.get("content") or "").strip():
         raise NoFinalAnswer("the conversation does not end with the assistant's final answer")
     if not any(m["role"] == "user" for m in messages):
-        raise BadMessages("the conversation has no user message")
+        raise BadMessages(BAD_MESSAGES, "the conversation has no user message")
     if system_prompt is not None and messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": system_prompt})
     line: dict[str, Any] = {"messages": messages}
@@ -252,8 +316,8 @@ def export_day(export: FinetuneExport, traces: pl.DataFrame, scores: pl.DataFram
                 line = example(trace, export.system_prompt)
             except NoFinalAnswer:
                 reason = NO_FINAL_ANSWER
-            except BadMessages:
-                reason = BAD_MESSAGES
+            except BadMessages as exc:
+                reason = exc.reason
             else:
                 result.lines.append(json.dumps(line, ensure_ascii=False))
                 result.trace_ids.append(trace["trace_id"])

@@ -231,6 +231,18 @@ def text_and_messages(value: Any, single_role: str) -> tuple[str | None, str | N
     return str(value), None
 
 
+def reference_value(text: str | None) -> Any:
+    """A trace's `expected_output` as its scorers read it: a list of accepted answers when the column holds the
+    JSON text of a list (how `text_and_messages` stores a list that is not chat messages: the trace file's
+    `"expected_output": ["Lima", "Lima, Peru"]`), else the text. The suite's counterpart is
+    `ingest.datasets.expected_value`; a trace has no flag column, so text that is itself a JSON array counts as a
+    list too."""
+    if text is None or not text.lstrip().startswith("["):
+        return text
+    value = maybe_json(text)
+    return value if isinstance(value, list) and value else text
+
+
 def _context(value: Any) -> str | None:
     if value is None:
         return None

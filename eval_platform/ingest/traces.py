@@ -23,7 +23,11 @@ Reason codes:
   `negative_value:<field>`, `duplicate_trace_id` (the first occurrence in file/line order wins);
 - OTLP (one row per span or log record): `invalid_otlp:<what>`, `no_genai_span`, `awaiting_root`, `late_span`,
   `duplicate_span_id`, `parent_cycle`, `orphan_event`, `not_a_genai_event`, `not_a_trace:metrics`;
-- `unexpected_error`: a bug in the ingest itself met this row (it is kept rather than crashing the day).
+- `unexpected_error`: a bug in the ingest itself met this row (it is kept rather than crashing the day);
+- `not_a_day_folder` (`stray_entries`): an entry directly under `traces/` that no day's ingest reads, a folder
+  whose name is not a day (`11-26-2026`, `"2026-11-26 "`) or a file outside any day folder. These rows are in one
+  quarantine partition of their own (partition `not_a_day`), which every day's ingest rewrites whole: each entry
+  is one row however many days are ingested, and it goes once the entry is renamed or moved.
 
 A trace is kept under the day folder it was exported to, even if its own timestamp falls on another day
 (late or early exports); `date` is always the partition day.
@@ -52,13 +56,15 @@ from eval_platform.ingest.common import Candidate, RowError
 from eval_platform.ingest.day_spill import CHUNK_ROWS, OTLP, READING, DaySpill, item_code
 from eval_platform.ingest.otel.day import INVALID_RECORD, OtelDay
 from eval_platform.ingest.otel.day import reject as reject_item
-from eval_platform.ingest.quarantine import quarantine_row, utc_now
+from eval_platform.ingest.quarantine import quarantine_frame, quarantine_row, utc_now
 from eval_platform.ingest.readers import file_kind, head_text, iter_candidates
 from eval_platform.ingest.records import normalize_record
-from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, empty_frame
+from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, empty_frame
 
 SOURCE = "traces"
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# The quarantine partition (source `traces`) of what under traces/ is in no day folder (`stray_entries`).
+NOT_A_DAY_PARTITION = "not_a_day"
 
 
 @dataclass
@@ -90,13 +96,95 @@ def list_trace_files(data_root: Path, day: str) -> list[Path]:
     return sorted(files, key=lambda path: path.relative_to(folder).as_posix())
 
 
-def _check_day(day: str) -> None:
+def is_day_name(name: str) -> bool:
+    """Whether `name` is a day as the partitions and the folders under `traces/` spell it: YYYY-MM-DD, a real date."""
     try:
-        if not _DAY.match(day):
-            raise ValueError
-        date.fromisoformat(day)
+        return bool(_DAY.match(name)) and bool(date.fromisoformat(name))
     except (TypeError, ValueError):
-        raise ValueError(f"trace day partition must be a UTC date YYYY-MM-DD, got {day!r}") from None
+        return False
+
+
+def _check_day(day: str) -> None:
+    if not is_day_name(day):
+        raise ValueError(f"trace day partition must be a UTC date YYYY-MM-DD, got {day!r}")
+
+
+@dataclass(frozen=True)
+class StrayEntry:
+    """An entry directly under `traces/` that no day's ingest reads."""
+
+    file: str  # relative to the data root; a folder ends with "/"
+    day: str | None  # the one day its name reads as (`11-26-2026` -> 2026-11-26), if any
+    detail: str  # the sentence for the log and the quarantine row
+    raw: str | None  # a folder's files (relative to it), one a line
+
+
+def _reads_as_day(name: str) -> str | None:
+    """The one day a misnamed folder's name reads as: year first (`2026_11_26`, `20261126`, `"2026-11-26 "`), or
+    year last, month or day first (`11-26-2026`); None when it reads as no day or as two (`03-04-2026`)."""
+    parts = re.findall(r"\d+", name)
+    if len(parts) == 1 and len(parts[0]) == 8:
+        parts = [parts[0][:4], parts[0][4:6], parts[0][6:]]
+    if len(parts) != 3:
+        return None
+    first, second, third = parts
+    orders = [(first, second, third)] if len(first) == 4 else []
+    orders += [(third, first, second), (third, second, first)] if len(third) == 4 else []
+    days = set()
+    for year, month, day in orders:
+        try:
+            days.add(date(int(year), int(month), int(day)).isoformat())
+        except ValueError:
+            continue
+    return days.pop() if len(days) == 1 else None
+
+
+def stray_entries(data_root: Path) -> list[StrayEntry]:
+    """What directly under `<data_root>/traces/` no day's ingest reads, sorted by name: a folder whose name is not
+    a day (YYYY-MM-DD), a file outside any day folder. Hidden entries are skipped, as inside a day folder."""
+    base = Path(data_root) / "traces"
+    if not base.is_dir():
+        return []
+    found = []
+    for path in sorted(base.iterdir(), key=lambda p: p.name):
+        name = path.name
+        if name.startswith(".") or (path.is_dir() and is_day_name(name)):
+            continue
+        day = _reads_as_day(name)
+        if path.is_dir():
+            files = list_trace_files(data_root, name)
+            fix = f"rename it to '{day}' (the day its name reads as)" if day else "move its files to a day folder"
+            detail = (
+                f"the folder {name!r} under traces/ is not a day (YYYY-MM-DD, a UTC day): its {len(files)} file(s) "
+                f"are not read; {fix}"
+            )
+            raw = "\n".join(p.relative_to(path).as_posix() for p in files) or None
+            found.append(StrayEntry(f"traces/{name}/", day, detail, raw))
+        else:
+            fix = f"move it into traces/{day}/" if day else "move it into its day's folder"
+            detail = f"the file {name!r} under traces/ is in no day folder (traces/YYYY-MM-DD/): it is not read; {fix}"
+            found.append(StrayEntry(f"traces/{name}", day, detail, None))
+    return found
+
+
+def stray_quarantine(entries: list[StrayEntry], *, now: datetime | None = None) -> pl.DataFrame:
+    """The quarantine rows (QUARANTINE_SCHEMA, partition `NOT_A_DAY_PARTITION`) of `stray_entries`."""
+    at = now or utc_now()
+    return quarantine_frame(
+        [
+            quarantine_row(
+                source=SOURCE,
+                partition=NOT_A_DAY_PARTITION,
+                file=entry.file,
+                line=None,
+                reason=NOT_A_DAY_FOLDER,
+                detail=entry.detail,
+                raw=entry.raw,
+                at=at,
+            )
+            for entry in entries
+        ]
+    )
 
 
 class _Tally:

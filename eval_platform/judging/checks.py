@@ -6,7 +6,9 @@ COMPLETED with `score` = the scorer's value (0..1), `raw_score` = what it measur
 no budget. A trace the check cannot read is never a 0: SKIPPED `missing_field` (no tool_calls, no output, no
 latency_ms ...), `not_applicable` (e.g. a tool error rate over no calls) or `partial_trace`; FAILED
 `scorer_error` when its field holds something unreadable. Selection (enabled, trigger, sample_rate) is the
-judges' (`runner.selection_skip`), so a sampled check picks the same traces on every rerun.
+judges' (`runner.selection_skip`), so a sampled check picks the same traces on every rerun. A trace whose
+`expected_output` is a list (stored as its JSON text) gives a reference scorer several references, the best
+counting, as a suite's case does (`scored_case`).
 
 A check whose scorer compares embeddings (`Scorer.embeds`: semantic_similarity) calls a model: its texts are
 embedded first, one request per trace, through the one call path (`scoring.embedding_calls`), under the evaluator's
@@ -24,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from eval_platform.ingest.records import reference_value
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import DayResult, selection_skip, summarize
 from eval_platform.judging.units import base_row, fill_from_call
@@ -88,6 +91,12 @@ def _skip(config: EvaluatorConfig, trace: dict, manual_trace_ids: set[str]) -> d
     return {"status": SKIPPED, "reason": skipped[0], "reason_detail": skipped[1]}
 
 
+def scored_case(trace: dict) -> dict:
+    """The trace as a scorer reads it: a list `expected_output` is its accepted answers (each scorer takes the best,
+    as in suites), not the list's JSON text as one reference."""
+    return {**trace, "expected_output": reference_value(trace.get("expected_output"))}
+
+
 def _unreadable(scorer: Scorer, exc: ValueError) -> dict:
     """The row of a trace the scorer cannot score (`exc` from its `value`, `describe` or `embeds`)."""
     if isinstance(exc, MissingField):
@@ -109,7 +118,7 @@ def check_trace(
     check = config.check
     scorer, options = check.scorer_def, check.scorer_options
     output = trace.get("output") or ""
-    case = trace if embeddings is None else {**trace, EMBEDDINGS: embeddings}
+    case = scored_case(trace) if embeddings is None else {**scored_case(trace), EMBEDDINGS: embeddings}
     try:
         value = scorer.score(output, case, options)
         measured, finding = scorer.describe(output, case, options) if scorer.describe else (value, "")
@@ -143,7 +152,7 @@ def _embedding_checks(
         try:
             if missing:
                 raise MissingField(f"scorer '{scorer.name}' needs field(s) {missing}, absent in this trace")
-            pending[i] = scorer.embeds(trace.get("output") or "", trace, options)
+            pending[i] = scorer.embeds(trace.get("output") or "", scored_case(trace), options)
         except ValueError as exc:
             row.update(_unreadable(scorer, exc))
     budget = None

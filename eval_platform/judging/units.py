@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_platform.record_fields import field_text
-from eval_platform.schemas import COMPLETED, SPAN_NOT_FOUND
+from eval_platform.schemas import COMPLETED, NO_GROUP_KEY, SPAN_NOT_FOUND
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -156,7 +156,7 @@ def grouped(records: list[dict[str, Any]], key: str) -> tuple[dict[str, list[dic
     for trace in records:
         value = field_text(trace, key)
         if value is None:
-            lone.append((trace, ("no_group_key", f"{key} is missing")))
+            lone.append((trace, (NO_GROUP_KEY, f"{key} is missing")))
         else:
             groups.setdefault(value, []).append(trace)
     for members in groups.values():

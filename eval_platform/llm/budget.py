@@ -299,16 +299,19 @@ class BudgetLedger:
             in_flight, unsettled = self._outstanding(conn, evaluator, column, value, time.time())
             return self._settled(conn, evaluator, column, value) + in_flight + unsettled
 
-    def totals(self) -> list[tuple[str, str, float, int]]:
+    def totals(self, in_flight: bool = False) -> list[tuple[str, str, float, int]]:
         """(evaluator, day, spend_usd, calls) for every day with spend: one row per day, not per call. Spend is
         what the budgets count as spent: settled calls, plus unsettled ones (killed in flight, or a batch no run
-        has collected after its time was up) at their worst case; calls in flight are not in it yet."""
+        has collected after its time was up) at their worst case. `in_flight`: also the reservations still in
+        flight at their worst case, as a budget check counts them (`spent`); among them, those of a run on another
+        host that died, which no liveness check here can see until their time is up."""
+        states = "('reserved', 'unsettled')" if in_flight else "('unsettled')"
         with self._db.transaction() as conn:
             self._reserved(conn, "1 = 1", (), time.time())  # marks reservations of gone processes unsettled
             rows = conn.execute(
                 "SELECT evaluator, day, SUM(spend_usd), SUM(calls) FROM ("
                 f"  SELECT evaluator, day, spend_usd, calls FROM {self._daily}"
-                f"  UNION ALL SELECT evaluator, day, amount_usd, 1 FROM {self._spend} WHERE state = 'unsettled'"
+                f"  UNION ALL SELECT evaluator, day, amount_usd, 1 FROM {self._spend} WHERE state IN {states}"
                 ") AS spend GROUP BY evaluator, day ORDER BY evaluator, day"
             ).fetchall()
         return [(evaluator, day, float(spend), int(calls)) for evaluator, day, spend, calls in rows]

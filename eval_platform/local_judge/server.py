@@ -54,10 +54,11 @@ from eval_platform.local_judge.pandalm_replay import (
     item_id_from_metadata,
 )
 from eval_platform.local_judge.scripted import SCRIPTED_PREFIXES, scripted_answer
+from eval_platform.schemas import PLACEHOLDER_MODEL
 from eval_platform.settings import data_root as default_data_root
 
 REPLAY_MISS_MESSAGE = "replay: no recorded verdict for this prompt (item not found)"
-MOCK_REPLY_MODEL = "local/mock"
+MOCK_REPLY_MODEL = PLACEHOLDER_MODEL  # the model its placeholder verdicts report (rows are marked by it)
 
 # In-flight requests (a `slow` fault, say) get this long to finish when the server stops.
 _SHUTDOWN_TIMEOUT_S = 1.0

@@ -37,6 +37,17 @@ from eval_platform.stats.reliability import krippendorff_alpha, krippendorff_alp
 from eval_platform.stats.sequential import mixture_t_test, running
 
 
+class SavviRegression(LinearRegression):
+    """savvi's sequential regression with the model's residual degrees of freedom. savvi's `nu()` is
+    `n - p - 1` for `p` covariates, which count the intercept when it is a covariate (savvi fits no implicit
+    one); the Bayes factor of Lindon et al.'s model integrates to the closed form at ν = n − p (n − 2 for
+    intercept + treatment: `eval_platform_tests/stats/test_sequential.py` integrates it numerically). Everything
+    else is savvi's own."""
+
+    def nu(self) -> int:
+        return self.n - self.p
+
+
 def _timed(run: Callable[[], object]) -> tuple[object, float]:
     start = time.perf_counter()
     result = run()
@@ -125,8 +136,9 @@ def _ranking_case(n: int, rng: np.random.Generator):
 
 
 def _sequential_case(n: int, rng: np.random.Generator, days: int = 30):
-    """The always-valid p-value and confidence sequence read at the end of each of `days` days: ours from each
-    day's cumulative sums, savvi's by its recursive update one observation at a time (its only interface)."""
+    """The always-valid p-value and confidence sequence read at the end of each of `days` days: ours (the pooled
+    mode, savvi's model) from each day's cumulative sums, savvi's by its recursive update one observation at a
+    time (its only interface), with the model's degrees of freedom (`SavviRegression`)."""
     day = np.sort(rng.integers(0, days, n))
     treated = rng.random(n) < 0.5
     value = rng.beta(2, 3, n) + 0.02 * treated
@@ -137,11 +149,11 @@ def _sequential_case(n: int, rng: np.random.Generator, days: int = 30):
         for group in (~treated, treated):
             counts = [np.bincount(day, weights=group * w, minlength=days) for w in (np.ones(n), value, value**2)]
             sums += [np.cumsum(c) for c in counts]
-        p_value, low, high = running(mixture_t_test(*sums, alpha=alpha, phi=phi))
+        p_value, low, high = running(mixture_t_test(*sums, alpha=alpha, phi=phi, variance="pooled"))
         return np.c_[p_value, low, high]
 
     def peer():
-        model, reads, ends = LinearRegression(alpha, 2, phi=phi), [], set(np.flatnonzero(np.diff(day)).tolist())
+        model, reads, ends = SavviRegression(alpha, 2, phi=phi), [], set(np.flatnonzero(np.diff(day)).tolist())
         with np.errstate(divide="ignore"):  # savvi's still unbounded intervals
             for i in range(n):
                 model.update(np.array([value[i], 1.0, float(treated[i])]))

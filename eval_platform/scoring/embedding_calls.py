@@ -26,10 +26,10 @@ import numpy as np
 
 from eval_platform.judging.models import ModelSpec
 from eval_platform.llm.budget import Budget
-from eval_platform.llm.call import FAILED, CallResult, ModelCaller
+from eval_platform.llm.call import CallResult, ModelCaller
 from eval_platform.llm.endpoint import LOCAL_PREFIX, Endpoint, model_endpoint
 from eval_platform.llm.runtime import JudgeRuntime, run_calls
-from eval_platform.schemas import LOCAL_MODEL_ERROR, NO_CREDENTIALS, NO_LOCAL_JUDGE, SKIPPED
+from eval_platform.schemas import FAILED, LOCAL_MODEL_ERROR, NO_CREDENTIALS, NO_LOCAL_JUDGE, SKIPPED
 from eval_platform.scoring.base import EmbeddingModelOptions
 
 

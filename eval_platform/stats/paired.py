@@ -37,7 +37,7 @@ class PairedShift:
 def paired_shift(current, previous, alpha: float = 0.05) -> PairedShift:
     """The shift current − previous over paired items (NaN pairs dropped). Fewer than two pairs: no statistics;
     every difference equal: the shift with a zero-width interval and p = 0 (or 1 when it is 0), since the
-    verdicts moved by exactly that on every item."""
+    verdicts moved by exactly that on every item (the note says so, or that nothing moved)."""
     a, b = np.asarray(current, dtype=float), np.asarray(previous, dtype=float)
     if a.shape != b.shape:
         raise ValueError(f"current and previous must be paired: {a.size} and {b.size} verdicts")
@@ -51,7 +51,7 @@ def paired_shift(current, previous, alpha: float = 0.05) -> PairedShift:
     se = float(d.std(ddof=1) / np.sqrt(n))
     if se == 0:
         p = 1.0 if shift == 0 else 0.0
-        note = "every anchor moved by the same amount"
+        note = "no anchor moved" if shift == 0 else f"every anchor moved by the same amount ({shift:+.4g})"
         return PairedShift(n, alpha, shift, shift, shift, None, p, agreement, note)
     t = shift / se
     half = float(t_ppf(1 - alpha / 2, n - 1)) * se

@@ -12,21 +12,10 @@ import numpy as np
 import polars as pl
 
 from eval_platform.stats._labels import as_series, encode
-from eval_platform.stats.distributions import norm_ppf
+from eval_platform.stats.proportions import wilson_interval
 
 WINNERS = ("left", "right", "tie")
 RANKING_SCHEMA = {"model": pl.String, "score": pl.Float64, "rank": pl.UInt32, "comparisons": pl.UInt32}
-
-
-def wilson_interval(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval for success rates (vectorized; NaN where n = 0). Successes may be fractional."""
-    successes, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
-    z = norm_ppf(0.5 + confidence / 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = successes / n
-        centre = (rate + z**2 / (2 * n)) / (1 + z**2 / n)
-        half_width = z / (1 + z**2 / n) * np.sqrt(rate * (1 - rate) / n + z**2 / (4 * n**2))
-    return centre - half_width, centre + half_width
 
 
 def _comparisons(left, right, winner) -> pl.DataFrame:

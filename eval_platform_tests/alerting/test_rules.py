@@ -79,8 +79,10 @@ def test_rules_the_evaluator_cannot_measure_are_refused(data_root):
     path = write_evaluator(
         data_root, "quality", mode="score", model="openai/mock", prompt="{{output}}", alerts=["budget_used_pct > 80"]
     )
+    # the documented error: the file and the field (`alerts.0.rule`), not `(file)`
     with pytest.raises(
-        EvaluatorConfigError, match=r"quality\.yaml: .*alerts\[0\] \('budget_used_pct > 80'\): .*max_daily_cost_usd"
+        EvaluatorConfigError,
+        match=r"quality\.yaml: field 'alerts\.0\.rule': 'budget_used_pct > 80': .*max_daily_cost_usd, which is not set",
     ):
         load_evaluator(path)
     path = write_evaluator(
@@ -92,7 +94,7 @@ def test_rules_the_evaluator_cannot_measure_are_refused(data_root):
         alerts=["failed_rate > 5%", "mean < 0.5"],
     )
     with pytest.raises(
-        EvaluatorConfigError, match=r"alerts\[1\] \('mean < 0.5'\): mode 'pairwise' scores are relative"
+        EvaluatorConfigError, match=r"preference\.yaml: field 'alerts\.1\.rule': 'mean < 0.5': mode 'pairwise' scores"
     ):
         load_evaluator(path)
 

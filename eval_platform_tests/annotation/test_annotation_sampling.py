@@ -102,6 +102,10 @@ def test_a_trace_exported_on_two_days_is_one_item():
         ({"a": 90, "b": 9, "c": 1}, 10, {"a": 8, "b": 1, "c": 1}),  # quotas 9, 0.9, 0.1: c still gets one
         ({"a": 90, "b": 9, "c": 1}, 2, {"a": 2, "b": 0, "c": 0}),  # fewer items than strata: proportional only
         ({"a": 3, "b": 2}, 50, {"a": 3, "b": 2}),  # never more than a stratum holds
+        # quotas 11 2/3, 6 2/3, 1 2/3: equal remainders, so the two extra items go to the larger strata (in floats
+        # 20 * 20 / 60 - 6 is a hair above 20 * 35 / 60 - 11, and b and c took them)
+        ({"a": 35, "b": 20, "c": 5}, 20, {"a": 12, "b": 7, "c": 1}),
+        ({"b": 20, "a": 35, "c": 5}, 20, {"a": 12, "b": 7, "c": 1}),
     ],
 )
 def test_stratified_allocation_is_proportional_by_largest_remainder(counts, size, expected):
@@ -301,6 +305,7 @@ def test_the_example_task_picks_a_stratified_sample_of_what_the_demo_judged(loca
         cache=JudgeCache(tmp_path / "cache"),
         ledger=BudgetLedger(tmp_path / "budget.sqlite"),
         local_judge_url=local_judge.base_url,
+        local_judge_for_missing_keys=True,  # the demo's mode
         env={},
     )
     day_traces = read_trace_day(REPO_DATA, day).traces

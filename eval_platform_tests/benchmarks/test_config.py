@@ -107,6 +107,14 @@ def test_a_valid_suite_loads_with_its_dependencies_and_groups(root):
             "the task needs 'as_judge'",
         ),
         (("tasks: [smoke, full]", "tasks: [smoke, ful]"), "field 'groups.answers.tasks': unknown task(s) ['ful']"),
+        (
+            ("    version: 1\n", "    version: 1\n    samples: 5\n    pass_at: [1, 10]\n"),
+            "field 'tasks.smoke.pass_at': Value error, each k must be between 1 and the task's samples (5), got 10",
+        ),
+        (
+            ("    version: 1\n", "    version: 1\n    pass_at: [1, 1]\n"),
+            "field 'tasks.smoke.pass_at': Value error, each k once",
+        ),
     ],
 )
 def test_each_mistake_names_file_and_field(root, change, message):

@@ -47,6 +47,7 @@ def project(data_root, local_judge, tmp_path, monkeypatch):
     }
     (data_root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump(models))
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
     monkeypatch.delenv("EVAL_PLATFORM_TEST_UNSET_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     (tmp_path / "dagster_home").mkdir()
@@ -145,6 +146,7 @@ def test_a_passing_gate_runs_the_gated_task_with_its_samples(project, local_judg
     root, instance = project
     suite = yaml.safe_load((root / "benchmarks" / "gsm8k.yaml").read_text())
     suite["tasks"]["careful"]["gate"]["min"] = 0.01
+    suite["tasks"]["careful"]["pass_at"] = [1, 3]  # pass@1 from 3 samples, beside pass@3
     (root / "benchmarks" / "gsm8k.yaml").write_text(yaml.safe_dump(suite))
     materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "gsm8k", "answer"])])
     materialize(root, instance, "always-18", [dg.AssetKey(["benchmark", "gsm8k", "careful"])])
@@ -153,12 +155,18 @@ def test_a_passing_gate_runs_the_gated_task_with_its_samples(project, local_judg
     ]
     (row,) = query(root, "SELECT n, value FROM benchmark_results WHERE name = 'careful' AND metric = 'numeric_match'")
     assert row == (50, expected_18() / 50)
-    # three samples a case: pass@3 and pass^3 beside the mean; a model that always says 18 is never flaky
+    # three samples a case, `pass_at: [1, 3]`: pass@k and pass^k beside the mean; a model that always says 18 is
+    # never flaky
     flakiness = query(
         root, "SELECT metric, k, n, value FROM benchmark_results WHERE name = 'careful' AND k IS NOT NULL ORDER BY 1"
     )
     right = expected_18() / 50
-    assert flakiness == [("numeric_match.pass@3", 3, 50, right), ("numeric_match.pass^3", 3, 50, right)]
+    assert flakiness == [
+        ("numeric_match.pass@1", 1, 50, pytest.approx(right)),
+        ("numeric_match.pass@3", 3, 50, right),
+        ("numeric_match.pass^1", 1, 50, pytest.approx(right)),
+        ("numeric_match.pass^3", 3, 50, right),
+    ]
 
 
 def test_every_result_row_names_its_dataset_and_config_hashes(project, local_judge):

@@ -6,22 +6,15 @@ import numpy as np
 import polars as pl
 import pytest
 from sacrebleu.metrics import BLEU
-from statsmodels.stats.proportion import proportion_confint
 
 from eval_platform.benchmarks.config import Task
 from eval_platform.benchmarks.results import (
     summarize,
     summarize_corpus,
-    wilson_interval,
 )
 from eval_platform.benchmarks.task_results import task_results
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA
 from eval_platform.scoring import registry
-
-
-@pytest.mark.parametrize(("k", "n"), [(0, 10), (10, 10), (7, 20), (1, 3)])
-def test_wilson_interval_matches_statsmodels(k, n):
-    assert wilson_interval(k, n) == pytest.approx(proportion_confint(k, n, alpha=0.05, method="wilson"))
 
 
 def test_all_right_or_all_wrong_has_an_honest_interval():
@@ -151,6 +144,48 @@ def test_repeated_samples_report_pass_at_k_and_pass_hat_k_with_intervals():
     hat_k = results.filter(pl.col("metric") == "exact_match.pass^4")["value"][0]
     assert at_k == pytest.approx((1 + 1 + 20) / 23) and hat_k == pytest.approx(1 / 23)  # flaky: right, not reliably
     assert results.filter(pl.col("metric") == "exact_match")["k"][0] is None
+
+
+def test_pass_at_asks_for_any_k_up_to_the_samples():
+    """`pass_at: [1, 2, 5]` over 5 samples: the unbiased estimator (Chen et al. 2021) per case, by hand. A case
+    right on 2 of 5 samples has pass@1 = 2/5, pass@2 = 1 - C(3,2)/C(5,2) = 0.7, pass^2 = C(2,2)/C(5,2) = 0.1; a
+    case with 3 scored samples (1 right) counts for k <= 3 (pass@1 = 1/3, pass@2 = 2/3) and not for k = 5."""
+    right = {"a": [0, 1, 0, 1, 0], "b": [1] * 5, "c": [0] * 5, "d": [1, 0, 0, None, None]}
+    rows = [
+        {
+            "case_id": case,
+            "sample": sample,
+            "presentation": "",
+            "status": "FAILED" if value is None else "COMPLETED",
+            "output": "x",
+            "cost_usd": 0.0,
+            "scores": [] if value is None else [{"metric": "exact_match", "value": float(value)}],
+        }
+        for case, values in right.items()
+        for sample, value in enumerate(values)
+    ]
+    task = Task.model_validate(
+        {
+            "dataset": "d",
+            "prompt": "{{input}}",
+            "scorers": [{"name": "exact_match"}],
+            "samples": 5,
+            "pass_at": [5, 1, 2],
+        }
+    )
+    results = task_results(pl.DataFrame(rows, schema=BENCHMARK_CASE_SCHEMA), "s", "t", task, "m")
+    got = {row["metric"]: (row["k"], row["n"], row["n_failed"], row["value"]) for row in results.iter_rows(named=True)}
+    expected = {
+        "exact_match.pass@1": (1, 4, 0, (0.4 + 1 + 0 + 1 / 3) / 4),
+        "exact_match.pass^1": (1, 4, 0, (0.4 + 1 + 0 + 1 / 3) / 4),
+        "exact_match.pass@2": (2, 4, 0, (0.7 + 1 + 0 + 2 / 3) / 4),
+        "exact_match.pass^2": (2, 4, 0, (0.1 + 1 + 0 + 0) / 4),
+        "exact_match.pass@5": (5, 3, 1, 2 / 3),
+        "exact_match.pass^5": (5, 3, 1, 1 / 3),
+    }
+    assert results["metric"].to_list() == ["exact_match", *expected]
+    for metric, (k, n, n_failed, value) in expected.items():
+        assert got[metric][:3] == (k, n, n_failed) and got[metric][3] == pytest.approx(value, abs=1e-12), metric
 
 
 def test_one_sample_adds_no_rows():

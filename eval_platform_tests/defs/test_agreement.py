@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from eval_platform.definitions import build_definitions
-from eval_platform_tests.conftest import REPO_DATA, copy_sample_days
+from eval_platform_tests.conftest import REPO_DATA, copy_sample_days, write_evaluator
 
 DAYS = [f"2026-11-{d:02d}" for d in range(9, 16)]
 GPT = "gpt-3.5-turbo (PandaLM study)"
@@ -52,6 +52,7 @@ def pandalm(tmp_path_factory, local_judge):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVAL_PLATFORM_DATA_DIR", str(root))
         mp.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+        mp.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
         mp.delenv("OPENAI_API_KEY", raising=False)
         defs = build_definitions(root)
         with dg.instance_for_test(temp_dir=str(tmp / "dagster_home")) as instance:
@@ -162,3 +163,36 @@ def test_warn_check_names_the_judge_below_its_floor(pandalm):
     assert check.severity == dg.AssetCheckSeverity.WARN
     below = check.metadata["below_floor"].value
     assert [entry["subject"] for entry in below] == ["pairwise_high_floor"]
+
+
+def test_an_agreement_without_judge_rows_says_what_it_needs_and_which_part_is_missing(data_root):
+    """ "Can this judge be trusted?" used to get an empty table (or only the annotators' rows) and no word on why."""
+    judge = {"mode": "pairwise", "prompt": "{{output_a}} or {{output_b}}", "model": "openai/mock"}
+    block = {"task": "pandalm_pairwise", "criterion": "preference"}
+    labels = "task,item_id,annotator,criterion,label\npandalm_pairwise,pandalm-0000,annotator1,preference,1\n"
+
+    def needs(with_block: bool, with_labels: bool) -> tuple[int, str]:
+        write_evaluator(data_root, "pairwise", **judge, **({"human_agreement": block} if with_block else {}))
+        if with_labels:
+            (data_root / "annotations").mkdir(exist_ok=True)
+            shutil.copy(REPO_DATA / "annotations" / "tasks.yaml", data_root / "annotations")
+            (data_root / "annotations" / "one_annotator.csv").write_text(labels)
+        defs = build_definitions(data_root)
+        with dg.instance_for_test() as instance:
+            materialize(defs, instance, "human_annotations")
+            materialize(defs, instance, "agreement")
+            event = instance.get_latest_materialization_event(dg.AssetKey("agreement"))
+        metadata = event.asset_materialization.metadata
+        return metadata["rows"].value, metadata["needs"].value
+
+    no_labels, no_block = (
+        "no human label: put annotation exports in annotations/",
+        "no evaluator has a `human_agreement:`",
+    )
+    rows, said = needs(with_block=False, with_labels=False)
+    assert rows == 0 and "needs human labels in annotations/ and a `human_agreement:` block" in said
+    assert no_labels in said and no_block in said
+    rows, said = needs(with_block=True, with_labels=False)
+    assert rows == 0 and no_labels in said and no_block not in said
+    rows, said = needs(with_block=False, with_labels=True)  # the annotator's rows only: no judge is checked
+    assert no_labels not in said and no_block in said

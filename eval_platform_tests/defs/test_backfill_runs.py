@@ -81,10 +81,21 @@ def test_one_run_judges_a_range_of_days_each_partition_with_its_own_metadata(dat
             assert metadata["checks"].value == {
                 "every_trace_has_one_status": "PASSED",
                 "failed_rate_below_threshold": "PASSED",
+                "verdicts_exist": "PASSED",
+                "score_scale_fits_replies": "PASSED",
             }
-        checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
-        assert checks["every_trace_has_one_status"].passed and checks["failed_rate_below_threshold"].passed
-        assert checks["every_trace_has_one_status"].metadata["partitions"].value == len(DAYS)
+        # each partition's own check results, each naming its partition
+        checks = sorted((e.check_name, e.partition, e.passed) for e in result.get_asset_check_evaluations())
+        assert checks == [
+            (name, f"{day}|relevance", True)
+            for name in (
+                "every_trace_has_one_status",
+                "failed_rate_below_threshold",
+                "score_scale_fits_replies",
+                "verdicts_exist",
+            )
+            for day in DAYS
+        ]
 
     # the catalog, refreshed by the run: every trace of each day judged once, nothing else judged
     judged = query(
@@ -125,8 +136,8 @@ def test_a_run_of_several_partitions_warns_naming_the_partition_whose_failed_rat
     data_root, local_judge, tmp_path
 ):
     """One day's evaluators in one run (the range the automation or a one-day backfill gets): the judge of "flaky"
-    answers nothing parseable, so its partition is all FAILED. The run's WARN check names that partition, and each
-    partition's own outcome is on its materialization."""
+    answers nothing parseable, so its partition is all FAILED: that partition's own WARN check result fails, the
+    other's passes, and each partition's outcome is also on its materialization."""
     from eval_platform.definitions import build_definitions
 
     day = DAYS[0]
@@ -163,11 +174,18 @@ def test_a_run_of_several_partitions_warns_naming_the_partition_whose_failed_rat
         assert metadata[f"{day}|helpfulness"]["failed_rate"].value == 0.0
         assert metadata[f"{day}|helpfulness"]["checks"].value["failed_rate_below_threshold"] == "PASSED"
 
-        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
-        warned = checks["failed_rate_below_threshold"]
+        checks = {(c.check_name, c.partition): c for c in result.get_asset_check_evaluations()}
+        warned = checks[("failed_rate_below_threshold", f"{day}|flaky")]
         assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
-        assert warned.metadata["partitions_above_threshold"].value == {f"{day}|flaky": 1.0}
-        assert checks["every_trace_has_one_status"].passed
+        assert warned.metadata["failed_rate"].value == 1.0
+        assert checks[("failed_rate_below_threshold", f"{day}|helpfulness")].passed
+        assert all(checks[("every_trace_has_one_status", f"{day}|{name}")].passed for name in ("flaky", "helpfulness"))
+        # every selected trace of flaky FAILED: its ERROR check fails, and only its
+        assert metadata[f"{day}|flaky"]["checks"].value["verdicts_exist"] == "FAILED"
+        assert metadata[f"{day}|helpfulness"]["checks"].value["verdicts_exist"] == "PASSED"
+        nothing = checks[("verdicts_exist", f"{day}|flaky")]
+        assert not nothing.passed and nothing.severity == dg.AssetCheckSeverity.ERROR
+        assert checks[("verdicts_exist", f"{day}|helpfulness")].passed
 
 
 def traces_range_run(defs, instance, start: str, end: str) -> dg.ExecuteInProcessResult:
@@ -183,7 +201,7 @@ def traces_range_run(defs, instance, start: str, end: str) -> dg.ExecuteInProces
 
 def test_one_run_ingests_a_range_of_days_each_with_its_own_metadata(data_root, local_judge, tmp_path):
     """A backfill of `traces` ingests up to TRACE_DAYS_PER_RUN days per run (issue 10): each day materialized once
-    with its own counts and quarantine, and the run's WARN check naming the day that had no valid trace."""
+    with its own counts and quarantine, and its own check result: a WARN for the day that had no valid trace."""
     from eval_platform.defs.traces import BACKFILL_POLICY
 
     assert BACKFILL_POLICY.max_partitions_per_run and BACKFILL_POLICY.max_partitions_per_run >= 4
@@ -203,10 +221,10 @@ def test_one_run_ingests_a_range_of_days_each_with_its_own_metadata(data_root, l
         assert metadata[empty]["traces"].value == 0 and metadata[empty]["empty_day"].value is True
         assert instance.get_materialized_partitions(dg.AssetKey("traces")) == {*DAYS, empty}
 
-        [check] = result.get_asset_check_evaluations()
-        assert check.check_name == "day_has_traces" and not check.passed
-        assert check.severity == dg.AssetCheckSeverity.WARN
-        assert check.metadata["empty_days"].value == [empty] and check.metadata["days"].value == 4
+        checks = {c.partition: c for c in result.get_asset_check_evaluations()}
+        assert sorted(checks) == [*DAYS, empty] and {c.check_name for c in checks.values()} == {"day_has_traces"}
+        assert [day for day, c in checks.items() if not c.passed] == [empty]  # its own WARN, naming its day
+        assert checks[empty].severity == dg.AssetCheckSeverity.WARN
 
         # the judges can take it from there: a day judged after the range run sees that day's traces
         result = range_run(defs, instance, f"{DAYS[1]}|relevance", f"{DAYS[1]}|relevance")

@@ -4,11 +4,16 @@ shows the broken file with its field and message."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.benchmarks import benchmark_models_sensor
+from eval_platform.settings import DataRootError
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
 
@@ -142,3 +147,34 @@ def test_a_reference_evaluator_naming_a_missing_dataset_version_is_a_broken_file
     description = judge_scores.descriptions_by_key[dg.AssetKey("judge_scores")]
     assert "gold.yaml" in description and "field 'reference.version': dataset 'faq' has no version 2" in description
     assert {key.keys_by_dimension["evaluator"] for key in judge_scores.partitions_def.get_partition_keys()} == {"good"}
+
+
+def test_a_missing_data_root_or_evaluators_folder_fails_the_load_naming_the_path_and_the_variable(tmp_path):
+    """A mistyped EVAL_PLATFORM_DATA_DIR used to load a code location with no evaluator, in silence."""
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(DataRootError, match=f"{missing} does not exist"):
+        build_definitions(missing)
+    missing.mkdir(parents=True)
+    with pytest.raises(DataRootError, match=f"{missing / 'evaluators'} does not exist"):
+        build_definitions(missing)
+
+    # what a user sees: `dagster definitions validate` (as `dagster dev` loads it) fails and says why
+    repo = Path(__file__).resolve().parents[2]
+    bin_dir = Path(sys.executable).parent
+    env = {
+        "EVAL_PLATFORM_DATA_DIR": str(tmp_path / "typo"),
+        "PATH": str(bin_dir),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "DAGSTER_HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [str(bin_dir / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert f"the data root {tmp_path / 'typo'} does not exist (EVAL_PLATFORM_DATA_DIR={tmp_path / 'typo'})" in said

@@ -269,6 +269,33 @@ def test_schedule_ingests_yesterday():
     assert request.partition_key == "2026-11-15"
 
 
+def test_the_schedule_ships_stopped_and_the_readme_command_turns_it_on(tmp_path):
+    """The schedule ships stopped and the README never said to turn it on: the command it now gives does."""
+    assert daily_ingest_schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
+    start = re.search(r"`DAGSTER_HOME=\$PWD/data/dagster_home \.venv/bin/(dagster schedule start [^`]+)`", readme)
+    assert start is not None and "daily_ingest_schedule" in start.group(1)
+    assert "start" in daily_ingest_schedule.description  # the UI says it too, beside the toggle
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "DAGSTER_HOME": str(tmp_path),  # a fresh instance: the shipped default, stopped
+    }
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), *start.group(1).split()[1:]],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        states = {state.name: state.status.value for state in instance.all_instigator_state()}
+    assert states["daily_ingest_schedule"] == "RUNNING"
+
+
 def test_definitions_validate_cli(project):
     root, _, _ = project
     repo = Path(__file__).resolve().parents[2]

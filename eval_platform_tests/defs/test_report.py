@@ -11,6 +11,7 @@ import duckdb
 
 from eval_platform.definitions import build_definitions
 from eval_platform.report import build_report, judging_figure
+from eval_platform.schemas import PLACEHOLDER_MARK
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
 DAYS = ["2026-11-09", "2026-11-10"]
@@ -18,6 +19,7 @@ DAYS = ["2026-11-09", "2026-11-10"]
 
 def test_report_shows_each_evaluator_per_day_and_says_what_is_missing(data_root, local_judge, monkeypatch):
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
     monkeypatch.delenv("NO_SUCH_KEY_SET", raising=False)
     for name in ("clarity", "tone"):
         write_evaluator(
@@ -56,11 +58,13 @@ def test_report_shows_each_evaluator_per_day_and_says_what_is_missing(data_root,
     assert all(base64.b64decode(image).startswith(b"\x89PNG") for image in images)
     with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
         means = conn.execute(
-            "SELECT evaluator, date, avg(score) FROM judge_scores WHERE is_final AND status = 'COMPLETED' GROUP BY ALL"
+            "SELECT evaluator, date, model, avg(score) FROM judge_scores WHERE is_final AND status = 'COMPLETED' "
+            "GROUP BY ALL"
         ).fetchall()
     assert len(means) == 4
-    for evaluator, day, mean in means:
-        assert f"<td>{evaluator}</td><td>{day}</td><td>{mean:.4g}</td>" in page
+    for evaluator, day, model, mean in means:
+        mark = PLACEHOLDER_MARK if model == "local/mock" else ""  # the model that answered, marked if a stand-in
+        assert f"<td>{evaluator}</td><td>{day}</td><td>{model}</td><td>{mark}</td><td>{mean:.4g}</td>" in page
     for missing in ("No judge-vs-human agreement yet", "No experiment comparisons yet", "No benchmark results yet"):
         assert missing in page
     assert len(metadata["empty_sections"].value) == 3
@@ -177,7 +181,7 @@ def test_daily_table_shows_the_human_calibrated_mean_beside_the_judges(data_root
     assert figures["judge_mean"] == judge_mean and figures["ppi_mean"] < judge_mean  # the bias is corrected
     cells = [judge_mean, 30, figures["ppi_mean"], figures["ppi_ci_low"], figures["ppi_ci_high"]]
     expected = "".join(f"<td>{v:.4g}</td>" if isinstance(v, float) else f"<td>{v}</td>" for v in cells)
-    assert f"<td>helpful</td><td>{day}</td>{expected}" in page
+    assert f"<td>helpful</td><td>{day}</td><td>–</td><td></td>{expected}" in page  # no model named, no mark
     with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
         daily, costs = daily_judging(conn)
     figure = judging_figure(daily, costs)

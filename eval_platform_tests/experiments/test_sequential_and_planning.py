@@ -9,12 +9,14 @@ import datetime as dt
 import numpy as np
 import polars as pl
 import pytest
-from savvi.linear_regression import LinearRegression
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower, TTestIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
 from eval_platform.experiments.analysis import experiment_results
+from eval_platform.experiments.sequential import daily_cumulative
+from eval_platform.perf.stats_peers import SavviRegression
+from eval_platform.stats.sequential import mixture_t_test, phi_from_effect_size, running
 from eval_platform_tests.experiments.test_analysis import NO_TRACES, experiment, frame, one, score_rows
 
 DAYS = [str(dt.date(2026, 11, 1) + dt.timedelta(days=i)) for i in range(6)]
@@ -35,7 +37,7 @@ def daily_scores(rng, evaluator: str, effect: float, field: str = "score"):
 
 
 def savvi_after_each_day(days, alpha: float, prior_effect_size: float):
-    model = LinearRegression(alpha, 2, phi=1 / prior_effect_size**2)
+    model = SavviRegression(alpha, 2, phi=1 / prior_effect_size**2)  # savvi with the model's degrees of freedom
     for control, treated in days:
         for value, is_treated in [(v, 0.0) for v in control] + [(v, 1.0) for v in treated]:
             model.update(np.array([value, 1.0, is_treated]))
@@ -48,7 +50,11 @@ def savvi_after_each_day(days, alpha: float, prior_effect_size: float):
 def test_sequential_experiment_equals_savvi_read_daily(field):
     rng = np.random.default_rng(11)
     rows, days = daily_scores(rng, "helpfulness", 0.15 if field == "score" else 0.3, field)
-    config = experiment(method="sequential", primary_metric={"evaluator": "helpfulness", "field": field})
+    config = experiment(
+        method="sequential",
+        sequential_variance="pooled",  # savvi's model: one residual variance
+        primary_metric={"evaluator": "helpfulness", "field": field},
+    )
     row = one(experiment_results([config], frame(rows), NO_TRACES), kind="comparison")
     p_value, (low, high) = savvi_after_each_day(days, config.alpha, config.sequential_prior_effect_size)
     assert row["sequential_looks"] == len(DAYS)
@@ -59,6 +65,34 @@ def test_sequential_experiment_equals_savvi_read_daily(field):
     assert row["significance_rule"] == "always-valid p (mixture sequential t-test) < 0.05 (one test)"
     assert row["recommendation"].startswith(f"ship b: helpfulness.{field} improved significantly (+0.")
     assert "always-valid p" in row["recommendation"]
+
+
+def test_a_sequential_experiment_uses_each_variants_own_spread_by_default():
+    """A 1:3 rollout whose smaller variant is three times as spread: the default (`per_arm`) is what the
+    experiment reports, with a wider confidence sequence than the pooled model's, which understates the noise."""
+    rng = np.random.default_rng(21)
+    rows = []
+    for day in DAYS:
+        rows += score_rows("helpfulness", "a", np.clip(rng.normal(0.6, 0.1, 45), 0, 1), day=day)
+        rows += score_rows("helpfulness", "b", np.clip(rng.normal(0.62, 0.3, 15), 0, 1), day=day)
+    scores = frame(rows)
+    default, pooled = (
+        one(experiment_results([experiment(method="sequential", **extra)], scores, NO_TRACES), kind="comparison")
+        for extra in ({}, {"sequential_variance": "pooled"})
+    )
+    config = experiment(method="sequential")
+    assert config.sequential_variance == "per_arm"
+    values = scores.filter(pl.col("evaluator") == "helpfulness").select(
+        pl.col("date"), pl.col("variant"), pl.col("score").alias("value")
+    )
+    totals = daily_cumulative(values, "a", "b")
+    sums = [totals[f"{stat}_{role}"] for role in ("c", "t") for stat in ("n", "sum", "sumsq")]
+    p_value, low, high = running(
+        mixture_t_test(*sums, alpha=0.05, phi=phi_from_effect_size(config.sequential_prior_effect_size))
+    )
+    assert default["always_valid_p_value"] == pytest.approx(p_value[-1], rel=1e-12)
+    assert (default["cs_low"], default["cs_high"]) == pytest.approx((low[-1], high[-1]), rel=1e-12)
+    assert default["cs_high"] - default["cs_low"] > 1.3 * (pooled["cs_high"] - pooled["cs_low"])
 
 
 def test_sequential_reads_only_days_with_the_minimum_sample_and_keeps_earlier_evidence():

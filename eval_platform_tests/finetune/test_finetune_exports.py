@@ -1,6 +1,7 @@
 """The `finetune_exports` asset end to end: a real Dagster instance in a temp DAGSTER_HOME, traces (OTLP agent
 traces with tool calls, and JSONL), judge scores from the local judge over HTTP, and the JSONL checked line by line
-against OpenAI's fine-tuning chat format; which traces pass is checked against the judge_scores rows themselves."""
+against OpenAI's fine-tuning chat format (`openai_format`, written from OpenAI's documentation; the conftest also
+checks every export any test writes); which traces pass is checked against the judge_scores rows themselves."""
 
 from __future__ import annotations
 
@@ -18,43 +19,9 @@ from eval_platform.finetune.config import FinetuneExportError, load_exports
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform_tests.conftest import REPO_DATA, write_evaluator
+from eval_platform_tests.finetune.openai_format import check_line, line_problems
 
 DAY = "2026-11-09"
-ROLES = {"system", "user", "assistant", "tool"}
-
-
-def check_line(text: str) -> dict:
-    """One JSONL line as OpenAI's fine-tuning format wants it; an AssertionError naming what is wrong otherwise."""
-    line = json.loads(text)
-    assert set(line) <= {"messages", "tools"}, line.keys()
-    messages = line["messages"]
-    assert isinstance(messages, list) and messages
-    open_calls: set[str] = set()
-    for i, message in enumerate(messages):
-        assert message["role"] in ROLES, message
-        assert message["role"] != "system" or i == 0, "a system message comes first"
-        if message["role"] == "assistant":
-            assert set(message) <= {"role", "content", "tool_calls"}
-            assert message.get("content") is None or isinstance(message["content"], str)
-            for call in message.get("tool_calls", []):
-                assert call["type"] == "function" and isinstance(call["id"], str) and call["function"]["name"]
-                assert isinstance(call["function"]["arguments"], str)
-                json.loads(call["function"]["arguments"])
-                open_calls.add(call["id"])
-            assert message.get("content") or message.get("tool_calls"), "an empty assistant turn"
-        elif message["role"] == "tool":
-            assert set(message) == {"role", "tool_call_id", "content"}
-            assert message["tool_call_id"] in open_calls, "a tool message answers a call made before it"
-            open_calls.discard(message["tool_call_id"])
-        else:
-            assert set(message) == {"role", "content"} and isinstance(message["content"], str)
-    assert any(m["role"] == "user" for m in messages)
-    last = messages[-1]
-    assert last["role"] == "assistant" and isinstance(last["content"], str) and last["content"].strip()
-    assert "tool_calls" not in last, "the example ends with the final answer, not a tool call"
-    if "tools" in line:
-        assert all(tool["type"] == "function" for tool in line["tools"])
-    return line
 
 
 def verdict(passed) -> str:
@@ -241,3 +208,167 @@ def test_a_broken_export_file_names_the_file_and_field(data_root, local_judge):
     broken: dict[str, str] = {}
     assert sorted(load_exports(folder, evaluators, broken=broken)) == ["good_quality", "strict_pass"]
     assert list(broken) == ["typo.yaml"]
+
+
+def _call(call_id: str, name: str, arguments) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+WEATHER_TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+ASK = {"role": "user", "content": "Weather in Lima?"}
+
+
+def agent_rows() -> list[dict]:
+    """One JSONL agent trace per way a line can break OpenAI's format, and one good trace; each passes the judge."""
+
+    def turn(*calls) -> dict:
+        return {"role": "assistant", "content": None, "tool_calls": list(calls)}
+
+    answered = [
+        ASK,
+        turn(_call("c1", "get_weather", '{"city": "Lima"}')),
+        {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+    ]
+    return [
+        {"trace_id": "a-good", "input": answered, "output": "It is 18C in Lima.", "metadata": {"tools": WEATHER_TOOLS}},
+        # the agent stopped on its tool call: its output is the call rendered as text, never an answer
+        {"trace_id": "a-stopped", "input": [ASK], "output": [turn(_call("c1", "get_weather", '{"city": "Lima"}'))]},
+        {
+            "trace_id": "a-args",
+            "input": [
+                ASK,
+                turn(_call("c1", "get_weather", "city=Lima")),
+                {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+            ],
+            "output": "It is 18C.",
+        },
+        {
+            "trace_id": "a-unanswered",
+            "input": [ASK, turn(_call("c1", "get_weather", '{"city": "Lima"}')), {"role": "user", "content": "Well?"}],
+            "output": "Sunny.",
+        },
+        {
+            "trace_id": "a-dotted",
+            "input": [
+                ASK,
+                turn(_call("c1", "web.search", '{"q": "Lima"}')),
+                {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+            ],
+            "output": "It is 18C.",
+        },
+        {
+            "trace_id": "a-tools",
+            "input": answered,
+            "output": "It is 18C.",
+            "metadata": {"tools": [{"type": "function", "function": {"name": "web.search"}}]},
+        },
+    ]
+
+
+def test_lines_the_format_cannot_hold_are_left_out_with_their_reason_never_repaired(data_root, local_judge, tmp_path):
+    day = data_root / "traces" / DAY
+    day.mkdir(parents=True)
+    rows = [
+        {**row, "expected_output": verdict(True), "timestamp": f"{DAY}T09:00:0{i}Z"}
+        for i, row in enumerate(agent_rows())
+    ]
+    (day / "agents.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    write_evaluator(
+        data_root,
+        "strict",
+        mode="binary",
+        model="openai/echo/expected",
+        prompt="{{input}} {{output}} {{expected}}",
+        api_base=local_judge.base_url,
+        temperature=0.0,
+        max_retries=0,
+    )
+    (data_root / "finetune_exports").mkdir()
+    (data_root / "finetune_exports" / "agents.yaml").write_text(
+        yaml.safe_dump({"evaluators": [{"evaluator": "strict", "verdict": "pass"}]})
+    )
+    (tmp_path / "dagster_home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        defs = build_definitions(data_root)
+        materialize(defs, "traces", DAY, instance)
+        materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": DAY, "evaluator": "strict"}), instance)
+        materialize(defs, "finetune_exports", DAY, instance)
+    with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
+        passed = {t for (t,) in conn.execute("SELECT trace_id FROM judge_scores WHERE passed").fetchall()}
+        stopped_output = conn.execute("SELECT output FROM traces WHERE trace_id = 'a-stopped'").fetchone()[0]
+    assert passed == {row["trace_id"] for row in rows}  # every trace passed the judge: what is left out is the format's
+    assert stopped_output.startswith("[tool_call get_weather(")
+
+    lines, manifest = exported(data_root, "agents")
+    assert manifest["trace_ids"] == ["a-good"]
+    assert manifest["excluded_by_reason"] == {
+        "bad_function_name": 1,  # web.search: never renamed (the agent did not call web_search)
+        "bad_tool_arguments": 1,  # "city=Lima": never rewritten as JSON the agent did not send
+        "bad_tools": 1,  # a declared tool named web.search
+        "no_final_answer": 1,  # stopped on its tool call: no made-up final message
+        "unanswered_tool_call": 1,  # the user spoke before the tool answered: the chat API refuses it
+    }
+    (good,) = (check_line(line) for line in lines)
+    assert [m["role"] for m in good["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert good["messages"][-1] == {"role": "assistant", "content": "It is 18C in Lima."}
+    assert "[tool_call" not in "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (
+            {"messages": [ASK, {"role": "assistant", "tool_calls": [_call("c1", "get_weather", "city=Lima")]}]},
+            "not JSON text",
+        ),
+        (
+            {"messages": [ASK, {"role": "assistant", "content": "x", "tool_calls": [_call("c1", "web.search", "{}")]}]},
+            "not ^",
+        ),
+        (
+            {
+                "messages": [
+                    ASK,
+                    {"role": "assistant", "tool_calls": [_call("c1", "get_weather", "{}")]},
+                    {"role": "assistant", "content": "18C"},
+                ]
+            },
+            "not answered",
+        ),
+        (
+            {
+                "messages": [
+                    ASK,
+                    {"role": "tool", "tool_call_id": "c9", "content": "18C"},
+                    {"role": "assistant", "content": "x"},
+                ]
+            },
+            "answers no open call",
+        ),
+        (
+            {"messages": [ASK, {"role": "assistant", "tool_calls": [_call("c1", "get_weather", "{}")]}]},
+            "ends on tool call",
+        ),
+        (
+            {
+                "messages": [
+                    ASK,
+                    {"role": "assistant", "content": "[tool_call get_weather({})]"},
+                    {"role": "user", "content": "?"},
+                ]
+            },
+            "final answer",
+        ),
+        (
+            {
+                "messages": [ASK, {"role": "assistant", "content": "x"}],
+                "tools": [{"type": "function", "function": {"name": "a b"}}],
+            },
+            "tool name",
+        ),
+        ({"messages": [{"role": "function", "content": "x"}]}, "a message with a role"),
+    ],
+)
+def test_the_validator_refuses_what_openai_documents_as_invalid(line, problem):
+    problems = line_problems(json.dumps(line))
+    assert any(problem in p for p in problems), problems

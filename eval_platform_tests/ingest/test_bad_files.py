@@ -61,3 +61,71 @@ def test_the_sensor_sees_every_file_ingest_reads(tmp_path):
     assert sorted(read_trace_day(tmp_path, day).traces["trace_id"]) == ["a", "b"]
     third = new_trace_files_sensor(dg.build_sensor_context(cursor=second.cursor, resources={"warehouse": warehouse}))
     assert third.run_requests == []
+
+
+def test_the_sensor_says_why_a_folder_is_not_ingested(tmp_path, capsys):
+    """It used to say "not a valid day partition (YYYY-MM-DD, not in the future)" for a day before the start date
+    and for a folder that is not a day alike."""
+    from eval_platform.defs.resources import WarehouseResource
+    from eval_platform.defs.traces import new_trace_files_sensor
+
+    for folder in ("2026-10-20", "11-12-2026"):
+        write(tmp_path, "export.jsonl", json.dumps({"trace_id": "a", "timestamp": TS, "input": "q"}) + "\n", day=folder)
+    warehouse = WarehouseResource(data_dir=str(tmp_path))
+    result = new_trace_files_sensor(dg.build_sensor_context(cursor=None, resources={"warehouse": warehouse}))
+    assert result.run_requests == []
+    said = capsys.readouterr().err
+    assert "traces/2026-10-20/ is not ingested: 2026-10-20 is before EVAL_PLATFORM_START_DATE (2026-11-01)" in said
+    assert "traces/11-12-2026/ is not ingested: '11-12-2026' is not a day (YYYY-MM-DD" in said
+    assert "quarantine" in said and "not in the future" not in said
+
+
+def test_a_folder_under_traces_that_is_not_a_day_is_named_in_a_warning_and_once_in_quarantine(data_root):
+    """`11-13-2026` and `"2026-11-13 "` used to be ignored: the only sign was an empty 2026-11-13. Every day's
+    ingest names them (WARNING) and rewrites their one quarantine partition: a re-run adds no row."""
+    import logging
+
+    import duckdb
+
+    from eval_platform.definitions import build_definitions
+
+    row = json.dumps({"trace_id": "a", "timestamp": TS, "input": "q", "output": "a"}) + "\n"
+    write(data_root, "export.jsonl", row, day="2026-11-10")
+    for folder in ("11-13-2026", "2026-11-13 "):
+        write(data_root, "export.jsonl", row, day=folder)
+    (data_root / "traces" / "loose.jsonl").write_text(row)
+    defs = build_definitions(data_root)
+
+    def stray_rows() -> list[tuple]:
+        with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
+            return conn.sql(
+                "SELECT file, partition, reason FROM quarantine WHERE partition = 'not_a_day' ORDER BY file"
+            ).fetchall()
+
+    with dg.instance_for_test() as instance:
+
+        def ingest(day: str) -> list[str]:
+            result = dg.materialize(
+                list(defs.assets), selection=["traces"], partition_key=day, instance=instance, resources=defs.resources
+            )
+            assert result.success
+            return [e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
+
+        for day in ("2026-11-10", "2026-11-10", "2026-11-13"):  # a re-run, then the day they read as
+            warned = "\n".join(ingest(day))
+            assert "the folder '11-13-2026' under traces/ is not a day" in warned
+            assert "the folder '2026-11-13 ' under traces/ is not a day" in warned  # the space shown
+            assert "rename it to '2026-11-13'" in warned
+            assert "the file 'loose.jsonl' under traces/ is in no day folder" in warned
+            assert stray_rows() == [
+                ("traces/11-13-2026/", "not_a_day", "not_a_day_folder"),
+                ("traces/2026-11-13 /", "not_a_day", "not_a_day_folder"),
+                ("traces/loose.jsonl", "not_a_day", "not_a_day_folder"),
+            ]
+        assert "not read: traces/11-13-2026/, which reads as this day" in warned  # the empty day names them
+
+        (data_root / "traces" / "11-13-2026").rename(data_root / "traces" / "2026-11-13")
+        (data_root / "traces" / "2026-11-13 ").rename(data_root / "traces" / "2026-11-13" / "more")
+        (data_root / "traces" / "loose.jsonl").unlink()
+        assert "not a day" not in "\n".join(ingest("2026-11-13"))
+        assert stray_rows() == []  # fixed: gone from quarantine at the next ingest

@@ -79,7 +79,8 @@ def test_a_judge_that_changed_its_verdicts_is_a_significant_shift(anchored, loca
     assert first["provider_model"] == "local/echo/output"
     asked = judge_requests(local_judge)
     drifted, verdicts = check(evaluator(local_judge, "echo/input"))
-    assert judge_requests(local_judge) - asked == 30  # every anchor asked again, through the judge path
+    # every anchor asked again, through the judge path; identical anchors (the same scripted scores) share a call
+    assert judge_requests(local_judge) - asked == len(set(scores)) < 30
     assert drifted["trigger"] == "config_changed" and drifted["previous_config_hash"] == first["config_hash"]
     current = np.array([(s - 1) / 4 for _, s in scores])
     previous = np.array([(k - 1) / 4 for k, _ in scores])
@@ -99,6 +100,7 @@ def test_a_new_wording_with_the_same_verdicts_is_no_drift(anchored, local_judge)
     row, _ = check(reworded)
     assert row["trigger"] == "config_changed"
     assert row["mean_shift"] == 0 and row["agreement"] == 1.0 and row["significant"] is False
+    assert row["note"] == "no anchor moved"
 
 
 def test_what_calls_for_a_check(local_judge):

@@ -4,6 +4,8 @@ cache hits, budgets, FAILED with a reason); the cost rollup includes them."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import numpy as np
 import polars as pl
@@ -145,3 +147,35 @@ def test_the_cost_rollup_counts_embedding_checks_like_judge_calls(local_judge, r
     assert row["evaluator"] == "similar" and row["model"] == "check:semantic_similarity"
     assert row["spend_usd"] == pytest.approx(rows["cost_usd"].sum()) and row["spend_usd"] > 0
     assert row["calls"] == 4 and row["prompt_tokens"] == rows["prompt_tokens"].sum()
+
+
+def test_a_list_of_references_in_the_trace_file_is_several_references_the_closest_counting(
+    data_root, local_judge, runtime
+):
+    """A trace file's `expected_output: [...]` is read (ingest) and scored as a suite's list is: the cosine with the
+    closest reference, not with the list's JSON text as one reference."""
+    from eval_platform.ingest.traces import read_trace_day
+
+    day = data_root / "traces" / DAY
+    day.mkdir(parents=True)
+    references = ["Revenue rose four percent.", "The cat sat on the mat."]
+    rows = [
+        {"trace_id": "listed", "output": "The cat sat on the mat.", "expected_output": references},
+        {"trace_id": "one", "output": "The cat sat on the mat.", "expected_output": "the cat sat on a mat"},
+    ]
+    lines = [json.dumps({**row, "timestamp": f"{DAY}T09:00:0{i}Z"}) for i, row in enumerate(rows)]
+    (day / "traces.jsonl").write_text("\n".join(lines) + "\n")
+    ingested = read_trace_day(data_root, DAY).traces
+    similar = by_trace(judge_day(evaluator(local_judge), DAY, ingested, runtime).rows)
+    listed = similar["listed"]
+    closest = max(numpy_cosine(local_judge, "The cat sat on the mat.", ref) for ref in references)
+    assert closest == pytest.approx(1.0)
+    assert listed["status"] == "COMPLETED" and listed["raw_score"] == pytest.approx(closest, abs=1e-6)
+    assert listed["passed"]
+    assert similar["one"]["raw_score"] == pytest.approx(
+        numpy_cosine(local_judge, "The cat sat on the mat.", "the cat sat on a mat"), abs=1e-6
+    )
+    # the other reference scorers read the same list, as in suites
+    exact = EvaluatorConfig.model_validate({"name": "exact", "check": {"scorer": "exact_match"}})
+    matched = by_trace(judge_day(exact, DAY, ingested, runtime).rows)
+    assert (matched["listed"]["status"], matched["listed"]["score"]) == ("COMPLETED", 1.0)

@@ -25,6 +25,8 @@ def test_degenerate_pairs():
     assert paired_shift([1.0], [0.0]).shift is None
     same = paired_shift([0.5, 1.0, 0.0], [0.5, 1.0, 0.0])
     assert same.shift == 0 and same.p_value == 1.0 and not same.significant and same.agreement == 1.0
+    assert same.note == "no anchor moved"  # not "every anchor moved by the same amount"
     moved = paired_shift([0.75, 1.0], [0.5, 0.75])
     assert moved.shift == pytest.approx(0.25) and moved.significant and moved.agreement == 0.0
+    assert moved.note == "every anchor moved by the same amount (+0.25)"
     assert paired_shift([np.nan, 1.0, 0.5], [0.0, 1.0, 0.5]).n == 2

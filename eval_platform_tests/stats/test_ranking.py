@@ -8,9 +8,8 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from statsmodels.stats.proportion import proportion_confint
 
-from eval_platform.stats.ranking import bradley_terry, wilson_interval, win_rates
+from eval_platform.stats.ranking import bradley_terry, win_rates
 
 EVALICA_WINNERS = {"left": evalica.Winner.X, "right": evalica.Winner.Y, "tie": evalica.Winner.Draw}
 
@@ -25,16 +24,6 @@ def _tournament(seed: int, models: int = 8, games: int = 600) -> pl.DataFrame:
     winner = np.where(gap > 0.4, "left", np.where(gap < -0.4, "right", "tie"))
     names = np.array([f"model-{i}" for i in range(models)])
     return pl.DataFrame({"left": names[left], "right": names[right], "winner": winner})
-
-
-@pytest.mark.parametrize(("successes", "n"), [(0, 10), (3, 10), (10, 10), (57, 130), (1, 1)])
-def test_wilson_interval_matches_statsmodels(successes, n):
-    low, high = wilson_interval(successes, n)
-    assert (low, high) == pytest.approx(proportion_confint(successes, n, alpha=0.05, method="wilson"), abs=1e-12)
-
-
-def test_wilson_interval_of_no_trials_is_nan():
-    assert np.isnan(wilson_interval([0], [0])).all()
 
 
 def test_win_rates_count_a_tie_as_half_a_win():

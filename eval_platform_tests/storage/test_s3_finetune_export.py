@@ -15,6 +15,7 @@ from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
 from eval_platform.settings import warehouse_dir
 from eval_platform.storage import location
 from eval_platform.storage.warehouse import read_file, write_partition
+from eval_platform_tests.finetune.openai_format import check_line
 
 DAY = "2026-11-10"
 
@@ -54,13 +55,13 @@ def test_the_export_is_written_to_the_bucket_and_replaced_whole(bucket_root, s3_
     done = run_day(root, DAY, {"good": export})
     assert done["good"]["path"] == f"s3://{bucket}/eval/{TABLE}/export=good/date={DAY}/train.jsonl"
     lines = read_file(root, TABLE, keys, "train.jsonl").decode().splitlines()
-    assert [json.loads(line) for line in lines] == [
+    assert [check_line(line) for line in lines] == [
         {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}]}
     ]
     scores(0.1, 0.9)  # the verdicts changed: the rerun's file replaces the first one whole
     run_day(root, DAY, {"good": export})
     assert [
-        json.loads(line)["messages"][0]["content"]
+        check_line(line)["messages"][0]["content"]
         for line in read_file(root, TABLE, keys, "train.jsonl").decode().splitlines()
     ] == ["bye"]
     manifest = json.loads(read_file(root, TABLE, keys, "manifest.json"))

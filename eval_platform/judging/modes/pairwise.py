@@ -40,7 +40,14 @@ from eval_platform.judging.units import (
     grouped,
     merge_calls,
 )
-from eval_platform.schemas import COMPLETED, NO_PAIR, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
+from eval_platform.schemas import (
+    COMPLETED,
+    INCONSISTENT_ORDER,
+    NO_PAIR,
+    SCHEMA_VIOLATION,
+    SPAN_NOT_FOUND,
+    UNPARSEABLE,
+)
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -247,9 +254,9 @@ async def _judge_pair(
     row = fill_from_call(config, row, combined)
     row["position_consistent"] = consistent
     if consistent is False:
-        row["reason"] = "inconsistent_order"
+        row["reason"] = INCONSISTENT_ORDER
         row["reason_detail"] = "the verdict flipped with the presentation order, counted as a tie"
-        add_flag(row, "inconsistent_order")
+        add_flag(row, INCONSISTENT_ORDER)
     row.update(_winner_columns(winner, a, b))
     return row
 
