@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from eval_platform_tests.conftest import judge_requests
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -71,6 +73,8 @@ def test_the_wheel_holds_the_product_only(wheel):
     top = {name.split("/")[0] for name in names}
     assert top == {"eval_platform", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
     assert not [n for n in names if "eval_platform_tests" in n or n.startswith("tools/")]
+    # development scripts live in tools/: no benchmark, no sample-data generator in the product
+    assert not [n for n in names if n.startswith(("eval_platform/perf/", "eval_platform/sample_data/"))]
     assert "eval_platform/instance/dagster.yaml" in names and "eval_platform/templates/helpfulness.yaml" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "eval-platform = eval_platform.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -104,3 +108,80 @@ def test_the_installed_command_runs_the_demo(installed, tmp_path):
     done = _run(installed, "demo", "--days", "1", cwd=tmp_path, env={"EVAL_PLATFORM_DATA_DIR": str(root)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "judge_scores" in done.stdout and (root / "eval_platform.duckdb").exists()
+
+
+def test_a_newcomer_scores_their_own_app_from_the_installed_command(installed, tmp_path):
+    """The README's "your own app in ten minutes", as a newcomer runs it: init, 200 traces of their own, one
+    evaluator on a provider's model (an OpenAI-compatible server on 127.0.0.1 answering for gpt-4o-mini), check,
+    dry run, judge the day, then the three questions in SQL. The key never shows in what is printed."""
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from eval_platform.local_judge import LocalJudgeServer
+
+    day = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
+    root = tmp_path / "support_bot"
+    key = "sk-newcomer-SECRET-0123456789"
+    server = LocalJudgeServer(aliases={"gpt-4o-mini": "mock"})
+    server.start()
+    try:
+        env = {"EVAL_PLATFORM_DATA_DIR": str(root), "SUPPORT_BOT_KEY": key}
+        done = _run(
+            installed, "init", str(root), "--evaluator", "helpfulness", "--api-key-env", "SUPPORT_BOT_KEY", cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        evaluator = root / "evaluators" / "helpfulness.yaml"
+        evaluator.write_text(evaluator.read_text() + f"api_base: {server.base_url}\n")
+        (root / "traces" / day).mkdir(parents=True)
+        questions = [f"How do I reset my password on device {i % 40}?" for i in range(200)]
+        with open(root / "traces" / day / "support.jsonl", "w") as out:
+            for i, question in enumerate(questions):
+                line = {"trace_id": f"t{i:03d}", "timestamp": f"{day}T12:{i % 60:02d}:00Z", "input": question}
+                line |= {"output": f"Open Settings and choose Reset ({i % 40}).", "project_id": "support-bot"}
+                out.write(json.dumps(line) + "\n")
+
+        checked = _run(installed, "check", cwd=tmp_path, env=env)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "$SUPPORT_BOT_KEY set" in checked.stdout and f"judging {day} would cost at most" in checked.stdout
+
+        priced = _run(installed, "dry-run", "--start", day, "--end", day, cwd=tmp_path, env=env)
+        assert priced.returncode == 0, priced.stdout + priced.stderr
+        row = next(line.split() for line in priced.stdout.splitlines() if line.startswith("helpfulness"))
+        distinct = int(row[4])
+        assert 0 < distinct <= 40  # 40 distinct (input, output) pairs, a sample of them selected
+
+        judged = _run(installed, "judge", "--day", day, cwd=tmp_path, env=env)
+        assert judged.returncode == 0, judged.stdout[-3000:] + judged.stderr[-3000:]
+        assert judge_requests(server) == distinct  # what the dry run said is what was sent: identical requests once
+
+        lowest = _run(
+            installed,
+            "sql",
+            "SELECT trace_id, score, reasoning FROM judge_scores WHERE evaluator = 'helpfulness' "
+            f"AND date = '{day}' AND status = 'COMPLETED' AND is_final ORDER BY score LIMIT 10",
+            cwd=tmp_path,
+            env=env,
+        )
+        assert lowest.returncode == 0 and "10 rows" in lowest.stdout, lowest.stdout + lowest.stderr
+        cost = _run(
+            installed,
+            "sql",
+            f"SELECT evaluator, calls, spend_usd FROM judge_cost_daily WHERE day = '{day}'",
+            cwd=tmp_path,
+            env=env,
+        )
+        assert cost.returncode == 0 and f"│ helpfulness │ {distinct:>5} │" in cost.stdout.replace("  ", " "), (
+            cost.stdout
+        )
+        trusted = _run(
+            installed,
+            "sql",
+            "SELECT count(*) AS n FROM agreement WHERE section = 'judge_vs_human'",
+            cwd=tmp_path,
+            env=env,
+        )
+        assert trusted.returncode == 0 and "0" in trusted.stdout
+        for shown in (checked, priced, judged, lowest, cost, trusted):
+            assert key not in shown.stdout + shown.stderr and key[-8:] not in shown.stdout + shown.stderr
+    finally:
+        server.stop()

@@ -96,7 +96,8 @@ def render() -> str:
         "under `<data root>/warehouse/<table>/`. Generated from `eval_platform/schemas.py` by",
         "`python tools/docs_reference.py`; do not edit by hand (a test fails when this page and `schemas.py` differ).",
         "",
-        "The status and reason codes of `judge_scores`: [Outcomes of a judge call](../judge-modes.md#outcomes).",
+        "The status and reason codes of `judge_scores`:",
+        "[Outcomes of a judge call](../judge-modes.md#outcomes-of-a-judge-call).",
         "",
     ]
     lines += [f"- [`{name}`](#{name}): {table.description}" for name, table in schemas.TABLES.items()]
