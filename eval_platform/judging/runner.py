@@ -272,10 +272,14 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
 
     no_judge = all(member.judge is None for member in members)
 
-    def skip_reason(unit_id: str) -> tuple[str, str | None] | None:
-        selection = selection_skip(config, unit_id, manual_trace_ids)
+    def skip_reason(unit: Unit) -> tuple[str, str | None] | None:
+        # A trace the evaluator does not select (not sampled, not named) says so first, whatever its text: the
+        # target's own skips (empty text, no final answer, ...) are for the selected ones.
+        selection = selection_skip(config, unit.unit_id, manual_trace_ids)
         if selection:
             return selection
+        if unit.skip:
+            return unit.skip
         if no_judge:  # every model unreachable: the first's reason, every model's detail
             return members[0].skip[0], "; ".join(unreachable_models.values())
         return None
@@ -291,7 +295,7 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
         return rows
 
     async def run(unit: Unit) -> list[dict]:
-        skipped = unit.skip or skip_reason(unit.unit_id)
+        skipped = skip_reason(unit)
         if skipped:
             code, detail = skipped
             return [
