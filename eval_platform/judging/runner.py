@@ -50,13 +50,8 @@ class _Judge:
     """One evaluator model's calls: its prompts through the one call path (`llm.call`), replies parsed as
     verdicts of the evaluator's mode."""
 
-    def __init__(self, config: EvaluatorConfig, endpoint: Endpoint, runtime: JudgeRuntime):
+    def __init__(self, config: EvaluatorConfig, endpoint: Endpoint, runtime: JudgeRuntime, budget: Budget | None):
         self.config = config
-        limits = (config.max_daily_cost_usd, config.max_monthly_cost_usd)
-        budget = None
-        if any(limit is not None for limit in limits):
-            ttl_s = reservation_ttl_s(config.timeout_s, config.max_retries)
-            budget = Budget(runtime.ledger, config.name, *limits, ttl_s)
         # Every key this evaluator may send: its models' api_key_env values.
         names = {spec.api_key_env for spec in config.judge_models() if spec.api_key_env}
         self.caller = ModelCaller(runtime, endpoint, budget=budget, key_envs=names)
@@ -85,6 +80,15 @@ class _Judge:
             max_retries=config.max_retries,
         )
         return await self.caller.call(request, sample, parse)
+
+
+def _budget(config: EvaluatorConfig, runtime: JudgeRuntime) -> Budget | None:
+    """The evaluator's budget, one for all its models and samples (their waits for other hosts are one wait)."""
+    limits = (config.max_daily_cost_usd, config.max_monthly_cost_usd)
+    if all(limit is None for limit in limits):
+        return None
+    ttl_s = reservation_ttl_s(config.timeout_s, config.max_retries)
+    return Budget(runtime.ledger, config.name, *limits, ttl_s, max_wait_s=runtime.budget_wait_s, log=runtime.log)
 
 
 def _no_credentials_detail(config: EvaluatorConfig) -> str:
@@ -259,9 +263,10 @@ RUNNING_MIN = 256
 async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -> DayOutcome:
     judged_at = datetime.now(UTC)
     members = []
+    budget = _budget(config, runtime)
     for spec in config.judge_models():
         endpoint = evaluator_endpoint(config, spec, runtime)
-        judge = _Judge(config, endpoint, runtime) if endpoint else None
+        judge = _Judge(config, endpoint, runtime, budget) if endpoint else None
         members.extend(_Member(endpoint.label if endpoint else spec.model, judge, s) for s in range(config.samples))
     several = len(members) > 1
     final_label = f"consensus:{config.consensus}" if several else members[0].label
@@ -401,7 +406,11 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
                 task.cancel()
     if ready:
         hand_on()
-    return DayOutcome(tally.summary(in_partition), missing, tally)
+    summary = tally.summary(in_partition)
+    waited = budget.host_wait.report() if budget is not None else None
+    if waited is not None:  # its calls waited for other hosts' budget reservations (the metadata says so)
+        summary["budget_wait"] = waited
+    return DayOutcome(summary, missing, tally)
 
 
 # A day allocates objects quickly (traces, prompts, requests, replies, rows, futures: hundreds of calls a second),
