@@ -6,8 +6,9 @@ It ingests every sample day under `<data root>/traces/`, scores each enabled eva
 each day, rolls up judge costs, and prints a summary. Runs are recorded in a real Dagster instance
 (`$DAGSTER_HOME`, default `<data root>/dagster_home`), so `dagster dev` shows them afterwards.
 
-When an evaluator's provider key is not set, the bundled local judge answers instead, over real HTTP on
-127.0.0.1: the pairwise evaluator gets the GPT-3.5-turbo verdicts recorded by the PandaLM authors
+When an evaluator's provider key is not set, the bundled local judge answers instead (the demo turns this mode
+on explicitly, `EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS=1`; elsewhere such rows are SKIPPED no_credentials),
+over real HTTP on 127.0.0.1: the pairwise evaluator gets the GPT-3.5-turbo verdicts recorded by the PandaLM authors
 (`local/replay/...` rows), the others get deterministic placeholder verdicts (`local/mock` rows), which
 are a dry run of prompts, tokens and plumbing, not a judgment of quality.
 """
@@ -25,7 +26,12 @@ from pathlib import Path
 import dagster as dg
 
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED
-from eval_platform.settings import DATA_DIR_ENV, data_root
+from eval_platform.settings import (
+    DATA_DIR_ENV,
+    LOCAL_JUDGE_FOR_MISSING_KEYS_ENV,
+    LOCAL_JUDGE_URL_ENV,
+    data_root,
+)
 from eval_platform.storage.warehouse import open_catalog
 
 
@@ -182,7 +188,8 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
             LiteLLMJudgeClient(),
             JudgeCache(Path(scratch) / "cache"),
             BudgetLedger(Path(scratch) / "budget.sqlite"),
-            local_judge_url=os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"],
+            local_judge_url=os.environ[LOCAL_JUDGE_URL_ENV],
+            local_judge_for_missing_keys=True,
             batch_dir=Path(scratch) / "judge_batches",
         )
         result = judge_day(config, day, traces, runtime)
@@ -289,10 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     enabled = [name for name, cfg in evaluators.items() if cfg.enabled]
     keyless = [n for n in enabled if evaluators[n].api_key_env and not os.environ.get(evaluators[n].api_key_env)]
     server = None
-    if not os.environ.get("EVAL_PLATFORM_LOCAL_JUDGE_URL"):
+    # The demo's explicit mode: the local judge answers for an evaluator whose key is not set (a local judge URL
+    # alone answers only local/ models, never a real provider's in its place).
+    os.environ[LOCAL_JUDGE_FOR_MISSING_KEYS_ENV] = "1"
+    if not os.environ.get(LOCAL_JUDGE_URL_ENV):
         # The benchmark demo's models are served by the local judge (recordings and scripted replies).
         server = LocalJudgeServer(data_root=root)
-        os.environ["EVAL_PLATFORM_LOCAL_JUDGE_URL"] = server.start()
+        os.environ[LOCAL_JUDGE_URL_ENV] = server.start()
         if keyless:
             print(f"no provider key for {', '.join(keyless)}: using the local judge at {server.base_url}")
 

@@ -61,11 +61,12 @@ from eval_platform.storage.warehouse import iter_partition
 class CountingCache(JudgeCache):
     """The real judge-call cache, read only, counting the requests it answers."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, missed: set[int] | None = None):
         super().__init__(directory)
         self.hits = 0
-        # distinct requests (samples included) the cache does not answer: the first 64 bits of their keys (sha256)
-        self.missed: set[int] = set()
+        # distinct requests (samples included) the cache does not answer: the first 64 bits of their keys (sha256);
+        # `missed`: a set shared with the other days of the run, where a run's cache answers what an earlier day paid
+        self.missed: set[int] = set() if missed is None else missed
 
     def get(self, key: str):
         entry = super().get(key)
@@ -107,7 +108,7 @@ class Bill:
     days: int = 0
     traces: int = 0
     calls: int = 0  # requests the run would send: an upper bound
-    distinct: int = 0  # of which distinct: identical ones may be answered by the cache within the run
+    distinct: int = 0  # of which distinct: what the run sends (identical requests are sent once, see `llm.call`)
     cached: int = 0  # requests the cache already answers: free
     worst_case_usd: float = 0.0
     unpriced_calls: int = 0  # calls to a model with no known price: their cost is unknown, not zero
@@ -166,6 +167,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
         else:
             bill.worst_case_usd += pricing.worst_case_cost(prices, request.messages, request.max_tokens) * discount
 
+    missed: set[int] = set()  # distinct over the run's days: a day's replies answer the next days' from the cache
     with tempfile.TemporaryDirectory() as scratch:
         for day in days:
             with ExitStack() as stack:
@@ -178,7 +180,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
                 batches, _ = judged_batches(
                     root, config, day, _counted(raw, in_day), other_day=partial(_day_batches, stack, root)
                 )
-                cache = CountingCache(state_dir(root) / "judge_cache")
+                cache = CountingCache(state_dir(root) / "judge_cache", missed)
                 runtime = JudgeRuntime(
                     client=RecordingClient(record=priced),
                     cache=cache,  # read only: what it answers is free
@@ -191,7 +193,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
                 bill.days += 1
                 bill.traces += in_day[0]
                 bill.cached += cache.hits
-                bill.distinct += len(cache.missed)
+    bill.distinct = len(missed)
     return bill
 
 
@@ -445,7 +447,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{bill.worst_case_usd:>14.4f}"
         )
     print(f"\nworst case in all: {total:.4f} USD (every call sent, every prompt byte a token, full max_tokens)")
-    print("calls: what the run may send; distinct: identical requests may be answered by the cache within the run")
+    print(
+        "calls: the requests the run plans; distinct: those it sends and pays for (an identical request is sent "
+        "once: it waits for the one in flight, or the cache answers it)"
+    )
     if unpriced:
         print(f"{unpriced} call(s) go to models with no known price: their cost is unknown, not counted as 0")
     if broken:

@@ -4,7 +4,7 @@
 grouping, a `reference` evaluator's `match_on`, the `{{metadata.key}}` prompt variable and the benchmark
 runner's case fields all read a field through `field_text`, so they agree on what a value's text is:
 - a string is itself; any other value is its JSON text (`true`, `3`, `1.5`, `["a", "b"]`, `{"k": 1}` with sorted
-  keys), never Python's repr (`True`, `['a', 'b']`);
+  keys, any script as itself: `{"city": "Zürich"}`, never `\\u00fc`), never Python's repr (`True`, `['a', 'b']`);
 - a missing key, a JSON null, metadata that is absent or not a JSON object: None (no value, never an error:
   ingest already quarantined unreadable metadata, and a trace without the key is one without a group).
 """
@@ -23,7 +23,7 @@ def as_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     try:
-        return json.dumps(value, sort_keys=True)
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
     except TypeError:  # not a JSON value (a datetime column): its usual text
         return str(value)
 

@@ -42,6 +42,8 @@ PARTIAL_TRACE = "partial_trace"  # the trace's spans did not all arrive (partial
 EMPTY_TEXT = "empty_text"  # the trace (span, session) has no text to judge: no input and no output text
 APP_ERROR = "app_error"  # the judged trace's (span's) model call failed; judged only with judge_errors: true
 NO_SESSION = "no_session"  # target session: the trace has no session_id
+NO_FINAL_ANSWER = "no_final_answer"  # the prompt shows {{output}}, the run has no final answer (judge_missing_fields)
+# (a prompt's other field empty for a row: `missing_field(name)`, e.g. missing_field:input)
 # benchmark tasks:
 NOT_IN_SCOPE = "not_in_scope"  # models.yaml limits the model to other suites or tasks
 GATE_FAILED = "gate_failed"  # the task's gate (another task's metric) is below its minimum or missing
@@ -64,9 +66,30 @@ SKIP_REASONS = (
     EMPTY_TEXT,
     APP_ERROR,
     NO_SESSION,
+    NO_FINAL_ANSWER,
     NOT_IN_SCOPE,
     GATE_FAILED,
     NO_LOCAL_JUDGE,
+)
+# The skips that leave a trace with nothing its evaluator would judge: not selected, or no text, span, pair, group,
+# session, reference or field to judge. Every other row of a partition (COMPLETED, FAILED, or SKIPPED for its
+# configuration: no_credentials, no_local_judge, budget_exhausted, prompt_too_large) is a selected trace, and a
+# partition with selected traces and no verdict fails its `verdicts_exist` check (ERROR). A new skip reason counts
+# as selected until it is added here: the check errs loud.
+NOTHING_TO_JUDGE = (
+    DISABLED,
+    NOT_SAMPLED,
+    NOT_SELECTED,
+    SPAN_NOT_FOUND,
+    NO_PAIR,
+    GROUP_SIZE,
+    NO_REFERENCE,
+    MISSING_FIELD,
+    NOT_APPLICABLE,
+    PARTIAL_TRACE,
+    EMPTY_TEXT,
+    APP_ERROR,
+    NO_SESSION,
 )
 
 # Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Every place that fails a row
@@ -152,6 +175,16 @@ EMBEDDING_PREFIX = "embedding"  # the case's embedding call (semantic_similarity
 JUDGE_PREFIX = "judge"  # the case's `judge` scorer (an evaluator) gave no score
 
 
+def missing_field(name: str) -> str:
+    """The SKIPPED reason of a judge whose prompt shows a field empty for the row, e.g. `missing_field:input`."""
+    return f"{MISSING_FIELD}:{name}"
+
+
+# What an instrumentation writes in place of content it was told to hide (OpenInference's
+# OPENINFERENCE_HIDE_INPUTS / _OUTPUTS and its other hide flags): no content, never judged.
+HIDDEN_CONTENT = "__REDACTED__"
+
+
 def provider_error(status: object) -> str:
     """The FAILED reason of a provider's error answer: `provider_error:<HTTP status or error type>`."""
     return f"{PROVIDER_ERROR}:{status}"
@@ -221,6 +254,8 @@ SpanOperation = Literal[
     "text_completion",
     "embeddings",
     "execute_tool",
+    "handoff",  # an agent handing the conversation to another (OpenAI Agents SDK): not a tool call
+    "final_answer",  # a framework's answer tool (smolagents' final_answer): the run's answer, not a tool call
     "invoke_agent",
     "retrieval",
     "workflow",

@@ -30,6 +30,14 @@ class DataRootError(FileNotFoundError):
     """The data root, or its `evaluators/` folder, does not exist: the message names the path and the variable."""
 
 
+# The local judge's base URL (`python -m eval_platform.local_judge`). It answers the models that name it
+# (`local/<name>`), and nothing else unless LOCAL_JUDGE_FOR_MISSING_KEYS_ENV is set too.
+LOCAL_JUDGE_URL_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_URL"
+# The demo's mode, chosen explicitly: an evaluator whose key variable is not set is answered by its `local_judge:`
+# model (placeholder verdicts, labelled local/...) instead of being SKIPPED no_credentials. "1" turns it on.
+LOCAL_JUDGE_FOR_MISSING_KEYS_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS"
+
+
 def data_root() -> Path:
     """The data root: `EVAL_PLATFORM_DATA_DIR`, default `./data` relative to the working directory."""
     return Path(os.environ.get(DATA_DIR_ENV, "data")).resolve()

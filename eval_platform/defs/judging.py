@@ -119,6 +119,21 @@ def build_judge_scores(
                 "WARN when the partition's FAILED rate passes the evaluator's max_failed_rate",
                 partitions,
             ),
+            partitioned_check(
+                "verdicts_exist",
+                "judge_scores",
+                "ERROR when the partition has selected traces and no verdict: every one SKIPPED for its "
+                "configuration (a key variable not set, a budget spent before the first call) or FAILED (a scale or "
+                "schema the judge does not answer in). A green partition has scores.",
+                partitions,
+            ),
+            partitioned_check(
+                "score_scale_fits_replies",
+                "judge_scores",
+                "WARN when the judge's replies do not use the declared score_scale: every raw value in its bottom "
+                "tenth, or replies outside it (out_of_range); names the scale and the observed range",
+                partitions,
+            ),
         ],
     )
     def judge_scores(
@@ -150,6 +165,8 @@ def build_judge_scores(
             refresh(root)
         for key, judged in run.done.items():
             context.log.info(f"{key}: {judged.summary}")
+            for model, why in judged.summary.get("unreachable_models", {}).items():
+                context.log.warning(f"{key}: {model} was not called, its rows are SKIPPED: {why}")
         in_run = not context.has_partition_key
         yield from materialize(context, run, {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()})
         for check, severity, outcome in CHECKS:
@@ -225,6 +242,12 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
             if "session_days_missing" in summary
             else {}
         ),
+        # the configured models that could not be called (a key variable not set): why, naming the variable
+        **(
+            {"unreachable_models": dg.MetadataValue.json(summary["unreachable_models"])}
+            if "unreachable_models" in summary
+            else {}
+        ),
         # its calls waited for budget reservations of other hosts (how much, where, how long, and how it ended)
         **({"budget_wait": dg.MetadataValue.json(summary["budget_wait"])} if "budget_wait" in summary else {}),
         # the rows are written, but the judge-call cache could not keep their replies: a re-run pays again
@@ -240,6 +263,8 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
             {
                 "every_trace_has_one_status": "PASSED" if judged.every_trace_has_one_status else "FAILED",
                 "failed_rate_below_threshold": "PASSED" if judged.failed_rate_ok else "WARN",
+                "verdicts_exist": "PASSED" if judged.verdicts_exist else "FAILED",
+                "score_scale_fits_replies": "PASSED" if judged.scale_mismatch is None else "WARN",
             }
         )
     return metadata
@@ -261,8 +286,34 @@ def _failed_rate_below_threshold(judged: JudgedPartition) -> CheckOutcome:
     )
 
 
+def _verdicts_exist(judged: JudgedPartition) -> CheckOutcome:
+    """ERROR when the partition has selected traces and no verdict: why, naming the variable to set."""
+    return CheckOutcome(
+        judged.verdicts_exist,
+        {"selected": judged.tally.selected, "verdicts": judged.tally.verdicts},
+        None if judged.verdicts_exist else judged.no_verdict_text,
+    )
+
+
+def _score_scale_fits_replies(judged: JudgedPartition) -> CheckOutcome:
+    """WARN when the replies do not use the evaluator's score_scale (see `day.scale_mismatch`)."""
+    scale = judged.evaluator.score_scale
+    low, high = judged.tally.raw_low, judged.tally.raw_high
+    return CheckOutcome(
+        judged.scale_mismatch is None,
+        {
+            "score_scale": f"{scale.min:g}..{scale.max:g}" if scale is not None else "(none)",
+            "observed_raw_range": f"{low:g}..{high:g}" if low is not None and high is not None else "(no reply)",
+            "replies": judged.tally.replies,
+        },
+        judged.scale_mismatch,
+    )
+
+
 # The checks of judge_scores: each partition's own result (`range_runs.check_results`).
 CHECKS = (
     ("every_trace_has_one_status", dg.AssetCheckSeverity.ERROR, _every_trace_has_one_status),
     ("failed_rate_below_threshold", dg.AssetCheckSeverity.WARN, _failed_rate_below_threshold),
+    ("verdicts_exist", dg.AssetCheckSeverity.ERROR, _verdicts_exist),
+    ("score_scale_fits_replies", dg.AssetCheckSeverity.WARN, _score_scale_fits_replies),
 )

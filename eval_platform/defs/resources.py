@@ -12,6 +12,8 @@ from eval_platform.llm.runtime import JudgeRuntime
 from eval_platform.llm.shared_state import SharedState
 from eval_platform.settings import (
     DATA_DIR_ENV,
+    LOCAL_JUDGE_FOR_MISSING_KEYS_ENV,
+    LOCAL_JUDGE_URL_ENV,
     S3_ACCESS_KEY_ID_ENV,
     S3_ENDPOINT_URL_ENV,
     S3_REGION_ENV,
@@ -20,8 +22,6 @@ from eval_platform.settings import (
     data_root,
 )
 from eval_platform.storage import location
-
-LOCAL_JUDGE_URL_ENV = "EVAL_PLATFORM_LOCAL_JUDGE_URL"
 
 
 class WarehouseResource(dg.ConfigurableResource):
@@ -75,14 +75,20 @@ def warehouse_resource(root: Path | None = None) -> WarehouseResource:
 class JudgeResource(dg.ConfigurableResource):
     """LLM judges through litellm. Provider keys come from each evaluator's `api_key_env` variable.
 
-    When an evaluator's key is not set, its traces are SKIPPED (no_credentials), unless a local judge
-    URL is configured: then the local judge server answers (replayed recordings or labelled mock verdicts).
+    When an evaluator's key is not set, its traces are SKIPPED (no_credentials), whether or not a local judge URL
+    is configured: the local judge answers only the models that name it (`local/<name>`), and a keyless evaluator
+    only in the demo's explicit mode (`local_judge_for_missing_keys`: replayed recordings or labelled mock verdicts).
 
     The judge cache, the budget ledgers and batch state follow the run's Dagster instance (`SharedState`): in
     SQLite files under the data root's state/ folder, or, when the instance is on PostgreSQL, in its database.
     """
 
     local_judge_url: str | None = Field(None, description=f"Defaults to ${LOCAL_JUDGE_URL_ENV} when set.")
+    local_judge_for_missing_keys: bool = Field(
+        False,
+        description="The demo's mode: the local judge answers for an evaluator whose key variable is not set "
+        f"(placeholder verdicts, labelled local/...). Defaults to ${LOCAL_JUDGE_FOR_MISSING_KEYS_ENV}=1.",
+    )
     max_concurrency_per_model: int = Field(16, description="Calls in flight per model string within one run.")
     _instance: Any = PrivateAttr(default=None)
 
@@ -97,6 +103,7 @@ class JudgeResource(dg.ConfigurableResource):
             ledger=state.judge_ledger(),
             batch_dir=state.batches(),
             local_judge_url=self.local_judge_url or os.environ.get(LOCAL_JUDGE_URL_ENV) or None,
+            local_judge_for_missing_keys=self.local_judge_for_missing_keys or local_judge_for_missing_keys(),
             benchmark_ledger=state.benchmark_ledger(),
         )
 
@@ -109,6 +116,15 @@ def judge_resource() -> JudgeResource:
     The local judge URL, when set in the environment, is passed as `dg.EnvVar`: Dagster resolves it when a run
     launches and shows the variable's name, never its value, in the UI.
     """
+    for_missing_keys = local_judge_for_missing_keys()
     if os.environ.get(LOCAL_JUDGE_URL_ENV):
-        return JudgeResource(local_judge_url=dg.EnvVar(LOCAL_JUDGE_URL_ENV))
-    return JudgeResource()
+        return JudgeResource(
+            local_judge_url=dg.EnvVar(LOCAL_JUDGE_URL_ENV), local_judge_for_missing_keys=for_missing_keys
+        )
+    return JudgeResource(local_judge_for_missing_keys=for_missing_keys)
+
+
+def local_judge_for_missing_keys() -> bool:
+    """Whether the environment turns the demo's mode on (`EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS=1`, or
+    true / yes / on)."""
+    return os.environ.get(LOCAL_JUDGE_FOR_MISSING_KEYS_ENV, "").strip().lower() in ("1", "true", "yes", "on")

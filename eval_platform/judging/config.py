@@ -36,6 +36,7 @@ from eval_platform.judging.options import (
 from eval_platform.judging.targets import (
     DEFAULT_CONVERSATION_LAST_N,
     DEFAULT_SESSION_LOOKBACK_DAYS,
+    SPAN_VARIABLES,
     ContextSource,
     SpanSelector,
     Target,
@@ -115,6 +116,10 @@ class EvaluatorConfig(_Strict):
         None, description="Which spans target span judges; a bare name is {name: <name>, pick: first}."
     )
     conversation_last_n: int = Field(DEFAULT_CONVERSATION_LAST_N, ge=1, description="Messages {{conversation}} shows.")
+    framework_prompt: bool = Field(
+        False,
+        description="Show an agent framework's own system prompt (smolagents' boilerplate) in {{conversation}}.",
+    )
     context_from: list[ContextSource] | None = Field(
         None, description="What {{context}} shows: retrieval, tool_results, metadata.<key>, span selectors."
     )
@@ -122,6 +127,11 @@ class EvaluatorConfig(_Strict):
         DEFAULT_SESSION_LOOKBACK_DAYS, ge=0, le=366, description="target session: earlier days of traces read."
     )
     judge_errors: bool = Field(False, description="Judge traces and spans whose model call failed (else app_error).")
+    judge_missing_fields: bool = Field(
+        False,
+        description="Judge rows whose {{output}} or {{input}}, shown by the prompt, is empty (else no_final_answer / "
+        "missing_field:input).",
+    )
     max_daily_cost_usd: float | None = Field(None, ge=0)
     max_monthly_cost_usd: float | None = Field(None, ge=0)
     input_cost_per_million: float | None = Field(None, ge=0)
@@ -271,6 +281,10 @@ class EvaluatorConfig(_Strict):
         # Compared with the default, not "was it written": a dumped config (every field written) loads again.
         if target != "session" and self.session_lookback_days != DEFAULT_SESSION_LOOKBACK_DAYS:
             raise ValueError("session_lookback_days only applies to target 'session'")
+        named = sorted(set(SPAN_VARIABLES) & template_names(parse_template(self.prompt, template_variables(self.mode))))
+        if named and target != "span":
+            shown = ", ".join(f"{{{{{name}}}}}" for name in named)
+            raise ValueError(f"{shown} name the judged span: only target 'span' has one (this is '{target}')")
         for source in self.context_from or []:
             check_context_source(source)
 
@@ -416,7 +430,7 @@ class EvaluatorConfig(_Strict):
 
 # Verdict fields added with agent targets: in the hash only when set away from their default, so an evaluator that
 # does not use them keeps its hash (and its rows stay comparable). `target` is implied by `span` but for sessions.
-HASHED_WHEN_SET = ("conversation_last_n", "context_from", "session_lookback_days")
+HASHED_WHEN_SET = ("conversation_last_n", "context_from", "session_lookback_days", "framework_prompt")
 
 # What can change a verdict, besides the judge models: the prompt and how it is built, the mode and its
 # options, how replies are parsed and checked, sampling and decoding, how members are combined and flagged.
@@ -448,6 +462,7 @@ VERDICT_FIELDS = (
     "conversation_last_n",
     "context_from",
     "session_lookback_days",
+    "framework_prompt",  # what {{conversation}} shows
 )
 
 # What cannot: which traces are judged, when, at what price and budget, through which endpoint and key.
@@ -476,6 +491,7 @@ NON_VERDICT_FIELDS = (
     "max_failed_rate",  # the models enter the hash as (model, local_judge) pairs
     "batch",  # how requests are delivered (batch API or one by one), not what they ask
     "judge_errors",  # which traces are judged (failed ones too), not their verdict
+    "judge_missing_fields",  # which traces are judged (with an empty shown field too), not their verdict
     "alerts",  # who is told about the verdicts, not what they are
 )
 

@@ -22,6 +22,8 @@ from eval_platform.schemas import (
     FINAL_COMPLETED,
     NOT_SAMPLED,
     NOT_SELECTED,
+    NOTHING_TO_JUDGE,
+    OUT_OF_RANGE,
     PLACEHOLDER_ROW,
     SKIPPED,
 )
@@ -118,7 +120,9 @@ def preview_rows(rows: pl.DataFrame, n: int = PREVIEW_ROWS) -> pl.DataFrame:
 class DayTally:
     """The day's summary counted chunk by chunk as its rows are written, never holding them: status and reason
     counts, the mean final score, spend, calls, the models that answered and the final rows a user needs first
-    (`preview_rows`, the materialization's preview). `summarize` is one chunk's tally: the in-memory and the
+    (`preview_rows`, the materialization's preview); for the partition's checks, its selected final rows and
+    verdicts, and the range of the raw values the judges replied with (`raw_low`, `raw_high`, over COMPLETED replies,
+    not consensus rows) with one out_of_range reply's detail. `summarize` is one chunk's tally: the in-memory and the
     streamed day report the same numbers."""
 
     def __init__(self) -> None:
@@ -131,6 +135,10 @@ class DayTally:
         self.models: set[str] = set()  # of the rows a model answered (a call, or a cached reply)
         self.provider_models: set[str] = set()
         self.preview: pl.DataFrame | None = None
+        self.selected = self.replies = 0  # final rows selected (something to judge); COMPLETED replies
+        self.raw_low: float | None = None
+        self.raw_high: float | None = None
+        self.out_of_range_detail: str | None = None  # one reply outside the scale, as its row says it
 
     def add(self, rows: pl.DataFrame) -> None:
         statuses = rows["status"].to_list()
@@ -145,6 +153,19 @@ class DayTally:
         self.placeholder_verdicts += verdicts.filter(PLACEHOLDER_ROW).height
         self.score_sum.add(completed.to_list())
         self.cost.add(rows["cost_usd"].fill_null(0).to_list())
+        final = rows.filter(pl.col("is_final"))
+        nothing_to_judge = (pl.col("status") == SKIPPED) & pl.col("reason").is_in(NOTHING_TO_JUDGE)
+        self.selected += final.height - int(final.select(nothing_to_judge.sum()).item())
+        replies = rows.filter((pl.col("status") == COMPLETED) & (pl.col("role") != "consensus"))["raw_score"]
+        replies = replies.drop_nulls()
+        if replies.len():
+            low, high = float(replies.min()), float(replies.max())
+            self.replies += replies.len()
+            self.raw_low = low if self.raw_low is None else min(self.raw_low, low)
+            self.raw_high = high if self.raw_high is None else max(self.raw_high, high)
+        if self.out_of_range_detail is None and OUT_OF_RANGE in self.reasons:
+            wide = rows.filter(pl.col("reason") == OUT_OF_RANGE)["reason_detail"].drop_nulls()
+            self.out_of_range_detail = wide[0] if wide.len() else None
         self.calls += int(rows["calls"].sum())
         self.cache_hits += int(rows["cache_hit"].sum())
         answered = rows.filter((pl.col("calls") > 0) | pl.col("cache_hit"))
@@ -167,3 +188,35 @@ class DayTally:
             "calls": self.calls,
             "cache_hits": self.cache_hits,
         }
+
+
+# A declared score_scale the replies never use: every reply in its bottom BOTTOM_SHARE (some above its minimum: a
+# judge answering the minimum to everything has judged, on this scale or another), over at least
+# SCALE_MIN_REPLIES replies, as a judge answering 1..5 on a declared 0..100; or any reply outside it (out_of_range).
+BOTTOM_SHARE = 0.1
+SCALE_MIN_REPLIES = 5
+
+
+def scale_mismatch(config: EvaluatorConfig, tally: DayTally) -> str | None:
+    """Why the judge's replies look like another scale than the evaluator's `score_scale`, naming the scale and the
+    observed raw range; None when they fit, or the evaluator has no scale."""
+    scale = config.score_scale
+    if scale is None or "score_scale" not in config.judge_mode.options:
+        return None
+    declared = f"score_scale {scale.min:g}..{scale.max:g}"
+    observed = f"{tally.raw_low:g}..{tally.raw_high:g}" if tally.raw_low is not None else "none"
+    outside = tally.reasons.get(OUT_OF_RANGE, 0)
+    if outside:
+        return (
+            f"{outside} repl{'y' if outside == 1 else 'ies'} outside {declared} (FAILED out_of_range, e.g. "
+            f"'{tally.out_of_range_detail}'); the raw range of the accepted replies: {observed}"
+        )
+    top_of_bottom = scale.min + BOTTOM_SHARE * (scale.max - scale.min)
+    high = tally.raw_high
+    if tally.replies >= SCALE_MIN_REPLIES and high is not None and scale.min < high <= top_of_bottom:
+        top = (high - scale.min) / (scale.max - scale.min)
+        return (
+            f"all {tally.replies} replies lie in the bottom tenth of {declared} (raw range {observed}): the judge "
+            f"seems to answer on another scale; its normalized scores are {top:.3g} at most"
+        )
+    return None

@@ -26,7 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.day import DayResult, DayTally, in_projects
+from eval_platform.judging.day import DayResult, DayTally, in_projects, scale_mismatch
 from eval_platform.judging.key_batches import key_ordered_batches
 from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
@@ -86,6 +86,27 @@ class JudgedPartition:
     @property
     def failed_rate_ok(self) -> bool:
         return self.failed_rate <= self.evaluator.max_failed_rate
+
+    @property
+    def verdicts_exist(self) -> bool:
+        """A partition with selected traces has a verdict (COMPLETED) for at least one: a green partition has scores,
+        never a day where every selected trace was SKIPPED (a missing key, a budget spent before the first call) or
+        FAILED (a scale or schema the judge does not answer in)."""
+        return self.tally.selected == 0 or self.tally.verdicts > 0
+
+    @property
+    def no_verdict_text(self) -> str:
+        """Why a partition failing `verdicts_exist` has no verdict: its reasons, and each model not called."""
+        reasons = ", ".join(f"{code} {n}" for code, n in self.summary["reasons"].items())
+        text = f"{self.tally.selected} selected trace(s) and no verdict ({reasons})"
+        for model, why in self.summary.get("unreachable_models", {}).items():
+            text += f"; {model}: {why}"
+        return text
+
+    @property
+    def scale_mismatch(self) -> str | None:
+        """Why the judge's replies look like another scale than the declared `score_scale`, or None (see `day`)."""
+        return scale_mismatch(self.evaluator, self.tally)
 
 
 def group_key(evaluator: EvaluatorConfig) -> Callable[[dict], str | None] | None:

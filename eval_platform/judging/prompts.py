@@ -49,9 +49,10 @@ def system_message(config: EvaluatorConfig, n_candidates: int | None = None) -> 
     if config.rubric is not None and config.rubric.chain_of_thought:
         parts.append("Think step by step: write your reasoning first, then give the verdict.")
     schema = reply_schema(config, n_candidates)
-    parts.append(f"{REPLY_SCHEMA_MARKER}\n{json.dumps(schema, separators=(',', ':'))}")
+    parts.append(f"{REPLY_SCHEMA_MARKER}\n{json.dumps(schema, separators=(',', ':'), ensure_ascii=False)}")
     if config.output_schema is not None:
-        parts.append(f"{OUTPUT_SCHEMA_MARKER}\n{json.dumps(config.output_schema, separators=(',', ':'))}")
+        schema_text = json.dumps(config.output_schema, separators=(",", ":"), ensure_ascii=False)
+        parts.append(f"{OUTPUT_SCHEMA_MARKER}\n{schema_text}")
     return "\n\n".join(parts)
 
 
@@ -86,7 +87,7 @@ def few_shot_text(config: EvaluatorConfig, secret: str) -> str:
             value = getattr(example, name)
             if value is not None:
                 shown.append(fence(f"example_{name}", value, secret))
-        shown.append(f"Verdict: {json.dumps(example.verdict, sort_keys=True)}")
+        shown.append(f"Verdict: {json.dumps(example.verdict, sort_keys=True, ensure_ascii=False)}")
         blocks.append("\n".join(shown))
     return "\n\n".join(blocks) + "\n\nNow judge the following.\n\n"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -35,15 +36,16 @@ from eval_platform.judging.units import Day, Unit
 from eval_platform.llm.batch.mode import judge_day_in_batch
 from eval_platform.llm.budget import Budget, reservation_ttl_s
 from eval_platform.llm.call import CallResult, ModelCaller, ReplyRejected
-from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
+from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint, unreachable
 from eval_platform.llm.runtime import JudgeRuntime, run_calls
 from eval_platform.schemas import (
     JUDGE_SCORE_SCHEMA,
-    NO_CREDENTIALS,
     PROMPT_TOO_LARGE,
     SKIPPED,
     conform,
 )
+
+log = logging.getLogger(__name__)
 
 
 class _Judge:
@@ -91,16 +93,12 @@ def _budget(config: EvaluatorConfig, runtime: JudgeRuntime) -> Budget | None:
     return Budget(runtime.ledger, config.name, *limits, ttl_s, max_wait_s=runtime.budget_wait_s, log=runtime.log)
 
 
-def _no_credentials_detail(config: EvaluatorConfig) -> str:
-    names = sorted({spec.api_key_env for spec in config.judge_models() if spec.api_key_env})
-    return f"{' / '.join(names) or 'the key variable'} not set and no local judge configured"
-
-
 @dataclass(frozen=True)
 class _Member:
     label: str  # what rows show in `model`
-    judge: _Judge | None  # None: the model's key is missing and no local judge is configured
+    judge: _Judge | None  # None: the model cannot be called (its key is missing), `skip` says why
     sample: int
+    skip: tuple[str, str] | None = None  # (reason, detail) of the member's SKIPPED rows when `judge` is None
 
 
 @dataclass
@@ -262,12 +260,17 @@ RUNNING_MIN = 256
 
 async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -> DayOutcome:
     judged_at = datetime.now(UTC)
-    members = []
+    members, unreachable_models = [], {}
     budget = _budget(config, runtime)
     for spec in config.judge_models():
         endpoint = evaluator_endpoint(config, spec, runtime)
         judge = _Judge(config, endpoint, runtime, budget) if endpoint else None
-        members.extend(_Member(endpoint.label if endpoint else spec.model, judge, s) for s in range(config.samples))
+        skip = None if endpoint else unreachable(spec, runtime)
+        if skip is not None:
+            unreachable_models[spec.model] = skip[1]
+            log.warning(f"evaluator {config.name} [{day}]: {spec.model} is not called: {skip[1]}")
+        label = endpoint.label if endpoint else spec.model
+        members.extend(_Member(label, judge, s, skip) for s in range(config.samples))
     several = len(members) > 1
     final_label = f"consensus:{config.consensus}" if several else members[0].label
     final_role = "consensus" if several else "verdict"
@@ -278,16 +281,14 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
         selection = selection_skip(config, unit_id, manual_trace_ids)
         if selection:
             return selection
-        if no_judge:
-            return NO_CREDENTIALS, _no_credentials_detail(config)
+        if no_judge:  # every model unreachable: the first's reason, every model's detail
+            return members[0].skip[0], "; ".join(unreachable_models.values())
         return None
 
     async def member_rows(unit: Unit, member: _Member) -> list[dict]:
         if member.judge is None:
-            detail = _no_credentials_detail(config)
-            rows = [
-                {**slot, "status": SKIPPED, "reason": NO_CREDENTIALS, "reason_detail": detail} for slot in unit.slots
-            ]
+            code, detail = member.skip
+            rows = [{**slot, "status": SKIPPED, "reason": code, "reason_detail": detail} for slot in unit.slots]
         else:
             rows = await unit.judge(member.judge, member.sample)
         for row in rows:
@@ -324,6 +325,7 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
         span=config.span,
         conversation_last_n=config.conversation_last_n,
         context_from=config.context_from,
+        framework_prompt=config.framework_prompt,
     )
     messages, skip = PromptBuilder(config), partial(trace_skip, config)
     tally, in_partition, missing = DayTally(), 0, 0
@@ -406,11 +408,13 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
                 task.cancel()
     if ready:
         hand_on()
-    summary = tally.summary(in_partition)
+    outcome = DayOutcome(tally.summary(in_partition), missing, tally)
+    if unreachable_models:  # the model (configured) -> why it was not called, naming the variable to set
+        outcome.summary["unreachable_models"] = unreachable_models
     waited = budget.host_wait.report() if budget is not None else None
     if waited is not None:  # its calls waited for other hosts' budget reservations (the metadata says so)
-        summary["budget_wait"] = waited
-    return DayOutcome(summary, missing, tally)
+        outcome.summary["budget_wait"] = waited
+    return outcome
 
 
 # A day allocates objects quickly (traces, prompts, requests, replies, rows, futures: hundreds of calls a second),

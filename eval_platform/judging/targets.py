@@ -26,12 +26,24 @@ from pydantic import Field, ValidationError, model_validator
 from eval_platform.judging.modes import Strict
 from eval_platform.judging.units import Day, Skip, Unit, add_flag, one_call
 from eval_platform.record_fields import METADATA_PREFIX, as_text, field_text
-from eval_platform.schemas import APP_ERROR, EMPTY_TEXT, NO_SESSION, PARTIAL_TRACE, SPAN_NOT_FOUND, SpanOperation
+from eval_platform.schemas import (
+    APP_ERROR,
+    EMPTY_TEXT,
+    HIDDEN_CONTENT,
+    NO_FINAL_ANSWER,
+    NO_SESSION,
+    PARTIAL_TRACE,
+    SPAN_NOT_FOUND,
+    SpanOperation,
+    missing_field,
+)
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
 
 Target = Literal["trace", "span", "session"]
+# What a span prompt can name about the span it judges (`span_values`; empty for a trace or a session).
+SPAN_VARIABLES = ("tool_name", "span_name", "span_operation")
 CONTEXT_SOURCES = ("retrieval", "tool_results")  # besides metadata.<key> and a span selector
 DEFAULT_CONVERSATION_LAST_N = 20
 DEFAULT_SESSION_LOOKBACK_DAYS = 7
@@ -122,9 +134,10 @@ def spans_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _has_text(*values: Any) -> bool:
-    """Whether any value is a string with a non-whitespace character (without copying it, as `strip` would)."""
+    """Whether any value is a string with a non-whitespace character (without copying it, as `strip` would);
+    hidden content (`__REDACTED__`) is no text."""
     for value in values:
-        if isinstance(value, str) and value and not value.isspace():
+        if isinstance(value, str) and value and not value.isspace() and value != HIDDEN_CONTENT:
             return True
     return False
 
@@ -165,8 +178,11 @@ def _arguments_text(arguments: Any) -> str:
     return as_text(parsed) if parsed is not None else ""
 
 
-def render_conversation(messages: list[dict[str, Any]], last_n: int) -> str | None:
-    """The last `last_n` messages, one block each: role, content, tool calls and which call a result answers."""
+def render_conversation(messages: list[dict[str, Any]], last_n: int, framework_prompt: bool = False) -> str | None:
+    """The last `last_n` messages, one block each: role, content, tool calls and which call a result answers; an
+    agent framework's own system prompt (`framework_prompt`, ingest/otel/transcript.py) only when asked for."""
+    if not framework_prompt:
+        messages = [m for m in messages if not m.get("framework_prompt")]
     if not messages:
         return None
     shown = messages[-last_n:]
@@ -193,6 +209,9 @@ def render_tool_calls(calls: list[dict[str, Any]]) -> str | None:
         return None
     lines = []
     for i, call in enumerate(calls, start=1):
+        if call.get("kind") == "handoff":  # an agent handing over the conversation, not a tool call
+            lines.append(f"{i}. handoff {call.get('name')}: to {as_text(call.get('result')) or 'another agent'}")
+            continue
         head = f"{i}. {call.get('name')}({_arguments_text(call.get('arguments'))})"
         if call.get("status") == "error" or call.get("error"):
             lines.append(f"{head} -> ERROR: {as_text(call.get('error')) or 'failed'}")
@@ -240,6 +259,7 @@ def trace_values(
     span: str | SpanSelector | None = None,
     conversation_last_n: int = DEFAULT_CONVERSATION_LAST_N,
     context_from: list[ContextSource] | None = None,
+    framework_prompt: bool = False,
 ) -> dict[str, str | None]:
     """Template values of a trace; with `span`, input/output/context come from the first span it selects
     (the pair and group modes' `span` option; target span judges each selected span, see `span_values`)."""
@@ -248,7 +268,7 @@ def trace_values(
         matching = selector.select(spans_of(trace))
         if not matching:
             raise LookupError(f"{selector.describe()} not found in trace {trace.get('trace_id')}")
-        return span_values(trace, matching[0], conversation_last_n, context_from)
+        return span_values(trace, matching[0], conversation_last_n, context_from, framework_prompt)
     metadata = trace.get("metadata")
     return {
         "input": trace.get("input"),
@@ -256,8 +276,9 @@ def trace_values(
         "context": context_text(trace, context_from),
         "expected": trace.get("expected_output"),
         "metadata": None if metadata in (None, "{}") else metadata,
-        "conversation": render_conversation(conversation_messages(trace), conversation_last_n),
+        "conversation": render_conversation(conversation_messages(trace), conversation_last_n, framework_prompt),
         "tool_calls": render_tool_calls(_tool_calls(trace)),
+        **dict.fromkeys(SPAN_VARIABLES),
     }
 
 
@@ -266,12 +287,16 @@ def span_values(
     span: dict[str, Any],
     conversation_last_n: int = DEFAULT_CONVERSATION_LAST_N,
     context_from: list[ContextSource] | None = None,
+    framework_prompt: bool = False,
 ) -> dict[str, str | None]:
     """A span's input and output (a tool span's arguments and result), its context or `context_from`'s; the
     conversation and trajectory are its trace's (what the span ran within)."""
-    values = trace_values(trace, None, conversation_last_n, context_from)
+    values = trace_values(trace, None, conversation_last_n, context_from, framework_prompt)
     values["input"] = span.get("input") if _has_text(span.get("input")) else as_text(span.get("tool_arguments"))
     values["output"] = span.get("output") if _has_text(span.get("output")) else as_text(span.get("tool_result"))
+    values["tool_name"] = span.get("tool_name") if span.get("operation") == "execute_tool" else None
+    values["span_name"] = span.get("name")
+    values["span_operation"] = span.get("operation")
     if context_from is None:
         values["context"] = _joined(_documents(span.get("context")))
     return values
@@ -281,6 +306,7 @@ def session_values(
     traces: list[dict[str, Any]],
     conversation_last_n: int = DEFAULT_CONVERSATION_LAST_N,
     context_from: list[ContextSource] | None = None,
+    framework_prompt: bool = False,
 ) -> dict[str, str | None]:
     """A session's values: its first input, its last answer, every turn of every trace in order (system
     messages of the first trace, then each trace's own turn), the tool calls of all its traces."""
@@ -296,8 +322,9 @@ def session_values(
         "context": _joined(contexts),
         "expected": last.get("expected_output"),
         "metadata": None if metadata in (None, "{}") else metadata,
-        "conversation": render_conversation(messages, conversation_last_n),
+        "conversation": render_conversation(messages, conversation_last_n, framework_prompt),
         "tool_calls": render_tool_calls(calls),
+        **dict.fromkeys(SPAN_VARIABLES),
     }
 
 
@@ -324,6 +351,29 @@ def trace_skip(config: EvaluatorConfig, trace: dict[str, Any]) -> Skip | None:
         return APP_ERROR, f"the traced call failed ({failure}); set judge_errors: true to judge failed traces"
     if not _has_text(trace.get("input"), trace.get("output")) and not conversation_messages(trace):
         return EMPTY_TEXT, f"trace {trace_id} has no input and no output text (was message content captured?)"
+    return missing_text(config, {"input": trace.get("input"), "output": trace.get("output")}, f"trace {trace_id}")
+
+
+def shown_fields(config: EvaluatorConfig) -> set[str]:
+    """The fields the evaluator's prompt shows unconditionally (outside an `{{#if}}` on that same field)."""
+    from eval_platform.judging.templates import parse_template, required_names
+
+    return required_names(parse_template(config.prompt, allowed=config.judge_mode.template_variables()))
+
+
+def missing_text(config: EvaluatorConfig, values: dict[str, Any], what: str) -> Skip | None:
+    """A prompt showing `{{output}}` or `{{input}}` for a row where it is empty is not sent (a judge paid to grade
+    an empty answer, or an answer to an unknown question): SKIPPED no_final_answer / missing_field:input, unless
+    the evaluator sets judge_missing_fields."""
+    if config.judge_missing_fields:
+        return None
+    shown = shown_fields(config)
+    opt_in = "set judge_missing_fields: true to judge it all the same"
+    if "output" in shown and not _has_text(values.get("output")):
+        return NO_FINAL_ANSWER, f"{what} has no final answer (output) and the prompt shows {{{{output}}}}; {opt_in}"
+    if "input" in shown and not _has_text(values.get("input")):
+        detail = f"{what} has no input (not recorded by its instrumentation?) and the prompt shows {{{{input}}}}"
+        return missing_field("input"), f"{detail}; {opt_in}"
     return None
 
 
@@ -335,7 +385,8 @@ def span_skip(config: EvaluatorConfig, trace: dict[str, Any], span: dict[str, An
     tool_text = (as_text(span.get("tool_arguments")), as_text(span.get("tool_result")))
     if not _has_text(span.get("input"), span.get("output"), *tool_text):
         return EMPTY_TEXT, f"span {span_id} of trace {trace.get('trace_id')} has no text"
-    return None
+    values = span_values(trace, span)
+    return missing_text(config, values, f"span {span_id} of trace {trace.get('trace_id')}")
 
 
 def session_skip(config: EvaluatorConfig, session_id: str, traces: list[dict[str, Any]]) -> Skip | None:
@@ -348,7 +399,8 @@ def session_skip(config: EvaluatorConfig, session_id: str, traces: list[dict[str
         return APP_ERROR, f"{detail}; set judge_errors: true to judge it"
     if not any(_has_text(t.get("input"), t.get("output")) or conversation_messages(t) for t in traces):
         return EMPTY_TEXT, f"no trace of session {session_id} has input or output text"
-    return None
+    values = {"input": traces[0].get("input"), "output": traces[-1].get("output")}
+    return missing_text(config, values, f"session {session_id}")
 
 
 # ------------------------------------------------------------------------------------------ planning
@@ -365,7 +417,11 @@ def plan_units(day: Day) -> list[Unit]:
 
 
 def _values_kwargs(config: EvaluatorConfig) -> dict[str, Any]:
-    return {"conversation_last_n": config.conversation_last_n, "context_from": config.context_from}
+    return {
+        "conversation_last_n": config.conversation_last_n,
+        "context_from": config.context_from,
+        "framework_prompt": config.framework_prompt,
+    }
 
 
 def span_units(day: Day) -> list[Unit]:

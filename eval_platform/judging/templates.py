@@ -125,3 +125,15 @@ def template_names(tree: tuple) -> set[str]:
         elif isinstance(node, _If):
             names |= {node.name} | template_names(node.body)
     return names
+
+
+def required_names(tree: tuple, guarded: frozenset[str] = frozenset()) -> set[str]:
+    """The variables a parsed template substitutes where no `{{#if}}` on that same variable guards them: the
+    fields its prompt always shows."""
+    names: set[str] = set()
+    for node in tree:
+        if isinstance(node, _Var) and node.name not in guarded:
+            names.add(node.name)
+        elif isinstance(node, _If):
+            names |= required_names(node.body, guarded | {node.name})
+    return names

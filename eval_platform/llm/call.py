@@ -1,9 +1,15 @@
 """The one path of a model call, for every feature that calls a model (judges, benchmark tasks, batch mode):
 
-    request -> cache -> budget reserve -> send -> redact -> cost -> settle -> the caller's parse -> cache write
+    request -> cache -> in flight? -> budget reserve -> send -> redact -> cost -> settle -> the caller's parse
+            -> cache write
 
 - The cache answers an identical request for free, when the caller accepts the cached reply (an entry written
   before a parser change may no longer parse: the call is then made again).
+- An identical request (the same cache key) already sent and not answered yet is not sent again: it waits for
+  that call (single flight) and gets its reply as a cache hit, or its outcome (FAILED with the same reason,
+  SKIPPED budget_exhausted) without a call or a cost of its own: identical requests of a day are paid once,
+  whichever units, members or modes make them; samples stay several calls (the sample index is in the key).
+  Once the reply is in, the cache answers the next days, evaluators and runs.
 - With a budget and a priced, non-free endpoint, the call's worst case is reserved when it holds its concurrency
   slot, and settled to its actual cost once the reply is in; a refused reservation is SKIPPED budget_exhausted.
 - Every text the provider wrote (and every cached one) is redacted of the caller's keys and every remembered
@@ -17,8 +23,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from eval_platform.llm import pricing
@@ -146,9 +153,9 @@ class ModelCaller:
     ) -> CallResult[P]:
         """`request` answered through the one path; `parse` turns a reply (text; an embedding's vectors) into the
         caller's verdict, or raises `ReplyRejected` (then the reply is FAILED and not cached)."""
-        endpoint, runtime, budget = self.endpoint, self.runtime, self.budget
+        runtime = self.runtime
         embedding = isinstance(request, EmbeddingRequest)
-        local = "local-judge" if endpoint.local else None
+        local = "local-judge" if self.endpoint.local else None
         if isinstance(request, EmbeddingRequest):
             key = embedding_cache_key(request, local)
         else:
@@ -156,6 +163,64 @@ class ModelCaller:
         hit = self._from_cache(key, parse)
         if hit is not None:
             return hit
+        # Single flight: an identical request already sent on this event loop is not sent again; this one waits
+        # for its reply. A dict lookup and an insert per call (no task, no lock: one loop runs it all).
+        flights = runtime.in_flight
+        loop = asyncio.get_running_loop()
+        flight = flights.get(key)
+        if flight is not None and flight[0] is loop:
+            return await self._wait_for(flight[1], loop, key, request, sample, parse)
+        waiters: list[asyncio.Future] = []
+        mine = flights[key] = (loop, waiters)
+        result: CallResult[P] | None = None
+        try:
+            result = await self._send(request, key, parse, embedding)
+            return result
+        finally:
+            if flights.get(key) is mine:
+                del flights[key]
+            for waiter in waiters:  # None: this call raised or was cancelled, and each waiter makes its own
+                if not waiter.done():
+                    waiter.set_result(result)
+
+    async def _wait_for(
+        self,
+        waiters: list[asyncio.Future],
+        loop: asyncio.AbstractEventLoop,
+        key: str,
+        request: JudgeRequest | EmbeddingRequest,
+        sample: int,
+        parse: Callable[[Any], P],
+    ) -> CallResult[P]:
+        """The answer to `request` from the identical call in flight: its reply as a cache hit (free), else its
+        outcome (FAILED with its reason, SKIPPED budget_exhausted) without a call or a cost of its own."""
+        waiter: asyncio.Future[CallResult[P] | None] = loop.create_future()
+        waiters.append(waiter)
+        sent = await waiter
+        if sent is None:  # the call raised or was cancelled: this request is made anew
+            return await self.call(request, sample, parse)
+        hit = self._from_cache(key, parse)
+        if hit is not None:
+            return hit
+        if sent.status == COMPLETED and self.runtime.cache.get(key) is not None:
+            # cached, but this caller's parse rejects the reply (as it would a cache hit): a call of its own
+            return await self.call(request, sample, parse)
+        # Not cached: the call failed, was refused its budget or its reply rejected (or the cache keeps nothing,
+        # as a dry run's): the same outcome, as a cache hit would record it when it is a reply.
+        return replace(
+            sent,
+            cost_usd=0.0,
+            cached_cost_usd=sent.cost_usd or 0.0,
+            latency_ms=0.0,
+            calls=0,
+            cache_hit=sent.status == COMPLETED,
+        )
+
+    async def _send(
+        self, request: JudgeRequest | EmbeddingRequest, key: str, parse: Callable[[Any], P], embedding: bool
+    ) -> CallResult[P]:
+        """The call made: budget reserve, send, redact, cost, settle, parse, cache write."""
+        endpoint, runtime, budget = self.endpoint, self.runtime, self.budget
         reservation: Reservation | None = None
         before_send = None
         worst = None

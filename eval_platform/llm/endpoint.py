@@ -1,8 +1,11 @@
 """Where a model is called: its litellm model string, api_base, key (from the environment) and prices.
 
-One resolution for every caller: an evaluator's judge model falls back on the local judge when its key is
-missing (`resolve_endpoint`); a benchmark's model under test never falls back, and a `local/<name>` model is
-served by the local judge (`model_endpoint`).
+One resolution for every caller: a `local/<name>` model is served by the local judge (judge models and models
+under test alike); any other model is called at its provider with the key its `api_key_env` names. A judge model
+whose key is missing has no endpoint (its rows are SKIPPED `no_credentials`, `unreachable` says why), unless the
+runtime is in the demo's explicit mode (`local_judge_for_missing_keys`): then its evaluator's `local_judge:` model
+answers (`resolve_endpoint`). A benchmark's model under test never falls back (`model_endpoint`). A local judge
+URL alone never stands in for a real provider: a misspelt key variable must not turn into placeholder scores.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from eval_platform.llm import pricing
 from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.schemas import NO_CREDENTIALS, NO_LOCAL_JUDGE
+from eval_platform.settings import LOCAL_JUDGE_FOR_MISSING_KEYS_ENV, LOCAL_JUDGE_URL_ENV
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -52,13 +57,38 @@ def _keyed(spec: ModelSpec, key: str | None) -> Endpoint:
     return Endpoint(spec.model, spec.model, spec.api_base, api_key, spec.prices())
 
 
+def _named_local(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
+    """The endpoint of a model that names the local judge (`local/<name>`), None when no URL is configured."""
+    return local_judge_endpoint(spec.model.removeprefix(LOCAL_PREFIX), runtime, spec.prices() or pricing.FREE)
+
+
 def resolve_endpoint(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
-    """A judge model's endpoint, or None when its key is missing and no local judge is configured."""
+    """A judge model's endpoint, or None when it cannot be called (`unreachable` says why)."""
+    if spec.model.startswith(LOCAL_PREFIX):
+        return _named_local(spec, runtime)
     key = runtime.env.get(spec.api_key_env) if spec.api_key_env else None
     if spec.api_key_env and not key:
-        # An evaluator's models always name their local judge (the evaluator's, by default mock).
+        if not runtime.local_judge_for_missing_keys:
+            return None
+        # The demo's mode: an evaluator's models always name their local judge (the evaluator's, by default mock).
         return local_judge_endpoint(spec.local_judge or "mock", runtime)
     return _keyed(spec, key)
+
+
+def unreachable(spec: ModelSpec, runtime: JudgeRuntime) -> tuple[str, str]:
+    """Why `resolve_endpoint` gives `spec` no endpoint: the reason code of its SKIPPED rows and the detail, which
+    names the variable to set (never a value)."""
+    if spec.model.startswith(LOCAL_PREFIX):
+        return NO_LOCAL_JUDGE, f"{spec.model} is served by the local judge, and {LOCAL_JUDGE_URL_ENV} is not set"
+    detail = f"environment variable {spec.api_key_env} is not set (the provider key of {spec.model})"
+    if runtime.local_judge_url and not runtime.local_judge_for_missing_keys:
+        detail += (
+            f"; the local judge at {LOCAL_JUDGE_URL_ENV} answers only local/ models, and answers for a missing key "
+            f"(placeholder verdicts) only when {LOCAL_JUDGE_FOR_MISSING_KEYS_ENV}=1"
+        )
+    elif runtime.local_judge_for_missing_keys:
+        detail += f", and {LOCAL_JUDGE_URL_ENV} is not set"
+    return NO_CREDENTIALS, detail
 
 
 def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
@@ -73,8 +103,7 @@ def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: JudgeR
 def model_endpoint(model: ModelSpec, runtime: JudgeRuntime) -> tuple[Endpoint | None, str | None]:
     """A model under test's endpoint, or (None, why not): a missing key skips, never falls back."""
     if model.model.startswith(LOCAL_PREFIX):
-        name, prices = model.model.removeprefix(LOCAL_PREFIX), model.prices() or pricing.FREE
-        endpoint = local_judge_endpoint(name, runtime, prices)
+        endpoint = _named_local(model, runtime)
         if endpoint is None:
             return None, "the model is served by the local judge, and no local_judge_url is configured"
         return endpoint, None

@@ -28,12 +28,21 @@ class JudgeRuntime:
     cache: JudgeCache
     ledger: BudgetLedger
     local_judge_url: str | None = None
+    # The demo's mode: a judge model whose key variable is not set is answered by the local judge (its evaluator's
+    # `local_judge:` model) instead of SKIPPED no_credentials. Off, the local judge answers only `local/` models.
+    local_judge_for_missing_keys: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     # Where batch mode keeps submitted batches (a folder, or the instance's PostgreSQL database); default: a
     # folder beside the cache.
     batch_dir: Path | PostgresState | None = None
     batch: BatchCalls | None = None  # set by batch mode while it judges a day (see `llm.batch.mode`)
     benchmark_ledger: BudgetLedger | None = None  # the models under test's spend; default: the data root's file
+    # The calls sent and not answered yet, by cache key: the event loop each runs on and the futures of the
+    # identical requests waiting for its reply (single flight, `llm.call`). Not copied by `dataclasses.replace`:
+    # a runtime with another cache waits on none of this one's calls.
+    in_flight: dict[str, tuple[asyncio.AbstractEventLoop, list[asyncio.Future]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     # How long a budgeted evaluator's calls wait, in all, for other hosts' reservations (`budget.HostWait`).
     budget_wait_s: float = field(default_factory=budget_wait_s)
     # Where a run's warnings about its calls go (the step's `context.log` in a Dagster run); default: the module's.

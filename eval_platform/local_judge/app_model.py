@@ -4,8 +4,13 @@ tests that record their traces) run real agent loops against 127.0.0.1 instead o
 What it answers, deterministically (same request, same reply):
 - a plain chat: a short answer that quotes the last user message (and follows a system message's persona);
 - a request with `tools` whose conversation has no tool result after the last user message: an assistant
-  `tool_calls` message calling the first tool with plausible JSON arguments (finish_reason `tool_calls`);
-- after a tool result: a final text answer that uses it;
+  `tool_calls` message calling the first tool with plausible JSON arguments (finish_reason `tool_calls`); one
+  call per place when the question names several joined by "and" ("in Paris and Rome?": parallel calls); a user
+  message that asks nothing (no `?`: "Thanks, that's all.") is answered in text, tools or not;
+- after a tool result: a final text answer that uses it; when a tool named `final_answer` is offered (smolagents'
+  agents answer through it), that answer is a `final_answer` call (`{"answer": ...}`) instead. A user message
+  starting `Observation:`, `Call id:` or `Error:` is a tool result (smolagents sends them so, merged with the
+  next `New task:` when one follows), not a question;
 - `n` > 1: that many choices, each worded a little differently; `usage` with token counts;
 - `stream: true`: Server-Sent Events chunks as OpenAI sends them, with a last usage-only chunk when
   `stream_options.include_usage` is set;
@@ -42,11 +47,48 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+# smolagents sends a tool's result (or error) as a user message, merged with the next task ("New task:") when one
+# follows: such a message is read as the question and the tool results it holds
+_TOOL_RESULT_MARKERS = ("Observation:", "Call id:", "Error:")
+_NEW_TASK = "New task:"
+FINAL_ANSWER_TOOL = "final_answer"
+
+
+def _smolagents_parts(text: str) -> list[dict[str, Any]]:
+    """A smolagents user message as the messages it stands for: its last task's question, then its tool results."""
+    question = text.rsplit(_NEW_TASK, 1)[1] if _NEW_TASK in text else None
+    rest = question if question is not None else text
+    starts = [
+        i for marker in _TOOL_RESULT_MARKERS for i in [rest.find(marker)] if i >= 0 and (i == 0 or rest[i - 1] == "\n")
+    ]
+    cut = min(starts) if starts else len(rest)
+    parts = [{"role": "user", "content": rest[:cut].strip()}] if question is not None or cut > 0 else []
+    return parts + ([{"role": "tool", "content": rest[cut:].strip()}] if cut < len(rest) else [])
+
+
+def _standard(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's messages with smolagents' tool results as tool messages (others unchanged)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        text = message_text(message) if message.get("role") == "user" else ""
+        if _NEW_TASK in text or text.lstrip().startswith(_TOOL_RESULT_MARKERS):
+            out += _smolagents_parts(text.lstrip())
+        else:
+            out.append(message)
+    return out
+
+
 def _last_user_index(messages: list[dict[str, Any]]) -> int:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "user":
             return index
     return -1
+
+
+def _places(text: str) -> list[str]:
+    """The capitalised words a question joins with "and" ("in Paris and Rome?"): one tool call each."""
+    match = re.search(r"\b([A-Z][\w-]*) and ([A-Z][\w-]*)\b", text)
+    return [match.group(1), match.group(2)] if match else []
 
 
 def _capitalised_word(text: str) -> str | None:
@@ -107,16 +149,29 @@ def _answer_text(messages: list[dict[str, Any]], choice: int) -> str:
     return text if choice == 0 else f"{text} (alternative {choice + 1})"
 
 
-def _tool_call(messages: list[dict[str, Any]], tools: list[dict[str, Any]], choice: int) -> dict[str, Any]:
+def _call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def _tool_calls(messages: list[dict[str, Any]], tools: list[dict[str, Any]], choice: int) -> list[dict[str, Any]]:
     function = tools[0].get("function", {}) if isinstance(tools[0], dict) else {}
     last_user = _last_user_index(messages)
     user_text = message_text(messages[last_user]) if last_user >= 0 else ""
-    arguments = plausible_arguments(function.get("parameters"), user_text)
-    return {
-        "id": f"call_{_digest(messages, choice)[:24]}",
-        "type": "function",
-        "function": {"name": function.get("name", "tool"), "arguments": json.dumps(arguments)},
-    }
+    name, parameters = function.get("name", "tool"), function.get("parameters")
+    call_id = f"call_{_digest(messages, choice)[:24]}"
+    properties = parameters.get("properties", {}) if isinstance(parameters, dict) else {}
+    places = _places(user_text)
+    if len(places) > 1 and len(properties) == 1:
+        return [
+            _call(name, plausible_arguments(parameters, f"in {place}"), f"{call_id[:-2]}{k:02d}")
+            for k, place in enumerate(places)
+        ]
+    return [_call(name, plausible_arguments(parameters, user_text), call_id)]
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    return [t.get("function", {}).get("name") for t in tools if isinstance(t, dict)]
 
 
 def _wants_tool_call(body: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
@@ -124,6 +179,8 @@ def _wants_tool_call(body: dict[str, Any], messages: list[dict[str, Any]]) -> bo
     if not isinstance(tools, list) or not tools or body.get("tool_choice") == "none":
         return False
     last_user = _last_user_index(messages)
+    if last_user >= 0 and "?" not in message_text(messages[last_user]):
+        return False  # nothing asked ("Thanks, that's all."): nothing to look up
     return not any(m.get("role") == "tool" for m in messages[last_user + 1 :])
 
 
@@ -138,14 +195,20 @@ def app_completion(body: dict[str, Any], error_status: str | None = None) -> dic
     n = body.get("n") or 1
     if not isinstance(n, int) or not 1 <= n <= 8:
         raise JudgeRequestError(400, "'n' must be an integer from 1 to 8", code="invalid_n")
-    tool_turn = _wants_tool_call(body, messages)
+    turn = _standard(messages)  # smolagents' tool results as tool messages
+    tool_turn = _wants_tool_call(body, turn)
     choices = []
     for index in range(n):
         if tool_turn:
-            message = {"role": "assistant", "content": None, "tool_calls": [_tool_call(messages, body["tools"], index)]}
+            message = {"role": "assistant", "content": None, "tool_calls": _tool_calls(turn, body["tools"], index)}
+            finish_reason = "tool_calls"
+        elif FINAL_ANSWER_TOOL in _tool_names(body):
+            answer = {"answer": _answer_text(turn, index)}
+            call = _call(FINAL_ANSWER_TOOL, answer, f"call_{_digest(turn, index)[:24]}")
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish_reason = "tool_calls"
         else:
-            message = {"role": "assistant", "content": _answer_text(messages, index)}
+            message = {"role": "assistant", "content": _answer_text(turn, index)}
             finish_reason = "stop"
         choices.append({"index": index, "message": message, "finish_reason": finish_reason, "logprobs": None})
     prompt_tokens = sum(approx_tokens(message_text(m)) for m in messages)

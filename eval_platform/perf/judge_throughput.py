@@ -19,6 +19,10 @@ is outside the timed part on both sides: the timed part is one day of calls, and
 `--before DIR` also measures, in the same rounds, the judge path of another checkout of the project (an earlier
 commit in a `git worktree`), run by this same script: before and after on the same machine at the same time.
 `--budget` gives the evaluator prices and a daily budget (every call then reserves and settles in the ledger).
+`--duplicates 0.2` makes that share of the day's traces repeat another's (input, output), next to it, so that the
+identical requests are in flight at once: the judge path sends each distinct request once (single flight,
+`llm.call`) and the run prints its calls, cache hits and cost (with `--budget`); the bare client sends the distinct
+requests only, so both sides time the same calls.
 
 `--worker bare|ours|litellm --base-url URL` runs one measurement against a running local judge and prints it
 as one JSON line (what the rounds run); `--profile FILE` then writes a cProfile of the timed part.
@@ -48,14 +52,21 @@ DAY = "2026-11-10"
 KINDS = ("bare", "ours", "litellm")
 
 
-def _traces(n: int) -> pl.DataFrame:
+def _distinct(n: int, duplicates: float) -> int:
+    return n - round(n * duplicates)
+
+
+def _traces(n: int, duplicates: float = 0.0) -> pl.DataFrame:
+    """`n` traces; a `duplicates` share of them repeats the (input, output) of the trace before it."""
+    distinct = _distinct(n, duplicates)
+    items = [i * distinct // n for i in range(n)]  # each of 0..distinct-1, some twice in a row
     frame = pl.DataFrame(
         {
             "trace_id": [f"bench-{i}" for i in range(n)],
             "timestamp": [f"{DAY}T12:00:00Z"] * n,
             "date": [DAY] * n,
-            "input": [f"Summarise item {i} of the benchmark in one sentence." for i in range(n)],
-            "output": [f"Item {i} is a synthetic benchmark trace with a short answer." for i in range(n)],
+            "input": [f"Summarise item {i} of the benchmark in one sentence." for i in items],
+            "output": [f"Item {i} is a synthetic benchmark trace with a short answer." for i in items],
         }
     ).with_columns(pl.col("timestamp").str.to_datetime(time_zone="UTC"))
     return conform(frame, TRACE_SCHEMA)
@@ -115,7 +126,9 @@ async def _bare_client(base_url: str, bodies: list[dict], concurrency: int) -> i
     return answered
 
 
-def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | None, budget: bool) -> dict:
+def _worker(
+    kind: str, base_url: str, n: int, concurrency: int, profile: str | None, budget: bool, duplicates: float = 0.0
+) -> dict:
     """One measurement in this process: what it timed, as a dict (printed as one JSON line)."""
     import aiohttp  # noqa: F401 - imported before timing on both sides: a start-up cost, not a per-call one
 
@@ -126,15 +139,18 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
     from eval_platform.llm.client import LiteLLMJudgeClient, _litellm
     from eval_platform.llm.runtime import JudgeRuntime
 
-    config, traces = _config(base_url, budget), _traces(n)
+    config, traces = _config(base_url, budget), _traces(n, duplicates)
+    day: dict = {}
     with tempfile.TemporaryDirectory() as state:
         if kind == "bare":
+            distinct = traces.unique(["input", "output"], keep="first", maintain_order=True)
             bodies = [
                 {"model": "mock", "messages": build_messages(config, trace_values(t)), "max_tokens": 512}
-                for t in traces.to_dicts()
+                for t in distinct.to_dicts()
             ]
 
             def run() -> int:
+                day.update(calls=len(bodies))
                 return asyncio.run(_bare_client(base_url, bodies, concurrency))
 
         else:
@@ -153,7 +169,8 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
             )
 
             def run() -> int:
-                return judge_day(config, DAY, traces, runtime).summary["completed"]
+                day.update(judge_day(config, DAY, traces, runtime).summary)
+                return day["completed"]
 
         profiler = None
         if profile:
@@ -167,7 +184,16 @@ def _worker(kind: str, base_url: str, n: int, concurrency: int, profile: str | N
         if profiler is not None and profile:
             profiler.disable()
             profiler.dump_stats(profile)
-    return {"kind": kind, "calls": n, "completed": completed, "wall_s": wall, "cpu_s": cpu}
+    # calls: the requests sent (one per trace, but for identical ones); cost: what they cost (with --budget)
+    return {
+        "kind": kind,
+        "calls": day["calls"],
+        "completed": completed,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cache_hits": day.get("cache_hits", 0),
+        "cost_usd": day.get("cost_usd") or 0.0,
+    }
 
 
 def _measure(kind: str, server: subprocess.Popen, base_url: str, args: argparse.Namespace) -> dict:
@@ -175,6 +201,7 @@ def _measure(kind: str, server: subprocess.Popen, base_url: str, args: argparse.
     command = [sys.executable, __file__, "--worker", "ours" if kind == "before" else kind, "--base-url", base_url]
     command += ["--traces", str(args.traces), "--concurrency", str(args.concurrency)]
     command += ["--budget"] if args.budget else []
+    command += ["--duplicates", str(args.duplicates)] if args.duplicates else []
     env = dict(os.environ)
     if kind == "before":
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(args.before).resolve()), env.get("PYTHONPATH")]))
@@ -210,13 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--litellm", action="store_true", help="also time the day with every call through litellm")
     parser.add_argument("--before", help="also time the judge path of this other checkout of the project")
     parser.add_argument("--budget", action="store_true", help="a priced evaluator with a daily budget")
+    parser.add_argument(
+        "--duplicates", type=float, default=0.0, help="the share of traces repeating another's (input, output)"
+    )
     parser.add_argument("--worker", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="with --worker: write a cProfile of the timed part to this file")
     args = parser.parse_args(argv)
 
     if args.worker:
-        worker = _worker(args.worker, args.base_url, args.traces, args.concurrency, args.profile, args.budget)
+        worker = _worker(
+            args.worker, args.base_url, args.traces, args.concurrency, args.profile, args.budget, args.duplicates
+        )
         print(json.dumps(worker))
         return 0
 
@@ -236,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     theoretical = f"{args.concurrency / (args.latency_ms / 1000):.0f} calls/s" if args.latency_ms > 0 else "none"
     print(
         f"traces={args.traces} concurrency={args.concurrency} latency={args.latency_ms:.0f}ms rounds={args.rounds}"
-        f"{' budget' if args.budget else ''} "
+        f"{' budget' if args.budget else ''}{f' duplicates={args.duplicates:g}' if args.duplicates else ''} "
         f"(theoretical ceiling {theoretical}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after)"
     )
     print("each a fresh process, in turn; figures are min / median over the rounds (rates: min / median)")
@@ -256,6 +288,15 @@ def main(argv: list[str] | None = None) -> int:
             f"(round by round: {', '.join(f'{r:.2f}' for r in ratios)}; targets at concurrency 128: "
             f">= 0.90 at 100 ms, >= 0.75 at 0 ms)"
         )
+    if args.duplicates:
+        distinct = _distinct(args.traces, args.duplicates)
+        for kind in kinds[1:]:
+            last = runs[kind][-1]
+            cost = f", cost {last['cost_usd']:.6f} USD" if args.budget else ""
+            print(
+                f"{'paid once ' + kind:<20}: {args.traces} traces, {distinct} distinct: {last['calls']} calls, "
+                f"{last['cache_hits']} cache hits{cost}"
+            )
     completed = min(r["completed"] for kind in kinds[1:] for r in runs[kind])
     return 0 if completed == args.traces else 1
 

@@ -31,6 +31,7 @@ import yaml
 
 from eval_platform.benchmarks.runner import CHUNK_CASES_ENV
 from eval_platform.perf.suite_overhead import _start_judge, _write_project
+from eval_platform.settings import LOCAL_JUDGE_FOR_MISSING_KEYS_ENV
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -40,7 +41,7 @@ EVALUATOR = {
     "mode": "score",
     "score_scale": {"min": 0, "max": 1},
     "model": "openai/gpt-4o-mini",
-    "api_key_env": "EVAL_PLATFORM_PERF_UNSET_KEY",  # unset: the local judge answers
+    "api_key_env": "EVAL_PLATFORM_PERF_UNSET_KEY",  # unset: the local judge answers (the demo's mode, see `measure`)
     "local_judge": "mock",
     "prompt": "Rate the answer to {{input}}: {{output}}",
 }
@@ -158,6 +159,7 @@ def measure(cases: int, concurrency: int, chunk_cases: int | None, tmp: Path) ->
     judge, url = _start_judge(root)
     env = dict(os.environ, EVAL_PLATFORM_LOCAL_JUDGE_URL=url, EVAL_PLATFORM_DATA_DIR=str(root), DAGSTER_HOME=str(home))
     env.pop("EVAL_PLATFORM_PERF_UNSET_KEY", None)
+    env[LOCAL_JUDGE_FOR_MISSING_KEYS_ENV] = "1"
     if chunk_cases:
         env[CHUNK_CASES_ENV] = str(chunk_cases)
     out = []

@@ -1,7 +1,9 @@
 """An agent's tool calls against the tools it was expected to call, and how many of its tool calls failed.
 
 Both read the trace's `tool_calls` column (TRACE_SCHEMA): the trajectory as a JSON list, in start order, of
-`{span_id, name, arguments, result, status: "ok" | "error", error}`. A trace without that value (not an agent
+`{span_id, name, arguments, result, status: "ok" | "error", error}`; an entry of `kind: "handoff"` (an agent
+handing the conversation to another, ingest/otel/frameworks.py) is not a tool call and is not counted. A trace
+without that value (not an agent
 trace, or an export that did not record tools) lacks the field: it is never scored as "called nothing".
 """
 
@@ -28,13 +30,16 @@ def json_list(case: Mapping[str, Any], field: str) -> list[Any]:
     return parsed
 
 
+HANDOFF = "handoff"  # the `kind` of a trajectory entry that is a handoff between agents, not a tool call
+
+
 def called_tools(case: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The trace's tool calls, in order; a ValueError when one is not an object with a name."""
+    """The trace's tool calls, in order (handoffs left out); a ValueError when one is not an object with a name."""
     calls = json_list(case, TOOL_CALLS)
     for i, call in enumerate(calls):
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             raise ValueError(f"tool_calls[{i}] has no tool name: {json.dumps(call)[:80]}")
-    return calls
+    return [call for call in calls if call.get("kind") != HANDOFF]
 
 
 class ToolCallAccuracyOptions(ScorerOptions):

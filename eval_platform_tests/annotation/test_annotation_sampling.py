@@ -305,6 +305,7 @@ def test_the_example_task_picks_a_stratified_sample_of_what_the_demo_judged(loca
         cache=JudgeCache(tmp_path / "cache"),
         ledger=BudgetLedger(tmp_path / "budget.sqlite"),
         local_judge_url=local_judge.base_url,
+        local_judge_for_missing_keys=True,  # the demo's mode
         env={},
     )
     day_traces = read_trace_day(REPO_DATA, day).traces

@@ -47,6 +47,7 @@ def project(data_root, local_judge, tmp_path, monkeypatch):
     }
     (data_root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump(models))
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
     monkeypatch.delenv("EVAL_PLATFORM_TEST_UNSET_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     (tmp_path / "dagster_home").mkdir()

@@ -38,6 +38,7 @@ def priced_project(data_root, local_judge, tmp_path, monkeypatch):
     models = {"models": {"priced-18": {"model": f"local/{FIXED}", **PRICE, "max_daily_cost_usd": BUDGET_USD}}}
     (data_root / "benchmarks" / "models.yaml").write_text(yaml.safe_dump(models))
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
     (tmp_path / "dagster_home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
         instance.add_dynamic_partitions("benchmark_models", ["priced-18"])

@@ -61,6 +61,7 @@ def snapshot(root) -> tuple[list, list]:
 
 def test_one_run_scores_a_range_of_models_as_separate_runs_would(data_root, local_judge, tmp_path, monkeypatch):
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
     assert MODELS_PER_RUN >= len(MODELS)
     # the same suite and models, once model by model and once as one range run, in two data roots
     separate, together = data_root / "separate", data_root / "together"
@@ -96,6 +97,7 @@ def test_one_run_scores_a_range_of_models_as_separate_runs_would(data_root, loca
 
 def test_a_model_that_fails_does_not_stop_the_others_in_its_run(data_root, local_judge, tmp_path, monkeypatch):
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         # `gone` is a partition but no longer in models.yaml: its run must fail, by name, after the others
         setup(data_root, instance, {"a-18": MODELS["a-18"], "b-7": MODELS["b-7"]}, ["a-18", "gone", "b-7"])

@@ -81,12 +81,19 @@ def test_one_run_judges_a_range_of_days_each_partition_with_its_own_metadata(dat
             assert metadata["checks"].value == {
                 "every_trace_has_one_status": "PASSED",
                 "failed_rate_below_threshold": "PASSED",
+                "verdicts_exist": "PASSED",
+                "score_scale_fits_replies": "PASSED",
             }
         # each partition's own check results, each naming its partition
         checks = sorted((e.check_name, e.partition, e.passed) for e in result.get_asset_check_evaluations())
         assert checks == [
             (name, f"{day}|relevance", True)
-            for name in ("every_trace_has_one_status", "failed_rate_below_threshold")
+            for name in (
+                "every_trace_has_one_status",
+                "failed_rate_below_threshold",
+                "score_scale_fits_replies",
+                "verdicts_exist",
+            )
             for day in DAYS
         ]
 
@@ -173,6 +180,12 @@ def test_a_run_of_several_partitions_warns_naming_the_partition_whose_failed_rat
         assert warned.metadata["failed_rate"].value == 1.0
         assert checks[("failed_rate_below_threshold", f"{day}|helpfulness")].passed
         assert all(checks[("every_trace_has_one_status", f"{day}|{name}")].passed for name in ("flaky", "helpfulness"))
+        # every selected trace of flaky FAILED: its ERROR check fails, and only its
+        assert metadata[f"{day}|flaky"]["checks"].value["verdicts_exist"] == "FAILED"
+        assert metadata[f"{day}|helpfulness"]["checks"].value["verdicts_exist"] == "PASSED"
+        nothing = checks[("verdicts_exist", f"{day}|flaky")]
+        assert not nothing.passed and nothing.severity == dg.AssetCheckSeverity.ERROR
+        assert checks[("verdicts_exist", f"{day}|helpfulness")].passed
 
 
 def traces_range_run(defs, instance, start: str, end: str) -> dg.ExecuteInProcessResult:

@@ -64,7 +64,10 @@ def test_sample_experiment_over_two_sample_days(data_root, local_judge, instance
     shutil.copy(REPO_DATA / "experiments" / "pandalm_models.yaml", data_root / "experiments")
     copy_sample_days(data_root, SAMPLE_DAYS)
     defs = build_definitions(data_root)
-    resources = {**defs.resources, "judge": JudgeResource(local_judge_url=local_judge.base_url)}
+    resources = {
+        **defs.resources,
+        "judge": JudgeResource(local_judge_url=local_judge.base_url, local_judge_for_missing_keys=True),
+    }
     judge_everything(data_root, defs, resources, instance, SAMPLE_DAYS, evaluators)
 
     result = materialize(defs, resources, "experiment_results", instance)

@@ -47,7 +47,12 @@ def test_judge_scores_in_batch_mode_resumes_its_batch_across_runs(data_root, tmp
             ("FAILED", "batch_timeout", 6)
         ]
         checks = {c.check_name: c.passed for c in first.get_asset_check_evaluations()}
-        assert checks == {"every_trace_has_one_status": True, "failed_rate_below_threshold": False}
+        assert checks == {
+            "every_trace_has_one_status": True,
+            "failed_rate_below_threshold": False,
+            "verdicts_exist": False,  # every selected trace FAILED batch_timeout: no score
+            "score_scale_fits_replies": True,
+        }
         (batch,) = first.asset_materializations_for_node("judge_scores")[0].metadata["batches"].value
         saved = json.loads((state_dir(data_root) / "judge_batches" / "batched" / f"{DAY}.json").read_text())
         assert [(b["batch_id"], b["state"]) for b in saved["batches"]] == [(batch["batch_id"], "open")]

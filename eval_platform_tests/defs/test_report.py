@@ -19,6 +19,7 @@ DAYS = ["2026-11-09", "2026-11-10"]
 
 def test_report_shows_each_evaluator_per_day_and_says_what_is_missing(data_root, local_judge, monkeypatch):
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
     monkeypatch.delenv("NO_SUCH_KEY_SET", raising=False)
     for name in ("clarity", "tone"):
         write_evaluator(

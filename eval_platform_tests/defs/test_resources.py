@@ -7,6 +7,7 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.resources import LOCAL_JUDGE_URL_ENV, JudgeResource
+from eval_platform.settings import LOCAL_JUDGE_FOR_MISSING_KEYS_ENV
 
 
 def _declared_config(resource: dg.ConfigurableResource) -> dict:
@@ -41,6 +42,20 @@ def test_without_the_variable_no_local_judge_is_configured(tmp_path, monkeypatch
     assert _declared_config(judge).get("local_judge_url") is None
     with dg.build_resources({"judge": judge}) as resources:
         assert resources.judge.runtime(tmp_path).local_judge_url is None
+
+
+def test_the_local_judge_answers_for_missing_keys_only_when_told_to(tmp_path, monkeypatch):
+    """The URL alone never stands in for a real provider; the demo's mode is its own variable, declared."""
+    monkeypatch.setenv(LOCAL_JUDGE_URL_ENV, "http://127.0.0.1:59123/v1")
+    monkeypatch.delenv(LOCAL_JUDGE_FOR_MISSING_KEYS_ENV, raising=False)
+    judge = build_definitions(tmp_path).resources["judge"]
+    with dg.build_resources({"judge": judge}) as resources:
+        assert not resources.judge.runtime(tmp_path).local_judge_for_missing_keys
+    monkeypatch.setenv(LOCAL_JUDGE_FOR_MISSING_KEYS_ENV, "1")
+    judge = build_definitions(tmp_path).resources["judge"]
+    assert _declared_config(judge)["local_judge_for_missing_keys"] is True
+    with dg.build_resources({"judge": judge}) as resources:
+        assert resources.judge.runtime(tmp_path).local_judge_for_missing_keys
 
 
 S3_SETTINGS = {

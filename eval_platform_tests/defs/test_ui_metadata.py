@@ -27,6 +27,7 @@ def materialize(defs, selection, key, instance):
 
 def test_metadata_and_checks_tell_the_truth(data_root, local_judge, monkeypatch):
     monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_URL", local_judge.base_url)
+    monkeypatch.setenv("EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS", "1")  # the demo's mode: keyless judges answered
     write_evaluator(
         data_root,
         "keyless",
@@ -77,11 +78,14 @@ def test_metadata_and_checks_tell_the_truth(data_root, local_judge, monkeypatch)
         assert "| trace_id | status |" in metadata["preview"].value
         checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
         assert checks["failed_rate_below_threshold"].passed
+        assert checks["verdicts_exist"].passed and checks["score_scale_fits_replies"].passed
 
         flaky = materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": DAY, "evaluator": "flaky"}), instance)
         checks = {c.check_name: c for c in flaky.get_asset_check_evaluations()}
         failed = checks["failed_rate_below_threshold"]
         assert not failed.passed and failed.severity == dg.AssetCheckSeverity.WARN
+        nothing = checks["verdicts_exist"]  # every selected trace FAILED: no score at all, an error
+        assert not nothing.passed and nothing.severity == dg.AssetCheckSeverity.ERROR
         metadata = flaky.asset_materializations_for_node("judge_scores")[0].metadata
         assert metadata["failed_rate"].value == 1.0
 

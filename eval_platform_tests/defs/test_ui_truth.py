@@ -256,6 +256,8 @@ def test_every_check_result_names_its_partition_in_one_partition_and_range_runs(
         assert {name: c.partition for name, c in results.items()} == {
             "every_trace_has_one_status": str(key),
             "failed_rate_below_threshold": str(key),
+            "score_scale_fits_replies": str(key),
+            "verdicts_exist": str(key),
         }
         assert not results["failed_rate_below_threshold"].passed  # 3 of 20 FAILED, above 0.1
 
@@ -272,7 +274,12 @@ def test_every_check_result_names_its_partition_in_one_partition_and_range_runs(
         found = sorted((c.check_name, c.partition) for c in ranged.get_asset_check_evaluations())
         assert found == [
             (name, f"{day}|support")
-            for name in ("every_trace_has_one_status", "failed_rate_below_threshold")
+            for name in (
+                "every_trace_has_one_status",
+                "failed_rate_below_threshold",
+                "score_scale_fits_replies",
+                "verdicts_exist",
+            )
             for day in ("2026-11-09", "2026-11-10")
         ]
         history = instance.event_log_storage.get_asset_check_execution_history(

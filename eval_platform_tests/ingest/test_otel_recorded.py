@@ -196,3 +196,46 @@ def test_a_trace_whose_model_called_no_tool_has_an_empty_trajectory_when_its_con
     assert [t["tool_calls"] for t in no_tools] == [expected] * len(no_tools)
     assert traces["http_500"][0]["tool_calls"] is None
     assert all(json.loads(t["tool_calls"]) for t in traces["agent"])  # the agent's calls, known with or without text
+
+
+def test_a_root_delivered_again_the_next_day_is_a_duplicate_not_a_failed_day(tmp_path):
+    """An exporter's retry (or a file copied twice) puts a trace's root span in the next day's folder too: that
+    day's ingest quarantines the copy as a duplicate, keeps its own traces, and the trace stays the first day's."""
+    from datetime import date, timedelta
+
+    day = recording_day("genai_no_content")
+    after = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+    lines = recorded_lines("genai_no_content", "traces.jsonl")
+    first = read_trace_day(_day_folder(tmp_path, day, lines), day)
+    again = lines[1:2]  # two chat turns' root spans (and their first chat spans)
+    second = read_trace_day(_day_folder(tmp_path, after, again), after)
+    assert second.traces.height == 0
+    assert set(second.quarantine["reason"]) == {"duplicate_span_id"}
+    assert f"traces/{day}/" in second.quarantine["detail"][0]
+    assert second.counts["read"] == second.counts["quarantined"] > 0
+    assert first.traces.height == sum(len(ids) for ids in scenarios("genai_no_content").values())
+
+
+def _day_folder(root: Path, day: str, lines: list[bytes]) -> Path:
+    (root / "traces" / day).mkdir(parents=True, exist_ok=True)
+    (root / "traces" / day / "traces.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return root
+
+
+@pytest.mark.parametrize("folder", ALL)
+def test_a_failed_call_keeps_its_requested_model(tmp_path, folder):
+    """The HTTP 500 answered nothing, so no response model: the trace's model is the one the app asked for."""
+    [failed] = by_scenario(ingest_recording(tmp_path, folder), folder)["http_500"]
+    assert failed["error"] is True and failed["model"] == "app/error"
+
+
+@pytest.mark.parametrize("folder", ["genai", "openllmetry", "openinference", "langfuse"])
+def test_a_trace_ending_on_a_tool_call_has_no_output(tmp_path, folder):
+    """A bare completion whose answer is a tool call (`record --scenario tool_call_only`): no final answer under
+    any convention, never the completion object (OpenInference) nor the assistant message (Langfuse)."""
+    recording = f"tool_call_only/{folder}"
+    [row] = by_scenario(ingest_recording(tmp_path, recording), recording)["tool_call_only"]
+    assert row["input"] == "What's the weather in Paris today?"
+    assert row["output"] is None
+    [call] = json.loads(row["tool_calls"])
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Paris"}

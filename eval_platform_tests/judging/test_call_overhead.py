@@ -175,3 +175,12 @@ def test_the_throughput_benchmark_alternates_fresh_processes_and_reports_cpu_per
     assert "CPU per call" in bare and "CPU per call" in ours and ours.endswith("completed 40")
     ratio = next(line for line in lines if line.startswith("ratio ours / bare"))
     assert ratio.count("round by round") == 1 and len(ratio.split("round by round: ")[1].split(";")[0].split(",")) == 2
+
+
+def test_the_throughput_benchmark_reports_the_calls_and_cost_of_a_day_with_duplicates():
+    command = [sys.executable, "-m", "eval_platform.perf.judge_throughput", "--traces", "40", "--concurrency", "8"]
+    command += ["--rounds", "1", "--duplicates", "0.2", "--budget"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    paid = next(line for line in done.stdout.splitlines() if line.startswith("paid once ours"))
+    assert "40 traces, 32 distinct: 32 calls, 8 cache hits, cost 0.00" in paid

@@ -79,7 +79,8 @@ def test_a_judge_that_changed_its_verdicts_is_a_significant_shift(anchored, loca
     assert first["provider_model"] == "local/echo/output"
     asked = judge_requests(local_judge)
     drifted, verdicts = check(evaluator(local_judge, "echo/input"))
-    assert judge_requests(local_judge) - asked == 30  # every anchor asked again, through the judge path
+    # every anchor asked again, through the judge path; identical anchors (the same scripted scores) share a call
+    assert judge_requests(local_judge) - asked == len(set(scores)) < 30
     assert drifted["trigger"] == "config_changed" and drifted["previous_config_hash"] == first["config_hash"]
     current = np.array([(s - 1) / 4 for _, s in scores])
     previous = np.array([(k - 1) / 4 for k, _ in scores])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import polars as pl
 import pytest
@@ -145,8 +146,49 @@ def test_no_credentials_is_skipped(local_judge, runtime):
     assert set(zip(rows["status"], rows["reason"], strict=True)) == {("SKIPPED", "no_credentials")}
 
 
-def test_missing_key_routes_to_local_judge_when_configured(local_judge, runtime):
+def test_a_misspelt_key_is_never_answered_by_the_local_judge(local_judge, runtime, caplog):
+    """With a local judge URL set (as for the UI), a real provider's model whose key variable is misspelt is SKIPPED
+    no_credentials naming the variable, with a WARNING; the local judge is not asked, the key's value shown nowhere."""
+    value = "sk-proj-misspelt-0123456789abcdef"
+    config = evaluator(local_judge, model="gpt-4o-mini", api_base=None, api_key_env="OPENAI_APIKEY")
+    runtime.local_judge_url = local_judge.base_url
+    runtime.env = {"OPENAI_API_KEY": value}  # the key is there, under the name the file does not say
+    before = judge_requests(local_judge)
+    with caplog.at_level(logging.WARNING, logger="eval_platform.judging.runner"):
+        result = judge_day(config, DAY, make_traces(2), runtime)
+    rows = result.rows
+    assert judge_requests(local_judge) == before
+    assert rows["status"].to_list() == ["SKIPPED", "SKIPPED"] and set(rows["reason"]) == {"no_credentials"}
+    assert rows["model"].to_list() == ["openai/gpt-4o-mini"] * 2 and rows["score"].is_null().all()
+    assert all("OPENAI_APIKEY" in detail for detail in rows["reason_detail"])
+    assert "OPENAI_APIKEY" in result.summary["unreachable_models"]["openai/gpt-4o-mini"]
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "OPENAI_APIKEY" in r.getMessage()]
+    assert warned
+    assert value not in caplog.text and value not in json.dumps(rows.to_dicts(), default=str)
+
+
+def test_the_demo_mode_routes_a_missing_key_to_the_local_judge(local_judge, runtime):
     config = evaluator(local_judge, model="gpt-4o-mini", api_base=None, api_key_env="SOME_PROVIDER_KEY")
+    runtime.local_judge_url = local_judge.base_url
+    runtime.local_judge_for_missing_keys = True
+    rows = judge_day(config, DAY, make_traces(2), runtime).rows
+    assert rows["model"].to_list() == ["local/mock", "local/mock"]
+    assert rows["status"].to_list() == ["COMPLETED", "COMPLETED"]
+
+
+def test_a_model_that_names_the_local_judge_is_answered_by_it(local_judge, runtime):
+    config = EvaluatorConfig.model_validate(
+        {
+            "name": "local",
+            "mode": "score",
+            "score_scale": {"min": 1, "max": 5},
+            "model": "local/mock",
+            "prompt": "{{output}}",
+        }
+    )
+    skipped = judge_day(config, DAY, make_traces(2), runtime).rows  # no local judge URL: not called, and said so
+    assert set(zip(skipped["status"], skipped["reason"], strict=True)) == {("SKIPPED", "no_local_judge")}
+    assert "EVAL_PLATFORM_LOCAL_JUDGE_URL" in skipped["reason_detail"][0]
     runtime.local_judge_url = local_judge.base_url
     rows = judge_day(config, DAY, make_traces(2), runtime).rows
     assert rows["model"].to_list() == ["local/mock", "local/mock"]
@@ -224,6 +266,7 @@ def test_local_judge_cache_survives_a_new_port(local_judge, tmp_path):
             JudgeCache(tmp_path / "cache"),
             BudgetLedger(tmp_path / "budget.sqlite"),
             local_judge_url=url,
+            local_judge_for_missing_keys=True,  # the demo's mode
             env={},
         )
         return judge_day(config, DAY, make_traces(3), runtime).rows

@@ -365,13 +365,15 @@ def test_a_cancelled_batch_leaves_its_traces_failed_batch_failed(tmp_path):
         assert closed["state"] == "collected" and closed["status"] == "cancelled"  # not waited for again
 
 
-def test_identical_traces_of_a_day_are_each_judged_as_interactive_calls_are(server, tmp_path):
+def test_identical_traces_of_a_day_are_sent_once_in_a_batch_as_interactive_calls_are(server, tmp_path):
     twins = make_traces(2).with_columns(pl.lit("What is 1 + 1?").alias("input"), pl.lit("It is 2.").alias("output"))
     interactive = judge_day(config_for(server, "score"), DAY, twins, make_runtime(tmp_path / "i")).rows
     batched = judge_day(config_for(server, "score", batch=FAST), DAY, twins, make_runtime(tmp_path / "b")).rows
-    assert interactive["calls"].to_list() == batched["calls"].to_list() == [1, 1]
-    assert batched["cache_hit"].to_list() == [False, False]
-    assert batch_stats(server)["batch_lines"] == 2
+    # one paid, the twin answered with its reply (single flight: `llm.call`)
+    assert interactive["calls"].to_list() == batched["calls"].to_list() == [1, 0]
+    assert interactive["cache_hit"].to_list() == batched["cache_hit"].to_list() == [False, True]
+    assert batched["score"].to_list()[0] == batched["score"].to_list()[1]
+    assert batch_stats(server)["batch_lines"] == 1
 
 
 def test_a_batch_no_longer_needed_is_settled_and_closed_once_it_ends(tmp_path):

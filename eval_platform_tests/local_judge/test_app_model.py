@@ -121,3 +121,44 @@ def test_judge_models_still_refuse_streaming(local_judge):
         json={"model": "mock", "messages": [{"role": "user", "content": "hi"}], "stream": True},
     )
     assert response.status_code == 400
+
+
+CITY_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+FINAL_ANSWER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "final_answer",
+        "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
+    },
+}
+
+
+def test_what_agent_frameworks_need_parallel_calls_thanks_and_a_final_answer_tool(client):
+    """Two places: one call each, in one message; a user's thanks asks nothing: text even with tools; a
+    `final_answer` tool (smolagents) carries the answer; smolagents' `Observation:` user message is a tool result."""
+    ask = [{"role": "user", "content": "What's the weather in Lisbon and Oslo?"}]
+    calls = client.chat.completions.create(model="app/assistant", messages=ask, tools=[CITY_TOOL]).choices[0]
+    arguments = [json.loads(call.function.arguments) for call in calls.message.tool_calls]
+    assert arguments == [{"city": "Lisbon"}, {"city": "Oslo"}]
+    assert len({call.id for call in calls.message.tool_calls}) == 2
+
+    thanks = [{"role": "user", "content": "Thanks, that's all."}]
+    reply = client.chat.completions.create(model="app/assistant", messages=thanks, tools=[CITY_TOOL]).choices[0]
+    assert reply.finish_reason == "stop" and reply.message.tool_calls is None
+
+    smolagents = [
+        {"role": "user", "content": "New task:\nWhat's the weather in Paris?"},
+        {"role": "assistant", "content": "Calling tools: get_weather"},
+        {"role": "user", "content": 'Observation:\n{"city": "Paris", "weather": "sunny"}'},
+    ]
+    tools = [CITY_TOOL, FINAL_ANSWER_TOOL]
+    final = client.chat.completions.create(model="app/assistant", messages=smolagents, tools=tools).choices[0]
+    [call] = final.message.tool_calls
+    assert call.function.name == "final_answer"
+    assert "sunny" in json.loads(call.function.arguments)["answer"]

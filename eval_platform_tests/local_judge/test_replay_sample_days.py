@@ -38,6 +38,7 @@ def pairwise_rows(local_judge, tmp_path_factory) -> pl.DataFrame:
             cache=JudgeCache(state / "cache"),
             ledger=BudgetLedger(state / "budget.sqlite"),
             local_judge_url=local_judge.base_url,
+            local_judge_for_missing_keys=True,  # the demo's mode
             env={},
         )
         frames.append(judge_day(config, day, read_trace_day(REPO_DATA, day).traces, runtime).rows)

@@ -19,7 +19,9 @@ with D-1 and is not changed by D's ingest.
 - a span with a broken field (`invalid_otlp:<field>`): its whole trace is quarantined, every span with the
   reason (never a silently cut trace);
 - `duplicate_span_id`: a span id seen before in its trace (the first in reading order is kept, the later copy
-  quarantined with its raw); the trace is flagged `duplicate_span_id`;
+  quarantined with its raw); the trace is flagged `duplicate_span_id`. A root span delivered again in a later
+  day's folder is such a copy: its trace is the day before's (ingested with it), the copy quarantined, the day
+  fine;
 - a span whose parent never arrived: kept, with its subtree; the trace's `partial_reason` is
   `missing_parent:<the missing parent's id>` and it is flagged `missing_parent`;
 - `parent_cycle`: spans whose parent chain loops never reach the root; they (and their subtrees) are quarantined,
@@ -73,12 +75,16 @@ def _assemble_one(
 ) -> Trace | None:
     today = [s for s in group if not s.carried]
     ids = {s.span_id for s in group}
+    carried = {s.span_id: s for s in group if s.carried}
     roots = _roots(group, ids)
-    today_roots = [s for s in roots if not s.carried]
+    # a root delivered again (an exporter's retry, a file copied twice) whose first copy is the day before's: the
+    # trace is that day's, ingested with it
+    today_roots = [s for s in roots if not s.carried and s.span_id not in carried]
     if not today_roots:
         if roots:
+            first_root = next((s for s in roots if s.carried), None) or carried[roots[0].span_id]
             message = (
-                f"span {{span}} of trace {trace_id} ended after its root span, which is in {roots[0].where}: "
+                f"span {{span}} of trace {trace_id} ended after its root span, which is in {first_root.where}: "
                 "that trace belongs to the previous day and was ingested with it"
             )
             reason = "late_span"
@@ -89,6 +95,13 @@ def _assemble_one(
             )
             reason = "awaiting_root"
         for s in today:
+            if s.span_id in carried:
+                again = (
+                    f"trace {trace_id} span {s.span_id} already appeared in {carried[s.span_id].where} (the day "
+                    "before), whose ingest took its trace; this copy is a duplicate"
+                )
+                rejected.append((s, RowError("duplicate_span_id", again)))
+                continue
             rejected.append((s, RowError(reason, message.format(span=s.span_id))))
         return None
     members = group  # the trace is rooted today: its spans carried from the day before are its rows too

@@ -5,12 +5,13 @@ that matches names the span's `convention`; each matching one fills the fields s
 Then the OTel core fields every convention shares: `session.id` / `user.id`; a span with status ERROR (or an
 `error.type` attribute, or a
 Langfuse level ERROR) is an error; its type is `error.type`, else the `exception` event's `exception.type`,
-else `error`; its message the status message, else the exception's message.
+else `error`; its message the status message, else the exception's message. Last, what agent frameworks write
+beyond their convention (`frameworks.py`: handoffs, final-answer tools, LangChain's serialized tool messages).
 """
 
 from __future__ import annotations
 
-from eval_platform.ingest.otel import genai, langfuse, openinference, openllmetry
+from eval_platform.ingest.otel import frameworks, genai, langfuse, openinference, openllmetry
 from eval_platform.ingest.otel.envelope import Span
 from eval_platform.ingest.otel.fields import SpanFields, label
 
@@ -32,5 +33,6 @@ def read_span(span: Span) -> SpanFields:
     if span.status == "error" or fields.error_type is not None:
         fields.put("error_type", label(exception.get("exception.type")) or "error")
         fields.put("error_message", span.status_message or label(exception.get("exception.message")))
+    frameworks.refine(span, fields)  # what an agent framework means beyond its convention (handoffs, ...)
     span.fields = fields
     return fields

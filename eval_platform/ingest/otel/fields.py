@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from eval_platform.schemas import HIDDEN_CONTENT
+
 INFERENCE = {"chat", "text_completion"}  # model calls whose output is an answer
 USAGE = {"chat", "text_completion", "embeddings"}  # model calls whose tokens are summed over a trace
 
@@ -43,8 +45,9 @@ class SpanFields:
     trace_output: Any = None
 
     def put(self, name: str, value: Any) -> None:
-        """Set a field that is still empty to a value that is not empty."""
-        if getattr(self, name) is None and value is not None and value != "" and value != []:
+        """Set a field that is still empty to a value that is not empty (hidden content, `__REDACTED__`, is
+        empty: an instrumentation told to hide it wrote the marker instead)."""
+        if getattr(self, name) is None and value is not None and value not in ("", [], HIDDEN_CONTENT):
             setattr(self, name, value)
 
 

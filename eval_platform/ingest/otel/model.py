@@ -7,14 +7,20 @@ What the `traces` row says about an OTLP trace (every convention read into `Span
   not ERROR. `conversation` = its input messages plus its first output message (the transcript as the model
   last saw it); null when no content was captured anywhere;
 - `output`: the final answer, the assistant message of the final inference span (its first choice when it
-  returned several), unless that message is a tool call (a `tool_call` message is never an answer); else the
-  root's own output (an agent's, a workflow's, Langfuse's
-  `langfuse.trace.output`); `input`: the last user message before that answer in the conversation; else the
-  root's input. `input_messages` / `output_messages`: the final inference span's messages as it held them;
+  returned several), unless that message is a tool call (a `tool_call` message is never an answer: a run that
+  ended on one has no output, whatever its root says); else the root's own output (an agent's, a workflow's,
+  Langfuse's `langfuse.trace.output`), or, before those, the result of a framework's answer tool (operation
+  `final_answer`, smolagents'); `input`: the last user message before that answer in the conversation (of the
+  last model call when every call failed); else the root's input. `input_messages` / `output_messages`: the
+  final inference span's messages as it held them;
 - `tool_calls`: the trajectory in start order: one entry per tool span `{span_id, name, arguments, result,
-  status, error}`; a trace without tool spans takes the assistant tool calls of its conversation matched to
-  the tool messages by `tool_call_id` (`span_id` null); a tool span without arguments/result (content captured
-  on events only) takes them from the conversation by its `gen_ai.tool.call.id`. `[]` when the trace's content
+  status, error}`; a trace without tool spans takes the assistant tool calls of its own turn (the conversation
+  from its last user message on: earlier turns' calls are earlier traces') matched to the tool messages by
+  `tool_call_id` (`span_id` null); a tool span without arguments/result (content captured
+  on events only) takes them from the conversation by its `gen_ai.tool.call.id`, and one whose arguments are not
+  JSON (LangGraph's bare argument) the model's call's JSON arguments; a handoff span (operation `handoff`) is an
+  entry `{span_id, kind: "handoff", name, arguments, result: <agent>, status, error}`, a `final_answer` span
+  none. `[]` when the trace's content
   was captured (it has a conversation) and no tool was called (a check of expected tools scores it 0); null when
   nothing is known (no tool span and no content captured);
 - `prompt_tokens` / `completion_tokens`: sums over the model-call spans (chat, text_completion, embeddings),
@@ -188,14 +194,62 @@ def _user_text(messages: list[dict[str, Any]] | None) -> str | None:
     return users[-1]["content"] if users else None
 
 
+def _this_turn(conversation: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The messages from the conversation's last user message on: this run's own turn (the history before it
+    holds earlier runs' tool calls, which are theirs, not this trace's)."""
+    messages = conversation or []
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    return messages[users[-1] :] if users else messages
+
+
+def _is_object(text: str | None) -> bool:
+    return isinstance(maybe_json(text) if text else None, (dict, list))
+
+
+def _complete_tool_spans(spans: list[Span], conversation: list[dict[str, Any]] | None) -> None:
+    """A tool span whose arguments are not the call's JSON (LangGraph's bare argument) takes the model's call's
+    arguments from the conversation, by its call id (else the turn's one call of its name)."""
+    calls = [c for m in _this_turn(conversation) for c in m.get("tool_calls") or []]
+    arguments = {c.get("id"): c.get("arguments") for c in calls}
+    for s in spans:
+        f = s.fields
+        if f.operation != "execute_tool" or _is_object(f.tool_arguments):
+            continue
+        if f.tool_call_id in arguments:
+            f.tool_arguments = arguments[f.tool_call_id] or f.tool_arguments
+            continue
+        named = [c for c in calls if c.get("name") == f.tool_name]
+        if len(named) == 1 and f.tool_call_id is None:  # no id (a tool that raised): the one call of its name
+            f.tool_arguments = named[0].get("arguments") or f.tool_arguments
+
+
+def _handoff(span: Span, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """A handoff's trajectory entry (kind `handoff`): named as the model called it (`transfer_to_<agent>`) when
+    the conversation holds that call."""
+    target = span.fields.tool_name
+    call = next((c for c in calls if c.get("name") == f"transfer_to_{target}"), None)
+    return {
+        "span_id": span.span_id,
+        "kind": "handoff",
+        "name": call.get("name") if call else span.name,
+        "arguments": call.get("arguments") if call else None,
+        "result": target,
+        "status": "error" if span.fields.error_type else "ok",
+        "error": span.fields.error_message or span.fields.error_type,
+    }
+
+
 def _trajectory(spans: list[Span], conversation: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    tools = [s for s in spans if s.fields.operation == "execute_tool"]
-    results = {m.get("tool_call_id"): m.get("content") for m in conversation or [] if m.get("role") == "tool"}
-    calls = [call for m in conversation or [] if m.get("role") == "assistant" for call in m.get("tool_calls") or []]
+    tools = [s for s in spans if s.fields.operation in ("execute_tool", "handoff")]
+    turn = _this_turn(conversation)
+    results = {m.get("tool_call_id"): m.get("content") for m in turn if m.get("role") == "tool"}
+    calls = [call for m in turn if m.get("role") == "assistant" for call in m.get("tool_calls") or []]
     if tools:  # a tool span without content (captured on events only) borrows its call's from the conversation
         arguments = {c.get("id"): c.get("arguments") for c in calls}
         return [
-            {
+            _handoff(s, calls)
+            if s.fields.operation == "handoff"
+            else {
                 "span_id": s.span_id,
                 "name": s.fields.tool_name or s.name,
                 "arguments": s.fields.tool_arguments or arguments.get(s.fields.tool_call_id),
@@ -206,6 +260,8 @@ def _trajectory(spans: list[Span], conversation: list[dict[str, Any]] | None) ->
             }
             for s in tools
         ]
+    if any(s.fields.operation == "final_answer" for s in spans):  # the answer tool is no tool call
+        calls = [c for c in calls if c.get("name") != "final_answer"]
     if not calls:  # content captured and no tool called: a known, empty trajectory; nothing captured: unknown
         return [] if conversation else None
     return [
@@ -246,14 +302,19 @@ def trace_record(trace: Trace) -> dict[str, Any]:
     if final is not None and (final.fields.input_messages or final.fields.output_messages):
         conversation = [*(final.fields.input_messages or []), *(final.fields.output_messages or [])[:1]]
     output = _answer(final.fields.output_messages) if final else None
-    if output is None:
+    answers = [s for s in spans if s.fields.operation == "final_answer" and not s.fields.error_type]
+    if output is None and answers:  # a framework's answer tool (smolagents' final_answer): its result is the answer
+        output = max(answers, key=lambda s: (s.end_ns or 0, s.sort_key)).fields.tool_result
+    ended_on_call = final is not None and bool(final.fields.output_messages) and output is None
+    if output is None and not ended_on_call:  # a run that ended on a tool call has no answer, under any convention
         trace_output = rf.trace_output if rf.trace_output is not None else None
         output = (
             _answer(normalize_messages(trace_output, "assistant")) or as_text(trace_output)
             if trace_output is not None
             else _answer(rf.output_messages) or rf.output_value
         )
-    user_input = _user_text(final.fields.input_messages) if final else None
+    asked = final or last  # a run whose every model call failed: the question its last call asked
+    user_input = _user_text(asked.fields.input_messages) if asked else None
     if user_input is None:
         trace_input = rf.trace_input
         user_input = (
@@ -310,6 +371,7 @@ def trace_record(trace: Trace) -> dict[str, Any]:
         "cost_usd": _cost(root, others, calls),
         **usage,
     }
+    _complete_tool_spans(spans, conversation)
     summaries = [span_summary(s) for s in spans]
     source = final or root
     extras = {

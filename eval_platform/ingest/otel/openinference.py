@@ -8,7 +8,8 @@
 - `input.value` / `output.value` -> input / output text; tool arguments / result on TOOL spans
 - `tool.name`, `tool_call.id` (also `tool.id`) -> tool name, tool call id
 - `retrieval.documents.N.document.content` -> documents
-- `llm.model_name` (else `llm.response.model_name`, `llm.request.model_name`, `embedding.model_name`) -> model
+- `llm.model_name` (else `llm.response.model_name`, `llm.request.model_name`, `embedding.model_name`, the
+  `model` of `llm.invocation_parameters`: the requested model, all a failed call has) -> model
 - `llm.token_count.prompt` / `.completion` -> tokens
 - `llm.cost.total` -> cost_usd
 - `session.id`, `user.id` -> session_id, user_id
@@ -16,8 +17,10 @@
 
 from __future__ import annotations
 
+from eval_platform.ingest.messages import maybe_json
 from eval_platform.ingest.otel.envelope import Span
 from eval_platform.ingest.otel.fields import SpanFields, integer, label, number
+from eval_platform.ingest.otel.openllmetry import call_text
 from eval_platform.ingest.otel.transcript import as_text, indexed, indexed_messages
 
 NAME = "openinference"
@@ -52,13 +55,17 @@ def read(span: Span, fields: SpanFields) -> None:
         fields.put("operation", "chat")
     for key in ("llm.model_name", "llm.response.model_name", "llm.request.model_name", "embedding.model_name"):
         fields.put("model", label(attrs.get(key)))
+    parameters = attrs.get("llm.invocation_parameters")
+    parameters = maybe_json(parameters) if isinstance(parameters, str) else parameters
+    if isinstance(parameters, dict):
+        fields.put("model", label(parameters.get("model")))
     fields.put("prompt_tokens", integer(attrs.get("llm.token_count.prompt")))
     fields.put("completion_tokens", integer(attrs.get("llm.token_count.completion")))
     fields.put("cost_usd", number(attrs.get("llm.cost.total")))
     if fields.operation == "execute_tool":
         fields.put("tool_name", label(attrs.get("tool.name")))
         fields.put("tool_call_id", label(attrs.get("tool_call.id") or attrs.get("tool.id")))
-        fields.put("tool_arguments", as_text(attrs.get("input.value")))
+        fields.put("tool_arguments", call_text(attrs.get("input.value")))
         fields.put("tool_result", as_text(attrs.get("output.value")))
     else:
         fields.put("input_value", as_text(attrs.get("input.value")))

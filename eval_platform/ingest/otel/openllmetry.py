@@ -40,10 +40,11 @@ def matches(span: Span) -> bool:
 
 def call_text(value: Any) -> str | None:
     """A decorated function's recorded call, `{"args": [...], "kwargs": {...}}` JSON (Traceloop's decorators write
-    `traceloop.entity.input` so, Langfuse's `@observe` its input): a lone argument is shown alone, keyword
-    arguments alone as their JSON object (a tool's arguments); anything else as its text."""
+    `traceloop.entity.input` so, Langfuse's `@observe` its input, smolagents' OpenInference tool spans their input
+    with `sanitize_inputs_outputs`): a lone argument is shown alone, keyword arguments alone as their JSON object
+    (a tool's arguments); anything else as its text."""
     decoded = maybe_json(value) if isinstance(value, str) else value
-    if isinstance(decoded, dict) and set(decoded) <= {"args", "kwargs"}:
+    if isinstance(decoded, dict) and decoded and set(decoded) <= {"args", "kwargs", "sanitize_inputs_outputs"}:
         args, kwargs = decoded.get("args") or [], decoded.get("kwargs") or {}
         if len(args) == 1 and not kwargs:
             return as_text(args[0])

@@ -20,8 +20,30 @@ from typing import Any
 
 from eval_platform.ingest.common import dumps
 from eval_platform.ingest.messages import maybe_json, part_text
+from eval_platform.schemas import HIDDEN_CONTENT
 
-ROLES = {"human": "user", "ai": "assistant", "model": "assistant", "function": "tool", "developer": "system"}
+ROLES = {
+    "human": "user",
+    "ai": "assistant",
+    "model": "assistant",
+    "function": "tool",
+    "developer": "system",
+    "tool-call": "assistant",  # smolagents
+    "tool-response": "tool",  # smolagents
+}
+# smolagents' wrappers around the text of its messages (`_framework_text`)
+SMOLAGENTS_TASK, SMOLAGENTS_CALLS, SMOLAGENTS_RESULT, SMOLAGENTS_CALL_ID = (
+    "New task:\n",
+    "Calling tools:\n",
+    "Observation:\n",
+    "Call id: ",
+)
+# The opening words of agent frameworks' own system prompts (their boilerplate, not the app's instructions): such
+# a message is marked `framework_prompt` and {{conversation}} leaves it out unless the evaluator asks for it.
+FRAMEWORK_PROMPTS = (
+    "You are an expert assistant who can solve any task using tool calls.",  # smolagents ToolCallingAgent
+    "You are an expert assistant who can solve any task using code blobs.",  # smolagents CodeAgent
+)
 _CALL_PARTS = {"tool_call", "function_call"}
 _RESULT_PARTS = {"tool_call_response", "function_call_output", "tool_result"}
 
@@ -71,7 +93,7 @@ def normalize_message(message: Any, default_role: str) -> dict[str, Any]:
             texts.append(as_text(result) or "")
         else:
             text = part_text(part)
-            if text:
+            if text and text != HIDDEN_CONTENT:  # hidden content is no content
                 texts.append(text)
     calls += [c for c in map(_call, message.get("tool_calls") or []) if c]
     function_call = message.get("function_call")
@@ -83,7 +105,20 @@ def normalize_message(message: Any, default_role: str) -> dict[str, Any]:
                 "arguments": as_text(function_call.get("arguments")),
             }
         )
-    normalized: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
+    source_role = str(message.get("role") or "").lower()
+    text = "\n".join(texts) if texts else None
+    if text is not None and source_role == "tool-call" and text.startswith(SMOLAGENTS_CALLS) and not calls:
+        calls, text = _smolagents_calls(text.removeprefix(SMOLAGENTS_CALLS)), None
+    elif text is not None and source_role == "tool-response":
+        if text.startswith(SMOLAGENTS_CALL_ID):
+            call_id, _, text = text.removeprefix(SMOLAGENTS_CALL_ID).partition("\n")
+            tool_call_id = tool_call_id or call_id.strip()
+        text = text.removeprefix(SMOLAGENTS_RESULT)
+    elif text is not None and role == "user":
+        text = text.removeprefix(SMOLAGENTS_TASK)
+    normalized: dict[str, Any] = {"role": role, "content": text}
+    if role == "system" and text is not None and text.startswith(FRAMEWORK_PROMPTS):
+        normalized["framework_prompt"] = True
     if calls:
         normalized["tool_calls"] = calls
     if tool_call_id:
@@ -91,6 +126,27 @@ def normalize_message(message: Any, default_role: str) -> dict[str, Any]:
     if message.get("name"):
         normalized["name"] = str(message["name"])
     return normalized
+
+
+def _smolagents_calls(text: str) -> list[dict[str, Any]]:
+    """smolagents' `tool-call` message text after `Calling tools:` (a Python literal list of OpenAI-style calls,
+    arguments as a dict) -> tool calls with JSON arguments."""
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return []
+    return [c for c in map(_call, value if isinstance(value, list) else []) if c]
+
+
+def link_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A tool result without a call id (smolagents') answers the assistant's call before it, when it made one."""
+    calls: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            calls = message.get("tool_calls") or []
+        elif message.get("role") == "tool" and "tool_call_id" not in message and len(calls) == 1 and calls[0]["id"]:
+            message["tool_call_id"] = calls[0]["id"]
+    return messages
 
 
 def normalize_messages(value: Any, default_role: str) -> list[dict[str, Any]] | None:
@@ -110,7 +166,24 @@ def normalize_messages(value: Any, default_role: str) -> list[dict[str, Any]] | 
         return [{"role": default_role, "content": value}]
     if not isinstance(value, list):
         return None
-    return [normalize_message(item, default_role) for item in value if item is not None]
+    items = [part for item in value if item is not None for part in _one_result_each(item)]
+    return link_results([normalize_message(item, default_role) for item in items])
+
+
+def _one_result_each(message: Any) -> list[Any]:
+    """A message holding several tool results (GenAI `tool_call_response` parts: parallel calls answered in one
+    request message, as pydantic-ai writes them) -> one tool message per result, each under its own call id."""
+    parts = message.get("parts", message.get("content")) if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        return [message]
+    results = [p for p in parts if isinstance(p, dict) and p.get("type") in _RESULT_PARTS]
+    if len(results) < 2:
+        return [message]
+    key = "parts" if "parts" in message else "content"
+    others = [p for p in parts if p not in results]
+    base = {k: v for k, v in message.items() if k not in (key, "tool_call_id", "id")}
+    split = [{**base, key: others}] if others else []
+    return split + [{**base, "role": "tool", key: [result]} for result in results]
 
 
 def indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
@@ -159,7 +232,7 @@ def indexed_messages(attrs: dict[str, Any], prefix: str, default_role: str) -> l
     found = indexed(attrs, prefix)
     if not found:
         return None
-    return [normalize_message(_flat_message(fields), default_role) for fields in found.values()]
+    return link_results([normalize_message(_flat_message(fields), default_role) for fields in found.values()])
 
 
 # OpenLIT's `gen_ai.prompt`: one `role: content` line per message (content may run over several lines)

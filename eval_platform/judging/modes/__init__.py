@@ -41,9 +41,10 @@ ConsensusRule = Literal["median", "mean", "majority_vote", "unanimous"]
 VOTES: tuple[ConsensusRule, ...] = ("majority_vote", "unanimous")
 AVERAGES: tuple[ConsensusRule, ...] = ("mean", "median")
 BASE_VARIABLES = frozenset({"input", "output", "context", "expected", "metadata"})
-# One trace's (span's, session's) transcript and trajectory (`judging.targets`): not offered to modes that show
-# several traces in one prompt, where they would be one candidate's.
-AGENT_VARIABLES = frozenset({"conversation", "tool_calls"})
+# One trace's (span's, session's) transcript and trajectory, and the judged span's tool, name and operation
+# (`judging.targets`, target span only): not offered to modes that show several traces in one prompt, where they
+# would be one candidate's.
+AGENT_VARIABLES = frozenset({"conversation", "tool_calls", "tool_name", "span_name", "span_operation"})
 # The evaluator fields that belong to some mode: set on an evaluator of another mode, they are refused.
 MODE_FIELDS = ("score_scale", "rubric", "labels", "expect", "pairwise", "n_wise", "reference")
 

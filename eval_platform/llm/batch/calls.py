@@ -104,7 +104,8 @@ class BatchCalls:
         self, endpoint: Endpoint, request: JudgeRequest, key: str, worst_usd: float | None
     ) -> CallOutcome:
         # As an interactive call would, give the other calls of the day their turn before this one's reply
-        # lands in the cache: two identical requests of one day are then both answered, not one from the cache.
+        # lands in the cache: an identical request of the day then waits for this one (single flight, `llm.call`)
+        # and is recorded once, answered once, as it is sent once without a batch.
         await asyncio.sleep(0)
         if self.recording:
             eid = endpoint_id(endpoint)

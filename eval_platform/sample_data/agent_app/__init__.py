@@ -31,10 +31,20 @@ LEGACY_CONVENTIONS: dict[str, str] = {
     "openlit_prompt_events": "eval_platform.sample_data.agent_app.legacy:OpenLITConvention",
 }
 
+# Agent frameworks as their users run them (`frameworks.py`): recorded with `record --python` pointing at a scratch
+# venv holding the frameworks (their pins clash with the test extra's), never by default.
+FRAMEWORKS: dict[str, str] = {
+    "openai_agents": "eval_platform.sample_data.agent_app.frameworks:OpenAIAgentsConvention",
+    "openai_agents_hidden": "eval_platform.sample_data.agent_app.frameworks:OpenAIAgentsHiddenConvention",
+    "langgraph": "eval_platform.sample_data.agent_app.frameworks:LangGraphConvention",
+    "pydantic_ai": "eval_platform.sample_data.agent_app.frameworks:PydanticAIConvention",
+    "smolagents": "eval_platform.sample_data.agent_app.frameworks:SmolagentsConvention",
+}
+
 
 def convention_class(name: str) -> type[Convention]:
     """The Convention registered under `name`; a clear error listing the valid names otherwise."""
-    known = {**CONVENTIONS, **LEGACY_CONVENTIONS}
+    known = {**CONVENTIONS, **LEGACY_CONVENTIONS, **FRAMEWORKS}
     if name not in known:
         raise ValueError(f"unknown instrumentation {name!r}; valid: {', '.join(known)}")
     module, _, attribute = known[name].partition(":")

@@ -9,9 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-from eval_platform.sample_data.agent_app import CONVENTIONS, LEGACY_CONVENTIONS
+from eval_platform.sample_data.agent_app import CONVENTIONS, FRAMEWORKS, LEGACY_CONVENTIONS
 
-NAMES = [*CONVENTIONS, *LEGACY_CONVENTIONS]
+NAMES = [*CONVENTIONS, *LEGACY_CONVENTIONS, *FRAMEWORKS]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -29,12 +29,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     record.add_argument(
         "--python", help="the interpreter that runs the app, e.g. a scratch venv's with older library releases"
     )
+    record.add_argument(
+        "--scenario", action="append", help="repeatable: only these scenarios (EXTRA_SCENARIOS too); default: all"
+    )
     run = commands.add_parser("run", help="run the scenarios once in this process (used by record)")
     run.add_argument("--instrumentation", choices=NAMES, required=True)
     run.add_argument("--base-url", required=True, help="the app model's OpenAI base URL (the local judge)")
     run.add_argument("--endpoint", required=True, help="the OTLP/HTTP receiver's base URL")
     run.add_argument("--manifest", type=Path, required=True, help="where to write the scenarios' trace ids")
     run.add_argument("--run", help="the run name (see record)")
+    run.add_argument("--scenario", action="append", help="only these scenarios (see record)")
     return parser.parse_args(argv)
 
 
@@ -44,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         from eval_platform.sample_data.agent_app.recorder import run_in_process
 
-        run_in_process(args.instrumentation, args.base_url, args.endpoint, args.manifest, args.run)
+        run_in_process(args.instrumentation, args.base_url, args.endpoint, args.manifest, args.run, args.scenario)
         return 0
     from eval_platform.sample_data.agent_app.recorder import record
 
@@ -55,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         logs_file=args.logs_file,
         run=args.run,
         python=args.python,
+        scenarios=args.scenario,
     )
     for name, result in results.items():
         print(json.dumps({"instrumentation": name, **result.summary()}), flush=True)

@@ -13,6 +13,10 @@ trace. Scenarios and the traces each makes (`SCENARIOS`):
 - `n2`: one completion with `n=2` choices;
 - `http_500`: a request whose model call fails with HTTP 500 (the error propagates through the request span).
 
+`EXTRA_SCENARIOS`, recorded only when named (`record --scenario NAME`), not in the demo's days:
+- `tool_call_only`: a planning call: one bare completion with tools whose answer is a tool call, which the app
+  hands on (the trace ends on the tool call: it has no final answer).
+
 What the users ask is a `Script`: `script_for(None)` is the questions of the committed test recordings; a named
 run (`record --run NAME`, e.g. one per sample day of the demo) draws its own questions, cities and order number
 from small pools, seeded by the name, and suffixes the session ids with it, so two runs never share a session.
@@ -290,6 +294,11 @@ def http_500(conv: Convention, client: Any, script: Script) -> None:
         pass  # the app answers its own caller with an error; the trace keeps the failure
 
 
+def tool_call_only(conv: Convention, client: Any, script: Script) -> None:
+    question = f"What's the weather in {script.cities[0]} today?"
+    client.chat.completions.create(model=APP_MODEL, messages=[_user(question)], tools=[WEATHER_TOOL])
+
+
 # name -> (scenario, number of traces it makes)
 SCENARIOS: dict[str, tuple[Callable[[Convention, Any, Script], None], int]] = {
     "single_turn": (single_turn, 1),
@@ -302,13 +311,20 @@ SCENARIOS: dict[str, tuple[Callable[[Convention, Any, Script], None], int]] = {
     "n2": (n2, 1),
     "http_500": (http_500, 1),
 }
+EXTRA_SCENARIOS: dict[str, tuple[Callable[[Convention, Any, Script], None], int]] = {
+    "tool_call_only": (tool_call_only, 1),
+}
 
 
-def run_scenarios(conv: Convention, base_url: str, script: Script | None = None) -> dict[str, list[str]]:
-    """Run every scenario once against the app model at `base_url` (with `script`'s questions, by default the
-    test recordings'); the trace ids each one started."""
+def run_scenarios(
+    conv: Convention, base_url: str, script: Script | None = None, names: list[str] | None = None
+) -> dict[str, list[str]]:
+    """Run every scenario (or the named ones, `EXTRA_SCENARIOS` too) once against the app model at `base_url`
+    (with `script`'s questions, by default the test recordings'); the trace ids each one started."""
     client = conv.openai_client(base_url, DUMMY_API_KEY)
-    for name, (scenario, _) in SCENARIOS.items():
+    known = {**SCENARIOS, **EXTRA_SCENARIOS}
+    chosen = {name: known[name] for name in names} if names else SCENARIOS
+    for name, (scenario, _) in chosen.items():
         conv.ledger.current = name
         scenario(conv, client, script or Script())
     conv.ledger.current = None

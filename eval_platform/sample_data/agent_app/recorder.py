@@ -76,11 +76,13 @@ def record(
     logs_file: str = "logs.jsonl",
     run: str | None = None,
     python: str | None = None,
+    scenarios: list[str] | None = None,
 ) -> dict[str, Recording]:
     """Record every (or the named) instrumentation into `out_dir/<name>/`, replacing earlier files there. A named
     `run` draws its own questions and session ids (`app.script_for`) and trace ids; None records the test
     recordings' script.
 
+    `scenarios`: only these (`app.SCENARIOS` and `app.EXTRA_SCENARIOS` names); default: every one of `SCENARIOS`.
     `python`: the interpreter that runs the app (default: this one); the local judge and the receiver stay in this
     process. A scratch venv holding older releases of a library records what those releases wrote
     (`LEGACY_CONVENTIONS`, eval_platform_tests/fixtures/otel/README.md)."""
@@ -103,6 +105,7 @@ def record(
                 command += ["--instrumentation", name, "--base-url", judge.base_url]
                 command += ["--endpoint", receiver.endpoint, "--manifest", str(manifest)]
                 command += ["--run", run] if run is not None else []
+                command += [arg for name in scenarios or [] for arg in ("--scenario", name)]
                 completed = subprocess.run(
                     command,
                     env=_clean_env(convention_class(name).env),
@@ -114,8 +117,8 @@ def record(
                 raise RuntimeError(f"recording {name} failed (exit {completed.returncode}):\n{completed.stderr}")
             if receiver.stats.refused:
                 raise RuntimeError(f"recording {name}: the receiver refused {receiver.stats.refused}")
-            scenarios = json.loads(manifest.read_text())["scenarios"]
-            results[name] = Recording(folder, receiver.stats, scenarios)
+            found = json.loads(manifest.read_text())["scenarios"]
+            results[name] = Recording(folder, receiver.stats, found)
     return results
 
 
@@ -153,7 +156,14 @@ class LoopbackOnly:
         raise OSError(f"the demo app talks to loopback addresses only, not {host!r}")
 
 
-def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path, run: str | None = None) -> None:
+def run_in_process(
+    name: str,
+    base_url: str,
+    endpoint: str,
+    manifest: Path,
+    run: str | None = None,
+    scenarios: list[str] | None = None,
+) -> None:
     """Instrument this process with one library, run every scenario (of the named run), flush, and write the
     manifest. Nothing may leave the machine (`LoopbackOnly`): the run fails if any library tried."""
     from eval_platform.sample_data.agent_app.app import run_scenarios, script_for
@@ -165,18 +175,22 @@ def run_in_process(name: str, base_url: str, endpoint: str, manifest: Path, run:
     convention = convention_class(name)(endpoint, ledger)
     convention.setup()
     try:
-        scenarios = run_scenarios(convention, base_url, script_for(run))
+        run_framework = getattr(convention, "run_framework", None)  # a framework runs its own scenarios
+        if run_framework is not None:
+            traces = run_framework(base_url)
+        else:
+            traces = run_scenarios(convention, base_url, script_for(run), scenarios)
     finally:
         convention.shutdown()
     if guard.refused:
         raise RuntimeError(f"{name} tried to reach the network: {sorted(set(guard.refused))}")
     versions = {}
-    for package in PACKAGES:
+    for package in (*PACKAGES, *getattr(convention, "packages", ())):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
-    written: dict[str, Any] = {"instrumentation": name, "run": run, "scenarios": scenarios, "packages": versions}
+    written: dict[str, Any] = {"instrumentation": name, "run": run, "scenarios": traces, "packages": versions}
     if convention.requirements:  # an older release: how to make the venv it was recorded in, and to record it
         written["scratch_venv"] = scratch_venv_commands(name, convention.requirements)
     manifest.write_text(json.dumps(written, indent=2) + "\n")
