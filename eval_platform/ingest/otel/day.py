@@ -216,7 +216,7 @@ class OtelDay:
         self._index.close()
 
     def _trace(
-        self, trace_id: str, index: int, spans: list[Span], events: list[LogEvent], earlier: bool
+        self, trace_id: str, index: int, spans: list[Span], events: list[LogEvent], earlier: bool = False
     ) -> ModelledTrace | None:
         assembly = assemble_trace(trace_id, spans, events, self.day, self.next_day, earlier=earlier)
         for k, (stage, item, error) in enumerate(assembly.rejected):
