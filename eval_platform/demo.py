@@ -31,7 +31,6 @@ from eval_platform.settings import (
     LOCAL_JUDGE_FOR_MISSING_KEYS_ENV,
     LOCAL_JUDGE_URL_ENV,
     data_root,
-    duckdb_path,
 )
 from eval_platform.storage.warehouse import open_catalog
 
@@ -349,15 +348,26 @@ def main(argv: list[str] | None = None) -> int:
     print(_experiments_summary(root))
     print(_leaderboard_summary(root))
     print(f"\nreport with plots: {root / 'reports' / 'report.html'}")
-    query = "SELECT evaluator, status, count(*) FROM judge_scores GROUP BY ALL"
     print(
         f"""
 Open the Dagster UI (assets, partitions, runs, backfills):
   DAGSTER_HOME={dagster_home} .venv/bin/dagster dev -w workspace.yaml      # then http://127.0.0.1:3000
 Query the results with SQL:
-  .venv/bin/python -c "import duckdb; print(duckdb.connect('{duckdb_path(root)}', read_only=True).sql('{query}'))\""""
+  {sql_hint(root)}"""
     )
     return 0
+
+
+def sql_hint(root: Path) -> str:
+    """The closing SQL hint: one line that queries the catalog on whichever store holds the warehouse (a plain
+    `duckdb.connect` cannot read a bucket's views), with the environment's settings (`open_catalog`). The data root
+    is named unless it is the default (`./data` of the working directory)."""
+    query = "SELECT evaluator, status, count(*) FROM judge_scores GROUP BY ALL"
+    where = "" if root.resolve() == Path("data").resolve() else repr(str(root))
+    return (
+        '.venv/bin/python -c "from eval_platform.storage.warehouse import open_catalog; '
+        f"print(open_catalog({where}).sql('{query}'))\""
+    )
 
 
 if __name__ == "__main__":

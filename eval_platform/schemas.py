@@ -152,7 +152,7 @@ FAIL_REASONS = (
 # Why a fine-tuning export leaves a trace out (finetune.export; a manifest's `excluded_by_reason`), besides
 # PARTIAL_TRACE, APP_ERROR and the verdicts' `<outcome>:<evaluator>`. A line is never repaired into something the
 # trace did not say: what cannot be written in OpenAI's chat fine-tuning format is left out with its reason.
-NO_FINAL_ANSWER = "no_final_answer"  # no assistant text at the end: e.g. an agent that stopped on a tool call
+# (NO_FINAL_ANSWER above: no assistant text at the end, e.g. an agent that stopped on a tool call)
 UNANSWERED_TOOL_CALL = "unanswered_tool_call"  # a tool call no tool message answers before the conversation goes on
 BAD_TOOL_ARGUMENTS = "bad_tool_arguments"  # a tool call's arguments are not the JSON text of an object
 BAD_FUNCTION_NAME = "bad_function_name"  # a called function's name is outside ^[a-zA-Z0-9_-]{1,64}$

@@ -19,6 +19,11 @@ S3_SECRET_ACCESS_KEY_ENV = "AWS_SECRET_ACCESS_KEY"  # a secret: the redaction ru
 START_DATE_ENV = "EVAL_PLATFORM_START_DATE"
 DEFAULT_START_DATE = "2026-11-01"
 EVALUATORS_FOLDER = "evaluators"
+# The longest a run's calls wait, in all, for budget reservations of another host (or a submitted batch) to settle
+# when the budget is otherwise used: a host that died keeps its reservations in flight for their whole TTL (15
+# minutes or more), holding the waiting run's step and pool slot. After it, those calls are SKIPPED budget_exhausted.
+BUDGET_WAIT_ENV = "EVAL_PLATFORM_BUDGET_WAIT_S"
+DEFAULT_BUDGET_WAIT_S = 120.0
 
 
 class DataRootError(FileNotFoundError):
@@ -61,6 +66,20 @@ def checked_data_root(root: Path | None = None) -> Path:
             f"{where}); create it (it may stay empty), or set {DATA_DIR_ENV} to the data root that has one"
         )
     return root
+
+
+def budget_wait_s() -> float:
+    """`EVAL_PLATFORM_BUDGET_WAIT_S` in seconds (default 120; 0: never wait for another host's reservations)."""
+    value = os.environ.get(BUDGET_WAIT_ENV, "").strip()
+    if not value:
+        return DEFAULT_BUDGET_WAIT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"{BUDGET_WAIT_ENV}={value!r} is not a number of seconds (0 or more)")
+    return seconds
 
 
 def start_date() -> str:

@@ -144,6 +144,7 @@ def build_judge_scores(
     ):
         root = warehouse.root
         runtime = judge.runtime(root)
+        runtime.log = context.log  # a wait for other hosts' budget reservations is told in the run's log
 
         def judge_one(key: str) -> JudgedPartition:
             keys = partitions.get_partition_key_from_str(key).keys_by_dimension
@@ -247,6 +248,8 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
             if "unreachable_models" in summary
             else {}
         ),
+        # its calls waited for budget reservations of other hosts (how much, where, how long, and how it ended)
+        **({"budget_wait": dg.MetadataValue.json(summary["budget_wait"])} if "budget_wait" in summary else {}),
         # the rows are written, but the judge-call cache could not keep their replies: a re-run pays again
         **({"cache_write_failed": summary["cache_write_failed"]} if "cache_write_failed" in summary else {}),
         "dagster/row_count": summary["rows"],

@@ -4,7 +4,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
@@ -25,6 +25,7 @@ from eval_platform.ingest.traces import (
     StrayEntry,
     is_day_name,
     list_trace_files,
+    settled,
     stray_entries,
     stray_quarantine,
     stream_trace_day,
@@ -76,6 +77,8 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     """Read one day's export files and write its traces, spans and quarantine partitions (replacing earlier ones),
     in bounded memory: the day is streamed (`stream_trace_day`) into streaming partition writers, a frame at a time.
     Each partition is replaced whole only once all its rows are written (a failure or a kill leaves the previous)."""
+    previous, following = (str(date.fromisoformat(day) + timedelta(days=step)) for step in (-1, 1))
+    taken = _trace_ids(root, following)  # the next day's traces took their spans still waiting for a root here
     with stream_trace_day(root, day) as rows:
         written = {}
         for table, frames, keys, schema in (
@@ -86,12 +89,17 @@ def ingest_day(root, day: str, log) -> IngestedDay:
             reasons: dict[str, int] = {}
             with partition_writer(root, table, keys, schema) as out:
                 for frame in frames:
+                    if table == "quarantine":
+                        frame = settled(frame, taken)
                     out.write(frame)
                     if table == "quarantine":
                         for reason, n in frame.group_by("reason").len().rows():
                             reasons[reason] = reasons.get(reason, 0) + n
             written[table] = out.rows
         files = list(rows.files)
+    resolved = settle_previous_day(root, previous, _trace_ids(root, day))
+    if resolved:
+        log.info(f"{resolved} awaiting_root rows of {previous} left the quarantine: {day}'s traces took them")
     strays = stray_entries(root)
     write_strays(root, strays)
     reasons = dict(sorted(reasons.items()))
@@ -103,6 +111,25 @@ def ingest_day(root, day: str, log) -> IngestedDay:
         misnamed = "".join(f"; not read: {s.file}, which reads as this day" for s in strays if s.day == day)
         log.warning(f"traces/{day}/ has {len(files)} file(s) and no valid trace: an empty day{misnamed}")
     return IngestedDay(day, written["traces"], written["spans"], written["quarantine"], reasons, files)
+
+
+def _trace_ids(root, day: str):
+    found = read_partition(root, "traces", {"date": day}, columns=["trace_id"])
+    return None if found is None else found["trace_id"]
+
+
+def settle_previous_day(root, previous: str, taken) -> int:
+    """Take out of the previous day's quarantine its `awaiting_root` rows whose trace the day's ingest took (whole,
+    or partial with `missing_root`): the rows that `settled` leaves out when the previous day is ingested again.
+    Returns how many left."""
+    keys = quarantine_keys(SOURCE, previous)
+    before = read_partition(root, "quarantine", keys) if taken is not None else None
+    if before is None:
+        return 0
+    after = settled(before, taken)
+    if after.height != before.height:
+        write_partition(root, "quarantine", keys, after)
+    return before.height - after.height
 
 
 def write_strays(root, strays: list[StrayEntry]) -> None:

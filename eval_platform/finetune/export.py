@@ -311,6 +311,14 @@ def export_day(export: FinetuneExport, traces: pl.DataFrame, scores: pl.DataFram
     order = traces.with_columns(reasons.alias("_reason")).sort("timestamp", "trace_id", nulls_last=True)
     for trace in order.iter_rows(named=True):
         reason = trace["_reason"]
+        # A judge skips a trace with no final answer (no_final_answer): the trace's own reason is the one to report.
+        if reason is not None and reason.startswith("skipped:"):
+            try:
+                example(trace, export.system_prompt)
+            except NoFinalAnswer:
+                reason = NO_FINAL_ANSWER
+            except BadMessages:
+                pass
         if reason is None:
             try:
                 line = example(trace, export.system_prompt)

@@ -9,7 +9,8 @@ relative path; hidden files and folders are skipped; a missing folder is an empt
 how they split into rows are described in `readers.py` (JSONL, JSON, CSV, Parquet, OTLP/JSON, optionally
 gzip-compressed); how a row becomes a canonical trace, the field aliases and the value rules in
 `records.py`; OTLP traces (whole traces across lines and files, the conventions, the trace model, the rule for
-traces over midnight, which makes this read the previous day's folder too) in `ingest/otel/`.
+traces over midnight and traces whose root never arrives, which make this read the two previous days' folders
+too) in `ingest/otel/`.
 
 Nothing is dropped silently. Each rejected row becomes a quarantine row (source `traces`, partition = day)
 with its file (relative to the data root), 1-based line (null when the whole file is rejected), a reason
@@ -22,7 +23,7 @@ Reason codes:
   `missing_field:trace_id`, `missing_field:timestamp`, `invalid_timestamp`, `invalid_type:<field>`,
   `negative_value:<field>`, `duplicate_trace_id` (the first occurrence in file/line order wins);
 - OTLP (one row per span or log record): `invalid_otlp:<what>`, `no_genai_span`, `awaiting_root`, `late_span`,
-  `duplicate_span_id`, `parent_cycle`, `orphan_event`, `not_a_genai_event`, `not_a_trace:metrics`;
+  `late_root`, `duplicate_span_id`, `parent_cycle`, `orphan_event`, `not_a_genai_event`, `not_a_trace:metrics`;
 - `unexpected_error`: a bug in the ingest itself met this row (it is kept rather than crashing the day);
 - `not_a_day_folder` (`stray_entries`): an entry directly under `traces/` that no day's ingest reads, a folder
   whose name is not a day (`11-26-2026`, `"2026-11-26 "`) or a file outside any day folder. These rows are in one
@@ -54,6 +55,7 @@ import polars as pl
 
 from eval_platform.ingest.common import Candidate, RowError
 from eval_platform.ingest.day_spill import CHUNK_ROWS, OTLP, READING, DaySpill, item_code
+from eval_platform.ingest.otel.assembly import AWAITING_ROOT, AWAITING_TRACE
 from eval_platform.ingest.otel.day import INVALID_RECORD, OtelDay
 from eval_platform.ingest.otel.day import reject as reject_item
 from eval_platform.ingest.quarantine import quarantine_frame, quarantine_row, utc_now
@@ -240,6 +242,16 @@ class TraceDayRows:
         return self._spill.quarantine()
 
 
+def settled(quarantine: pl.DataFrame, taken: pl.Series | None) -> pl.DataFrame:
+    """`quarantine` (a traces day's rows) without its `awaiting_root` rows whose trace is in `taken` (the trace ids
+    of the next day's partition, which took them, whole or as a partial trace): they wait no more."""
+    if taken is None or not quarantine.height:
+        return quarantine
+    waits = pl.col("reason") == AWAITING_ROOT
+    trace = pl.col("detail").str.extract(AWAITING_TRACE.pattern, 1)
+    return quarantine.filter(~(waits & trace.is_in(taken.implode()).fill_null(False)))
+
+
 def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) -> TraceDay:
     """Canonical traces (TRACE_SCHEMA), their spans (SPAN_SCHEMA) and quarantine rows (QUARANTINE_SCHEMA) of
     `<data_root>/traces/<day>/` (plus the previous day's spans of traces rooted in this day, see `ingest/otel`),
@@ -284,7 +296,7 @@ def stream_trace_day(
     tally = _Tally()
     files: list[str] = []
     order: dict[str, int] = {}  # each file of the day: its place in reading order
-    previous, following = (date.fromisoformat(day) + timedelta(days=step) for step in (-1, 1))
+    before, previous, following = (date.fromisoformat(day) + timedelta(days=step) for step in (-2, -1, 1))
     with tempfile.TemporaryDirectory(prefix="eval_platform-ingest-") as folder:
         spill = DaySpill(Path(folder), day, chunk_rows)
         otel = OtelDay(day, following.isoformat(), Path(folder) / "otlp")
@@ -317,6 +329,7 @@ def stream_trace_day(
             otel.rejected.clear()
 
         try:
+            _read_previous_day(data_root, before.isoformat(), otel, early=True)  # its trace ids only
             _read_previous_day(data_root, previous.isoformat(), otel)
             for path in list_trace_files(data_root, day):
                 rel = path.relative_to(data_root).as_posix()
@@ -357,11 +370,12 @@ def stream_trace_day(
             spill.close()
 
 
-def _read_previous_day(data_root: Path, previous: str, otel: OtelDay) -> None:
+def _read_previous_day(data_root: Path, previous: str, otel: OtelDay, *, early: bool = False) -> None:
+    """Index the OTLP files of a day before (`early`: two days before, whose spans are never taken)."""
     for path in list_trace_files(data_root, previous):
         kind = file_kind(path)
-        if kind in ("json", "jsonl"):  # only the spans of traces rooted today are taken (and counted) from it
-            source = otel.source(path.relative_to(data_root).as_posix(), path, kind, carried=True)
+        if kind in ("json", "jsonl"):  # only the spans of the day's traces are taken (and counted) from it
+            source = otel.source(path.relative_to(data_root).as_posix(), path, kind, carried=True, early=early)
             for candidate in _guarded(iter_candidates(path, kind)):
                 if isinstance(candidate, Exception):
                     break  # the previous day's own ingest reports its unreadable files

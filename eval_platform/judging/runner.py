@@ -52,13 +52,8 @@ class _Judge:
     """One evaluator model's calls: its prompts through the one call path (`llm.call`), replies parsed as
     verdicts of the evaluator's mode."""
 
-    def __init__(self, config: EvaluatorConfig, endpoint: Endpoint, runtime: JudgeRuntime):
+    def __init__(self, config: EvaluatorConfig, endpoint: Endpoint, runtime: JudgeRuntime, budget: Budget | None):
         self.config = config
-        limits = (config.max_daily_cost_usd, config.max_monthly_cost_usd)
-        budget = None
-        if any(limit is not None for limit in limits):
-            ttl_s = reservation_ttl_s(config.timeout_s, config.max_retries)
-            budget = Budget(runtime.ledger, config.name, *limits, ttl_s)
         # Every key this evaluator may send: its models' api_key_env values.
         names = {spec.api_key_env for spec in config.judge_models() if spec.api_key_env}
         self.caller = ModelCaller(runtime, endpoint, budget=budget, key_envs=names)
@@ -87,6 +82,15 @@ class _Judge:
             max_retries=config.max_retries,
         )
         return await self.caller.call(request, sample, parse)
+
+
+def _budget(config: EvaluatorConfig, runtime: JudgeRuntime) -> Budget | None:
+    """The evaluator's budget, one for all its models and samples (their waits for other hosts are one wait)."""
+    limits = (config.max_daily_cost_usd, config.max_monthly_cost_usd)
+    if all(limit is None for limit in limits):
+        return None
+    ttl_s = reservation_ttl_s(config.timeout_s, config.max_retries)
+    return Budget(runtime.ledger, config.name, *limits, ttl_s, max_wait_s=runtime.budget_wait_s, log=runtime.log)
 
 
 @dataclass(frozen=True)
@@ -257,9 +261,10 @@ RUNNING_MIN = 256
 async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -> DayOutcome:
     judged_at = datetime.now(UTC)
     members, unreachable_models = [], {}
+    budget = _budget(config, runtime)
     for spec in config.judge_models():
         endpoint = evaluator_endpoint(config, spec, runtime)
-        judge = _Judge(config, endpoint, runtime) if endpoint else None
+        judge = _Judge(config, endpoint, runtime, budget) if endpoint else None
         skip = None if endpoint else unreachable(spec, runtime)
         if skip is not None:
             unreachable_models[spec.model] = skip[1]
@@ -272,10 +277,14 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
 
     no_judge = all(member.judge is None for member in members)
 
-    def skip_reason(unit_id: str) -> tuple[str, str | None] | None:
-        selection = selection_skip(config, unit_id, manual_trace_ids)
+    def skip_reason(unit: Unit) -> tuple[str, str | None] | None:
+        # A trace the evaluator does not select (not sampled, not named) says so first, whatever its text: the
+        # target's own skips (empty text, no final answer, ...) are for the selected ones.
+        selection = selection_skip(config, unit.unit_id, manual_trace_ids)
         if selection:
             return selection
+        if unit.skip:
+            return unit.skip
         if no_judge:  # every model unreachable: the first's reason, every model's detail
             return members[0].skip[0], "; ".join(unreachable_models.values())
         return None
@@ -291,7 +300,7 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
         return rows
 
     async def run(unit: Unit) -> list[dict]:
-        skipped = unit.skip or skip_reason(unit.unit_id)
+        skipped = skip_reason(unit)
         if skipped:
             code, detail = skipped
             return [
@@ -406,6 +415,9 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
     outcome = DayOutcome(tally.summary(in_partition), missing, tally)
     if unreachable_models:  # the model (configured) -> why it was not called, naming the variable to set
         outcome.summary["unreachable_models"] = unreachable_models
+    waited = budget.host_wait.report() if budget is not None else None
+    if waited is not None:  # its calls waited for other hosts' budget reservations (the metadata says so)
+        outcome.summary["budget_wait"] = waited
     return outcome
 
 

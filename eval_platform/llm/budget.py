@@ -18,6 +18,11 @@ reply is in. The rules, chosen so that money is never spent blindly and budgets 
   shows nothing was billed. An interactive call has no record to settle from: killed in flight, it stays
   counted at its worst case for good. So the ledger never holds less than the provider billed. Unsettled
   spend counts as spent, not as in flight: nobody waits for it to settle.
+- A reservation made on another host (or by a submitted batch) has no process here to check: it stays in flight
+  until it is settled or its time is up, which for a host that died is its whole `ttl_s` (15 minutes or more). A
+  call that fits only once such reservations settle waits for them at most `Budget.max_wait_s`
+  (`EVAL_PLATFORM_BUDGET_WAIT_S`), saying so at WARNING, then is refused with a detail that says it waited; the
+  caller's later calls that need them are refused at once (`HostWait`).
 
 The ledger is one SQLite file under the data root (SQLite's write lock serialises check-and-reserve), or,
 when the Dagster instance runs on PostgreSQL, two tables in its database, where an advisory lock per evaluator
@@ -30,18 +35,22 @@ or ten million.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-import socket
 import time
 from collections.abc import Callable
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.llm.client import SendRefused
 from eval_platform.llm.statedb import PostgresState, SqliteFile
+from eval_platform.processes import HOST, process_alive
+from eval_platform.settings import BUDGET_WAIT_ENV, budget_wait_s
 from eval_platform.storage.sqlite import connect_wal
+
+log = logging.getLogger(__name__)
 
 # {id} and {real} are the backend's types; {spend} and {daily} the tables' names (see `BudgetLedger`).
 _SCHEMA = """
@@ -74,7 +83,7 @@ _POSTGRES_TYPES = {"id": "BIGSERIAL PRIMARY KEY", "real": "DOUBLE PRECISION"}  #
 
 # Columns added after the first release; an older ledger file gets them on open.
 _ADDED_COLUMNS = {"expires_at": "REAL", "pid": "INTEGER", "host": "TEXT"}
-_HOST = socket.gethostname()
+_HOST = HOST  # a module global, so that a test's process can stand for another host
 _LEGACY_TTL_S = 3600.0  # reservations written before expiry existed count for an hour
 
 
@@ -97,6 +106,10 @@ class Refusal:
     in_flight_usd: float
     amount_usd: float
     unsettled_usd: float = 0.0  # of `settled_usd`, reservations of killed runs counted at their worst case
+    # of `in_flight_usd`, reservations no process check here can see end: made on another host (named in
+    # `unseen_hosts`), or by a submitted batch; only their settlement or their expiry frees them
+    unseen_usd: float = 0.0
+    unseen_hosts: tuple[str, ...] = ()
 
     @property
     def remaining_usd(self) -> float:
@@ -105,6 +118,15 @@ class Refusal:
     @property
     def can_wait(self) -> bool:
         return self.in_flight_usd > 0 and self.settled_usd + self.amount_usd <= self.limit_usd + 1e-12
+
+    @property
+    def needs_unseen(self) -> bool:
+        """Waiting could help, but only once reservations of another host (or a batch) settle: the calls in flight
+        here settling to nothing would still leave no room."""
+        return self.can_wait and self.settled_usd + self.unseen_usd + self.amount_usd > self.limit_usd + 1e-12
+
+    def unseen_text(self) -> str:
+        return f"{self.unseen_usd:.6g} USD reserved by calls in flight on {', '.join(self.unseen_hosts)}"
 
     def describe(self) -> str:
         unsettled = (
@@ -119,16 +141,19 @@ class Refusal:
         )
 
 
+def _unseen(pid: int | None, host: str | None) -> bool:
+    """A reservation whose process cannot be checked from here (another host's, or a batch's: no pid)."""
+    return pid is None or host != _HOST
+
+
+def _host_label(pid: int | None, host: str | None) -> str:
+    return f"{host} (a submitted batch)" if host == _HOST else (host or "an unnamed host")
+
+
 def _alive(pid: int | None, host: str | None) -> bool:
     if pid is None or host != _HOST:
         return True  # another machine's reservation: only its expiry can free it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return process_alive(pid)
 
 
 class BudgetLedger:
@@ -195,8 +220,9 @@ class BudgetLedger:
                 (_LEGACY_TTL_S, time.time() - 86400),
             )
 
-    def _reserved(self, conn, where: str, params: tuple, now: float) -> list[tuple[int, float, bool]]:
-        """(id, amount, unsettled) of the reservations matching `where`. A reservation still marked in flight
+    def _reserved(self, conn, where: str, params: tuple, now: float) -> list[tuple[int, float, bool, str | None]]:
+        """(id, amount, unsettled, unseen host) of the reservations matching `where`; the host is set for one in
+        flight that no process check here can see end (`_unseen`). A reservation still marked in flight
         whose process is gone or whose time is up is marked unsettled here, once and for good (a later process
         with the same pid does not bring it back in flight)."""
         rows = conn.execute(
@@ -209,17 +235,23 @@ class BudgetLedger:
             unsettled = state == "unsettled" or expires_at <= now or not _alive(pid, host)
             if unsettled and state == "reserved":
                 gone.append((row_id,))
-            result.append((row_id, amount, unsettled))
+            seen = unsettled or not _unseen(pid, host)
+            result.append((row_id, amount, unsettled, None if seen else _host_label(pid, host)))
         if gone:
             conn.executemany(f"UPDATE {self._spend} SET state = 'unsettled' WHERE id = ? AND state = 'reserved'", gone)
         return result
 
-    def _outstanding(self, conn, evaluator: str, column: str, period: str, now: float) -> tuple[float, float]:
-        """(in flight, unsettled): reserved spend of calls that may still settle, and of calls that will not
-        settle by themselves (their process is gone or their time is up), counted as spent at their worst case."""
+    def _outstanding(
+        self, conn, evaluator: str, column: str, period: str, now: float
+    ) -> tuple[float, float, float, tuple[str, ...]]:
+        """(in flight, unsettled, unseen, unseen hosts): reserved spend of calls that may still settle, and of calls
+        that will not settle by themselves (their process is gone or their time is up), counted as spent at their
+        worst case; of the first, what reservations no process check here can see end hold, and their hosts."""
         rows = self._reserved(conn, f"evaluator = ? AND {column} = ?", (evaluator, period), now)
-        in_flight = sum(amount for _, amount, unsettled in rows if not unsettled)
-        return in_flight, sum(amount for _, amount, unsettled in rows if unsettled)
+        in_flight = sum(amount for _, amount, unsettled, _ in rows if not unsettled)
+        unseen = sum(amount for _, amount, _, host in rows if host is not None)
+        hosts = tuple(sorted({host for *_, host in rows if host is not None}))
+        return in_flight, sum(amount for _, amount, unsettled, _ in rows if unsettled), unseen, hosts
 
     def _settled(self, conn, evaluator: str, column: str, period: str) -> float:
         (total,) = conn.execute(
@@ -255,10 +287,10 @@ class BudgetLedger:
             ):
                 if limit is None:
                     continue
-                in_flight, unsettled = self._outstanding(conn, evaluator, column, period, now)
+                in_flight, unsettled, unseen, hosts = self._outstanding(conn, evaluator, column, period, now)
                 settled = self._settled(conn, evaluator, column, period) + unsettled
                 if settled + in_flight + amount_usd > limit + 1e-12:
-                    return Refusal(name, limit, settled, in_flight, amount_usd, unsettled)
+                    return Refusal(name, limit, settled, in_flight, amount_usd, unsettled, unseen, hosts)
             (row_id,) = conn.execute(
                 f"INSERT INTO {self._spend}"
                 " (evaluator, day, month, amount_usd, state, created_at, expires_at, pid, host) "
@@ -296,7 +328,7 @@ class BudgetLedger:
         if value is None:
             raise ValueError("spent() needs a day or a month")
         with self._db.transaction(self.lock_name(evaluator)) as conn:
-            in_flight, unsettled = self._outstanding(conn, evaluator, column, value, time.time())
+            in_flight, unsettled, _, _ = self._outstanding(conn, evaluator, column, value, time.time())
             return self._settled(conn, evaluator, column, value) + in_flight + unsettled
 
     def totals(self, in_flight: bool = False) -> list[tuple[str, str, float, int]]:
@@ -327,8 +359,8 @@ class BudgetLedger:
 class BudgetRefused(SendRefused):
     """Raised by a call's `before_send` hook when its worst case does not fit a budget: nothing is sent."""
 
-    def __init__(self, refusal: Refusal):
-        super().__init__(refusal.describe())
+    def __init__(self, refusal: Refusal, waited: str = ""):
+        super().__init__(refusal.describe() + waited)
         self.refusal = refusal
 
 
@@ -336,6 +368,74 @@ def reservation_ttl_s(timeout_s: float, max_retries: int) -> float:
     """Longest an interactive call can hold its reservation: every attempt timing out, plus the backoff between
     them (at least 15 minutes)."""
     return max(900.0, (max_retries + 1) * timeout_s + max_retries * 30.0 + 60.0)
+
+
+class HostWait:
+    """One caller's waits for reservations it cannot see end (another host's, a batch's), bounded by `max_wait_s`.
+
+    The calls of a caller wait together: the first to need such reservations starts the wait and logs it at
+    WARNING once (the evaluator, the amount reserved and where, how long it waits); the wait pauses while the
+    room is back. Once the waits add up to `max_wait_s`, the call is refused, and so is every later call of this
+    caller that needs them, at once (a dead host's reservations stay in flight for their whole TTL). `report()`
+    is what the caller's metadata shows."""
+
+    def __init__(self, name: str, max_wait_s: float, logger: logging.Logger | None = None):
+        self.name, self.max_wait_s, self.log = name, max_wait_s, logger or log
+        self.started: float | None = None  # time.monotonic() of the current wait
+        self.gave_up = False
+        self.waited_s = 0.0  # of the waits that ended
+        self.refusal: Refusal | None = None  # the last one waited on
+
+    def wait_or_refuse(self, refusal: Refusal) -> None:
+        """Called with a refusal that needs unseen reservations: starts (or goes on with) the wait, or raises
+        `BudgetRefused` when it is over."""
+        now = time.monotonic()
+        first = self.refusal is None
+        self.refusal = refusal
+        if self.started is None and not self.gave_up:
+            self.started = now
+        if first:
+            self.log.warning(
+                f"evaluator {self.name}: its {refusal.period} budget is nearly used ({refusal.describe()}); "
+                f"{refusal.unseen_text()} (their runs may have died: such a reservation stays in flight until "
+                f"its time is up); waiting up to {self.max_wait_s:g} s for them to settle ({BUDGET_WAIT_ENV})"
+            )
+        if self.started is not None and self.waited_s + now - self.started >= self.max_wait_s:
+            self.waited_s += now - self.started
+            self.started, self.gave_up = None, True
+            self.log.warning(
+                f"evaluator {self.name}: waited {self.max_wait_s:g} s for {refusal.unseen_text()}; they did not "
+                f"settle: its calls that need them are skipped as budget exhausted"
+            )
+        if self.gave_up:
+            raise BudgetRefused(refusal, self.refused_text(refusal))
+
+    def refused_text(self, refusal: Refusal) -> str:
+        return f"; waited {self.max_wait_s:g} s ({BUDGET_WAIT_ENV}) for {refusal.unseen_text()}, which did not settle"
+
+    def ended(self) -> None:
+        """The call needs those reservations no more (they settled, or expired and count as spent): the current
+        wait is over."""
+        if self.started is not None:
+            self.waited_s += time.monotonic() - self.started
+            self.started = None
+
+    def report(self) -> dict | None:
+        """The waits, for the materialization's metadata (None when there was none)."""
+        if self.refusal is None:
+            return None
+        return {
+            "evaluator": self.name,
+            "reserved_elsewhere_usd": round(self.refusal.unseen_usd, 9),
+            "hosts": list(self.refusal.unseen_hosts),
+            "waited_s": round(self.waited_s + (time.monotonic() - self.started if self.started else 0.0), 1),
+            "max_wait_s": self.max_wait_s,
+            "outcome": (
+                "gave up: the calls that needed them were skipped as budget_exhausted"
+                if self.gave_up
+                else "they settled or expired within the wait"
+            ),
+        }
 
 
 @dataclass(frozen=True)
@@ -347,11 +447,18 @@ class Budget:
     max_daily_usd: float | None
     max_monthly_usd: float | None
     ttl_s: float  # see `reservation_ttl_s`
+    # the longest its calls wait for reservations of other hosts (`HostWait`); default EVAL_PLATFORM_BUDGET_WAIT_S
+    max_wait_s: float = field(default_factory=budget_wait_s)
+    log: logging.Logger | None = field(default=None, compare=False)  # where the wait is told (default: this module's)
+    host_wait: HostWait = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "host_wait", HostWait(self.name, self.max_wait_s, self.log))
 
     async def reserve(self, worst_usd: float) -> Reservation:
         """A reservation of a call's worst case (see `reserve_or_wait`)."""
         return await reserve_or_wait(
-            self.ledger, self.name, worst_usd, self.max_daily_usd, self.max_monthly_usd, self.ttl_s
+            self.ledger, self.name, worst_usd, self.max_daily_usd, self.max_monthly_usd, self.ttl_s, self.host_wait
         )
 
 
@@ -366,13 +473,20 @@ async def reserve_or_wait(
     max_daily_usd: float | None,
     max_monthly_usd: float | None,
     ttl_s: float,
+    host_wait: HostWait | None = None,
 ) -> Reservation:
     """A reservation of a call's worst case; waits while calls in flight may settle below theirs, and raises
-    `BudgetRefused` once waiting cannot help (nothing in flight, or settled spend alone leaves no room)."""
+    `BudgetRefused` once waiting cannot help (nothing in flight, or settled spend alone leaves no room), or once
+    it has waited `host_wait.max_wait_s` for reservations of other hosts."""
+    host_wait = host_wait or HostWait(name, budget_wait_s())
     while True:
         result = ledger.reserve(name, worst_usd, max_daily_usd, max_monthly_usd, ttl_s=ttl_s)
+        if isinstance(result, Reservation) or not result.needs_unseen:
+            host_wait.ended()  # they settled, or expired (spent now): whatever the outcome, the wait for them is over
         if isinstance(result, Reservation):
             return result
         if not result.can_wait:
             raise BudgetRefused(result)
+        if result.needs_unseen:
+            host_wait.wait_or_refuse(result)
         await asyncio.sleep(BUDGET_RECHECK_S)

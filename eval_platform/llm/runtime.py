@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import JudgeCache
 from eval_platform.llm.client import JudgeClient
 from eval_platform.llm.statedb import PostgresState
+from eval_platform.settings import budget_wait_s
 
 if TYPE_CHECKING:
     from eval_platform.llm.batch.calls import BatchCalls
@@ -41,6 +43,10 @@ class JudgeRuntime:
     in_flight: dict[str, tuple[asyncio.AbstractEventLoop, list[asyncio.Future]]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # How long a budgeted evaluator's calls wait, in all, for other hosts' reservations (`budget.HostWait`).
+    budget_wait_s: float = field(default_factory=budget_wait_s)
+    # Where a run's warnings about its calls go (the step's `context.log` in a Dagster run); default: the module's.
+    log: logging.Logger | None = None
 
 
 def run_calls(main: Coroutine[Any, Any, T]) -> T:

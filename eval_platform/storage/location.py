@@ -12,7 +12,10 @@ whichever store holds the data.
   first written to a local temporary file, then handed to the upload in one call, so no Python code runs
   between the first part sent and the last: an exception while encoding uploads nothing, and a writer killed
   mid-upload leaves an incomplete multipart upload, which no reader lists or reads (the bucket's lifecycle rule
-  `AbortIncompleteMultipartUpload` deletes its parts; see the README).
+  `AbortIncompleteMultipartUpload` deletes its parts; see the README). The local copy is staged in a folder
+  `eval_platform-put-*` of the system's temporary folder, with an `owner` file naming the host and process that
+  upload from it; a writer killed mid-upload leaves that folder behind, and the first upload of every later process
+  removes each such folder whose owner on this host is gone (`sweep_staging`).
 
 Reads stream: a partition is read row group by row group (`batches`, through pyarrow's `ParquetFile` over the
 store's file: on a bucket, ranged GETs of the row group's column chunks), so a reader that goes batch by batch
@@ -28,9 +31,12 @@ store holds it, and handed only to the S3 clients.
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -47,6 +53,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from eval_platform.llm.redaction import remember
+from eval_platform.processes import HOST, process_alive
 from eval_platform.settings import (
     S3_ACCESS_KEY_ID_ENV,
     S3_ENDPOINT_URL_ENV,
@@ -57,6 +64,12 @@ from eval_platform.settings import (
 )
 
 TEMP_PREFIX, TEMP_SUFFIX = ".part-", ".tmp"
+# An upload's local copy: a folder of the system's temporary folder, with the owner's "<host> <pid>" in OWNER_FILE.
+STAGING_PREFIX, OWNER_FILE = "eval_platform-put-", "owner"
+# A staging folder without an owner file (written by a version before it) is removed once this old.
+UNOWNED_STAGING_AGE_S = 3600.0
+
+log = logging.getLogger(__name__)
 BATCH_ROWS = 65_536  # rows per frame a streaming read hands over (a row group is decoded whole, though)
 
 
@@ -237,13 +250,18 @@ class S3Store:
     def staged(self, parts: tuple[str, ...]) -> Iterator[Path]:
         """A local temporary file, put as the object at `parts` if the block ends without an exception."""
         key = self._key(*parts)
-        with tempfile.TemporaryDirectory(prefix="eval_platform-put-") as folder:
-            local = Path(folder) / "part.parquet"
+        _sweep_once()
+        folder = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX))
+        try:
+            (folder / OWNER_FILE).write_text(f"{HOST} {os.getpid()}\n")
+            local = folder / "part.parquet"
             yield local
             # One write call of the whole (memory-mapped, not loaded) file: the upload's parts are sent by
             # pyarrow's own threads, and the object appears only when close() completes the upload.
             with pa.memory_map(str(local)) as source, self.filesystem.open_output_stream(key) as out:
                 out.write(source.read_buffer())
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def write_bytes(self, parts: tuple[str, ...], data: bytes) -> Path | str:
         with self.staged(parts) as local:
@@ -311,6 +329,42 @@ class S3Store:
         # DuckDB reads s3:// through its httpfs extension, which it downloads at first use; here it reads them
         # through this store's pyarrow filesystem instead (fsspec's wrapper), so nothing is fetched at run time.
         conn.register_filesystem(_s3_for_duckdb()(self.filesystem))
+
+
+def sweep_staging(temp_dir: Path | None = None) -> list[Path]:
+    """Remove the upload staging folders (`eval_platform-put-*` in `temp_dir`, default the system's temporary
+    folder) left by processes that died mid-upload: those whose owner file names this host and a process that is
+    gone, and those without an owner file older than UNOWNED_STAGING_AGE_S. Another host's folder (a temporary
+    folder shared between hosts), another user's (unreadable) and a live process's are kept. Returns the removed."""
+    removed = []
+    for folder in Path(temp_dir or tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*"):
+        try:
+            if folder.is_symlink() or not folder.is_dir():
+                continue
+            owner = (folder / OWNER_FILE).read_text().split()
+        except FileNotFoundError:  # no owner file: written before there was one (or it is being written now)
+            try:
+                if time.time() - folder.stat().st_mtime < UNOWNED_STAGING_AGE_S:
+                    continue
+            except FileNotFoundError:
+                continue
+        except OSError:  # another user's folder
+            continue
+        else:
+            if len(owner) != 2 or not owner[1].isdigit() or owner[0] != HOST or process_alive(int(owner[1])):
+                continue
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            removed.append(folder)
+    if removed:
+        log.info("removed %d upload staging folder(s) left by processes that died mid-upload", len(removed))
+    return removed
+
+
+@cache
+def _sweep_once() -> None:
+    """The first upload of a process sweeps what dead writers left (a run is a process: every run sweeps)."""
+    sweep_staging()
 
 
 def _batches(

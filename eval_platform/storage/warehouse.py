@@ -234,13 +234,13 @@ def connect(root: Path, database: str = ":memory:", read_only: bool = False) -> 
         yield conn
 
 
-def open_catalog(root: Path | None = None) -> duckdb.DuckDBPyConnection:
+def open_catalog(root: Path | str | None = None) -> duckdb.DuckDBPyConnection:
     """The analyst's session: the DuckDB catalog, read-only, with every view readable on either store.
 
     `root` defaults to the data root of the environment (`EVAL_PLATFORM_DATA_DIR`); the store is the
     environment's (`EVAL_PLATFORM_WAREHOUSE_URL` and the AWS variables). Close it when done: while it is open,
     a run that must change the views waits for it (CatalogLocked after a bounded wait)."""
-    root = root or data_root()
+    root = Path(root) if root else data_root()
     conn = duckdb.connect(str(duckdb_path(root)), read_only=True)
     store_for(root).register(conn)
     return conn

@@ -102,6 +102,16 @@ def _with_ids(line: str, replica: int) -> str:
     return _ID.sub(lambda m: f'"{m.group(1)}":"{m.group(2)[:-8]}{replica:08x}"', line)
 
 
+def _rooted(line: str) -> str:
+    """A line of OTLP spans with every span made a root (its parent id dropped)."""
+    request = json.loads(line)
+    for resource in request.get("resourceSpans", []):
+        for scope in resource.get("scopeSpans", []):
+            for span in scope.get("spans", []):
+                span.pop("parentSpanId", None)
+    return json.dumps(request)
+
+
 def _spread_day(root: Path) -> None:
     """OTLP lines of the recorded instrumentations (build_day) and the GenAI log records of the same traces, dealt
     over 3 files of the day and 2 of the previous day, so a trace's spans and log records are in several files of
@@ -119,7 +129,9 @@ def _spread_day(root: Path) -> None:
         target = yesterday / f"carried-{i % 2}.jsonl" if i % 9 == 4 else today / f"part-{i % 3}.jsonl"
         with target.open("a") as out:
             out.write(line + "\n")
-    own = [_with_ids(line, 0xFFFF0000 + i) for i, line in enumerate(lines[:6])]  # no id of the day's traces
+    # no id of the day's traces, each trace rooted there (a trace of the previous day without a root is the day's:
+    # a partial trace, missing_root, which the in-memory index did not know of)
+    own = [_rooted(_with_ids(line, 0xFFFF0000 + i)) for i, line in enumerate(lines[:6])]
     (yesterday / "only-yesterday.jsonl").write_text("\n".join(own) + "\n")
     with (today / "part-1.jsonl").open("a") as out:  # a broken envelope, a span without its trace id
         out.write('{"resourceSpans": 5}\n{"resourceSpans": [{"scopeSpans": [{"spans": [{}]}]}]}\n')

@@ -217,6 +217,18 @@ def test_sampling_is_deterministic_per_evaluator_and_trace(local_judge, runtime)
     assert other_picked != picked  # another evaluator samples independently
 
 
+def test_a_trace_not_sampled_says_not_sampled_whatever_its_text(local_judge, runtime):
+    """Sampling decides first: a trace the evaluator does not select is `not_sampled` even when it has no final
+    answer; only selected traces without one are `no_final_answer` (and count as selected for the checks)."""
+    traces = make_traces(40).with_columns(pl.lit(None, dtype=pl.String).alias("output"))
+    config = evaluator(local_judge, trigger="sampled", sample_rate=0.3)
+    rows = judge_day(config, DAY, traces, runtime).rows
+    picked = {t for t in traces["trace_id"] if unit_hash("test_eval", t) < 0.3}
+    reasons = dict(zip(rows["trace_id"].to_list(), rows["reason"].to_list(), strict=True))
+    assert {t for t, r in reasons.items() if r == "no_final_answer"} == picked
+    assert {t for t, r in reasons.items() if r == "not_sampled"} == set(traces["trace_id"]) - picked
+
+
 def test_manual_trigger_judges_only_named_traces(local_judge, runtime):
     config = evaluator(local_judge, trigger="manual")
     rows = judge_day(config, DAY, make_traces(), runtime, manual_trace_ids={"t1", "t3"}).rows

@@ -4,11 +4,13 @@ further calls at once."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -232,6 +234,91 @@ def test_calls_in_flight_when_a_run_is_killed_stay_in_the_ledger_and_the_budget_
         assert "budget_exhausted" in rows["reason"].to_list()
         assert billed_usd(server) <= budget
         assert state_backend.ledger(state / "budget.sqlite").spent("budgeted", day=TODAY()) >= billed_usd(server)
+
+
+OTHER_HOST = """
+import sys
+from pathlib import Path
+import eval_platform.llm.budget as budget
+from eval_platform_tests.shared_state_backends import ledger_at
+
+path, url, evaluator, amount, host, ttl_s = sys.argv[1:]
+budget._HOST = host  # this process stands for a run on another machine, which dies with its call in flight
+held = ledger_at(Path(path), url or None).reserve(evaluator, float(amount), None, None, ttl_s=float(ttl_s))
+assert isinstance(held, budget.Reservation)
+print(held.id, held.day, held.month)
+"""
+
+
+def reserve_on_another_host(path: Path, postgres_url: str, evaluator: str, amount: float, ttl_s: float) -> Reservation:
+    """A reservation of `amount` by a run on `host-b` whose process has ended with its call in flight: no process
+    check here can see it end, so it stays in flight until it is settled or its `ttl_s` is up."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    command = [sys.executable, "-c", OTHER_HOST, str(path), postgres_url, evaluator, str(amount), "host-b", str(ttl_s)]
+    row_id, day, month = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout.split()
+    return Reservation(int(row_id), evaluator, day, month, amount)
+
+
+def test_a_run_waiting_on_another_hosts_reservations_says_so_and_waits_only_as_long_as_set(
+    local_judge, tmp_path, state_backend, caplog
+):
+    traces = make_traces(6)
+    worst = worst_case(budgeted(local_judge.base_url), traces)
+    # host-b reserved most of the day's budget and died; what is left is less than one call's worst case. Its
+    # reservation is in flight for 30 s here (at least 15 minutes in a real run).
+    reserve_on_another_host(tmp_path / "budget.sqlite", state_backend.arg, "budgeted", 1.0 * worst, ttl_s=30)
+    runtime = runtime_at(tmp_path, postgres_url=state_backend.postgres_url)
+    runtime.budget_wait_s = 1.0  # EVAL_PLATFORM_BUDGET_WAIT_S
+    config = budgeted(local_judge.base_url, max_daily_cost_usd=1.5 * worst)
+    with caplog.at_level("WARNING", logger="eval_platform.llm.budget"):
+        result = judge_day(config, "2026-11-10", traces, runtime)
+    rows = result.rows
+    assert set(rows["status"]) == {"SKIPPED"} and set(rows["reason"]) == {"budget_exhausted"}
+    for detail in rows["reason_detail"]:
+        assert "daily limit" in detail
+        assert "waited 1 s (EVAL_PLATFORM_BUDGET_WAIT_S)" in detail and "on host-b" in detail, detail
+    (told, *_) = [r for r in caplog.records if r.levelname == "WARNING"]
+    message = told.getMessage()
+    assert "evaluator budgeted" in message and "host-b" in message
+    assert f"{worst:.6g} USD reserved" in message and "waiting up to 1 s" in message
+    wait = result.summary["budget_wait"]  # what the materialization's metadata shows
+    assert wait["evaluator"] == "budgeted" and wait["hosts"] == ["host-b"] and wait["max_wait_s"] == 1.0
+    assert wait["reserved_elsewhere_usd"] == pytest.approx(worst) and 1.0 <= wait["waited_s"] < 30
+    assert wait["outcome"].startswith("gave up")
+
+
+def test_a_wait_for_another_hosts_reservations_ends_when_they_settle(local_judge, tmp_path, state_backend):
+    """A live host's call settles within the wait: the run then spends the room it leaves, as before."""
+    traces = make_traces(2)
+    worst = worst_case(budgeted(local_judge.base_url), traces)
+    path = tmp_path / "budget.sqlite"
+    held = reserve_on_another_host(path, state_backend.arg, "budgeted", 1.0 * worst, ttl_s=900)
+    settled = threading.Event()
+
+    class HostBAnswers(logging.Handler):
+        """host-b's call comes back once the run has said it waits for it, at a tenth of its worst case."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting up to" in record.getMessage() and not settled.is_set():
+                threading.Thread(
+                    target=lambda: (state_backend.ledger(path).settle(held, 0.1 * worst), settled.set())
+                ).start()
+
+    runtime = runtime_at(tmp_path, concurrency=1, postgres_url=state_backend.postgres_url)
+    runtime.budget_wait_s = 120.0
+    runtime.log = logging.getLogger("eval_platform_tests.host_wait")
+    runtime.log.addHandler(handler := HostBAnswers())
+    try:
+        result = judge_day(
+            budgeted(local_judge.base_url, max_daily_cost_usd=1.5 * worst), "2026-11-10", traces, runtime
+        )
+    finally:
+        runtime.log.removeHandler(handler)
+    assert settled.is_set()
+    assert result.rows["status"].to_list() == ["COMPLETED", "COMPLETED"]  # in the room host-b left
+    wait = result.summary["budget_wait"]
+    assert wait["hosts"] == ["host-b"] and wait["outcome"] == "they settled or expired within the wait"
+    assert 0 < wait["waited_s"] < 120
 
 
 def test_a_reply_longer_than_reserved_is_recorded_and_stops_further_calls(local_judge, tmp_path, state_backend):

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
+import shlex
 import signal
+import socket
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -104,10 +109,19 @@ def _write_big(root: str, rows: int, text: int) -> None:
     print("the upload completed", flush=True)
 
 
-def test_kill_9_mid_upload_leaves_the_previous_partition_and_no_half_object(bucket_root, s3_server, monkeypatch):
+def _write_small(root: str) -> None:
+    write_partition(Path(root), "traces", {"date": DAY}, frame(DAY, 4))
+
+
+def test_kill_9_mid_upload_leaves_the_previous_partition_and_no_half_object(
+    bucket_root, s3_server, monkeypatch, tmp_path
+):
     root, bucket = bucket_root
     write_partition(root, "traces", {"date": DAY}, frame(DAY, 3))
     before = s3_server.objects(f"{bucket}/eval")
+    temp = tmp_path / "tmp"  # the writers' system temporary folder, where an upload's local copy is staged
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
 
     # The writer sends through a link that stalls after 12 MB of a ~40 MB partition: it is mid-upload, for sure.
     proxy = StallingProxy((s3_server.host, s3_server.port), limit=12 * 2**20)
@@ -130,8 +144,23 @@ def test_kill_9_mid_upload_leaves_the_previous_partition_and_no_half_object(buck
     refresh_catalog(root, {"traces": TRACE_SCHEMA})
     with open_catalog(root) as conn:
         assert conn.execute("SELECT count(*) FROM traces").fetchone() == (3,)
-    write_partition(root, "traces", {"date": DAY}, frame(DAY, 4))  # the next run replaces it as usual
+    (left,) = temp.glob("eval_platform-put-*")  # the killed writer's staged copy
+    assert (left / "part.parquet").exists()
+    # Beside it, folders the next run must keep: a live process's on this host, and one of another host.
+    live = temp / "eval_platform-put-live"
+    live.mkdir()
+    (live / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    other = temp / "eval_platform-put-other"
+    other.mkdir()
+    (other / "owner").write_text(f"another-host {writer.pid}\n")
+
+    # The next run (a process of its own, as every run is) replaces the partition as usual and removes the copy.
+    next_run = multiprocessing.get_context("spawn").Process(target=_write_small, args=(str(root),))
+    next_run.start()
+    next_run.join(120)
+    assert next_run.exitcode == 0
     assert read_partition(root, "traces", {"date": DAY}).height == 4
+    assert sorted(p.name for p in temp.iterdir()) == ["eval_platform-put-live", "eval_platform-put-other"]
 
 
 def _write_after(root: str, day: str, barrier) -> None:
@@ -202,3 +231,31 @@ def test_every_table_reads_back_from_the_bucket_with_its_types(bucket_root):
     traces = conform(frame(DAY, 3), TRACE_SCHEMA)
     write_partition(root, "traces", {"date": DAY}, traces)
     assert read_partition(root, "traces", {"date": DAY}).equals(traces)
+
+
+@pytest.mark.parametrize("named_root", [True, False])
+def test_the_demos_sql_hint_run_as_printed_answers_from_the_bucket(bucket_root, tmp_path, monkeypatch, named_root):
+    """The demo's closing hint, run in a shell as printed (the environment holding the bucket's settings, as the
+    demo's did), prints the rows of `judge_scores` in the bucket; the data root is named unless it is ./data."""
+    from eval_platform.demo import sql_hint
+    from eval_platform.schemas import JUDGE_SCORE_SCHEMA
+
+    root, _ = bucket_root
+    rows = pl.DataFrame({"evaluator": ["helpfulness"] * 3, "status": ["COMPLETED", "COMPLETED", "FAILED"]})
+    write_partition(root, "judge_scores", {"evaluator": "helpfulness", "date": DAY}, conform(rows, JUDGE_SCORE_SCHEMA))
+    refresh_catalog(root, table_schemas())
+    cwd = tmp_path if not named_root else tmp_path / "elsewhere"
+    cwd.mkdir(exist_ok=True)
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("EVAL_PLATFORM_DATA_DIR", raising=False)
+    hint = sql_hint(root)
+    assert "\n" not in hint and len(hint) < 200 + len(str(root))  # one short line
+    assert (str(root) in hint) == named_root
+    assert hint.startswith(".venv/bin/python -c ")
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    command = f"{shlex.quote(sys.executable)}{hint.removeprefix('.venv/bin/python')}"  # this suite's .venv python
+    done = subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"helpfulness\s*│\s*COMPLETED\s*│\s*2", done.stdout), done.stdout
+    assert re.search(r"helpfulness\s*│\s*FAILED\s*│\s*1", done.stdout), done.stdout

@@ -3,19 +3,22 @@
 Pass 1 (`OtelDay.index`, while `traces.py` reads each file): which traces each request (JSONL line, `.json`
 document or array element) holds, from the ids alone, written to disk as it is read (`day_index.py`: nothing per
 trace is held in memory). From it, for every trace id: its place in reading order (its first span read), the
-first and the last request holding one of its spans or log records, and whether it is rooted in the day (a span
-in the day's own folder); DuckDB works these out of core once the files are read. The envelope's errors are rows
+first and the last request holding one of its spans or log records, and whether it is of the day (a span in the
+day's own folder, or the previous day's spans of a trace whose root never arrived: `assembly.py`); the trace ids
+of the day two days back are indexed too, to tell a trace an earlier ingest took. DuckDB works these out of core
+once the files are read. The envelope's errors are rows
 of their own (`invalid_otlp:<what>`) once their file is read whole.
 
 Pass 2 (`OtelDay.finish`): the files are read again, request by request, beside the day's traces sorted by
-their first request; each span and log record of a trace rooted in the day is parsed whole and kept with its
+their first request; each span and log record of a trace of the day is parsed whole and kept with its
 trace until the request where its trace ends, which is then assembled (`assembly.py`) and turned into its
 `traces` record and `spans` rows (`model.py`), and dropped. Only the traces open at a request (first <= request
 <= last) are known and held: in exporter output (a span is written when it ends, a trace's spans within seconds)
 a handful. A trace whose spans are spread over the whole day is held for the whole day. A file must not change
 between the passes: pass 2 reads the requests pass 1 counted (an exporter appending lines meanwhile changes
 nothing) and checks each holds the same trace ids (a hash per request, on disk too), or raises. A file of the
-previous day is read again only if it holds a span or log record of a trace rooted in the day.
+previous day is read again only if it holds a span or log record of a trace of the day; a file of two days back
+never is.
 
 Every row keeps the place it had when the whole day was read at once (`key`), so the caller can put the
 quarantine and the trace rows in the same order: rows that fail are returned as `Rejected` with their file, line,
@@ -33,7 +36,7 @@ from typing import Any
 from eval_platform.ingest.common import Candidate, RowError, dumps
 from eval_platform.ingest.otel.assembly import Trace, assemble_trace, place_event
 from eval_platform.ingest.otel.day_index import DayIndex
-from eval_platform.ingest.otel.envelope import LogEvent, Span, walk
+from eval_platform.ingest.otel.envelope import LogEvent, Span, is_parentless, walk
 from eval_platform.ingest.otel.model import span_row, trace_record
 from eval_platform.ingest.readers import iter_candidates
 
@@ -77,6 +80,7 @@ class _Source:
     kind: str
     carried: bool
     number: int  # its place among the files read
+    early: bool = False  # a file of two days before: only its ids are read (pass 1), never its spans
     first: int = 0
     end: int = 0  # the number after its last request
     errors: list[tuple[int, str, list[Candidate]]] = field(default_factory=list)  # (its request, unit, errors)
@@ -101,10 +105,12 @@ class OtelDay:
         self._requests = 0  # the requests indexed so far (a file whose reading failed keeps its numbers)
 
     # pass 1
-    def source(self, file: str, path: Path, kind: str, *, carried: bool = False) -> _Source:
-        """A file about to be read; hand its OTLP requests to `index`, then `commit` it once read whole."""
+    def source(self, file: str, path: Path, kind: str, *, carried: bool = False, early: bool = False) -> _Source:
+        """A file about to be read (`carried`: of the previous day; `early`: of the day before that, its ids only);
+        hand its OTLP requests to `index`, then `commit` it once read whole."""
         self._files += 1
-        return _Source(file, path, kind, carried, self._files - 1, first=self._requests, end=self._requests)
+        number = self._files - 1
+        return _Source(file, path, kind, carried or early, number, early, first=self._requests, end=self._requests)
 
     def index(self, source: _Source, candidate: Candidate) -> None:
         assert candidate.otel is not None and source.end == self._requests, "a file's requests are read in turn"
@@ -112,7 +118,13 @@ class OtelDay:
         spans, events, errors = walk(candidate.otel, source.file, line, ids_only=True)
         number = self._requests
         self._index.add(
-            number, source.number, source.carried, [s.trace_id for s in spans], [e.trace_id for e in events]
+            number,
+            source.number,
+            source.carried,
+            [s.trace_id for s in spans],
+            [e.trace_id for e in events],
+            [is_parentless(s.raw) for s in spans],
+            source.early,
         )
         if errors and not source.carried:
             source.errors.append((number, "line" if line is not None else "span", errors))
@@ -154,9 +166,10 @@ class OtelDay:
         places: dict[str, int] = {}  # the traces open at the request read: their place in reading order
         ends: dict[int, list[str]] = {}  # the open traces by their last request
         held: dict[str, tuple[list[Span], list[LogEvent]]] = {}
+        earlier: set[str] = set()  # the open traces with a span or log record two days back
         for source in self._sources:
             if source.carried and source.number not in carried:
-                continue  # a file of the previous day without a span of a trace rooted today: nothing to take
+                continue  # a file of the previous day without a span of a trace of the day: nothing to take
             checks = self._index.checks(source.first, source.end)
             number = source.first
             for candidate in iter_candidates(source.path, source.kind):
@@ -165,8 +178,10 @@ class OtelDay:
                 if candidate.otel is None:
                     continue
                 while coming is not None and coming[0] <= number:  # the traces whose first item is in this request
-                    _, last, place, trace_id = coming
+                    _, last, place, trace_id, early = coming
                     places[trace_id] = place
+                    if early:
+                        earlier.add(trace_id)
                     ends.setdefault(last, []).append(trace_id)
                     coming = next(upcoming, None)
                 spans, events, _ = walk(candidate.otel, source.file, otel_line(candidate))
@@ -186,7 +201,8 @@ class OtelDay:
                         self.rejected.append(reject(event, error, (EVENT, *event.at)))
                 for trace_id in ends.pop(number, []):
                     spans, events = held.pop(trace_id)
-                    modelled = self._trace(trace_id, places.pop(trace_id), spans, events)
+                    modelled = self._trace(trace_id, places.pop(trace_id), spans, events, trace_id in earlier)
+                    earlier.discard(trace_id)
                     if modelled is not None:
                         yield modelled
                 number += 1
@@ -199,8 +215,10 @@ class OtelDay:
         """Release the index (also when the day's reading stopped early)."""
         self._index.close()
 
-    def _trace(self, trace_id: str, index: int, spans: list[Span], events: list[LogEvent]) -> ModelledTrace | None:
-        assembly = assemble_trace(trace_id, spans, events, self.day, self.next_day)
+    def _trace(
+        self, trace_id: str, index: int, spans: list[Span], events: list[LogEvent], earlier: bool = False
+    ) -> ModelledTrace | None:
+        assembly = assemble_trace(trace_id, spans, events, self.day, self.next_day, earlier=earlier)
         for k, (stage, item, error) in enumerate(assembly.rejected):
             key = (EVENT, *item.at) if stage == "event" else (_STAGES[stage], index, k)
             self.rejected.append(reject(item, error, key))

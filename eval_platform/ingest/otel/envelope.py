@@ -123,6 +123,12 @@ def _enum(value: Any, names: dict[int, str], prefix: str) -> str | None:
     return None
 
 
+def is_parentless(span: dict[str, Any]) -> bool:
+    """Whether a span (its raw OTLP object) names no parent: the root of its trace (or a span of a trace with
+    several roots); a span whose parent is remote is not counted."""
+    return span.get("parentSpanId") in (None, "", _ZERO_SPAN)
+
+
 def _parse_span(span: dict[str, Any], trace_id: str, base: Span) -> Span:
     parsed = base
     where = f"span #{base.line}" if base.unit == "span" else "a span"
@@ -133,7 +139,7 @@ def _parse_span(span: dict[str, Any], trace_id: str, base: Span) -> Span:
         )
     where = f"span {parsed.span_id or where}"
     parent = span.get("parentSpanId")
-    if parent not in (None, "", _ZERO_SPAN):
+    if not is_parentless(span):
         parsed.parent_span_id = hex_id(parent, 16)
         if parsed.parent_span_id is None:
             parsed.errors.append(
