@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
 
 import dagster as dg
 
+from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED
 from eval_platform.settings import (
     DATA_DIR_ENV,
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     dagster_home = Path(os.environ.setdefault("DAGSTER_HOME", str(root / "dagster_home")))
     dagster_home.mkdir(parents=True, exist_ok=True)
     if not (dagster_home / "dagster.yaml").exists():  # the shipped instance config: run queue and pool limits
-        shutil.copyfile(Path(__file__).resolve().parent.parent / "dagster.yaml", dagster_home / "dagster.yaml")
+        (dagster_home / "dagster.yaml").write_text(shipped_instance_yaml(), encoding="utf-8")
 
     from eval_platform.definitions import build_definitions
     from eval_platform.judging.loading import load_evaluators

@@ -84,3 +84,10 @@ def write_evaluator(root: Path, file_stem: str, **fields) -> Path:
 def copy_sample_days(root: Path, days: list[str]) -> None:
     for day in days:
         shutil.copytree(REPO_DATA / "traces" / day, root / "traces" / day)
+
+
+def docs_text() -> str:
+    """The user documentation as one text: README.md, then every page under docs/ (the examples tests read)."""
+    repo = Path(__file__).resolve().parents[1]
+    pages = [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
+    return "\n\n".join(page.read_text(encoding="utf-8") for page in pages)

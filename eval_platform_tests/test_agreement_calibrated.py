@@ -10,7 +10,6 @@ import pytest
 from eval_platform.agreement import compute
 from eval_platform.agreement.out_of_core import open_scores
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.perf.analytics_outputs import _compare_table
 from eval_platform.schemas import (
     FINAL_COMPLETED,
     HUMAN_ANNOTATION_SCHEMA,
@@ -19,6 +18,7 @@ from eval_platform.schemas import (
     conform,
 )
 from eval_platform.storage.warehouse import write_partition
+from tools.perf.analytics_outputs import _compare_table
 
 ppi_py = pytest.importorskip("ppi_py")
 DAYS = ["2026-10-01", "2026-10-02"]

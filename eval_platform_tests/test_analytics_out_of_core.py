@@ -18,9 +18,9 @@ from eval_platform.experiments.config import load_experiments
 from eval_platform.experiments.inputs import experiment_inputs
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.out_of_core import OUT_OF_CORE_ROWS_ENV, reads_out_of_core
-from eval_platform.perf.analytics_outputs import _compare_table
-from eval_platform.perf.synthetic_warehouse import generate
 from eval_platform.storage.warehouse import read_partition
+from tools.perf.analytics_outputs import _compare_table
+from tools.perf.synthetic_warehouse import generate
 
 TINY = "64MB"  # DuckDB's buffers: far below the 1 GB it would take by default (80% of RAM)
 

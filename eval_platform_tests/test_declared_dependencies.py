@@ -4,10 +4,9 @@ A package that arrives only through another one (httpx through the test extra, n
 aiohttp) works on the developer's machine and breaks, or changes under the user, when that other package drops it.
 Every import of every module is read (a lazy import inside a function too), its top-level name mapped to the
 distributions that provide it (importlib.metadata.packages_distributions) and one of them must be declared in
-`[project] dependencies`. Three folders serve something else than the platform and may use their extra instead:
-the benchmark scripts (perf/, against the peers of the test extra), the instrumented demo app that records the
-sample agent traces with the real tracing libraries (sample_data/agent_app, otlp_receiver: test extra), and the
-local models (local_models: the local-models extra).
+`[project] dependencies`. The local models (local_models) may use their extra (local-models) instead. The
+development scripts (benchmarks, the sample-data generator and its instrumented demo app) are in tools/, outside the
+package: they use the test extra.
 """
 
 from __future__ import annotations
@@ -24,14 +23,9 @@ import eval_platform
 PACKAGE = Path(eval_platform.__file__).resolve().parent
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
 EXTRA_SCOPES = {
-    "perf/": "test",
-    "sample_data/agent_app/": "test",
-    "sample_data/otlp_receiver.py": "test",
     "local_models/": "local-models",
 }
-# Imported where a library is absent on purpose: legacy.py records older releases' forms with `record --python`
-# pointing at a scratch venv that holds them (README "Agent traces"), never from this environment.
-NOT_INSTALLED_HERE = {"openlit"}
+NOT_INSTALLED_HERE: set[str] = set()
 
 
 def _normalized(requirement: str) -> str:

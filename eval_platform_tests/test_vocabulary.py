@@ -16,6 +16,7 @@ from pathlib import Path
 
 import eval_platform
 from eval_platform import schemas
+from eval_platform_tests.conftest import docs_text
 
 PACKAGE = Path(eval_platform.__file__).parent
 # Quarantine reasons (ingest), the local judge's own error codes, and benchmark scripts are other vocabularies.
@@ -199,7 +200,7 @@ def test_no_module_redefines_a_code_of_schemas():
 
 def test_every_documented_skip_reason_is_in_the_vocabulary():
     """The README's list of SKIPPED reasons (judge_scores' `status` section) names only codes of SKIP_REASONS."""
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    readme = docs_text()
     section = readme[readme.index("- **`SKIPPED`**, with a reason:") :]
     section = section[: section.index("\n\n")]
     documented = set(re.findall(r"`([a-z]+(?:_[a-z]+)+)`", section))

@@ -13,6 +13,7 @@ from eval_platform.annotation.config import (
 )
 from eval_platform.ingest.datasets import version_sha256
 from eval_platform.judging.loading import load_evaluators
+from eval_platform_tests.conftest import docs_text
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -191,8 +192,8 @@ def test_the_config_hash_follows_what_annotators_see_and_which_items_not_n_or_th
 
 
 def test_the_readme_example_is_a_valid_task_file(tmp_path):
-    readme = (REPO_DATA.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Annotation tasks") :]
+    readme = docs_text()
+    section = readme[readme.index("## Annotation tasks") :]
     block = section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n", section.index("```yaml"))]
     write(tmp_path, "readme_example.yaml", block)
     evaluators = load_evaluators(REPO_DATA / "evaluators", data_root=REPO_DATA)

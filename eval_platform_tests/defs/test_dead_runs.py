@@ -24,9 +24,10 @@ import pytest
 import yaml
 
 from eval_platform.definitions import build_definitions
+from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 from eval_platform_tests.dagster_daemon import REPO, SCRIPTS, WORKSPACE, code_server, running_daemon
-from eval_platform_tests.defs.test_postgres_instance import SHIPPED_POSTGRES, judge_key, materialize, sql
+from eval_platform_tests.defs.test_postgres_instance import judge_key, materialize, sql
 from eval_platform_tests.s3_server import StallingProxy
 
 DAY = "2026-11-09"
@@ -36,7 +37,7 @@ POOL = "llm_judge"
 def home_with(folder: Path, edit) -> Path:
     """A DAGSTER_HOME holding the shipped PostgreSQL config as `edit` changes it (in place)."""
     folder.mkdir(parents=True)
-    config = yaml.safe_load(SHIPPED_POSTGRES.read_text())
+    config = yaml.safe_load(shipped_instance_yaml(postgres=True))
     edit(config)
     (folder / "dagster.yaml").write_text(yaml.safe_dump(config))
     return folder

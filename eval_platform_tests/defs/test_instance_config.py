@@ -1,20 +1,17 @@
 """The shipped dagster.yaml: a real instance loaded from it queues runs with the limits the README promises."""
 
-import shutil
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
 
 from eval_platform.defs.traces import daily_ingest_schedule
-
-SHIPPED = Path(__file__).resolve().parents[2] / "dagster.yaml"
+from eval_platform.instance_config import shipped_instance_yaml
 
 
 def test_shipped_instance_config_limits_runs_backfills_and_the_judge_pool(tmp_path, monkeypatch):
     home = tmp_path / "dagster_home"
     home.mkdir()
-    shutil.copyfile(SHIPPED, home / "dagster.yaml")
+    (home / "dagster.yaml").write_text(shipped_instance_yaml())
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     with dg.DagsterInstance.get() as instance:
         config = instance.get_concurrency_config()
@@ -37,13 +34,13 @@ def test_schedule_runs_outrank_backfill_runs_in_the_queue():
 def test_shipped_instance_configs_turn_telemetry_off(tmp_path, monkeypatch, postgres_db):
     """With telemetry on, every UI page asks the internet for a script (the webserver writes the instance's
     `telemetry_enabled` into the page it serves); both shipped instance files turn it off."""
-    for shipped in (SHIPPED, SHIPPED.with_name("dagster.postgres.yaml")):
-        home = tmp_path / shipped.stem
+    for postgres in (False, True):
+        home = tmp_path / f"postgres_{postgres}"
         home.mkdir()
-        shutil.copyfile(shipped, home / "dagster.yaml")
+        (home / "dagster.yaml").write_text(shipped_instance_yaml(postgres))
         monkeypatch.setenv("DAGSTER_HOME", str(home))
         for name, value in postgres_db.env().items():  # read by dagster.postgres.yaml only
             monkeypatch.setenv(name, value)
         with dg.DagsterInstance.get() as instance:
             assert not instance.is_ephemeral
-            assert instance.telemetry_enabled is False, shipped.name
+            assert instance.telemetry_enabled is False, f"postgres={postgres}"

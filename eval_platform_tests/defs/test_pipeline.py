@@ -18,7 +18,7 @@ from eval_platform.definitions import build_definitions
 from eval_platform.defs.traces import daily_ingest_schedule, new_trace_files_sensor
 from eval_platform.judging.loading import EvaluatorConfigError, load_evaluators
 from eval_platform.storage.warehouse import partition_dir
-from eval_platform_tests.conftest import judge_requests, write_evaluator
+from eval_platform_tests.conftest import docs_text, judge_requests, write_evaluator
 
 DAYS = ["2026-11-09", "2026-11-10"]
 
@@ -273,7 +273,7 @@ def test_the_schedule_ships_stopped_and_the_readme_command_turns_it_on(tmp_path)
     """The schedule ships stopped and the README never said to turn it on: the command it now gives does."""
     assert daily_ingest_schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     repo = Path(__file__).resolve().parents[2]
-    readme = (repo / "README.md").read_text()
+    readme = docs_text()
     start = re.search(r"`DAGSTER_HOME=\$PWD/data/dagster_home \.venv/bin/(dagster schedule start [^`]+)`", readme)
     assert start is not None and "daily_ingest_schedule" in start.group(1)
     assert "start" in daily_ingest_schedule.description  # the UI says it too, beside the toggle

@@ -17,13 +17,12 @@ import pytest
 import yaml
 
 from eval_platform.definitions import build_definitions
+from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.schemas import APP_ERROR, EMPTY_TEXT
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 from eval_platform_tests.dagster_daemon import finished_ticks, running_daemon
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED_POSTGRES = REPO / "dagster.postgres.yaml"
-SHIPPED_SQLITE = REPO / "dagster.yaml"
 DAYS = ["2026-11-09", "2026-11-10"]
 EVALUATORS = ["helpfulness", "conciseness"]
 
@@ -61,7 +60,7 @@ def sql(root: Path, query: str):
 
 
 def test_postgres_config_has_the_same_queue_and_limits_as_the_shipped_dagster_yaml():
-    postgres, sqlite = (yaml.safe_load(path.read_text()) for path in (SHIPPED_POSTGRES, SHIPPED_SQLITE))
+    postgres, sqlite = (yaml.safe_load(shipped_instance_yaml(postgres)) for postgres in (True, False))
     assert postgres["concurrency"] == sqlite["concurrency"]
     connection = dict(postgres["storage"]["postgres"]["postgres_db"])
     assert connection.pop("scheme") == "postgresql+psycopg2"  # the driver dagster-postgres installs
@@ -167,6 +166,7 @@ import sys, time
 from pathlib import Path
 import dagster as dg
 from eval_platform.definitions import build_definitions
+from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.settings import data_root
 
 day, evaluator, ready, go = sys.argv[1:]

@@ -15,7 +15,7 @@ from eval_platform.experiments.config import (
     load_experiments,
 )
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform_tests.conftest import REPO_DATA
+from eval_platform_tests.conftest import REPO_DATA, docs_text
 
 VALID = {
     "description": "new prompt",
@@ -144,7 +144,7 @@ def test_the_shipped_sample_experiment_is_valid():
 
 
 def test_the_readme_example_is_a_valid_experiment(tmp_path):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = docs_text()
     [(stem, body)] = re.findall(r"```yaml\n# experiments/(\w+)\.yaml\n(.*?)```", readme, re.DOTALL)
     path = tmp_path / f"{stem}.yaml"
     path.write_text(body, encoding="utf-8")

@@ -15,9 +15,9 @@ from statsmodels.stats.proportion import proportion_effectsize
 
 from eval_platform.experiments.analysis import experiment_results
 from eval_platform.experiments.sequential import daily_cumulative
-from eval_platform.perf.stats_peers import SavviRegression
 from eval_platform.stats.sequential import mixture_t_test, phi_from_effect_size, running
 from eval_platform_tests.experiments.test_analysis import NO_TRACES, experiment, frame, one, score_rows
+from tools.perf.stats_peers import SavviRegression
 
 DAYS = [str(dt.date(2026, 11, 1) + dt.timedelta(days=i)) for i in range(6)]
 

@@ -15,8 +15,8 @@ from eval_platform.ingest import day_spill, read_trace_day
 from eval_platform.ingest.otel import day_index
 from eval_platform.ingest.otel.day import OtelDay
 from eval_platform.ingest.traces import stream_trace_day
-from eval_platform.perf.otel_ingest import DAY, build_day
 from eval_platform_tests.ingest.test_otel_recorded import FIXTURES, recording_day
+from tools.perf.otel_ingest import DAY, build_day
 
 
 def test_a_day_is_read_without_holding_every_span(tmp_path):

@@ -19,11 +19,11 @@ from eval_platform.ingest import traces as traces_module
 from eval_platform.ingest.otel import day_index
 from eval_platform.ingest.readers import iter_candidates
 from eval_platform.ingest.traces import TraceDay, stream_trace_day
-from eval_platform.perf.otel_ingest import DAY, build_day
 from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, empty_frame
 from eval_platform_tests.ingest import trace_day_reference
 from eval_platform_tests.ingest.test_otel_recorded import ALL, FIXTURES, export_files, recording_day
 from eval_platform_tests.ingest.test_sample_data import DATA, DAYS
+from tools.perf.otel_ingest import DAY, build_day
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 PREVIOUS = "2026-11-22"  # the day before perf/otel_ingest's DAY

@@ -164,7 +164,7 @@ def test_a_days_calls_run_on_uvloop(local_judge, runtime):
 
 
 def test_the_throughput_benchmark_alternates_fresh_processes_and_reports_cpu_per_call():
-    command = [sys.executable, "-m", "eval_platform.perf.judge_throughput"]
+    command = [sys.executable, "-m", "tools.perf.judge_throughput"]
     done = subprocess.run(
         [*command, "--traces", "40", "--concurrency", "8", "--rounds", "2"], capture_output=True, text=True, timeout=300
     )
@@ -178,7 +178,7 @@ def test_the_throughput_benchmark_alternates_fresh_processes_and_reports_cpu_per
 
 
 def test_the_throughput_benchmark_reports_the_calls_and_cost_of_a_day_with_duplicates():
-    command = [sys.executable, "-m", "eval_platform.perf.judge_throughput", "--traces", "40", "--concurrency", "8"]
+    command = [sys.executable, "-m", "tools.perf.judge_throughput", "--traces", "40", "--concurrency", "8"]
     command += ["--rounds", "1", "--duplicates", "0.2", "--budget"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -1,16 +1,15 @@
-"""The evaluator examples in README.md are valid evaluator files."""
+"""The evaluator examples in the documentation (README.md and docs/) are valid evaluator files."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from eval_platform.judging.loading import load_evaluator
+from eval_platform_tests.conftest import docs_text
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-BLOCKS = re.findall(r"```yaml\n# evaluator: (\w+)\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+BLOCKS = re.findall(r"```yaml\n# evaluator: (\w+)\n(.*?)```", docs_text(), re.DOTALL)
 
 
 def test_every_mode_has_an_example():

@@ -6,7 +6,6 @@ platform refuses to start a budget from zero."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import asdict
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.llm.batch.state import BatchState
 from eval_platform.llm.budget import BudgetLedger, Refusal, Reservation
 from eval_platform.llm.cache import JudgeCache
@@ -148,7 +148,7 @@ def test_the_command_reads_the_instance_in_dagster_home(tmp_path, postgres_db):
     root, home = tmp_path / "data", tmp_path / "home"
     _sqlite_state(root)
     home.mkdir()
-    shutil.copy(REPO / "dagster.postgres.yaml", home / "dagster.yaml")
+    (home / "dagster.yaml").write_text(shipped_instance_yaml(postgres=True))
     env = {**os.environ, **postgres_db.env(), "DAGSTER_HOME": str(home), "EVAL_PLATFORM_DATA_DIR": str(root)}
     done = subprocess.run(
         [sys.executable, "-m", "eval_platform.llm.migrate_state"], env=env, capture_output=True, text=True, timeout=300

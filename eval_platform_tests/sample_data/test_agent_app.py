@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from eval_platform.sample_data.agent_app import CONVENTIONS
-from eval_platform.sample_data.agent_app.app import (
+from tools.sample_data.agent_app import CONVENTIONS
+from tools.sample_data.agent_app.app import (
     DUMMY_API_KEY,
     KNOWLEDGE_BASE,
     SCENARIOS,
     SESSION_AGENT,
     SESSION_MULTI_TURN,
 )
-from eval_platform.sample_data.agent_app.langfuse_sdk import LANGFUSE_SECRET_KEY
+from tools.sample_data.agent_app.langfuse_sdk import LANGFUSE_SECRET_KEY
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otel"
 # How each recording is written (the committed fixtures use the same names): .json and gzip variants included.
@@ -52,7 +52,7 @@ def traces_file(name: str) -> str:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> Path:
     """All instrumentations recorded once, in the layout of the committed fixtures."""
-    from eval_platform.sample_data.agent_app.recorder import record
+    from tools.sample_data.agent_app.recorder import record
 
     out = tmp_path_factory.mktemp("recorded")
     plain = [name for name in CONVENTIONS if name not in TRACES_FILES]
@@ -229,7 +229,7 @@ def test_langfuse_tools_and_retrievals_are_recorded_as_its_users_send_them(sourc
 def test_the_recording_process_reaches_loopback_only():
     """Every recording runs under `LoopbackOnly`: a connection or name lookup beyond loopback is refused and noted
     (the run then fails), loopback passes."""
-    from eval_platform.sample_data.agent_app.recorder import LoopbackOnly
+    from tools.sample_data.agent_app.recorder import LoopbackOnly
 
     guard = LoopbackOnly()
     guard("socket.connect", (None, ("127.0.0.1", 4318)))

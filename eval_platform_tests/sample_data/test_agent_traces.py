@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 
 from eval_platform.ingest.traces import read_trace_day
-from eval_platform.sample_data import agent_traces
-from eval_platform.sample_data.agent_traces import build_agent_traces, earliest_start_ns, shift_timestamps
+from tools.sample_data import agent_traces
+from tools.sample_data.agent_traces import build_agent_traces, earliest_start_ns, shift_timestamps
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "otel"
 DAY = "2026-11-20"

@@ -14,7 +14,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from eval_platform.sample_data.otlp_receiver import OtlpFileReceiver
+from tools.sample_data.otlp_receiver import OtlpFileReceiver
 
 KEYS = ("pk-test", "sk-test-Zr4Wq8Lp2")
 

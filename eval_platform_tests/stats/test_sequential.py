@@ -11,9 +11,9 @@ import pytest
 from scipy.integrate import cubature
 from scipy.stats import binom
 
-from eval_platform.perf.stats_peers import SavviRegression
 from eval_platform.stats.distributions import t_sf
 from eval_platform.stats.sequential import mixture_t_test, phi_from_effect_size, running
+from tools.perf.stats_peers import SavviRegression
 
 ALPHA = 0.05
 EXPERIMENTS, DAYS, PER_DAY = 1000, 30, 50  # per variant and day

@@ -20,6 +20,7 @@ import duckdb
 import httpx
 import pytest
 
+from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,7 +221,7 @@ def dagster_ui(local_judge, tmp_path_factory):
     home = base / "dagster_home"
     home.mkdir()
     # The shipped instance config as it is (telemetry off in it: the test talks to 127.0.0.1 only).
-    (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text())
+    (home / "dagster.yaml").write_text(shipped_instance_yaml())
     # Dagster's first-visit "join the community" dialog counts as seen, so it covers no page in the screenshots.
     (home / ".nux").mkdir()
     (home / ".nux" / "nux.yaml").write_text("seen: 1\n")

@@ -1,0 +1,1 @@
+"""The Dagster instance files the package ships (see `eval_platform.instance_config`)."""
