@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -171,13 +172,21 @@ def test_a_newcomer_scores_their_own_app_from_the_installed_command(installed, t
         cost = _run(
             installed,
             "sql",
-            f"SELECT evaluator, calls, spend_usd FROM judge_cost_daily WHERE day = '{day}'",
+            "SELECT evaluator, sum(calls) AS calls, sum(spend_usd) AS spend_usd FROM judge_cost_daily GROUP BY ALL",
             cwd=tmp_path,
             env=env,
         )
-        assert cost.returncode == 0 and f"│ helpfulness │ {distinct:>5} │" in cost.stdout.replace("  ", " "), (
-            cost.stdout
+        # the rollup's day is the day the calls were made (today), whichever partition they judged
+        assert cost.returncode == 0 and re.search(rf"│\s*helpfulness\s*│\s*{distinct}\s*│", cost.stdout), cost.stdout
+        today = _run(  # the README's query, as written
+            installed,
+            "sql",
+            "SELECT evaluator, model, calls, cache_hits, spend_usd, budget_used_pct FROM judge_cost_daily "
+            "WHERE day = strftime(current_date, '%Y-%m-%d')",
+            cwd=tmp_path,
+            env=env,
         )
+        assert today.returncode == 0 and "helpfulness" in today.stdout, today.stdout + today.stderr
         trusted = _run(
             installed,
             "sql",
@@ -186,7 +195,7 @@ def test_a_newcomer_scores_their_own_app_from_the_installed_command(installed, t
             env=env,
         )
         assert trusted.returncode == 0 and "0" in trusted.stdout
-        for shown in (checked, priced, judged, lowest, cost, trusted):
+        for shown in (checked, priced, judged, lowest, cost, today, trusted):
             assert key not in shown.stdout + shown.stderr and key[-8:] not in shown.stdout + shown.stderr
     finally:
         server.stop()

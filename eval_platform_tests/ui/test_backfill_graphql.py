@@ -69,12 +69,14 @@ def test_backfill_launched_through_graphql_materializes_exactly_the_requested_pa
     assert materialized_partitions(dagster_ui, "judge_scores") == partitions
 
     # The catalog: one judged row per ingested trace, for the requested days only, every one judged, but the agent
-    # app's traces with no text (recorded without content) or a failed model call: SKIPPED, never paid for.
+    # app's traces with no text (recorded without content) or a failed model call, and PandaLM items whose model
+    # answered nothing (no_final_answer): SKIPPED, never paid for.
     traced = dagster_ui.query_catalog("SELECT CAST(date AS VARCHAR), count(*) FROM traces GROUP BY ALL ORDER BY ALL")
     assert [day for day, _ in traced] == DAYS and all(n > 0 for _, n in traced)
     judged = dagster_ui.query_catalog(
         "SELECT CAST(date AS VARCHAR), evaluator, count(*), count(DISTINCT trace_id), "
-        "count(*) FILTER (WHERE status = 'COMPLETED' OR (status = 'SKIPPED' AND reason IN ('empty_text', 'app_error'))"
+        "count(*) FILTER (WHERE status = 'COMPLETED' OR (status = 'SKIPPED' AND reason IN ('empty_text', 'app_error', "
+        "'no_final_answer'))"
         ") FROM judge_scores GROUP BY ALL ORDER BY ALL",
     )
     assert judged == [(day, evaluator, n, n, n) for day, n in traced for evaluator in EVALUATORS]
