@@ -22,9 +22,14 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    # The build runs in this venv (its setuptools), offline: nothing is fetched to build.
+    # Built from a copy of what the wheel is made of (nothing is written into the checkout, no stale build/ folder
+    # is read), in this venv (its setuptools), offline: nothing is fetched to build.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "eval_platform", source / "eval_platform", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
         check=True,
         capture_output=True,
         env={**os.environ, "PIP_NO_INDEX": "1"},

@@ -18,7 +18,7 @@ import yaml
 
 from eval_platform.definitions import build_definitions
 from eval_platform.instance_config import shipped_instance_yaml
-from eval_platform.schemas import APP_ERROR, EMPTY_TEXT
+from eval_platform.schemas import APP_ERROR, EMPTY_TEXT, NO_FINAL_ANSWER
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 from eval_platform_tests.dagster_daemon import finished_ticks, running_daemon
 
@@ -244,12 +244,13 @@ def test_a_concurrent_backfill_through_postgres_loses_and_duplicates_nothing(pro
     traced = sql(project, "SELECT CAST(date AS VARCHAR), trace_id FROM traces")
     assert traced and len(traced) == len(set(traced))
     assert sorted((e, d, t) for e, d, t, *_ in judged) == sorted((e, d, t) for e in EVALUATORS for d, t in traced)
-    # every PandaLM trace is judged; the agent app's traces recorded without content, or whose model call failed,
-    # are SKIPPED (never paid for), never FAILED
+    # every PandaLM trace with an answer is judged; the agent app's traces recorded without content, or whose model
+    # call failed, and the empty answers are SKIPPED (never paid for), never FAILED
     assert {(status, reason) for *_, status, reason in judged} == {
         ("COMPLETED", None),
         ("SKIPPED", EMPTY_TEXT),
         ("SKIPPED", APP_ERROR),
+        ("SKIPPED", NO_FINAL_ANSWER),  # PandaLM items whose model answered nothing: the prompt shows {{output}}
     }
 
 
@@ -290,10 +291,11 @@ def test_a_backfill_the_daemon_launches_from_the_postgres_queue_loses_and_duplic
     judged = sql(project, "SELECT evaluator, CAST(date AS VARCHAR), trace_id, status, reason FROM judge_scores")
     traced = sql(project, "SELECT CAST(date AS VARCHAR), trace_id FROM traces")
     assert sorted((e, d, t) for e, d, t, *_ in judged) == sorted((e, d, t) for e in EVALUATORS for d, t in traced)
-    # every PandaLM trace is judged; the agent app's traces recorded without content, or whose model call failed,
-    # are SKIPPED (never paid for), never FAILED
+    # every PandaLM trace with an answer is judged; the agent app's traces recorded without content, or whose model
+    # call failed, and the empty answers are SKIPPED (never paid for), never FAILED
     assert {(status, reason) for *_, status, reason in judged} == {
         ("COMPLETED", None),
         ("SKIPPED", EMPTY_TEXT),
         ("SKIPPED", APP_ERROR),
+        ("SKIPPED", NO_FINAL_ANSWER),  # PandaLM items whose model answered nothing: the prompt shows {{output}}
     }
