@@ -233,7 +233,7 @@ def _judging(conn, plots: list[str]) -> tuple[str, int]:
 def _agreement(conn, plots: list[str]) -> str:
     rows = _query(
         conn,
-        "SELECT subject, reference, convention, max(n) AS n, "
+        "SELECT subject, reference, convention, max(n) AS n, bool_or(coalesce(placeholder, false)) AS placeholder, "
         "max(value) FILTER (statistic = 'accuracy') AS accuracy, "
         "max(value) FILTER (statistic = 'cohen_kappa') AS kappa "
         "FROM agreement WHERE section = 'judge_vs_human' AND period = 'all' "
@@ -247,12 +247,17 @@ def _agreement(conn, plots: list[str]) -> str:
     with_kappa = [r for r in rows if r["kappa"] is not None]
     figure = Figure(figsize=(8, 0.4 * len(with_kappa) + 1))
     ax = figure.subplots()
-    ax.barh([f"{r['subject']} ({r['convention']})" for r in with_kappa], [r["kappa"] for r in with_kappa])
+    ax.barh(
+        [f"{r['subject']} ({r['convention']}){' [PLACEHOLDER]' if r['placeholder'] else ''}" for r in with_kappa],
+        [r["kappa"] for r in with_kappa],
+    )
     ax.set_xlabel("Cohen's kappa against the human reference")
     ax.tick_params(labelsize=8)
     figure.tight_layout()
     plots.append(_png(figure))
-    return plots[-1] + _table(rows, ["subject", "reference", "convention", "n", "accuracy", "kappa"])
+    _mark_placeholder(rows)
+    columns = ["subject", "placeholder", "reference", "convention", "n", "accuracy", "kappa"]
+    return plots[-1] + _table(rows, columns)
 
 
 def _experiments(conn, plots: list[str]) -> str:
@@ -260,7 +265,8 @@ def _experiments(conn, plots: list[str]) -> str:
         conn,
         "SELECT experiment, evaluator, variant, control_variant, method, n, n_control, difference, diff_ci_low, "
         "diff_ci_high, cs_low, cs_high, p_value, always_valid_p_value, p_value_adjusted, significant, "
-        "significance_rule, recommendation, stale, stale_reason FROM experiment_results WHERE kind = 'comparison' "
+        "significance_rule, recommendation, stale, stale_reason, coalesce(placeholder, false) AS placeholder "
+        "FROM experiment_results WHERE kind = 'comparison' "
         "ORDER BY ALL",
     )
     if not rows:
@@ -272,8 +278,13 @@ def _experiments(conn, plots: list[str]) -> str:
     for r in rows:
         sequential = r["diff_ci_low"] is None and r["cs_low"] is not None and r["cs_high"] is not None
         r["_low"], r["_high"] = (r["cs_low"], r["cs_high"]) if sequential else (r["diff_ci_low"], r["diff_ci_high"])
-        r["_mark"] = (" (confidence sequence)" if sequential else "") + (" [STALE]" if r["stale"] else "")
+        r["_mark"] = (
+            (" (confidence sequence)" if sequential else "")
+            + (" [STALE]" if r["stale"] else "")
+            + (" [PLACEHOLDER]" if r["placeholder"] else "")
+        )
     _mark_stale(rows)
+    _mark_placeholder(rows)
     shown = [r for r in rows if r["difference"] is not None and r["_low"] is not None and r["_high"] is not None]
     figure = Figure(figsize=(8, 0.4 * len(shown) + 1))
     ax = figure.subplots()
@@ -294,6 +305,7 @@ def _experiments(conn, plots: list[str]) -> str:
     columns = [
         "experiment",
         "stale",
+        "placeholder",
         "evaluator",
         "variant",
         "control_variant",
@@ -319,6 +331,13 @@ def _mark_stale(rows: list[dict[str, Any]]) -> None:
     """A row kept from before its file broke says STALE in its `stale` cell (empty for a current row)."""
     for row in rows:
         row["stale"] = "STALE" if row["stale"] else ""
+
+
+def _mark_placeholder(rows: list[dict[str, Any]]) -> None:
+    """A row computed from the local judge's placeholder verdicts says so in its `placeholder` cell (empty
+    otherwise): its figures are no quality judgment."""
+    for row in rows:
+        row["placeholder"] = PLACEHOLDER_MARK if row["placeholder"] else ""
 
 
 def _leaderboard(conn, plots: list[str]) -> str:

@@ -563,6 +563,9 @@ AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
     "below_floor": pl.Boolean(),
     "details": pl.String(),  # JSON: confusion matrix and its labels, label counts, ...
     "computed_at": UTC_TS,
+    # issue 30: true on a judge section's row whose judge side has verdicts from the local judge's placeholder in
+    # the row's period (`placeholder_rows`): no statement about a real judge
+    "placeholder": pl.Boolean(),
 }
 
 # ---- experiments and regressions ----
@@ -642,6 +645,8 @@ EXPERIMENT_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "ppi_difference": _F,
     "ppi_diff_ci_low": _F,
     "ppi_diff_ci_high": _F,
+    # issue 30: true when a verdict behind the row came from the local judge's placeholder (`placeholder_rows`)
+    "placeholder": _B,
 }
 
 # An alert: a day whose mean judge score fell significantly below the evaluator's trailing baseline (kind
@@ -677,6 +682,9 @@ ALERT_SCHEMA: dict[str, pl.DataType] = {
     "ppi_mean": pl.Float64(),
     "ppi_ci_low": pl.Float64(),
     "ppi_ci_high": pl.Float64(),
+    # issue 30: true when a verdict of the day (or, for a regression, its baseline) came from the local judge's
+    # placeholder (`placeholder_rows`): the alert is about no quality judgment
+    "placeholder": pl.Boolean(),
 }
 
 # ---- judge drift (`judging.drift`) ----
@@ -812,6 +820,10 @@ BENCHMARK_CASE_SCHEMA: dict[str, pl.DataType] = {
     "task_config_hash": pl.String(),
     "scorer_config_hash": pl.String(),
     "run_at": UTC_TS,
+    # issue 30: as `leaderboard.stale`: true for the last rows of a suite whose file no longer loads (or is gone),
+    # kept as they were (`stale_rows.flag_suite_partitions`); `stale_reason` says why
+    "stale": pl.Boolean(),
+    "stale_reason": pl.String(),
 }
 
 BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -834,6 +846,9 @@ BENCHMARK_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "scorer_config_hash": pl.String(),
     "computed_at": UTC_TS,
     "k": pl.Int64(),  # the k of a `<metric>.pass@k` / `<metric>.pass^k` row (`pass_at`); null for other rows
+    # issue 30: as `benchmark_cases.stale` and `leaderboard.stale` (a suite whose file no longer loads)
+    "stale": pl.Boolean(),
+    "stale_reason": pl.String(),
 }
 
 LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {

@@ -194,7 +194,7 @@ def suite_results(
     top = units(suite)
     rows.append(row("suite", suite_name, list(suite.tasks), "macro", top))
     rows.append(row("suite", suite_name, list(suite.tasks), "micro"))
-    return pl.DataFrame(rows, schema=BENCHMARK_RESULT_SCHEMA)
+    return pl.DataFrame(rows, schema=BENCHMARK_RESULT_SCHEMA).with_columns(pl.lit(False).alias("stale"))
 
 
 def _combined(rows: pl.DataFrame, column: str) -> str | None:

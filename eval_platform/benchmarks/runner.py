@@ -234,6 +234,7 @@ def _chunk_rows(run: TaskRun, data: DatasetSlice, cases: list[dict], endpoint, s
         row.update(hashes, run_at=started, primary_metric=primary)
         values = {s["metric"]: s["value"] for s in row.get("scores") or []}
         row["primary_value"] = values.get(primary)
+        row["stale"] = False  # computed now, from the suite file as it loads
     frame = pl.DataFrame(rows, schema_overrides=BENCHMARK_CASE_SCHEMA, infer_schema_length=None)
     return frame.select(
         [

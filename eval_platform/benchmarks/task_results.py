@@ -156,7 +156,7 @@ def task_results(
         )
     if out:  # repeated samples: flakiness rows of their own metric names, after the scorers' rows
         out += repeated_sample_rows(frame, task, {row["metric"]: row for row in out}, seed)
-    return pl.DataFrame(out, schema=BENCHMARK_RESULT_SCHEMA)
+    return pl.DataFrame(out, schema=BENCHMARK_RESULT_SCHEMA).with_columns(pl.lit(False).alias("stale"))
 
 
 def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: int) -> MetricSummary:

@@ -22,6 +22,7 @@ from eval_platform.ingest.annotation_tasks import (
 from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.out_of_core import reads_out_of_core
+from eval_platform.placeholder_rows import mark_agreement, placeholder_days
 from eval_platform.schemas import (
     HUMAN_ANNOTATION_SCHEMA,
     IMPORTED_JUDGMENT_SCHEMA,
@@ -134,6 +135,7 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
                 judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
                 categories=declared_categories(root),
             )
+        rows = mark_agreement(rows, placeholder_days(root))  # a judge side of local/mock verdicts says so
         write_partition(root, "agreement", {}, rows)
         write_partition(root, "ground_truth", {}, truth)
         refresh(root)

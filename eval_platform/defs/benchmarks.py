@@ -44,7 +44,7 @@ from eval_platform.defs.range_runs import (
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, LEADERBOARD_SCHEMA
-from eval_platform.stale_rows import keep_stale_rows
+from eval_platform.stale_rows import SUITE_TABLES, flag_suite_partitions, keep_stale_rows
 from eval_platform.storage.warehouse import (
     has_files,
     partition_values,
@@ -310,7 +310,8 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
             "One row per suite, model and aggregate (macro, micro): rank, score, 95% interval, and the gap to the "
             "leader with its paired 95% interval over the cases both answered (significant when it excludes 0). "
             "A suite whose file no longer loads (or is gone) keeps its last rows, flagged `stale` with the reason "
-            "in `stale_reason`. Exposed as the `leaderboard` view." + broken_files_text("suite", broken)
+            "in `stale_reason`, here and in `benchmark_cases` and `benchmark_results`. Exposed as the `leaderboard` "
+            "view." + broken_files_text("suite", broken)
         ),
         group_name="benchmarks",
         deps=[suite_key(s) for s in suites],
@@ -331,21 +332,36 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
             by_model, costs = suite_case_values(cases, suite_name, suite)
             board = leaderboard(suite_name, suite, by_model, costs)
             write_partition(root, "leaderboard", {"suite": suite_name}, board)
+            flag_suite_partitions(root, suite_name, None)  # loads again: its cases and results are current
             tables.append(board)
-        # A suite whose file broke (or was removed) is not recomputed: its last rows stay, flagged stale.
+        # A suite whose file broke (or was removed) is not recomputed: its last rows stay, flagged stale, in
+        # leaderboard, benchmark_cases and benchmark_results alike.
         stale = {}
-        for suite_name in partition_values(root, "leaderboard", {}, "suite"):
-            if suite_name in suites:
-                continue
+        written = {
+            name
+            for table in ("leaderboard", *SUITE_TABLES)
+            for name in partition_values(root, table, {}, "suite")
+            if name not in suites
+        }
+        for suite_name in sorted(written):
             reason = broken.get(suite_name) or f"benchmarks/{suite_name}.yaml no longer exists"
             previous = read_partition(root, "leaderboard", {"suite": suite_name})
-            kept = keep_stale_rows(
-                pl.DataFrame(schema=LEADERBOARD_SCHEMA), previous, {suite_name: reason}, "suite", LEADERBOARD_SCHEMA
-            )
-            write_partition(root, "leaderboard", {"suite": suite_name}, kept)
-            tables.append(kept)
+            if previous is not None:
+                kept = keep_stale_rows(
+                    pl.DataFrame(schema=LEADERBOARD_SCHEMA),
+                    previous,
+                    {suite_name: reason},
+                    "suite",
+                    LEADERBOARD_SCHEMA,
+                )
+                write_partition(root, "leaderboard", {"suite": suite_name}, kept)
+                tables.append(kept)
+            flag_suite_partitions(root, suite_name, reason)
             stale[suite_name] = reason
-            context.log.warning(f"suite {suite_name}: last leaderboard rows kept, flagged stale: {reason}")
+            context.log.warning(
+                f"suite {suite_name}: last leaderboard, benchmark_cases and benchmark_results rows kept, "
+                f"flagged stale: {reason}"
+            )
         refresh(root)
         board = pl.concat(tables) if tables else pl.DataFrame(schema=LEADERBOARD_SCHEMA)
         preview = dg.MetadataValue.md(leaderboard_preview(board))

@@ -29,6 +29,8 @@ from eval_platform.experiments.regressions import (
 )
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.markdown_table import markdown_table
+from eval_platform.placeholder_rows import mark_alerts, mark_experiment_results, placeholder_days
+from eval_platform.schemas import PLACEHOLDER_MARK
 from eval_platform.stale_rows import keep_stale_rows
 from eval_platform.storage.warehouse import read_partition, write_partition
 
@@ -46,7 +48,8 @@ EXPERIMENT_RESULTS_DOC = (
     "win rates with Wilson intervals and a Bradley–Terry ranking; where humans labelled some traces of an evaluator "
     "with a `human_agreement` task, the prediction-powered (human-calibrated) means and difference beside the judge's. "
     "An experiment whose file, or an evaluator file it "
-    "names, no longer loads keeps its last rows, flagged `stale` with the error in `stale_reason`. "
+    "names, no longer loads keeps its last rows, flagged `stale` with the error in `stale_reason`. A row any of "
+    "whose verdicts came from the local judge's placeholder (`local/mock`) has `placeholder` true. "
     "View `experiment_results`."
 )
 
@@ -81,6 +84,7 @@ def build_experiment_results(
         }
         with experiment_inputs(root, needed, pairwise) as (scores, trace_variants):
             frame = analyze(experiments.values(), scores, trace_variants, human=human)
+        frame = mark_experiment_results(frame, placeholder_days(root))  # rows from local/mock verdicts say so
         # An experiment whose file (or an evaluator file it names) broke keeps its last rows, flagged stale.
         unavailable = {Path(file).stem: error for file, error in (broken or {}).items()}
         frame = keep_stale_rows(frame, read_partition(root, "experiment_results", {}), unavailable)
@@ -103,13 +107,20 @@ def build_experiment_results(
                 "guardrails_failed": int((~comparisons["guardrail_passed"]).sum()),
                 "insufficient_sample": int(comparisons["insufficient_sample"].sum()),
                 "recommendations": _md_table(
-                    decisions, ["experiment", "variant", "metric", "outcome", "recommendation"]
+                    decisions, ["experiment", "variant", "metric", "outcome", "recommendation", "placeholder"]
                 ),
+                "placeholder_rows": _placeholder_note(frame),
                 "dagster/row_count": frame.height,
             }
         )
 
     return experiment_results
+
+
+def _placeholder_note(frame: pl.DataFrame) -> str:
+    """How many rows were computed from the local judge's placeholder verdicts, marked as such."""
+    marked = int(frame["placeholder"].fill_null(False).sum())
+    return f"{marked} of {frame.height} rows: {PLACEHOLDER_MARK}" if marked else "none"
 
 
 class AlertsConfig(dg.Config):
@@ -164,7 +175,7 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             human=human,
         )
         thresholds = threshold_alerts_for(root, evaluators, judge_ledger(root, context.instance))
-        frame = with_regressions(found, thresholds)
+        frame = mark_alerts(with_regressions(found, thresholds), placeholder_days(root))
         write_partition(root, "alerts", {}, frame)
         refresh(root)
         latest = latest_days(scores, monitored)
@@ -174,6 +185,7 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
         yield dg.MaterializeResult(
             metadata={
                 "alerts": frame.height,
+                "placeholder_rows": _placeholder_note(frame),
                 "threshold_alerts": thresholds.height,
                 "alerts_on_latest_day": current.height,
                 "evaluators_checked": dg.MetadataValue.json(monitored),
@@ -189,7 +201,8 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             metadata={
                 "regressions": current.height,
                 "alerts": _md_table(
-                    current, ["evaluator", "day", "mean", "baseline_mean", "p_value", "severity", "message"]
+                    current,
+                    ["evaluator", "day", "mean", "baseline_mean", "p_value", "severity", "message", "placeholder"],
                 ),
             },
         )

@@ -174,6 +174,11 @@ def read_partition(
     return store_for(root).read((*_parts(table, keys), PARTITION_FILE), columns)
 
 
+def partition_schema(root: Path, table: str, keys: dict[str, str]) -> dict[str, pl.DataType] | None:
+    """One partition's columns as its file has them (the file is not read), or None when it has no file."""
+    return store_for(root).schema((*_parts(table, keys), PARTITION_FILE))
+
+
 def iter_partition(
     root: Path, table: str, keys: dict[str, str], batch_rows: int = BATCH_ROWS, columns: list[str] | None = None
 ) -> Iterator[pl.DataFrame] | None:

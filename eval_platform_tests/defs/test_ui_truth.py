@@ -175,7 +175,8 @@ def test_a_suite_whose_file_broke_is_served_stale_in_the_ui_the_view_and_the_rep
     data_root, local_judge, monkeypatch
 ):
     """Two suites ranked; then `arith.yaml` breaks. Its last leaderboard rows stay, flagged stale with the load
-    error, alike in the latest materialization's preview, the `leaderboard` view and the report."""
+    error, alike in the latest materialization's preview, the `leaderboard` view and the report, and so do its
+    `benchmark_cases` and `benchmark_results` rows in their views."""
     import duckdb
 
     from eval_platform.report import build_report
@@ -208,6 +209,9 @@ def test_a_suite_whose_file_broke_is_served_stale_in_the_ui_the_view_and_the_rep
     with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
         view = conn.execute("SELECT suite, bool_and(stale), any_value(stale_reason) FROM leaderboard GROUP BY ALL")
         assert sorted(view.fetchall()) == [("arith", True, reason), ("qa", False, None)]
+        for table in ("benchmark_cases", "benchmark_results"):  # the suite's other tables say the same
+            view = conn.execute(f"SELECT suite, bool_and(stale), any_value(stale_reason) FROM {table} GROUP BY ALL")
+            assert sorted(view.fetchall()) == [("arith", True, reason), ("qa", False, None)], table
 
     build_report(data_root)
     page = (data_root / "reports" / "report.html").read_text()
