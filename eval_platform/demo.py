@@ -25,6 +25,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_platform.instance_config import shipped_instance_yaml
+from eval_platform.judge_day import materialize
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED
 from eval_platform.settings import (
     DATA_DIR_ENV,
@@ -41,17 +42,8 @@ def _sample_days(root: Path) -> list[str]:
 
 
 def _materialize(defs: dg.Definitions, asset_key: str, partition_key, instance) -> None:
-    result = dg.materialize(
-        assets=list(defs.assets),
-        selection=[asset_key],
-        partition_key=partition_key,
-        instance=instance,
-        resources=defs.resources,
-        raise_on_error=False,
-        # The demo prints one line per step; the full event log is in the instance (the UI shows it).
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-    )
-    if not result.success:
+    # The demo prints one line per step; the full event log is in the instance (the UI shows it).
+    if not materialize(defs, asset_key, partition_key, instance):
         raise SystemExit(f"materializing {asset_key} [{partition_key}] failed; see the run in the Dagster UI")
 
 
