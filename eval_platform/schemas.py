@@ -82,6 +82,7 @@ NOTHING_TO_JUDGE = (
     NOT_SELECTED,
     SPAN_NOT_FOUND,
     NO_PAIR,
+    NO_GROUP_KEY,
     GROUP_SIZE,
     NO_REFERENCE,
     MISSING_FIELD,
@@ -90,7 +91,14 @@ NOTHING_TO_JUDGE = (
     EMPTY_TEXT,
     APP_ERROR,
     NO_SESSION,
+    NO_FINAL_ANSWER,
 )
+
+
+def nothing_to_judge(reason: pl.Expr) -> pl.Expr:
+    """A skip reason of NOTHING_TO_JUDGE, `missing_field:<name>` (a field the prompt shows is empty) included."""
+    return reason.is_in(NOTHING_TO_JUDGE) | reason.str.starts_with(f"{MISSING_FIELD}:")
+
 
 # Why a row FAILED: a stable code in `reason`, its human message in `reason_detail`. Every place that fails a row
 # uses these names, so a code is spelt once.

@@ -22,10 +22,10 @@ from eval_platform.schemas import (
     FINAL_COMPLETED,
     NOT_SAMPLED,
     NOT_SELECTED,
-    NOTHING_TO_JUDGE,
     OUT_OF_RANGE,
     PLACEHOLDER_ROW,
     SKIPPED,
+    nothing_to_judge,
 )
 
 
@@ -154,8 +154,8 @@ class DayTally:
         self.score_sum.add(completed.to_list())
         self.cost.add(rows["cost_usd"].fill_null(0).to_list())
         final = rows.filter(pl.col("is_final"))
-        nothing_to_judge = (pl.col("status") == SKIPPED) & pl.col("reason").is_in(NOTHING_TO_JUDGE)
-        self.selected += final.height - int(final.select(nothing_to_judge.sum()).item())
+        skipped_empty = (pl.col("status") == SKIPPED) & nothing_to_judge(pl.col("reason")).fill_null(False)
+        self.selected += final.height - int(final.select(skipped_empty.sum()).item())
         replies = rows.filter((pl.col("status") == COMPLETED) & (pl.col("role") != "consensus"))["raw_score"]
         replies = replies.drop_nulls()
         if replies.len():

@@ -98,6 +98,33 @@ def test_a_partition_with_verdicts_passes_and_one_with_nothing_selected_passes(d
             assert checks["score_scale_fits_replies"].passed, name
 
 
+def test_a_day_with_no_final_answer_or_no_input_has_nothing_to_judge_and_passes(data_root, local_judge):
+    """Traces skipped for the text their prompt shows (no_final_answer, missing_field:input) are nothing to judge, as
+    empty_text is: no verdict is missing, the check stays green."""
+    write_evaluator(
+        data_root,
+        "answers",
+        mode="score",
+        prompt="{{input}} -> {{output}}",
+        score_scale={"min": 0, "max": 1},
+        model="openai/mock",
+        api_base=local_judge.base_url,
+    )
+    folder = data_root / "traces" / DAY
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"trace_id": "no-answer", "input": "question"}, {"trace_id": "no-question", "output": "an answer"}]
+    lines = [json.dumps({**row, "timestamp": f"{DAY}T10:00:0{i}Z"}) for i, row in enumerate(rows)]
+    (folder / "export.jsonl").write_text("\n".join(lines) + "\n")
+    defs = build_definitions(data_root)
+    with dg.instance_for_test() as instance:
+        assert materialize(defs, "traces", DAY, instance).success
+        result = materialize(defs, "judge_scores", key(DAY, "answers"), instance)
+        [event] = result.get_asset_materialization_events()
+        assert event.materialization.metadata["reasons"].value == {"missing_field:input": 1, "no_final_answer": 1}
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+        assert checks["verdicts_exist"].passed
+
+
 def write_scored_day(root, scores: list[int]) -> None:
     """A day whose outputs script the judge's reply (`echo/output`): a judge answering these raw scores."""
     folder = root / "traces" / DAY
