@@ -195,7 +195,27 @@ def test_a_newcomer_scores_their_own_app_from_the_installed_command(installed, t
             env=env,
         )
         assert trusted.returncode == 0 and "0" in trusted.stdout
-        for shown in (checked, priced, judged, lowest, cost, today, trusted):
+        # A provider echoing the key in its reply: the command's output and the rows never carry it.
+        echoing = root / "evaluators" / "echoing.yaml"
+        echo_model = "model: openai/fault/echo_key_reply\ninput_cost_per_million: 0.15\noutput_cost_per_million: 0.6"
+        echoing.write_text(evaluator.read_text().replace("model: openai/gpt-4o-mini", echo_model))
+        echoed = _run(installed, "judge", "--day", day, "--evaluator", "echoing", cwd=tmp_path, env=env)
+        assert echoed.returncode == 0, echoed.stdout[-3000:] + echoed.stderr[-3000:]
+        text = "coalesce(reasoning, '') || coalesce(raw_response, '') || coalesce(provider_model, '')"
+        rows = _run(
+            installed,
+            "sql",
+            f"SELECT count(*) AS n, count(*) FILTER ({text} LIKE '%[REDACTED]%') AS redacted, "
+            f"count(*) FILTER ({text} LIKE '%{key[-8:]}%') AS leaked FROM judge_scores "
+            "WHERE evaluator = 'echoing' AND status <> 'SKIPPED'",  # FAILED out_of_range: the raw reply is kept
+            cwd=tmp_path,
+            env=env,
+        )
+        found = re.search(r"│\s*(\d+)\s*│\s*(\d+)\s*│\s*(\d+)\s*│", rows.stdout)
+        assert rows.returncode == 0 and found, rows.stdout + rows.stderr
+        judged_rows, redacted, leaked = map(int, found.groups())
+        assert judged_rows > 0 and redacted == judged_rows and leaked == 0, rows.stdout + echoed.stdout
+        for shown in (checked, priced, judged, lowest, cost, today, trusted, echoed):
             assert key not in shown.stdout + shown.stderr and key[-8:] not in shown.stdout + shown.stderr
     finally:
         server.stop()
