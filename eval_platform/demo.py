@@ -162,9 +162,9 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
     from eval_platform.judging.options import BatchOptions
     from eval_platform.judging.runner import judge_day
     from eval_platform.llm.budget import BudgetLedger
-    from eval_platform.llm.cache import JudgeCache
-    from eval_platform.llm.client import LiteLLMJudgeClient
-    from eval_platform.llm.runtime import JudgeRuntime
+    from eval_platform.llm.cache import ModelCache
+    from eval_platform.llm.client import LiteLLMModelClient
+    from eval_platform.llm.runtime import ModelRuntime
     from eval_platform.storage.warehouse import read_partition
 
     # the last keyless evaluator judging one trace at a time on a scale: never a real provider, local judge only
@@ -176,9 +176,9 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
     config = evaluators[name].model_copy(update={"batch": BatchOptions(poll_interval_s=0.2)})
     traces = read_partition(root, "traces", {"date": day})
     with tempfile.TemporaryDirectory() as scratch:
-        runtime = JudgeRuntime(
-            LiteLLMJudgeClient(),
-            JudgeCache(Path(scratch) / "cache"),
+        runtime = ModelRuntime(
+            LiteLLMModelClient(),
+            ModelCache(Path(scratch) / "cache"),
             BudgetLedger(Path(scratch) / "budget.sqlite"),
             local_judge_url=os.environ[LOCAL_JUDGE_URL_ENV],
             local_judge_for_missing_keys=True,

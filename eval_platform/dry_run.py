@@ -48,17 +48,17 @@ from eval_platform.judging.loading import load_evaluators
 from eval_platform.judging.runner import judge_stream
 from eval_platform.llm import pricing
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import CallOutcome, JudgeRequest
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import CallOutcome, ModelRequest
 from eval_platform.llm.embeddings import EmbeddingRequest
 from eval_platform.llm.endpoint import model_endpoint
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import SKIPPED
 from eval_platform.settings import EVALUATORS_FOLDER, DataRootError, checked_data_root, state_dir
 from eval_platform.storage.warehouse import iter_partition
 
 
-class CountingCache(JudgeCache):
+class CountingCache(ModelCache):
     """The real judge-call cache, read only, counting the requests it answers."""
 
     def __init__(self, directory: Path, missed: set[int] | None = None):
@@ -83,14 +83,14 @@ class RecordingClient:
     """A judge client that sends nothing: it records each request and answers with a failure, or with `stand_in`
     as the reply when one is given (a benchmark's outputs, for the tasks and judges that read them)."""
 
-    def __init__(self, stand_in: str | None = None, record: Callable[[JudgeRequest], None] | None = None) -> None:
-        self.requests: list[JudgeRequest] = []
+    def __init__(self, stand_in: str | None = None, record: Callable[[ModelRequest], None] | None = None) -> None:
+        self.requests: list[ModelRequest] = []
         self.record = record or self.requests.append  # `record`: each request handed on, none kept
         self.calls = 0
         self.stand_in = stand_in
         self.closed_after: int | None = None  # requests made before the client was first closed
 
-    async def complete(self, request: JudgeRequest, before_send=None) -> CallOutcome:
+    async def complete(self, request: ModelRequest, before_send=None) -> CallOutcome:
         self.record(request)
         self.calls += 1
         if self.stand_in is not None and not isinstance(request, EmbeddingRequest):  # a stand-in is text, no vectors
@@ -120,7 +120,7 @@ def _days(start: str, end: str) -> list[str]:
     return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
 
 
-def _prices(configs: Iterable[EvaluatorConfig], request: JudgeRequest) -> pricing.Prices | None:
+def _prices(configs: Iterable[EvaluatorConfig], request: ModelRequest) -> pricing.Prices | None:
     """The request's price: its judge model's explicit prices in these evaluators, else litellm's map."""
     for config in configs:
         for spec in config.judge_models():
@@ -158,7 +158,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
     # Keys are assumed present, so that the plan is the live provider's.
     env = {**os.environ, **{spec.api_key_env: "dry-run" for spec in config.judge_models() if spec.api_key_env}}
 
-    def priced(request: JudgeRequest) -> None:
+    def priced(request: ModelRequest) -> None:
         bill.calls += 1
         bill.by_model[request.model] = bill.by_model.get(request.model, 0) + 1
         prices = _prices([config], request)
@@ -181,7 +181,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
                     root, config, day, _counted(raw, in_day), other_day=partial(_day_batches, stack, root)
                 )
                 cache = CountingCache(state_dir(root) / "judge_cache", missed)
-                runtime = JudgeRuntime(
+                runtime = ModelRuntime(
                     client=RecordingClient(record=priced),
                     cache=cache,  # read only: what it answers is free
                     ledger=BudgetLedger(Path(scratch) / "budget.sqlite"),  # never the real ledger
@@ -248,7 +248,7 @@ def estimate_suite(
             # later one) are planned and priced as in a real run.
             client = RecordingClient(stand_in="x" * (OUTPUT_BYTES_PER_TOKEN * task.max_tokens))
             cache = CountingCache(state_dir(root) / "judge_cache")
-            runtime = JudgeRuntime(
+            runtime = ModelRuntime(
                 client=client,
                 cache=cache,
                 ledger=BudgetLedger(Path(scratch) / "budget.sqlite"),

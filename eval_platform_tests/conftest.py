@@ -50,13 +50,13 @@ def local_judge():
 def runtime(tmp_path):
     """A judge runtime with its own cache and budget ledger per test (the judging and call-layer tests)."""
     from eval_platform.llm.budget import BudgetLedger
-    from eval_platform.llm.cache import JudgeCache
-    from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
-    from eval_platform.llm.runtime import JudgeRuntime
+    from eval_platform.llm.cache import ModelCache
+    from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
+    from eval_platform.llm.runtime import ModelRuntime
 
-    return JudgeRuntime(
-        client=LiteLLMJudgeClient(max_concurrency=8, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.2)),
-        cache=JudgeCache(tmp_path / "cache"),
+    return ModelRuntime(
+        client=LiteLLMModelClient(max_concurrency=8, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.2)),
+        cache=ModelCache(tmp_path / "cache"),
         ledger=BudgetLedger(tmp_path / "budget.sqlite"),
         env={},
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.statedb import PostgresState, postgres_state
 from eval_platform_tests.postgres_server import PostgresServer, find_bin_dir
 
@@ -48,8 +48,8 @@ def ledger_at(path: Path, postgres_url: str | None = None, clock: Callable[[], d
     return BudgetLedger(postgres_state(postgres_url) if postgres_url else path, clock)
 
 
-def cache_at(directory: Path, postgres_url: str | None = None) -> JudgeCache:
-    return JudgeCache(postgres_state(postgres_url) if postgres_url else directory)
+def cache_at(directory: Path, postgres_url: str | None = None) -> ModelCache:
+    return ModelCache(postgres_state(postgres_url) if postgres_url else directory)
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class StateBackend:
     def ledger(self, path: Path, clock: Callable[[], datetime] | None = None) -> BudgetLedger:
         return ledger_at(path, self.postgres_url, clock)
 
-    def cache(self, directory: Path) -> JudgeCache:
+    def cache(self, directory: Path) -> ModelCache:
         return cache_at(directory, self.postgres_url)
 
     def batches(self, directory: Path) -> Path | PostgresState:

@@ -14,9 +14,9 @@ from eval_platform.ingest.traces import read_trace_day
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.settings import state_dir
 from eval_platform_tests.conftest import (
     copy_sample_days,
@@ -54,9 +54,9 @@ def test_dry_run_counts_the_calls_a_run_makes_and_sends_nothing(data_root, local
     assert bill.calls > 0 and bill.cached == 0 and bill.days == 2
     assert bill.worst_case_usd > 0 and bill.unpriced_calls == 0
 
-    runtime = JudgeRuntime(
-        LiteLLMJudgeClient(),
-        JudgeCache(state_dir(data_root) / "judge_cache"),
+    runtime = ModelRuntime(
+        LiteLLMModelClient(),
+        ModelCache(state_dir(data_root) / "judge_cache"),
         BudgetLedger(data_root / "ledger.sqlite"),
         env={},
     )

@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from eval_platform import jsontext
-from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.cache import ModelCache
 
 # Texts both read alike, and texts only Python's json reads (NaN, infinities, a number past a double, a lone
 # surrogate): `loads` must give what json gives for every one.
@@ -73,9 +73,9 @@ def test_cache_entries_come_back_from_the_file_exactly_as_they_were_put(tmp_path
         "b" * 64: {"content": "\ud800 lone surrogate", "cost_usd": 1.2345678901234567e-7, "completion_tokens": 0},
         "c" * 64: {"content": "", "cost_usd": None, "provider_model": "m\u00fcnchen", "cached_prompt_tokens": 2**62},
     }
-    cache = JudgeCache(tmp_path)
+    cache = ModelCache(tmp_path)
     for key, entry in entries.items():
         cache.put(key, entry)
     cache.flush()
-    fresh = JudgeCache(tmp_path)  # another process's view: read from the file, not the writer's memory
+    fresh = ModelCache(tmp_path)  # another process's view: read from the file, not the writer's memory
     assert {key: fresh.get(key) for key in entries} == entries

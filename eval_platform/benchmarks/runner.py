@@ -44,7 +44,7 @@ from eval_platform.judging.templates import parse_template, render
 from eval_platform.llm.budget import Budget, BudgetLedger, reservation_ttl_s
 from eval_platform.llm.call import ModelCaller
 from eval_platform.llm.endpoint import Endpoint, model_endpoint
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.llm.shared_state import SharedState
 from eval_platform.record_fields import field_text
 from eval_platform.schemas import (
@@ -132,7 +132,7 @@ class TaskRun:
     task_name: str
     model_name: str
     model: ModelUnderTest
-    runtime: JudgeRuntime
+    runtime: ModelRuntime
     evaluators: Mapping[str, EvaluatorConfig] = field(default_factory=dict)
     upstream_rows: pl.DataFrame | None = None  # `outputs_of` task's rows for this model
     gate_value: float | None = None  # the gating task's metric for this model (None: not available)

@@ -7,8 +7,8 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.llm.shared_state import SharedState
 from eval_platform.settings import (
     DATA_DIR_ENV,
@@ -95,11 +95,11 @@ class JudgeResource(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._instance = context.instance  # where the run's state lives (see `runtime`)
 
-    def runtime(self, root: Path) -> JudgeRuntime:
+    def runtime(self, root: Path) -> ModelRuntime:
         state = SharedState.of(root, self._instance)
-        return JudgeRuntime(
-            client=LiteLLMJudgeClient(max_concurrency=self.max_concurrency_per_model),
-            cache=state.judge_cache(),
+        return ModelRuntime(
+            client=LiteLLMModelClient(max_concurrency=self.max_concurrency_per_model),
+            cache=state.model_cache(),
             ledger=state.judge_ledger(),
             batch_dir=state.batches(),
             local_judge_url=self.local_judge_url or os.environ.get(LOCAL_JUDGE_URL_ENV) or None,

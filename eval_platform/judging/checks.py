@@ -31,7 +31,7 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import DayResult, selection_skip, summarize
 from eval_platform.judging.units import base_row, fill_from_call
 from eval_platform.llm.budget import Budget, reservation_ttl_s
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import (
     COMPLETED,
     FAILED,
@@ -55,7 +55,7 @@ def check_day(
     traces: pl.DataFrame,
     manual_trace_ids: set[str],
     judged_at: datetime | None = None,
-    runtime: JudgeRuntime | None = None,
+    runtime: ModelRuntime | None = None,
 ) -> DayResult:
     """One row per trace of `day`: the check's verdict, or why it has none (`judged_at`: the day's, when its
     traces come in several batches). `runtime` makes the calls of a check that embeds (see the module doc)."""
@@ -136,7 +136,7 @@ def check_trace(
 
 
 def _embedding_checks(
-    config: EvaluatorConfig, records: list[dict], rows: list[dict], manual_trace_ids: set[str], runtime: JudgeRuntime
+    config: EvaluatorConfig, records: list[dict], rows: list[dict], manual_trace_ids: set[str], runtime: ModelRuntime
 ) -> None:
     """Fill `rows` for a check that embeds: the texts of every trace it reads, embedded concurrently through the one
     call path under the evaluator's budgets, then scored; a call that did not complete is the row's outcome."""

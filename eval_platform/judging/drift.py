@@ -26,8 +26,8 @@ from eval_platform.agreement.calibration import verdict_values
 from eval_platform.benchmarks.runner import case_field, load_dataset
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import ANCHOR_VERDICT_SCHEMA, COMPLETED, JUDGE_DRIFT_SCHEMA, conform
 from eval_platform.stats.paired import paired_shift
 
@@ -54,14 +54,14 @@ def anchor_traces(root: Path, config: EvaluatorConfig) -> tuple[pl.DataFrame, st
 
 
 def judge_anchors(
-    root: Path, config: EvaluatorConfig, runtime: JudgeRuntime, check_id: str, checked_at: datetime
+    root: Path, config: EvaluatorConfig, runtime: ModelRuntime, check_id: str, checked_at: datetime
 ) -> tuple[pl.DataFrame, str]:
     """One check's `anchor_verdicts` rows (ANCHOR_VERDICT_SCHEMA) and the dataset label. The replies are not read
     from (nor written to) the reply cache: a fresh one lives for this check only."""
     traces, dataset = anchor_traces(root, config)
     every = config.model_copy(update={"trigger": "all", "enabled": True, "projects": None})
     with tempfile.TemporaryDirectory(prefix="anchors-") as folder:
-        fresh = JudgeCache(Path(folder))
+        fresh = ModelCache(Path(folder))
         result = judge_day(
             every, f"anchors:{config.name}", traces.drop("expected_verdict"), replace(runtime, cache=fresh)
         )
@@ -172,7 +172,7 @@ def drift_row(
 def check_anchors(
     root: Path,
     config: EvaluatorConfig,
-    runtime: JudgeRuntime,
+    runtime: ModelRuntime,
     history: pl.DataFrame,
     previous_verdicts: pl.DataFrame | None,
     scheduled: bool = False,

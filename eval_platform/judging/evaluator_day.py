@@ -32,7 +32,7 @@ from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import judge_stream
 from eval_platform.judging.targets import session_window
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.record_fields import field_text
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
 from eval_platform.storage.warehouse import (
@@ -125,7 +125,7 @@ def judge_partition(
     root: Path,
     evaluator: EvaluatorConfig,
     day: str,
-    runtime: JudgeRuntime,
+    runtime: ModelRuntime,
     trace_ids: set[str],
     batch_rows: int = READ_BATCH_ROWS,
 ) -> JudgedPartition:

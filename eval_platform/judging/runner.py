@@ -37,7 +37,7 @@ from eval_platform.llm.batch.mode import judge_day_in_batch
 from eval_platform.llm.budget import Budget, reservation_ttl_s
 from eval_platform.llm.call import CallResult, ModelCaller, ReplyRejected
 from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint, unreachable
-from eval_platform.llm.runtime import JudgeRuntime, run_calls
+from eval_platform.llm.runtime import ModelRuntime, run_calls
 from eval_platform.schemas import (
     JUDGE_SCORE_SCHEMA,
     PROMPT_TOO_LARGE,
@@ -52,7 +52,7 @@ class _Judge:
     """One evaluator model's calls: its prompts through the one call path (`llm.call`), replies parsed as
     verdicts of the evaluator's mode."""
 
-    def __init__(self, config: EvaluatorConfig, endpoint: Endpoint, runtime: JudgeRuntime, budget: Budget | None):
+    def __init__(self, config: EvaluatorConfig, endpoint: Endpoint, runtime: ModelRuntime, budget: Budget | None):
         self.config = config
         # Every key this evaluator may send: its models' api_key_env values.
         names = {spec.api_key_env for spec in config.judge_models() if spec.api_key_env}
@@ -84,7 +84,7 @@ class _Judge:
         return await self.caller.call(request, sample, parse)
 
 
-def _budget(config: EvaluatorConfig, runtime: JudgeRuntime) -> Budget | None:
+def _budget(config: EvaluatorConfig, runtime: ModelRuntime) -> Budget | None:
     """The evaluator's budget, one for all its models and samples (their waits for other hosts are one wait)."""
     limits = (config.max_daily_cost_usd, config.max_monthly_cost_usd)
     if all(limit is None for limit in limits):
@@ -115,7 +115,7 @@ def judge_day(
     config: EvaluatorConfig,
     day: str,
     traces: pl.DataFrame,
-    runtime: JudgeRuntime,
+    runtime: ModelRuntime,
     manual_trace_ids: set[str] | None = None,
 ) -> DayResult:
     """Judge every selected trace (pair, group) of `day` (of the evaluator's `projects`); every slot ends with exactly
@@ -130,7 +130,7 @@ def judge_stream(
     config: EvaluatorConfig,
     day: str,
     batches: Iterable[pl.DataFrame] | Callable[[], Iterable[pl.DataFrame]],
-    runtime: JudgeRuntime,
+    runtime: ModelRuntime,
     manual_trace_ids: set[str] | None,
     sink: Callable[[pl.DataFrame], None],
 ) -> DayOutcome:
@@ -149,7 +149,7 @@ def judge_stream(
         # a scorer of embeddings, whose calls take the one call path with `runtime`.
         return _check_stream(config, day, batches, manual, sink, runtime)
 
-    def judge_pass(runtime: JudgeRuntime, sink: Callable[[pl.DataFrame], None]) -> DayOutcome:
+    def judge_pass(runtime: ModelRuntime, sink: Callable[[pl.DataFrame], None]) -> DayOutcome:
         day_batches = batches() if callable(batches) else batches
         return run_calls(_judge_stream_closing(config, day, day_batches, runtime, manual, sink))
 
@@ -159,7 +159,7 @@ def judge_stream(
         if not callable(batches) and iter(batches) is batches:
             batches = list(batches)
 
-        def batch_pass(runtime: JudgeRuntime) -> DayOutcome:
+        def batch_pass(runtime: ModelRuntime) -> DayOutcome:
             recording = runtime.batch is not None and runtime.batch.recording
             return judge_pass(runtime, (lambda _frame: None) if recording else sink)
 
@@ -228,7 +228,7 @@ def _check_stream(config, day, batches, manual, sink, runtime=None) -> DayOutcom
 
 async def _judge_stream_closing(config, day, batches, runtime, manual_trace_ids, sink) -> DayOutcome:
     try:
-        # The day's cache lookups share a read snapshot (`JudgeCache.reading`), ended with the day.
+        # The day's cache lookups share a read snapshot (`ModelCache.reading`), ended with the day.
         with _calls_gc(), runtime.cache.reading():
             outcome = await _judge_stream(config, day, batches, runtime, manual_trace_ids, sink)
     finally:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_platform import jsontext
-from eval_platform.llm.client import JudgeRequest
+from eval_platform.llm.client import ModelRequest
 from eval_platform.llm.request_json import SORTED_JSON, escape, scalar
 from eval_platform.llm.statedb import PostgresState
 from eval_platform.storage.sqlite import connect_wal
@@ -43,7 +43,7 @@ _PREFIX_HASHES: dict[tuple[str, str], Any] = {}
 _PREFIX_HASHES_MAX = 256
 
 
-def cache_key(request: JudgeRequest, sample: int, endpoint: str | None = None) -> str:
+def cache_key(request: ModelRequest, sample: int, endpoint: str | None = None) -> str:
     """`endpoint` names where the reply comes from when the URL does not (the local judge's port changes
     from run to run); by default the request's api_base.
 
@@ -119,7 +119,7 @@ def _key_of_pieces(pieces: list[str], lead: str, lead_escaped: str, head: str, t
     return hashlib.sha256((head + body + tail).encode()).hexdigest()
 
 
-def _key_material(request: JudgeRequest, sample: int, endpoint: str | None = None) -> dict[str, Any]:
+def _key_material(request: ModelRequest, sample: int, endpoint: str | None = None) -> dict[str, Any]:
     """What the key is the hash of, as JSON with sorted keys (the definition `cache_key` builds the bytes of)."""
     messages = _SORTED_JSON.encode(request.messages)
     material = {
@@ -142,7 +142,7 @@ WRITE_BATCH = 4000
 # A batch is one JSON array of [key, entry] pairs (written by one `jsontext.dumps` in the writer thread, not one per
 # entry in the judge's event loop); `value -> 1` is the entry's JSON text (compact: what `json.loads` reads back).
 _INSERT_BATCH = "INSERT OR REPLACE INTO replies (key, entry) SELECT value ->> 0, value -> 1 FROM json_each(?)"
-# Within a day (`JudgeCache.reading`), a thread's lookups share one read transaction of the SQLite file instead of
+# Within a day (`ModelCache.reading`), a thread's lookups share one read transaction of the SQLite file instead of
 # one each (two fcntl locks and a check of the WAL per lookup, about half of a miss's CPU): a snapshot, taken again
 # after every commit of this cache's writer and at least every SNAPSHOT_S seconds (what other processes wrote
 # since is seen that much later: a call they paid for in that window may be made again, never a wrong reply).
@@ -152,7 +152,7 @@ _POSTGRES_TABLE = "eval_platform_judge_cache"
 
 
 class _Readers(threading.local):
-    """Per thread: its connection to the SQLite file, and its read snapshot within `JudgeCache.reading`."""
+    """Per thread: its connection to the SQLite file, and its read snapshot within `ModelCache.reading`."""
 
     def __init__(self) -> None:
         self.connection: sqlite3.Connection | None = None
@@ -161,7 +161,7 @@ class _Readers(threading.local):
         self.snapshot_until = 0.0
 
 
-class JudgeCache:
+class ModelCache:
     """The cache in a folder (`where` a path: one SQLite file in it), or in the Dagster instance's PostgreSQL
     database (`where` a `PostgresState`: one table, read and written by every host)."""
 

@@ -31,11 +31,11 @@ from typing import Any, Generic, TypeVar
 from eval_platform.llm import pricing
 from eval_platform.llm.budget import Budget, BudgetRefused, Reservation
 from eval_platform.llm.cache import cache_key
-from eval_platform.llm.client import CallOutcome, JudgeRequest
+from eval_platform.llm.client import CallOutcome, ModelRequest
 from eval_platform.llm.embeddings import EmbeddingRequest, embedding_cache_key, pack, unpack
 from eval_platform.llm.endpoint import Endpoint
 from eval_platform.llm.redaction import redact, remember, remember_env
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import BUDGET_EXHAUSTED, COMPLETED, FAILED, SKIPPED, TRUNCATED
 
 P = TypeVar("P")
@@ -75,7 +75,7 @@ class ModelCaller:
 
     def __init__(
         self,
-        runtime: JudgeRuntime,
+        runtime: ModelRuntime,
         endpoint: Endpoint,
         *,
         budget: Budget | None = None,
@@ -92,9 +92,9 @@ class ModelCaller:
 
     def request(
         self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int, timeout_s: float, max_retries: int
-    ) -> JudgeRequest:
+    ) -> ModelRequest:
         endpoint = self.endpoint
-        return JudgeRequest(
+        return ModelRequest(
             model=endpoint.model,
             messages=messages,
             api_base=endpoint.api_base,
@@ -149,7 +149,7 @@ class ModelCaller:
         )
 
     async def call(
-        self, request: JudgeRequest | EmbeddingRequest, sample: int, parse: Callable[[Any], P]
+        self, request: ModelRequest | EmbeddingRequest, sample: int, parse: Callable[[Any], P]
     ) -> CallResult[P]:
         """`request` answered through the one path; `parse` turns a reply (text; an embedding's vectors) into the
         caller's verdict, or raises `ReplyRejected` (then the reply is FAILED and not cached)."""
@@ -188,7 +188,7 @@ class ModelCaller:
         waiters: list[asyncio.Future],
         loop: asyncio.AbstractEventLoop,
         key: str,
-        request: JudgeRequest | EmbeddingRequest,
+        request: ModelRequest | EmbeddingRequest,
         sample: int,
         parse: Callable[[Any], P],
     ) -> CallResult[P]:
@@ -217,7 +217,7 @@ class ModelCaller:
         )
 
     async def _send(
-        self, request: JudgeRequest | EmbeddingRequest, key: str, parse: Callable[[Any], P], embedding: bool
+        self, request: ModelRequest | EmbeddingRequest, key: str, parse: Callable[[Any], P], embedding: bool
     ) -> CallResult[P]:
         """The call made: budget reserve, send, redact, cost, settle, parse, cache write."""
         endpoint, runtime, budget = self.endpoint, self.runtime, self.budget

@@ -1,6 +1,6 @@
 """The one door to LLM providers: litellm, async, with retries, timeouts and bounded concurrency per model.
 
-`JudgeClient` is the interface the runner depends on; `LiteLLMJudgeClient` is the real one. Tests point
+`ModelClient` is the interface the runner depends on; `LiteLLMModelClient` is the real one. Tests point
 evaluators at an OpenAI-compatible server on 127.0.0.1 instead of replacing this code.
 """
 
@@ -45,7 +45,7 @@ ERROR_DETAIL_CHARS = 2000  # a provider's error text is kept up to this length (
 
 
 @dataclass(frozen=True)
-class JudgeRequest:
+class ModelRequest:
     model: str  # litellm model string
     messages: list[dict[str, str]]
     api_base: str | None
@@ -106,9 +106,9 @@ class SendRefused(Exception):
 BeforeSend = Callable[[], Awaitable[None]]
 
 
-class JudgeClient(Protocol):
+class ModelClient(Protocol):
     async def complete(
-        self, request: JudgeRequest | EmbeddingRequest, before_send: BeforeSend | None = None
+        self, request: ModelRequest | EmbeddingRequest, before_send: BeforeSend | None = None
     ) -> CallOutcome:
         """One logical call with retries. `before_send` runs once, when the call holds a concurrency slot
         and is about to be sent; it may raise `SendRefused`, which propagates with nothing sent."""
@@ -193,7 +193,7 @@ def _classify(exc: Exception) -> tuple[str, bool]:
     return provider_error(type(exc).__name__), False
 
 
-class LiteLLMJudgeClient:
+class LiteLLMModelClient:
     """Calls any litellm model; at most `max_concurrency` calls in flight per model string, adapted to 429s
     (see `concurrency`; `adaptive=False` keeps a fixed limit, the behaviour before, for comparison).
 
@@ -233,7 +233,7 @@ class LiteLLMJudgeClient:
         return lean
 
     async def _send(
-        self, request: JudgeRequest | EmbeddingRequest, loop: int
+        self, request: ModelRequest | EmbeddingRequest, loop: int
     ) -> tuple[Any, str | None, str | None, Any]:
         """(content, finish_reason, provider model, usage) of one attempt on event loop `loop` (the running one's id);
         raises on any failure. The content of an embedding request is its vectors."""
@@ -297,7 +297,7 @@ class LiteLLMJudgeClient:
         return vectors, None, model, usage
 
     async def complete(
-        self, request: JudgeRequest | EmbeddingRequest, before_send: BeforeSend | None = None
+        self, request: ModelRequest | EmbeddingRequest, before_send: BeforeSend | None = None
     ) -> CallOutcome:
         outcome = CallOutcome()
         started = time.perf_counter()

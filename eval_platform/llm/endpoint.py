@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from eval_platform.llm import pricing
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import NO_CREDENTIALS, NO_LOCAL_JUDGE
 from eval_platform.settings import LOCAL_JUDGE_FOR_MISSING_KEYS_ENV, LOCAL_JUDGE_URL_ENV
 
@@ -42,7 +42,7 @@ class Endpoint:
 
 
 def local_judge_endpoint(
-    name: str, runtime: JudgeRuntime, prices: pricing.Prices | None = pricing.FREE
+    name: str, runtime: ModelRuntime, prices: pricing.Prices | None = pricing.FREE
 ) -> Endpoint | None:
     """The local judge's model `name`, or None when no local judge URL is configured."""
     if not runtime.local_judge_url:
@@ -57,12 +57,12 @@ def _keyed(spec: ModelSpec, key: str | None) -> Endpoint:
     return Endpoint(spec.model, spec.model, spec.api_base, api_key, spec.prices())
 
 
-def _named_local(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
+def _named_local(spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
     """The endpoint of a model that names the local judge (`local/<name>`), None when no URL is configured."""
     return local_judge_endpoint(spec.model.removeprefix(LOCAL_PREFIX), runtime, spec.prices() or pricing.FREE)
 
 
-def resolve_endpoint(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
+def resolve_endpoint(spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
     """A judge model's endpoint, or None when it cannot be called (`unreachable` says why)."""
     if spec.model.startswith(LOCAL_PREFIX):
         return _named_local(spec, runtime)
@@ -75,7 +75,7 @@ def resolve_endpoint(spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
     return _keyed(spec, key)
 
 
-def unreachable(spec: ModelSpec, runtime: JudgeRuntime) -> tuple[str, str]:
+def unreachable(spec: ModelSpec, runtime: ModelRuntime) -> tuple[str, str]:
     """Why `resolve_endpoint` gives `spec` no endpoint: the reason code of its SKIPPED rows and the detail, which
     names the variable to set (never a value)."""
     if spec.model.startswith(LOCAL_PREFIX):
@@ -91,7 +91,7 @@ def unreachable(spec: ModelSpec, runtime: JudgeRuntime) -> tuple[str, str]:
     return NO_CREDENTIALS, detail
 
 
-def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: JudgeRuntime) -> Endpoint | None:
+def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
     """Where one of the evaluator's models is called (see `resolve_endpoint`), priced at the batch discount
     in batch mode."""
     endpoint = resolve_endpoint(spec, runtime)
@@ -100,7 +100,7 @@ def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: JudgeR
     return endpoint
 
 
-def model_endpoint(model: ModelSpec, runtime: JudgeRuntime) -> tuple[Endpoint | None, str | None]:
+def model_endpoint(model: ModelSpec, runtime: ModelRuntime) -> tuple[Endpoint | None, str | None]:
     """A model under test's endpoint, or (None, why not): a missing key skips, never falls back."""
     if model.model.startswith(LOCAL_PREFIX):
         endpoint = _named_local(model, runtime)

@@ -41,7 +41,7 @@ from pathlib import Path
 from eval_platform.llm.batch.state import OPEN_STATES, BatchState
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import _POSTGRES_TABLE as CACHE_TABLE
-from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.statedb import PostgresState, postgres_state
 from eval_platform.settings import data_root, state_dir
 
@@ -232,9 +232,9 @@ def migrate_batches(folder: Path, postgres: PostgresState, reservation_ids: dict
 
 
 def migrate_cache(folder: Path, postgres: PostgresState, report: Report, page: int = 5000) -> None:
-    source = JudgeCache(folder)
+    source = ModelCache(folder)
     source._migrate_legacy()  # the older one-file-per-entry layout's entries, into the file first (cache.py's own)
-    JudgeCache(postgres)  # creates the table
+    ModelCache(postgres)  # creates the table
     if source.path is None or not source.path.exists():
         return
     table = CACHE_TABLE
@@ -344,7 +344,7 @@ def _cache_copied(root: Path, postgres: PostgresState, sample: int = 1000) -> bo
             return True
     if not keys:
         return True
-    JudgeCache(postgres)  # creates the table
+    ModelCache(postgres)  # creates the table
     with postgres.transaction() as cursor:
         (found,) = cursor.execute(f"SELECT COUNT(*) FROM {CACHE_TABLE} WHERE key = ANY(?)", (keys,)).fetchone()
     return int(found) == len(keys)

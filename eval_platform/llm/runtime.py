@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import JudgeClient
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import ModelClient
 from eval_platform.llm.statedb import PostgresState
 from eval_platform.settings import budget_wait_s
 
@@ -23,9 +23,9 @@ T = TypeVar("T")
 
 
 @dataclass
-class JudgeRuntime:
-    client: JudgeClient
-    cache: JudgeCache
+class ModelRuntime:
+    client: ModelClient
+    cache: ModelCache
     ledger: BudgetLedger
     local_judge_url: str | None = None
     # The demo's mode: a judge model whose key variable is not set is answered by the local judge (its evaluator's

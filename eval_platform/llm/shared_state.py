@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.migrate_state import check_migrated
 from eval_platform.llm.statedb import PostgresState, postgres_state
 from eval_platform.settings import state_dir
@@ -56,8 +56,8 @@ class SharedState:
     def describe(self) -> str:
         return self.postgres.describe() if self.postgres else str(state_dir(self.root))
 
-    def judge_cache(self) -> JudgeCache:
-        return JudgeCache(self.postgres or state_dir(self.root) / "judge_cache")
+    def model_cache(self) -> ModelCache:
+        return ModelCache(self.postgres or state_dir(self.root) / "judge_cache")
 
     def judge_ledger(self) -> BudgetLedger:
         """The judges' spend: what their budgets are enforced on and the cost rollups read."""

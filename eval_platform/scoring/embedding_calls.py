@@ -28,7 +28,7 @@ from eval_platform.judging.models import ModelSpec
 from eval_platform.llm.budget import Budget
 from eval_platform.llm.call import CallResult, ModelCaller
 from eval_platform.llm.endpoint import LOCAL_PREFIX, Endpoint, model_endpoint
-from eval_platform.llm.runtime import JudgeRuntime, run_calls
+from eval_platform.llm.runtime import ModelRuntime, run_calls
 from eval_platform.schemas import FAILED, LOCAL_MODEL_ERROR, NO_CREDENTIALS, NO_LOCAL_JUDGE, SKIPPED
 from eval_platform.scoring.base import EmbeddingModelOptions
 
@@ -49,7 +49,7 @@ def embedding_model(options: EmbeddingModelOptions) -> ModelSpec:
     )
 
 
-def embedding_endpoint(options: EmbeddingModelOptions, runtime: JudgeRuntime) -> tuple[Endpoint | None, str | None]:
+def embedding_endpoint(options: EmbeddingModelOptions, runtime: ModelRuntime) -> tuple[Endpoint | None, str | None]:
     """Where the embeddings are fetched, or (None, why not): a missing key, or a local/ model without a local judge."""
     return model_endpoint(embedding_model(options), runtime)
 
@@ -57,7 +57,7 @@ def embedding_endpoint(options: EmbeddingModelOptions, runtime: JudgeRuntime) ->
 def embed_cases(
     options: EmbeddingModelOptions,
     texts: Sequence[tuple[str, ...]],
-    runtime: JudgeRuntime,
+    runtime: ModelRuntime,
     budget: Budget | None = None,
 ) -> tuple[list[CallResult | None], str | None]:
     """Per case, the call result of embedding its texts (its verdict: one float32 vector per text), or None for a

@@ -292,17 +292,17 @@ def test_the_example_task_picks_a_stratified_sample_of_what_the_demo_judged(loca
     from eval_platform.ingest.traces import read_trace_day
     from eval_platform.judging.loading import load_evaluators
     from eval_platform.llm.budget import BudgetLedger
-    from eval_platform.llm.cache import JudgeCache
-    from eval_platform.llm.client import LiteLLMJudgeClient
-    from eval_platform.llm.runtime import JudgeRuntime
+    from eval_platform.llm.cache import ModelCache
+    from eval_platform.llm.client import LiteLLMModelClient
+    from eval_platform.llm.runtime import ModelRuntime
     from eval_platform_tests.conftest import REPO_DATA
 
     evaluators = load_evaluators(REPO_DATA / "evaluators", data_root=REPO_DATA)
     config = load_annotation_tasks(REPO_DATA / "annotation_tasks", evaluators, REPO_DATA)["helpfulness_review"]
     day = config.source.traces.day_keys()[0]
-    runtime = JudgeRuntime(
-        client=LiteLLMJudgeClient(max_concurrency=8),
-        cache=JudgeCache(tmp_path / "cache"),
+    runtime = ModelRuntime(
+        client=LiteLLMModelClient(max_concurrency=8),
+        cache=ModelCache(tmp_path / "cache"),
         ledger=BudgetLedger(tmp_path / "budget.sqlite"),
         local_judge_url=local_judge.base_url,
         local_judge_for_missing_keys=True,  # the demo's mode

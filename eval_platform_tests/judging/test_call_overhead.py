@@ -18,7 +18,7 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm import client as client_module
 from eval_platform.llm import request_json
-from eval_platform.llm.client import JudgeRequest, LiteLLMJudgeClient
+from eval_platform.llm.client import LiteLLMModelClient, ModelRequest
 from eval_platform.llm.openai_compat import chat_body, chat_body_json
 from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
 
@@ -92,14 +92,14 @@ def test_the_posted_body_is_the_json_of_the_chat_body():
             messages.append({"role": "user", "content": [{"type": "text", "text": texts[0]}], "name": "x"})
         temperature = rng.choice([0.0, 0.7, 1, 2.5e-9, float("nan")])
         model, max_tokens = "openai/" + texts[1][:4], rng.randint(1, 9999)
-        request = JudgeRequest(model, messages, None, None, temperature, max_tokens, 1.0, 0)
+        request = ModelRequest(model, messages, None, None, temperature, max_tokens, 1.0, 0)
         body = chat_body_json(request.model, messages, temperature, request.max_tokens, request.messages_json.text)
         expected = chat_body(request.model, messages, temperature, request.max_tokens)
         assert json.dumps(json.loads(body), sort_keys=True) == json.dumps(expected, sort_keys=True)
         assert body == chat_body_json(request.model, messages, temperature, request.max_tokens)
 
 
-class InFlightRecordingClient(LiteLLMJudgeClient):
+class InFlightRecordingClient(LiteLLMModelClient):
     """The real client, noting how many calls were inside `complete` at once (sent, or waiting for a slot)."""
 
     inside = most = 0
@@ -136,13 +136,13 @@ def test_a_call_asks_for_its_event_loop_twice_at_most(local_judge, runtime, monk
         return get_running_loop()
 
     monkeypatch.setattr(asyncio, "get_running_loop", counted)
-    runtime.client = LiteLLMJudgeClient(max_concurrency=4)
+    runtime.client = LiteLLMModelClient(max_concurrency=4)
     rows = judge_day(evaluator(local_judge), DAY, make_traces(40), runtime).rows
     assert rows["status"].to_list() == ["COMPLETED"] * 40
     assert len(asked) <= 2 * 40 + 5  # before: 4-6 per call (the limiter's acquire and hand-overs, session, URL)
 
 
-class LoopRecordingClient(LiteLLMJudgeClient):
+class LoopRecordingClient(LiteLLMModelClient):
     """The real client (real HTTP to the local judge), noting which event loop each call ran on."""
 
     loops: set[type] = set()

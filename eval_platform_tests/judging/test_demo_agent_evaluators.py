@@ -17,9 +17,9 @@ from eval_platform.ingest.traces import read_trace_day
 from eval_platform.judging.evaluator_day import judge_partition
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
 from eval_platform.storage.warehouse import refresh_catalog, write_partition
 from eval_platform_tests.conftest import REPO_DATA, copy_sample_days, judge_requests
@@ -44,9 +44,9 @@ def day(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def judged(day, local_judge, tmp_path_factory) -> dict:
     scratch = tmp_path_factory.mktemp("runtime")
-    runtime = JudgeRuntime(
-        LiteLLMJudgeClient(),
-        JudgeCache(scratch / "cache"),
+    runtime = ModelRuntime(
+        LiteLLMModelClient(),
+        ModelCache(scratch / "cache"),
         BudgetLedger(scratch / "budget.sqlite"),
         local_judge_url=local_judge.base_url,
         local_judge_for_missing_keys=True,  # the demo's mode

@@ -120,13 +120,13 @@ def test_the_cache_key_does_not_depend_on_the_fence_secret():
     from eval_platform.judging.config import EvaluatorConfig
     from eval_platform.judging.prompts import build_messages
     from eval_platform.llm.cache import cache_key
-    from eval_platform.llm.client import JudgeRequest
+    from eval_platform.llm.client import ModelRequest
 
     config = EvaluatorConfig.model_validate({"name": "f", "mode": "score", "model": "openai/x", "prompt": "{{output}}"})
 
     def key(output: str) -> str:
         messages = build_messages(config, {"output": output})
-        request = JudgeRequest("openai/x", messages, None, None, 0.0, 10, 5.0, 0, fence_secret=messages.fence_secret)
+        request = ModelRequest("openai/x", messages, None, None, 0.0, 10, 5.0, 0, fence_secret=messages.fence_secret)
         return cache_key(request, 0)
 
     assert key("same text") == key("same text")

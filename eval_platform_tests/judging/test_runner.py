@@ -12,9 +12,9 @@ from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import unit_hash
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import TRACE_SCHEMA, conform
 from eval_platform_tests.conftest import judge_requests
 
@@ -273,9 +273,9 @@ def test_local_judge_cache_survives_a_new_port(local_judge, tmp_path):
     config = evaluator(local_judge, api_base=None, api_key_env="EVAL_PLATFORM_TEST_NO_KEY")
 
     def run(url: str) -> pl.DataFrame:
-        runtime = JudgeRuntime(
-            LiteLLMJudgeClient(max_concurrency=4),
-            JudgeCache(tmp_path / "cache"),
+        runtime = ModelRuntime(
+            LiteLLMModelClient(max_concurrency=4),
+            ModelCache(tmp_path / "cache"),
             BudgetLedger(tmp_path / "budget.sqlite"),
             local_judge_url=url,
             local_judge_for_missing_keys=True,  # the demo's mode

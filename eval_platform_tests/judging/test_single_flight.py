@@ -13,9 +13,9 @@ from eval_platform.ingest.traces import read_trace_day
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.settings import state_dir
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 from eval_platform_tests.judging.test_runner import evaluator, make_traces
@@ -59,8 +59,8 @@ def test_a_day_with_42_distinct_pairs_in_200_traces_makes_42_calls(data_root, lo
     assert (bill.calls, bill.distinct, bill.cached) == (200, 42, 0)
 
     ledger = BudgetLedger(data_root / "ledger.sqlite")
-    runtime = JudgeRuntime(
-        LiteLLMJudgeClient(max_concurrency=16), JudgeCache(state_dir(data_root) / "judge_cache"), ledger, env={}
+    runtime = ModelRuntime(
+        LiteLLMModelClient(max_concurrency=16), ModelCache(state_dir(data_root) / "judge_cache"), ledger, env={}
     )
     before = judge_requests(local_judge)
     result = judge_day(config, DAY, read_trace_day(data_root, DAY).traces, runtime)

@@ -23,9 +23,9 @@ from eval_platform.judging.references import attach_dataset_references
 from eval_platform.judging.runner import judge_day, judge_stream
 from eval_platform.judging.targets import session_window
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import TRACE_SCHEMA, conform
 from eval_platform.storage.warehouse import partition_writer, read_partition, table_glob, write_partition
 
@@ -34,10 +34,10 @@ EARLIER = (date.fromisoformat(DAY) - timedelta(days=1)).isoformat()
 N = 61  # traces of the day; batches of 7 -> 9 batches
 
 
-def fresh_runtime(folder: Path) -> JudgeRuntime:
-    return JudgeRuntime(
-        client=LiteLLMJudgeClient(max_concurrency=8, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.2)),
-        cache=JudgeCache(folder / "cache"),
+def fresh_runtime(folder: Path) -> ModelRuntime:
+    return ModelRuntime(
+        client=LiteLLMModelClient(max_concurrency=8, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.2)),
+        cache=ModelCache(folder / "cache"),
         ledger=BudgetLedger(folder / "budget.sqlite"),
         env={},
     )
@@ -131,7 +131,7 @@ def session_traces(root: Path, day: str, lookback_days: int, day_traces: pl.Data
     return pl.concat([*frames, conform(day_traces, TRACE_SCHEMA)]), missing
 
 
-def in_memory(root: Path, config: EvaluatorConfig, runtime: JudgeRuntime) -> pl.DataFrame:
+def in_memory(root: Path, config: EvaluatorConfig, runtime: ModelRuntime) -> pl.DataFrame:
     """What the step did before it streamed: the whole day in memory, then judged at once."""
     traces = read_partition(root, "traces", {"date": DAY})
     if config.reference is not None:
@@ -261,7 +261,7 @@ def test_a_partition_writer_that_fails_replaces_nothing(data_root):
 
 def test_the_cache_does_not_hold_written_replies_for_the_rest_of_the_day(tmp_path):
     """A day of a million calls held every reply it cached in memory until the day's end (~1 KB each)."""
-    cache = JudgeCache(tmp_path / "cache")
+    cache = ModelCache(tmp_path / "cache")
     keys = [f"{i:064x}" for i in range(50)]
     for key in keys:
         cache.put(key, {"content": "reply " + key})

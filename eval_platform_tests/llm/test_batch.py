@@ -29,9 +29,9 @@ from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.batch.state import BatchState
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
 from eval_platform.llm.pricing import model_cost, worst_case_prompt_tokens
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.llm.statedb import postgres_state
 from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
@@ -80,10 +80,10 @@ def chat_requests(server) -> int:
     return httpx.get(f"{server.base_url}/stats", trust_env=False).json()["requests"]
 
 
-def make_runtime(state: Path, postgres_url: str | None = None) -> JudgeRuntime:
+def make_runtime(state: Path, postgres_url: str | None = None) -> ModelRuntime:
     """A run's runtime: cache, ledger and batch state under `state`, or in the database at `postgres_url`."""
-    return JudgeRuntime(
-        client=LiteLLMJudgeClient(max_concurrency=4, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)),
+    return ModelRuntime(
+        client=LiteLLMModelClient(max_concurrency=4, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)),
         cache=cache_at(state / "cache", postgres_url),
         ledger=ledger_at(state / "budget.sqlite", postgres_url),
         env={},

@@ -38,11 +38,11 @@ import signal
 import sys
 from pathlib import Path
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
 from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 
 
@@ -52,7 +52,7 @@ class KilledBeforeSettling(BudgetLedger):
 
 
 state = Path(sys.argv[2])
-runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(state / "cache"),
+runtime = ModelRuntime(LiteLLMModelClient(), ModelCache(state / "cache"),
                        KilledBeforeSettling(state / "budget.sqlite"), env={})
 judge_day(load_evaluator(Path(sys.argv[1])), DAY, make_traces(4), runtime)
 print("finished")

@@ -12,9 +12,9 @@ import pytest
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.conftest import REPO_DATA
 from eval_platform_tests.judging.test_runner import make_traces
 from eval_platform_tests.shared_state_backends import cache_at, ledger_at
@@ -40,8 +40,8 @@ def budgeted(base_url: str, **limits) -> EvaluatorConfig:
 
 def _run_partition(args: tuple[str, str, str, int, str]) -> list[dict]:
     base_url, state, day, n, postgres_url = args
-    runtime = JudgeRuntime(
-        client=LiteLLMJudgeClient(max_concurrency=8),
+    runtime = ModelRuntime(
+        client=LiteLLMModelClient(max_concurrency=8),
         cache=cache_at(Path(state) / f"cache-{day}", postgres_url or None),
         ledger=ledger_at(Path(state) / "budget.sqlite", postgres_url or None),
         env={},
@@ -72,7 +72,7 @@ def test_concurrent_partitions_never_overspend(local_judge, tmp_path, state_back
 def test_monthly_budget_counts_earlier_days(local_judge, tmp_path, state_backend):
     clock = {"now": datetime(2026, 11, 3, tzinfo=UTC)}
     ledger = state_backend.ledger(tmp_path / "budget.sqlite", clock=lambda: clock["now"])
-    runtime = JudgeRuntime(LiteLLMJudgeClient(), JudgeCache(tmp_path / "cache"), ledger, env={})
+    runtime = ModelRuntime(LiteLLMModelClient(), ModelCache(tmp_path / "cache"), ledger, env={})
     config = budgeted(local_judge.base_url, max_monthly_cost_usd=1.5)
     first = judge_day(config, "2026-11-03", make_traces(4), runtime).rows
     clock["now"] = datetime(2026, 11, 20, tzinfo=UTC)
@@ -86,8 +86,8 @@ def test_monthly_budget_counts_earlier_days(local_judge, tmp_path, state_backend
 
 
 def test_cost_is_tokens_times_price_per_million(local_judge, tmp_path):
-    runtime = JudgeRuntime(
-        LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
+    runtime = ModelRuntime(
+        LiteLLMModelClient(), ModelCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
     )
     rows = judge_day(budgeted(local_judge.base_url), "2026-11-10", make_traces(2), runtime).rows
     expected = (rows["prompt_tokens"] * 1000.0 + rows["completion_tokens"] * 1000.0) / 1e6
@@ -125,8 +125,8 @@ def test_known_model_behind_a_localhost_api_base_is_charged_its_price(proxy, tmp
     import litellm
 
     config = proxied(proxy.base_url)
-    runtime = JudgeRuntime(
-        LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
+    runtime = ModelRuntime(
+        LiteLLMModelClient(), ModelCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
     )
     rows = judge_day(config, "2026-11-10", make_traces(3), runtime).rows
     entry = litellm.model_cost["gpt-4o-mini"]
@@ -152,8 +152,8 @@ def test_daily_budget_of_a_known_model_behind_a_localhost_api_base_triggers(prox
         for t in traces.to_dicts()
     )
     budget = 3.5 * worst
-    runtime = JudgeRuntime(
-        LiteLLMJudgeClient(), JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
+    runtime = ModelRuntime(
+        LiteLLMModelClient(), ModelCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={}
     )
     rows = judge_day(proxied(proxy.base_url, max_daily_cost_usd=budget), "2026-11-10", traces, runtime).rows
     completed = rows.filter(pl.col("status") == "COMPLETED")
@@ -193,9 +193,9 @@ def test_cached_prompt_tokens_are_stored_and_priced_at_the_cached_rate(tmp_path)
         config = EvaluatorConfig.model_validate(
             {**budgeted(server.base_url).model_dump(), "cached_input_cost_per_million": 100.0}
         )
-        runtime = JudgeRuntime(
-            LiteLLMJudgeClient(max_concurrency=1),
-            JudgeCache(tmp_path / "c"),
+        runtime = ModelRuntime(
+            LiteLLMModelClient(max_concurrency=1),
+            ModelCache(tmp_path / "c"),
             BudgetLedger(tmp_path / "b.sqlite"),
             env={},
         )

@@ -22,9 +22,9 @@ import pytest
 from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import Refusal, Reservation
-from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.client import LiteLLMModelClient
 from eval_platform.llm.pricing import worst_case_prompt_tokens
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.conftest import REPO_DATA
 from eval_platform_tests.judging.test_runner import make_traces
 from eval_platform_tests.llm.test_budget import PRICED, budgeted
@@ -53,11 +53,11 @@ def worst_case(config, traces: pl.DataFrame) -> float:
     )
 
 
-def runtime_at(state: Path, concurrency: int = 8, postgres_url: str | None = None) -> JudgeRuntime:
+def runtime_at(state: Path, concurrency: int = 8, postgres_url: str | None = None) -> ModelRuntime:
     """A run's runtime: its ledger at state/budget.sqlite, or in the database at `postgres_url` (its cache too:
     a table every run shares, so the runs' trace ids differ and each call is paid once)."""
-    return JudgeRuntime(
-        client=LiteLLMJudgeClient(max_concurrency=concurrency),
+    return ModelRuntime(
+        client=LiteLLMModelClient(max_concurrency=concurrency),
         cache=cache_at(state / f"cache-{os.getpid()}-{time.monotonic_ns()}", postgres_url),
         ledger=ledger_at(state / "budget.sqlite", postgres_url),
         env={},
@@ -171,16 +171,16 @@ def test_an_expired_reservation_counts_as_spent_until_settled(tmp_path, state_ba
 KILLED_RUN = """
 import sys
 from pathlib import Path
-from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.client import LiteLLMModelClient
 from eval_platform.judging.runner import judge_day
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.llm.test_budget import budgeted
 from eval_platform_tests.judging.test_runner import make_traces
 from eval_platform_tests.shared_state_backends import cache_at, ledger_at
 
 base_url, state, budget, n = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 url = sys.argv[5] or None
-runtime = JudgeRuntime(LiteLLMJudgeClient(max_concurrency=8), cache_at(state / "cache", url),
+runtime = ModelRuntime(LiteLLMModelClient(max_concurrency=8), cache_at(state / "cache", url),
                        ledger_at(state / "budget.sqlite", url), env={})
 judge_day(budgeted(base_url, max_daily_cost_usd=budget), "2026-11-10", make_traces(n), runtime)
 print("finished")

@@ -17,8 +17,8 @@ import polars as pl
 from eval_platform.judging.prompts import build_messages, trace_values
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import _SORTED_JSON, JudgeCache, _key_material, cache_key
-from eval_platform.llm.client import JudgeRequest
+from eval_platform.llm.cache import _SORTED_JSON, ModelCache, _key_material, cache_key
+from eval_platform.llm.client import ModelRequest
 from eval_platform_tests.conftest import judge_requests
 from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
 
@@ -32,7 +32,7 @@ TRACE_B = {"input": f"q{FORGED}x", "output": "y"}
 
 def key_of(config, values: dict) -> str:
     messages = build_messages(config, values)
-    request = JudgeRequest(
+    request = ModelRequest(
         config.model, messages, config.api_base, None, 0.0, 10, 5.0, 0, fence_secret=messages.fence_secret
     )
     return cache_key(request, 0)
@@ -59,10 +59,10 @@ USER = (
 
 def _request(messages, secret=SECRET, scope=None, temperature=0.0, api_base="http://127.0.0.1:9/v1", model=None):
     model = model or "openai/mock"
-    return JudgeRequest(model, messages, api_base, None, temperature, 512, 60.0, 2, secret, scope)
+    return ModelRequest(model, messages, api_base, None, temperature, 512, 60.0, 2, secret, scope)
 
 
-def _key_cases() -> list[tuple[JudgeRequest, int, str | None]]:
+def _key_cases() -> list[tuple[ModelRequest, int, str | None]]:
     two = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
     return [
         (_request(two), 0, "local-judge"),
@@ -132,7 +132,7 @@ def _open_fresh_files(state: str, ready, errors) -> None:
     try:
         ledger = BudgetLedger(Path(state) / "budget.sqlite")
         ledger.settle(ledger.reserve("e", 0.01, None, None), 0.01)
-        cache = JudgeCache(Path(state) / "cache")
+        cache = ModelCache(Path(state) / "cache")
         cache.put(multiprocessing.current_process().name, {"content": "x"})
         cache.flush()
     except Exception as error:  # reported to the test, which shows them all
@@ -200,11 +200,11 @@ def test_entries_in_the_old_one_file_layout_are_moved_into_the_sqlite_file_once(
     unreadable = directory / "ef" / ("ef" + "2" * 62 + ".json")
     unreadable.parent.mkdir()
     unreadable.write_text("{not json")
-    newer = JudgeCache(directory)
+    newer = ModelCache(directory)
     newer.put(both_key, {**reply, "content": "newer"})  # an entry in both layouts: the SQLite one wins, as before
     newer.flush()
 
-    cache = JudgeCache(directory)
+    cache = ModelCache(directory)
     assert cache.get(old_key) == reply
     assert cache.get(both_key)["content"] == "newer"
     # Moved, not copied: a miss no longer looks for a file; the unreadable file stays where it was (still a miss).
@@ -213,7 +213,7 @@ def test_entries_in_the_old_one_file_layout_are_moved_into_the_sqlite_file_once(
     with closing(sqlite3.connect(cache.path)) as connection:
         (entry,) = connection.execute("SELECT entry FROM replies WHERE key = ?", (old_key,)).fetchone()
     assert json.loads(entry) == reply
-    assert JudgeCache(directory).get(old_key) == reply  # another process finds it in the SQLite file
+    assert ModelCache(directory).get(old_key) == reply  # another process finds it in the SQLite file
 
 
 def test_old_layout_entries_that_cannot_be_moved_are_still_read(tmp_path):
@@ -226,7 +226,7 @@ def test_old_layout_entries_that_cannot_be_moved_are_still_read(tmp_path):
         conn.execute("CREATE TABLE replies (key TEXT PRIMARY KEY, entry TEXT NOT NULL)")
         conn.execute("CREATE TRIGGER full BEFORE INSERT ON replies BEGIN SELECT RAISE(FAIL, 'disk is full'); END")
         conn.commit()
-    cache = JudgeCache(directory)
+    cache = ModelCache(directory)
     assert cache.get(key) == reply  # found where it was, as before, not an error in the middle of a day
     assert (directory / "ab" / f"{key}.json").exists() and cache.get("cd" + "4" * 62) is None
 
@@ -235,7 +235,7 @@ def test_a_days_lookups_share_a_snapshot_that_sees_every_commit_and_is_closed_af
     import eval_platform.llm.cache as cache_module
 
     monkeypatch.setattr(cache_module, "SNAPSHOT_S", 0.3)
-    cache = JudgeCache(tmp_path / "cache")
+    cache = ModelCache(tmp_path / "cache")
     entry = {"content": 'a reply with "quotes", é and ☃', "prompt_tokens": 3, "cost_usd": 1.2345678901234567e-05}
     cache.put("k1", entry)
     cache.flush()
@@ -256,4 +256,4 @@ def test_a_days_lookups_share_a_snapshot_that_sees_every_commit_and_is_closed_af
     assert not cache._readers.connection.in_transaction
     with closing(sqlite3.connect(cache.path, isolation_level=None)) as other:
         assert other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-    assert JudgeCache(tmp_path / "cache").get("k1") == entry  # entries read back the same from a fresh process's view
+    assert ModelCache(tmp_path / "cache").get("k1") == entry  # entries read back the same from a fresh process's view

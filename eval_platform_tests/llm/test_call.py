@@ -10,20 +10,20 @@ import polars as pl
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
 from eval_platform.llm.redaction import REDACTED
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 from eval_platform_tests.llm.test_redaction import holds_a_piece
 
 CANARY = "sk-oldcache-4e8b2a7c9d1f3e5a"
 
 
-def _runtime(tmp_path) -> JudgeRuntime:
-    return JudgeRuntime(
-        client=LiteLLMJudgeClient(),
-        cache=JudgeCache(tmp_path / "cache"),
+def _runtime(tmp_path) -> ModelRuntime:
+    return ModelRuntime(
+        client=LiteLLMModelClient(),
+        cache=ModelCache(tmp_path / "cache"),
         ledger=BudgetLedger(tmp_path / "budget.sqlite"),
         env={"CANARY_API_KEY": CANARY},
     )

@@ -61,9 +61,9 @@ def test_a_rate_limited_day_finishes_with_every_row_completed(tmp_path):
 
     from eval_platform.judging.runner import judge_day
     from eval_platform.llm.budget import BudgetLedger
-    from eval_platform.llm.cache import JudgeCache
-    from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
-    from eval_platform.llm.runtime import JudgeRuntime
+    from eval_platform.llm.cache import ModelCache
+    from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
+    from eval_platform.llm.runtime import ModelRuntime
     from eval_platform.local_judge import LocalJudgeServer
     from eval_platform_tests.conftest import REPO_DATA
     from eval_platform_tests.judging.test_runner import evaluator, make_traces
@@ -71,8 +71,8 @@ def test_a_rate_limited_day_finishes_with_every_row_completed(tmp_path):
     server = LocalJudgeServer(data_root=REPO_DATA, rate_limit_rps=40, rate_limit_burst=5)
     server.start()
     try:
-        client = LiteLLMJudgeClient(max_concurrency=16, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.5))
-        runtime = JudgeRuntime(client, JudgeCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={})
+        client = LiteLLMModelClient(max_concurrency=16, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.5))
+        runtime = ModelRuntime(client, ModelCache(tmp_path / "c"), BudgetLedger(tmp_path / "b.sqlite"), env={})
         config = evaluator(server, "mock").model_copy(update={"max_retries": 10})
         rows = judge_day(config, "2026-11-10", make_traces(60), runtime).rows
         assert rows.filter(pl.col("status") == "COMPLETED").height == 60

@@ -13,12 +13,12 @@ import pytest
 
 from eval_platform.llm import pricing
 from eval_platform.llm.budget import Budget, BudgetLedger
-from eval_platform.llm.cache import JudgeCache, cache_key
+from eval_platform.llm.cache import ModelCache, cache_key
 from eval_platform.llm.call import ModelCaller
-from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
 from eval_platform.llm.embeddings import embedding_cache_key, embedding_vectors
 from eval_platform.llm.endpoint import Endpoint
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.conftest import judge_requests
 from eval_platform_tests.llm.test_redaction import holds_a_piece
 
@@ -27,10 +27,10 @@ PRICED = "openai/text-embedding-3-small"  # litellm's map: 0.02 USD per million 
 KEY = "sk-embed-9f3Qx7Lm2Vb8Rt4Kw6Zp1Hd5"
 
 
-def runtime(tmp_path, lean: bool) -> JudgeRuntime:
-    return JudgeRuntime(
-        client=LiteLLMJudgeClient(lean=lean, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.02)),
-        cache=JudgeCache(tmp_path / "cache"),
+def runtime(tmp_path, lean: bool) -> ModelRuntime:
+    return ModelRuntime(
+        client=LiteLLMModelClient(lean=lean, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.02)),
+        cache=ModelCache(tmp_path / "cache"),
         ledger=BudgetLedger(tmp_path / "budget.sqlite"),
         env={},
     )

@@ -17,10 +17,10 @@ import pytest
 
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
 from eval_platform.llm.openai_compat import is_openai_compatible
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.judging.test_modes import judge
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 
@@ -71,9 +71,9 @@ def _rows(local_judge, tmp_path, name: str, lean: bool) -> pl.DataFrame:
     config = judge(local_judge, mode, **fields)
     traces = make_traces(4, expected_output="It is 2.")
     state = tmp_path / ("lean" if lean else "litellm")
-    runtime = JudgeRuntime(
-        client=LiteLLMJudgeClient(max_concurrency=4, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.05), lean=lean),
-        cache=JudgeCache(state / "cache"),
+    runtime = ModelRuntime(
+        client=LiteLLMModelClient(max_concurrency=4, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.05), lean=lean),
+        cache=ModelCache(state / "cache"),
         ledger=BudgetLedger(state / "budget.sqlite"),
         env={},
     )
@@ -129,9 +129,9 @@ def test_lean_path_reports_cached_prompt_tokens(tmp_path):
 
     with LocalJudgeServer(prompt_cache=True) as server:
         config = judge(server, "score", score_scale={"min": 1, "max": 5})
-        runtime = JudgeRuntime(
-            LiteLLMJudgeClient(max_concurrency=1),
-            JudgeCache(tmp_path / "c"),
+        runtime = ModelRuntime(
+            LiteLLMModelClient(max_concurrency=1),
+            ModelCache(tmp_path / "c"),
             BudgetLedger(tmp_path / "b.sqlite"),
             env={},
         )
@@ -150,8 +150,8 @@ def test_openai_models_without_api_base_read_litellms_environment_on_both_paths(
     config = judge(local_judge, "score", model="fault/echo_key_reply", api_base=None)
     for lean in (False, True):
         state = tmp_path / str(lean)
-        runtime = JudgeRuntime(
-            LiteLLMJudgeClient(lean=lean), JudgeCache(state / "c"), BudgetLedger(state / "b.sqlite"), env={}
+        runtime = ModelRuntime(
+            LiteLLMModelClient(lean=lean), ModelCache(state / "c"), BudgetLedger(state / "b.sqlite"), env={}
         )
         rows = judge_day(config, DAY, make_traces(1), runtime).rows
         assert rows["status"].to_list() == ["COMPLETED"]
@@ -212,9 +212,9 @@ def test_a_reply_whose_body_stalls_is_failed_timeout_after_timeout_s(tmp_path):
     provider = _StallingProvider()
     try:
         config = judge(provider, "score", timeout_s=1, max_retries=0, score_scale={"min": 1, "max": 5})
-        runtime = JudgeRuntime(
-            LiteLLMJudgeClient(max_concurrency=1),
-            JudgeCache(tmp_path / "c"),
+        runtime = ModelRuntime(
+            LiteLLMModelClient(max_concurrency=1),
+            ModelCache(tmp_path / "c"),
             BudgetLedger(tmp_path / "b.sqlite"),
             env={},
         )

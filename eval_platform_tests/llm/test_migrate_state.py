@@ -17,7 +17,7 @@ import pytest
 from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.llm.batch.state import BatchState
 from eval_platform.llm.budget import BudgetLedger, Refusal, Reservation
-from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.migrate_state import UnmigratedState, main, migrate
 from eval_platform.llm.shared_state import SharedState
 from eval_platform.llm.statedb import postgres_state
@@ -53,7 +53,7 @@ def _sqlite_state(root: Path) -> dict:
     ]
     state.save()
     _spend(BudgetLedger(folder / "benchmark_budget.sqlite", name="benchmark"), "model:m", 4, 0.125)
-    cache = JudgeCache(folder / "judge_cache")
+    cache = ModelCache(folder / "judge_cache")
     for i in range(30):
         cache.put(f"{i:064x}", {"content": f'{{"score": {i}}}', "cost_usd": 0.01})
     cache.flush()
@@ -101,7 +101,7 @@ def test_the_migration_carries_spend_reservations_batches_and_cache_over_once(tm
     judge.settle(Reservation(**record["reservation"]), 0.4)
     assert _spent(judge, "relevance") == pytest.approx(1.4)
 
-    cache = JudgeCache(postgres_state(url))
+    cache = ModelCache(postgres_state(url))
     assert cache.get(f"{7:064x}") == {"content": '{"score": 7}', "cost_usd": 0.01}
 
 

@@ -13,10 +13,10 @@ import pytest
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient, RetryPolicy
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
 from eval_platform.llm.redaction import REDACTED, clip, redact, remember
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.judging.test_runner import make_traces
 
@@ -47,9 +47,9 @@ def test_an_echoed_key_is_redacted_everywhere(local_judge, tmp_path, model, lean
             "max_retries": 0,
         }
     )
-    runtime = JudgeRuntime(
-        client=LiteLLMJudgeClient(retry=RetryPolicy(base_delay_s=0.01), lean=lean),
-        cache=JudgeCache(tmp_path / "cache"),
+    runtime = ModelRuntime(
+        client=LiteLLMModelClient(retry=RetryPolicy(base_delay_s=0.01), lean=lean),
+        cache=ModelCache(tmp_path / "cache"),
         ledger=BudgetLedger(tmp_path / "budget.sqlite"),
         env={"CANARY_API_KEY": CANARY},
     )

@@ -18,8 +18,8 @@ import pytest
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.batch.state import BatchState, partition_lock
 from eval_platform.llm.budget import Refusal, Reservation
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.llm.statedb import lock_id, postgres_state
 from eval_platform_tests.judging.test_runner import make_traces
 from eval_platform_tests.llm.test_budget import budgeted
@@ -127,7 +127,7 @@ while not go.exists():
 state = SharedState.at(Path(sys.argv[4]), url)
 ledger = state.judge_ledger()
 ledger.settle(ledger.reserve("e", 0.01, None, None), 0.01)
-cache = state.judge_cache()
+cache = state.model_cache()
 cache.put(name, {"content": "x"})
 cache.flush()
 state.benchmark_ledger().totals()
@@ -198,15 +198,15 @@ HOST_RUN = """
 import sys
 from pathlib import Path
 from eval_platform.judging.runner import judge_day
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.judging.test_runner import make_traces
 from eval_platform_tests.llm.test_budget import budgeted
 from eval_platform_tests.shared_state_backends import cache_at, ledger_at
 
 base_url, folder, url = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 cache, ledger = cache_at(folder / "cache", url), ledger_at(folder / "b.sqlite", url)
-runtime = JudgeRuntime(LiteLLMJudgeClient(), cache, ledger, env={})
+runtime = ModelRuntime(LiteLLMModelClient(), cache, ledger, env={})
 rows = judge_day(budgeted(base_url, max_daily_cost_usd=100.0), "2026-11-10", make_traces(5), runtime).rows
 assert rows["status"].to_list() == ["COMPLETED"] * 5, rows
 """
@@ -224,8 +224,8 @@ def test_a_reply_one_host_paid_for_is_a_cache_hit_on_another(local_judge, tmp_pa
         [sys.executable, "-c", HOST_RUN, local_judge.base_url, str(tmp_path / "host-a"), url], env=env, check=True
     )
     assert requests() - before == 5
-    runtime = JudgeRuntime(
-        LiteLLMJudgeClient(),
+    runtime = ModelRuntime(
+        LiteLLMModelClient(),
         cache_at(tmp_path / "host-b" / "cache", url),
         ledger_at(tmp_path / "host-b" / "b.sqlite", url),
         env={},

@@ -16,9 +16,9 @@ from eval_platform.ingest.traces import read_trace_day
 from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform_tests.conftest import REPO_DATA
 
 RECORDED = REPO_DATA / "judgments" / "pandalm_gpt-3.5-turbo.jsonl"
@@ -33,9 +33,9 @@ def pairwise_rows(local_judge, tmp_path_factory) -> pl.DataFrame:
     frames = []
     for day in days:
         # One runtime per day, as each Dagster materialization builds its own.
-        runtime = JudgeRuntime(
-            client=LiteLLMJudgeClient(max_concurrency=16),
-            cache=JudgeCache(state / "cache"),
+        runtime = ModelRuntime(
+            client=LiteLLMModelClient(max_concurrency=16),
+            cache=ModelCache(state / "cache"),
             ledger=BudgetLedger(state / "budget.sqlite"),
             local_judge_url=local_judge.base_url,
             local_judge_for_missing_keys=True,  # the demo's mode

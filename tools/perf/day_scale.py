@@ -85,16 +85,16 @@ def run_step(step: str, root: Path, concurrency: int) -> dict:
         from eval_platform.judging.evaluator_day import judge_partition
         from eval_platform.judging.loading import load_evaluator
         from eval_platform.llm.budget import BudgetLedger
-        from eval_platform.llm.cache import JudgeCache
-        from eval_platform.llm.client import LiteLLMJudgeClient
-        from eval_platform.llm.runtime import JudgeRuntime
+        from eval_platform.llm.cache import ModelCache
+        from eval_platform.llm.client import LiteLLMModelClient
+        from eval_platform.llm.runtime import ModelRuntime
 
         name = EVALUATOR if step == "judge" else BATCH_EVALUATOR
         config = load_evaluator(root / "evaluators" / f"{name}.yaml")
         state = root / ("state" if step == "judge" else "state_batch")
-        runtime = JudgeRuntime(
-            client=LiteLLMJudgeClient(max_concurrency=concurrency),
-            cache=JudgeCache(state / "judge_cache"),
+        runtime = ModelRuntime(
+            client=LiteLLMModelClient(max_concurrency=concurrency),
+            cache=ModelCache(state / "judge_cache"),
             ledger=BudgetLedger(state / "budget.sqlite"),
             env={},
         )

@@ -135,9 +135,9 @@ def _worker(
     from eval_platform.judging.runner import judge_day
     from eval_platform.llm import pricing
     from eval_platform.llm.budget import BudgetLedger
-    from eval_platform.llm.cache import JudgeCache
-    from eval_platform.llm.client import LiteLLMJudgeClient, _litellm
-    from eval_platform.llm.runtime import JudgeRuntime
+    from eval_platform.llm.cache import ModelCache
+    from eval_platform.llm.client import LiteLLMModelClient, _litellm
+    from eval_platform.llm.runtime import ModelRuntime
 
     config, traces = _config(base_url, budget), _traces(n, duplicates)
     day: dict = {}
@@ -161,9 +161,9 @@ def _worker(
             pricing.model_cost()
             with contextlib.suppress(ImportError):
                 import uvloop  # noqa: F401
-            runtime = JudgeRuntime(
-                client=LiteLLMJudgeClient(max_concurrency=concurrency, lean=kind != "litellm"),
-                cache=JudgeCache(Path(state) / "cache"),
+            runtime = ModelRuntime(
+                client=LiteLLMModelClient(max_concurrency=concurrency, lean=kind != "litellm"),
+                cache=ModelCache(Path(state) / "cache"),
                 ledger=BudgetLedger(Path(state) / "budget.sqlite"),
                 env=os.environ,
             )

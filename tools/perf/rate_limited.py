@@ -24,9 +24,9 @@ import polars as pl
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.llm.cache import JudgeCache
-from eval_platform.llm.client import LiteLLMJudgeClient
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.cache import ModelCache
+from eval_platform.llm.client import LiteLLMModelClient
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import COMPLETED
 from tools.perf.judge_throughput import _traces
 
@@ -68,9 +68,9 @@ def run(adaptive: bool, traces: pl.DataFrame, args: argparse.Namespace) -> dict:
             }
         )
         with tempfile.TemporaryDirectory() as state:
-            runtime = JudgeRuntime(
-                client=LiteLLMJudgeClient(max_concurrency=args.concurrency, adaptive=adaptive),
-                cache=JudgeCache(Path(state) / "cache"),
+            runtime = ModelRuntime(
+                client=LiteLLMModelClient(max_concurrency=args.concurrency, adaptive=adaptive),
+                cache=ModelCache(Path(state) / "cache"),
                 ledger=BudgetLedger(Path(state) / "budget.sqlite"),
                 env={},
             )

@@ -35,7 +35,7 @@ from eval_platform.llm.client import (
     ERROR_DETAIL_CHARS,
     RETRYABLE_STATUS,
     CallOutcome,
-    JudgeRequest,
+    ModelRequest,
     cached_prompt_tokens,
     transport_error_reason,
 )
@@ -117,7 +117,7 @@ class BatchAPI(Protocol):
 
     limits: BatchLimits  # the provider's own, unless the evaluator's `batch` options say less
 
-    def line(self, custom_id: str, request: JudgeRequest) -> str:
+    def line(self, custom_id: str, request: ModelRequest) -> str:
         """One request as a line of the batch's input (JSONL)."""
 
     async def upload(self, path: Path, filename: str) -> str | None:
@@ -169,7 +169,7 @@ class OpenAIBatchAPI:
             headers = {k: v for k, v in self.headers.items() if k.lower() != "content-type"}
             return json.loads(await self._call("POST", "/files", data=form, headers=headers))["id"]
 
-    def line(self, custom_id: str, request: JudgeRequest) -> str:
+    def line(self, custom_id: str, request: ModelRequest) -> str:
         body = chat_body(request.model, request.messages, request.temperature, request.max_tokens)
         return request_line(custom_id, body)
 

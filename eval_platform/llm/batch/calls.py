@@ -20,7 +20,7 @@ from typing import Any
 
 from eval_platform.llm.batch.state import BatchState, endpoint_id
 from eval_platform.llm.budget import BudgetRefused, Refusal
-from eval_platform.llm.client import CallOutcome, JudgeRequest
+from eval_platform.llm.client import CallOutcome, ModelRequest
 from eval_platform.llm.endpoint import Endpoint
 from eval_platform.schemas import BATCH_FAILED, BATCH_PENDING
 
@@ -41,7 +41,7 @@ CREATE TABLE calls (
 """
 
 
-def _request_text(request: JudgeRequest) -> str:
+def _request_text(request: ModelRequest) -> str:
     body = {
         "model": request.model,
         "messages": request.messages,
@@ -51,10 +51,10 @@ def _request_text(request: JudgeRequest) -> str:
     return json.dumps(body, separators=(",", ":"))
 
 
-def batch_request(text: str) -> JudgeRequest:
+def batch_request(text: str) -> ModelRequest:
     """The request a recorded row stands for, as much of it as a batch line uses (no endpoint, no key)."""
     body = json.loads(text)
-    return JudgeRequest(
+    return ModelRequest(
         model=body["model"],
         messages=body["messages"],
         api_base=None,
@@ -101,7 +101,7 @@ class BatchCalls:
     # --- the recording pass ---------------------------------------------------------------------------
 
     async def outcome(
-        self, endpoint: Endpoint, request: JudgeRequest, key: str, worst_usd: float | None
+        self, endpoint: Endpoint, request: ModelRequest, key: str, worst_usd: float | None
     ) -> CallOutcome:
         # As an interactive call would, give the other calls of the day their turn before this one's reply
         # lands in the cache: an identical request of the day then waits for this one (single flight, `llm.call`)

@@ -51,7 +51,7 @@ from eval_platform.llm.budget import Reservation
 from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome
 from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
 from eval_platform.llm.redaction import clip
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.llm.statedb import PostgresState
 from eval_platform.schemas import BATCH_TIMEOUT
 
@@ -68,7 +68,7 @@ R = TypeVar("R", bound=_Summarized)
 log = logging.getLogger(__name__)
 
 
-def batch_dir(runtime: JudgeRuntime) -> Path | PostgresState:
+def batch_dir(runtime: ModelRuntime) -> Path | PostgresState:
     """Where the partition's batches are recorded: the runtime's, else a folder beside the cache's."""
     if runtime.batch_dir is not None:
         return runtime.batch_dir
@@ -86,7 +86,7 @@ def _scratch_parent(where: Path | PostgresState) -> Path | None:
 
 
 def judge_day_in_batch(
-    config: EvaluatorConfig, day: str, runtime: JudgeRuntime, judge_pass: Callable[[JudgeRuntime], R]
+    config: EvaluatorConfig, day: str, runtime: ModelRuntime, judge_pass: Callable[[ModelRuntime], R]
 ) -> R:
     """`judge_pass` (the judge's day, as `judge_day` runs it) for an evaluator with `batch`: the same rows, its
     calls delivered through batches. The pass runs twice, reading the day each time: recording its calls (it
@@ -119,7 +119,7 @@ def judge_day_in_batch(
 
 
 async def _deliver(
-    config, day, calls: BatchCalls, runtime: JudgeRuntime, state: BatchState, folder: Path
+    config, day, calls: BatchCalls, runtime: ModelRuntime, state: BatchState, folder: Path
 ) -> list[TrackedBatch]:
     """Submit or resume, wait, and collect: every recorded request gets an answer in `calls`."""
     endpoints: dict[str, Endpoint] = dict(calls.endpoints)

@@ -53,7 +53,7 @@ from eval_platform.llm.batch.api import (
 from eval_platform.llm.client import (
     ERROR_DETAIL_CHARS,
     CallOutcome,
-    JudgeRequest,
+    ModelRequest,
     cached_prompt_tokens,
 )
 from eval_platform.llm.endpoint import Endpoint
@@ -127,7 +127,7 @@ class AzureBatchAPI:
             "max_retries": 0,
         }
 
-    def line(self, custom_id: str, request: JudgeRequest) -> str:
+    def line(self, custom_id: str, request: ModelRequest) -> str:
         deployment = request.model.removeprefix("azure/")
         body = chat_body(deployment, request.messages, request.temperature, request.max_tokens)
         return request_line(custom_id, body, url=AZURE_CHAT_ENDPOINT)
@@ -264,7 +264,7 @@ class AnthropicBatchAPI:
                     raise ProviderHTTPError(response.status, body, response.headers.get("retry-after"))
                 return text
 
-    def line(self, custom_id: str, request: JudgeRequest) -> str:
+    def line(self, custom_id: str, request: ModelRequest) -> str:
         """The Messages request litellm sends for this chat request (system prompt apart, content as blocks)."""
         from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 

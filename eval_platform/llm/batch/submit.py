@@ -38,7 +38,7 @@ from eval_platform.llm.budget import Refusal, Reservation
 from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
 from eval_platform.llm.endpoint import Endpoint
 from eval_platform.llm.redaction import clip
-from eval_platform.llm.runtime import JudgeRuntime
+from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import BATCH_FAILED
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def batch_limits(config: EvaluatorConfig, api: BatchAPI) -> BatchLimits:
     )
 
 
-def reserve_batch(config: EvaluatorConfig, runtime: JudgeRuntime, worst_usd: list[float | None]):
+def reserve_batch(config: EvaluatorConfig, runtime: ModelRuntime, worst_usd: list[float | None]):
     """(how many of the requests to submit, their reservation, the refusal that stopped the rest): the worst case
     of the whole batch is reserved at once; when it does not fit, the longest prefix that does."""
     if all(w is None for w in worst_usd):
@@ -146,7 +146,7 @@ async def submit_day(
     api: BatchAPI,
     endpoint: Endpoint,
     calls: BatchCalls,
-    runtime: JudgeRuntime,
+    runtime: ModelRuntime,
     state: BatchState,
     folder: Path,
 ) -> list[TrackedBatch]:
@@ -196,7 +196,7 @@ async def _submit(
     endpoint: Endpoint,
     lines: _Lines,
     calls: BatchCalls,
-    runtime: JudgeRuntime,
+    runtime: ModelRuntime,
     state: BatchState,
 ) -> tuple[TrackedBatch | None, Refusal | None]:
     """Submit one batch (as much of it as the budget covers): the batch created, or None when nothing was (every
@@ -223,7 +223,7 @@ async def _upload_and_create(
     endpoint: Endpoint,
     lines: _Lines,
     calls: BatchCalls,
-    runtime: JudgeRuntime,
+    runtime: ModelRuntime,
     state: BatchState,
     reservation: Reservation | None,
 ) -> TrackedBatch | None:
@@ -349,7 +349,7 @@ async def _create(
     raise AssertionError("unreachable")
 
 
-async def adopt(api: BatchAPI, record: dict[str, Any], runtime: JudgeRuntime, state: BatchState) -> None:
+async def adopt(api: BatchAPI, record: dict[str, Any], runtime: ModelRuntime, state: BatchState) -> None:
     """A batch a run was creating when it stopped: found by its submission id (then resumed), or never created."""
     found = await api.find(record["submission"], record["submitted_epoch"] - 60, record.get("request_count", 0))
     if found is None:
