@@ -273,7 +273,7 @@ def estimate_suite(
             )
             bill.skipped = int((frame["status"] == SKIPPED).sum())
             bill.out_of_scope = not model.runs(suite_name, task_name)
-            endpoint, _ = model_endpoint(model, runtime) if task.calls_model else (None, None)
+            endpoint, _ = model_endpoint(model.address(), runtime) if task.calls_model else (None, None)
             split = (client.closed_after or 0) if task.calls_model else 0  # the model's calls come first
             for i, request in enumerate(client.requests):
                 if i < split:

@@ -695,7 +695,7 @@ ALERT_SCHEMA: dict[str, pl.DataType] = {
     "placeholder": pl.Boolean(),
 }
 
-# ---- judge drift (`judging.drift`) ----
+# ---- judge drift (`agreement.drift`) ----
 
 # One anchor item's verdict in one drift check of an evaluator.
 ANCHOR_VERDICT_SCHEMA: dict[str, pl.DataType] = {

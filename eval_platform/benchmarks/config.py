@@ -264,9 +264,11 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
                     f"{where}.scorers.{index}.name': scorer '{spec.name}' scores a judge's verdicts: "
                     "the task needs 'as_judge'"
                 )
-            if scorer.judge_task and task.as_judge.mode not in scorer.judge_modes:
+            judged = MODES.get(task.as_judge.mode) if task.as_judge is not None else None
+            if scorer.judge_task and (judged is None or judged.as_judge != scorer.judge_gold):
+                scored = sorted(name for name, mode in MODES.items() if mode.as_judge == scorer.judge_gold)
                 raise SuiteError(
-                    f"{where}.scorers.{index}.name': scorer '{spec.name}' scores {' or '.join(scorer.judge_modes)} "
+                    f"{where}.scorers.{index}.name': scorer '{spec.name}' scores {' or '.join(scored)} "
                     f"judges, and this task's judge is {task.as_judge.mode}"
                 )
         if task.outputs_from is not None:

@@ -169,7 +169,7 @@ def run_task_chunks(run: TaskRun, cases_per_chunk: int | None = None) -> Iterato
     case. A task scored by a batched judge evaluator is one chunk (a batch per chunk would wait once per chunk)."""
     task, started = run.task, datetime.now(UTC)
     data = load_dataset(run.root, task)
-    endpoint, no_endpoint = model_endpoint(run.model, run.runtime) if task.calls_model else (None, None)
+    endpoint, no_endpoint = model_endpoint(run.model.address(), run.runtime) if task.calls_model else (None, None)
     skip = _task_skip(run, no_endpoint)
     hashes = {
         "task_config_hash": task_config_hash(task),

@@ -1,4 +1,4 @@
-"""`judge_drift`: evaluators' anchor items judged again and compared with the previous check (`judging.drift`), with
+"""`judge_drift`: evaluators' anchor items judged again and compared with the previous check (`agreement.drift`), with
 its WARN check, a schedule per anchored evaluator and a sensor that asks for a check when an evaluator's config hash
 or its provider-reported model changes."""
 
@@ -9,11 +9,11 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
+from eval_platform.agreement.drift import check_anchors, needs_check
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.experiments import _md_table
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.drift import check_anchors, needs_check
 from eval_platform.schemas import COMPLETED, JUDGE_DRIFT_SCHEMA, empty_frame
 from eval_platform.storage.warehouse import partition_files, read_partition, scan_parquet, write_partition
 

@@ -8,7 +8,6 @@ from pydantic import Field
 
 from eval_platform.agreement.calibration import calibrated_fields, human_truth
 from eval_platform.alerting.rules import REGRESSION, with_regressions
-from eval_platform.alerting.thresholds import threshold_alerts_for
 from eval_platform.costs import judge_ledger
 from eval_platform.defs.annotations import human_annotations
 from eval_platform.defs.catalog import refresh
@@ -33,6 +32,7 @@ from eval_platform.placeholder_rows import mark_alerts, mark_experiment_results,
 from eval_platform.schemas import PLACEHOLDER_MARK
 from eval_platform.stale_rows import keep_stale_rows
 from eval_platform.storage.warehouse import read_partition, write_partition
+from eval_platform.threshold_alerts import threshold_alerts_for
 
 
 def _md_table(frame: pl.DataFrame, columns: list[str]) -> dg.MetadataValue:

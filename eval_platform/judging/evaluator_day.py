@@ -11,7 +11,7 @@ its count of traces without a row and a few rows to preview, never its rows. Whe
 (a pairwise pair, an n_wise group, a session over its lookback window) the traces first go through
 `key_batches.key_ordered_batches` (spilled to a temporary file, sorted by key out of core by DuckDB), so that a
 batch never splits a group; a single group larger than memory is the one thing still held whole. Batch mode
-(`batch:`) reads the day twice, recording the calls, then answering them (`llm.batch.mode`): the day is read
+(`batch:`) reads the day twice, recording the calls, then answering them (`judging.batch_day`): the day is read
 anew from the warehouse for each pass, never held.
 """
 

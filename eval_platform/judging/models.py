@@ -6,6 +6,7 @@ from pydantic import Field
 
 from eval_platform.judging.modes import Strict as _Strict
 from eval_platform.llm import pricing
+from eval_platform.llm.endpoint import ModelAddress
 
 
 class ModelSpec(_Strict):
@@ -21,15 +22,22 @@ class ModelSpec(_Strict):
         description="Price of prompt tokens served from the provider's cache; default: litellm's, else input",
     )
 
+    def address(self) -> ModelAddress:
+        """The model as the call layer calls it (`llm.endpoint`)."""
+        return ModelAddress(
+            self.model,
+            self.api_base,
+            self.api_key_env,
+            self.local_judge,
+            self.input_cost_per_million,
+            self.output_cost_per_million,
+            self.cached_input_cost_per_million,
+        )
+
     def prices(self) -> pricing.Prices | None:
         """USD per million input/output (and cached input) tokens: the override, else litellm's bundled price map."""
-        if self.input_cost_per_million is not None and self.output_cost_per_million is not None:
-            return pricing.Prices(
-                self.input_cost_per_million, self.output_cost_per_million, self.cached_input_cost_per_million
-            )
-        return pricing.lookup(self.model, self.api_base)
+        return self.address().prices()
 
     def has_price(self) -> bool:
         """Explicit prices, or a price litellm knows: what a budget needs (a local model's 'free' is a guess)."""
-        explicit = self.input_cost_per_million is not None and self.output_cost_per_million is not None
-        return explicit or pricing.known(self.model) is not None
+        return self.address().has_price()

@@ -101,7 +101,7 @@ class HumanAgreementOptions(_Strict):
 class AnchorOptions(_Strict):
     """Anchor items: a pinned dataset version with expected verdicts, judged whenever the evaluator's configuration
     (config hash) or the model its provider reports changes, and on a schedule, to detect judge drift
-    (`judging.drift`; asset `judge_drift`)."""
+    (`agreement.drift`; asset `judge_drift`)."""
 
     dataset: str = Field(description="The dataset (`datasets/<name>/v<N>.<ext>`) holding the anchor items.")
     version: int = Field(ge=1, description="Its version, pinned: the same anchors every time.")

@@ -25,6 +25,7 @@ from typing import Any
 
 import polars as pl
 
+from eval_platform.judging.batch_day import evaluator_endpoint, judge_day_in_batch
 from eval_platform.judging.checks import check_day
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.consensus import consensus_row
@@ -33,10 +34,9 @@ from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import PromptBuilder, candidates_text
 from eval_platform.judging.targets import plan_units, trace_skip, trace_values
 from eval_platform.judging.units import Day, Unit
-from eval_platform.llm.batch.mode import judge_day_in_batch
 from eval_platform.llm.budget import Budget, reservation_ttl_s
 from eval_platform.llm.call import CallResult, ModelCaller, ReplyRejected
-from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint, unreachable
+from eval_platform.llm.endpoint import Endpoint, unreachable
 from eval_platform.llm.runtime import ModelRuntime, run_calls
 from eval_platform.schemas import (
     JUDGE_SCORE_SCHEMA,
@@ -265,7 +265,7 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
     for spec in config.judge_models():
         endpoint = evaluator_endpoint(config, spec, runtime)
         judge = _Judge(config, endpoint, runtime, budget) if endpoint else None
-        skip = None if endpoint else unreachable(spec, runtime)
+        skip = None if endpoint else unreachable(spec.address(), runtime)
         if skip is not None:
             unreachable_models[spec.model] = skip[1]
             log.warning(f"evaluator {config.name} [{day}]: {spec.model} is not called: {skip[1]}")

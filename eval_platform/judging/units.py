@@ -14,15 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from eval_platform.judging.replies import Verdict
+from eval_platform.llm.call import CallResult
 from eval_platform.record_fields import field_text
 from eval_platform.schemas import COMPLETED, NO_GROUP_KEY, SPAN_NOT_FOUND
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
 
-# The outcome of one judge call (`llm.call.CallResult`): status, reason, detail, raw reply, verdict,
-# provider model, tokens, cost, latency, calls, cache_hit.
-CallResult = Any
 Messages = list[dict[str, str]]
 Skip = tuple[str, str | None]  # (reason code, detail)
 
@@ -30,7 +29,7 @@ Skip = tuple[str, str | None]  # (reason code, detail)
 class Caller(Protocol):
     """A member's judge: one call of its model on some messages (cached, budgeted, parsed)."""
 
-    async def call(self, messages: Messages, sample: int, n_candidates: int | None = None) -> CallResult: ...
+    async def call(self, messages: Messages, sample: int, n_candidates: int | None = None) -> CallResult[Verdict]: ...
 
 
 JudgeUnit = Callable[[Caller, int], Awaitable[list[dict]]]  # (judge, sample) -> one row per slot
@@ -99,7 +98,7 @@ def add_flag(row: dict, flag: str) -> None:
     row["flags"] = ",".join(sorted(flags | {flag}))
 
 
-def fill_from_call(config: EvaluatorConfig, row: dict, result: CallResult) -> dict:
+def fill_from_call(config: EvaluatorConfig, row: dict, result: CallResult[Verdict]) -> dict:
     """`row` with the call's status, reason, reply, tokens and spend, and its verdict when COMPLETED."""
     row.update(
         status=result.status,
@@ -131,7 +130,14 @@ def fill_from_call(config: EvaluatorConfig, row: dict, result: CallResult) -> di
     return row
 
 
-def merge_calls(results: list[CallResult]) -> CallResult:
+def verdict_of(result: CallResult[Verdict]) -> Verdict:
+    """The verdict of a COMPLETED call (its parse gave one; a COMPLETED call without one is a bug, never a row)."""
+    if result.verdict is None:
+        raise ValueError(f"a {result.status} call has no verdict")
+    return result.verdict
+
+
+def merge_calls(results: list[CallResult[Verdict]]) -> CallResult[Verdict]:
     """Tokens, spend and calls of several calls made for one row (the orders of a pair or group), as one
     result of the calls' own kind: COMPLETED, no verdict yet."""
     combined = type(results[0])(cost_usd=0.0)
@@ -139,8 +145,8 @@ def merge_calls(results: list[CallResult]) -> CallResult:
         combined.prompt_tokens += result.prompt_tokens
         combined.completion_tokens += result.completion_tokens
         combined.cached_prompt_tokens += result.cached_prompt_tokens
-        unknown = result.cost_usd is None or combined.cost_usd is None
-        combined.cost_usd = None if unknown else combined.cost_usd + result.cost_usd
+        spent, more = combined.cost_usd, result.cost_usd
+        combined.cost_usd = None if spent is None or more is None else spent + more
         combined.cached_cost_usd += result.cached_cost_usd
         combined.latency_ms = max(combined.latency_ms, result.latency_ms)
         combined.calls += result.calls

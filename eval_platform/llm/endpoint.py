@@ -10,19 +10,42 @@ URL alone never stands in for a real provider: a misspelt key variable must not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from eval_platform.llm import pricing
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import NO_CREDENTIALS, NO_LOCAL_JUDGE
 from eval_platform.settings import LOCAL_JUDGE_FOR_MISSING_KEYS_ENV, LOCAL_JUDGE_URL_ENV
 
-if TYPE_CHECKING:
-    from eval_platform.judging.config import EvaluatorConfig
-    from eval_platform.judging.models import ModelSpec
-
 LOCAL_PREFIX = "local/"  # rows name models the local judge answers local/<name>
+
+
+@dataclass(frozen=True)
+class ModelAddress:
+    """A model as the call layer calls it (a judge model, a model under test, an embedding model): its litellm
+    string, its api_base, the variable that holds its key, the local judge model that answers when that key is
+    missing (the demo's mode), and the prices a configuration gives (else litellm's)."""
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    local_judge: str | None = None
+    input_cost_per_million: float | None = None
+    output_cost_per_million: float | None = None
+    cached_input_cost_per_million: float | None = None
+
+    def prices(self) -> pricing.Prices | None:
+        """USD per million input/output (and cached input) tokens: the override, else litellm's bundled price map."""
+        if self.input_cost_per_million is not None and self.output_cost_per_million is not None:
+            return pricing.Prices(
+                self.input_cost_per_million, self.output_cost_per_million, self.cached_input_cost_per_million
+            )
+        return pricing.lookup(self.model, self.api_base)
+
+    def has_price(self) -> bool:
+        """Explicit prices, or a price litellm knows: what a budget needs (a local model's 'free' is a guess)."""
+        explicit = self.input_cost_per_million is not None and self.output_cost_per_million is not None
+        return explicit or pricing.known(self.model) is not None
 
 
 @dataclass(frozen=True)
@@ -50,19 +73,19 @@ def local_judge_endpoint(
     return Endpoint(f"openai/{name}", f"{LOCAL_PREFIX}{name}", runtime.local_judge_url, "local", prices)
 
 
-def _keyed(spec: ModelSpec, key: str | None) -> Endpoint:
+def _keyed(spec: ModelAddress, key: str | None) -> Endpoint:
     # OpenAI-compatible servers that need no key (vLLM, llama.cpp, the local judge) still get a placeholder,
     # because the OpenAI client refuses to send a request without one.
     api_key = key or ("no-key" if spec.api_base else None)
     return Endpoint(spec.model, spec.model, spec.api_base, api_key, spec.prices())
 
 
-def _named_local(spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
+def _named_local(spec: ModelAddress, runtime: ModelRuntime) -> Endpoint | None:
     """The endpoint of a model that names the local judge (`local/<name>`), None when no URL is configured."""
     return local_judge_endpoint(spec.model.removeprefix(LOCAL_PREFIX), runtime, spec.prices() or pricing.FREE)
 
 
-def resolve_endpoint(spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
+def resolve_endpoint(spec: ModelAddress, runtime: ModelRuntime) -> Endpoint | None:
     """A judge model's endpoint, or None when it cannot be called (`unreachable` says why)."""
     if spec.model.startswith(LOCAL_PREFIX):
         return _named_local(spec, runtime)
@@ -75,7 +98,7 @@ def resolve_endpoint(spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
     return _keyed(spec, key)
 
 
-def unreachable(spec: ModelSpec, runtime: ModelRuntime) -> tuple[str, str]:
+def unreachable(spec: ModelAddress, runtime: ModelRuntime) -> tuple[str, str]:
     """Why `resolve_endpoint` gives `spec` no endpoint: the reason code of its SKIPPED rows and the detail, which
     names the variable to set (never a value)."""
     if spec.model.startswith(LOCAL_PREFIX):
@@ -91,16 +114,7 @@ def unreachable(spec: ModelSpec, runtime: ModelRuntime) -> tuple[str, str]:
     return NO_CREDENTIALS, detail
 
 
-def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
-    """Where one of the evaluator's models is called (see `resolve_endpoint`), priced at the batch discount
-    in batch mode."""
-    endpoint = resolve_endpoint(spec, runtime)
-    if endpoint is not None and endpoint.prices is not None and config.batch is not None and config.batched:
-        endpoint = replace(endpoint, prices=endpoint.prices.scaled(config.batch.discount))
-    return endpoint
-
-
-def model_endpoint(model: ModelSpec, runtime: ModelRuntime) -> tuple[Endpoint | None, str | None]:
+def model_endpoint(model: ModelAddress, runtime: ModelRuntime) -> tuple[Endpoint | None, str | None]:
     """A model under test's endpoint, or (None, why not): a missing key skips, never falls back."""
     if model.model.startswith(LOCAL_PREFIX):
         endpoint = _named_local(model, runtime)

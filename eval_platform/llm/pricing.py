@@ -3,10 +3,10 @@
 The rule (conservative, so that spend is never under-counted): a model whose price litellm knows is
 charged that price wherever it is served. A localhost `api_base` is how people reach the LiteLLM proxy,
 an SSH tunnel or a corporate gateway in front of a paid provider, so it does not make a known model free.
-A call is free only when the evaluator says so (explicit prices of 0) or when the model is local and
+A call is free only when its configuration says so (explicit prices of 0) or when the model is local and
 has no known price (the local judge's `local/...` names, `ollama/...`, or an unknown model behind a
-loopback `api_base`). Budgets need a price: see `EvaluatorConfig` (a budget on a model without one is a
-load-time error).
+loopback `api_base`). Budgets need a price: a budget on a model without one is refused where the
+configuration loads.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class ModelRuntime:
     # Where batch mode keeps submitted batches (a folder, or the instance's PostgreSQL database); default: a
     # folder beside the cache.
     batch_dir: Path | PostgresState | None = None
-    batch: BatchCalls | None = None  # set by batch mode while it judges a day (see `llm.batch.mode`)
+    batch: BatchCalls | None = None  # set by batch mode while it judges a day (see `judging.batch_day`)
     benchmark_ledger: BudgetLedger | None = None  # the models under test's spend; default: the data root's file
     # The calls sent and not answered yet, by cache key: the event loop each runs on and the futures of the
     # identical requests waiting for its reply (single flight, `llm.call`). Not copied by `dataclasses.replace`:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from eval_platform.storage.sqlite import connect_wal
+from eval_platform.llm.sqlite import connect_wal
 
 # Open files a forked child inherited from its parent (see `SqliteFile._handle`).
 _INHERITED: list[_SqliteHandle] = []

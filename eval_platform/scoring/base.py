@@ -85,6 +85,8 @@ def mean_of_values(values: Sequence[float], _outputs, _cases, _options) -> float
 # "mean": the task value is the mean of the per-case values (exact match, token F1, ...);
 # "corpus": a statistic over all the task's cases at once (corpus BLEU and chrF, a kappa, a correlation), which
 # the scorer computes in its own `aggregate`.
+# What gold verdict a benchmark checks a judge's verdicts against: a score, a label, a preference between two.
+GoldKind = Literal["rating", "label", "preference"]
 Aggregation = Literal["mean", "corpus"]
 
 
@@ -102,9 +104,9 @@ class Scorer:
     # Declared, never inferred from `aggregate`: a "corpus" scorer gives its own `aggregate`, a "mean" one does not.
     aggregation: Aggregation = "mean"
     # Reads the verdict an `as_judge` task parsed from the model's reply (case fields `verdict`, `verdict_other`),
-    # for judges of these modes.
+    # for judges whose mode a benchmark checks against this kind of gold verdict (a mode's `as_judge`).
     judge_task: bool = False
-    judge_modes: tuple[str, ...] = ()
+    judge_gold: GoldKind | None = None
     # Its value comes from an evaluator's judge call made by the suite runner, not from `value`.
     calls_evaluator: bool = False
     # False for a task-level statistic (e.g. a kappa) whose interval is not the per-case values' interval.

@@ -24,22 +24,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from eval_platform.judging.models import ModelSpec
 from eval_platform.llm.budget import Budget
 from eval_platform.llm.call import CallResult, ModelCaller
-from eval_platform.llm.endpoint import LOCAL_PREFIX, Endpoint, model_endpoint
+from eval_platform.llm.endpoint import LOCAL_PREFIX, Endpoint, ModelAddress, model_endpoint
 from eval_platform.llm.runtime import ModelRuntime, run_calls
 from eval_platform.schemas import FAILED, LOCAL_MODEL_ERROR, NO_CREDENTIALS, NO_LOCAL_JUDGE, SKIPPED
 from eval_platform.scoring.base import EmbeddingModelOptions
 
 
-def embedding_model(options: EmbeddingModelOptions) -> ModelSpec:
-    """The embedding model as a model spec: its price is litellm's unless `input_cost_per_million` is given
+def embedding_model(options: EmbeddingModelOptions) -> ModelAddress:
+    """The embedding model as the call layer calls it: its price is litellm's unless `input_cost_per_million` is given
     (an embedding has no output tokens)."""
     explicit = options.input_cost_per_million is not None
     if options.model is None:
         raise ValueError("a local model (model_path) makes no call: it has no model spec")
-    return ModelSpec(
+    return ModelAddress(
         model=options.model,
         api_base=options.api_base,
         api_key_env=options.api_key_env,

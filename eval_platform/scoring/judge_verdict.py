@@ -24,14 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from eval_platform.judging.modes import modes_where
 from eval_platform.scoring.base import Scorer, ScorerOptions, reference_field
 from eval_platform.stats.judge_agreement import score_agreement
 from eval_platform.stats.kappa import cohen_kappa
 
-# The judge modes whose one-response verdict a benchmark checks as a gold label, or as a gold score.
-GOLD_LABEL_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "label")))
-GOLD_SCORE_MODES = tuple(sorted(modes_where(lambda m: m.as_judge == "rating")))
 _BINARY = {
     "true": "true",
     "yes": "true",
@@ -124,7 +120,7 @@ def _correlation(_values, _outputs, cases: Sequence[Mapping[str, Any]], options:
 
 
 SCORERS = [
-    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True, judge_modes=GOLD_LABEL_MODES),
+    Scorer("verdict_accuracy", LabelOptions, _accuracy, reference_field, judge_task=True, judge_gold="label"),
     Scorer(
         "verdict_kappa",
         LabelOptions,
@@ -132,13 +128,11 @@ SCORERS = [
         reference_field,
         _kappa,
         judge_task=True,
-        judge_modes=GOLD_LABEL_MODES,
+        judge_gold="label",
         aggregation="corpus",
         interval=False,
     ),
-    Scorer(
-        "verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True, judge_modes=GOLD_SCORE_MODES
-    ),
+    Scorer("verdict_abs_error", ScoreOptions, _abs_error, reference_field, judge_task=True, judge_gold="rating"),
     Scorer(
         "verdict_correlation",
         CorrelationOptions,
@@ -146,7 +140,7 @@ SCORERS = [
         reference_field,
         _correlation,
         judge_task=True,
-        judge_modes=GOLD_SCORE_MODES,
+        judge_gold="rating",
         aggregation="corpus",
         interval=False,
     ),

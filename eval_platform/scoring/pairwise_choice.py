@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from eval_platform.judging.modes import modes_where
 from eval_platform.scoring.base import (
     MissingField,
     NotApplicable,
@@ -33,7 +32,6 @@ from eval_platform.scoring.base import (
 )
 from eval_platform.stats.kappa import cohen_kappa
 
-PAIRWISE = tuple(sorted(modes_where(lambda m: m.as_judge == "preference")))  # the judge modes it scores
 DEFAULT_LABELS = {"1": "A", "2": "B", "A": "A", "B": "B", "a": "A", "b": "B"}
 
 
@@ -132,9 +130,11 @@ SCORERS = [
         _pair_accuracy,
         lambda o: (o.reference_field,),
         judge_task=True,
-        judge_modes=PAIRWISE,
+        judge_gold="preference",
     ),
-    Scorer("position_agreement", PositionAgreementOptions, _position_agreement, judge_task=True, judge_modes=PAIRWISE),
+    Scorer(
+        "position_agreement", PositionAgreementOptions, _position_agreement, judge_task=True, judge_gold="preference"
+    ),
     Scorer(
         "llmbar_kappa",
         LlmbarKappaOptions,
@@ -142,7 +142,7 @@ SCORERS = [
         lambda _o: ("expected_output",),
         _llmbar_kappa,
         judge_task=True,
-        judge_modes=PAIRWISE,
+        judge_gold="preference",
         aggregation="corpus",
         interval=False,
     ),

@@ -10,7 +10,7 @@ import pytest
 from eval_platform.definitions import build_definitions
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.defs.test_pipeline import query
-from eval_platform_tests.judging.test_drift import write_anchors
+from eval_platform_tests.test_agreement_drift import write_anchors
 
 
 def anchored_evaluator(root, local_judge, model: str, prompt: str = "Question: {{input}}\nAnswer: {{output}}"):

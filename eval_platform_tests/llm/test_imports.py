@@ -22,7 +22,7 @@ assert not above, f"{module} imports {{above}}"
 
 
 def test_the_layer_has_its_modules():
-    assert {"eval_platform.llm.call", "eval_platform.llm.endpoint", "eval_platform.llm.batch.mode"} <= set(MODULES)
+    assert {"eval_platform.llm.call", "eval_platform.llm.endpoint", "eval_platform.llm.batch.deliver"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from eval_platform.judging import units
+from eval_platform.scoring.base import GoldKind
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 VerdictKind = Literal["scaled", "boolean", "label", "ranking"]
 UnitKind = Literal["trace", "pair", "group"]
 AgreementKind = Literal["scores", "labels", "preference"]
-GoldKind = Literal["rating", "label", "preference"]
 ConsensusRule = Literal["median", "mean", "majority_vote", "unanimous"]
 VOTES: tuple[ConsensusRule, ...] = ("majority_vote", "unanimous")
 AVERAGES: tuple[ConsensusRule, ...] = ("mean", "median")

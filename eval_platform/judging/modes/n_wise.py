@@ -39,6 +39,7 @@ from eval_platform.judging.units import (
     fill_from_call,
     grouped,
     merge_calls,
+    verdict_of,
 )
 from eval_platform.schemas import COMPLETED, GROUP_SIZE, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
 
@@ -219,14 +220,15 @@ async def _judge_group(
             )
         return accounted
     rankings = [
-        [order[ord(letter) - ord("A")] for letter in result.verdict.ranking]
+        [order[ord(letter) - ord("A")] for letter in verdict_of(result).ranking or ()]
         for order, result in zip(orders, results, strict=True)
     ]
     means = mean_ranks(rankings, n)
     final = competition_ranks(means)
     consistent = all(r == rankings[0] for r in rankings) if len(rankings) > 1 else None
-    reasons = "\n---\n".join(r.verdict.reasoning for r in results if r.verdict.reasoning) or None
-    confidences = [r.verdict.confidence for r in results if r.verdict.confidence is not None]
+    verdicts = [verdict_of(r) for r in results]
+    reasons = "\n---\n".join(v.reasoning for v in verdicts if v.reasoning) or None
+    confidences = [v.confidence for v in verdicts if v.confidence is not None]
     for i, row in enumerate(accounted):
         row.update(
             status=COMPLETED,

@@ -39,6 +39,7 @@ from eval_platform.judging.units import (
     fill_from_call,
     grouped,
     merge_calls,
+    verdict_of,
 )
 from eval_platform.schemas import (
     COMPLETED,
@@ -229,7 +230,8 @@ async def _judge_pair(
         result = results.get(order)
         if result is None or result.status != COMPLETED:
             return None
-        return unswap(result.verdict.winner) if order == "BA" else result.verdict.winner
+        winner = verdict_of(result).winner
+        return unswap(winner) if order == "BA" and winner is not None else winner
 
     row.update(verdict_ab=mapped("AB"), verdict_ba=mapped("BA"))
     bad = [(o, r) for o, r in results.items() if r.status != COMPLETED]
@@ -239,7 +241,7 @@ async def _judge_pair(
         combined.reason, combined.detail = worst.reason, f"{worst.detail} (order {order})"
         return fill_from_call(config, row, combined)
     winner, consistent = combine_orders(row["verdict_ab"], row["verdict_ba"])
-    verdicts = [r.verdict for r in results.values()]
+    verdicts = [verdict_of(r) for r in results.values()]
     reasons = [v.reasoning for v in verdicts if v.reasoning]
     confidences = [v.confidence for v in verdicts if v.confidence is not None]
     combined.verdict = Verdict(

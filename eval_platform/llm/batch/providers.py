@@ -17,7 +17,7 @@ Which provider gets which (`batch_api_for`), from what litellm 1.106 covers:
   Anthropic keeps no metadata on a batch, so the submission id rides in every custom_id, and a batch whose
   creation went unheard is recognised by its results (see `AnthropicBatchAPI.find`).
 - Vertex AI and Bedrock batches read and write cloud storage buckets (GCS, S3): refused by the
-  configuration (`EvaluatorConfig._check_batch`).
+  configuration where it loads (`judging.options.BATCH_REFUSED`).
 
 Limits per batch: Anthropic's 100,000 requests or 256 MB (https://docs.anthropic.com/en/docs/build-with-claude/
 batch-processing, "Batch limitations"); Azure is given OpenAI's 50,000 requests and 200 MB, the smaller of what

@@ -4,7 +4,7 @@ ever created, or billed, twice.
 
 The requests no open batch holds are read from disk in recording order (`BatchCalls.fresh`) and written as lines
 to a file, one batch at a time: a batch ends before the request that would take it past `limits.requests` lines
-or `limits.bytes` bytes (the provider's, or less where the evaluator's `batch` options say so). Each batch then
+or `limits.bytes` bytes (the provider's, or less where the `BatchJob` says so). Each batch then
 reserves its own worst case before its upload; when the budget cannot cover it all, the longest prefix that fits
 is submitted and every request after it, in this batch and the next ones, is SKIPPED budget_exhausted: what is
 submitted is the longest prefix of the day's requests the budget covers.
@@ -28,10 +28,11 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eval_platform.llm.batch.api import BatchAPI, BatchLimits, error_reason, http_status
 from eval_platform.llm.batch.calls import BatchCalls, batch_request
+from eval_platform.llm.batch.job import BatchJob
 from eval_platform.llm.batch.providers import custom_id_prefix
 from eval_platform.llm.batch.state import BatchState, TrackedBatch, endpoint_id
 from eval_platform.llm.budget import Refusal, Reservation
@@ -40,10 +41,6 @@ from eval_platform.llm.endpoint import Endpoint
 from eval_platform.llm.redaction import clip
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import BATCH_FAILED
-
-if TYPE_CHECKING:
-    from eval_platform.judging.config import EvaluatorConfig
-    from eval_platform.judging.options import BatchOptions
 
 log = logging.getLogger(__name__)
 
@@ -55,37 +52,26 @@ COMPLETION_WINDOW_S = 24 * 3600.0
 ENVELOPE_BYTES = 64
 
 
-def batch_options(config: EvaluatorConfig) -> BatchOptions:
-    """The evaluator's `batch` options: only an evaluator with them is judged in batches."""
-    if config.batch is None:
-        raise ValueError(f"evaluator '{config.name}' has no batch options: it is not judged in batches")
-    return config.batch
+def batch_limits(job: BatchJob, api: BatchAPI) -> BatchLimits:
+    """What one batch may hold: the provider's limits, or the job's where they are set."""
+    return BatchLimits(requests=job.max_requests or api.limits.requests, bytes=job.max_bytes or api.limits.bytes)
 
 
-def batch_limits(config: EvaluatorConfig, api: BatchAPI) -> BatchLimits:
-    """What one batch may hold: the provider's limits, or the evaluator's `batch` options where they are set."""
-    options = batch_options(config)
-    return BatchLimits(
-        requests=options.max_requests or api.limits.requests,
-        bytes=options.max_bytes or api.limits.bytes,
-    )
-
-
-def reserve_batch(config: EvaluatorConfig, runtime: ModelRuntime, worst_usd: list[float | None]):
+def reserve_batch(job: BatchJob, runtime: ModelRuntime, worst_usd: list[float | None]):
     """(how many of the requests to submit, their reservation, the refusal that stopped the rest): the worst case
     of the whole batch is reserved at once; when it does not fit, the longest prefix that does."""
     if all(w is None for w in worst_usd):
         return len(worst_usd), None, None
     worst = [w or 0.0 for w in worst_usd]
     totals = list(itertools.accumulate(worst))  # totals[i]: the worst case of the first i + 1 requests
-    ttl_s = batch_options(config).timeout_s + COMPLETION_WINDOW_S + RESERVATION_MARGIN_S
+    ttl_s = job.timeout_s + COMPLETION_WINDOW_S + RESERVATION_MARGIN_S
     n, refusal = len(worst), None
     while n > 0:
         result = runtime.ledger.reserve(
-            config.name,
+            job.owner,
             totals[n - 1],
-            config.max_daily_cost_usd,
-            config.max_monthly_cost_usd,
+            job.max_daily_usd,
+            job.max_monthly_usd,
             ttl_s=ttl_s,
             outlives_process=True,
         )
@@ -141,8 +127,7 @@ class _Lines:
 
 
 async def submit_day(
-    config: EvaluatorConfig,
-    day: str,
+    job: BatchJob,
     api: BatchAPI,
     endpoint: Endpoint,
     calls: BatchCalls,
@@ -153,7 +138,7 @@ async def submit_day(
     """Submit the endpoint's requests that no open batch holds, as batches cut at the limits (see the module doc);
     the batches created. A request not submitted is answered with why (budget_exhausted, too large for a batch,
     the upload or the create failed)."""
-    limits = batch_limits(config, api)
+    limits = batch_limits(job, api)
     submitted: list[TrackedBatch] = []
     refusal: Refusal | None = None
     lines: _Lines | None = None
@@ -167,7 +152,7 @@ async def submit_day(
             room = limits.bytes - ENVELOPE_BYTES
             if len(lines.seqs) >= limits.requests or lines.size + len(line) > room:
                 if lines.seqs:  # the batch is full: submitted, and this request starts the next one
-                    batch, refusal = await _submit(config, day, api, endpoint, lines, calls, runtime, state)
+                    batch, refusal = await _submit(job, api, endpoint, lines, calls, runtime, state)
                     submitted += [batch] if batch is not None else []
                     lines = _Lines(folder / f"batch-{len(submitted)}.jsonl")
                     if refusal is not None:
@@ -180,7 +165,7 @@ async def submit_day(
                     continue
             lines.add(custom_id, line, seq, key, worst)
         if lines is not None and lines.seqs:
-            batch, _ = await _submit(config, day, api, endpoint, lines, calls, runtime, state)
+            batch, _ = await _submit(job, api, endpoint, lines, calls, runtime, state)
             submitted += [batch] if batch is not None else []
     finally:
         if lines is not None:
@@ -190,8 +175,7 @@ async def submit_day(
 
 
 async def _submit(
-    config: EvaluatorConfig,
-    day: str,
+    job: BatchJob,
     api: BatchAPI,
     endpoint: Endpoint,
     lines: _Lines,
@@ -202,7 +186,7 @@ async def _submit(
     """Submit one batch (as much of it as the budget covers): the batch created, or None when nothing was (every
     request then answered with why); and the budget's refusal, when it stopped some."""
     try:
-        n, reservation, refusal = reserve_batch(config, runtime, lines.worst)
+        n, reservation, refusal = reserve_batch(job, runtime, lines.worst)
         if refusal is not None:
             for seq, worst in zip(lines.seqs[n:], lines.worst[n:], strict=True):
                 calls.answer(seq, replace(refusal, amount_usd=worst or 0.0))
@@ -210,15 +194,14 @@ async def _submit(
         lines.close()
         if not n:
             return None, refusal
-        return await _upload_and_create(config, day, api, endpoint, lines, calls, runtime, state, reservation), refusal
+        return await _upload_and_create(job, api, endpoint, lines, calls, runtime, state, reservation), refusal
     finally:
         lines.close()
         lines.path.unlink(missing_ok=True)
 
 
 async def _upload_and_create(
-    config: EvaluatorConfig,
-    day: str,
+    job: BatchJob,
     api: BatchAPI,
     endpoint: Endpoint,
     lines: _Lines,
@@ -236,7 +219,9 @@ async def _upload_and_create(
         calls.answer_batch(submission, outcome)
 
     try:
-        file_id = await with_retries(config, lambda: api.upload(lines.path, f"{config.name}_{day}.jsonl"), "uploading")
+        file_id = await with_retries(
+            job.max_retries, lambda: api.upload(lines.path, f"{job.owner}_{job.day}.jsonl"), "uploading"
+        )
     except SubmitFailed as failed:
         give_up(failed.outcome)
         return None
@@ -258,9 +243,9 @@ async def _upload_and_create(
     state.batches.append(record)
     state.save()
     state.add_requests(submission, zip(lines.custom_ids, lines.keys, strict=True))
-    metadata = {"evaluator": config.name, "date": day, "submission": submission}
+    metadata = {"evaluator": job.owner, "date": job.day, "submission": submission}
     try:
-        created = await _create(config, api, file_id, lines.path, metadata, record["submitted_epoch"], count)
+        created = await _create(job.max_retries, api, file_id, lines.path, metadata, record["submitted_epoch"], count)
     except SubmitFailed as failed:
         if failed.maybe_created:
             # Kept as `submitting` with its reservation: the next run looks the batch up before submitting again.
@@ -275,7 +260,7 @@ async def _upload_and_create(
         return None
     record.update(batch_id=created["id"], state="open", status=created.get("status"))
     state.save()  # before any waiting: a crash from here on resumes this batch
-    log.info("%s %s: submitted batch %s with %d requests", config.name, day, created["id"], count)
+    log.info("%s %s: submitted batch %s with %d requests", job.owner, job.day, created["id"], count)
     return TrackedBatch(record, api, endpoint, claimed=count, provider=created)
 
 
@@ -294,14 +279,14 @@ def _retry_after_s(exc: BaseException) -> float | None:
         return None
 
 
-async def with_retries(config: EvaluatorConfig, send, what: str):
+async def with_retries(max_retries: int, send, what: str):
     policy = RetryPolicy()
-    for attempt in range(config.max_retries + 1):
+    for attempt in range(max_retries + 1):
         try:
             return await send()
         except Exception as exc:  # every failure of the HTTP call becomes a reason code
             reason, retryable = error_reason(exc)
-            if not retryable or attempt == config.max_retries:
+            if not retryable or attempt == max_retries:
                 detail = f"{what} the batch failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}"
                 detail = clip(detail, ERROR_DETAIL_CHARS)
                 raise SubmitFailed(CallOutcome(error_reason=reason, error_detail=detail, attempts=attempt + 1)) from exc
@@ -310,7 +295,7 @@ async def with_retries(config: EvaluatorConfig, send, what: str):
 
 
 async def _create(
-    config: EvaluatorConfig,
+    max_retries: int,
     api: BatchAPI,
     file_id: str | None,
     path: Path,
@@ -322,7 +307,7 @@ async def _create(
     started a batch, so before trying again the provider's batches are searched for this submission: a batch
     is never created, and billed, twice."""
     policy = RetryPolicy()
-    for attempt in range(config.max_retries + 1):
+    for attempt in range(max_retries + 1):
         try:
             return await api.create(file_id, path, metadata)
         except Exception as exc:  # every failure of the HTTP call becomes a reason code
@@ -343,7 +328,7 @@ async def _create(
                     raise SubmitFailed(outcome, maybe_created=True) from lookup
                 if found is not None:
                     return found
-            if not retryable or attempt == config.max_retries:
+            if not retryable or attempt == max_retries:
                 raise SubmitFailed(outcome) from exc
             await asyncio.sleep(policy.delay(attempt, _retry_after_s(exc)))
     raise AssertionError("unreachable")

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from eval_platform.agreement.drift import check_anchors, needs_check
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.drift import check_anchors, needs_check
 from eval_platform.schemas import JUDGE_DRIFT_SCHEMA, empty_frame
 from eval_platform.stats.paired import paired_shift
 from eval_platform_tests.conftest import judge_requests

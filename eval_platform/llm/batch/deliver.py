@@ -1,69 +1,42 @@
-"""Batch mode: judge a partition through the provider's batch API, at its discount, resumable after a crash, in
-bounded memory whatever the day's size.
+"""Delivering a partition's recorded calls through the providers' batch APIs: submit or resume, wait, collect,
+settle. The caller records the calls and reads the answers (a judge day: `judging.batch_day`, which says how a
+day is judged in batches); what the call layer gets is a `BatchJob` and the calls on disk.
 
-How `judge_day_in_batch` judges one evaluator × day:
-1. Record: the runner judges the day with every call recorded instead of sent, to a file on disk (`calls`), not
-   a list. Cache hits are answered from the cache as always, so a cached verdict is never submitted again.
-2. Deliver, per endpoint: recorded requests that a batch this partition already submitted holds (its lines are
-   in the partition's state, see `state`) are claimed for that batch, which this run waits for: a re-run after a
-   crash or a timeout resumes it instead of paying twice. The rest become new batches, cut at the provider's
-   limits (requests and bytes per batch; `submit`): each batch's worst case reserved in the budget before its
-   upload (as many requests as fit; the others SKIPPED budget_exhausted, as interactive calls are), uploaded
-   from disk, created, and its id with its custom_id -> cache key lines written to the state before anything
-   waits (no batch is created twice, even when the answer to the create is lost or the run dies during it).
-   Then every batch is polled until it ends or `batch.timeout_s` passes.
-3. Answer: each ended batch's results are downloaded to disk and read a line at a time into the calls' file;
-   the runner judges the day again, reading it anew, with each call answered by its cache key from there, so
-   parsing, scoring, consensus, rows and cache entries are those of the interactive path, and the rows go to
-   the partition's writer as they come. A request the batch did not answer is FAILED batch_expired /
-   batch_failed (the batch id in reason_detail); one still running when the run stops waiting is FAILED
-   batch_timeout, and its batch stays open in the state.
-4. Settle: a finished batch's spend (tokens at the discounted price) replaces its reservation, and the
-   batch is marked collected. Every batch of the partition still open in the state is looked at, also
-   when the cache answered every request (a run killed after caching the replies, before settling): the
-   provider's record settles it, instead of its reservation holding the budget.
-
-Requests are matched to a submitted batch by their cache key, which leaves out the per-request fence
-secret: a re-run builds the same keys for the same traces and configuration. A lock per partition keeps two
-runs of one partition from submitting it twice at once. What the run holds is a page of rows at a time and one
-batch's bookkeeping (its custom_ids and keys), never the day: the day itself is on disk in a temporary folder
-beside the state's files (the system's temporary folder when the state is in PostgreSQL), removed at the end.
+Per endpoint: recorded requests that a batch this partition already submitted holds (its lines are in the
+partition's state, see `state`) are claimed for that batch, which this run waits for: a re-run after a crash or a
+timeout resumes it instead of paying twice. The rest become new batches, cut at the provider's limits (requests
+and bytes per batch; `submit`): each batch's worst case reserved in the budget before its upload (as many
+requests as fit; the others SKIPPED budget_exhausted, as interactive calls are), uploaded from disk, created, and
+its id with its custom_id -> cache key lines written to the state before anything waits (no batch is created
+twice, even when the answer to the create is lost or the run dies during it). Then every batch is polled until it
+ends or the job's `timeout_s` passes, and each ended batch's results are downloaded to disk and read a line at a
+time into the calls' file. A request the batch did not answer is FAILED batch_expired / batch_failed (the batch id
+in reason_detail); one still running when the run stops waiting is FAILED batch_timeout, and its batch stays open
+in the state. `settle` then replaces a finished batch's reservation by its spend (tokens at the discounted price)
+and marks it collected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from eval_platform.llm.batch.api import TERMINAL, error_reason, http_status, unanswered
 from eval_platform.llm.batch.calls import BatchCalls
+from eval_platform.llm.batch.job import BatchJob
 from eval_platform.llm.batch.providers import batch_api_for
-from eval_platform.llm.batch.state import BatchState, TrackedBatch, endpoint_id, partition_lock
-from eval_platform.llm.batch.submit import adopt, batch_options, submit_day
+from eval_platform.llm.batch.state import BatchState, TrackedBatch, endpoint_id
+from eval_platform.llm.batch.submit import adopt, submit_day
 from eval_platform.llm.budget import Reservation
 from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome
-from eval_platform.llm.endpoint import Endpoint, evaluator_endpoint
+from eval_platform.llm.endpoint import Endpoint
 from eval_platform.llm.redaction import clip
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.llm.statedb import PostgresState
 from eval_platform.schemas import BATCH_TIMEOUT
-
-if TYPE_CHECKING:
-    from eval_platform.judging.config import EvaluatorConfig
-
-
-class _Summarized(Protocol):
-    summary: dict[str, Any]
-
-
-R = TypeVar("R", bound=_Summarized)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +50,7 @@ def batch_dir(runtime: ModelRuntime) -> Path | PostgresState:
     return runtime.cache.directory.parent / "judge_batches"
 
 
-def _scratch_parent(where: Path | PostgresState) -> Path | None:
+def scratch_parent(where: Path | PostgresState) -> Path | None:
     """Where a run keeps its day on disk: beside the state's files, or the system's temporary folder."""
     if isinstance(where, PostgresState):
         return None
@@ -85,48 +58,15 @@ def _scratch_parent(where: Path | PostgresState) -> Path | None:
     return Path(where)
 
 
-def judge_day_in_batch(
-    config: EvaluatorConfig, day: str, runtime: ModelRuntime, judge_pass: Callable[[ModelRuntime], R]
-) -> R:
-    """`judge_pass` (the judge's day, as `judge_day` runs it) for an evaluator with `batch`: the same rows, its
-    calls delivered through batches. The pass runs twice, reading the day each time: recording its calls (it
-    must hand no rows on then: `runtime.batch.recording`), then answering them."""
-    where = batch_dir(runtime)
-    with (
-        partition_lock(where, config.name, day),
-        tempfile.TemporaryDirectory(prefix="eval_platform-batch-", dir=_scratch_parent(where)) as scratch,
-    ):
-        state = BatchState(where, config.name, day)
-        calls = BatchCalls(Path(scratch))
-        try:
-            judge_pass(replace(runtime, batch=calls))
-            calls.recorded()
-            batches = asyncio.run(_deliver(config, day, calls, runtime, state, Path(scratch)))
-            calls.answering()
-            result = judge_pass(replace(runtime, batch=calls))
-        finally:
-            calls.close()
-        for batch in batches:
-            if batch.collected:
-                reservation = batch.record.get("reservation")
-                if reservation is not None:
-                    runtime.ledger.settle(Reservation(**reservation), batch.spend_usd)
-                status = (batch.provider or batch.record).get("status")
-                batch.record.update(state="collected", status=status, spend_usd=batch.spend_usd)
-                state.save()
-    result.summary["batches"] = [b.summary() for b in batches]
-    return result
-
-
-async def _deliver(
-    config, day, calls: BatchCalls, runtime: ModelRuntime, state: BatchState, folder: Path
+async def deliver(
+    job: BatchJob, calls: BatchCalls, runtime: ModelRuntime, state: BatchState, folder: Path
 ) -> list[TrackedBatch]:
     """Submit or resume, wait, and collect: every recorded request gets an answer in `calls`."""
     endpoints: dict[str, Endpoint] = dict(calls.endpoints)
     # The batches earlier runs left open are looked at even when this run needs none of their answers (the
     # cache answered everything: a run killed after caching a batch's replies but before settling it): each
     # one that has ended is settled from the provider's record, so its reservation stops holding the budget.
-    for endpoint in filter(None, (evaluator_endpoint(config, spec, runtime) for spec in config.judge_models())):
+    for endpoint in job.endpoints:
         eid = endpoint_id(endpoint)
         if state.open_batches(eid) or state.submitting(eid):
             endpoints.setdefault(eid, endpoint)
@@ -138,7 +78,7 @@ async def _deliver(
     trust_env = bool(urllib.request.getproxies())
     async with aiohttp.ClientSession(trust_env=trust_env) as session:
         for eid, endpoint in endpoints.items():
-            api = batch_api_for(endpoint, session, config.timeout_s)
+            api = batch_api_for(endpoint, session, job.request_timeout_s)
             try:
                 for record in state.submitting(eid):
                     await adopt(api, record, runtime, state)
@@ -162,11 +102,23 @@ async def _deliver(
             for unneeded in (b for b in tracked if not b.claimed):
                 await _retrieve(unneeded)
                 batches.append(unneeded)
-            batches += await submit_day(config, day, api, endpoint, calls, runtime, state, folder)
-        await _wait(config, batches)
+            batches += await submit_day(job, api, endpoint, calls, runtime, state, folder)
+        await _wait(job, batches)
         for batch in batches:
-            await _collect(config, batch, calls, folder)
+            await _collect(job, batch, calls, folder)
     return batches
+
+
+def settle(batches: list[TrackedBatch], runtime: ModelRuntime, state: BatchState) -> None:
+    """A collected batch's spend replaces its reservation, and the batch is marked collected in the state."""
+    for batch in batches:
+        if batch.collected:
+            reservation = batch.record.get("reservation")
+            if reservation is not None:
+                runtime.ledger.settle(Reservation(**reservation), batch.spend_usd)
+            status = (batch.provider or batch.record).get("status")
+            batch.record.update(state="collected", status=status, spend_usd=batch.spend_usd)
+            state.save()
 
 
 async def _retrieve(batch: TrackedBatch) -> None:
@@ -182,10 +134,9 @@ async def _retrieve(batch: TrackedBatch) -> None:
         batch.provider = {"id": batch.batch_id, "status": "failed", "errors": {"data": [{"message": message}]}}
 
 
-async def _wait(config: EvaluatorConfig, batches: list[TrackedBatch]) -> None:
-    """Poll every batch this run needs until it ends or the run's `batch.timeout_s` is spent."""
-    options = batch_options(config)
-    deadline = time.monotonic() + options.timeout_s
+async def _wait(job: BatchJob, batches: list[TrackedBatch]) -> None:
+    """Poll every batch this run needs until it ends or the job's `timeout_s` is spent."""
+    deadline = time.monotonic() + job.timeout_s
     pending = [b for b in batches if b.claimed and (b.provider or {}).get("status") not in TERMINAL]
     while pending:
         for batch in list(pending):
@@ -195,10 +146,10 @@ async def _wait(config: EvaluatorConfig, batches: list[TrackedBatch]) -> None:
         remaining = deadline - time.monotonic()
         if not pending or remaining <= 0:
             break
-        await asyncio.sleep(min(options.poll_interval_s, remaining))
+        await asyncio.sleep(min(job.poll_interval_s, remaining))
 
 
-async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCalls, folder: Path) -> None:
+async def _collect(job: BatchJob, batch: TrackedBatch, calls: BatchCalls, folder: Path) -> None:
     """Answer every request of `batch` this run needs: from its output (read from disk a line at a time), or with
     why there is none."""
     provider = batch.provider or {"id": batch.batch_id, "status": batch.record.get("status")}
@@ -207,7 +158,7 @@ async def _collect(config: EvaluatorConfig, batch: TrackedBatch, calls: BatchCal
         return  # an unneeded batch still running: left for a later run
     if status not in TERMINAL:
         detail = (
-            f"batch {batch.batch_id} still {status} after this run waited {batch_options(config).timeout_s:g} s; "
+            f"batch {batch.batch_id} still {status} after this run waited {job.timeout_s:g} s; "
             "it stays submitted, and the next run of this partition collects it instead of submitting again"
         )
         calls.answer_batch(batch.submission, CallOutcome(error_reason=BATCH_TIMEOUT, error_detail=detail, attempts=1))
