@@ -235,7 +235,10 @@ TRACE_SCHEMA: dict[str, pl.DataType] = {
     "cost_usd": pl.Float64(),  # the traced application's own spend, never judge spend
     # JSON list, one object per span of the trace in start order (OTLP input; else as given, or null): span_id,
     # parent_span_id, name, kind, operation, status, error_type, model, input, output, context, tool_name,
-    # tool_arguments, tool_result, latency_ms, prompt_tokens, completion_tokens, attributes
+    # tool_arguments, tool_result, latency_ms, prompt_tokens, completion_tokens, attributes, and the rest of the span's
+    # `spans` columns (otel_trace_id, convention, error_message, start_time, end_time, input_messages,
+    # output_messages, tool_call_id, documents, session_id, user_id, source_file, source_line): the one place spans are
+    # stored
     "spans": pl.String(),
     "session_id": pl.String(),  # the conversation / session the trace belongs to, null when absent
     "user_id": pl.String(),
@@ -274,8 +277,9 @@ SpanOperation = Literal[
 ]
 SPAN_OPERATIONS: tuple[str, ...] = get_args(SpanOperation)
 
-# One span of an OTLP trace (the `spans` table, beside `traces`, same day partitions). Written for the spans of
-# the day's accepted traces only; a quarantined span is a quarantine row instead.
+# One span of an OTLP trace: the `spans` view, the span objects of `traces.spans` unnested (`spans_view_sql`), for
+# the accepted OTLP traces only (a quarantined span is a quarantine row instead). Not stored on its own: a span is
+# stored once, in its trace's row, where the judge reads it.
 SPAN_SCHEMA: dict[str, pl.DataType] = {
     "trace_id": pl.String(),  # joins traces.trace_id (the application's id when it gave one)
     "otel_trace_id": pl.String(),  # the OTLP traceId (32 lower-case hex digits)
@@ -312,6 +316,31 @@ SPAN_SCHEMA: dict[str, pl.DataType] = {
     "source_file": pl.String(),
     "source_line": pl.Int64(),
 }
+
+# The `spans` columns taken from the trace row, and those holding JSON (a list or an object) in the span's object.
+_SPAN_FROM_TRACE = ("trace_id", "date")
+_SPAN_JSON = ("input_messages", "output_messages", "documents", "attributes")
+_DUCKDB_TYPES = {pl.String(): "VARCHAR", pl.Int64(): "BIGINT", pl.Float64(): "DOUBLE", UTC_TS: "TIMESTAMPTZ"}
+
+
+def spans_view_sql(traces: str = "traces") -> str:
+    """The `spans` view's query (DuckDB) over a relation with the `traces` columns: one row per span object of an
+    OTLP trace's `spans` (`span_count` is set for OTLP traces only; other traces' spans are as their input gave
+    them), with SPAN_SCHEMA's columns in order."""
+    columns = []
+    for name, dtype in SPAN_SCHEMA.items():
+        if name in _SPAN_FROM_TRACE:
+            columns.append(f'"{name}"')
+        elif name in _SPAN_JSON:  # the JSON text of the list or object; a JSON null is NULL
+            columns.append(f"nullif(CAST(s->'{name}' AS VARCHAR), 'null') AS \"{name}\"")
+        else:
+            columns.append(f"CAST(s->>'{name}' AS {_DUCKDB_TYPES[dtype]}) AS \"{name}\"")
+    unnested = (
+        f"SELECT trace_id, date, unnest(from_json(spans, '[\"JSON\"]')) AS s FROM {traces} "
+        "WHERE span_count IS NOT NULL AND spans IS NOT NULL"
+    )
+    return f"SELECT {', '.join(columns)} FROM ({unnested})"
+
 
 # A rejected input row: nothing is dropped silently.
 QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
@@ -893,11 +922,15 @@ class Table:
 
     schema: dict[str, pl.DataType]
     description: str
+    # Not stored: a view over other tables, this query (the catalog creates it after the stored tables' views).
+    view: str | None = None
 
 
 TABLES: dict[str, Table] = {
     "traces": Table(TRACE_SCHEMA, "one normalized trace per row, partitioned by UTC day"),
-    "spans": Table(SPAN_SCHEMA, "one span of an OTLP trace of `traces`, partitioned by the trace's day"),
+    "spans": Table(
+        SPAN_SCHEMA, "one span of an OTLP trace of `traces` (a view: the trace's `spans` unnested)", spans_view_sql()
+    ),
     "quarantine": Table(QUARANTINE_SCHEMA, "one rejected input row (or file) with its reason and raw text"),
     "judge_scores": Table(
         JUDGE_SCORE_SCHEMA, "one verdict per (evaluator, trace, span, session or pair, model, sample)"
@@ -926,8 +959,13 @@ TABLES: dict[str, Table] = {
 
 
 def table_schemas() -> dict[str, dict[str, pl.DataType]]:
-    """Table name -> columns, for every table of the catalog."""
-    return {name: table.schema for name, table in TABLES.items()}
+    """Table name -> columns, for every stored table of the catalog (each a folder of Parquet partitions)."""
+    return {name: table.schema for name, table in TABLES.items() if table.view is None}
+
+
+def derived_views() -> dict[str, str]:
+    """View name -> query, for the catalog's views that are not stored (`spans`)."""
+    return {name: table.view for name, table in TABLES.items() if table.view is not None}
 
 
 def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:

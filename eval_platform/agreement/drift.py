@@ -23,7 +23,8 @@ from pathlib import Path
 import polars as pl
 
 from eval_platform.agreement.calibration import verdict_values
-from eval_platform.benchmarks.runner import case_field, load_dataset
+from eval_platform.benchmarks.runner import case_field
+from eval_platform.ingest.datasets import read_dataset_version
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.cache import ModelCache
@@ -36,7 +37,7 @@ def anchor_traces(root: Path, config: EvaluatorConfig) -> tuple[pl.DataFrame, st
     """The anchors as traces to judge (trace_id = case_id) with their expected verdict text, and the dataset's
     label (`name@vN (sha256 prefix)`). The dataset version is validated as `dataset_versions` does."""
     anchors = config.anchors
-    dataset = load_dataset(root, anchors)  # reads `.dataset` and `.version`, which AnchorOptions has
+    dataset = read_dataset_version(root, anchors.dataset, anchors.version)
     rows = [
         {
             "trace_id": case["case_id"],
@@ -50,7 +51,7 @@ def anchor_traces(root: Path, config: EvaluatorConfig) -> tuple[pl.DataFrame, st
     ]
     schema = {name: pl.String() for name in ("trace_id", "input", "output", "expected_output", "metadata")}
     frame = pl.DataFrame(rows, schema={**schema, "expected_verdict": pl.String()})
-    return frame, dataset.label(anchors.dataset)
+    return frame, dataset.label()
 
 
 def judge_anchors(

@@ -30,14 +30,9 @@ from typing import Any
 
 import polars as pl
 
-from eval_platform.benchmarks.config import (
-    ModelUnderTest,
-    Suite,
-    Task,
-    dataset_versions,
-)
+from eval_platform.benchmarks.config import ModelUnderTest, Suite, Task
 from eval_platform.benchmarks.scoring import judge_config, score_rows
-from eval_platform.ingest.datasets import validate_dataset, version_sha256
+from eval_platform.ingest.datasets import DatasetVersion, read_dataset_version
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.prompts import build_messages
 from eval_platform.judging.templates import parse_template, render
@@ -93,28 +88,9 @@ def scorer_config_hash(task: Task, evaluators: Mapping[str, EvaluatorConfig]) ->
     return _hash([[s.model_dump() for s in task.scorers], judged])
 
 
-@dataclass(frozen=True)
-class DatasetSlice:
-    cases: pl.DataFrame  # validated cases, columnar: a task turns a chunk of them at a time into rows
-    version: int
-    sha256: str
-    rejected: int
-
-    def label(self, name: str) -> str:
-        return f"{name}@v{self.version} ({self.sha256[:12]})"
-
-
-def load_dataset(root: Path, task: Task) -> DatasetSlice:
-    """The task's dataset version (the newest when not pinned), validated as `dataset_versions` does."""
-    versions = dataset_versions(root, task.dataset)
-    if not versions:
-        raise FileNotFoundError(f"no datasets/{task.dataset}/v<N>.<ext> under {root}")
-    version = max(versions) if task.version == "newest" else task.version
-    if version not in versions:
-        raise FileNotFoundError(f"dataset '{task.dataset}' has no version {version}; it has {sorted(versions)}")
-    path = versions[version]
-    cases, rejects = validate_dataset(root, task.dataset, version, path)
-    return DatasetSlice(cases, version, version_sha256(path), rejects.height)
+def load_dataset(root: Path, task: Task) -> DatasetVersion:
+    """The task's dataset version (the newest declared when not pinned), through the one dataset reader."""
+    return read_dataset_version(root, task.dataset, None if task.version == "newest" else task.version)
 
 
 def case_field(case: Mapping[str, Any], name: str) -> str | None:
@@ -188,7 +164,7 @@ def _batched_evaluator(run: TaskRun) -> bool:
     return any(name in run.evaluators and run.evaluators[name].batched for name in names)
 
 
-def _chunk_rows(run: TaskRun, data: DatasetSlice, cases: list[dict], endpoint, skip, started, hashes) -> pl.DataFrame:
+def _chunk_rows(run: TaskRun, data: DatasetVersion, cases: list[dict], endpoint, skip, started, hashes) -> pl.DataFrame:
     task = run.task
     presentations = ["AB", "BA"] if task.as_judge is not None and task.as_judge.pairwise else [""]
     rows = []

@@ -5,7 +5,9 @@ dependencies, so the lineage graph is the suite. Models under test (`data/benchm
 dynamic partitions `benchmark_models`, added by `benchmark_models_sensor`, so a new model is one backfill over
 a suite's assets. The second partition dimension is left out on purpose: a task pins its dataset version in
 the suite file (or takes the newest), and every result row names the version and file hash it came from;
-comparing two dataset versions is two suite files, not a partition a backfill could mix.
+comparing two dataset versions is two suite files, not a partition a backfill could mix. Each task depends on
+its dataset version's `dataset_versions` partition, so the lineage graph draws dataset -> suite, and a dataset
+version materialized again with other content marks the suite's tasks stale.
 
 Core logic is in `eval_platform.benchmarks`; this module only wires it.
 """
@@ -18,6 +20,7 @@ import polars as pl
 from eval_platform.benchmarks.config import (
     Suite,
     SuiteError,
+    Task,
     load_models,
     load_suites,
     upstream,
@@ -31,6 +34,7 @@ from eval_platform.benchmarks.runner import (
 from eval_platform.benchmarks.task_results import result_columns, task_cases, task_results
 from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
+from eval_platform.defs.datasets import dataset_versions
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
 from eval_platform.defs.range_runs import (
@@ -42,6 +46,7 @@ from eval_platform.defs.range_runs import (
     run_partitions,
 )
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
+from eval_platform.ingest.datasets import resolve_version
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.schemas import BENCHMARK_CASE_SCHEMA, LEADERBOARD_SCHEMA
 from eval_platform.stale_rows import SUITE_TABLES, flag_suite_partitions, keep_stale_rows
@@ -91,8 +96,17 @@ def model_under_test(root: Path, name: str):
     return models[name]
 
 
+def dataset_dep(root: Path, task: Task) -> dg.AssetDep:
+    """The task's edge from its dataset version's `dataset_versions` partition (whatever the model partition):
+    the version it pins, or for `newest` the newest declared when the code location loads (a run reads the newest
+    there is then; a reload redraws the edge)."""
+    version = None if task.version == "newest" else task.version
+    key = f"{task.dataset}@v{resolve_version(root, task.dataset, version)[0]}"
+    return dg.AssetDep(dataset_versions, partition_mapping=dg.SpecificPartitionsPartitionMapping([key]))
+
+
 def _task_asset(
-    suite_name: str, suite: Suite, task_name: str, evaluators: dict[str, EvaluatorConfig]
+    root: Path, suite_name: str, suite: Suite, task_name: str, evaluators: dict[str, EvaluatorConfig]
 ) -> dg.AssetsDefinition:
     task = suite.tasks[task_name]
     key = task_key(suite_name, task_name)
@@ -121,7 +135,7 @@ def _task_asset(
                 key,
                 description=description,
                 group_name=f"benchmark_{suite_name}",
-                deps=[task_key(suite_name, up) for up in upstream(suite)[task_name]],
+                deps=[dataset_dep(root, task), *(task_key(suite_name, up) for up in upstream(suite)[task_name])],
                 kinds={"python", "parquet"},
                 metadata={"suite": suite_name, "task": task_name, "dataset": task.dataset},
             )
@@ -407,7 +421,7 @@ def build_benchmarks(
     broken |= {f"models: {name}": message for name, message in broken_models.items()}
     assets = []
     for suite_name, suite in suites.items():
-        assets += [_task_asset(suite_name, suite, task_name, evaluators) for task_name in suite.tasks]
+        assets += [_task_asset(root, suite_name, suite, task_name, evaluators) for task_name in suite.tasks]
         assets.append(_suite_asset(suite_name, suite))
     assets.append(_leaderboard_asset(suites, broken))
     return assets, broken

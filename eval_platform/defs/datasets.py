@@ -8,14 +8,15 @@ import dagster as dg
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import dataset_versions_partitions
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.datasets import dataset_files, read_rows, validate_dataset
+from eval_platform.ingest.datasets import dataset_files, read_rows, validate_dataset, version_sha256
 from eval_platform.storage.warehouse import write_partition, write_quarantine
 
 
 @dg.asset(partitions_def=dataset_versions_partitions, kinds={"python", "parquet"}, group_name="ingest")
 def dataset_versions(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Validated test cases of one dataset version (`datasets/<name>/v<N>.<ext>`), with schema hash and
-    row count; bad rows are quarantined. Exposed as the `test_cases` view."""
+    row count; bad rows are quarantined. Exposed as the `test_cases` view. Its data version is the file's sha256:
+    materialized again with other content, it marks the benchmark tasks reading it stale."""
     root = warehouse.root
     key = context.partition_key
     path = dataset_files(root).get(key)
@@ -28,13 +29,14 @@ def dataset_versions(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     refresh(root)
     columns = sorted({k for row in read_rows(path) if isinstance(row[1], dict) for k in row[1]})
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(version_sha256(path)),
         metadata={
             "rows": cases.height,
             "quarantined": rejects.height,
             "schema_hash": hashlib.sha256(json.dumps(columns).encode()).hexdigest()[:16],
             "columns": dg.MetadataValue.json(columns),
             "file": str(path.relative_to(root)),
-        }
+        },
     )
 
 

@@ -30,7 +30,7 @@ from eval_platform.ingest.traces import (
     stray_quarantine,
     stream_trace_day,
 )
-from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA
+from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, TRACE_SCHEMA
 from eval_platform.storage.warehouse import (
     has_files,
     partition_writer,
@@ -74,15 +74,15 @@ class IngestedDay:
 
 
 def ingest_day(root, day: str, log) -> IngestedDay:
-    """Read one day's export files and write its traces, spans and quarantine partitions (replacing earlier ones),
-    in bounded memory: the day is streamed (`stream_trace_day`) into streaming partition writers, a frame at a time.
+    """Read one day's export files and write its traces and quarantine partitions (replacing earlier ones; an OTLP
+    trace's spans are stored in its row, where the `spans` view reads them), in bounded memory: the day is streamed
+    (`stream_trace_day`) into streaming partition writers, a frame at a time.
     Each partition is replaced whole only once all its rows are written (a failure or a kill leaves the previous)."""
     previous, following = (str(date.fromisoformat(day) + timedelta(days=step)) for step in (-1, 1))
     taken = _trace_ids(root, following)  # the next day's traces took their spans still waiting for a root here
     with stream_trace_day(root, day) as rows:
-        written = {}
+        written, spans = {}, 0
         for table, frames, keys, schema in (
-            ("spans", rows.spans(), {"date": day}, SPAN_SCHEMA),
             ("traces", rows.traces(), {"date": day}, TRACE_SCHEMA),
             ("quarantine", rows.quarantine(), quarantine_keys(SOURCE, day), QUARANTINE_SCHEMA),
         ):
@@ -91,6 +91,8 @@ def ingest_day(root, day: str, log) -> IngestedDay:
                 for frame in frames:
                     if table == "quarantine":
                         frame = settled(frame, taken)
+                    else:
+                        spans += int(frame["span_count"].sum() or 0)
                     out.write(frame)
                     if table == "quarantine":
                         for reason, n in frame.group_by("reason").len().rows():
@@ -110,7 +112,7 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     if written["traces"] == 0:
         misnamed = "".join(f"; not read: {s.file}, which reads as this day" for s in strays if s.day == day)
         log.warning(f"traces/{day}/ has {len(files)} file(s) and no valid trace: an empty day{misnamed}")
-    return IngestedDay(day, written["traces"], written["spans"], written["quarantine"], reasons, files)
+    return IngestedDay(day, written["traces"], spans, written["quarantine"], reasons, files)
 
 
 def _trace_ids(root, day: str):
@@ -159,7 +161,8 @@ def day_check(day: IngestedDay) -> CheckOutcome:
             group_name="ingest",
             description="Normalized traces of one UTC day, from every export file in `traces/<day>/` "
             "(JSONL, JSON, CSV, Parquet, OTLP/JSON spans of the GenAI, OpenLLMetry, OpenInference and Langfuse "
-            "conventions, whole traces across lines and files), and their spans in the `spans` table. Rejected "
+            "conventions, whole traces across lines and files); an OTLP trace's spans are stored in its row "
+            "(`traces.spans`), which the `spans` view shows one row per span. Rejected "
             "rows go to `quarantine` with file, line and reason.",
         )
     ],

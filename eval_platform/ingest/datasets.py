@@ -1,15 +1,18 @@
-"""Versioned test-case datasets `datasets/<name>/v<N>.<ext>`: finding the files and validating their rows.
+"""Versioned test-case datasets `datasets/<name>/v<N>.<ext>`: finding the files, validating and reading their rows.
 
-Framework-free: `dataset_versions` (defs) and the benchmark suites read datasets through these functions,
-so a case means the same thing to both. An `expected_output` written as JSON (a list of accepted answers,
-an object) stays JSON: its JSON text is stored, flagged by `expected_output_json`, and `expected_value`
-gives it back as the dataset wrote it, never as a Python repr.
+Framework-free, and the one reader of a dataset version: `read_dataset_version` gives a version's validated cases
+(the same rows `dataset_versions` writes to `test_cases`) and its file's sha256. The benchmark tasks, a `reference`
+evaluator's gold answers and a drift check's anchors all read through it, so a case means the same thing to each
+of them and to the `test_cases` view. An `expected_output` written as JSON (a list of accepted answers, an
+object) stays JSON: its JSON text is stored, flagged by `expected_output_json`, and `expected_value` gives it
+back as the dataset wrote it, never as a Python repr.
 """
 
 import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -146,3 +149,42 @@ def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[p
     )
     frames.append(conform(pl.DataFrame(cases), TEST_CASE_SCHEMA))
     return pl.concat(frames), quarantined
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    """One dataset version as every reader sees it: its validated cases (TEST_CASE_SCHEMA, columnar) and its file."""
+
+    name: str
+    version: int
+    cases: pl.DataFrame
+    sha256: str  # of the version's file: what names its content, whatever its version number
+
+    @property
+    def partition_key(self) -> str:
+        """Its `dataset_versions` partition (`<name>@v<N>`)."""
+        return f"{self.name}@v{self.version}"
+
+    def label(self) -> str:
+        """`<name>@v<N> (<sha256 prefix>)`: the version and the content it had when read."""
+        return f"{self.name}@v{self.version} ({self.sha256[:12]})"
+
+
+def resolve_version(root: Path, name: str, version: int | None) -> tuple[int, Path]:
+    """(version, file) of a declared dataset version: `version`, or the newest declared when None. Raises
+    FileNotFoundError naming what is declared when there is no such file."""
+    versions = dataset_versions(root, name)
+    if not versions:
+        raise FileNotFoundError(f"no datasets/{name}/v<N>.<ext> under {root}")
+    chosen = max(versions) if version is None else version
+    if chosen not in versions:
+        raise FileNotFoundError(f"dataset '{name}' has no version {chosen}; it has {sorted(versions)}")
+    return chosen, versions[chosen]
+
+
+def read_dataset_version(root: Path, name: str, version: int | None = None) -> DatasetVersion:
+    """A dataset version's cases (the newest declared when `version` is None), read from its file and validated by
+    `validate_dataset`, the function `dataset_versions` writes `test_cases` with: a reader and the view never
+    disagree, and a file changed in place is read as it is now (its sha256 says which content it was)."""
+    chosen, path = resolve_version(root, name, version)
+    return DatasetVersion(name, chosen, validate_dataset(root, name, chosen, path)[0], version_sha256(path))

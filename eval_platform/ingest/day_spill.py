@@ -1,6 +1,7 @@
 """The rows of one trace day on their way to the warehouse, in bounded memory whatever the day's size.
 
-`traces.py` reads a day a row (an OTLP trace) at a time; its trace rows, span rows and quarantine rows are
+`traces.py` reads a day a row (an OTLP trace) at a time; its trace rows (an OTLP trace's spans in its row) and
+quarantine rows are
 written here, a chunk of `chunk_rows` trace rows at a time, to Parquet files in a temporary folder (each with a
 few hidden columns: the row's place in the order a day read at once has, its raw text or OTLP rows), never held.
 Once the day is read, `finish` decides what only the whole day can decide, with DuckDB over those files under a
@@ -10,10 +11,10 @@ memory limit (it sorts and aggregates out of core, spilling to the same folder):
   (`duplicate_trace_id`, with its raw text, or its OTLP rows read again from their files);
 - the rows of a file found to have no text in any row (quarantined whole) or whose reader failed part-way (the
   file becomes one `unexpected_error` row): dropped from the traces;
-- the order of the rows: traces by (file, line) of the row (of the root span), spans after their trace,
+- the order of the rows: traces by (file, line) of the row (of the root span),
   quarantine by (file, line) then the order a day read at once rejected them in.
 
-The frames then come out in that order a batch at a time (`traces`, `spans`, `quarantine`), for a streaming
+The frames then come out in that order a batch at a time (`traces`, `quarantine`), for a streaming
 partition writer. When the day needs none of it (rows already in order, no repeat, nothing dropped: plain exports
 usually) the files are read back as they are, without a sort.
 """
@@ -30,13 +31,13 @@ import pyarrow.parquet as pq
 
 from eval_platform.ingest.common import RowError, dumps
 from eval_platform.ingest.otel.envelope import LogEvent, Span
-from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, conform
+from eval_platform.schemas import QUARANTINE_SCHEMA, TRACE_SCHEMA, conform
 
 if TYPE_CHECKING:  # otel/day.py's index uses `spilling_duckdb`
     from eval_platform.ingest.otel.day import OtelDay
 
 CHUNK_ROWS = 1_000  # trace rows per chunk written to the spill files
-BATCH_ROWS = 10_000  # rows per frame handed out by `traces` / `spans` / `quarantine`
+BATCH_ROWS = 10_000  # rows per frame handed out by `traces` / `quarantine`
 DUCKDB_MEMORY_LIMIT = "512MB"  # DuckDB's own memory while sorting and deduplicating (it spills beyond it)
 
 _KEY = ("_k0", "_k1", "_k2", "_k3")  # (file order, line, 0: a record / 1: an OTLP trace, index)
@@ -49,7 +50,6 @@ _TRACE_SPILL = {
     "_raw": pl.String(),
     "_items": pl.List(pl.Int64()),
 }
-_SPAN_SPILL = {**SPAN_SCHEMA, **{name: pl.Int64() for name in _KEY}, "_seq": pl.Int64(), "_pos": pl.Int64()}
 _QUARANTINE_SPILL = {**QUARANTINE_SCHEMA, **{name: pl.Int64() for name in _PLACE}, "_rseq": pl.Int64()}
 
 # The phases of a quarantine row (its place's third field), in the order a day read at once rejected rows:
@@ -110,7 +110,6 @@ class DaySpill:
     def __init__(self, folder: Path, day: str, chunk_rows: int = CHUNK_ROWS) -> None:
         self.folder, self.day, self.chunk_rows = folder, day, chunk_rows
         self._traces = _SpillFile(folder / "traces.parquet", _TRACE_SPILL)
-        self._spans = _SpillFile(folder / "spans.parquet", _SPAN_SPILL)
         self._quarantine = _SpillFile(folder / "quarantine.parquet", _QUARANTINE_SPILL)
         self._accepted: dict[str, int] = {}  # per file, the rows of the trace rows added (until `finish` decides)
         self._traces_in_order = self._quarantine_in_order = True
@@ -136,10 +135,9 @@ class DaySpill:
         accepted: dict[str, int],
         raw: str | None = None,
         items: list[int] | None = None,
-        spans: list[dict[str, Any]] | None = None,
     ) -> None:
-        """One valid trace row: a record (its `raw` text) or an OTLP trace (its span rows and `items`, the codes of
-        its rows); `accepted`: its rows per file, counted as accepted unless `finish` quarantines it."""
+        """One valid trace row: a record (its `raw` text) or an OTLP trace (its `items`, the codes of its rows; its
+        spans are in its row); `accepted`: its rows per file, counted as accepted unless `finish` quarantines it."""
         seq = self._traces.count
         row.update(date=self.day, source_file=source[0], source_line=source[1], _seq=seq, _unit=source[2])
         row.update(zip(_KEY, key, strict=True))
@@ -148,9 +146,6 @@ class DaySpill:
         else:
             row["_items"] = items
         self._traces.add(row)
-        place = dict(zip(_KEY, key, strict=True))
-        for span in spans or []:
-            self._spans.add({**span, "date": self.day, "_seq": seq, "_pos": self._spans.count, **place})
         for file, n in accepted.items():
             self._accepted[file] = self._accepted.get(file, 0) + n
         if key < self._last_key:
@@ -158,7 +153,6 @@ class DaySpill:
         self._last_key = key
         if len(self._traces.rows) >= self.chunk_rows:
             self._traces.flush()
-            self._spans.flush()
 
     def reject(self, row: dict[str, Any], place: tuple[int, ...]) -> None:
         """One quarantine row (QUARANTINE_SCHEMA) at `place`: (file order, line, phase, a, b, c)."""
@@ -194,7 +188,6 @@ class DaySpill:
         """Quarantine what only the whole day shows (files without text, repeated trace ids); returns the rows
         accepted per file."""
         self._traces.close()
-        self._spans.close()
         conn = self._connect()
         for start, end, file, error in self._textless:
             query = (
@@ -286,14 +279,6 @@ class DaySpill:
             yield from self._as_written(self._traces, TRACE_SCHEMA)
             return
         yield from self._frames(self._select(self._traces, TRACE_SCHEMA, ", ".join(_KEY)), TRACE_SCHEMA)
-
-    def spans(self) -> Iterator[pl.DataFrame]:
-        """The span rows (SPAN_SCHEMA) of the day's trace rows, after their trace's, a batch at a time."""
-        if self._traces_as_written():
-            yield from self._as_written(self._spans, SPAN_SCHEMA)
-            return
-        if self._spans.written:
-            yield from self._frames(self._select(self._spans, SPAN_SCHEMA, ", ".join((*_KEY, "_pos"))), SPAN_SCHEMA)
 
     def _select(self, spill: _SpillFile, schema: dict[str, pl.DataType], order: str) -> str:
         columns = ", ".join(f's."{name}"' for name in schema)

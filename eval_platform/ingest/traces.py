@@ -51,6 +51,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import polars as pl
 
 from eval_platform.ingest.common import Candidate, RowError
@@ -61,7 +62,15 @@ from eval_platform.ingest.otel.day import reject as reject_item
 from eval_platform.ingest.quarantine import quarantine_frame, quarantine_row, utc_now
 from eval_platform.ingest.readers import file_kind, head_text, iter_candidates
 from eval_platform.ingest.records import normalize_record
-from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, empty_frame
+from eval_platform.schemas import (
+    NOT_A_DAY_FOLDER,
+    QUARANTINE_SCHEMA,
+    SPAN_SCHEMA,
+    TRACE_SCHEMA,
+    conform,
+    empty_frame,
+    spans_view_sql,
+)
 
 SOURCE = "traces"
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -71,14 +80,26 @@ NOT_A_DAY_PARTITION = "not_a_day"
 
 @dataclass
 class TraceDay:
-    """The traces of one day partition, their spans (SPAN_SCHEMA), its quarantine, the files read and the counts."""
+    """The traces of one day partition, its quarantine, the files read and the counts."""
 
     traces: pl.DataFrame
     quarantine: pl.DataFrame
-    spans: pl.DataFrame = field(default_factory=lambda: empty_frame(SPAN_SCHEMA))
     files: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     day: str = ""
+
+    @property
+    def spans(self) -> pl.DataFrame:
+        """Its OTLP traces' spans (SPAN_SCHEMA), as the `spans` view shows them: the same query over these traces."""
+        return span_rows(self.traces)
+
+
+def span_rows(traces: pl.DataFrame) -> pl.DataFrame:
+    """The `spans` view's rows (SPAN_SCHEMA) of a frame of trace rows: `schemas.spans_view_sql` over it."""
+    with duckdb.connect() as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.register("day_traces", traces.select("trace_id", "date", "spans", "span_count").to_arrow())
+        return conform(conn.sql(spans_view_sql("day_traces")).pl(), SPAN_SCHEMA)
 
 
 def traces_dir(data_root: Path, day: str) -> Path:
@@ -227,16 +248,13 @@ class _Tally:
 
 class TraceDayRows:
     """A day read by `stream_trace_day`: its rows come out in order, a frame of at most `day_spill.BATCH_ROWS` rows at
-    a time (`traces()`, `spans()`, `quarantine()`, each iterable once), never all in memory."""
+    a time (`traces()`, `quarantine()`, each iterable once), never all in memory."""
 
     def __init__(self, spill: DaySpill, files: list[str], counts: dict[str, Any], day: str) -> None:
         self._spill, self.files, self.counts, self.day = spill, files, counts, day
 
     def traces(self) -> Iterator[pl.DataFrame]:
         return self._spill.traces()
-
-    def spans(self) -> Iterator[pl.DataFrame]:
-        return self._spill.spans()
 
     def quarantine(self) -> Iterator[pl.DataFrame]:
         return self._spill.quarantine()
@@ -253,7 +271,7 @@ def settled(quarantine: pl.DataFrame, taken: pl.Series | None) -> pl.DataFrame:
 
 
 def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) -> TraceDay:
-    """Canonical traces (TRACE_SCHEMA), their spans (SPAN_SCHEMA) and quarantine rows (QUARANTINE_SCHEMA) of
+    """Canonical traces (TRACE_SCHEMA; an OTLP trace's spans in its `spans`) and quarantine rows (QUARANTINE_SCHEMA) of
     `<data_root>/traces/<day>/` (plus the previous day's spans of traces rooted in this day, see `ingest/otel`),
     as frames in memory: `stream_trace_day` with its rows collected.
 
@@ -265,7 +283,6 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
         return TraceDay(
             traces=_collected(rows.traces(), TRACE_SCHEMA),
             quarantine=_collected(rows.quarantine(), QUARANTINE_SCHEMA),
-            spans=_collected(rows.spans(), SPAN_SCHEMA),
             files=rows.files,
             counts=rows.counts,
             day=day,
@@ -358,7 +375,6 @@ def stream_trace_day(
                     (trace.file, trace.line, trace.unit),
                     accepted=accepted,
                     items=[item_code(item) for item in trace.items],
-                    spans=trace.span_rows,
                 )
                 drain()
             drain()

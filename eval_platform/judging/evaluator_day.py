@@ -25,6 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
+from eval_platform.ingest.datasets import read_dataset_version
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import DayResult, DayTally, in_projects, scale_mismatch
 from eval_platform.judging.key_batches import key_ordered_batches
@@ -213,15 +214,14 @@ def session_batches(
 
 
 def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:
-    """The test cases of the reference dataset: the version named, else the newest materialized one."""
-    versions = sorted(int(v) for v in partition_values(root, "test_cases", {"dataset": options.dataset}, "version"))
-    version = options.version if options.version is not None else (versions[-1] if versions else None)
-    cases = (
-        read_partition(root, "test_cases", {"dataset": options.dataset, "version": str(version)}) if version else None
-    )
-    if cases is None:
+    """The test cases of the reference dataset, through the one dataset reader (`read_dataset_version`, as the
+    benchmark suites read theirs): the version named, else the newest materialized one. The version must be
+    materialized: the gold answers of a verdict are then rows of the `test_cases` view a user can join it with."""
+    materialized = {int(v) for v in partition_values(root, "test_cases", {"dataset": options.dataset}, "version")}
+    version = options.version if options.version is not None else max(materialized, default=None)
+    if version not in materialized:
         raise PartitionNotReady(
             f"reference dataset {options.dataset}@v{version or '?'} is not materialized: "
             f"materialize dataset_versions for it first"
         )
-    return cases
+    return read_dataset_version(root, options.dataset, version).cases

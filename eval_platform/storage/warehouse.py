@@ -289,8 +289,14 @@ def _schema_file(root: Path, table: str, schema: dict[str, pl.DataType]) -> None
     store.write(parts, pl.DataFrame(schema=schema))
 
 
-def refresh_catalog(root: Path, tables: dict[str, dict[str, pl.DataType]], wait_s: float = 30.0) -> bool:
-    """Make sure every table has its schema file and its view; returns True when the DuckDB file was written.
+def refresh_catalog(
+    root: Path,
+    tables: dict[str, dict[str, pl.DataType]],
+    views: dict[str, str] | None = None,
+    wait_s: float = 30.0,
+) -> bool:
+    """Make sure every table has its schema file and its view, and every view in `views` (name -> a query over the
+    tables' views, nothing stored) is there; returns True when the DuckDB file was written.
 
     Raises `CatalogLocked` (naming the file) when the views must change but the file stays held by another
     process for `wait_s` seconds: the run fails loudly rather than leaving the views behind.
@@ -299,7 +305,7 @@ def refresh_catalog(root: Path, tables: dict[str, dict[str, pl.DataType]], wait_
         _schema_file(root, table, schema)
     if isinstance(store_for(root), LocalStore):
         remove_stale_temp_files(warehouse_dir(root))
-    wanted = {table: _view_sql(root, table) for table in tables}
+    wanted = {table: _view_sql(root, table) for table in tables} | (views or {})
     path, state = duckdb_path(root), _state_path(root)
 
     def current() -> bool:

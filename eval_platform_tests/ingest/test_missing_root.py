@@ -14,6 +14,7 @@ import polars as pl
 
 from eval_platform.definitions import build_definitions
 from eval_platform.ingest import read_trace_day
+from eval_platform.ingest.traces import span_rows
 from eval_platform.storage.warehouse import quarantine_keys, read_partition
 from eval_platform_tests.ingest.test_otel_recorded import recorded_lines, recording_day, scenarios
 
@@ -108,8 +109,8 @@ def test_a_trace_whose_root_never_arrives_is_taken_partial_by_the_next_days_inge
         found = [(d, t) for d in days for t in first[f"traces {d}"] if t["trace_id"] == AGENT]
         assert [(d, t["partial_reason"]) for d, t in found] == [(after, f"missing_root:{root_id}")]
         assert "missing_root" in json.loads(found[0][1]["flags"])
-        spans = read_partition(data_root, "spans", {"date": after})
-        assert spans is not None and spans.filter(pl.col("trace_id") == AGENT).height == _spans_of(lines, AGENT)
+        spans = span_rows(read_partition(data_root, "traces", {"date": after}))
+        assert spans.filter(pl.col("trace_id") == AGENT).height == _spans_of(lines, AGENT)
         assert _waiting(data_root, day, AGENT) == []  # its spans left the quarantine: they wait no more
         others = {t["trace_id"] for t in first[f"traces {day}"]}
         assert others == {i for ids in scenarios(FOLDER).values() for i in ids} - {AGENT}

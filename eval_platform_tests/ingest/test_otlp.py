@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.ingest import read_trace_day
+from eval_platform.ingest.otel.model import SPAN_KEYS
 from eval_platform.ingest.otel.values import decode_attributes, encode_attributes
 
 DAY = "2026-03-04"
@@ -121,6 +122,12 @@ def test_a_chat_span_maps_to_a_canonical_trace(tmp_path):
     assert json.loads(row["metadata"]) == {"customer_tier": "gold", "retries": 2, "conversation_id": "conv_1"}
     assert row["context"] is None
     spans = json.loads(row["spans"])
+    # the span's other `spans` view columns, stored here (the one place a span is stored)
+    stored = {key: spans[0].pop(key) for key in SPAN_KEYS[SPAN_KEYS.index("otel_trace_id") :]}
+    assert (stored["otel_trace_id"], stored["convention"], stored["source_line"]) == (TRACE, "genai", 1)
+    started, ended = (datetime.fromisoformat(stored[key]) for key in ("start_time", "end_time"))
+    assert (ended - started).total_seconds() * 1000 == 1250.0
+    assert stored["input_messages"][1] == {"role": "user", "content": "Tell me a joke about OpenTelemetry"}
     assert spans == [
         {
             "span_id": "00f067aa0ba902b7",

@@ -176,7 +176,7 @@ def test_annotations_and_judgments_refer_to_sample_traces(traces):
 
 def test_the_agent_traces_of_every_day_ingest_whole(days, agent, manifest):
     """Each day: one recording per instrumentation, every trace the recorder started is there, whole (no
-    quarantine row, no partial trace), on its day, with its spans; the spans table holds them too."""
+    quarantine row, no partial trace), on its day, with its spans; the spans view shows them too."""
     assert manifest["instrumentations"] == INSTRUMENTATIONS
     for day, result in days.items():
         mine = agent.filter(pl.col("date") == day)

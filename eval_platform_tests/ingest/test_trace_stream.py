@@ -19,7 +19,7 @@ from eval_platform.ingest import traces as traces_module
 from eval_platform.ingest.otel import day_index
 from eval_platform.ingest.readers import iter_candidates
 from eval_platform.ingest.traces import TraceDay, stream_trace_day
-from eval_platform.schemas import QUARANTINE_SCHEMA, SPAN_SCHEMA, TRACE_SCHEMA, empty_frame
+from eval_platform.schemas import QUARANTINE_SCHEMA, TRACE_SCHEMA, empty_frame
 from eval_platform_tests.ingest import trace_day_reference
 from eval_platform_tests.ingest.test_otel_recorded import ALL, FIXTURES, export_files, recording_day
 from eval_platform_tests.ingest.test_sample_data import DATA, DAYS
@@ -35,7 +35,6 @@ def streamed(root: Path, day: str, chunk_rows: int) -> TraceDay:
             name: (pl.concat(found) if (found := list(frames)) else empty_frame(schema))
             for name, frames, schema in (
                 ("traces", rows.traces(), TRACE_SCHEMA),
-                ("spans", rows.spans(), SPAN_SCHEMA),
                 ("quarantine", rows.quarantine(), QUARANTINE_SCHEMA),
             )
         }

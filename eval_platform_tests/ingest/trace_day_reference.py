@@ -28,12 +28,12 @@ from eval_platform.ingest.traces import (
     _Tally,
     list_trace_files,
 )
-from eval_platform.schemas import SPAN_SCHEMA, TRACE_SCHEMA, conform, empty_frame
+from eval_platform.schemas import TRACE_SCHEMA, conform, empty_frame
 from eval_platform_tests.ingest.otel_day_reference import InMemoryOtelDay
 
 
 def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) -> TraceDay:
-    """Canonical traces (TRACE_SCHEMA), their spans (SPAN_SCHEMA) and quarantine rows (QUARANTINE_SCHEMA) of
+    """Canonical traces (TRACE_SCHEMA; an OTLP trace's spans in its row) and quarantine rows (QUARANTINE_SCHEMA) of
     `<data_root>/traces/<day>/` (plus the previous day's spans of traces rooted in this day, see `ingest/otel`).
 
     `now` stamps `quarantined_at` (default: the current UTC time). Raises ValueError only for a malformed
@@ -129,16 +129,15 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
             continue
         row.update(trace.extras)
         key = (order.get(trace.file, -1), trace.line or 0, 1, trace.index)
-        rows.add(key, row, (trace.file, trace.line, trace.unit), trace.span_rows, trace.items)
+        rows.add(key, row, (trace.file, trace.line, trace.unit), trace.items)
     for item in sorted([*invalid, *otel.rejected], key=lambda r: r.key):  # the order of a day read at once
         reject(item.file, item.line, item.unit, item.error, item.raw)
 
-    trace_frame, span_frame = rows.finish(otel, reject, tally)  # the first in file/line order wins
+    trace_frame = rows.finish(otel, reject, tally)  # the first in file/line order wins
     rejected.sort(key=lambda row: (order.get(row["file"], -1), row["line"] or 0))  # stable: by file, then line
     return TraceDay(
         traces=trace_frame,
         quarantine=quarantine_frame(rejected),
-        spans=span_frame,
         files=files,
         counts=tally.total,
         day=day,
@@ -146,9 +145,9 @@ def read_trace_day(data_root: Path, day: str, *, now: datetime | None = None) ->
 
 
 class _Rows:
-    """The day's valid trace rows and span rows, turned into frames a chunk at a time (a day of OTLP traces never
-    holds all its rows as Python dicts), then put in file/line order with a repeated trace_id quarantined (the
-    first in that order wins, over every kind of input)."""
+    """The day's valid trace rows (an OTLP trace's spans in its row), turned into frames a chunk at a time (a day
+    of OTLP traces never holds all its rows as Python dicts), then put in file/line order with a repeated trace_id
+    quarantined (the first in that order wins, over every kind of input)."""
 
     CHUNK = 1_000  # trace rows per chunk
 
@@ -161,21 +160,17 @@ class _Rows:
         self.raws: dict[int, str] = {}  # a record's raw text (an OTLP trace's rows are read again if repeated)
         self.items: dict[int, array[int]] = {}  # an OTLP trace's rows: request << 24 | position << 1 | is_event
         self._traces: list[dict[str, Any]] = []
-        self._spans: list[dict[str, Any]] = []
-        self._span_trace: list[int] = []
         self._trace_columns: dict[str, list[pl.Series]] = {name: [] for name in TRACE_SCHEMA}
-        self._span_columns: dict[str, list[pl.Series]] = {name: [] for name in SPAN_SCHEMA}
 
     def add(
         self,
         key: tuple[int, int, int, int],
         row: dict[str, Any],
         source: tuple[str, int | None, str],
-        spans: list[dict[str, Any]] | None = None,
         items: list[Span | LogEvent] | None = None,
         raw: str | None = None,
     ) -> None:
-        """One valid row: a record (its `raw` text) or an OTLP trace (its span rows and `items`, its rows)."""
+        """One valid row: a record (its `raw` text) or an OTLP trace (its `items`, its rows)."""
         row.update(date=self.day, source_file=source[0], source_line=source[1])
         self.keys.append(key)
         self.trace_ids.append(row["trace_id"])
@@ -185,26 +180,19 @@ class _Rows:
         else:
             self.items[self.count] = array("q", [i.at[0] << 24 | i.at[1] << 1 | isinstance(i, LogEvent) for i in items])
         self._traces.append(row)
-        for span in spans or []:
-            self._spans.append({**span, "date": self.day})
-            self._span_trace.append(self.count)
         self.count += 1
         if len(self._traces) >= self.CHUNK:
             self._flush()
 
     def _flush(self) -> None:
-        for rows, schema, columns in (
-            (self._traces, TRACE_SCHEMA, self._trace_columns),
-            (self._spans, SPAN_SCHEMA, self._span_columns),
-        ):
-            if rows:
-                frame = conform(pl.DataFrame(rows, schema=schema), schema)
-                for name in schema:
-                    columns[name].append(frame[name])
-        self._traces, self._spans = [], []
+        if self._traces:
+            frame = conform(pl.DataFrame(self._traces, schema=TRACE_SCHEMA), TRACE_SCHEMA)
+            for name in TRACE_SCHEMA:
+                self._trace_columns[name].append(frame[name])
+        self._traces = []
 
-    def finish(self, otel: OtelDay, reject: Any, tally: _Tally) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """The trace and span frames, in order; each repeated trace_id quarantined and the rows counted."""
+    def finish(self, otel: OtelDay, reject: Any, tally: _Tally) -> pl.DataFrame:
+        """The trace frame, in order; each repeated trace_id quarantined and the rows counted."""
         self._flush()
         ranked = sorted(range(self.count), key=self.keys.__getitem__)
         first_seen: dict[str, int] = {}
@@ -235,18 +223,7 @@ class _Rows:
                 tally.add(self.sources[t][0], None)
             for code in self.items.get(t, []):
                 tally.add(otel.file_of(code >> 24), None)
-        traces = _gathered(self._trace_columns, TRACE_SCHEMA, pl.Series(kept, dtype=pl.UInt32))
-        span_trace = pl.Series(self._span_trace, dtype=pl.UInt32)
-        rank = pl.Series([-1] * self.count, dtype=pl.Int64).scatter(kept, range(len(kept))) if kept else None
-        order = (
-            pl.DataFrame({"rank": rank.gather(span_trace)})
-            .with_row_index("i")
-            .filter(pl.col("rank") >= 0)
-            .sort("rank", maintain_order=True)["i"]
-            if rank is not None and len(span_trace)
-            else pl.Series([], dtype=pl.UInt32)
-        )
-        return traces, _gathered(self._span_columns, SPAN_SCHEMA, order)
+        return _gathered(self._trace_columns, TRACE_SCHEMA, pl.Series(kept, dtype=pl.UInt32))
 
 
 def _place(code: int) -> tuple[int, str, int]:

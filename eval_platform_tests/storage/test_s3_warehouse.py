@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from eval_platform.schemas import TABLES, TRACE_SCHEMA, conform, table_schemas
+from eval_platform.schemas import TABLES, TRACE_SCHEMA, conform, derived_views, table_schemas
 from eval_platform.settings import warehouse_dir
 from eval_platform.storage import location
 from eval_platform.storage.warehouse import (
@@ -80,8 +80,8 @@ def test_partitions_round_trip_through_the_bucket_and_the_catalog(bucket_root, s
     assert scanned.height == 7
     assert scan_parquet(root, table_glob(root, "traces"), hive_partitioning=False).collect().height == 7
 
-    assert refresh_catalog(root, table_schemas())
-    assert not refresh_catalog(root, table_schemas())  # the schema objects are read back: nothing to rewrite
+    assert refresh_catalog(root, table_schemas(), derived_views())
+    assert not refresh_catalog(root, table_schemas(), derived_views())  # the schema objects are read back
     with open_catalog(root) as conn:  # the analyst's session: views over s3:// read through pyarrow
         assert conn.execute("SELECT count(*), count(DISTINCT date) FROM traces").fetchone() == (7, 2)
         for table in TABLES:

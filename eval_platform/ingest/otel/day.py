@@ -37,7 +37,7 @@ from eval_platform.ingest.common import Candidate, RowError, dumps
 from eval_platform.ingest.otel.assembly import Trace, assemble_trace, place_event
 from eval_platform.ingest.otel.day_index import DayIndex
 from eval_platform.ingest.otel.envelope import LogEvent, Span, is_parentless, walk
-from eval_platform.ingest.otel.model import span_row, trace_record
+from eval_platform.ingest.otel.model import trace_record
 from eval_platform.ingest.readers import iter_candidates
 
 # The order rows were quarantined in when the whole day was read at once (the first field of `Rejected.key`):
@@ -59,11 +59,11 @@ class Rejected:
 
 @dataclass
 class ModelledTrace:
-    """An assembled trace: its record (to validate), the columns set after validation, its span rows and rows."""
+    """An assembled trace: its record (to validate), the columns set after validation (its spans among them) and
+    its rows."""
 
     record: dict[str, Any]
     extras: dict[str, Any]
-    span_rows: list[dict[str, Any]]
     items: list[Span | LogEvent]  # its rows, each counted in its own file
     file: str  # the root span's file and line (the trace row's source)
     line: int | None
@@ -277,12 +277,8 @@ def trace_items(trace: Trace) -> list[Span | LogEvent]:
 
 def model_trace(trace: Trace, index: int = 0) -> ModelledTrace:
     built = trace_record(trace)
-    trace_id = built["record"]["trace_id"]
-    rows = [span_row(s, str(trace_id), summary) for s, summary in zip(trace.spans, built["summaries"], strict=True)]
     root = trace.root
-    return ModelledTrace(
-        built["record"], built["extras"], rows, trace_items(trace), root.file, root.line, root.unit, index
-    )
+    return ModelledTrace(built["record"], built["extras"], trace_items(trace), root.file, root.line, root.unit, index)
 
 
 def reject(item: Span | LogEvent, error: RowError, key: tuple[int, ...] = ()) -> Rejected:

@@ -37,7 +37,8 @@ What the `traces` row says about an OTLP trace (every convention read into `Span
   `project_id`: `eval.project_id`, else the resource's `service.name`; `experiment_id`, `variant`,
   `expected_output`, `metadata` (`eval.metadata` JSON plus `eval.metadata.<key>`, and `conversation_id`):
   looked up on the root, its resource, then the other spans in start order;
-- `spans`: every span in start order with the keys of `SPAN_KEYS` (H3's selectors read them);
+- `spans`: every span in start order with the keys of `SPAN_KEYS` (H3's selectors read them): the one place a span
+  is stored, the `spans` view reads its columns from it;
 - `span_count`, `partial_reason`, `flags` from assembly (`assembly.py`).
 """
 
@@ -73,6 +74,20 @@ SPAN_KEYS = (
     "prompt_tokens",
     "completion_tokens",
     "attributes",
+    # the rest of the span's columns of the `spans` view, which reads them from here (`schemas.spans_view_sql`)
+    "otel_trace_id",
+    "convention",
+    "error_message",
+    "start_time",
+    "end_time",
+    "input_messages",
+    "output_messages",
+    "tool_call_id",
+    "documents",
+    "session_id",
+    "user_id",
+    "source_file",
+    "source_line",
 )
 ATTR_TRACE_ID, ATTR_PROJECT, ATTR_EXPERIMENT = "eval.trace_id", "eval.project_id", "eval.experiment_id"
 ATTR_VARIANT, ATTR_EXPECTED, ATTR_METADATA, ATTR_COST = (
@@ -110,7 +125,8 @@ def latency_ms(span: Span) -> float | None:
 
 
 def span_summary(span: Span) -> dict[str, Any]:
-    """The span's object in `traces.spans` (keys: SPAN_KEYS)."""
+    """The span's object in `traces.spans` (keys: SPAN_KEYS), where the span is stored: the judge reads it there,
+    and the `spans` view's columns are its keys (times as ISO 8601 text, messages, documents and attributes as JSON)."""
     f = span.fields
     return {
         "span_id": span.span_id,
@@ -131,37 +147,17 @@ def span_summary(span: Span) -> dict[str, Any]:
         "prompt_tokens": f.prompt_tokens,
         "completion_tokens": f.completion_tokens,
         "attributes": span.attrs,
-    }
-
-
-def span_row(span: Span, trace_id: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """The span's row of the `spans` table (SPAN_SCHEMA, without `date`)."""
-    f = span.fields
-    return {
-        "trace_id": trace_id,
         "otel_trace_id": span.trace_id,
-        **{key: summary[key] for key in ("span_id", "parent_span_id", "name", "kind", "operation", "status")},
         "convention": f.convention,
-        "error_type": f.error_type,
         "error_message": f.error_message,
-        "model": f.model,
-        "prompt_tokens": f.prompt_tokens,
-        "completion_tokens": f.completion_tokens,
-        "start_time": datetime_from_nanos(span.start_ns) if span.start_ns else None,
-        "end_time": datetime_from_nanos(span.end_ns) if span.end_ns else None,
-        "latency_ms": summary["latency_ms"],
-        "input": summary["input"],
-        "output": summary["output"],
-        "input_messages": dumps(f.input_messages) if f.input_messages is not None else None,
-        "output_messages": dumps(f.output_messages) if f.output_messages is not None else None,
-        "tool_name": f.tool_name,
+        "start_time": datetime_from_nanos(span.start_ns).isoformat() if span.start_ns else None,
+        "end_time": datetime_from_nanos(span.end_ns).isoformat() if span.end_ns else None,
+        "input_messages": f.input_messages,
+        "output_messages": f.output_messages,
         "tool_call_id": f.tool_call_id,
-        "tool_arguments": f.tool_arguments,
-        "tool_result": f.tool_result,
-        "documents": dumps(f.documents) if f.documents is not None else None,
+        "documents": f.documents,
         "session_id": f.session_id,
         "user_id": f.user_id,
-        "attributes": dumps(span.attrs),
         "source_file": span.file,
         "source_line": span.line,
     }
