@@ -24,7 +24,7 @@ from starlette.templating import Jinja2Templates
 
 from eval_platform.llm.redaction import redact
 from eval_platform.viewer import links
-from eval_platform.viewer.queries import PAGE_ROWS, SORTS, DayFilters, Warehouse
+from eval_platform.viewer.queries import PAGE_ROWS, SORTS, TABLE_PAGES, DayFilters, Side, Warehouse, compare, table_page
 from eval_platform.viewer.trend import sparkline
 
 HERE = Path(__file__).resolve().parent
@@ -205,12 +205,66 @@ def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
             return not_found(request, f"no session {session_id!r} on {day!r}")
         return page(request, "session.html", day=day, session_id=session_id, traces=traces, verdicts=verdicts)
 
+    def compare_page(request: Request) -> Response:
+        q = request.query_params
+        judged = warehouse.judged_evaluators()
+        day = q.get("day", "")
+        all_days = sorted({d for e in judged for d in warehouse.days(e)})
+        sides = [
+            Side(
+                evaluator=q.get(f"{s}", ""),
+                config_hash=q.get(f"{s}_hash", "").strip(),
+                model=q.get(f"{s}_model", "").strip(),
+                variant=q.get(f"{s}_variant", "").strip(),
+            )
+            for s in ("a", "b")
+        ]
+        ready = bool(day) and all(warehouse.has_day(side.evaluator, day) for side in sides)
+        summary: dict[str, Any] | None = None
+        changed: list[dict[str, Any]] = []
+        total_pages = 1
+        if ready:
+            summary, changed = compare(warehouse, day, sides[0], sides[1], max(1, _int(q.get("page"), 1)))
+            total_pages = max(1, -(-(summary["changed"] or 0) // PAGE_ROWS))
+        missing = [
+            f"no verdicts of {side.evaluator!r} on {day!r}"
+            for side in sides
+            if day and side.evaluator and not warehouse.has_day(side.evaluator, day)
+        ]
+        return page(
+            request,
+            "compare.html",
+            evaluators=judged,
+            all_days=all_days,
+            day=day,
+            a=sides[0],
+            b=sides[1],
+            summary=summary,
+            changed=changed,
+            missing=missing,
+            current_page=max(1, _int(q.get("page"), 1)),
+            total_pages=total_pages,
+            query=lambda **changes: _query(request, **changes),
+        )
+
+    def table_view(table: str, template: str, filter_columns: tuple[str, ...]):
+        def view(request: Request) -> Response:
+            filters = {c: request.query_params.get(c, "") for c in filter_columns}
+            rows = table_page(warehouse, table, filters)
+            return page(request, template, rows=rows, filters=filters, table=table, columns=TABLE_PAGES[table][0])
+
+        return view
+
     routes = [
         Route("/", home),
         Route("/evaluators", evaluators),
         Route("/evaluators/{name}/{day}", evaluator_day),
         Route("/traces/{day}/{trace_id:path}", trace),
         Route("/sessions/{day}/{session_id:path}", session),
+        Route("/compare", compare_page),
+        Route("/agreement", table_view("agreement", "agreement.html", ("section", "subject", "criterion"))),
+        Route("/experiments", table_view("experiment_results", "experiments.html", ("experiment", "metric"))),
+        Route("/alerts", table_view("alerts", "alerts.html", ("evaluator", "day"))),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)

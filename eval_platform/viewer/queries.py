@@ -444,3 +444,160 @@ def span_tree(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _is_day(value: str) -> bool:
     return bool(DAY_PATTERN.fullmatch(value))
+
+
+@dataclass
+class Side:
+    """One side of a comparison: an evaluator's verdicts on a day, narrowed to one config hash, one judge model
+    (a consensus member's own verdicts) or one variant when given."""
+
+    evaluator: str
+    config_hash: str = ""
+    model: str = ""
+    variant: str = ""
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses = ["NOT (status = 'SKIPPED' AND reason = 'not_sampled')"]
+        params: list[Any] = []
+        if self.model:
+            clauses.append("model = ?")
+            params.append(self.model)
+        else:
+            clauses.append("role <> 'member'")
+        for column, value in (("config_hash", self.config_hash), ("variant", self.variant)):
+            if value:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        return " AND ".join(clauses), params
+
+    def label(self) -> str:
+        narrowed = [
+            f"{k} {v}" for k, v in (("model", self.model), ("config", self.config_hash), ("variant", self.variant)) if v
+        ]
+        return self.evaluator + (f" ({', '.join(narrowed)})" if narrowed else "")
+
+
+# Two verdicts agree when both are COMPLETED and give the same pass/fail, else the same label, else the same score;
+# any other pair (a status that changed, a different verdict) is a change, sized by the score difference.
+_SAME = """(a.status = 'COMPLETED' AND b.status = 'COMPLETED' AND CASE
+    WHEN a.passed IS NOT NULL AND b.passed IS NOT NULL THEN a.passed = b.passed
+    WHEN a.label IS NOT NULL AND b.label IS NOT NULL THEN a.label = b.label
+    ELSE abs(a.score - b.score) < 1e-9 END)"""
+
+
+def _compare_sql(warehouse: Warehouse, day: str, a: Side, b: Side) -> tuple[str, list[Any]]:
+    """The joined verdicts of the two sides on the same targets (trace, span, session), as SQL with parameters."""
+    parts, params = [], []
+    for name, side in (("a", a), ("b", b)):
+        where, side_params = side.where()
+        source = _literal(warehouse.scores_location(side.evaluator, day))
+        parts.append(
+            f"""{name} AS (
+                SELECT trace_id, coalesce(span_id, '') AS span, coalesce(session_id, '') AS sess,
+                       any_value(status ORDER BY status) AS status, any_value(reason) AS reason, avg(score) AS score,
+                       any_value(label) AS label, bool_and(passed) AS passed,
+                       any_value(coalesce(reasoning, reason_detail)) AS reasoning,
+                       any_value(variant) AS variant, count(*) AS rows
+                FROM read_parquet({source}) WHERE {where} GROUP BY ALL)"""
+        )
+        params += side_params
+    return "WITH " + ", ".join(parts), params
+
+
+def compare(
+    warehouse: Warehouse, day: str, a: Side, b: Side, page: int = 1
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The two sides' numbers, their agreement on the targets both judged, and one page of the verdicts that
+    changed, the largest score change first (a status change, with no score on one side, counts as the largest)."""
+    head, params = _compare_sql(warehouse, day, a, b)
+    offset = (max(page, 1) - 1) * PAGE_ROWS
+    with warehouse.sql() as conn:
+        summary = _records(
+            conn.execute(
+                f"""{head},
+                sides AS (
+                    SELECT (SELECT count(*) FROM a) AS n_a, (SELECT count(*) FROM b) AS n_b,
+                           (SELECT avg(score) FROM a WHERE status = 'COMPLETED') AS mean_a,
+                           (SELECT avg(score) FROM b WHERE status = 'COMPLETED') AS mean_b,
+                           (SELECT avg(passed::INT) FROM a WHERE status = 'COMPLETED') AS pass_a,
+                           (SELECT avg(passed::INT) FROM b WHERE status = 'COMPLETED') AS pass_b)
+                SELECT sides.*, count(j.trace_id) AS shared,
+                       count(*) FILTER (j.both_completed) AS both_completed,
+                       count(*) FILTER (j.same) AS agree,
+                       count(*) FILTER (j.trace_id IS NOT NULL AND NOT j.same) AS changed,
+                       avg(abs(j.score_b - j.score_a)) FILTER (j.both_completed) AS mean_abs_difference,
+                       avg(j.score_b - j.score_a) FILTER (j.both_completed) AS mean_difference,
+                       corr(j.score_a, j.score_b) FILTER (j.both_completed) AS correlation
+                FROM sides LEFT JOIN (
+                    SELECT a.trace_id, a.score AS score_a, b.score AS score_b, {_SAME} AS same,
+                           a.status = 'COMPLETED' AND b.status = 'COMPLETED' AS both_completed
+                    FROM a JOIN b USING (trace_id, span, sess)) j ON TRUE
+                GROUP BY ALL
+                """,
+                params,
+            )
+        )[0]
+        changed = _records(
+            conn.execute(
+                f"""{head}
+                SELECT a.trace_id, nullif(a.span, '') AS span_id, nullif(a.sess, '') AS session_id,
+                       a.status AS status_a, a.reason AS reason_a, a.score AS score_a, a.label AS label_a,
+                       a.passed AS passed_a, a.reasoning AS reasoning_a,
+                       b.status AS status_b, b.reason AS reason_b, b.score AS score_b, b.label AS label_b,
+                       b.passed AS passed_b, b.reasoning AS reasoning_b,
+                       b.score - a.score AS difference
+                FROM a JOIN b USING (trace_id, span, sess)
+                WHERE NOT {_SAME}
+                ORDER BY abs(b.score - a.score) DESC NULLS FIRST, a.trace_id, a.span, a.sess
+                LIMIT {PAGE_ROWS} OFFSET {offset}
+                """,
+                params,
+            )
+        )
+    shared = summary["shared"] or 0
+    summary["agreement"] = summary["agree"] / shared if shared else None
+    return summary, changed
+
+
+# The decision tables as their pages show them: the columns a reader decides with, intervals included.
+TABLE_PAGES: dict[str, tuple[str, str]] = {
+    "agreement": (
+        "section, task, criterion, subject, reference, period, period_start, period_end, convention, statistic, "
+        "value, n, interpretation, floor, below_floor, placeholder, note",
+        "section, subject, reference, criterion, statistic, period, period_start",
+    ),
+    "experiment_results": (
+        "experiment, kind, metric, evaluator, metric_role, variant, control_variant, opponent, method, n, n_control, "
+        "mean, ci_low, ci_high, mean_control, difference, diff_ci_low, diff_ci_high, p_value, p_value_adjusted, "
+        "prob_improvement, credible_low, credible_high, significant, outcome, recommendation, guardrail_passed, "
+        "win_rate, rank, start_date, end_date, stale, stale_reason, placeholder, note",
+        "experiment, metric_role, metric, variant, opponent",
+    ),
+    "alerts": (
+        "day, evaluator, kind, severity, rule, value, threshold, mean, n, baseline_mean, baseline_n, difference, "
+        "p_value, ppi_ci_low, ppi_ci_high, placeholder, message, detected_at",
+        "day DESC, evaluator, kind, rule",
+    ),
+}
+
+
+def table_page(warehouse: Warehouse, table: str, filters: dict[str, str]) -> list[dict[str, Any]]:
+    """A decision table's rows (agreement, experiment_results, alerts), narrowed by exact column values."""
+    columns, order = TABLE_PAGES[table]
+    if not has_files(warehouse.root, table):
+        return []
+    allowed = {c.strip() for c in columns.split(",")}
+    clauses, params = ["TRUE"], []
+    for column, value in filters.items():
+        if column in allowed and value:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    source = _literal(table_glob(warehouse.root, table))
+    with warehouse.sql() as conn:
+        return _records(
+            conn.execute(
+                f"SELECT {columns} FROM read_parquet({source}, union_by_name = true) "
+                f"WHERE {' AND '.join(clauses)} ORDER BY {order} LIMIT 2000",
+                params,
+            )
+        )
