@@ -40,6 +40,10 @@ class Viewer:
     root: Path
     log: Path
 
+    @property
+    def dagster_home(self) -> Path:
+        return self.root.parent / "dagster_home"
+
     def scores(self, evaluator: str, day: str = DAY) -> str:
         return str(self.root / "warehouse" / "judge_scores" / f"evaluator={evaluator}" / f"date={day}" / "part.parquet")
 
@@ -50,7 +54,12 @@ class Viewer:
 
 
 @pytest.fixture(scope="package")
-def demo_root(local_judge, tmp_path_factory) -> Path:
+def viewer_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="package")
+def demo_root(local_judge, viewer_port, tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("viewer")
     root = base / "data"
     shutil.copytree(REPO_DATA, root, ignore=shutil.ignore_patterns("warehouse", "state", "dagster_home", "*.duckdb*"))
@@ -80,6 +89,8 @@ def demo_root(local_judge, tmp_path_factory) -> Path:
         KEY_ENV: KEY,
     }
     env.pop("EVAL_PLATFORM_LOCAL_JUDGE_URL", None)
+    # where the viewer will listen: the runs link each judge_scores partition to its page there
+    env["EVAL_PLATFORM_VIEWER_URL"] = f"http://127.0.0.1:{viewer_port}"
     done = subprocess.run(
         [sys.executable, "-m", "eval_platform.cli", "demo", "--days", "1"],
         cwd=base,
@@ -93,9 +104,9 @@ def demo_root(local_judge, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="package")
-def viewer(demo_root, tmp_path_factory) -> Viewer:
+def viewer(demo_root, viewer_port, tmp_path_factory) -> Viewer:
     """`eval-platform view` as a user starts it, in a process of its own (no key in its environment)."""
-    port = free_port()
+    port = viewer_port
     log = tmp_path_factory.mktemp("viewer_log") / "viewer.log"
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
     env.update(
