@@ -137,7 +137,7 @@ class Warehouse:
     """The viewer's read-only access to one data root's warehouse."""
 
     root: Path
-    _summaries: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)
+    _cache: dict[tuple[str, str, int, int], Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _database: duckdb.DuckDBPyConnection | None = None
     _closing: ExitStack = field(default_factory=ExitStack)
@@ -203,13 +203,23 @@ class Warehouse:
         """One evaluator's day in numbers: rows, mean score and pass rate of the final verdicts, FAILED and SKIPPED
         by reason, calls, cache hits, cost. Kept in memory per file version: a partition is replaced whole, so a
         new file is a new key and an unchanged day is never read twice."""
-        location = self.scores_location(evaluator, day)
+        return self._per_version("summary", self.scores_location(evaluator, day), day, self._summary)
+
+    def _per_version(self, kind: str, location: str, day: str, compute) -> Any:
+        """`compute(location, day)`, kept in memory per file version (local disk; a bucket's is computed again)."""
         version = self._version(location)
-        key = (location, *version) if version else None
+        key = (kind, location, *version) if version else None
         if key is not None:
             with self._lock:
-                if key in self._summaries:
-                    return self._summaries[key]
+                if key in self._cache:
+                    return self._cache[key]
+        value = compute(location, day)
+        if key is not None:
+            with self._lock:
+                self._cache[key] = value
+        return value
+
+    def _summary(self, location: str, day: str) -> dict[str, Any]:
         source = f"read_parquet({_literal(location)})"
         with self.sql() as conn:
             numbers = _records(
@@ -242,9 +252,6 @@ class Warehouse:
         numbers["failed_by_reason"] = [(r or "(none)", n) for s, r, n in reasons if s == FAILED]
         numbers["skipped_by_reason"] = [(r or "(none)", n) for s, r, n in reasons if s == SKIPPED]
         numbers["day"] = day
-        if key is not None:
-            with self._lock:
-                self._summaries[key] = numbers
         return numbers
 
     def evaluators(self, last_days: int) -> list[dict[str, Any]]:
@@ -292,8 +299,12 @@ class Warehouse:
 
     # --- page 2: an evaluator's day -----------------------------------------------------------------------------
     def day_choices(self, evaluator: str, day: str) -> dict[str, list[str]]:
-        """The values the day's select filters offer (statuses, reasons, models, variants present that day)."""
-        source = f"read_parquet({_literal(self.scores_location(evaluator, day))})"
+        """The values the day's select filters offer (statuses, reasons, models, variants present that day), read
+        once per file version."""
+        return self._per_version("choices", self.scores_location(evaluator, day), day, self._choices)
+
+    def _choices(self, location: str, day: str) -> dict[str, list[str]]:
+        source = f"read_parquet({_literal(location)})"
         with self.sql() as conn:
             row = conn.execute(
                 f"""
@@ -485,23 +496,19 @@ _SAME = """(a.status = 'COMPLETED' AND b.status = 'COMPLETED' AND CASE
     ELSE abs(a.score - b.score) < 1e-9 END)"""
 
 
-def _compare_sql(warehouse: Warehouse, day: str, a: Side, b: Side) -> tuple[str, list[Any]]:
-    """The joined verdicts of the two sides on the same targets (trace, span, session), as SQL with parameters."""
-    parts, params = [], []
-    for name, side in (("a", a), ("b", b)):
-        where, side_params = side.where()
-        source = _literal(warehouse.scores_location(side.evaluator, day))
-        parts.append(
-            f"""{name} AS (
-                SELECT trace_id, coalesce(span_id, '') AS span, coalesce(session_id, '') AS sess,
-                       any_value(status ORDER BY status) AS status, any_value(reason) AS reason, avg(score) AS score,
-                       any_value(label) AS label, bool_and(passed) AS passed,
-                       any_value(coalesce(reasoning, reason_detail)) AS reasoning,
-                       any_value(variant) AS variant, count(*) AS rows
-                FROM read_parquet({source}) WHERE {where} GROUP BY ALL)"""
-        )
-        params += side_params
-    return "WITH " + ", ".join(parts), params
+def _side_sql(warehouse: Warehouse, day: str, side: Side) -> tuple[str, list[Any]]:
+    """One side's verdicts per target (trace, span, session), as SQL with its parameters."""
+    where, params = side.where()
+    source = _literal(warehouse.scores_location(side.evaluator, day))
+    return (
+        f"""SELECT trace_id, coalesce(span_id, '') AS span, coalesce(session_id, '') AS sess,
+                   min(status) AS status, any_value(reason) AS reason, avg(score) AS score,
+                   any_value(label) AS label, bool_and(passed) AS passed,
+                   any_value(coalesce(reasoning, reason_detail)) AS reasoning,
+                   any_value(variant) AS variant, count(*) AS rows
+            FROM read_parquet({source}) WHERE {where} GROUP BY ALL""",
+        params,
+    )
 
 
 def compare(
@@ -509,13 +516,15 @@ def compare(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The two sides' numbers, their agreement on the targets both judged, and one page of the verdicts that
     changed, the largest score change first (a status change, with no score on one side, counts as the largest)."""
-    head, params = _compare_sql(warehouse, day, a, b)
     offset = (max(page, 1) - 1) * PAGE_ROWS
     with warehouse.sql() as conn:
+        # each side is read and grouped once per request, into the cursor's own temporary tables (gone with it)
+        for name, side in (("a", a), ("b", b)):
+            sql, params = _side_sql(warehouse, day, side)
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", params)
         summary = _records(
             conn.execute(
-                f"""{head},
-                sides AS (
+                f"""WITH sides AS (
                     SELECT (SELECT count(*) FROM a) AS n_a, (SELECT count(*) FROM b) AS n_b,
                            (SELECT avg(score) FROM a WHERE status = 'COMPLETED') AS mean_a,
                            (SELECT avg(score) FROM b WHERE status = 'COMPLETED') AS mean_b,
@@ -533,13 +542,12 @@ def compare(
                            a.status = 'COMPLETED' AND b.status = 'COMPLETED' AS both_completed
                     FROM a JOIN b USING (trace_id, span, sess)) j ON TRUE
                 GROUP BY ALL
-                """,
-                params,
+                """
             )
         )[0]
         changed = _records(
             conn.execute(
-                f"""{head}
+                f"""
                 SELECT a.trace_id, nullif(a.span, '') AS span_id, nullif(a.sess, '') AS session_id,
                        a.status AS status_a, a.reason AS reason_a, a.score AS score_a, a.label AS label_a,
                        a.passed AS passed_a, a.reasoning AS reasoning_a,
@@ -550,10 +558,10 @@ def compare(
                 WHERE NOT {_SAME}
                 ORDER BY abs(b.score - a.score) DESC NULLS FIRST, a.trace_id, a.span, a.sess
                 LIMIT {PAGE_ROWS} OFFSET {offset}
-                """,
-                params,
+                """
             )
         )
+        conn.execute("DROP TABLE a; DROP TABLE b")
     shared = summary["shared"] or 0
     summary["agreement"] = summary["agree"] / shared if shared else None
     return summary, changed
