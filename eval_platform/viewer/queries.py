@@ -373,13 +373,18 @@ class Warehouse:
         sources = "[" + ", ".join(_literal(f) for f in files) + "]"
         with self.sql() as conn:
             return _records(
+                # two equality filters rather than one OR: each is pushed into the Parquet scan (row-group stats)
                 conn.execute(
                     f"""
-                    SELECT {VERDICT_COLUMNS} FROM read_parquet({sources}, union_by_name = true)
-                    WHERE trace_id = ? OR trace_id_b = ?
+                    SELECT * FROM (
+                        SELECT {VERDICT_COLUMNS} FROM read_parquet({sources}, union_by_name = true)
+                        WHERE trace_id = ?
+                        UNION ALL
+                        SELECT {VERDICT_COLUMNS} FROM read_parquet({sources}, union_by_name = true)
+                        WHERE trace_id_b = ? AND trace_id IS DISTINCT FROM ?)
                     ORDER BY evaluator, role DESC, span_id NULLS FIRST, model, sample
                     """,
-                    [trace_id, trace_id],
+                    [trace_id, trace_id, trace_id],
                 )
             )
 
