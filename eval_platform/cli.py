@@ -3,6 +3,7 @@
     eval-platform init [DIR]          a new data root for your own app
     eval-platform demo                the daily job on the bundled sample data
     eval-platform ui                  the Dagster webserver and daemon on the data root
+    eval-platform view                the results viewer in the browser (read-only, 127.0.0.1)
     eval-platform dry-run ...         what a backfill or a suite would cost, nothing sent
     eval-platform judge --day DAY     ingest and judge one day now (the runs show in the UI)
     eval-platform sql "SELECT ..."    query the results
@@ -28,6 +29,7 @@ _VERBS: dict[str, tuple[str, str]] = {
     "init": ("create a data root for your own app", "eval_platform.init_root:main"),
     "demo": ("run the daily job on the bundled sample data", "eval_platform.demo:main"),
     "ui": ("start the Dagster webserver and daemon on the data root", "eval_platform.ui:main"),
+    "view": ("the results viewer in the browser: evaluators, days, traces, compare", "eval_platform.viewer.serve:main"),
     "dry-run": ("price a backfill or a benchmark suite; nothing is sent", "eval_platform.dry_run:main"),
     "judge": ("ingest and judge one day now, as the daily schedule does (paid calls)", "eval_platform.judge_day:main"),
     "sql": ("query the results (the DuckDB catalog) and print a table", "eval_platform.sql:main"),

@@ -26,6 +26,7 @@ from eval_platform.judging.evaluator_day import (
 )
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import COMPLETED, JUDGE_SCORE_SCHEMA, PLACEHOLDER_MARK, is_placeholder_model
+from eval_platform.viewer.links import viewer_day_url
 
 # Score a day when its traces were updated after its scores, never while they are still being written.
 # A partition whose judge_scores materialization is newer than its traces' is current and is not judged again,
@@ -257,6 +258,10 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         "parquet": dg.MetadataValue.path(str(judged.path)),
         "preview": dg.MetadataValue.md(preview(tally.preview)),
     }
+    # every verdict of the partition in the results viewer, when its address is configured (viewer/links.py)
+    viewer = viewer_day_url(judged.evaluator.name, judged.day)
+    if viewer:
+        metadata["viewer"] = dg.MetadataValue.url(viewer)
     if in_run:
         metadata["traces_without_a_row"] = judged.traces_without_a_row
         metadata["checks"] = dg.MetadataValue.json(

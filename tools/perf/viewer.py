@@ -1,0 +1,209 @@
+"""Page times of `eval-platform view` on a large synthetic warehouse: p50 and p95 per page over HTTP.
+
+    python -m tools.perf.viewer [--rows 30000000] [--repeat 20] [--root DIR] [--keep]
+
+Setup (not timed): `tools.perf.synthetic_warehouse.generate` writes a data root of 30 days of traces and
+judge_scores for its ten evaluators, `--rows` verdicts in all (default 30,000,000: 1M verdicts a day over all
+evaluators), unless `--root` already holds one; then the largest evaluator's last day is made `--day-verdicts` rows
+(default 1,000,000: the issue's day of 1M verdicts in one partition), its rows and its day's traces repeated under
+new trace ids. Then `eval-platform view`
+runs in its own process on 127.0.0.1 and every page is requested `--repeat` times with httpx, one request at a
+time, as one user clicks:
+
+- evaluators (last 7 days), first request (cold: every partition's numbers read once) and then (warm: the same
+  files, unchanged, are not read again);
+- an evaluator's day: as opened, lowest first, filtered by reasoning text, by trace metadata (`item_id=...`, a join
+  with the day's traces), on page 200 (OFFSET 9,950);
+- a trace (every evaluator's verdicts of its day, its spans) ;
+- compare two evaluators on the same traces, the changed verdicts largest first;
+- agreement, experiments and alerts (the tables as the synthetic root has them; empty ones still read).
+
+Printed: a table of p50 / p95 / max in milliseconds per page, and the largest day's rows. Timings on a shared
+machine are noisy: the figure in docs/performance.md says which machine and what else ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import duckdb
+import httpx
+
+from tools.perf.synthetic_warehouse import DAYS, FIRST_DAY, generate
+
+REPO = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 120.0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _one(sql: str) -> tuple | None:
+    with duckdb.connect() as conn:
+        return conn.execute(sql).fetchone()
+
+
+def _largest_day(root: Path) -> tuple[str, str, int]:
+    """The evaluator and day with the most verdicts (the last day of the largest evaluator)."""
+    day = (FIRST_DAY + timedelta(days=DAYS - 1)).isoformat()
+    best = ("", day, -1)
+    for folder in sorted((root / "warehouse" / "judge_scores").glob("evaluator=*")):
+        path = folder / f"date={day}" / "part.parquet"
+        if path.exists():
+            (rows,) = _one(f"SELECT count(*) FROM read_parquet('{path}')") or (0,)
+            name = folder.name.removeprefix("evaluator=")
+            if rows > best[2]:
+                best = (name, day, rows)
+    return best
+
+
+def _enlarge_day(root: Path, verdicts: int) -> None:
+    """Make the largest evaluator's last day `verdicts` rows: its rows and its day's traces repeated under new
+    trace ids (`<id>~<n>`), written through the storage layer as the asset writes a partition."""
+    import polars as pl
+
+    from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
+    from eval_platform.storage.warehouse import partition_path, write_partition
+
+    evaluator, day, rows = _largest_day(root)
+    if rows >= verdicts:
+        return
+    copies = -(-verdicts // rows)
+    for table, keys, schema, limit in (
+        ("traces", {"date": day}, TRACE_SCHEMA, None),
+        ("judge_scores", {"evaluator": evaluator, "date": day}, JUDGE_SCORE_SCHEMA, verdicts),
+    ):
+        path = partition_path(root, table, keys)
+        with duckdb.connect() as conn:
+            frame = conn.execute(
+                f"""SELECT * REPLACE (CASE WHEN c = 0 THEN trace_id ELSE trace_id || '~' || c END AS trace_id)
+                    FROM read_parquet('{path}'), range({copies}) AS r(c) ORDER BY c, trace_id
+                    {f"LIMIT {limit}" if limit else ""}"""
+            ).to_arrow_table()
+        rows_frame = pl.DataFrame(pl.from_arrow(frame))
+        write_partition(root, table, keys, conform(rows_frame.drop("c"), schema))
+        del frame
+    print(f"{evaluator} {day}: {verdicts:,} verdicts ({copies} copies of the day)", flush=True)
+
+
+def _pages(root: Path) -> tuple[list[tuple[str, str]], int]:
+    evaluator, day, rows = _largest_day(root)
+    scores = root / "warehouse" / "judge_scores" / f"evaluator={evaluator}" / f"date={day}" / "part.parquet"
+    (trace_id,) = _one(
+        f"SELECT trace_id FROM read_parquet('{scores}') ORDER BY trace_id LIMIT 1 OFFSET {rows // 2}"
+    ) or ("",)
+    other = next(
+        p.name.removeprefix("evaluator=")
+        for p in sorted((root / "warehouse" / "judge_scores").glob("evaluator=*"))
+        if p.name != f"evaluator={evaluator}" and (p / f"date={day}" / "part.parquet").exists()
+    )
+    traces = root / "warehouse" / "traces" / f"date={day}" / "part.parquet"
+    (item,) = _one(
+        f"SELECT json_extract_string(metadata, '$.item_id') FROM read_parquet('{traces}') WHERE trace_id = '{trace_id}'"
+    ) or (None,)
+    base = f"/evaluators/{evaluator}/{day}"
+    pages = [
+        ("evaluators (warm)", "/evaluators?days=7"),
+        ("day as opened", base),
+        ("day lowest first", f"{base}?sort=score&dir=asc"),
+        ("day reasoning text", f"{base}?q=contradicts"),
+        ("day status + reason", f"{base}?status=FAILED&reason=timeout"),
+        ("day page 200", f"{base}?sort=score&page=200"),
+        ("trace", f"/traces/{day}/{quote(trace_id, safe='')}"),
+        ("compare", f"/compare?day={day}&a={evaluator}&b={other}"),
+        ("agreement", "/agreement"),
+        ("experiments", "/experiments"),
+        ("alerts", "/alerts"),
+    ]
+    if item:
+        pages.insert(5, ("day metadata", f"{base}?meta={quote(f'item_id={item}')}"))
+    return pages, rows
+
+
+def _time(client: httpx.Client, url: str) -> float:
+    started = time.perf_counter()
+    reply = client.get(url)
+    elapsed = time.perf_counter() - started
+    if reply.status_code != 200:
+        raise SystemExit(f"{url}: HTTP {reply.status_code}\n{reply.text[:2000]}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=30_000_000, help="verdicts in all, over 30 days")
+    parser.add_argument(
+        "--day-verdicts", type=int, default=1_000_000, help="the largest evaluator's last day is made this large"
+    )
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--root", type=Path, help="a data root already generated (else a temporary one)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary data root")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    temporary = args.root is None
+    root = args.root or Path(tempfile.mkdtemp(prefix="viewer-perf-")) / "data"
+    if not (root / "warehouse" / "judge_scores").is_dir():
+        started = time.perf_counter()
+        written = generate(root, args.rows, annotations=2000, seed=args.seed)
+        print(f"generated {written} under {root} in {time.perf_counter() - started:.0f} s", flush=True)
+    _enlarge_day(root, args.day_verdicts)
+    pages, rows = _pages(root)
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "eval_platform.cli", "--data-dir", str(root), "view", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    results: dict[str, list[float]] = {}
+    try:
+        with httpx.Client(base_url=url, timeout=300) as client:
+            deadline = time.monotonic() + STARTUP_TIMEOUT_S
+            while True:
+                try:
+                    client.get("/static/viewer.css")
+                    break
+                except httpx.HTTPError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit(
+                            f"the viewer did not start: {server.stderr.read() if server.stderr else ''}"
+                        ) from None
+                    time.sleep(0.3)
+            results["evaluators (cold)"] = [_time(client, "/evaluators?days=7")]
+            for _ in range(args.repeat):
+                for name, path in pages:
+                    results.setdefault(name, []).append(_time(client, path))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if temporary and not args.keep:
+            shutil.rmtree(root.parent, ignore_errors=True)
+    print(f"\nlargest evaluator day: {rows:,} verdicts; {args.repeat} requests per page, one at a time\n")
+    print("| page | p50 ms | p95 ms | max ms |\n| --- | ---: | ---: | ---: |")
+    for name, times in results.items():
+        ordered = sorted(times)
+        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+        print(f"| {name} | {1000 * statistics.median(ordered):.0f} | {1000 * p95:.0f} | {1000 * ordered[-1]:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
