@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 
 from eval_platform.judging.loading import load_evaluators
-from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED
+from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED, spans_view_sql
 from eval_platform.storage.location import LocalStore, store_for
 from eval_platform.storage.warehouse import (
     connect,
@@ -182,7 +182,7 @@ class Warehouse:
         return str(partition_path(self.root, "judge_scores", {"evaluator": evaluator, "date": day}))
 
     def day_location(self, table: str, day: str) -> str | None:
-        """The file of a table partitioned by day alone (traces, spans), or None when that day has none."""
+        """The file of a table partitioned by day alone (traces), or None when that day has none."""
         if not _is_day(day) or day not in partition_values(self.root, table, {}, "date"):
             return None
         return str(partition_path(self.root, table, {"date": day}))
@@ -347,9 +347,11 @@ class Warehouse:
 
     def spans(self, day: str, trace_id: str) -> list[dict[str, Any]]:
         """The trace's spans, parents before children, each with its depth in the tree."""
-        location = self.day_location("spans", day)
+        location = self.day_location("traces", day)  # spans are stored once, in their trace's row
         if location is None:
             return []
+        # the trace's row first (pushed into the Parquet scan), then its spans unnested
+        spans = spans_view_sql(f"(SELECT * FROM read_parquet({_literal(location)}) WHERE trace_id = ?) AS t")
         with self.sql() as conn:
             rows = _records(
                 conn.execute(
@@ -357,7 +359,7 @@ class Warehouse:
                     SELECT span_id, parent_span_id, name, operation, status, error_type, error_message, model,
                            prompt_tokens, completion_tokens, start_time, end_time, latency_ms, tool_name,
                            tool_arguments, tool_result
-                    FROM read_parquet({_literal(location)}) WHERE trace_id = ? ORDER BY start_time, span_id
+                    FROM ({spans}) ORDER BY start_time, span_id
                     """,
                     [trace_id],
                 )
