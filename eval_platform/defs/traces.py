@@ -97,8 +97,8 @@ def ingest_day(root, day: str, log) -> IngestedDay:
             with partition_writer(root, table, keys, schema) as out:
                 for frame in frames:
                     if table == "quarantine":
-                        waiting = frame.filter(frame["reason"] == AWAITING_ROOT).select("file", "line", "detail")
-                        for row in waiting.rows():
+                        awaiting = frame.filter(frame["reason"] == AWAITING_ROOT).select("file", "line", "detail")
+                        for row in awaiting.rows():
                             handed.update(("\t".join(map(str, row)) + "\n").encode())
                             handing = True
                         frame = settled(frame, taken)

@@ -24,6 +24,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +34,7 @@ from eval_platform import jsontext
 from eval_platform.llm.client import JudgeRequest
 from eval_platform.llm.request_json import SORTED_JSON, escape, scalar
 from eval_platform.llm.statedb import PostgresState
-from eval_platform.storage.sqlite import connect_wal
+from eval_platform.storage.sqlite import checkpoint_wal, connect_wal
 
 _SORTED_JSON = SORTED_JSON  # the JSON the key is the hash of (`request_json`: the POST body's messages too)
 # SHA-256 after the part of a key that is the same in every request of an evaluator's day (endpoint, max_tokens and
@@ -184,6 +185,7 @@ class JudgeCache:
         self._migrated = False  # the older layout's entries are in the SQLite file
         self._legacy_files = False  # ... or could not be moved there: a miss still looks for the file
         self._flushing = 0  # flush() calls waiting for the writer
+        self._checkpoint: weakref.finalize | None = None  # the log's checkpoint, once the file is opened
 
     @property
     def path(self) -> Path | None:
@@ -196,6 +198,11 @@ class JudgeCache:
     def _connect(self) -> sqlite3.Connection:
         assert self.directory is not None and self.path is not None
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self._checkpoint is None:
+            # When the cache goes (at the latest when the process exits), its log is copied into the file and
+            # truncated: connections left open by threads at exit never close, and the log stayed as large as a
+            # day of writes had made it.
+            self._checkpoint = weakref.finalize(self, checkpoint_wal, self.path)
         connection = connect_wal(self.path)  # waits for other processes opening the cache (a fresh one included)
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute(_SCHEMA)
