@@ -237,15 +237,17 @@ traces_job = dg.define_asset_job("ingest_traces", selection=[traces])
 SCHEDULE_PRIORITY = "1"
 
 
-# Off until someone turns it on: with a provider key exported, a daemon started only to look at the UI would
-# otherwise judge (and pay for) yesterday for every enabled evaluator each night (README, "Open the UI").
+# Off until someone turns it on: the new-files sensor (on) already ingested yesterday as its files arrived, so a
+# nightly re-ingest would change nothing and cost runs (docs/ui.md, Automation). Turn it on where files reach the
+# folders without that sensor running.
 @dg.schedule(
     job=traces_job,
     cron_schedule="0 1 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.STOPPED,
     description="01:00 UTC: ingest yesterday's exports; the automation sensor (on by default) then scores yesterday "
-    "for every enabled evaluator and refreshes the rollups. Ships stopped: turn it on here, or with "
+    "for every enabled evaluator and refreshes the rollups. Ships stopped, since new_trace_files_sensor (on by "
+    "default) ingests files as they arrive: turn it on here, or with "
     "`dagster schedule start daily_ingest_schedule -w workspace.yaml`; the daemon runs it.",
 )
 def daily_ingest_schedule(context: dg.ScheduleEvaluationContext):

@@ -19,7 +19,8 @@ code, a detail sentence naming the file, line and field, and the raw text (first
 Reason codes:
 - file level: `unsupported_file_type`, `unreadable_file`, `invalid_encoding`, `invalid_json` (a `.json` file
   that does not parse), `not_an_object` (a `.json` file holding a scalar);
-- row level: `invalid_json`, `invalid_encoding`, `not_an_object`, `malformed_csv_row`,
+- row level: `invalid_json`, `invalid_encoding`, `not_an_object`, `malformed_csv_row`, `truncated_row` (the last
+  row of a final file cut in the middle; in a file still being written it is held back instead, not quarantined),
   `missing_field:trace_id`, `missing_field:timestamp`, `invalid_timestamp`, `invalid_type:<field>`,
   `negative_value:<field>`, `duplicate_trace_id` (the first occurrence in file/line order wins);
 - OTLP (one row per span or log record): `invalid_otlp:<what>`, `no_genai_span`, `awaiting_root`, `late_span`,

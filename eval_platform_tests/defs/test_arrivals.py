@@ -224,3 +224,42 @@ def test_a_late_file_into_a_day_reingests_the_next_day_only_when_it_holds_spans_
     )
     assert tick() == []  # the next day took them: nothing more
     assert len(instance.fetch_materializations(dg.AssetKey("traces"), limit=100).records) == ingests_after + 2
+
+
+def test_the_new_files_sensor_and_the_automation_ship_on_and_the_documented_command_turns_the_sensor_off(
+    data_root, monkeypatch
+):
+    """Out of the box nothing was scored: the sensor shipped stopped. Now a root made by `eval-platform init` has
+    it on (and the automation), the nightly schedule off, and the command the docs give turns the sensor off."""
+    import re
+    import subprocess
+    import sys
+
+    from eval_platform.doctor import _automation_states
+    from eval_platform.init_root import init_root
+    from eval_platform_tests.conftest import docs_text
+
+    init_root(data_root, ["helpfulness"], "openai/gpt-4o-mini", "OPENAI_API_KEY")
+    monkeypatch.setenv("DAGSTER_HOME", str(data_root / "dagster_home"))
+    states = {name: on for _, name, on in _automation_states(data_root)}
+    assert (states["new_trace_files_sensor"], states["judge_scores_automation"]) == ("on", "on")
+    assert states["daily_ingest_schedule"] == "off"
+    stop = re.search(r"`DAGSTER_HOME=\$PWD/data/dagster_home \.venv/bin/(dagster sensor stop [^`]+)`", docs_text())
+    assert stop is not None and "new_trace_files_sensor" in stop.group(1)
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "DAGSTER_HOME": str(data_root / "dagster_home"),
+        "EVAL_PLATFORM_DATA_DIR": str(data_root),
+    }
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), *stop.group(1).split()[1:]],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    states = {name: on for _, name, on in _automation_states(data_root)}
+    assert (states["new_trace_files_sensor"], states["judge_scores_automation"]) == ("off", "on")
