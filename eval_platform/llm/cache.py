@@ -18,13 +18,13 @@ finds what any host paid for); the same writer thread commits them there, in bat
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -152,6 +152,28 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, entry TEXT 
 _POSTGRES_TABLE = "eval_platform_judge_cache"
 
 
+# The cache files this process opened: when it exits, each one's log is copied into the file and truncated.
+# Connections that threads leave open at exit are never closed (SQLite's own checkpoint on the last close never
+# runs), and the log stayed as large as a day of writes had made it (issue 34). At exit, not when a cache object is
+# collected: a checkpoint waits for other connections' readers (up to 5 s), which a judging thread must not.
+_OPENED: set[Path] = set()
+_OPENED_LOCK = threading.Lock()
+
+
+def _checkpoint_at_exit(path: Path) -> None:
+    with _OPENED_LOCK:
+        if not _OPENED:
+            atexit.register(_checkpoint_opened)
+        _OPENED.add(path)
+
+
+def _checkpoint_opened() -> None:
+    with _OPENED_LOCK:
+        paths = sorted(_OPENED)
+    for path in paths:
+        checkpoint_wal(path)
+
+
 class _Readers(threading.local):
     """Per thread: its connection to the SQLite file, and its read snapshot within `JudgeCache.reading`."""
 
@@ -185,7 +207,6 @@ class JudgeCache:
         self._migrated = False  # the older layout's entries are in the SQLite file
         self._legacy_files = False  # ... or could not be moved there: a miss still looks for the file
         self._flushing = 0  # flush() calls waiting for the writer
-        self._checkpoint: weakref.finalize | None = None  # the log's checkpoint, once the file is opened
 
     @property
     def path(self) -> Path | None:
@@ -198,11 +219,7 @@ class JudgeCache:
     def _connect(self) -> sqlite3.Connection:
         assert self.directory is not None and self.path is not None
         self.directory.mkdir(parents=True, exist_ok=True)
-        if self._checkpoint is None:
-            # When the cache goes (at the latest when the process exits), its log is copied into the file and
-            # truncated: connections left open by threads at exit never close, and the log stayed as large as a
-            # day of writes had made it.
-            self._checkpoint = weakref.finalize(self, checkpoint_wal, self.path)
+        _checkpoint_at_exit(self.path)
         connection = connect_wal(self.path)  # waits for other processes opening the cache (a fresh one included)
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute(_SCHEMA)
