@@ -1,8 +1,9 @@
 """`eval-platform init [DIR]`: a new data root for your own app.
 
 It writes the folders the platform reads, the Dagster instance settings (`dagster_home/dagster.yaml`: the run
-queue, the judge pool, run monitoring, telemetry off), the evaluators you pick from the built-in templates (on your
-model and key variable) and one example trace line. It never overwrites a file that is already there.
+queue, the judge pool, run monitoring, tick history pruned, telemetry off), the evaluators you pick from the
+built-in templates (on your model and key variable) and one example trace line. It never overwrites a file that
+is already there.
 """
 
 from __future__ import annotations
@@ -124,6 +125,6 @@ Next:
   put your traces in {root / "traces" / day}/ (one folder per UTC day; {EXAMPLE_TRACE_FILE} shows a line)
   {key}eval-platform check                     # is everything in place, what would it cost
   eval-platform dry-run --start {day} --end {day}
-  eval-platform ui                                # then turn on the schedule and sensors in Automation"""
+  eval-platform ui                                # its daemon judges files as they arrive (the sensors are on)"""
     )
     return 0

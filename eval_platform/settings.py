@@ -24,6 +24,11 @@ EVALUATORS_FOLDER = "evaluators"
 # minutes or more), holding the waiting run's step and pool slot. After it, those calls are SKIPPED budget_exhausted.
 BUDGET_WAIT_ENV = "EVAL_PLATFORM_BUDGET_WAIT_S"
 DEFAULT_BUDGET_WAIT_S = 120.0
+# How long an export file's size and modification time must have stayed the same before the new-files sensor
+# requests its day and before the ingest reads its last unterminated row as whole (docs/traces.md, "Files still
+# being written"). Read on every tick and every ingest, so a change needs no reload.
+FILE_SETTLE_ENV = "EVAL_PLATFORM_FILE_SETTLE_S"
+DEFAULT_FILE_SETTLE_S = 30.0
 
 
 class DataRootError(FileNotFoundError):
@@ -79,6 +84,20 @@ def budget_wait_s() -> float:
         seconds = -1.0
     if not seconds >= 0 or seconds == float("inf"):
         raise ValueError(f"{BUDGET_WAIT_ENV}={value!r} is not a number of seconds (0 or more)")
+    return seconds
+
+
+def file_settle_s() -> float:
+    """`EVAL_PLATFORM_FILE_SETTLE_S` in seconds (default 30; 0: a file is final as soon as it is seen)."""
+    value = os.environ.get(FILE_SETTLE_ENV, "").strip()
+    if not value:
+        return DEFAULT_FILE_SETTLE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"{FILE_SETTLE_ENV}={value!r} is not a number of seconds (0 or more)")
     return seconds
 
 

@@ -11,6 +11,9 @@ import pytest
 import yaml
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# A file a test just wrote is final at once (the sensor requests it, the ingest reads its unterminated last row):
+# the tests of files still being written (defs/test_arrivals.py) set EVAL_PLATFORM_FILE_SETTLE_S themselves.
+os.environ.setdefault("EVAL_PLATFORM_FILE_SETTLE_S", "0")
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -339,3 +339,5 @@ def test_days_outside_the_partitions_are_refused_naming_the_setting_that_bounds_
             main(["--start", start, "--end", end])
         assert exit_.value.code == 2 and says in capsys.readouterr().err
     assert main(["--start", DAYS[0], "--end", DAYS[0]]) == 0  # a range of partitions is priced
+    today = datetime.now(UTC).date().isoformat()
+    assert main(["--start", today, "--end", today]) == 0  # today is a partition too (its files arrive through it)

@@ -10,7 +10,9 @@ from eval_platform.settings import START_DATE_ENV, start_date
 # The first day the platform can score (EVAL_PLATFORM_START_DATE). The bundled sample data starts on 2026-11-09.
 START_DATE = start_date()
 
-trace_days = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC")
+# Today is a partition too (`end_offset=1`): files written into today's folder are ingested and judged as they arrive,
+# and a later run of the same day (more files) replaces it whole, as for any day. Tomorrow is not one yet.
+trace_days = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC", end_offset=1)
 
 
 def not_a_trace_day(day: str, now: datetime | None = None) -> str | None:
@@ -28,7 +30,10 @@ def not_a_trace_day(day: str, now: datetime | None = None) -> str | None:
     if last is None:
         return f"{day} is not a day partition: there is none yet ({START_DATE_ENV} is {START_DATE}, not yet reached)"
     if day > last:
-        return f"{day} is not a day partition yet (the last is {last}: days are added as the UTC clock reaches them)"
+        return (
+            f"{day} is not a day partition yet (the last is {last}, today in UTC: a day becomes one when the UTC "
+            "clock reaches it)"
+        )
     return None
 
 

@@ -1,7 +1,6 @@
 """Trace ingest: the daily `traces` asset, the `quarantine` rollup, the new-files sensor and the daily schedule."""
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -19,18 +18,20 @@ from eval_platform.defs.range_runs import (
     run_partitions,
 )
 from eval_platform.defs.resources import WarehouseResource
+from eval_platform.ingest.arrivals import ArrivalCursor, scan_day_folders
+from eval_platform.ingest.otel.assembly import AWAITING_ROOT
 from eval_platform.ingest.traces import (
     NOT_A_DAY_PARTITION,
     SOURCE,
     StrayEntry,
     is_day_name,
-    list_trace_files,
     settled,
     stray_entries,
     stray_quarantine,
     stream_trace_day,
 )
 from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, TRACE_SCHEMA
+from eval_platform.settings import file_settle_s
 from eval_platform.storage.warehouse import (
     has_files,
     partition_writer,
@@ -56,6 +57,9 @@ class IngestedDay:
     quarantined: int
     reasons: dict[str, int]
     files: list[str]
+    # the digest of the day's spans still waiting for a root, which the next day's ingest takes when their root is
+    # there ("" when none): the new-files sensor re-ingests the next day only when it changed
+    next_day_spans: str = ""
 
     @property
     def empty(self) -> bool:
@@ -69,6 +73,7 @@ class IngestedDay:
             "quarantine_reasons": dg.MetadataValue.json(self.reasons),
             "files": dg.MetadataValue.json(self.files),
             "empty_day": self.empty,
+            "next_day_spans": self.next_day_spans,
             "dagster/row_count": self.traces,
         }
 
@@ -80,6 +85,8 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     Each partition is replaced whole only once all its rows are written (a failure or a kill leaves the previous)."""
     previous, following = (str(date.fromisoformat(day) + timedelta(days=step)) for step in (-1, 1))
     taken = _trace_ids(root, following)  # the next day's traces took their spans still waiting for a root here
+    handed = hashlib.sha256()
+    handing = False
     with stream_trace_day(root, day) as rows:
         written, spans = {}, 0
         for table, frames, keys, schema in (
@@ -90,6 +97,10 @@ def ingest_day(root, day: str, log) -> IngestedDay:
             with partition_writer(root, table, keys, schema) as out:
                 for frame in frames:
                     if table == "quarantine":
+                        awaiting = frame.filter(frame["reason"] == AWAITING_ROOT).select("file", "line", "detail")
+                        for row in awaiting.rows():
+                            handed.update(("\t".join(map(str, row)) + "\n").encode())
+                            handing = True
                         frame = settled(frame, taken)
                     else:
                         spans += int(frame["span_count"].sum() or 0)
@@ -99,6 +110,7 @@ def ingest_day(root, day: str, log) -> IngestedDay:
                             reasons[reason] = reasons.get(reason, 0) + n
             written[table] = out.rows
         files = list(rows.files)
+        waiting = list(rows.waiting)
     resolved = settle_previous_day(root, previous, _trace_ids(root, day))
     if resolved:
         log.info(f"{resolved} awaiting_root rows of {previous} left the quarantine: {day}'s traces took them")
@@ -107,12 +119,24 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     reasons = dict(sorted(reasons.items()))
     if written["quarantine"]:
         log.warning(f"{written['quarantine']} rows of {day} quarantined: {reasons}")
+    for file in waiting:
+        log.info(
+            f"{file} is still being written: its cut end is not read yet (the day is ingested again once it settles)"
+        )
     for stray in strays:
         log.warning(f"{stray.detail} (in quarantine: {NOT_A_DAY_FOLDER})")
     if written["traces"] == 0:
         misnamed = "".join(f"; not read: {s.file}, which reads as this day" for s in strays if s.day == day)
         log.warning(f"traces/{day}/ has {len(files)} file(s) and no valid trace: an empty day{misnamed}")
-    return IngestedDay(day, written["traces"], spans, written["quarantine"], reasons, files)
+    return IngestedDay(
+        day,
+        written["traces"],
+        spans,
+        written["quarantine"],
+        reasons,
+        files,
+        handed.hexdigest()[:20] if handing else "",
+    )
 
 
 def _trace_ids(root, day: str):
@@ -216,15 +240,17 @@ traces_job = dg.define_asset_job("ingest_traces", selection=[traces])
 SCHEDULE_PRIORITY = "1"
 
 
-# Off until someone turns it on: with a provider key exported, a daemon started only to look at the UI would
-# otherwise judge (and pay for) yesterday for every enabled evaluator each night (README, "Open the UI").
+# Off until someone turns it on: the new-files sensor (on) already ingested yesterday as its files arrived, so a
+# nightly re-ingest would change nothing and cost runs (docs/ui.md, Automation). Turn it on where files reach the
+# folders without that sensor running.
 @dg.schedule(
     job=traces_job,
     cron_schedule="0 1 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.STOPPED,
     description="01:00 UTC: ingest yesterday's exports; the automation sensor (on by default) then scores yesterday "
-    "for every enabled evaluator and refreshes the rollups. Ships stopped: turn it on here, or with "
+    "for every enabled evaluator and refreshes the rollups. Ships stopped, since new_trace_files_sensor (on by "
+    "default) ingests files as they arrive: turn it on here, or with "
     "`dagster schedule start daily_ingest_schedule -w workspace.yaml`; the daemon runs it.",
 )
 def daily_ingest_schedule(context: dg.ScheduleEvaluationContext):
@@ -237,57 +263,106 @@ def daily_ingest_schedule(context: dg.ScheduleEvaluationContext):
     )
 
 
-def _previous_day(day: str) -> str:
-    try:
-        return (datetime.strptime(day, "%Y-%m-%d") - timedelta(days=1)).strftime("%Y-%m-%d")
-    except ValueError:
-        return day
-
-
 def _next_day(day: str) -> str:
-    try:
-        return (datetime.strptime(day, "%Y-%m-%d") + timedelta(days=1)).strftime("%Y-%m-%d")
-    except ValueError:
-        return day
-
-
-def _file_states(root) -> dict[str, str]:
-    """Every file ingest would read, per day folder (the same function decides it), with mtime and size."""
-    states = {}
-    base = root / "traces"
-    if base.is_dir():
-        for day in sorted(p.name for p in base.iterdir() if p.is_dir()):
-            for path in list_trace_files(root, day):
-                stat = path.stat()
-                states[path.relative_to(root).as_posix()] = f"{stat.st_mtime_ns}:{stat.st_size}"
-    return states
+    return (datetime.strptime(day, "%Y-%m-%d") + timedelta(days=1)).strftime("%Y-%m-%d")
 
 
 @dg.sensor(
     job=traces_job,
     minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.STOPPED,
-    description="Re-ingests a day when a file under traces/<day>/ (subfolders too) is added or changed, and the "
-    "next day when its folder exists (its ingest reads this day for the spans of traces over midnight).",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Ingests a day (today's included) when a file under traces/<day>/ (subfolders too) is added, changed "
+    "or removed, once its size and time have stayed the same for EVAL_PLATFORM_FILE_SETTLE_S seconds (default 30; "
+    "`.tmp`, `.partial` and `.part` files are not read until renamed). The next day is ingested again only when "
+    "the spans this day leaves waiting for a root changed. On by default: turn it off here, or with "
+    "`dagster sensor stop new_trace_files_sensor -w workspace.yaml`.",
 )
 def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
-    """Notices new or changed export files under `traces/<day>/` and re-ingests those days."""
-    states = _file_states(warehouse.root)
-    previous = json.loads(context.cursor) if context.cursor else {}
-    changed = {path.split("/")[1] for path, state in states.items() if previous.get(path) != state}
-    # the ingest of a day also reads the day before (spans of its traces that started before midnight)
-    changed_days = sorted(
-        changed | {_next_day(day) for day in changed if (warehouse.root / "traces" / _next_day(day)).is_dir()}
-    )
+    """Notices new or changed export files under `traces/<day>/` and ingests those days (the automation sensor
+    then judges them); on its first tick, folders before yesterday are taken as they are (see docs/traces.md)."""
     now = datetime.now(UTC)
-    requests = []
-    for day in changed_days:
-        why = not_a_trace_day(day, now)
-        if why is not None:
-            named = "" if is_day_name(day) else f"; the next ingest names it in quarantine ({NOT_A_DAY_FOLDER})"
-            context.log.warning(f"traces/{day}/ is not ingested: {why}{named}")
+    settle = file_settle_s()
+    cursor = ArrivalCursor.load(context.cursor)
+    folders = scan_day_folders(warehouse.root, now.timestamp(), settle)
+    today, yesterday = now.date().isoformat(), (now - timedelta(days=1)).date().isoformat()
+    requests: dict[str, dg.RunRequest] = {}
+    waiting: list[str] = []
+    kept_as_they_are: list[str] = []
+    for name, folder in folders.items():
+        waiting += folder.waiting
+        if folder.digest is None or folder.digest == cursor.days.get(name):
             continue
-        files = {p: s for p, s in states.items() if p.split("/")[1] in (day, _previous_day(day))}
-        run_key = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-        requests.append(dg.RunRequest(run_key=f"{day}-{run_key}", partition_key=day))
-    return dg.SensorResult(run_requests=requests, cursor=json.dumps(states))
+        why = not_a_trace_day(name, now)
+        if why is not None and is_day_name(name) and name > today:  # a partition once the UTC clock reaches it
+            if cursor.early.get(name) != folder.digest:
+                context.log.warning(f"traces/{name}/ is not ingested yet: {why}; it will be then")
+            cursor.early[name] = folder.digest
+            continue
+        cursor.early.pop(name, None)
+        cursor.days[name] = folder.digest
+        if why is not None:
+            named = "" if is_day_name(name) else f"; the next ingest names it in quarantine ({NOT_A_DAY_FOLDER})"
+            context.log.warning(f"traces/{name}/ is not ingested: {why}{named}")
+        elif cursor.fresh and name < yesterday:
+            kept_as_they_are.append(name)
+        else:
+            requests[name] = dg.RunRequest(run_key=f"{name}-{folder.digest}", partition_key=name)
+    for gone in set(cursor.days) - set(folders):
+        del cursor.days[gone]
+    if waiting:
+        shown = ", ".join(waiting[:5]) + (f" and {len(waiting) - 5} more" if len(waiting) > 5 else "")
+        context.log.info(f"{len(waiting)} file(s) changed in the last {settle:g} s, read once settled: {shown}")
+    if kept_as_they_are:
+        context.log.info(
+            f"first tick: {len(kept_as_they_are)} day folder(s) before {yesterday} taken as they are, not ingested "
+            f"({kept_as_they_are[0]} .. {kept_as_they_are[-1]}); judge them with a backfill or `eval-platform judge "
+            "--day`; a file added or changed in them from now on is ingested as usual"
+        )
+    for day, request in _next_days_to_ingest(context.instance, cursor, now).items():
+        requests.setdefault(day, request)
+    cursor.fresh = False
+    return dg.SensorResult(run_requests=list(requests.values()), cursor=cursor.dump())
+
+
+def _next_days_to_ingest(
+    instance: dg.DagsterInstance, cursor: ArrivalCursor, now: datetime
+) -> dict[str, dg.RunRequest]:
+    """The days to ingest again because the day before handed them other spans: for each `traces` materialization
+    since the cursor's, whose `next_day_spans` differ from the day's previous ones, the next day, when it was
+    ingested before that materialization (one ingested later read the day as it is now; one never ingested is
+    requested for its own files)."""
+    key = dg.AssetKey("traces")
+    if cursor.seen is None:  # the first tick: what was ingested before is the starting point
+        latest = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
+        cursor.seen = latest[0].storage_id if latest else 0
+        return {}
+    requests: dict[str, dg.RunRequest] = {}
+    while True:
+        found = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, after_storage_id=cursor.seen), limit=500, ascending=True
+        )
+        for record in found.records:
+            cursor.seen = record.storage_id
+            day = record.partition_key
+            materialization = record.asset_materialization
+            if day is None or materialization is None:
+                continue
+            value = materialization.metadata.get("next_day_spans")
+            handed = str(value.value) if value is not None else ""
+            before = cursor.handed.pop(day, "")
+            if handed:
+                cursor.handed[day] = handed
+            following = _next_day(day)
+            if handed == before or not_a_trace_day(following, now) is not None:
+                continue
+            last = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=[following]), limit=1
+            ).records
+            if last and last[0].storage_id < record.storage_id:
+                requests[following] = dg.RunRequest(
+                    run_key=f"{following}-after-{day}-{record.storage_id}",
+                    partition_key=following,
+                    tags={"eval_platform/spans_from": day},
+                )
+        if not found.has_more:
+            return requests

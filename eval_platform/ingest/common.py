@@ -42,6 +42,9 @@ class Candidate:
     # an OTLP/JSON request read from this line / element / file: its spans are assembled into traces with the
     # day's other spans (ingest/otel), not normalized as one record
     otel: dict[str, Any] | None = None
+    # the file's last row, ended by the end of the file rather than a newline: whole only if the file is final
+    # (a file still being written holds it back, see `ingest/traces.py`)
+    unterminated: bool = False
 
 
 def truncate(text: str | None, limit: int = RAW_LIMIT) -> str | None:

@@ -37,6 +37,9 @@ KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", 
 GZIP_KINDS = {"jsonl", "json", "csv"}
 _WRAPPER_KEYS = ("data", "traces")
 _ID_KEYS = ("trace_id", "traceId", "id")
+# The reason of a last row cut in the middle (a JSON line that is not whole, a CSV row short of fields or inside a
+# quote) with no newline after it, in a file that is final.
+TRUNCATED_ROW = "truncated_row"
 
 
 def file_kind(path: Path) -> str | None:
@@ -104,6 +107,7 @@ def read_jsonl(data: bytes) -> list[Candidate]:
 def iter_jsonl(lines: Iterable[bytes]) -> Iterator[Candidate]:
     """The candidates of JSON lines, one line at a time (`lines`: byte lines, with or without their `\\n`)."""
     for number, raw_bytes in enumerate(lines, start=1):
+        unterminated = not raw_bytes.endswith(b"\n")  # only the last line can end without one
         raw_bytes = raw_bytes.removesuffix(b"\n").removesuffix(b"\r")
         if number == 1:
             raw_bytes = raw_bytes.removeprefix(b"\xef\xbb\xbf")
@@ -122,10 +126,21 @@ def iter_jsonl(lines: Iterable[bytes]) -> Iterator[Candidate]:
         try:
             value = json.loads(text)
         except ValueError as exc:
+            if unterminated:
+                yield Candidate(line=number, raw=text, error=_cut_row("line"), unterminated=True)
+                continue
             message = f"the line is not valid JSON: {getattr(exc, 'msg', exc)} (column {getattr(exc, 'colno', '?')})"
             yield Candidate(line=number, raw=text, error=RowError("invalid_json", message))
             continue
         yield from _object_candidate(value, number, text, "line")
+
+
+def _cut_row(unit: str) -> RowError:
+    return RowError(
+        TRUNCATED_ROW,
+        f"the file ends inside this {unit} (no newline after it, and it is not whole): a {unit} cut in the middle, "
+        "as a writer that stopped or is still writing leaves it",
+    )
 
 
 def read_json(data: bytes) -> list[Candidate]:
@@ -227,6 +242,8 @@ def read_csv(data: bytes) -> list[Candidate]:
             row, error = None, exc
         raw = "".join(lines[consumed : reader.line_num]).rstrip("\r\n")
         consumed = reader.line_num
+        # the last record, not ended by a newline or left inside a quote by the end of the file
+        unterminated = consumed == len(lines) and (row is None or not lines[-1].endswith(("\n", "\r")))
         if row == [] or (row is not None and not raw.strip()):
             continue  # a blank line is not a row
         record_number += 1
@@ -242,6 +259,8 @@ def read_csv(data: bytes) -> list[Candidate]:
             candidates.append(
                 Candidate(line=record_number, raw=_shown(raw), error=RowError("invalid_encoding", message))
             )
+        elif unterminated and (row is None or len(row) < len(header)):
+            candidates.append(Candidate(line=record_number, raw=raw, error=_cut_row("row"), unterminated=True))
         elif row is None:
             candidates.append(
                 Candidate(
@@ -254,7 +273,8 @@ def read_csv(data: bytes) -> list[Candidate]:
             message = f"the row has {len(row)} fields but the header has {len(header)}"
             candidates.append(Candidate(line=record_number, raw=raw, error=RowError("malformed_csv_row", message)))
         else:
-            candidates.append(Candidate(line=record_number, raw=raw, record=dict(zip(header, row, strict=True))))
+            record = dict(zip(header, row, strict=True))
+            candidates.append(Candidate(line=record_number, raw=raw, record=record, unterminated=unterminated))
     return candidates
 
 

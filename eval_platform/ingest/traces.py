@@ -19,7 +19,8 @@ code, a detail sentence naming the file, line and field, and the raw text (first
 Reason codes:
 - file level: `unsupported_file_type`, `unreadable_file`, `invalid_encoding`, `invalid_json` (a `.json` file
   that does not parse), `not_an_object` (a `.json` file holding a scalar);
-- row level: `invalid_json`, `invalid_encoding`, `not_an_object`, `malformed_csv_row`,
+- row level: `invalid_json`, `invalid_encoding`, `not_an_object`, `malformed_csv_row`, `truncated_row` (the last
+  row of a final file cut in the middle; in a file still being written it is held back instead, not quarantined),
   `missing_field:trace_id`, `missing_field:timestamp`, `invalid_timestamp`, `invalid_type:<field>`,
   `negative_value:<field>`, `duplicate_trace_id` (the first occurrence in file/line order wins);
 - OTLP (one row per span or log record): `invalid_otlp:<what>`, `no_genai_span`, `awaiting_root`, `late_span`,
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -71,6 +73,7 @@ from eval_platform.schemas import (
     empty_frame,
     spans_view_sql,
 )
+from eval_platform.settings import file_settle_s
 
 SOURCE = "traces"
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -114,9 +117,27 @@ def list_trace_files(data_root: Path, day: str) -> list[Path]:
     files = [
         path
         for path in folder.rglob("*")
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+        if path.is_file()
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+        and not is_being_written(path)
     ]
     return sorted(files, key=lambda path: path.relative_to(folder).as_posix())
+
+
+# A writer's own convention for a file it has not finished: it writes `<name>.tmp` / `<name>.partial` / `<name>.part`
+# and renames it when done. Such a file is not read (nor quarantined) until it has its final name.
+WRITING_SUFFIXES = (".tmp", ".partial", ".part")
+
+
+def is_being_written(path: Path) -> bool:
+    """Whether the file's name says its writer has not finished it (`WRITING_SUFFIXES`)."""
+    return path.name.lower().endswith(WRITING_SUFFIXES)
+
+
+def file_is_settled(path: Path, now: float, settle_s: float) -> bool:
+    """Whether the file's size and modification time have stayed the same for `settle_s` seconds before `now` (a
+    POSIX time): a write changes the modification time, so its age says how long nothing was written."""
+    return now - path.stat().st_mtime >= settle_s
 
 
 def is_day_name(name: str) -> bool:
@@ -252,6 +273,8 @@ class TraceDayRows:
 
     def __init__(self, spill: DaySpill, files: list[str], counts: dict[str, Any], day: str) -> None:
         self._spill, self.files, self.counts, self.day = spill, files, counts, day
+        # files still being written (changed within EVAL_PLATFORM_FILE_SETTLE_S) whose cut last row was not read
+        self.waiting: list[str] = []
 
     def traces(self) -> Iterator[pl.DataFrame]:
         return self._spill.traces()
@@ -312,6 +335,7 @@ def stream_trace_day(
     at = now or utc_now()
     tally = _Tally()
     files: list[str] = []
+    waiting: list[str] = []  # files still being written whose cut end was not read
     order: dict[str, int] = {}  # each file of the day: its place in reading order
     before, previous, following = (date.fromisoformat(day) + timedelta(days=step) for step in (-2, -1, 1))
     with tempfile.TemporaryDirectory(prefix="eval_platform-ingest-") as folder:
@@ -353,7 +377,7 @@ def stream_trace_day(
                 order[rel] = len(files)
                 files.append(rel)
                 tally.touch(rel)
-                _read_file(data_root, path, rel, order[rel], otel, spill, reject, tally)
+                _read_file(data_root, path, rel, order[rel], otel, spill, reject, tally, waiting)
                 drain()
             for trace in otel.finish():  # a trace at a time, as soon as its last request is read
                 try:
@@ -380,7 +404,9 @@ def stream_trace_day(
             drain()
             for file, n in spill.finish(otel, reject).items():  # the first of a repeated trace_id wins
                 tally.accept(file, n)
-            yield TraceDayRows(spill, files, tally.total, day)
+            rows = TraceDayRows(spill, files, tally.total, day)
+            rows.waiting = waiting
+            yield rows
         finally:
             otel.close()
             spill.close()
@@ -410,18 +436,30 @@ def _read_file(
     spill: DaySpill,
     reject: Any,
     tally: _Tally,
+    waiting: list[str],
 ) -> None:
-    """One file of the day, a row at a time: its records to `spill`, its OTLP requests indexed into `otel`."""
+    """One file of the day, a row at a time: its records to `spill`, its OTLP requests indexed into `otel`. A file
+    changed within `EVAL_PLATFORM_FILE_SETTLE_S` seconds whose end is not whole is named in `waiting`."""
     kind = file_kind(path)
     if kind is None:
         kind_name = "".join(path.suffixes) or path.name
         message = f"files of type '{kind_name}' are not trace exports (expected .jsonl, .json, .csv or .parquet)"
         reject(rel, None, "line", RowError("unsupported_file_type", message), head_text(path))
         return
+    final = file_is_settled(path, time.time(), file_settle_s())
     source = otel.source(rel, path, kind)
     mark = spill.mark()
     rows = with_text = 0
     for candidate in _guarded(iter_candidates(path, kind)):  # a parsed OTLP request is indexed, not kept
+        if not final and isinstance(candidate, Candidate) and _unfinished(candidate, kind):
+            # A file still being written: its cut last row (or, for a whole-file format, the file) is not read
+            # now, neither as a trace nor in quarantine; the sensor requests the day again once the file settles.
+            waiting.append(rel)
+            if candidate.line is None:
+                spill.rollback(mark, rel)
+                tally.forget(rel)
+                return
+            continue
         if isinstance(candidate, Exception):  # a reader bug must not crash the partition: the file is one row
             spill.rollback(mark, rel)
             tally.forget(rel)
@@ -447,6 +485,18 @@ def _read_file(
             "no row of the file has 'input' or 'output' text (nor spans): there is nothing for a judge to read",
         )
         spill.textless(mark, rel, error)
+
+
+def _unfinished(candidate: Candidate, kind: str) -> bool:
+    """Whether a candidate of a file that is not settled may be a row (or a file) cut by its writer: a last row
+    that is not whole, any unterminated last CSV row (its last field may be cut mid-text), or a whole-file format
+    (JSON, Parquet, gzip) that does not read."""
+    if candidate.unterminated:
+        return candidate.error is not None or kind == "csv"
+    return candidate.line is None and candidate.error is not None and candidate.error.reason in _UNREADABLE
+
+
+_UNREADABLE = ("invalid_json", "unreadable_file")
 
 
 def _guarded(candidates: Iterator[Candidate]) -> Iterator[Candidate | Exception]:

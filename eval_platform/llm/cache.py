@@ -18,6 +18,7 @@ finds what any host paid for); the same writer thread commits them there, in bat
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -32,7 +33,7 @@ from typing import Any
 from eval_platform import jsontext
 from eval_platform.llm.client import ModelRequest
 from eval_platform.llm.request_json import SORTED_JSON, escape, scalar
-from eval_platform.llm.sqlite import connect_wal
+from eval_platform.llm.sqlite import checkpoint_wal, connect_wal
 from eval_platform.llm.statedb import PostgresState
 
 _SORTED_JSON = SORTED_JSON  # the JSON the key is the hash of (`request_json`: the POST body's messages too)
@@ -151,6 +152,28 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, entry TEXT 
 _POSTGRES_TABLE = "eval_platform_judge_cache"
 
 
+# The cache files this process opened: when it exits, each one's log is copied into the file and truncated.
+# Connections that threads leave open at exit are never closed (SQLite's own checkpoint on the last close never
+# runs), and the log stayed as large as a day of writes had made it (issue 34). At exit, not when a cache object is
+# collected: a checkpoint waits for other connections' readers (up to 5 s), which a judging thread must not.
+_OPENED: set[Path] = set()
+_OPENED_LOCK = threading.Lock()
+
+
+def _checkpoint_at_exit(path: Path) -> None:
+    with _OPENED_LOCK:
+        if not _OPENED:
+            atexit.register(_checkpoint_opened)
+        _OPENED.add(path)
+
+
+def _checkpoint_opened() -> None:
+    with _OPENED_LOCK:
+        paths = sorted(_OPENED)
+    for path in paths:
+        checkpoint_wal(path)
+
+
 class _Readers(threading.local):
     """Per thread: its connection to the SQLite file, and its read snapshot within `ModelCache.reading`."""
 
@@ -196,6 +219,7 @@ class ModelCache:
     def _connect(self) -> sqlite3.Connection:
         assert self.directory is not None and self.path is not None
         self.directory.mkdir(parents=True, exist_ok=True)
+        _checkpoint_at_exit(self.path)
         connection = connect_wal(self.path)  # waits for other processes opening the cache (a fresh one included)
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute(_SCHEMA)

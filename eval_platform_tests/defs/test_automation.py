@@ -192,6 +192,8 @@ def test_turning_the_sensor_back_on_does_not_rejudge_what_a_backfill_judged_whil
     defs = build_definitions(project)
     with dg.DagsterInstance.get() as instance, running_daemon(postgres_home) as daemon:
         daemon.wait_for(lambda: finished_ticks(instance))  # the sensor has a cursor: it was on, then is turned off
+        # This test ingests the days itself: the new-files sensor (on by default) would ingest the late file too.
+        sensor_cli("stop", "new_trace_files_sensor")
         sensor_cli("stop")
         for day in DAYS:  # while it is off: ingest the days and judge them
             assert materialize(defs, "traces", day, instance).success

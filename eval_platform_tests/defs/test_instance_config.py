@@ -44,3 +44,24 @@ def test_shipped_instance_configs_turn_telemetry_off(tmp_path, monkeypatch, post
         with dg.DagsterInstance.get() as instance:
             assert not instance.is_ephemeral
             assert instance.telemetry_enabled is False, f"postgres={postgres}"
+
+
+def test_shipped_instance_configs_and_init_prune_tick_history(tmp_path, monkeypatch):
+    """Dagster keeps every tick that requested a run forever (a file a minute: a tick a minute, each stored); the
+    shipped files, and so what `eval-platform init` writes, prune them."""
+    import yaml
+    from dagster._core.definitions.run_request import InstigatorType
+    from dagster._core.scheduler.instigation import TickStatus
+
+    from eval_platform.init_root import init_root
+
+    blocks = [yaml.safe_load(shipped_instance_yaml(postgres))["retention"] for postgres in (False, True)]
+    assert blocks[0] == blocks[1]
+    root = tmp_path / "root"
+    init_root(root, ["helpfulness"], "openai/gpt-4o-mini", "OPENAI_API_KEY")
+    monkeypatch.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+    with dg.DagsterInstance.get() as instance:
+        sensors = instance.get_tick_retention_settings(InstigatorType.SENSOR)
+        schedules = instance.get_tick_retention_settings(InstigatorType.SCHEDULE)
+    assert sensors[TickStatus.SUCCESS] == 14 and sensors[TickStatus.SKIPPED] == 1 and sensors[TickStatus.FAILURE] == 30
+    assert all(0 < days <= 90 for status, days in schedules.items() if status != TickStatus.STARTED)

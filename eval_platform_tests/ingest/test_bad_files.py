@@ -49,18 +49,24 @@ def test_the_sensor_sees_every_file_ingest_reads(tmp_path):
     from eval_platform.defs.traces import new_trace_files_sensor
 
     day = "2026-11-10"
-    write(tmp_path, "top.jsonl", json.dumps({"trace_id": "a", "timestamp": TS, "input": "q"}) + "\n", day=day)
     warehouse = WarehouseResource(data_dir=str(tmp_path))
-    first = new_trace_files_sensor(dg.build_sensor_context(cursor=None, resources={"warehouse": warehouse}))
-    assert [r.partition_key for r in first.run_requests] == [day]
-    nested = tmp_path / "traces" / day / "region-eu" / "more.jsonl"
-    nested.parent.mkdir()
-    nested.write_text(json.dumps({"trace_id": "b", "timestamp": TS, "input": "q"}) + "\n")
-    second = new_trace_files_sensor(dg.build_sensor_context(cursor=first.cursor, resources={"warehouse": warehouse}))
-    assert [r.partition_key for r in second.run_requests] == [day]  # a file in a subfolder of the day
-    assert sorted(read_trace_day(tmp_path, day).traces["trace_id"]) == ["a", "b"]
-    third = new_trace_files_sensor(dg.build_sensor_context(cursor=second.cursor, resources={"warehouse": warehouse}))
-    assert third.run_requests == []
+    with dg.instance_for_test() as instance:
+
+        def tick(cursor):
+            context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"warehouse": warehouse})
+            return new_trace_files_sensor(context)
+
+        start = tick(None)  # the first tick, before any file of the (past) day
+        write(tmp_path, "top.jsonl", json.dumps({"trace_id": "a", "timestamp": TS, "input": "q"}) + "\n", day=day)
+        first = tick(start.cursor)
+        assert [r.partition_key for r in first.run_requests] == [day]
+        nested = tmp_path / "traces" / day / "region-eu" / "more.jsonl"
+        nested.parent.mkdir()
+        nested.write_text(json.dumps({"trace_id": "b", "timestamp": TS, "input": "q"}) + "\n")
+        second = tick(first.cursor)
+        assert [r.partition_key for r in second.run_requests] == [day]  # a file in a subfolder of the day
+        assert sorted(read_trace_day(tmp_path, day).traces["trace_id"]) == ["a", "b"]
+        assert tick(second.cursor).run_requests == []
 
 
 def test_the_sensor_says_why_a_folder_is_not_ingested(tmp_path, capsys):
@@ -72,7 +78,9 @@ def test_the_sensor_says_why_a_folder_is_not_ingested(tmp_path, capsys):
     for folder in ("2026-10-20", "11-12-2026"):
         write(tmp_path, "export.jsonl", json.dumps({"trace_id": "a", "timestamp": TS, "input": "q"}) + "\n", day=folder)
     warehouse = WarehouseResource(data_dir=str(tmp_path))
-    result = new_trace_files_sensor(dg.build_sensor_context(cursor=None, resources={"warehouse": warehouse}))
+    with dg.instance_for_test() as instance:
+        context = dg.build_sensor_context(instance=instance, cursor=None, resources={"warehouse": warehouse})
+        result = new_trace_files_sensor(context)
     assert result.run_requests == []
     said = capsys.readouterr().err
     assert "traces/2026-10-20/ is not ingested: 2026-10-20 is before EVAL_PLATFORM_START_DATE (2026-11-01)" in said
