@@ -43,7 +43,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from eval_platform.config_files import read_mapping, record_broken, validate
-from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, CriterionSpec, TaskSpec
+from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, AnnotationTaskError, CriterionSpec, TaskSpec
 from eval_platform.ingest.datasets import dataset_versions, version_sha256
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.record_fields import METADATA_PREFIX
@@ -55,10 +55,6 @@ LATEST = "latest"
 _HASH_RE = re.compile(r"^[0-9a-f]{8,64}$")
 # How many days a `from`/`to` range may span: a typo in a year should not list decades of days.
 MAX_RANGE_DAYS = 366
-
-
-class AnnotationTaskError(ValueError):
-    """A broken annotation task file: the message names the file and the field."""
 
 
 class _Strict(BaseModel):

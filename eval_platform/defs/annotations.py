@@ -7,7 +7,7 @@ import polars as pl
 
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.annotation_tasks import AnnotationTasksError
+from eval_platform.ingest.annotation_tasks import AnnotationTaskError
 from eval_platform.ingest.annotations import annotation_overview, read_annotations
 from eval_platform.ingest.export_files import ALL_PARTITION
 from eval_platform.ingest.judgments import read_judgments
@@ -33,7 +33,7 @@ def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseRes
     root = warehouse.root
     try:
         result = read_annotations(root)
-    except AnnotationTasksError as error:
+    except AnnotationTaskError as error:
         raise dg.Failure(description=str(error)) from error
     write_partition(root, "human_annotations", {}, result.annotations)
     write_quarantine(root, "human_annotations", ALL_PARTITION, result.quarantine)
