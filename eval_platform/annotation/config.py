@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from eval_platform.config_files import read_mapping, record_broken, validate
+from eval_platform.config_files import load_folder, read_mapping, validate
 from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, AnnotationTaskError, CriterionSpec, TaskSpec
 from eval_platform.ingest.datasets import dataset_versions, version_sha256
 from eval_platform.judging.config import EvaluatorConfig
@@ -260,26 +260,9 @@ def load_annotation_tasks(
     """Every task file in a folder (`data/annotation_tasks/*.yaml`), by task name, sorted. A missing folder has
     none. A broken file raises unless `broken` collects its error (by file name, and in the code location's log);
     two files naming the same task are both an error, since one could silently replace the other."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return {}
-    tasks: dict[str, AnnotationTaskConfig] = {}
-    files: dict[str, Path] = {}
-    for path in sorted(folder.glob("*.y*ml")):
-        try:
-            config = load_annotation_task(path, evaluators, data_root)
-            if config.name in files:
-                raise AnnotationTaskError(
-                    f"{path}: field 'name': task '{config.name}' is already defined by {files[config.name].name}; "
-                    "task names must be unique"
-                )
-        except AnnotationTaskError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "annotation task file")
-            continue
-        tasks[config.name] = config
-        files[config.name] = path
+    tasks = load_folder(
+        folder, lambda path: load_annotation_task(path, evaluators, data_root), AnnotationTaskError, "task", broken
+    )
     return dict(sorted(tasks.items()))
 
 

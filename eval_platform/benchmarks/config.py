@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from eval_platform.config_files import load_named, read_mapping, record_broken, validate
+from eval_platform.config_files import load_folder, load_named, read_mapping, record_broken, validate
 from eval_platform.ingest.datasets import dataset_versions
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.models import ModelSpec
@@ -387,12 +387,14 @@ def load_suites(
 ) -> tuple[dict[str, Suite], dict[str, str]]:
     """Every suite in `folder` that loads, and an error message per file that does not (one bad file never
     hides the others)."""
-    suites, errors = {}, {}
-    for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-        if path.stem == "models":
-            continue
-        try:
-            suites[path.stem] = load_suite(path, data_root, evaluators)
-        except SuiteError as exc:
-            record_broken(errors, path.stem, exc, "suite file")
+    errors: dict[str, str] = {}
+    suites = load_folder(
+        folder,
+        lambda path: load_suite(path, data_root, evaluators),
+        SuiteError,
+        "suite",
+        errors,
+        skip={"models"},  # benchmarks/models.yaml: the models under test (`load_models`)
+        broken_key=lambda path: path.stem,
+    )
     return suites, errors

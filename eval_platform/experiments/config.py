@@ -30,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from eval_platform.config_files import load_named, record_broken
+from eval_platform.config_files import load_folder, load_named
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.stats.multiplicity import Correction
 from eval_platform.stats.sequential import DEFAULT_PRIOR_EFFECT_SIZE, DEFAULT_VARIANCE, Variance
@@ -239,16 +239,10 @@ def load_experiments(
     As for evaluators, a broken file raises unless `broken` collects its error (by file name, and in the code
     location's log). An experiment naming an evaluator in `broken_evaluators` is broken too, and says why.
     """
-    if not directory.is_dir():
-        return {}
-    experiments = {}
-    for path in sorted(directory.glob("*.y*ml")):
-        try:
-            config = load_experiment(path, evaluators, broken_evaluators)
-        except ExperimentConfigError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "experiment file")
-            continue
-        experiments[config.name] = config
-    return experiments
+    return load_folder(
+        directory,
+        lambda path: load_experiment(path, evaluators, broken_evaluators),
+        ExperimentConfigError,
+        "experiment",
+        broken,
+    )

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from eval_platform.config_files import load_named, record_broken
+from eval_platform.config_files import load_folder, load_named
 from eval_platform.judging.config import EvaluatorConfig
 
 
@@ -104,16 +104,6 @@ def load_exports(
     directory: Path, evaluators: dict[str, EvaluatorConfig], broken: dict[str, str] | None = None
 ) -> dict[str, FinetuneExport]:
     """Every export file in a folder, by name; a broken one raises unless `broken` collects its error."""
-    if not directory.is_dir():
-        return {}
-    exports = {}
-    for path in sorted(directory.glob("*.y*ml")):
-        try:
-            export = load_export(path, evaluators)
-        except FinetuneExportError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "fine-tuning export file")
-            continue
-        exports[export.name] = export
-    return exports
+    return load_folder(
+        directory, lambda path: load_export(path, evaluators), FinetuneExportError, "fine-tuning export", broken
+    )

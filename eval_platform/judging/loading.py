@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval_platform.config_files import load_named, record_broken
+from eval_platform.config_files import load_folder, load_named
 from eval_platform.ingest.datasets import dataset_versions
 from eval_platform.judging.config import EvaluatorConfig
 
@@ -57,16 +57,10 @@ def load_evaluators(
     the code location down. `data_root`: where reference datasets are declared; by default the folder holding
     `directory` (the data root's layout: `<data root>/evaluators/`).
     """
-    if not directory.is_dir():
-        return {}
-    evaluators = {}
-    for path in sorted(directory.glob("*.y*ml")):
-        try:
-            config = load_evaluator(path, data_root or directory.parent)
-        except EvaluatorConfigError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "evaluator file")
-            continue
-        evaluators[config.name] = config
-    return evaluators
+    return load_folder(
+        directory,
+        lambda path: load_evaluator(path, data_root or directory.parent),
+        EvaluatorConfigError,
+        "evaluator",
+        broken,
+    )
