@@ -15,10 +15,6 @@ from eval_platform.markdown_table import markdown_table
 from eval_platform.storage.warehouse import write_partition, write_quarantine
 
 
-def _md_table(frame: pl.DataFrame) -> dg.MetadataValue:
-    return dg.MetadataValue.md(markdown_table(frame))
-
-
 def _reasons(quarantine: pl.DataFrame) -> dict[str, int]:
     return dict(quarantine.group_by("reason").len().sort("reason").rows()) if quarantine.height else {}
 
@@ -50,7 +46,7 @@ def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseRes
             "quarantine_reasons": dg.MetadataValue.json(reasons),
             "files": dg.MetadataValue.json(result.files),
             "tasks_file": result.tasks_file or "none (labels not validated; schemas inferred)",
-            "tasks": _md_table(overview),
+            "tasks": dg.MetadataValue.md(markdown_table(overview)),
             "annotators": dg.MetadataValue.json(annotators),
             "dagster/row_count": result.annotations.height,
         }
@@ -83,7 +79,7 @@ def imported_judgments(context: dg.AssetExecutionContext, warehouse: WarehouseRe
             "quarantine_reasons": dg.MetadataValue.json(reasons),
             "files": dg.MetadataValue.json(result.files),
             "sources": dg.MetadataValue.json(sorted(result.judgments["source"].unique().to_list())),
-            "verdicts_by_source": _md_table(by_source.rename({"len": "rows"})),
+            "verdicts_by_source": dg.MetadataValue.md(markdown_table(by_source.rename({"len": "rows"}))),
             "dagster/row_count": result.judgments.height,
         }
     )
