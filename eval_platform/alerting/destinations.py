@@ -43,10 +43,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from eval_platform.config_files import read_mapping, validate
 from eval_platform.llm.redaction import clip, remember
+from eval_platform.strict import Strict
 
 ALERTING_FILE = "alerting.yaml"
 DEFAULT_DELIVER_DAYS = 3
@@ -62,9 +63,7 @@ class DeliveryError(Exception):
     """A send that did not reach its destination; the message is redacted (no secret in it)."""
 
 
-class _Destination(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Destination(Strict):
     name: str = Field(min_length=1, description="Names the destination in the delivery record and in errors.")
     evaluators: list[str] | None = Field(None, description="Only these evaluators' alerts; unset: every one.")
     timeout_s: float = Field(10.0, gt=0, le=120, description="One send's time limit (the sensor's tick waits).")
@@ -118,9 +117,7 @@ class EmailDestination(_Destination):
 Destination = Annotated[WebhookDestination | SlackDestination | EmailDestination, Field(discriminator="type")]
 
 
-class AlertingConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class AlertingConfig(Strict):
     deliver_days: int = Field(
         DEFAULT_DELIVER_DAYS,
         ge=1,

@@ -40,7 +40,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from eval_platform.config_files import load_folder, read_mapping, validate
 from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, AnnotationTaskError, CriterionSpec, TaskSpec
@@ -48,6 +48,7 @@ from eval_platform.ingest.datasets import dataset_versions, version_sha256
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.record_fields import METADATA_PREFIX
 from eval_platform.schemas import TEST_CASE_SCHEMA, TRACE_SCHEMA
+from eval_platform.strict import Strict
 
 FOLDER = "annotation_tasks"
 LATEST = "latest"
@@ -57,13 +58,11 @@ _HASH_RE = re.compile(r"^[0-9a-f]{8,64}$")
 MAX_RANGE_DAYS = 366
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class TraceSource(_Strict):
+class TraceSource(Strict):
     """Traces of some UTC days (a list, or an inclusive from/to range), optionally only those named evaluators
     judged (a COMPLETED, FAILED or SKIPPED row of theirs: what was judged, not what was concluded)."""
+
+    model_config = ConfigDict(populate_by_name=True)  # `from_=` in code, `from:` in the file
 
     days: list[date] | None = None
     from_: date | None = Field(None, alias="from")
@@ -96,7 +95,7 @@ class TraceSource(_Strict):
         return [(self.from_ + timedelta(days=i)).isoformat() for i in range(span + 1)]
 
 
-class DatasetSource(_Strict):
+class DatasetSource(Strict):
     """A dataset version (`test_cases` of `<name>@v<N>`): `version` is N, `latest`, or a sha256 prefix of the
     version's file (the content: the task keeps pointing at what was annotated even if files are renumbered)."""
 
@@ -115,7 +114,7 @@ class DatasetSource(_Strict):
         raise ValueError(f"version {value!r} is not a number, 'latest' or a sha256 prefix (>= 8 lower-case hex)")
 
 
-class Source(_Strict):
+class Source(Strict):
     traces: TraceSource | None = None
     dataset: DatasetSource | None = None
 
@@ -126,7 +125,7 @@ class Source(_Strict):
         return self
 
 
-class Sampling(_Strict):
+class Sampling(Strict):
     """How the items are chosen (`annotation.sampling`)."""
 
     method: Literal["random", "stratified", "disagreement"] = "random"
@@ -152,7 +151,7 @@ class Sampling(_Strict):
         return self
 
 
-class AnnotationTaskConfig(_Strict):
+class AnnotationTaskConfig(Strict):
     """One annotation task: its source, what annotators are asked, how many items and annotations."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

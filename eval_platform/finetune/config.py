@@ -18,21 +18,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from eval_platform.config_files import load_folder, load_named
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.strict import Strict
 
 
 class FinetuneExportError(ValueError):
     """A fine-tuning export file is invalid; the message names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Threshold(_Strict):
+class Threshold(Strict):
     """One evaluator's verdict a trace must have: a score of at least `min_score`, or `verdict: pass`."""
 
     evaluator: str
@@ -50,7 +47,7 @@ class Threshold(_Strict):
         return f"{self.evaluator}: {rule}"
 
 
-class FinetuneExport(_Strict):
+class FinetuneExport(Strict):
     """One export: the thresholds (all must pass) and how its conversations are written."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

@@ -27,9 +27,10 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from eval_platform.config_files import read_mapping, validate
+from eval_platform.strict import Strict
 
 TASKS_FILE_NAMES = frozenset({"tasks.yaml", "tasks.yml"})
 Schema = Literal["classification", "rating", "ranking", "text"]
@@ -42,11 +43,7 @@ class AnnotationTaskError(ValueError):
     names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CriterionSpec(_Strict):
+class CriterionSpec(Strict):
     """One labelled criterion of a task."""
 
     # `schema` would shadow a BaseModel attribute, hence the alias
@@ -96,7 +93,7 @@ class CriterionSpec(_Strict):
         return self.labels.get(label) if isinstance(self.labels, dict) else None
 
 
-class TaskSpec(_Strict):
+class TaskSpec(Strict):
     description: str | None = None
     criteria: dict[str, CriterionSpec]
 
@@ -108,7 +105,7 @@ class TaskSpec(_Strict):
         return value
 
 
-class AnnotationTasks(_Strict):
+class AnnotationTasks(Strict):
     tasks: dict[str, TaskSpec]
 
 
