@@ -46,6 +46,7 @@ from eval_platform.config_files import load_folder, read_mapping, validate
 from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, AnnotationTaskError, CriterionSpec, TaskSpec
 from eval_platform.ingest.datasets import dataset_versions, version_sha256
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.loading import whole_trace_evaluator
 from eval_platform.record_fields import METADATA_PREFIX
 from eval_platform.schemas import TEST_CASE_SCHEMA, TRACE_SCHEMA
 from eval_platform.strict import Strict
@@ -270,17 +271,7 @@ def _check_evaluators(path: Path, config: AnnotationTaskConfig, evaluators: dict
         return
     for i, name in enumerate(config.source.traces.evaluators):
         where = f"{path}: field 'source.traces.evaluators.{i}'"
-        evaluator = evaluators.get(name)
-        if evaluator is None:
-            known = ", ".join(sorted(evaluators)) or "none"
-            raise AnnotationTaskError(
-                f"{where}: no loaded evaluator '{name}' (unknown, broken or disabled; known: {known})"
-            )
-        if evaluator.judge_mode.unit != "trace" or evaluator.judged_target != "trace":
-            raise AnnotationTaskError(
-                f"{where}: evaluator '{name}' judges {evaluator.judge_mode.unit}s / {evaluator.judged_target}s, not "
-                "one whole trace per row: its verdicts cannot pick traces to annotate"
-            )
+        whole_trace_evaluator(evaluators, name, where, AnnotationTaskError, "pick traces to annotate")
 
 
 def resolve_dataset_version(data_root: Path, source: DatasetSource, path: Path | None = None) -> tuple[int, str]:

@@ -22,6 +22,7 @@ from pydantic import Field, model_validator
 
 from eval_platform.config_files import load_folder, load_named
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.loading import whole_trace_evaluator
 from eval_platform.strict import Strict
 
 
@@ -77,17 +78,7 @@ class FinetuneExport(Strict):
 def _check_evaluators(path: Path, export: FinetuneExport, evaluators: dict[str, EvaluatorConfig]) -> None:
     for i, threshold in enumerate(export.evaluators):
         where = f"{path}: field 'evaluators.{i}.evaluator'"
-        config = evaluators.get(threshold.evaluator)
-        if config is None:
-            known = ", ".join(sorted(evaluators)) or "none"
-            raise FinetuneExportError(
-                f"{where}: no loaded evaluator '{threshold.evaluator}' (unknown or broken; known: {known})"
-            )
-        if config.judge_mode.unit != "trace" or config.judged_target != "trace":
-            raise FinetuneExportError(
-                f"{where}: evaluator '{threshold.evaluator}' judges {config.judge_mode.unit}s / "
-                f"{config.judged_target}s, not one whole trace per row: its verdicts cannot select traces"
-            )
+        whole_trace_evaluator(evaluators, threshold.evaluator, where, FinetuneExportError, "select traces")
 
 
 def load_export(path: Path, evaluators: dict[str, EvaluatorConfig]) -> FinetuneExport:

@@ -64,3 +64,21 @@ def load_evaluators(
         "evaluator",
         broken,
     )
+
+
+def whole_trace_evaluator(
+    evaluators: dict[str, EvaluatorConfig], name: str, where: str, error: type[Exception], use: str
+) -> EvaluatorConfig:
+    """The loaded evaluator `name`, named by a config that reads its verdicts per trace (an annotation task's
+    source, a fine-tuning export's threshold); `error` at `where` (the file and field) when it is not loaded
+    (unknown or broken) or does not judge one whole trace per row: its verdicts then cannot `use`."""
+    evaluator = evaluators.get(name)
+    if evaluator is None:
+        known = ", ".join(sorted(evaluators)) or "none"
+        raise error(f"{where}: no loaded evaluator '{name}' (unknown or broken; known: {known})")
+    if evaluator.judge_mode.unit != "trace" or evaluator.judged_target != "trace":
+        raise error(
+            f"{where}: evaluator '{name}' judges {evaluator.judge_mode.unit}s / {evaluator.judged_target}s, not "
+            f"one whole trace per row: its verdicts cannot {use}"
+        )
+    return evaluator
