@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+Named = TypeVar("Named", bound=_Named)
 
 # The code location's log: `dagster dev` and `dagster code-server` print what this logger writes at load time.
 log = logging.getLogger("eval_platform.config")
@@ -60,6 +69,48 @@ def load_named(path: Path, model: type[Model], error: type[Exception], what: str
             f"{path}: field 'name' is '{raw['name']}' but the file is named '{path.name}'; they must match{why}"
         )
     return validate(path, model, raw, error)
+
+
+def load_folder(
+    folder: Path,
+    load: Callable[[Path], Named],
+    error: type[Exception],
+    what: str,
+    broken: dict[str, str] | None = None,
+    *,
+    skip: Collection[str] = (),
+    broken_key: Callable[[Path], str] = lambda path: path.name,
+) -> dict[str, Named]:
+    """Every config file (`*.yaml`, `*.yml`) of a folder, loaded by `load`, by the name it declares, in file
+    order; a missing folder has none; `skip`: file stems that are not such files (`benchmarks/models.yaml`).
+
+    A file whose `load` raises `error` raises, unless `broken` is given: then its error is recorded there (under
+    `broken_key(path)`, the file name by default, and in the code location's log; `what` names what a file holds)
+    and the other files load, so one typo does not take the code location down. Two files declaring the same name
+    are an error on the second, since one would otherwise silently replace the other."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    loaded: dict[str, Named] = {}
+    files: dict[str, Path] = {}
+    for path in sorted(folder.glob("*.y*ml")):
+        if path.suffix not in (".yaml", ".yml") or path.stem in skip:
+            continue
+        try:
+            config = load(path)
+            if config.name in files:
+                raise error(
+                    f"{path}: field 'name': {what} '{config.name}' is already defined by {files[config.name].name}; "
+                    f"{what} names must be unique"
+                )
+        except error as exc:
+            if broken is None:
+                raise
+            record_broken(broken, broken_key(path), exc, f"{what} file")
+            continue
+        loaded[config.name] = config
+        files[config.name] = path
+    return loaded
 
 
 def record_broken(broken: dict[str, str], key: str, error: Exception, what: str) -> None:

@@ -85,6 +85,7 @@ def sql_type(dtype) -> str:
 def render() -> str:
     sys.path.insert(0, str(REPO))
     import eval_platform.schemas as schemas
+    from eval_platform.markdown_table import markdown_table
 
     source = SCHEMAS.read_text(encoding="utf-8")
     notes = column_notes(source)
@@ -104,10 +105,11 @@ def render() -> str:
     for name, table in schemas.TABLES.items():
         columns = notes.get(by_schema.get(id(table.schema), ""), {})
         lines += ["", f"## {name}", "", table.description[0].upper() + table.description[1:] + ".", ""]
-        lines += ["| column | type | note |", "| --- | --- | --- |"]
-        for column, dtype in table.schema.items():
-            note = columns.get(column, "").replace("|", "\\|")
-            lines.append(f"| `{column}` | {sql_type(dtype)} | {note} |")
+        rows = [
+            {"column": f"`{column}`", "type": sql_type(dtype), "note": columns.get(column, "")}
+            for column, dtype in table.schema.items()
+        ]
+        lines.append(markdown_table(rows, ["column", "type", "note"]))
     return "\n".join(lines) + "\n"
 
 

@@ -28,9 +28,10 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from eval_platform.schemas import ALERT_SCHEMA, COMPLETED, FAILED, UTC_TS, conform
+from eval_platform.strict import Strict
 
 Metric = Literal["rate", "mean", "failed_rate", "budget_used_pct", "monthly_budget_used_pct"]
 SCORE_METRICS = ("rate", "mean")  # read the scores: meaningless for a relative (pairwise, n_wise) score
@@ -107,10 +108,8 @@ def parse_rule(text: str) -> ParsedRule:
     return ParsedRule(f"{inner} {op} {shown}", metric, op, value, score_op, score_threshold)
 
 
-class AlertRule(BaseModel):
+class AlertRule(Strict):
     """One entry of an evaluator's `alerts:` list: a rule line, or a mapping with the rule and its options."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     rule: str = Field(description="e.g. `rate(score > 0.5) > 2%`, `mean < 0.6`, `failed_rate > 10%`.")
     min_n: int = Field(

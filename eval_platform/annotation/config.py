@@ -40,14 +40,16 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from eval_platform.config_files import read_mapping, record_broken, validate
-from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, CriterionSpec, TaskSpec
+from eval_platform.config_files import load_folder, read_mapping, validate
+from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, AnnotationTaskError, CriterionSpec, TaskSpec
 from eval_platform.ingest.datasets import dataset_versions, version_sha256
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.loading import whole_trace_evaluator
 from eval_platform.record_fields import METADATA_PREFIX
 from eval_platform.schemas import TEST_CASE_SCHEMA, TRACE_SCHEMA
+from eval_platform.strict import Strict
 
 FOLDER = "annotation_tasks"
 LATEST = "latest"
@@ -57,17 +59,11 @@ _HASH_RE = re.compile(r"^[0-9a-f]{8,64}$")
 MAX_RANGE_DAYS = 366
 
 
-class AnnotationTaskError(ValueError):
-    """A broken annotation task file: the message names the file and the field."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class TraceSource(_Strict):
+class TraceSource(Strict):
     """Traces of some UTC days (a list, or an inclusive from/to range), optionally only those named evaluators
     judged (a COMPLETED, FAILED or SKIPPED row of theirs: what was judged, not what was concluded)."""
+
+    model_config = ConfigDict(populate_by_name=True)  # `from_=` in code, `from:` in the file
 
     days: list[date] | None = None
     from_: date | None = Field(None, alias="from")
@@ -100,7 +96,7 @@ class TraceSource(_Strict):
         return [(self.from_ + timedelta(days=i)).isoformat() for i in range(span + 1)]
 
 
-class DatasetSource(_Strict):
+class DatasetSource(Strict):
     """A dataset version (`test_cases` of `<name>@v<N>`): `version` is N, `latest`, or a sha256 prefix of the
     version's file (the content: the task keeps pointing at what was annotated even if files are renumbered)."""
 
@@ -119,7 +115,7 @@ class DatasetSource(_Strict):
         raise ValueError(f"version {value!r} is not a number, 'latest' or a sha256 prefix (>= 8 lower-case hex)")
 
 
-class Source(_Strict):
+class Source(Strict):
     traces: TraceSource | None = None
     dataset: DatasetSource | None = None
 
@@ -130,7 +126,7 @@ class Source(_Strict):
         return self
 
 
-class Sampling(_Strict):
+class Sampling(Strict):
     """How the items are chosen (`annotation.sampling`)."""
 
     method: Literal["random", "stratified", "disagreement"] = "random"
@@ -156,7 +152,7 @@ class Sampling(_Strict):
         return self
 
 
-class AnnotationTaskConfig(_Strict):
+class AnnotationTaskConfig(Strict):
     """One annotation task: its source, what annotators are asked, how many items and annotations."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -264,26 +260,9 @@ def load_annotation_tasks(
     """Every task file in a folder (`data/annotation_tasks/*.yaml`), by task name, sorted. A missing folder has
     none. A broken file raises unless `broken` collects its error (by file name, and in the code location's log);
     two files naming the same task are both an error, since one could silently replace the other."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return {}
-    tasks: dict[str, AnnotationTaskConfig] = {}
-    files: dict[str, Path] = {}
-    for path in sorted(folder.glob("*.y*ml")):
-        try:
-            config = load_annotation_task(path, evaluators, data_root)
-            if config.name in files:
-                raise AnnotationTaskError(
-                    f"{path}: field 'name': task '{config.name}' is already defined by {files[config.name].name}; "
-                    "task names must be unique"
-                )
-        except AnnotationTaskError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "annotation task file")
-            continue
-        tasks[config.name] = config
-        files[config.name] = path
+    tasks = load_folder(
+        folder, lambda path: load_annotation_task(path, evaluators, data_root), AnnotationTaskError, "task", broken
+    )
     return dict(sorted(tasks.items()))
 
 
@@ -292,17 +271,7 @@ def _check_evaluators(path: Path, config: AnnotationTaskConfig, evaluators: dict
         return
     for i, name in enumerate(config.source.traces.evaluators):
         where = f"{path}: field 'source.traces.evaluators.{i}'"
-        evaluator = evaluators.get(name)
-        if evaluator is None:
-            known = ", ".join(sorted(evaluators)) or "none"
-            raise AnnotationTaskError(
-                f"{where}: no loaded evaluator '{name}' (unknown, broken or disabled; known: {known})"
-            )
-        if evaluator.judge_mode.unit != "trace" or evaluator.judged_target != "trace":
-            raise AnnotationTaskError(
-                f"{where}: evaluator '{name}' judges {evaluator.judge_mode.unit}s / {evaluator.judged_target}s, not "
-                "one whole trace per row: its verdicts cannot pick traces to annotate"
-            )
+        whole_trace_evaluator(evaluators, name, where, AnnotationTaskError, "pick traces to annotate")
 
 
 def resolve_dataset_version(data_root: Path, source: DatasetSource, path: Path | None = None) -> tuple[int, str]:

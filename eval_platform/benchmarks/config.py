@@ -11,26 +11,23 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from eval_platform.config_files import load_named, read_mapping, record_broken, validate
+from eval_platform.config_files import load_folder, load_named, read_mapping, record_broken, validate
 from eval_platform.ingest.datasets import dataset_versions
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.models import ModelSpec
 from eval_platform.judging.modes import MODES
 from eval_platform.judging.templates import TemplateError, parse_template
 from eval_platform.scoring import registry
+from eval_platform.strict import Strict
 
 
 class SuiteError(ValueError):
     """A suite file that cannot be used; the message names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ScorerSpec(_Strict):
+class ScorerSpec(Strict):
     name: str
     options: dict[str, Any] = Field(default_factory=dict)
     metric: str | None = None  # the metric's name in results (default: the scorer's), to use one scorer twice
@@ -40,7 +37,7 @@ class ScorerSpec(_Strict):
         return self.metric or self.name
 
 
-class Gate(_Strict):
+class Gate(Strict):
     task: str
     metric: str
     min: float
@@ -50,7 +47,7 @@ class Gate(_Strict):
 JUDGE_MODES = tuple(name for name, mode in MODES.items() if mode.as_judge is not None)
 
 
-class JudgeAs(_Strict):
+class JudgeAs(Strict):
     """The model under test acting as a judge: an evaluator's fields (all but `name` and `model`), and the
     case fields it is shown: the two candidates (`pair`, pairwise judges) or the one response it rates
     (`output`: score, binary and categorical judges), and optionally a reference answer as {{expected}}.
@@ -79,7 +76,7 @@ class JudgeAs(_Strict):
         return EvaluatorConfig(name=name, model=model, **self.evaluator)
 
 
-class Task(_Strict):
+class Task(Strict):
     dataset: str
     version: int | Literal["newest"] = "newest"
     prompt: str | None = None
@@ -137,12 +134,12 @@ class Task(_Strict):
         return self.prompt is not None or self.as_judge is not None
 
 
-class Group(_Strict):
+class Group(Strict):
     tasks: list[str] = Field(min_length=1)
     aggregate: Literal["macro", "micro"] = "macro"
 
 
-class Suite(_Strict):
+class Suite(Strict):
     name: str
     description: str = ""
     tasks: dict[str, Task] = Field(min_length=1)
@@ -180,11 +177,11 @@ class ModelUnderTest(ModelSpec):
         return self.only is None or suite in self.only or f"{suite}.{task}" in self.only
 
 
-class ModelsFile(_Strict):
+class ModelsFile(Strict):
     models: dict[str, ModelUnderTest] = Field(min_length=1)
 
 
-class _ModelEntries(_Strict):
+class _ModelEntries(Strict):
     """The file's shape only; each entry is validated on its own, so one bad entry breaks only itself."""
 
     models: dict[Any, Any] = Field(min_length=1)
@@ -389,12 +386,14 @@ def load_suites(
 ) -> tuple[dict[str, Suite], dict[str, str]]:
     """Every suite in `folder` that loads, and an error message per file that does not (one bad file never
     hides the others)."""
-    suites, errors = {}, {}
-    for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-        if path.stem == "models":
-            continue
-        try:
-            suites[path.stem] = load_suite(path, data_root, evaluators)
-        except SuiteError as exc:
-            record_broken(errors, path.stem, exc, "suite file")
+    errors: dict[str, str] = {}
+    suites = load_folder(
+        folder,
+        lambda path: load_suite(path, data_root, evaluators),
+        SuiteError,
+        "suite",
+        errors,
+        skip={"models"},  # benchmarks/models.yaml: the models under test (`load_models`)
+        broken_key=lambda path: path.stem,
+    )
     return suites, errors

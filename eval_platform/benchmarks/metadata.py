@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from eval_platform.markdown_table import cell
+from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
 
 # What the UI shows of a score, rate or interval (4 decimals), and of money (to the micro-dollar); the tables keep
@@ -103,7 +103,7 @@ def leaderboard_preview(board: pl.DataFrame) -> str:
     ]
     macro = board.filter(pl.col("aggregate") == "macro")
     micro = {(r["suite"], r["model"]): r for r in board.filter(pl.col("aggregate") == "micro").iter_rows(named=True)}
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    rows = []
     for row in macro.sort("suite", "rank", "model", nulls_last=True).iter_rows(named=True):
         other = micro.get((row["suite"], row["model"]), {})
         significant = row["significant_vs_leader"]
@@ -120,5 +120,5 @@ def leaderboard_preview(board: pl.DataFrame) -> str:
             "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.{USD_DIGITS}f}".rstrip("0").rstrip("."),
             f"STALE: {row['stale_reason']}" if row["stale"] else "",
         ]
-        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
-    return "\n".join(lines)
+        rows.append(dict(zip(columns, cells, strict=True)))
+    return markdown_table(rows, columns)

@@ -16,8 +16,8 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.annotation_tasks import (
-    AnnotationTasksError,
-    find_annotation_tasks,
+    AnnotationTaskError,
+    load_tasks_yaml,
 )
 from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
 from eval_platform.judging.config import EvaluatorConfig
@@ -176,8 +176,8 @@ def declared_categories(root) -> dict[tuple[str, str], list[str]]:
     (Randolph's kappa counts every category the annotators could choose). A broken file already failed
     `human_annotations`; here it only means no declared categories."""
     try:
-        _, tasks = find_annotation_tasks(root / ANNOTATIONS_FOLDER)
-    except AnnotationTasksError:
+        _, tasks = load_tasks_yaml(root / ANNOTATIONS_FOLDER)
+    except AnnotationTaskError:
         return {}
     if tasks is None:
         return {}

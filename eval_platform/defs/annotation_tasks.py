@@ -19,10 +19,10 @@ from pydantic import Field
 from eval_platform.annotation.config import AnnotationTaskConfig, AnnotationTaskError
 from eval_platform.annotation.label_studio import API_KEY_ENV, URL_ENV, LabelStudioClient, LabelStudioError
 from eval_platform.annotation.tool_sync import export_task, pull_task, task_ground_truth, task_progress
-from eval_platform.defs.annotations import _md_table
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.resources import WarehouseResource
+from eval_platform.markdown_table import markdown_table
 from eval_platform.storage.warehouse import read_partition
 
 GROUP = "annotation_tasks"
@@ -136,7 +136,7 @@ def build_annotation_task_assets(
         )
         return dg.MaterializeResult(
             metadata={
-                "tasks": _md_table(overview),
+                "tasks": dg.MetadataValue.md(markdown_table(overview)),
                 "project_urls": dg.MetadataValue.json({name: e.project.url for name, e in done.items()}),
                 "items_exported": sum(e.imported for e in done.values()),
                 "items_already_present": sum(e.already_present for e in done.values()),
@@ -219,9 +219,9 @@ def build_annotation_task_assets(
         )
         return dg.MaterializeResult(
             metadata={
-                "progress": _md_table(overall),
-                "agreement_so_far": _md_table(agreement),
-                "annotators": _md_table(annotators),
+                "progress": dg.MetadataValue.md(markdown_table(overall)),
+                "agreement_so_far": dg.MetadataValue.md(markdown_table(agreement)),
+                "annotators": dg.MetadataValue.md(markdown_table(annotators)),
                 "dagster/row_count": rows.height,
             }
         )

@@ -7,16 +7,12 @@ import polars as pl
 
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.annotation_tasks import AnnotationTasksError
+from eval_platform.ingest.annotation_tasks import AnnotationTaskError
 from eval_platform.ingest.annotations import annotation_overview, read_annotations
 from eval_platform.ingest.export_files import ALL_PARTITION
 from eval_platform.ingest.judgments import read_judgments
 from eval_platform.markdown_table import markdown_table
 from eval_platform.storage.warehouse import write_partition, write_quarantine
-
-
-def _md_table(frame: pl.DataFrame) -> dg.MetadataValue:
-    return dg.MetadataValue.md(markdown_table(frame))
 
 
 def _reasons(quarantine: pl.DataFrame) -> dict[str, int]:
@@ -33,7 +29,7 @@ def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseRes
     root = warehouse.root
     try:
         result = read_annotations(root)
-    except AnnotationTasksError as error:
+    except AnnotationTaskError as error:
         raise dg.Failure(description=str(error)) from error
     write_partition(root, "human_annotations", {}, result.annotations)
     write_quarantine(root, "human_annotations", ALL_PARTITION, result.quarantine)
@@ -50,7 +46,7 @@ def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseRes
             "quarantine_reasons": dg.MetadataValue.json(reasons),
             "files": dg.MetadataValue.json(result.files),
             "tasks_file": result.tasks_file or "none (labels not validated; schemas inferred)",
-            "tasks": _md_table(overview),
+            "tasks": dg.MetadataValue.md(markdown_table(overview)),
             "annotators": dg.MetadataValue.json(annotators),
             "dagster/row_count": result.annotations.height,
         }
@@ -83,7 +79,7 @@ def imported_judgments(context: dg.AssetExecutionContext, warehouse: WarehouseRe
             "quarantine_reasons": dg.MetadataValue.json(reasons),
             "files": dg.MetadataValue.json(result.files),
             "sources": dg.MetadataValue.json(sorted(result.judgments["source"].unique().to_list())),
-            "verdicts_by_source": _md_table(by_source.rename({"len": "rows"})),
+            "verdicts_by_source": dg.MetadataValue.md(markdown_table(by_source.rename({"len": "rows"}))),
             "dagster/row_count": result.judgments.height,
         }
     )

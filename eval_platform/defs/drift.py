@@ -11,9 +11,9 @@ from pydantic import Field
 
 from eval_platform.agreement.drift import check_anchors, needs_check
 from eval_platform.defs.catalog import refresh
-from eval_platform.defs.experiments import _md_table
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import COMPLETED, JUDGE_DRIFT_SCHEMA, empty_frame
 from eval_platform.storage.warehouse import partition_files, read_partition, scan_parquet, write_partition
 
@@ -120,7 +120,7 @@ def build_judge_drift(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.A
             check_name="no_judge_drift",
             passed=drifted.is_empty(),
             severity=dg.AssetCheckSeverity.WARN,
-            metadata={"checks": _md_table(checks, SHOWN)},
+            metadata={"checks": dg.MetadataValue.md(markdown_table(checks, SHOWN))},
         )
 
     job = dg.define_asset_job("judge_drift_check", selection=[judge_drift])

@@ -34,11 +34,6 @@ from eval_platform.stale_rows import keep_stale_rows
 from eval_platform.storage.warehouse import read_partition, write_partition
 from eval_platform.threshold_alerts import threshold_alerts_for
 
-
-def _md_table(frame: pl.DataFrame, columns: list[str]) -> dg.MetadataValue:
-    return dg.MetadataValue.md(markdown_table(frame, columns))
-
-
 EXPERIMENT_RESULTS_DOC = (
     "Every experiment in `experiments/*.yaml`, recomputed from all final completed judge scores: per variant and "
     "metric n, mean, std and interval; per treatment and metric the comparison with the control (Welch's t-test "
@@ -106,8 +101,10 @@ def build_experiment_results(
                 "significant": int(comparisons["significant"].fill_null(False).sum()),
                 "guardrails_failed": int((~comparisons["guardrail_passed"]).sum()),
                 "insufficient_sample": int(comparisons["insufficient_sample"].sum()),
-                "recommendations": _md_table(
-                    decisions, ["experiment", "variant", "metric", "outcome", "recommendation", "placeholder"]
+                "recommendations": dg.MetadataValue.md(
+                    markdown_table(
+                        decisions, ["experiment", "variant", "metric", "outcome", "recommendation", "placeholder"]
+                    )
                 ),
                 "placeholder_rows": _placeholder_note(frame),
                 "dagster/row_count": frame.height,
@@ -200,9 +197,11 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             severity=dg.AssetCheckSeverity.WARN,
             metadata={
                 "regressions": current.height,
-                "alerts": _md_table(
-                    current,
-                    ["evaluator", "day", "mean", "baseline_mean", "p_value", "severity", "message", "placeholder"],
+                "alerts": dg.MetadataValue.md(
+                    markdown_table(
+                        current,
+                        ["evaluator", "day", "mean", "baseline_mean", "p_value", "severity", "message", "placeholder"],
+                    )
                 ),
             },
         )

@@ -30,6 +30,7 @@ from eval_platform.ingest.traces import (
     stray_quarantine,
     stream_trace_day,
 )
+from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, TRACE_SCHEMA
 from eval_platform.settings import file_settle_s
 from eval_platform.storage.warehouse import (
@@ -224,12 +225,7 @@ def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) 
     return dg.MaterializeResult(
         metadata={
             "rows": frame.height,
-            "by_source_and_reason": dg.MetadataValue.md(
-                "\n".join(
-                    ["| source | reason | rows |", "|---|---|---|"]
-                    + [f"| {s} | {r} | {n} |" for s, r, n in by_reason.rows()]
-                )
-            ),
+            "by_source_and_reason": dg.MetadataValue.md(markdown_table(by_reason.rename({"len": "rows"}))),
         }
     )
 

@@ -28,12 +28,13 @@ import datetime as dt
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from eval_platform.config_files import load_named, record_broken
+from eval_platform.config_files import load_folder, load_named
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.stats.multiplicity import Correction
 from eval_platform.stats.sequential import DEFAULT_PRIOR_EFFECT_SIZE, DEFAULT_VARIANCE, Variance
+from eval_platform.strict import Strict
 
 Method = Literal["frequentist", "bayesian", "both", "sequential"]
 Direction = Literal["increase", "decrease"]
@@ -44,11 +45,7 @@ class ExperimentConfigError(ValueError):
     """A broken experiment file: the message names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Metric(_Strict):
+class Metric(Strict):
     """One evaluator's per-trace result, compared between variants."""
 
     evaluator: str = Field(description="An evaluator's name (a file stem in evaluators/).")
@@ -97,7 +94,7 @@ class Guardrail(Metric):
         return " and ".join(rules)
 
 
-class ExperimentConfig(_Strict):
+class ExperimentConfig(Strict):
     """One experiment: a control variant, treatment variants, a primary metric and guardrails."""
 
     name: str
@@ -239,16 +236,10 @@ def load_experiments(
     As for evaluators, a broken file raises unless `broken` collects its error (by file name, and in the code
     location's log). An experiment naming an evaluator in `broken_evaluators` is broken too, and says why.
     """
-    if not directory.is_dir():
-        return {}
-    experiments = {}
-    for path in sorted(directory.glob("*.y*ml")):
-        try:
-            config = load_experiment(path, evaluators, broken_evaluators)
-        except ExperimentConfigError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "experiment file")
-            continue
-        experiments[config.name] = config
-    return experiments
+    return load_folder(
+        directory,
+        lambda path: load_experiment(path, evaluators, broken_evaluators),
+        ExperimentConfigError,
+        "experiment",
+        broken,
+    )

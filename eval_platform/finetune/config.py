@@ -18,21 +18,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from eval_platform.config_files import load_named, record_broken
+from eval_platform.config_files import load_folder, load_named
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.loading import whole_trace_evaluator
+from eval_platform.strict import Strict
 
 
 class FinetuneExportError(ValueError):
     """A fine-tuning export file is invalid; the message names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Threshold(_Strict):
+class Threshold(Strict):
     """One evaluator's verdict a trace must have: a score of at least `min_score`, or `verdict: pass`."""
 
     evaluator: str
@@ -50,7 +48,7 @@ class Threshold(_Strict):
         return f"{self.evaluator}: {rule}"
 
 
-class FinetuneExport(_Strict):
+class FinetuneExport(Strict):
     """One export: the thresholds (all must pass) and how its conversations are written."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -80,17 +78,7 @@ class FinetuneExport(_Strict):
 def _check_evaluators(path: Path, export: FinetuneExport, evaluators: dict[str, EvaluatorConfig]) -> None:
     for i, threshold in enumerate(export.evaluators):
         where = f"{path}: field 'evaluators.{i}.evaluator'"
-        config = evaluators.get(threshold.evaluator)
-        if config is None:
-            known = ", ".join(sorted(evaluators)) or "none"
-            raise FinetuneExportError(
-                f"{where}: no loaded evaluator '{threshold.evaluator}' (unknown or broken; known: {known})"
-            )
-        if config.judge_mode.unit != "trace" or config.judged_target != "trace":
-            raise FinetuneExportError(
-                f"{where}: evaluator '{threshold.evaluator}' judges {config.judge_mode.unit}s / "
-                f"{config.judged_target}s, not one whole trace per row: its verdicts cannot select traces"
-            )
+        whole_trace_evaluator(evaluators, threshold.evaluator, where, FinetuneExportError, "select traces")
 
 
 def load_export(path: Path, evaluators: dict[str, EvaluatorConfig]) -> FinetuneExport:
@@ -104,16 +92,6 @@ def load_exports(
     directory: Path, evaluators: dict[str, EvaluatorConfig], broken: dict[str, str] | None = None
 ) -> dict[str, FinetuneExport]:
     """Every export file in a folder, by name; a broken one raises unless `broken` collects its error."""
-    if not directory.is_dir():
-        return {}
-    exports = {}
-    for path in sorted(directory.glob("*.y*ml")):
-        try:
-            export = load_export(path, evaluators)
-        except FinetuneExportError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "fine-tuning export file")
-            continue
-        exports[export.name] = export
-    return exports
+    return load_folder(
+        directory, lambda path: load_export(path, evaluators), FinetuneExportError, "fine-tuning export", broken
+    )

@@ -27,9 +27,10 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from eval_platform.config_files import read_mapping, validate
+from eval_platform.strict import Strict
 
 TASKS_FILE_NAMES = frozenset({"tasks.yaml", "tasks.yml"})
 Schema = Literal["classification", "rating", "ranking", "text"]
@@ -37,15 +38,12 @@ Schema = Literal["classification", "rating", "ranking", "text"]
 COMPARABLE_SCHEMAS = ("classification", "rating", "ranking")
 
 
-class AnnotationTasksError(ValueError):
-    """A broken tasks file: the message names the file and the field."""
+class AnnotationTaskError(ValueError):
+    """A broken annotation task file (`annotations/tasks.yaml` or `annotation_tasks/<name>.yaml`): the message
+    names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CriterionSpec(_Strict):
+class CriterionSpec(Strict):
     """One labelled criterion of a task."""
 
     # `schema` would shadow a BaseModel attribute, hence the alias
@@ -95,7 +93,7 @@ class CriterionSpec(_Strict):
         return self.labels.get(label) if isinstance(self.labels, dict) else None
 
 
-class TaskSpec(_Strict):
+class TaskSpec(Strict):
     description: str | None = None
     criteria: dict[str, CriterionSpec]
 
@@ -107,7 +105,7 @@ class TaskSpec(_Strict):
         return value
 
 
-class AnnotationTasks(_Strict):
+class AnnotationTasks(Strict):
     tasks: dict[str, TaskSpec]
 
 
@@ -120,16 +118,13 @@ def _label_text(value) -> str:
     return str(value)
 
 
-def load_annotation_tasks(path: Path) -> AnnotationTasks:
-    """Load and validate a tasks file; errors name the file and the field."""
-    raw = read_mapping(path, AnnotationTasksError, "a mapping with a 'tasks' key")
-    return validate(path, AnnotationTasks, raw, AnnotationTasksError)
-
-
-def find_annotation_tasks(annotations_dir: Path) -> tuple[Path | None, AnnotationTasks | None]:
-    """The tasks file directly in the annotations folder and its content, or (None, None)."""
+def load_tasks_yaml(annotations_dir: Path) -> tuple[Path | None, AnnotationTasks | None]:
+    """The tasks file directly in the annotations folder and its validated content, or (None, None); a broken file
+    is an `AnnotationTaskError` naming the file and the field. (The annotation task files of
+    `annotation_tasks/*.yaml` load with `eval_platform.annotation.config.load_annotation_tasks`.)"""
     for name in sorted(TASKS_FILE_NAMES):
         path = annotations_dir / name
         if path.is_file():
-            return path, load_annotation_tasks(path)
+            raw = read_mapping(path, AnnotationTaskError, "a mapping with a 'tasks' key")
+            return path, validate(path, AnnotationTasks, raw, AnnotationTaskError)
     return None, None

@@ -55,7 +55,7 @@ from eval_platform.ingest.annotation_tasks import (
     CriterionSpec,
     Schema,
     TaskSpec,
-    find_annotation_tasks,
+    load_tasks_yaml,
 )
 from eval_platform.ingest.common import RowError, dumps, preview
 from eval_platform.ingest.export_files import (
@@ -107,10 +107,10 @@ class Annotations:
 
 
 def read_annotations(data_root: Path, *, now: datetime | None = None) -> Annotations:
-    """Every annotation export under `<data_root>/annotations/`; raises AnnotationTasksError for a broken
+    """Every annotation export under `<data_root>/annotations/`; raises AnnotationTaskError for a broken
     tasks.yaml, never for a bad row or file."""
     data_root = Path(data_root)
-    tasks_path, tasks = find_annotation_tasks(data_root / FOLDER)
+    tasks_path, tasks = load_tasks_yaml(data_root / FOLDER)
     task_files = annotation_task_specs(data_root)
     rejects = Rejects(SOURCE, now or utc_now())
     files = export_files(data_root, FOLDER, ignore=TASKS_FILE_NAMES)

@@ -20,9 +20,10 @@ from pydantic import (
     model_validator,
 )
 
-from eval_platform.judging.modes import Strict, binary
+from eval_platform.judging.modes import binary
 from eval_platform.scoring import registry
 from eval_platform.scoring.base import Scorer, ScorerOptions
+from eval_platform.strict import Strict
 
 # The fields of an evaluator file a check evaluator has; every other field configures a judge call.
 CHECK_EVALUATOR_FIELDS = frozenset(

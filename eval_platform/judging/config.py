@@ -20,7 +20,6 @@ from eval_platform.config_files import field_errors
 from eval_platform.judging.check_options import CHECK_EVALUATOR_FIELDS, CheckOptions, check_evaluator_fields
 from eval_platform.judging.models import ModelSpec
 from eval_platform.judging.modes import MODE_FIELDS, MODES, ConsensusRule, JudgeMode
-from eval_platform.judging.modes import Strict as _Strict
 from eval_platform.judging.modes.n_wise import NWiseOptions
 from eval_platform.judging.modes.pairwise import PairwiseOptions
 from eval_platform.judging.options import (
@@ -49,6 +48,7 @@ from eval_platform.judging.templates import (
     template_names,
 )
 from eval_platform.llm.openai_compat import is_openai_compatible
+from eval_platform.strict import Strict
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ Trigger = Literal["all", "sampled", "manual"]
 Consensus = ConsensusRule
 
 
-class EvaluatorConfig(_Strict):
+class EvaluatorConfig(Strict):
     """One LLM-as-judge evaluator."""
 
     name: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval_platform.config_files import load_named, record_broken
+from eval_platform.config_files import load_folder, load_named
 from eval_platform.ingest.datasets import dataset_versions
 from eval_platform.judging.config import EvaluatorConfig
 
@@ -57,16 +57,28 @@ def load_evaluators(
     the code location down. `data_root`: where reference datasets are declared; by default the folder holding
     `directory` (the data root's layout: `<data root>/evaluators/`).
     """
-    if not directory.is_dir():
-        return {}
-    evaluators = {}
-    for path in sorted(directory.glob("*.y*ml")):
-        try:
-            config = load_evaluator(path, data_root or directory.parent)
-        except EvaluatorConfigError as exc:
-            if broken is None:
-                raise
-            record_broken(broken, path.name, exc, "evaluator file")
-            continue
-        evaluators[config.name] = config
-    return evaluators
+    return load_folder(
+        directory,
+        lambda path: load_evaluator(path, data_root or directory.parent),
+        EvaluatorConfigError,
+        "evaluator",
+        broken,
+    )
+
+
+def whole_trace_evaluator(
+    evaluators: dict[str, EvaluatorConfig], name: str, where: str, error: type[Exception], use: str
+) -> EvaluatorConfig:
+    """The loaded evaluator `name`, named by a config that reads its verdicts per trace (an annotation task's
+    source, a fine-tuning export's threshold); `error` at `where` (the file and field) when it is not loaded
+    (unknown or broken) or does not judge one whole trace per row: its verdicts then cannot `use`."""
+    evaluator = evaluators.get(name)
+    if evaluator is None:
+        known = ", ".join(sorted(evaluators)) or "none"
+        raise error(f"{where}: no loaded evaluator '{name}' (unknown or broken; known: {known})")
+    if evaluator.judge_mode.unit != "trace" or evaluator.judged_target != "trace":
+        raise error(
+            f"{where}: evaluator '{name}' judges {evaluator.judge_mode.unit}s / {evaluator.judged_target}s, not "
+            f"one whole trace per row: its verdicts cannot {use}"
+        )
+    return evaluator

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from eval_platform.judging.modes import Strict as _Strict
 from eval_platform.llm import pricing
 from eval_platform.llm.endpoint import ModelAddress
+from eval_platform.strict import Strict
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     model: str = Field(description="Any litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku.")
     api_base: str | None = None
     api_key_env: str | None = None

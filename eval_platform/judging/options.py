@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from eval_platform.judging.modes import Strict as _Strict
+from eval_platform.strict import Strict
 
 
-class ScoreScale(_Strict):
+class ScoreScale(Strict):
     min: float = 1.0
     max: float = 5.0
 
@@ -23,7 +23,7 @@ class ScoreScale(_Strict):
         return self
 
 
-class RubricLevel(_Strict):
+class RubricLevel(Strict):
     score: float | None = None
     range: tuple[float, float] | None = None
     description: str
@@ -41,7 +41,7 @@ class RubricLevel(_Strict):
         return self.range if self.range is not None else (self.score, self.score)
 
 
-class Rubric(_Strict):
+class Rubric(Strict):
     """Either scored levels (single scores or ranges) or G-Eval style criteria with evaluation steps."""
 
     levels: list[RubricLevel] = Field(default_factory=list)
@@ -60,7 +60,7 @@ class Rubric(_Strict):
         return self
 
 
-class ReferenceOptions(_Strict):
+class ReferenceOptions(Strict):
     source: Literal["trace", "dataset"] = Field(
         "trace", description="trace: the trace's expected_output; dataset: a test case's expected_output."
     )
@@ -77,7 +77,7 @@ class ReferenceOptions(_Strict):
         return self
 
 
-class FewShotExample(_Strict):
+class FewShotExample(Strict):
     """A worked example shown to the judge: the content it would see and the reply it should give."""
 
     input: str | None = None
@@ -88,7 +88,7 @@ class FewShotExample(_Strict):
     verdict: dict[str, Any]
 
 
-class HumanAgreementOptions(_Strict):
+class HumanAgreementOptions(Strict):
     """Which human annotations this evaluator's verdicts are checked against in the `agreement` table."""
 
     task: str = Field(description="The annotation task (annotations' `task`) labelling the same items.")
@@ -98,7 +98,7 @@ class HumanAgreementOptions(_Strict):
     )
 
 
-class AnchorOptions(_Strict):
+class AnchorOptions(Strict):
     """Anchor items: a pinned dataset version with expected verdicts, judged whenever the evaluator's configuration
     (config hash) or the model its provider reports changes, and on a schedule, to detect judge drift
     (`agreement.drift`; asset `judge_drift`)."""
@@ -130,7 +130,7 @@ BATCH_REFUSED = {
 }
 
 
-class BatchOptions(_Strict):
+class BatchOptions(Strict):
     """Judge a partition through the provider's batch API (OpenAI's or Azure's Files + Batches, Anthropic's
     Message Batches) at its discount.
 

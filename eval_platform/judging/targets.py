@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from eval_platform.judging.modes import Strict
 from eval_platform.judging.units import Day, Skip, Unit, add_flag, one_call
 from eval_platform.record_fields import METADATA_PREFIX, as_text, field_text
 from eval_platform.schemas import (
@@ -37,6 +36,7 @@ from eval_platform.schemas import (
     SpanOperation,
     missing_field,
 )
+from eval_platform.strict import Strict
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig

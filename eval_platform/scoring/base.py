@@ -9,13 +9,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from eval_platform.strict import Strict
 
 
-class ScorerOptions(BaseModel):
+class ScorerOptions(Strict):
     """Base of every scorer's options: unknown options are an error, never ignored."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # The case key under which a scorer that `embeds` finds its texts' vectors (one float32 array per text, in order).

@@ -189,3 +189,11 @@ def test_a_broken_suite_file_does_not_hide_the_others(root):
     suites, errors = load_suites(root / "benchmarks", root)
     assert list(suites) == ["good"]
     assert list(errors) == ["bad"] and "bad.yaml" in errors["bad"] and "field 'tasks'" in errors["bad"]
+
+
+def test_a_yml_suite_loads_as_every_other_config_file(root):
+    (root / "benchmarks" / "short.yml").write_text(GOOD)
+    write(root, "bad", "tasks: [1, 2]")
+    suites, errors = load_suites(root / "benchmarks", root)
+    assert list(suites) == ["short"] and set(suites["short"].tasks) == {"smoke", "full", "judged"}
+    assert list(errors) == ["bad"]

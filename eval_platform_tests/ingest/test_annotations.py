@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_platform.ingest.annotation_tasks import AnnotationTasksError
+from eval_platform.ingest.annotation_tasks import AnnotationTaskError
 from eval_platform.ingest.annotations import annotation_overview, read_annotations
 from eval_platform.schemas import HUMAN_ANNOTATION_SCHEMA
 from eval_platform_tests.conftest import REPO_DATA
@@ -254,7 +254,7 @@ def test_bad_rows_are_quarantined_with_file_line_and_reason(tmp_path):
 def test_a_broken_tasks_file_names_the_file_and_the_field(tmp_path):
     path = write(tmp_path, "tasks.yaml", "tasks:\n  t:\n    criteria:\n      c: {schema: rating, labels: [a, b]}\n")
     write(tmp_path, "a.jsonl", jsonl({"item_id": "x", "annotator": "a", "label": 1}))
-    with pytest.raises(AnnotationTasksError) as error:
+    with pytest.raises(AnnotationTaskError) as error:
         read_annotations(tmp_path)
     assert (
         str(error.value)
@@ -262,7 +262,7 @@ def test_a_broken_tasks_file_names_the_file_and_the_field(tmp_path):
     )
 
     path.write_text("tasks:\n  t:\n    criteria:\n      c: {kind: rating}\n")
-    with pytest.raises(AnnotationTasksError, match=r"tasks.yaml: field 'tasks.t.criteria.c.kind': Extra inputs"):
+    with pytest.raises(AnnotationTaskError, match=r"tasks.yaml: field 'tasks.t.criteria.c.kind': Extra inputs"):
         read_annotations(tmp_path)
 
 

@@ -180,3 +180,16 @@ def test_a_reference_dataset_version_not_declared_is_a_load_error(data_root, cap
     assert broken["gold.yaml"].startswith(str(data_root / "evaluators" / "gold.yaml"))
     assert expected in broken["gold.yaml"]
     assert expected in caplog.text
+
+
+def test_two_files_of_one_evaluator_are_an_error_not_a_silent_replacement(data_root):
+    first = write_evaluator(data_root, "twin", **{**BASE, "prompt": "First {{output}}"})
+    second = first.with_suffix(".yml")
+    second.write_text(first.read_text().replace("First", "Second"))
+    with pytest.raises(EvaluatorConfigError, match=r"twin\.yml: field 'name': evaluator 'twin' is already defined by"):
+        load_evaluators(data_root / "evaluators")
+
+    broken: dict[str, str] = {}
+    evaluators = load_evaluators(data_root / "evaluators", broken=broken)
+    assert evaluators["twin"].prompt == "First {{output}}"
+    assert list(broken) == ["twin.yml"] and "twin.yaml" in broken["twin.yml"]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.cache import ModelCache
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,9 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 DAY = """
 import sys, threading
 from pathlib import Path
-from eval_platform.llm.cache import JudgeCache
+from eval_platform.llm.cache import ModelCache
 
-cache = JudgeCache(Path(sys.argv[1]))
+cache = ModelCache(Path(sys.argv[1]))
 cache.put("f" * 64, {"reply": "first"})
 cache.flush()
 stop = threading.Event()
@@ -56,6 +56,6 @@ def test_the_caches_log_does_not_stay_large_after_the_process_exits(tmp_path):
     log = folder / "replies.sqlite-wal"
     after = log.stat().st_size if log.exists() else 0
     assert after < 1_000_000, f"the log kept {after} bytes after the process exited"  # ... and did not stay
-    cache = JudgeCache(folder)
+    cache = ModelCache(folder)
     assert cache.get("f" * 64) == {"reply": "first"}
     assert cache.get(f"{entries - 1:064x}") == {"reply": "x" * 4000 + str(entries - 1)}

@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from eval_platform.llm.budget import BudgetLedger
+from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import FINAL_COMPLETED
 from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import (
@@ -467,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, polars {pl.__version__}; "
             f"median of {args.repeat} run(s) per computation, peak RSS the largest"
         )
-        lines = ["| computation | ours | peer | peer | max abs difference |", "| --- | --- | --- | --- | --- |"]
+        columns = ["computation", "ours", "peer", "peer's time", "max abs difference"]
+        rows = []
         for name in args.only or COMPUTATIONS:
             what, _, peer, peer_name = COMPUTATIONS[name]
             ours = _measure(name, "ours", root, args.repeat)
@@ -478,9 +480,9 @@ def main(argv: list[str] | None = None) -> int:
                 difference = float(np.max(np.abs(ours_values - peer_values)))
             report = {"name": name, "ours": ours, "peer": theirs, "max_abs_difference": difference}
             print(json.dumps(report), flush=True)
-            compared = f"{_cell(theirs)} | {difference:.1e}" if theirs else "— | —"
-            lines.append(f"| {what} | {_cell(ours)} | {peer_name or '—'} | {compared} |")
-        print("\n".join(lines))
+            peer_cells = [_cell(theirs), f"{difference:.1e}"] if theirs else [None, None]
+            rows.append(dict(zip(columns, [what, _cell(ours), peer_name, *peer_cells], strict=True)))
+        print(markdown_table(rows, columns))
         if args.compare_paths:
             return _compare_paths(root)
     finally:

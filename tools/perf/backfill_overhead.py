@@ -37,6 +37,7 @@ from pathlib import Path
 import httpx
 
 from eval_platform.instance_config import shipped_instance_yaml
+from eval_platform.markdown_table import markdown_table
 from tools.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -284,17 +285,15 @@ def main(argv: list[str] | None = None) -> int:
         f"traces/day, judge latency {args.latency_ms:.0f} ms, {rows} COMPLETED rows directly; "
         f"partitions per run: {policy}; machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
     )
-    print("| side | partitions | runs | wall time (s) | overhead |")
-    print("|---|---:|---:|---:|---:|")
-    print(f"| direct (judge_partition in one process) | {len(partitions)} | - | {direct_s:.1f} | - |")
-    print(
-        f"| Dagster backfill, launch to COMPLETED_SUCCESS | {len(partitions)} | {result['runs']} | "
-        f"{result['wall_s']:.1f} | {100 * (result['wall_s'] - direct_s) / direct_s:+.0f}% |"
-    )
-    print(
-        f"| Dagster backfill, launch to last partition materialized | {len(partitions)} | {result['runs']} | "
-        f"{result['last_materialized_s']:.1f} | {100 * (result['last_materialized_s'] - direct_s) / direct_s:+.0f}% |"
-    )
+    columns = ["side", "partitions", "runs", "wall time (s)", "overhead"]
+    table = [["direct (judge_partition in one process)", len(partitions), "-", f"{direct_s:.1f}", "-"]]
+    for side, seconds in (
+        ("Dagster backfill, launch to COMPLETED_SUCCESS", result["wall_s"]),
+        ("Dagster backfill, launch to last partition materialized", result["last_materialized_s"]),
+    ):
+        overhead = f"{100 * (seconds - direct_s) / direct_s:+.0f}%"
+        table.append([side, len(partitions), result["runs"], f"{seconds:.1f}", overhead])
+    print(markdown_table([dict(zip(columns, row, strict=True)) for row in table], columns))
     print(f"runs' own durations summed: {result['run_seconds']:.1f} s (runs overlap: the backfill tag limit is 2)")
     if not ok:
         print(

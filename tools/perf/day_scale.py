@@ -41,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from eval_platform.markdown_table import markdown_table
 from tools.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -207,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(result)
             print(json.dumps(result), flush=True)
         print()
-        print("| step | wall s | CPU s | peak RSS GB | notes |")
-        print("| --- | --- | --- | --- | --- |")
+        columns = ["step", "wall s", "CPU s", "peak RSS GB", "notes"]
+        rows = []
         for r in results:
             notes = ""
             if r["step"] in ("judge", "judge_batch"):
@@ -220,12 +221,16 @@ def main(argv: list[str] | None = None) -> int:
                     notes += f", {r['batches']} batches, {r['completed']:,} completed"
             elif r["step"] in ("ingest", "views", "polars"):
                 notes = f"{r.get('traces', 0):,} traces"
-            print(f"| {r['step']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['peak_rss_gb']:.2f} | {notes} |")
+            rows.append([r["step"], f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['peak_rss_gb']:.2f}", notes])
         day = [r for r in results if r["step"] not in ("polars", "judge_batch")] or results
-        print(
-            f"| whole day (ingest + judge + views) | {sum(r['wall_s'] for r in day):.1f} | "
-            f"{sum(r['cpu_s'] for r in day):.1f} | {max(r['peak_rss_gb'] for r in day):.2f} | |"
-        )
+        whole_day = [
+            "whole day (ingest + judge + views)",
+            f"{sum(r['wall_s'] for r in day):.1f}",
+            f"{sum(r['cpu_s'] for r in day):.1f}",
+            f"{max(r['peak_rss_gb'] for r in day):.2f}",
+            "",
+        ]
+        print(markdown_table([dict(zip(columns, row, strict=True)) for row in [*rows, whole_day]], columns))
     finally:
         judge.terminate()
         judge.wait(30)

@@ -23,6 +23,7 @@ from contextlib import closing
 from pathlib import Path
 
 from eval_platform.llm.budget import BudgetLedger, Reservation
+from eval_platform.markdown_table import markdown_table
 
 # The queries the ledger ran before compaction (one row per call).
 _PER_CALL_TOTALS = (
@@ -94,13 +95,16 @@ def main() -> None:
     worst = max(abs(b[2] - a[2]) for b, a in zip(before, after, strict=True))
     assert worst < 1e-9, worst
     print(f"{args.calls:,} settled calls, {args.evaluators} evaluators x {args.days} days; median of {args.repeat}")
-    print("| read | per call (before) | per day (after) |")
-    print("| --- | --- | --- |")
-    print(f"| `totals()` | {before_totals_s * 1000:.1f} ms | {after_totals_s * 1000:.2f} ms |")
-    print(
-        f"| budget check: month's spend (after: whole reserve + settle) | {before_check_s * 1000:.1f} ms "
-        f"| {after_check_s * 1000:.2f} ms |"
-    )
+    columns = ["read", "per call (before)", "per day (after)"]
+    table = [
+        ["`totals()`", f"{before_totals_s * 1000:.1f} ms", f"{after_totals_s * 1000:.2f} ms"],
+        [
+            "budget check: month's spend (after: whole reserve + settle)",
+            f"{before_check_s * 1000:.1f} ms",
+            f"{after_check_s * 1000:.2f} ms",
+        ],
+    ]
+    print(markdown_table([dict(zip(columns, row, strict=True)) for row in table], columns))
     print(
         f"ledger rows after: {rows:,}; one-off compaction on first open: {compaction_s:.2f} s; max |diff| {worst:.1e}"
     )

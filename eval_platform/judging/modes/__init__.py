@@ -26,8 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from eval_platform.judging import units
 from eval_platform.scoring.base import GoldKind
 
@@ -47,12 +45,6 @@ BASE_VARIABLES = frozenset({"input", "output", "context", "expected", "metadata"
 AGENT_VARIABLES = frozenset({"conversation", "tool_calls", "tool_name", "span_name", "span_operation"})
 # The evaluator fields that belong to some mode: set on an evaluator of another mode, they are refused.
 MODE_FIELDS = ("score_scale", "rubric", "labels", "expect", "pairwise", "n_wise", "reference")
-
-
-class Strict(BaseModel):
-    """A section of an evaluator file: unknown fields are refused, values frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from eval_platform.judging.fencing import new_secret
-from eval_platform.judging.modes import AVERAGES, JudgeMode, Strict
+from eval_platform.judging.modes import AVERAGES, JudgeMode
 from eval_platform.judging.replies import (
     BRACKET_RE,
     WRAPPING,
@@ -42,6 +42,7 @@ from eval_platform.judging.units import (
     verdict_of,
 )
 from eval_platform.schemas import COMPLETED, GROUP_SIZE, SCHEMA_VIOLATION, SPAN_NOT_FOUND, UNPARSEABLE
+from eval_platform.strict import Strict
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig

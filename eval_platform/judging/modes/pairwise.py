@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from eval_platform.judging.modes import VOTES, JudgeMode, Strict
+from eval_platform.judging.modes import VOTES, JudgeMode
 from eval_platform.judging.replies import (
     ParseFailure,
     Verdict,
@@ -49,6 +49,7 @@ from eval_platform.schemas import (
     SPAN_NOT_FOUND,
     UNPARSEABLE,
 )
+from eval_platform.strict import Strict
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
