@@ -16,6 +16,7 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.traces import new_trace_files_sensor
+from eval_platform.ingest.traces import span_rows
 from eval_platform.storage.warehouse import quarantine_keys, read_partition
 from eval_platform_tests.ingest.test_missing_root import AGENT, _shift, _split, _take, _write
 from eval_platform_tests.ingest.test_otel_recorded import recorded_lines, recording_day
@@ -214,8 +215,10 @@ def test_a_late_file_into_a_day_reingests_the_next_day_only_when_it_holds_spans_
     assert tick() == [after]
     assert tick.last[0].tags["eval_platform/spans_from"] == day
     _ingest(defs, instance, after)
-    spans = read_partition(root, "spans", {"date": after})
-    assert spans is not None and (spans["trace_id"] == AGENT).sum() == 1 + sum(
+    traces = read_partition(root, "traces", {"date": after})
+    assert traces is not None
+    spans = span_rows(traces)  # the `spans` view's rows: spans are stored in their trace's row
+    assert (spans["trace_id"] == AGENT).sum() == 1 + sum(
         span["traceId"] == AGENT
         for line in agent_spans
         for resource in json.loads(line)["resourceSpans"]

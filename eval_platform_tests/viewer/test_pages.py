@@ -10,6 +10,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
+from eval_platform.schemas import spans_view_sql
 from eval_platform_tests.ui.test_browser import CHROMIUM
 from eval_platform_tests.viewer.conftest import DAY, KEY_PIECES
 
@@ -207,11 +208,9 @@ def test_the_trace_page_shows_the_conversation_spans_and_every_verdict(viewer, p
     expect(conversation.locator(".tool-call").first).to_contain_text("tool call")
     expect(conversation.locator(".role-tool").first).to_be_visible()
     expect(page.locator("#spans tr.span").first).to_be_visible()
-    (spans,) = viewer.query(
-        f"SELECT count(*) FROM read_parquet('{viewer.root}/warehouse/spans/date={DAY}/part.parquet') "
-        "WHERE trace_id = ?",
-        [trace_id],
-    )[0]
+    # the `spans` view's query over the day's traces (spans are stored in their trace's row)
+    day_traces = f"read_parquet('{viewer.root}/warehouse/traces/date={DAY}/part.parquet')"
+    (spans,) = viewer.query(f"SELECT count(*) FROM ({spans_view_sql(day_traces)}) WHERE trace_id = ?", [trace_id])[0]
     expect(page.locator("#spans tr.span")).to_have_count(spans)
     cards = page.locator("#verdicts article.verdict-card")
     expect(cards).to_have_count(len(verdicts))
