@@ -312,3 +312,8 @@ def unanswered(batch: dict[str, Any], detail: str | None = None) -> CallOutcome:
     why = detail or "; ".join(str(e.get("message")) for e in errors if isinstance(e, dict)) or None
     text = f"batch {batch['id']} ended {status} without answering this request"
     return CallOutcome(error_reason=reason, error_detail=f"{text} ({why})" if why else text, attempts=1)
+
+
+def custom_id_prefix(submission: str) -> str:
+    """What every custom_id of one submission starts with (how a batch without metadata is recognised)."""
+    return f"s{submission[:12]}-"

@@ -30,10 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eval_platform.llm.batch.api import BatchAPI, BatchLimits, error_reason, http_status
+from eval_platform.llm.batch.api import BatchAPI, BatchLimits, custom_id_prefix, error_reason, http_status
 from eval_platform.llm.batch.calls import BatchCalls, batch_request
 from eval_platform.llm.batch.job import BatchJob
-from eval_platform.llm.batch.providers import custom_id_prefix
 from eval_platform.llm.batch.state import BatchState, TrackedBatch, endpoint_id
 from eval_platform.llm.budget import Refusal, Reservation
 from eval_platform.llm.client import ERROR_DETAIL_CHARS, CallOutcome, RetryPolicy
