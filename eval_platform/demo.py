@@ -363,4 +363,7 @@ def sql_hint(root: Path) -> str:
 
 
 if __name__ == "__main__":
+    from eval_platform.startup import start_process
+
+    start_process()
     sys.exit(main())

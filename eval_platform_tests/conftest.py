@@ -10,7 +10,11 @@ import httpx
 import pytest
 import yaml
 
+from eval_platform.startup import start_process
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The tests' process starts here: set up as every process of the platform is (key redaction on every log line).
+start_process()
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -48,12 +48,24 @@ class WarehouseResource(dg.ConfigurableResource):
             self.warehouse_url, self.s3_endpoint_url, self.s3_region, self.s3_access_key_id, self.s3_secret_access_key
         )
 
+    _bound: tuple[Path, location.Store | None] | None = PrivateAttr(default=None)
+
     @property
     def root(self) -> Path:
-        """The data root; the storage functions given it (`storage/warehouse.py`) use this resource's store."""
-        root = Path(self.data_dir).resolve() if self.data_dir else data_root()
-        location.bind(root, self.store(root))
-        return root
+        """The data root (reading it changes nothing). While the resource is set up for a run, the storage
+        functions given it (`storage/warehouse.py`) use this resource's store (`setup_for_execution`)."""
+        return Path(self.data_dir).resolve() if self.data_dir else data_root()
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Where a run (or a step's process) starts using the warehouse: from now until the resource is torn down,
+        the storage functions given this data root use this resource's store."""
+        root = self.root
+        self._bound = (root, location.bind(root, self.store(root)))
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._bound is not None:
+            location.bind(*self._bound)  # the data root's store as it was before the run
+            self._bound = None
 
 
 def warehouse_resource(root: Path | None = None) -> WarehouseResource:

@@ -172,4 +172,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from eval_platform.startup import start_process
+
+    start_process()
     main()
