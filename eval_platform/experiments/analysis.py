@@ -86,7 +86,7 @@ from eval_platform.schemas import EXPERIMENT_RESULT_SCHEMA, FINAL_COMPLETED, UTC
 
 def experiment_results(
     experiments: Iterable[ExperimentConfig],
-    scores: pl.DataFrame,
+    scores: pl.DataFrame | pl.LazyFrame,
     traces: pl.DataFrame,
     computed_at: datetime | None = None,
     human: dict[str, pl.DataFrame] | None = None,
@@ -111,7 +111,10 @@ def _first_and_last(days: pl.Series) -> list[str]:
 
 
 def analyze_experiment(
-    config: ExperimentConfig, scores: pl.DataFrame, traces: pl.DataFrame, human: dict[str, pl.DataFrame] | None = None
+    config: ExperimentConfig,
+    scores: pl.DataFrame | pl.LazyFrame,
+    traces: pl.DataFrame,
+    human: dict[str, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """All rows of one experiment: variant and comparison rows per metric, then the pairwise rows."""
     rows: list[dict] = []
