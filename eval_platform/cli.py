@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eval_platform.settings import DATA_DIR_ENV
+from eval_platform.startup import start_process
 
 # verb -> (one line of help, "module:function" taking argv and returning an exit code)
 _VERBS: dict[str, tuple[str, str]] = {
@@ -50,6 +51,7 @@ def _load(target: str) -> Callable[[list[str]], int | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    start_process()  # the console script's process starts here (key redaction on every log line)
     args = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="eval-platform",

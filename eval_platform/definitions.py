@@ -39,7 +39,14 @@ from eval_platform.defs.traces import (
 from eval_platform.experiments.config import load_experiments
 from eval_platform.finetune.config import load_exports
 from eval_platform.judging.loading import load_evaluators
-from eval_platform.settings import EVALUATORS_FOLDER, checked_data_root
+from eval_platform.settings import (
+    EVALUATORS_FOLDER,
+    JUDGE_PARTITIONS_PER_RUN_ENV,
+    TRACE_DAYS_PER_RUN_ENV,
+    checked_data_root,
+    partitions_per_run,
+)
+from eval_platform.startup import start_process
 
 
 def build_definitions(root: Path | None = None) -> dg.Definitions:
@@ -50,7 +57,9 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     # A broken config file breaks only itself: its error is shown on the assets it would feed.
     broken_evaluators: dict[str, str] = {}
     evaluators = load_evaluators(root / EVALUATORS_FOLDER, broken=broken_evaluators)
-    judge_scores = build_judge_scores(evaluators, broken=broken_evaluators)
+    judge_scores = build_judge_scores(
+        evaluators, broken=broken_evaluators, partitions_per_run=partitions_per_run(JUDGE_PARTITIONS_PER_RUN_ENV)
+    )
     judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
     judge_cost_monthly = build_judge_cost_monthly(evaluators, judge_cost_daily)
     agreement = build_agreement(evaluators, judge_scores)
@@ -78,7 +87,11 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     report = build_report_asset([judge_scores, agreement, experiment_results, leaderboard, *drift.assets])
     return dg.Definitions(
         assets=[
-            traces,
+            traces.with_attributes(
+                backfill_policy=dg.BackfillPolicy.multi_run(
+                    max_partitions_per_run=partitions_per_run(TRACE_DAYS_PER_RUN_ENV)
+                )
+            ),
             quarantine,
             dataset_versions,
             human_annotations,
@@ -124,4 +137,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     )
 
 
+# This module is where Dagster's processes start (its code server, and every run and step process, load it first):
+# the process is set up here, never on importing the package.
+start_process()
 defs = build_definitions()

@@ -21,11 +21,13 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+import duckdb
 
 from eval_platform.instance_config import shipped_instance_yaml
-from eval_platform.judge_day import materialize
+from eval_platform.judge_day import assets_of, materialize
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED
 from eval_platform.settings import (
     DATA_DIR_ENV,
@@ -34,6 +36,13 @@ from eval_platform.settings import (
     data_root,
 )
 from eval_platform.storage.warehouse import open_catalog
+
+
+def _one_row(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
+    """The row of a query that always returns one (aggregates without GROUP BY)."""
+    row = result.fetchone()
+    assert row is not None
+    return row
 
 
 def _sample_days(root: Path) -> list[str]:
@@ -62,9 +71,9 @@ def _summary(root: Path) -> str:
             FROM judge_scores GROUP BY evaluator ORDER BY evaluator
             """
         ).fetchall()
-        traces, quarantined = conn.execute(
-            "SELECT (SELECT count(*) FROM traces), (SELECT count(*) FROM quarantine)"
-        ).fetchone()
+        traces, quarantined = _one_row(
+            conn.execute("SELECT (SELECT count(*) FROM traces), (SELECT count(*) FROM quarantine)")
+        )
     lines = [
         f"traces ingested: {traces}   quarantined rows: {quarantined}",
         "",
@@ -110,7 +119,7 @@ def _targets_summary(root: Path, evaluators: dict) -> str:
         kind = "check" if config is not None and config.check is not None else getattr(config, "judged_target", None)
         if kind in (None, "trace") and name not in skips:
             continue
-        count, unit = {"span": (spans, "spans"), "session": (sessions, "sessions")}.get(kind, (traces, "traces"))
+        count, unit = {"span": (spans, "spans"), "session": (sessions, "sessions")}.get(kind or "", (traces, "traces"))
         lines.append(f"  {name:<22}{kind:<9}{count:>5} {unit:<10}skipped: {', '.join(skips.get(name, [])) or '-'}")
     header = (
         "\nwhat one row judges (trace, span, session; check: no model), and the skips by reason (not_sampled aside):"
@@ -132,10 +141,12 @@ def _agreement_summary(root: Path) -> str:
             GROUP BY ALL ORDER BY subject, convention
             """
         ).fetchall()
-        annotators = conn.execute(
-            "SELECT string_agg(printf('%.2f', value), ' / ' ORDER BY subject, reference) FROM agreement "
-            "WHERE section = 'inter_annotator' AND statistic = 'cohen_kappa'"
-        ).fetchone()[0]
+        annotators = _one_row(
+            conn.execute(
+                "SELECT string_agg(printf('%.2f', value), ' / ' ORDER BY subject, reference) FROM agreement "
+                "WHERE section = 'inter_annotator' AND statistic = 'cohen_kappa'"
+            )
+        )[0]
     lines = [
         f"\nagreement: annotator pairwise Cohen's kappa {annotators}",
         f"  {'judge vs human majority':<34}{'convention':<18}{'n':>5}{'acc':>8}{'macro F1':>10}{'kappa':>8}",
@@ -175,6 +186,7 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
     name = names[-1]
     config = evaluators[name].model_copy(update={"batch": BatchOptions(poll_interval_s=0.2)})
     traces = read_partition(root, "traces", {"date": day})
+    assert traces is not None, f"the demo ingested {day} before judging it"
     with tempfile.TemporaryDirectory() as scratch:
         runtime = ModelRuntime(
             LiteLLMModelClient(),
@@ -186,10 +198,10 @@ def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str
         )
         result = judge_day(config, day, traces, runtime)
     columns = ["trace_id", "status", "reason", "score"]
-    interactive = (
-        read_partition(root, "judge_scores", {"evaluator": name, "date": day}).select(columns).sort("trace_id")
+    interactive = read_partition(root, "judge_scores", {"evaluator": name, "date": day})
+    same = interactive is not None and result.rows.select(columns).sort("trace_id").equals(
+        interactive.select(columns).sort("trace_id")
     )
-    same = result.rows.select(columns).sort("trace_id").equals(interactive)
     sent = sum(b["requests"] for b in result.summary["batches"])
     done = result.rows.filter(pl.col("status") == COMPLETED).height
     return (
@@ -206,7 +218,7 @@ def _run_benchmarks(defs: dg.Definitions, instance) -> None:
     for suite, names in DEMO_BENCHMARKS.items():
         for model in names:
             result = dg.materialize(
-                assets=list(defs.assets),
+                assets=assets_of(defs),
                 selection=dg.AssetSelection.groups(f"benchmark_{suite}"),
                 partition_key=model,
                 instance=instance,
@@ -249,19 +261,23 @@ def _leaderboard_summary(root: Path) -> str:
 def _experiments_summary(root: Path) -> str:
     """Two lines on `experiment_results` and `alerts`; the README's "Experiments" section explains them."""
     with open_catalog(root) as conn:
-        experiments, comparisons, significant = conn.execute(
-            "SELECT count(DISTINCT experiment), count(*) FILTER (kind = 'comparison'), "
-            "count(*) FILTER (kind = 'comparison' AND significant) FROM experiment_results"
-        ).fetchone()
+        experiments, comparisons, significant = _one_row(
+            conn.execute(
+                "SELECT count(DISTINCT experiment), count(*) FILTER (kind = 'comparison'), "
+                "count(*) FILTER (kind = 'comparison' AND significant) FROM experiment_results"
+            )
+        )
         rankings = conn.execute(
             "SELECT experiment, evaluator, string_agg(variant, ' > ' ORDER BY rank, variant) FROM experiment_results "
             "WHERE kind = 'bradley_terry' GROUP BY ALL ORDER BY ALL"
         ).fetchall()
-        alerts, latest = conn.execute(
-            "SELECT count(*), count(*) FILTER (day = (SELECT max(date) FROM judge_scores s "
-            "WHERE s.evaluator = a.evaluator "
-            f"AND s.is_final AND s.status = '{COMPLETED}')) FROM alerts a"
-        ).fetchone()
+        alerts, latest = _one_row(
+            conn.execute(
+                "SELECT count(*), count(*) FILTER (day = (SELECT max(date) FROM judge_scores s "
+                "WHERE s.evaluator = a.evaluator "
+                f"AND s.is_final AND s.status = '{COMPLETED}')) FROM alerts a"
+            )
+        )
     lines = [f"\nexperiment_results: {experiments} experiment(s), {comparisons} comparisons, {significant} significant"]
     lines += [f"  {name}: Bradley-Terry ranking by {evaluator}: {order}" for name, evaluator, order in rankings]
     lines.append(f"alerts: {alerts} quality regression(s), {latest} on the latest day")
@@ -286,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
 
     evaluators = load_evaluators(root / "evaluators")
     enabled = [name for name, cfg in evaluators.items() if cfg.enabled]
-    keyless = [n for n in enabled if evaluators[n].api_key_env and not os.environ.get(evaluators[n].api_key_env)]
+    keyless = [n for n in enabled if (key := evaluators[n].api_key_env) and not os.environ.get(key)]
     server = None
     # The demo's explicit mode: the local judge answers for an evaluator whose key is not set (a local judge URL
     # alone answers only local/ models, never a real provider's in its place).
@@ -363,4 +379,7 @@ def sql_hint(root: Path) -> str:
 
 
 if __name__ == "__main__":
+    from eval_platform.startup import start_process
+
+    start_process()
     sys.exit(main())

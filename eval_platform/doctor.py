@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             problems += 1
         else:
             state = f"${key} set" if key else "no key needed"
-        print(f"  {name:<24}{config.model or ', '.join(config.models or [])}: {state}")
+        print(f"  {name:<24}{config.model or ', '.join(spec.model for spec in config.models or [])}: {state}")
     for file, error in broken.items():
         print(f"  ✗ {file}: {error}")
         problems += 1

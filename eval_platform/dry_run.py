@@ -49,7 +49,7 @@ from eval_platform.judging.runner import judge_stream
 from eval_platform.llm import pricing
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.cache import ModelCache
-from eval_platform.llm.client import CallOutcome, ModelRequest
+from eval_platform.llm.client import BeforeSend, CallOutcome, ModelRequest
 from eval_platform.llm.embeddings import EmbeddingRequest
 from eval_platform.llm.endpoint import model_endpoint
 from eval_platform.llm.runtime import ModelRuntime
@@ -83,14 +83,18 @@ class RecordingClient:
     """A judge client that sends nothing: it records each request and answers with a failure, or with `stand_in`
     as the reply when one is given (a benchmark's outputs, for the tasks and judges that read them)."""
 
-    def __init__(self, stand_in: str | None = None, record: Callable[[ModelRequest], None] | None = None) -> None:
-        self.requests: list[ModelRequest] = []
+    def __init__(
+        self, stand_in: str | None = None, record: Callable[[ModelRequest | EmbeddingRequest], None] | None = None
+    ) -> None:
+        self.requests: list[ModelRequest | EmbeddingRequest] = []
         self.record = record or self.requests.append  # `record`: each request handed on, none kept
         self.calls = 0
         self.stand_in = stand_in
         self.closed_after: int | None = None  # requests made before the client was first closed
 
-    async def complete(self, request: ModelRequest, before_send=None) -> CallOutcome:
+    async def complete(
+        self, request: ModelRequest | EmbeddingRequest, before_send: BeforeSend | None = None
+    ) -> CallOutcome:
         self.record(request)
         self.calls += 1
         if self.stand_in is not None and not isinstance(request, EmbeddingRequest):  # a stand-in is text, no vectors
@@ -120,7 +124,7 @@ def _days(start: str, end: str) -> list[str]:
     return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
 
 
-def _prices(configs: Iterable[EvaluatorConfig], request: ModelRequest) -> pricing.Prices | None:
+def _prices(configs: Iterable[EvaluatorConfig], request: ModelRequest | EmbeddingRequest) -> pricing.Prices | None:
     """The request's price: its judge model's explicit prices in these evaluators, else litellm's map."""
     for config in configs:
         for spec in config.judge_models():
@@ -153,12 +157,14 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
     digests, 8 bytes and a set slot per distinct request)."""
     bill = Bill(config.name)
     # Nothing is sent, not even a batch: a batch evaluator's calls are recorded one by one, at its discount.
-    discount = config.batch.discount if config.batched else 1.0
+    discount = config.batch.discount if config.batch is not None and config.batched else 1.0
     config = config.model_copy(update={"batch": None})
     # Keys are assumed present, so that the plan is the live provider's.
     env = {**os.environ, **{spec.api_key_env: "dry-run" for spec in config.judge_models() if spec.api_key_env}}
 
-    def priced(request: ModelRequest) -> None:
+    def priced(request: ModelRequest | EmbeddingRequest) -> None:
+        if not isinstance(request, ModelRequest):  # a judge sends chat requests; its worst case is priced on them
+            raise TypeError(f"the dry run prices a judge's chat requests; {request.model} was asked for embeddings")
         bill.calls += 1
         bill.by_model[request.model] = bill.by_model.get(request.model, 0) + 1
         prices = _prices([config], request)
@@ -235,8 +241,10 @@ def estimate_suite(
         for spec in config.judge_models()
         if spec.api_key_env
     }
-    edges, done, outputs, bills = upstream(suite), set(), {}, []
-    order = []
+    edges, bills = upstream(suite), []
+    done: set[str] = set()
+    outputs: dict[str, pl.DataFrame | None] = {}
+    order: list[str] = []
     while len(order) < len(suite.tasks):  # dependency order (load_suites refuses cycles)
         ready = sorted(t for t in suite.tasks if t not in done and all(u in done for u in edges[t]))
         order += ready
@@ -264,7 +272,7 @@ def estimate_suite(
                 model,
                 runtime,
                 evaluators,
-                upstream_rows=outputs.get(task.outputs_of),
+                upstream_rows=outputs.get(task.outputs_of) if task.outputs_of else None,
                 gate_value=float("inf") if task.gate else None,
             )
             outputs[task_name] = frame = run_task(run)
@@ -326,13 +334,15 @@ def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root:
     if args.suite not in suites:
         why = f" ({broken[args.suite]})" if args.suite in broken else ""
         parser.error(f"no suite named {args.suite}{why}; known: {', '.join(sorted(suites))}")
-    broken: dict[str, str] = {}
-    models = load_models(root / "benchmarks" / "models.yaml", broken)
+    broken_models: dict[str, str] = {}
+    models = load_models(root / "benchmarks" / "models.yaml", broken_models)
     names = args.model or sorted(models)
-    if set(broken) & set(names):
-        parser.error("; ".join(f"model {n} cannot run: {broken[n]}" for n in sorted(set(broken) & set(names))))
-    if broken and not args.model:
-        print(f"left out, broken in benchmarks/models.yaml: {', '.join(sorted(broken))}\n")
+    if set(broken_models) & set(names):
+        parser.error(
+            "; ".join(f"model {n} cannot run: {broken_models[n]}" for n in sorted(set(broken_models) & set(names)))
+        )
+    if broken_models and not args.model:
+        print(f"left out, broken in benchmarks/models.yaml: {', '.join(sorted(broken_models))}\n")
     unknown = sorted(set(names) - set(models))
     if unknown:
         parser.error(
@@ -429,8 +439,8 @@ def main(argv: list[str] | None = None) -> int:
             else f"no evaluator named {', '.join(unknown)}; known: {', '.join(sorted(evaluators)) or 'none'}"
         )
     if not evaluators:
-        why = f"{len(broken)} broken file(s), above" if broken else "no *.yaml file"
-        print(f"nothing to price: no evaluator loads from {root / EVALUATORS_FOLDER} ({why})", file=sys.stderr)
+        cause = f"{len(broken)} broken file(s), above" if broken else "no *.yaml file"
+        print(f"nothing to price: no evaluator loads from {root / EVALUATORS_FOLDER} ({cause})", file=sys.stderr)
         return 1
     if not names:
         print(f"no enabled evaluator in {root / EVALUATORS_FOLDER}: name one with --evaluator to price it\n")
@@ -461,4 +471,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from eval_platform.startup import start_process
+
+    start_process()
     sys.exit(main())

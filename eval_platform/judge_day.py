@@ -19,10 +19,19 @@ from eval_platform.settings import DATA_DIR_ENV, data_root
 ROLLUPS = ("judge_cost_daily", "judge_cost_monthly", "agreement")
 
 
+def assets_of(defs: dg.Definitions) -> list[dg.AssetsDefinition | dg.AssetSpec | dg.SourceAsset]:
+    """The code location's assets as `dg.materialize` takes them (`build_definitions` declares no other kind)."""
+    assets = list(defs.assets or [])
+    kept = [a for a in assets if isinstance(a, dg.AssetsDefinition | dg.AssetSpec | dg.SourceAsset)]
+    if len(kept) != len(assets):
+        raise TypeError("the definitions hold assets dg.materialize cannot run (cacheable assets definitions)")
+    return kept
+
+
 def materialize(defs: dg.Definitions, asset_key: str, partition_key, instance: dg.DagsterInstance) -> bool:
     """One asset (partition) in a run of the instance, its log at WARNING on the console; True when it succeeded."""
     result = dg.materialize(
-        assets=list(defs.assets),
+        assets=assets_of(defs),
         selection=[asset_key],
         partition_key=partition_key,
         instance=instance,

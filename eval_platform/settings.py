@@ -29,6 +29,10 @@ DEFAULT_BUDGET_WAIT_S = 120.0
 # being written"). Read on every tick and every ingest, so a change needs no reload.
 FILE_SETTLE_ENV = "EVAL_PLATFORM_FILE_SETTLE_S"
 DEFAULT_FILE_SETTLE_S = 30.0
+# How many partitions a backfill run takes at most (read where the code location is built: `definitions.py`).
+JUDGE_PARTITIONS_PER_RUN_ENV = "EVAL_PLATFORM_JUDGE_PARTITIONS_PER_RUN"
+TRACE_DAYS_PER_RUN_ENV = "EVAL_PLATFORM_TRACE_DAYS_PER_RUN"
+DEFAULT_PARTITIONS_PER_RUN = 10
 
 
 class DataRootError(FileNotFoundError):
@@ -99,6 +103,17 @@ def file_settle_s() -> float:
     if not seconds >= 0 or seconds == float("inf"):
         raise ValueError(f"{FILE_SETTLE_ENV}={value!r} is not a number of seconds (0 or more)")
     return seconds
+
+
+def partitions_per_run(name: str) -> int:
+    """A backfill's partitions per run from the variable `name` (JUDGE_PARTITIONS_PER_RUN_ENV or
+    TRACE_DAYS_PER_RUN_ENV; default DEFAULT_PARTITIONS_PER_RUN; 1 is Dagster's default, one run per partition)."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return DEFAULT_PARTITIONS_PER_RUN
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name}={value!r} is not a number of partitions (1 or more)")
+    return int(value)
 
 
 def start_date() -> str:

@@ -10,10 +10,14 @@ import httpx
 import pytest
 import yaml
 
+from eval_platform.startup import start_process
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # A file a test just wrote is final at once (the sensor requests it, the ingest reads its unterminated last row):
 # the tests of files still being written (defs/test_arrivals.py) set EVAL_PLATFORM_FILE_SETTLE_S themselves.
 os.environ.setdefault("EVAL_PLATFORM_FILE_SETTLE_S", "0")
+# The tests' process starts here: set up as every process of the platform is (key redaction on every log line).
+start_process()
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 

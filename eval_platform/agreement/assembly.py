@@ -47,7 +47,7 @@ ANNOTATION_COLUMNS = [
 
 def compute(
     evaluators: dict[str, EvaluatorConfig],
-    scores: ScoreSource,
+    scores: ScoreSource | OutOfCoreScores,
     annotations: pl.DataFrame | pl.LazyFrame,
     judgments: pl.DataFrame,
     trailing_days: int = TRAILING_DAYS,

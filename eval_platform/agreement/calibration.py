@@ -57,6 +57,7 @@ def human_truth(
     if not calibrated_fields(config) or (isinstance(annotations, pl.DataFrame) and annotations.is_empty()):
         return pl.DataFrame(schema=HUMAN_SCHEMA)
     options = config.human_agreement
+    assert options is not None  # calibrated_fields is empty without it
     reference = human_reference(annotations, options.task, options.criterion, cache).filter(
         pl.col("trace_id").is_not_null()
     )
@@ -71,6 +72,7 @@ def verdict_values(config: EvaluatorConfig, label: pl.Expr, value: pl.Expr) -> t
     label = label.cast(pl.String).str.strip_chars().str.to_lowercase()
     if config.judge_mode.agreement == "scores":
         scale = config.score_scale
+        assert scale is not None  # a scores evaluator has its scale once loaded (defaulted or required)
         score = (value - scale.min) / (scale.max - scale.min)
         passed = pl.lit(None, pl.Float64)
     elif config.judge_mode.vote_column == "passed":
@@ -100,7 +102,7 @@ def with_labels(labelled: pl.DataFrame, human: pl.DataFrame, field: str) -> pl.D
     return labelled.join(human.select("trace_id", pl.col(field).alias("human")).drop_nulls("human"), on="trace_id")
 
 
-def split_labelled(values: pl.DataFrame, human: pl.DataFrame, field: str) -> tuple[np.ndarray, ...]:
+def split_labelled(values: pl.DataFrame, human: pl.DataFrame, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(human labels, judge values on those traces, judge values on the other traces) of `values`' (trace_id,
     value) rows; a trace whose human label says nothing of `field` counts as unlabelled."""
     labelled, unlabelled = split_labelled_rows(values, human, field)
@@ -126,7 +128,7 @@ def _window_moments(days: dict[str | None, Moments], start: str | None, end: str
     """The moments of the days start..end (every day, undated included, for the `all` window), in date order."""
     total = Moments()
     for day in sorted(days, key=lambda d: (d is None, d)):
-        if start is None or (day is not None and start <= day <= end):
+        if start is None or (day is not None and end is not None and start <= day <= end):
             total += days[day]
     return total
 
@@ -154,7 +156,7 @@ def calibrated(
     unlabelled set enters by the sum of its days' `Moments` (`ppi_mean_of_moments`), the same figures."""
     fields = calibrated_fields(config)
     human = human_truth(config, annotations, cache)
-    if not fields or human.is_empty():
+    if not fields or human.is_empty() or config.human_agreement is None:  # no fields without human_agreement
         return
     final = scores.filter(FINAL_COMPLETED)
     base = {

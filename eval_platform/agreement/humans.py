@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 import polars as pl
 
@@ -20,7 +21,7 @@ from eval_platform.stats.kappa import (
     fleiss_kappa,
     randolph_kappa,
 )
-from eval_platform.stats.reliability import krippendorff_alphas_coded
+from eval_platform.stats.reliability import Level, krippendorff_alphas_coded
 
 ORDERED_SCHEMAS = {"rating", "ranking"}
 
@@ -47,7 +48,7 @@ def inter_annotator(
         labelled = CodedAnnotations.of_frame(part)
         # ratings and ranks are compared on their numeric value, classifications on their label
         valued = labelled.relabelled(part["value"]) if ordered else labelled
-        levels = ("nominal", "ordinal", "interval", "ratio") if ordered else ("nominal",)
+        levels: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio") if ordered else ("nominal",)
         values = valued.label_names.to_numpy()
         alphas = krippendorff_alphas_coded(valued.items, valued.annotators, valued.labels, values, list(levels))
         for alpha in alphas:  # one coincidence matrix for every level
@@ -94,7 +95,9 @@ def inter_annotator(
 
 def _annotator_pairs(coded: CodedAnnotations, ordered: bool, rows: Rows, base: dict) -> None:
     """Cohen's kappa for every pair of annotators sharing at least one item (over the items they share)."""
-    weightings = (None, "linear", "quadratic") if ordered else (None,)
+    weightings: tuple[Literal["linear", "quadratic"] | None, ...] = (
+        (None, "linear", "quadratic") if ordered else (None,)
+    )
     for a, b, table, _ in annotator_pair_tables(coded):  # one table for the three weightings
         for weights in weightings:
             kappa = cohen_kappa_table(table, weights=weights)
@@ -112,10 +115,10 @@ def human_reference(
     cache = {} if cache is None else cache
     if ("reference", task, criterion) in cache:
         return cache["reference", task, criterion]
-    part = annotations.lazy().filter(pl.col("task") == task)
+    query = annotations.lazy().filter(pl.col("task") == task)
     if criterion is not None:
-        part = part.filter(pl.col("criterion") == criterion)
-    part = part.collect()
+        query = query.filter(pl.col("criterion") == criterion)
+    part = query.collect()
     majority = cache.get(("majority", task, criterion)) if criterion is not None else None
     majority = (majority if majority is not None else majority_labels(part)).select("item_id", "label")
     extra = part.group_by("item_id").agg(

@@ -96,9 +96,9 @@ class JudgeVerdicts:
         sampled = keyed(
             completed.filter((pl.col("role") == "member") & (pl.col("sample") == 0)), judged or "raw_score", "model"
         )
-        final, sampled = pl.collect_all([final, sampled])
+        final_rows, sampled_rows = pl.collect_all([final, sampled])
         members = {}  # a filter per model: a tenth of the time of partition_by on millions of rows
-        for model in sampled["model"].unique(maintain_order=True).to_list():
-            part = sampled.filter(pl.col("model").eq_missing(model)).drop("model")
+        for model in sampled_rows["model"].unique(maintain_order=True).to_list():
+            part = sampled_rows.filter(pl.col("model").eq_missing(model)).drop("model")
             members["null" if model is None else model] = sorted_by_key(first_per_slot(part))
-        return cls(sorted_by_key(final), members)
+        return cls(sorted_by_key(final_rows), members)

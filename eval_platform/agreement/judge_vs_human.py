@@ -74,6 +74,8 @@ def judge_vs_human(
     cache: dict | None = None,
 ) -> None:
     options = config.human_agreement
+    if options is None:
+        raise ValueError(f"evaluator {config.name} names no human_agreement task to compare its verdicts with")
     reference = human_reference(annotations, options.task, options.criterion, cache)
     final = scores.filter(pl.col("is_final"))
     base = {
@@ -121,7 +123,7 @@ def judge_vs_human(
                 labels = label_agreement_table(*daily.contingency(full, PAIRWISE_LABELS))
                 pairwise_rows(labels, daily.pairwise(full), rows, {**fields, "convention": convention})
         elif kind == "scores":
-            if daily_scores.fits:
+            if by_date is None:  # the day tables fit
                 result = daily_scores.agreement(start, end)
             else:
                 part = frame if start is None else in_window(by_date, start, end)

@@ -38,7 +38,7 @@ from eval_platform.stats.kappa import cohen_kappa_table
 
 def judge_vs_judge(
     evaluators: dict[str, EvaluatorConfig],
-    scores: ScoreSource | None,
+    scores: ScoreSource | OutOfCoreScores | None,
     rows: Rows,
     verdicts: dict[str, JudgeVerdicts] | None = None,
 ) -> None:
@@ -51,6 +51,10 @@ def judge_vs_judge(
         _judge_vs_judge_out_of_core(evaluators, scores, rows)
         return
     if verdicts is None:
+        if scores is None:
+            if evaluators:
+                raise ValueError("judge_vs_judge needs the evaluators' verdicts or their rows (scores)")
+            return  # nothing to compare
         verdicts = {
             name: JudgeVerdicts.of(c.mode, read_evaluator(scores, name, c.mode)) for name, c in evaluators.items()
         }
@@ -157,7 +161,7 @@ def compare(kind: AgreementKind, a: pl.Series, b: pl.Series, rows: Rows, fields:
 
 def imported_vs_evaluators(
     evaluators: dict[str, EvaluatorConfig],
-    scores: ScoreSource,
+    scores: ScoreSource | OutOfCoreScores,
     judgments: pl.DataFrame,
     annotations: pl.DataFrame | pl.LazyFrame,
     rows: Rows,

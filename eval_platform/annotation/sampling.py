@@ -262,7 +262,8 @@ def human_values(config: AnnotationTaskConfig, human_rows: pl.DataFrame) -> pl.D
     if rows.is_empty():
         return pl.DataFrame(schema={"trace_id": pl.String, "human": pl.Float64})
     spec = config.criteria.get(criterion) if task == config.name and criterion is not None else None
-    low, high = rows["value"].min(), rows["value"].max()
+    value = pl.col("value").cast(pl.Float64)
+    low, high = rows.select(value.min().alias("low"), value.max().alias("high")).row(0)
     if spec is not None and spec.schema_ == "rating" and spec.min is not None and spec.max is not None:
         low, high = spec.min, spec.max
     elif low >= 0 and high <= 1:

@@ -2,6 +2,7 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -141,7 +142,7 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
         refresh(root)
         latest = latest_kappas(rows)
         below = latest.filter(pl.col("below_floor"))
-        metadata = {
+        metadata: dict[str, Any] = {
             "rows": rows.height,
             "ground_truth_items": truth.height,
             "evaluators_checked": dg.MetadataValue.json(sorted(latest["subject"].unique().to_list())),

@@ -27,7 +27,7 @@ class AlertingResource(dg.ConfigurableResource):
     """How alerts link back to the Dagster UI. Destinations and their secrets are in alerting.yaml and the
     environment variables it names (never resource config: the UI shows resource config)."""
 
-    ui_url: str = Field(DEFAULT_UI_URL, description=f"The Dagster UI's base URL (${UI_URL_ENV}).")
+    ui_url: str = Field(default=DEFAULT_UI_URL, description=f"The Dagster UI's base URL (${UI_URL_ENV}).")
 
     def partition_link(self, alert: Mapping[str, Any]) -> str:
         """The alert's partition in the UI: the judge_scores partition (evaluator × day) the alert is about; for

@@ -33,9 +33,9 @@ class LabelStudioResource(dg.ConfigurableResource):
     starts: the key is never resource config (the UI shows resource config), nor in a row, log line or metadata.
     The key is a legacy token or a personal access token (Account & Settings in Label Studio)."""
 
-    url_env: str = Field(URL_ENV, description="The environment variable holding Label Studio's base URL.")
-    api_key_env: str = Field(API_KEY_ENV, description="The environment variable holding the API key.")
-    timeout_s: float = Field(60.0, gt=0, description="One request's time limit.")
+    url_env: str = Field(default=URL_ENV, description="The environment variable holding Label Studio's base URL.")
+    api_key_env: str = Field(default=API_KEY_ENV, description="The environment variable holding the API key.")
+    timeout_s: float = Field(default=60.0, gt=0, description="One request's time limit.")
 
     def client(self) -> LabelStudioClient:
         url, key = os.environ.get(self.url_env, ""), os.environ.get(self.api_key_env, "")
@@ -88,7 +88,7 @@ def build_annotation_task_assets(
 ) -> tuple[list[dg.AssetsDefinition], Any]:
     broken = broken or {}
     note = broken_files_text("annotation task", broken)
-    common = {"kinds": {"python"}, "group_name": GROUP, "metadata": {"tasks": sorted(tasks)}}
+    common: dict[str, Any] = {"kinds": {"python"}, "group_name": GROUP, "metadata": {"tasks": sorted(tasks)}}
 
     @dg.asset(
         name="annotation_task_exports",

@@ -36,7 +36,7 @@ from eval_platform.config_files import record_broken
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.datasets import dataset_versions
 from eval_platform.defs.judging import broken_files_text
-from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES, benchmark_models
+from eval_platform.defs.partitions import BENCHMARK_MODELS, REFRESH_AFTER_UPDATES, benchmark_models
 from eval_platform.defs.range_runs import (
     CheckOutcome,
     check_results,
@@ -188,6 +188,7 @@ def _task_asset(
                 for chunk in run_task_chunks(run):
                     out.write(chunk)
             frame = read_partition(root, "benchmark_cases", keys, result_columns(task))
+            assert frame is not None  # written just above (no rows still write a 0-row file)
             results = task_results(frame, suite_name, task_name, task, model_name)
             write_partition(
                 root, "benchmark_results", {"suite": suite_name, "name": task_name, "model": model_name}, results
@@ -401,7 +402,7 @@ def benchmark_models_sensor(context: dg.SensorEvaluationContext, warehouse: Ware
         return dg.SkipReason(str(exc))
     for message in broken.values():
         context.log.error(message)
-    known = set(context.instance.get_dynamic_partitions(benchmark_models.name))
+    known = set(context.instance.get_dynamic_partitions(BENCHMARK_MODELS))
     new = sorted(set(models) - known)  # a broken entry is no partition until it loads
     if not new:
         return dg.SkipReason("no new model in models.yaml" + (f" that loads ({len(broken)} broken)" if broken else ""))

@@ -6,7 +6,7 @@ import json
 import dagster as dg
 
 from eval_platform.defs.catalog import refresh
-from eval_platform.defs.partitions import dataset_versions_partitions
+from eval_platform.defs.partitions import DATASET_VERSIONS, dataset_versions_partitions
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.datasets import dataset_files, read_rows, validate_dataset, version_sha256
 from eval_platform.storage.warehouse import write_partition, write_quarantine
@@ -52,7 +52,7 @@ dataset_job = dg.define_asset_job("ingest_dataset_versions", selection=[dataset_
 def new_dataset_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     """Adds a `dataset_versions` partition for each new `datasets/<name>/v<N>.<ext>` file and ingests it."""
     files = dataset_files(warehouse.root)
-    known = set(context.instance.get_dynamic_partitions(dataset_versions_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(DATASET_VERSIONS))
     new = sorted(set(files) - known)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=key, partition_key=key) for key in new],

@@ -128,12 +128,13 @@ def build_judge_drift(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.A
         dg.ScheduleDefinition(
             name=f"judge_drift_{name}",
             job=job,
-            cron_schedule=config.anchors.schedule,
+            cron_schedule=anchors.schedule,
             execution_timezone="UTC",
             run_config={"ops": {"judge_drift": {"config": {"evaluators": [name], "scheduled": True}}}},
             description=f"Judge {name}'s anchors again and compare with its previous check (judge drift).",
         )
         for name, config in anchored.items()
+        if (anchors := config.anchors) is not None  # all of them: `anchored` holds those that declare anchors
     ]
 
     @dg.sensor(

@@ -1,7 +1,5 @@
 """`judge_scores`: LLM-as-judge verdicts, one partition per evaluator × day."""
 
-import os
-
 import dagster as dg
 import polars as pl
 from pydantic import Field
@@ -26,6 +24,7 @@ from eval_platform.judging.evaluator_day import (
 )
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import COMPLETED, JUDGE_SCORE_SCHEMA, PLACEHOLDER_MARK, is_placeholder_model
+from eval_platform.settings import DEFAULT_PARTITIONS_PER_RUN
 from eval_platform.viewer.links import viewer_day_url
 
 # Score a day when its traces were updated after its scores, never while they are still being written.
@@ -51,9 +50,9 @@ SCORE_WHEN_TRACES_UPDATE = (
 # that hold one dimension fixed, then chunks each range), at most this many partitions per run: each run pays the
 # start of a Python process and the code location (seconds), while judging a day costs well under a second when
 # the cache answers. Bounded so a failed run or a retry costs a bounded slice, and so a 3-evaluator backfill still
-# spreads over the queue's two backfill slots. 1 gives Dagster's default, one run per partition.
-JUDGE_PARTITIONS_PER_RUN = int(os.environ.get("EVAL_PLATFORM_JUDGE_PARTITIONS_PER_RUN", "10"))
-BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=JUDGE_PARTITIONS_PER_RUN)
+# spreads over the queue's two backfill slots. 1 gives Dagster's default, one run per partition. The code location
+# passes EVAL_PLATFORM_JUDGE_PARTITIONS_PER_RUN's value when it builds the asset (`definitions.py`).
+BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=DEFAULT_PARTITIONS_PER_RUN)
 
 
 class JudgeScoresConfig(dg.Config):
@@ -72,7 +71,9 @@ def broken_files_text(kind: str, broken: dict[str, str]) -> str:
 
 
 def build_judge_scores(
-    evaluators: dict[str, EvaluatorConfig], broken: dict[str, str] | None = None
+    evaluators: dict[str, EvaluatorConfig],
+    broken: dict[str, str] | None = None,
+    partitions_per_run: int = DEFAULT_PARTITIONS_PER_RUN,
 ) -> dg.AssetsDefinition:
     # Disabled evaluators are not partitions: neither automated nor offered in the backfill dialog as if live.
     live = sorted(name for name, config in evaluators.items() if config.enabled)
@@ -105,7 +106,7 @@ def build_judge_scores(
         ],
         partitions_def=partitions,
         pool="llm_judge",
-        backfill_policy=BACKFILL_POLICY,
+        backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=partitions_per_run),
         check_specs=[
             partitioned_check(
                 "every_trace_has_one_status",

@@ -37,9 +37,11 @@ def not_a_trace_day(day: str, now: datetime | None = None) -> str | None:
     return None
 
 
-dataset_versions_partitions = dg.DynamicPartitionsDefinition(name="dataset_versions")
+DATASET_VERSIONS = "dataset_versions"
+dataset_versions_partitions = dg.DynamicPartitionsDefinition(name=DATASET_VERSIONS)
 # Models under test of the benchmark suites (data/benchmarks/models.yaml), added by benchmark_models_sensor.
-benchmark_models = dg.DynamicPartitionsDefinition(name="benchmark_models")
+BENCHMARK_MODELS = "benchmark_models"
+benchmark_models = dg.DynamicPartitionsDefinition(name=BENCHMARK_MODELS)
 
 
 # Rollups over judge_scores (costs, agreement, experiments, alerts): recomputed once the partitions they read

@@ -32,14 +32,15 @@ class WarehouseResource(dg.ConfigurableResource):
     name, never its value, and the secret key is read only when a run starts.
     """
 
-    data_dir: str | None = Field(None, description=f"Defaults to ${DATA_DIR_ENV}, else ./data.")
+    data_dir: str | None = Field(default=None, description=f"Defaults to ${DATA_DIR_ENV}, else ./data.")
     warehouse_url: str | None = Field(
-        None, description="s3://bucket/prefix for an S3-compatible store; unset: <data root>/warehouse on local disk."
+        default=None,
+        description="s3://bucket/prefix for an S3-compatible store; unset: <data root>/warehouse on local disk.",
     )
-    s3_endpoint_url: str | None = Field(None, description="http(s)://host:port of the store; unset: AWS S3.")
-    s3_region: str | None = Field(None, description="The bucket's region (us-east-1 when unset).")
-    s3_access_key_id: str | None = Field(None, description="Unset: the AWS SDK's credential chain.")
-    s3_secret_access_key: str | None = Field(None, description="Give it as an EnvVar, never as a value.")
+    s3_endpoint_url: str | None = Field(default=None, description="http(s)://host:port of the store; unset: AWS S3.")
+    s3_region: str | None = Field(default=None, description="The bucket's region (us-east-1 when unset).")
+    s3_access_key_id: str | None = Field(default=None, description="Unset: the AWS SDK's credential chain.")
+    s3_secret_access_key: str | None = Field(default=None, description="Give it as an EnvVar, never as a value.")
 
     def store(self, root: Path) -> location.Store:
         if not self.warehouse_url:
@@ -50,10 +51,16 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @property
     def root(self) -> Path:
-        """The data root; the storage functions given it (`storage/warehouse.py`) use this resource's store."""
-        root = Path(self.data_dir).resolve() if self.data_dir else data_root()
+        """The data root (reading it changes nothing). Once the resource is set up for a run, the storage
+        functions given it (`storage/warehouse.py`) use this resource's store (`setup_for_execution`)."""
+        return Path(self.data_dir).resolve() if self.data_dir else data_root()
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Where a run (or a step's process) starts using the warehouse: from now on in this process, the storage
+        functions given this data root use this resource's store. (No teardown: a resource with one is a context
+        manager, which every `build_sensor_context` caller would then have to open.)"""
+        root = self.root
         location.bind(root, self.store(root))
-        return root
 
 
 def warehouse_resource(root: Path | None = None) -> WarehouseResource:
@@ -83,13 +90,13 @@ class JudgeResource(dg.ConfigurableResource):
     SQLite files under the data root's state/ folder, or, when the instance is on PostgreSQL, in its database.
     """
 
-    local_judge_url: str | None = Field(None, description=f"Defaults to ${LOCAL_JUDGE_URL_ENV} when set.")
+    local_judge_url: str | None = Field(default=None, description=f"Defaults to ${LOCAL_JUDGE_URL_ENV} when set.")
     local_judge_for_missing_keys: bool = Field(
-        False,
+        default=False,
         description="The demo's mode: the local judge answers for an evaluator whose key variable is not set "
         f"(placeholder verdicts, labelled local/...). Defaults to ${LOCAL_JUDGE_FOR_MISSING_KEYS_ENV}=1.",
     )
-    max_concurrency_per_model: int = Field(16, description="Calls in flight per model string within one run.")
+    max_concurrency_per_model: int = Field(default=16, description="Calls in flight per model string within one run.")
     _instance: Any = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:

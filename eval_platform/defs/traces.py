@@ -1,7 +1,6 @@
 """Trace ingest: the daily `traces` asset, the `quarantine` rollup, the new-files sensor and the daily schedule."""
 
 import hashlib
-import os
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -32,7 +31,7 @@ from eval_platform.ingest.traces import (
 )
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, TRACE_SCHEMA
-from eval_platform.settings import file_settle_s
+from eval_platform.settings import DEFAULT_PARTITIONS_PER_RUN, file_settle_s
 from eval_platform.storage.warehouse import (
     has_files,
     partition_writer,
@@ -45,9 +44,9 @@ from eval_platform.storage.warehouse import (
 
 # A backfill ingests a range of days per run, at most this many: each run pays the start of a Python process and the
 # code location (seconds), while ingesting a day of exports takes well under a second. Bounded so that a failed run
-# costs a bounded slice. 1 gives Dagster's default, one run per day.
-TRACE_DAYS_PER_RUN = int(os.environ.get("EVAL_PLATFORM_TRACE_DAYS_PER_RUN", "10"))
-BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=TRACE_DAYS_PER_RUN)
+# costs a bounded slice. 1 gives Dagster's default, one run per day. The code location applies
+# EVAL_PLATFORM_TRACE_DAYS_PER_RUN's value when it is built (`definitions.py`: `traces.with_attributes`).
+BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=DEFAULT_PARTITIONS_PER_RUN)
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ from eval_platform.schemas import EXPERIMENT_RESULT_SCHEMA, FINAL_COMPLETED, UTC
 
 def experiment_results(
     experiments: Iterable[ExperimentConfig],
-    scores: pl.DataFrame,
+    scores: pl.DataFrame | pl.LazyFrame,
     traces: pl.DataFrame,
     computed_at: datetime | None = None,
     human: dict[str, pl.DataFrame] | None = None,
@@ -105,17 +105,25 @@ def experiment_results(
     return pl.concat(frames).with_columns(stamp)
 
 
+def _first_and_last(days: pl.Series) -> list[str]:
+    """The first and the last day of a column of days (none when it is empty)."""
+    return [str(day) for day in (days.min(), days.max()) if day is not None]
+
+
 def analyze_experiment(
-    config: ExperimentConfig, scores: pl.DataFrame, traces: pl.DataFrame, human: dict[str, pl.DataFrame] | None = None
+    config: ExperimentConfig,
+    scores: pl.DataFrame | pl.LazyFrame,
+    traces: pl.DataFrame,
+    human: dict[str, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """All rows of one experiment: variant and comparison rows per metric, then the pairwise rows."""
     rows: list[dict] = []
-    days: list[str | None] = []
+    days: list[str] = []
     comparisons: dict[str, list[dict]] = {t: [] for t in config.treatments}
     family = []
     for role, metric in config.metrics:
         values = metric_values(config, metric, scores)
-        days += [values["date"].min(), values["date"].max()]
+        days += _first_and_last(values["date"])
         rows += variant_rows(config, metric, role, values)
         by_variant = {v: values.filter(pl.col("variant") == v)["value"].to_numpy() for v in config.variants}
         for treatment in config.treatments:
@@ -129,10 +137,9 @@ def analyze_experiment(
         rows += [primary, *guardrails]
     if config.pairwise_evaluator:
         pairs = pairwise_verdicts(config, scores, traces)
-        days += [pairs["date"].min(), pairs["date"].max()]
+        days += _first_and_last(pairs["date"])
         rows += pairwise_rows(config, pairs)
     add_calibrated(config, scores, rows, human or {})
-    days = [d for d in days if d is not None]
     start = str(config.start_date) if config.start_date else min(days, default=None)
     end = str(config.end_date) if config.end_date else max(days, default=None)
     base = {

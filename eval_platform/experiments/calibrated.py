@@ -29,7 +29,7 @@ def _columns(estimate: PPIEstimate) -> dict:
 
 
 def add_calibrated(
-    config: ExperimentConfig, scores: pl.DataFrame, rows: list[dict], human: dict[str, pl.DataFrame]
+    config: ExperimentConfig, scores: pl.DataFrame | pl.LazyFrame, rows: list[dict], human: dict[str, pl.DataFrame]
 ) -> None:
     """Fill the `human_n`, `ppi_*` columns of an experiment's variant and comparison rows (in place) for every
     metric whose evaluator has human labels in `human` (evaluator -> `human_truth`)."""

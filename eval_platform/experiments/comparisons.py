@@ -37,7 +37,7 @@ def in_window(config: ExperimentConfig) -> pl.Expr:
     return condition
 
 
-def metric_values(config: ExperimentConfig, metric: Metric, scores: pl.DataFrame) -> pl.DataFrame:
+def metric_values(config: ExperimentConfig, metric: Metric, scores: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """(date, variant, value, trace_id) of one metric: final completed verdicts of the experiment's traces and
     variants (trace_id: for the human-calibrated figures, `experiments.calibrated`). `scores` may be lazy
     (`experiment_inputs` out of core): only this metric's rows are then read, streaming."""

@@ -150,8 +150,8 @@ def _out_of_core_inputs(
         conn.execute(f"COPY ({' UNION ALL '.join(selects)}) TO '{out}' (FORMAT parquet)")
     # The sides' numbers, verdicts, experiments and variants are a few distinct values over millions of rows:
     # categories (4 bytes a row, text 16), in the traces frame too, so that the sides' lookup matches them.
-    categorical = dict.fromkeys(["trace_id", "trace_id_b", "winner"], pl.Categorical)
+    categorical = dict.fromkeys(["trace_id", "trace_id_b", "winner"], pl.Categorical())
     scores = pl.scan_parquet(out).select(
         [pl.col(name).cast(categorical.get(name, dtype)) for name, dtype in schema.items()]
     )
-    return scores, conform(classes, dict.fromkeys(TRACE_COLUMNS, pl.Categorical))
+    return scores, conform(classes, dict.fromkeys(TRACE_COLUMNS, pl.Categorical()))

@@ -12,7 +12,9 @@ from eval_platform.schemas import FINAL_COMPLETED
 from eval_platform.stats.ranking import bradley_terry, win_rates
 
 
-def pairwise_verdicts(config: ExperimentConfig, scores: pl.DataFrame, traces: pl.DataFrame) -> pl.DataFrame:
+def pairwise_verdicts(
+    config: ExperimentConfig, scores: pl.DataFrame | pl.LazyFrame, traces: pl.DataFrame
+) -> pl.DataFrame:
     """(date, left, right, winner) per final completed verdict of the pairwise evaluator between two different
     variants of the experiment; left is side A, right side B, winner left | right | tie. Each side's variant
     and experiment are those of the first row of its trace in `traces`; a verdict with a side not there is left

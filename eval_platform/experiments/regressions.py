@@ -91,7 +91,8 @@ def _compare(evaluator, day, current, by_day, window, alpha, min_n) -> dict | No
     if min(current.size, baseline.size) < max(min_n, 2):
         return None
     test = welch_t_test(baseline, current, alpha=alpha, min_n=min_n)
-    if test.p_value is None or test.p_value >= alpha or test.difference >= 0:
+    difference = test.difference
+    if test.p_value is None or test.p_value >= alpha or difference is None or difference >= 0:
         return None
     effect = cohens_d(baseline, current, min_n=min_n).value
     size = abs(effect) if effect is not None else 0.0
@@ -111,8 +112,8 @@ def _compare(evaluator, day, current, by_day, window, alpha, min_n) -> dict | No
         "baseline_start": start.isoformat(),
         "baseline_end": end.isoformat(),
         "baseline_days": window,
-        "difference": test.difference,
-        "relative_difference": test.difference / test.mean_control if test.mean_control else None,
+        "difference": difference,
+        "relative_difference": difference / test.mean_control if test.mean_control else None,
         "t_statistic": test.t,
         "df": test.df,
         "p_value": test.p_value,

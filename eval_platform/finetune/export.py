@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import polars as pl
 
@@ -128,7 +128,7 @@ def exclusion_reasons(export: FinetuneExport, traces: pl.DataFrame, scores: pl.D
     """Per trace (in `traces` order), the first reason it is left out, or null when it passes every threshold."""
     outcomes = verdict_outcomes(export, scores)
     frame = traces.select("trace_id", "partial_reason", "error").with_row_index("_row")
-    reasons = [
+    reasons: list[pl.Expr] = [
         pl.when(pl.col("partial_reason").is_not_null()).then(pl.lit(PARTIAL_TRACE)),
     ]
     if not export.include_failed_runs:
@@ -155,7 +155,7 @@ def _role(message: dict[str, Any]) -> str:
     return role
 
 
-def function_name_ok(name: Any) -> bool:
+def function_name_ok(name: Any) -> TypeGuard[str]:
     """A function name as OpenAI accepts it: ^[a-zA-Z0-9_-]{1,64}$ (never rewritten: a renamed call is not what
     the agent called, and its tool definition would no longer match)."""
     return isinstance(name, str) and FUNCTION_NAME.fullmatch(name) is not None
@@ -180,7 +180,8 @@ def _arguments(arguments: Any, name: str) -> str:
 def _tool_call(call: Any, fallback_id: str) -> dict[str, Any]:
     if not isinstance(call, dict):
         raise BadMessages(BAD_MESSAGES, f"a tool call is {type(call).__name__}, not an object")
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    inner = call.get("function")
+    function = inner if isinstance(inner, dict) else call
     name = function.get("name")
     if not function_name_ok(name):
         raise BadMessages(BAD_FUNCTION_NAME, f"function name {name!r} is not ^[a-zA-Z0-9_-]{{1,64}}$")

@@ -16,7 +16,7 @@ placeholder such as `[image]`.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 from eval_platform.ingest.common import dumps
 
@@ -25,7 +25,7 @@ _HIDDEN_PART_TYPES = {"reasoning", "thinking", "redacted_thinking"}
 _DOCUMENT_TEXT_KEYS = ("content", "text", "page_content", "pageContent", "document")
 
 
-def is_message_list(value: Any) -> bool:
+def is_message_list(value: Any) -> TypeGuard[list[dict[str, Any]]]:
     """A non-empty list whose every element is an object with a `role`."""
     return (
         isinstance(value, list) and len(value) > 0 and all(isinstance(item, dict) and "role" in item for item in value)
@@ -84,7 +84,8 @@ def message_text(message: dict[str, Any]) -> str:
     pieces = [content_text(content)]
     for call in message.get("tool_calls") or []:
         if isinstance(call, dict):
-            function = call.get("function") if isinstance(call.get("function"), dict) else call
+            inner = call.get("function")
+            function = inner if isinstance(inner, dict) else call
             pieces.append(_tool_call_text(function.get("name"), function.get("arguments")))
     return "\n".join(piece for piece in pieces if piece)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -26,11 +27,22 @@ from eval_platform.llm.redaction import MIN_PIECE, clip, redact, remember
 from eval_platform.llm.request_json import MessagesJSON, messages_json
 from eval_platform.schemas import CONNECTION_ERROR, RATE_LIMITED, TIMEOUT, provider_error
 
+LITELLM_LOCAL_COST_MAP_ENV = "LITELLM_LOCAL_MODEL_COST_MAP"
+
 
 @functools.cache
 def _litellm() -> Any:
-    """litellm, imported on the first call: it takes seconds, and the code location must load fast."""
-    import litellm
+    """litellm, imported on the first call: it takes seconds, and the code location must load fast. The one place
+    the platform imports litellm: it reads its bundled price map, never fetching one from the network on import
+    (LITELLM_LOCAL_MODEL_COST_MAP, unless the environment says otherwise), and the environment is left as it was."""
+    unset = LITELLM_LOCAL_COST_MAP_ENV not in os.environ
+    if unset:
+        os.environ[LITELLM_LOCAL_COST_MAP_ENV] = "True"
+    try:
+        import litellm
+    finally:
+        if unset:
+            os.environ.pop(LITELLM_LOCAL_COST_MAP_ENV, None)
 
     litellm.suppress_debug_info = True
     # Retries are ours (Retry-After, budgets, limiter). litellm's OpenAI embedding path reads `max_retries=0` as

@@ -384,4 +384,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from eval_platform.startup import start_process
+
+    start_process()
     sys.exit(main())

@@ -12,7 +12,8 @@ error body, in a reply, in the model name it reports, or in the answer to a batc
 - `clip` is how provider text is shortened: redacted first, then cut, so no cut leaves a piece of a key.
 - `install_log_redaction` passes every log record, of every logger (the platform's, Dagster's `context.log`,
   litellm's, aiohttp's, asyncio's), and every printed warning through `redact` as it is created, before any
-  handler (the console, Dagster's event log, its compute logs) sees it. The package installs it on import.
+  handler (the console, Dagster's event log, its compute logs) sees it. Each process installs it where it starts
+  (`eval_platform/startup.py`), never on import.
 """
 
 from __future__ import annotations

@@ -57,4 +57,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from eval_platform.startup import start_process
+
+    start_process()
     main()

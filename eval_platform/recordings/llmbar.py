@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval_platform.judging.config import EvaluatorConfig
-from eval_platform.judging.modes.pairwise import combine_orders, unswap
+from eval_platform.judging.modes.pairwise import PairwiseOptions, combine_orders, unswap
 from eval_platform.judging.parsing import ParseFailure, parse_reply
 from eval_platform.settings import data_root
 
@@ -38,8 +38,18 @@ LLMBAR_EVALUATOR = EvaluatorConfig(
     model="openai/gpt-4",
     prompt="{{input}}\n\nOutput (a):\n{{output_a}}\n\nOutput (b):\n{{output_b}}",
     # LLMBar's parser tries the regex for "Output (a)" at a line start first: a completion naming both is (a).
-    pairwise={"candidate_names": ["Output (a)", "Output (b)"], "allow_ties": False, "when_both_named": "first_shown"},
+    pairwise=PairwiseOptions(
+        candidate_names=["Output (a)", "Output (b)"], allow_ties=False, when_both_named="first_shown"
+    ),
 )
+
+
+def _leading_int(text: str) -> int:
+    """The number `text` starts with (LLMBar's statistics write "123 (45.6%)")."""
+    match = re.match(r"\s*(\d+)", text)
+    if match is None:
+        raise ValueError(f"no count at the start of {text!r}")
+    return int(match.group(1))
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ def replay_run(run_dir: Path) -> ReplayedRun:
     equal = consistent = both_parsed = unparseable = 0
     reasons: dict[str, int] = {}
     for row in rows:
-        verdicts = []
+        verdicts: list[str | None] = []
         for i, order in enumerate(ORDERS):
             completion = row["results"][-1][order]["completion"][0]
             try:
@@ -88,12 +98,15 @@ def replay_run(run_dir: Path) -> ReplayedRun:
                 unparseable += 1
                 verdicts.append(None)
                 continue
-            verdicts.append(unswap(winner) if i == 1 else winner)  # the second order showed output_2 first
-            correct[i] += WINNER_LABEL[verdicts[-1]] == row["label"]
-        equal += verdicts[0] == verdicts[1]
-        if None not in verdicts:
+            assert winner is not None  # a parsed pairwise reply names a winner
+            verdict = unswap(winner) if i == 1 else winner  # the second order showed output_2 first
+            verdicts.append(verdict)
+            correct[i] += WINNER_LABEL[verdict] == row["label"]
+        first, second = verdicts
+        equal += first == second
+        if first is not None and second is not None:
             both_parsed += 1
-            consistent += combine_orders(*verdicts)[1]
+            consistent += combine_orders(first, second)[1] is True
     subset_dir = run_dir.parents[2]  # <subset>/evaluators/<judge>/<strategy>
     return ReplayedRun(
         subset=f"{subset_dir.parent.name}/{subset_dir.name}",
@@ -107,7 +120,7 @@ def replay_run(run_dir: Path) -> ReplayedRun:
         unparseable=unparseable,
         failure_reasons=reasons,
         published_correct_average=float(published["correct_average"].rstrip("%")),
-        published_equal=int(re.match(r"\s*(\d+)", published["equal"]).group(1)),
+        published_equal=_leading_int(published["equal"]),
     )
 
 
@@ -172,4 +185,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from eval_platform.startup import start_process
+
+    start_process()
     main()

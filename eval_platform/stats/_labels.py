@@ -39,8 +39,8 @@ def encode_series(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
         return np.where(values.is_null().to_numpy(), -1, positions), categories
     # texts: a hash join on the distinct values is two to three times as fast as a binary search for each one
     numbered = categories.to_frame("v").with_row_index("code")
-    positions = values.to_frame("v").join(numbered, on="v", how="left", maintain_order="left")["code"]
-    return positions.cast(pl.Int64).fill_null(-1).to_numpy(), categories
+    codes = values.to_frame("v").join(numbered, on="v", how="left", maintain_order="left")["code"]
+    return codes.cast(pl.Int64).fill_null(-1).to_numpy(), categories
 
 
 def group_codes(values) -> tuple[np.ndarray, pl.Series]:

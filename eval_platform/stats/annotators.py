@@ -221,7 +221,7 @@ def pairwise_kappas(
     undefined: both used one and the same label). Agrees with `kappa.cohen_kappa` on each pair.
     """
     tables = annotator_pair_tables(CodedAnnotations.of_frame(annotations, item, annotator, label))
-    schema = {
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "annotator_a": annotations.schema[annotator],
         "annotator_b": annotations.schema[annotator],
         "n": pl.UInt32,
@@ -266,9 +266,9 @@ def annotator_pair_tables(coded: CodedAnnotations) -> list[tuple[object, object,
     out = []
     starts = _starts(pairs)
     for start, end in zip(starts, np.append(starts[1:], pairs.size), strict=True):
-        table = np.zeros(n_labels * n_labels, np.int64)
-        table[within[start:end]] = counts[start:end]
-        table = table.reshape(n_labels, n_labels)
+        flat = np.zeros(n_labels * n_labels, np.int64)
+        flat[within[start:end]] = counts[start:end]
+        table = flat.reshape(n_labels, n_labels)
         used = np.flatnonzero(table.sum(axis=0) + table.sum(axis=1))
         a, b = divmod(int(pairs[start]), n_annotators)
         out.append(

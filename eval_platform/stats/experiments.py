@@ -68,13 +68,13 @@ def welch_t_test(control, treatment, alpha: float = 0.05, min_n: int = 2) -> Wel
     too_small = _too_small(c.size, t.size, max(min_n, 2))
     if too_small:
         return WelchTest(c.size, t.size, alpha, INSUFFICIENT, note=too_small)
-    means = {"mean_control": float(c.mean()), "mean_treatment": float(t.mean())}
-    difference = means["mean_treatment"] - means["mean_control"]
+    mean_control, mean_treatment = float(c.mean()), float(t.mean())
+    difference = mean_treatment - mean_control
     var_c, var_t = c.var(ddof=1) / c.size, t.var(ddof=1) / t.size
     standard_error = np.sqrt(var_c + var_t)
     if standard_error == 0:
         note = "both groups have zero variance"
-        return WelchTest(c.size, t.size, alpha, UNDEFINED, **means, difference=difference, note=note)
+        return WelchTest(c.size, t.size, alpha, UNDEFINED, mean_control, mean_treatment, difference, note=note)
     t_stat = difference / standard_error
     share_c, share_t = var_c / standard_error**2, var_t / standard_error**2  # shares cannot underflow
     df = 1.0 / (share_c**2 / (c.size - 1) + share_t**2 / (t.size - 1))
@@ -85,7 +85,8 @@ def welch_t_test(control, treatment, alpha: float = 0.05, min_n: int = 2) -> Wel
         n_treatment=t.size,
         alpha=alpha,
         interpretation="significant" if p_value < alpha else "not significant",
-        **means,
+        mean_control=mean_control,
+        mean_treatment=mean_treatment,
         difference=difference,
         t=float(t_stat),
         df=float(df),

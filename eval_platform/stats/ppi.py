@@ -118,9 +118,9 @@ def ppi_mean_of_moments(
         raise ValueError(f"human and judge must be paired: {y.size} human labels, {y_hat.size} judge verdicts")
     n, big_n = y.size, unlabelled.n
     if n < MIN_LABELLED:
-        note = f"needs at least {MIN_LABELLED} items with both a human label and a judge verdict, got {n}"
-        return PPIEstimate(n, big_n, alpha, note=note)
-    note = None
+        needs = f"needs at least {MIN_LABELLED} items with both a human label and a judge verdict, got {n}"
+        return PPIEstimate(n, big_n, alpha, note=needs)
+    note: str | None = None
     if big_n == 0:
         lam, note = 0.0, "every judged item has a human label: the human-only mean"
     elif lam is None:
@@ -152,6 +152,7 @@ def ppi_difference(treatment: PPIEstimate, control: PPIEstimate, alpha: float = 
         note = treatment.note if treatment.mean is None else control.note
         return PPIDifference(None, None, None, None, note)
     difference = treatment.mean - control.mean
+    assert treatment.se is not None and control.se is not None  # a mean comes with its standard error
     se = float(np.hypot(treatment.se, control.se))
     half = float(norm_ppf(1 - alpha / 2)) * se
     return PPIDifference(difference, se, difference - half, difference + half)

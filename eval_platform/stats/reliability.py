@@ -96,8 +96,8 @@ def _alphas(
     coded = value_codes >= 0
     unit_codes, value_codes = unit_codes[coded], value_codes[coded]
     if any(level != "nominal" for level in levels) and categories.dtype.kind not in "iuf":
-        level = next(level for level in levels if level != "nominal")
-        raise ValueError(f"{level} alpha needs numeric values, got {categories.dtype}")
+        numeric = next(level for level in levels if level != "nominal")
+        raise ValueError(f"{numeric} alpha needs numeric values, got {categories.dtype}")
     if unit_codes.size == 0:
         return [undefined(statistic, 0, "no coded values") for statistic in statistics]
 

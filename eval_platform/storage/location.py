@@ -436,10 +436,14 @@ _BOUND: dict[Path, Store] = {}
 _LOCK = threading.Lock()
 
 
-def bind(root: Path, store: Store) -> None:
-    """From now on in this process, the warehouse of data root `root` is `store` (the resource's choice)."""
+def bind(root: Path, store: Store | None) -> Store | None:
+    """From now on in this process, the warehouse of data root `root` is `store` (the warehouse resource's choice,
+    bound while it is set up for a run), or the environment's when None. Returns the store bound before."""
     with _LOCK:
-        _BOUND[Path(root)] = store
+        previous = _BOUND.pop(Path(root), None)
+        if store is not None:
+            _BOUND[Path(root)] = store
+        return previous
 
 
 def store_for(root: Path) -> Store:

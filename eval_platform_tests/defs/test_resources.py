@@ -76,7 +76,7 @@ def test_the_warehouse_stays_on_local_disk_unless_a_bucket_is_configured(tmp_pat
     assert _declared_config(warehouse).get("warehouse_url") is None
     with dg.build_resources({"warehouse": warehouse}) as resources:
         root = resources.warehouse.root
-    assert store_for(root) == LocalStore(tmp_path.resolve() / "warehouse")
+        assert store_for(root) == LocalStore(tmp_path.resolve() / "warehouse")
 
     for name, value in S3_SETTINGS.items():
         monkeypatch.setenv(name, value)
@@ -86,8 +86,8 @@ def test_the_warehouse_stays_on_local_disk_unless_a_bucket_is_configured(tmp_pat
     assert declared["s3_secret_access_key"] == {"env": "AWS_SECRET_ACCESS_KEY"}
     assert S3_SETTINGS["AWS_SECRET_ACCESS_KEY"] not in repr(declared)
     with dg.build_resources({"warehouse": warehouse}) as resources:
-        root = resources.warehouse.root  # binds the data root to the resource's store for the storage functions
-    store = store_for(root)
+        root = resources.warehouse.root
+        store = store_for(root)  # while set up for a run, the storage functions use the resource's store
     assert isinstance(store, S3Store) and (store.bucket, store.prefix, store.region) == (
         "team-bucket",
         "eval",

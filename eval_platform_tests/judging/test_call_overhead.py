@@ -65,6 +65,32 @@ def test_the_garbage_collector_is_as_it_was_after_a_day(local_judge, runtime):
     assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
 
 
+def test_a_process_that_froze_its_own_objects_keeps_them_frozen_after_a_day(local_judge, runtime):
+    """A server that froze its start-up objects (`gc.freeze`, before forking workers) finds them still frozen: the
+    day's tuning undoes only what it did."""
+    gc.freeze()
+    try:
+        frozen, threshold = gc.get_freeze_count(), gc.get_threshold()
+        assert frozen > 0
+        rows = judge_day(evaluator(local_judge), DAY, make_traces(5), runtime).rows
+        assert rows["status"].to_list() == ["COMPLETED"] * 5
+        # still frozen (a frozen object freed since leaves the count), and nothing of the day frozen on top
+        assert 0 < gc.get_freeze_count() <= frozen and gc.get_threshold() == threshold
+    finally:
+        gc.unfreeze()
+
+
+def test_a_collector_turned_off_stays_off_through_a_day(local_judge, runtime):
+    gc.disable()
+    try:
+        threshold = gc.get_threshold()
+        rows = judge_day(evaluator(local_judge), DAY, make_traces(5), runtime).rows
+        assert rows["status"].to_list() == ["COMPLETED"] * 5
+        assert not gc.isenabled() and gc.get_threshold() == threshold and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+
+
 def test_each_request_writes_its_messages_as_json_once_for_its_key_and_its_body(local_judge, runtime, monkeypatch):
     written = []
 

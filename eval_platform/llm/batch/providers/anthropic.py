@@ -149,9 +149,9 @@ class AnthropicBatchAPI:
 
     def line(self, custom_id: str, request: ModelRequest) -> str:
         """The Messages request litellm sends for this chat request (system prompt apart, content as blocks)."""
+        _litellm()  # first: the one place litellm is imported (its price map read locally)
         from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 
-        _litellm()
         model = request.model.removeprefix("anthropic/")
         config = AnthropicConfig()
         optional = config.map_openai_params(
@@ -248,9 +248,10 @@ def anthropic_outcomes(batch: dict[str, Any], lines: Iterable[str]) -> Iterator[
     by litellm as its interactive call reads it; an errored one with the reason code of the same error
     interactively; an expired one batch_expired, a canceled one batch_failed (the batch named in the detail)."""
     import httpx
+
+    litellm = _litellm()  # first: the one place litellm is imported (its price map read locally)
     from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 
-    litellm = _litellm()
     batch_id = batch["id"]
     latency_ms = ended_latency_ms(batch)
     for item in result_lines(lines):

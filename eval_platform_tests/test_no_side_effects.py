@@ -1,0 +1,117 @@
+"""Importing the platform changes nothing process-wide; a process sets itself up where it starts.
+
+Each check runs in a fresh interpreter with a clean environment (only PATH, HOME and PYTHONPATH): what a module
+does on import is only visible the first time it is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from eval_platform_tests.test_imports import PACKAGE, _modules
+
+PROCESS_STATE = """
+import gc, logging, os, warnings
+
+def state():
+    return {
+        "environ": dict(os.environ),
+        "record_factory": repr(logging.getLogRecordFactory()),
+        "formatwarning": repr(warnings.formatwarning),
+        "gc": [gc.isenabled(), list(gc.get_threshold()), gc.get_freeze_count()],
+    }
+"""
+
+
+def _run(code: str, tmp_path: Path) -> dict:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(PACKAGE.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROCESS_STATE + code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_package_and_its_modules_leaves_the_process_as_it_was(tmp_path):
+    # Every module but the code location, which is where Dagster's processes start (it sets the process up).
+    modules = [m for m in _modules() if m != "eval_platform.definitions"]
+    assert "eval_platform.cli" in modules and "eval_platform.judging.runner" in modules
+    result = _run(
+        f"""
+import importlib, json
+# The libraries' own import effects are theirs (polars sets _RJEM_MALLOC_CONF for its allocator): imported first.
+import dagster, duckdb, polars, pyarrow
+before = state()
+for name in {modules!r}:
+    importlib.import_module(name)
+print(json.dumps({{"before": before, "after": state()}}))
+""",
+        tmp_path,
+    )
+    before, after = result["before"], result["after"]
+    assert after["environ"] == before["environ"]  # e.g. no LITELLM_LOCAL_MODEL_COST_MAP set behind the user's back
+    assert after["record_factory"] == before["record_factory"]
+    assert after["formatwarning"] == before["formatwarning"]
+    assert after["gc"] == before["gc"]
+
+
+def test_a_process_start_sets_up_the_key_redaction(tmp_path):
+    """What the import no longer does, the process start does: every log record passes through the redaction."""
+    result = _run(
+        """
+import json, logging
+from eval_platform.startup import start_process
+from eval_platform.llm.redaction import remember
+before = state()
+start_process()
+remember("sk-live-0123456789abcdef")
+record = logging.getLogger("any").makeRecord("any", logging.INFO, "x.py", 1, "key sk-live-0123456789abcdef", (), None)
+print(json.dumps({"before": before, "after": state(), "message": record.getMessage()}))
+""",
+        tmp_path,
+    )
+    assert result["after"]["record_factory"] != result["before"]["record_factory"]
+    assert "0123456789abcdef" not in result["message"] and "[REDACTED]" in result["message"]
+
+
+def test_litellm_reads_its_bundled_price_map_and_the_environment_is_left_as_it_was(tmp_path):
+    """litellm fetches its price map from the network on import unless told otherwise: the platform's one import of
+    it tells it so, without leaving the variable set."""
+    result = _run(
+        """
+import json
+from eval_platform.llm.client import _litellm
+before = state()
+_litellm()
+from litellm.litellm_core_utils.get_model_cost_map import get_model_cost_map_source_info
+print(json.dumps({"before": before, "after": state(), "source": get_model_cost_map_source_info()}))
+""",
+        tmp_path,
+    )
+    assert result["source"]["source"] == "local" and result["source"]["url"] is None
+    assert result["after"]["environ"] == result["before"]["environ"]
+
+
+def test_reading_the_warehouse_resource_root_registers_nothing(tmp_path):
+    """Reading `WarehouseResource.root` binds no store to the data root for the whole process: only a resource set
+    up for a run does."""
+    result = _run(
+        f"""
+import json
+import dagster as dg
+from eval_platform.defs.resources import WarehouseResource
+from eval_platform.storage.location import store_for
+resource = WarehouseResource(data_dir={str(tmp_path)!r}, warehouse_url="s3://team-bucket/eval")
+root = resource.root
+after_read = type(store_for(root)).__name__
+with dg.build_resources({{"warehouse": resource}}) as resources:
+    during_run = type(store_for(resources.warehouse.root)).__name__
+print(json.dumps([after_read, during_run]))
+""",
+        tmp_path,
+    )
+    assert result == ["LocalStore", "S3Store"]
