@@ -37,6 +37,8 @@ def anchor_traces(root: Path, config: EvaluatorConfig) -> tuple[pl.DataFrame, st
     """The anchors as traces to judge (trace_id = case_id) with their expected verdict text, and the dataset's
     label (`name@vN (sha256 prefix)`). The dataset version is validated as `dataset_versions` does."""
     anchors = config.anchors
+    if anchors is None:
+        raise ValueError(f"evaluator '{config.name}' has no anchors: it has no drift check")
     dataset = read_dataset_version(root, anchors.dataset, anchors.version)
     rows = [
         {
@@ -119,6 +121,8 @@ def drift_row(
     scheduled: bool = False,
 ) -> dict:
     """The `judge_drift` row of one check (`verdicts`) against the previous check (its row and verdicts)."""
+    if config.anchors is None:
+        raise ValueError(f"evaluator '{config.name}' has no anchors: it has no drift check")
     alpha = config.anchors.alpha
     config_hash = config.config_hash
     model = check_model(verdicts)
@@ -137,12 +141,12 @@ def drift_row(
         "n_failed": verdicts.height - done.height,
         "mean_score": done["score"].mean(),
         "expected_agreement": (
-            float((with_expected["score"] - with_expected["expected_score"]).abs().lt(1e-9).mean())
+            float(with_expected.select((pl.col("score") - pl.col("expected_score")).abs().lt(1e-9).mean()).item())
             if with_expected.height
             else None
         ),
         "expected_mae": (
-            float((with_expected["score"] - with_expected["expected_score"]).abs().mean())
+            float(with_expected.select((pl.col("score") - pl.col("expected_score")).abs().mean()).item())
             if with_expected.height
             else None
         ),
