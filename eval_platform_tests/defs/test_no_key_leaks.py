@@ -1,8 +1,8 @@
 """No provider key, nor any 8-character piece of one, is kept anywhere, whatever the provider echoes.
 
 The local judge plays a provider that echoes the caller's credentials on every path (see
-`local_judge.echo_key`): in error bodies long enough that a key straddles any cut a client makes, in replies
-that parse (reasoning and reported model), and in a 503 answering the first poll of a batch. A fresh process
+`tools/local_judge_wires/echo_key.py`): in error bodies long enough that a key straddles any cut a client makes, in
+replies that parse (reasoning and reported model), and in a 503 answering the first poll of a batch. A fresh process
 materializes, on a real Dagster instance in a temporary DAGSTER_HOME, judge_scores through the lean
 OpenAI-compatible path, the litellm path (Azure and Anthropic) and batch mode (OpenAI, Azure, Anthropic), and a
 benchmark suite whose models under test echo the key; then the dry run plans the same. Every file under the data
