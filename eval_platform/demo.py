@@ -2,9 +2,10 @@
 
     python -m eval_platform.demo
 
-It ingests every sample day under `<data root>/traces/`, scores each enabled evaluator's partition of
-each day, rolls up judge costs, and prints a summary. Runs are recorded in a real Dagster instance
-(`$DAGSTER_HOME`, default `<data root>/dagster_home`), so `dagster dev` shows them afterwards.
+It ingests every sample day under `<data root>/traces/` (an absent or empty data root first gets a copy of the
+bundled sample data: `demo_data/` of the installed package, or `data/` of the checkout it runs from), scores each
+enabled evaluator's partition of each day, rolls up judge costs, and prints a summary. Runs are recorded in a real
+Dagster instance (`$DAGSTER_HOME`, default `<data root>/dagster_home`), so `dagster dev` shows them afterwards.
 
 When an evaluator's provider key is not set, the bundled local judge answers instead (the demo turns this mode
 on explicitly, `EVAL_PLATFORM_LOCAL_JUDGE_FOR_MISSING_KEYS=1`; elsewhere such rows are SKIPPED no_credentials),
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -47,7 +49,38 @@ def _one_row(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
 
 def _sample_days(root: Path) -> list[str]:
     folder = root / "traces"
+    if not folder.is_dir():
+        return []
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", p.name))
+
+
+# What a run writes beside the inputs; never copied from a checkout's data/.
+_OUTPUTS = ("warehouse", "state", "dagster_home", "reports", "*.duckdb*", "__pycache__")
+
+
+def bundled_sample_data() -> Path:
+    """The demo's inputs: `demo_data/` inside the installed package (a wheel carries it, licences included; see
+    setup.py), else `data/` of the checkout the package runs from (an editable install)."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "demo_data", package.parent / "data"):
+        if _sample_days(candidate) and (candidate / "evaluators").is_dir():
+            return candidate
+    raise SystemExit(f"eval-platform demo: no bundled sample data in {package}; reinstall eval_platform from its wheel")
+
+
+def prepare_data_root(root: Path) -> str | None:
+    """Copy the bundled sample data into the data root when it has no sample day and is absent or empty; a line
+    saying so, or None when the root already holds sample days. A root holding something else is refused."""
+    if _sample_days(root):
+        return None
+    if root.exists() and any(root.iterdir()):
+        raise SystemExit(
+            f"eval-platform demo: the data root {root} holds no sample day (traces/<YYYY-MM-DD>/) and is not empty; "
+            "pass --data-dir with a new folder to run the demo on the bundled sample data there"
+        )
+    source = bundled_sample_data()
+    shutil.copytree(source, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_OUTPUTS))
+    return f"the bundled sample data copied into {root}"
 
 
 def _materialize(defs: dg.Definitions, asset_key: str, partition_key, instance) -> None:
@@ -290,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     root = data_root()
+    copied = prepare_data_root(root)
+    if copied:
+        print(copied, flush=True)
     os.environ.setdefault(DATA_DIR_ENV, str(root))
     dagster_home = Path(os.environ.setdefault("DAGSTER_HOME", str(root / "dagster_home")))
     dagster_home.mkdir(parents=True, exist_ok=True)

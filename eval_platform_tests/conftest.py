@@ -45,9 +45,9 @@ def finetune_lines_are_valid(request):
 @pytest.fixture(scope="session")
 def local_judge():
     """The project's local judge, serving the PandaLM recordings shipped in data/ (read only)."""
-    from eval_platform.local_judge import LocalJudgeServer
+    from tools.local_judge_wires import WiredJudgeServer
 
-    server = LocalJudgeServer(data_root=REPO_DATA, retry_after_s=1.0, slow_s=3.0)
+    server = WiredJudgeServer(data_root=REPO_DATA, retry_after_s=1.0, slow_s=3.0)
     server.start()
     yield server
     server.stop()

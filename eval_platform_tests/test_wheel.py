@@ -26,9 +26,12 @@ def wheel(tmp_path_factory) -> Path:
     # Built from a copy of what the wheel is made of (nothing is written into the checkout, no stale build/ folder
     # is read), in this venv (its setuptools), offline: nothing is fetched to build.
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "setup.py", "MANIFEST.in"):
         shutil.copy(REPO / name, source / name)
     shutil.copytree(REPO / "eval_platform", source / "eval_platform", ignore=shutil.ignore_patterns("__pycache__"))
+    # the demo's inputs, without what a demo run in the checkout wrote beside them
+    outputs = shutil.ignore_patterns("warehouse", "state", "dagster_home", "reports", "*.duckdb*")
+    shutil.copytree(REPO / "data", source / "data", ignore=outputs)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
         check=True,
@@ -81,6 +84,19 @@ def test_the_wheel_holds_the_product_only(wheel):
     assert not [n for n in names if "eval_platform_tests" in n or n.startswith("tools/")]
     # development scripts live in tools/: no benchmark, no sample-data generator in the product
     assert not [n for n in names if n.startswith(("eval_platform/perf/", "eval_platform/sample_data/"))]
+    # the local judge's test-only wires stay beside the tests (tools/local_judge_wires); mock and replay ship
+    wires = ("faults", "echo_key", "scripted", "app_model", "message_batches", "azure")
+    assert not [n for n in names if n.startswith(tuple(f"eval_platform/local_judge/{w}" for w in wires))]
+    code = [n for n in names if n.endswith(".py")]
+    assert not [n for n in code if "fault/" in zipfile.ZipFile(wheel).read(n).decode()]  # no test model named
+    assert {"eval_platform/local_judge/mock_verdict.py", "eval_platform/local_judge/pandalm_replay.py"} <= set(names)
+    # the demo's sample data, each source with its licence; no output of a run, no test-only source
+    demo = "eval_platform/demo_data/"
+    for licensed in ("pandalm", "llmbar", "gsm8k"):
+        assert f"{demo}sources/{licensed}/LICENSE" in names and f"{demo}sources/{licensed}/PROVENANCE.md" in names
+    assert f"{demo}evaluators/helpfulness.yaml" in names and f"{demo}README.md" in names
+    assert [n for n in names if n.startswith(f"{demo}traces/2026-11-09/")]
+    assert not [n for n in names if n.startswith((f"{demo}warehouse/", f"{demo}state/", f"{demo}sources/llmfao/"))]
     assert "eval_platform/instance/dagster.yaml" in names and "eval_platform/templates/helpfulness.yaml" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "eval-platform = eval_platform.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -106,14 +122,22 @@ def test_the_installed_command_inits_and_checks_a_data_root(installed, tmp_path)
     assert "$OPENAI_API_KEY is not set" in checked.stdout
 
 
-def test_the_installed_command_runs_the_demo(installed, tmp_path):
-    root = tmp_path / "data"
-    shutil.copytree(
-        REPO / "data", root, ignore=shutil.ignore_patterns("warehouse", "state", "dagster_home", "*.duckdb*")
-    )
-    done = _run(installed, "demo", "--days", "1", cwd=tmp_path, env={"EVAL_PLATFORM_DATA_DIR": str(root)})
+def test_the_installed_command_runs_the_demo_on_the_sample_data_it_ships(installed, tmp_path):
+    """From a folder that is not the checkout, with no data root: the demo's inputs come from the wheel."""
+    assert REPO not in tmp_path.parents
+    done = _run(installed, "demo", "--days", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    root = tmp_path / "data"
+    assert f"the bundled sample data copied into {root}" in done.stdout
     assert "judge_scores" in done.stdout and (root / "eval_platform.duckdb").exists()
+    assert (root / "sources" / "pandalm" / "LICENSE").exists()
+    # the PandaLM verdicts replayed from the shipped recordings: real rows, not placeholders
+    assert re.search(r"pairwise_preference\s+local/replay/gpt-3\.5-turbo\s+\d+\s+[1-9]", done.stdout), done.stdout
+    # a data root holding something else is refused, in one line naming what to do
+    other = tmp_path / "mine"
+    (other / "evaluators").mkdir(parents=True)
+    refused = _run(installed, "--data-dir", str(other), "demo", cwd=tmp_path)
+    assert refused.returncode != 0 and "pass --data-dir with a new folder" in refused.stderr, refused.stderr
 
 
 def test_a_newcomer_scores_their_own_app_from_the_installed_command(installed, tmp_path):
@@ -123,12 +147,12 @@ def test_a_newcomer_scores_their_own_app_from_the_installed_command(installed, t
     import json
     from datetime import UTC, datetime, timedelta
 
-    from eval_platform.local_judge import LocalJudgeServer
+    from tools.local_judge_wires import WiredJudgeServer
 
     day = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
     root = tmp_path / "support_bot"
     key = "sk-newcomer-SECRET-0123456789"
-    server = LocalJudgeServer(aliases={"gpt-4o-mini": "mock"})
+    server = WiredJudgeServer(aliases={"gpt-4o-mini": "mock"})
     server.start()
     try:
         env = {"EVAL_PLATFORM_DATA_DIR": str(root), "SUPPORT_BOT_KEY": key}

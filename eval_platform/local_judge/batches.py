@@ -4,10 +4,9 @@
 `GET /v1/batches/{id}` reports its status (`GET /v1/batches` lists them, newest first); `GET /v1/files/{id}/content`
 returns the output file (one line per answered request, in OpenAI's `{"custom_id", "response": {"status_code",
 "body"}}` shape) and the error file (requests answered with an error status, and those left unanswered when the
-batch expired). Every line is answered by the same code as `/v1/chat/completions` (mock, replay, scripted, faults).
-The same endpoints are served at Azure OpenAI's paths (`/openai/files`, `/openai/batches`, ...), which refuse a
-request without `?api-version=` or an `api-key` header as Azure does; a batch there has endpoint
-`/chat/completions`, Azure's spelling.
+batch expired). Every line is answered by the same code as `/v1/chat/completions` (mock, replay, fixed, and what
+the server's wires answer). A wire can serve the same endpoints under another prefix (`routes`: the tests' Azure
+OpenAI paths, whose batches have endpoint `/chat/completions`) and answer a batch's poll (`Wire.batch_polled`).
 
 For tests: `delay_s` is how long a batch stays `in_progress` before it is answered; `expire_after=N` answers
 only the first N lines of every batch and then lets it expire, as a provider does when its completion
@@ -23,15 +22,14 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from eval_platform.local_judge.echo_key import (
-    POLL_ECHO_STATUS,
-    echoes_on_first_poll,
-    poll_echo_message,
-)
+from eval_platform.local_judge.answers import JudgeRequestError
+
+if TYPE_CHECKING:
+    from eval_platform.local_judge.server import Wire
 
 # (status, JSON body, headers) of one chat-completions request body, given the caller's credentials.
 Respond = Callable[[Any, str], Awaitable[tuple[int, dict[str, Any], dict[str, str]]]]
@@ -39,7 +37,8 @@ Respond = Callable[[Any, str], Awaitable[tuple[int, dict[str, Any], dict[str, st
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
 
 
-def _error(status: int, message: str, code: str) -> web.Response:
+def error_response(status: int, message: str, code: str | None) -> web.Response:
+    """An error in OpenAI's shape."""
     body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
     return web.json_response(body, status=status)
 
@@ -49,22 +48,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def _open(handler: Handler) -> Handler:
     return handler
-
-
-def azure_refusal(request: web.Request) -> web.Response | None:
-    """Azure OpenAI's checks on every request: an `api-version` query and an `api-key` header."""
-    if not request.query.get("api-version"):
-        return _error(404, "Resource not found: Azure OpenAI paths need ?api-version=", "404")
-    if not request.headers.get("api-key") and not request.headers.get("Authorization"):
-        return _error(401, "Access denied due to missing subscription key (api-key header).", "401")
-    return None
-
-
-def _azure(handler: Handler) -> Handler:
-    async def guarded(request: web.Request) -> web.StreamResponse:
-        return azure_refusal(request) or await handler(request)
-
-    return guarded
 
 
 async def json_body(request: web.Request) -> Any:
@@ -77,7 +60,7 @@ async def json_body(request: web.Request) -> Any:
 
 def authorization(request: web.Request) -> str:
     """The caller's credentials as the chat endpoint sees them: OpenAI's Authorization, Azure's api-key or
-    Anthropic's x-api-key (so `fault/echo_key` echoes whichever was sent)."""
+    Anthropic's x-api-key (so a wire echoing the key echoes whichever was sent)."""
     for header, prefix in (("Authorization", ""), ("api-key", "api-key "), ("x-api-key", "x-api-key ")):
         if request.headers.get(header):
             return prefix + request.headers[header]
@@ -88,38 +71,42 @@ class BatchStore:
     """Uploaded files and batches, in memory, with the counts tests assert on (`stats()`)."""
 
     def __init__(
-        self, respond: Respond, delay_s: float = 0.0, expire_after: int | None = None, create_delay_s: float = 0.0
+        self,
+        respond: Respond,
+        delay_s: float = 0.0,
+        expire_after: int | None = None,
+        create_delay_s: float = 0.0,
+        wires: list[Wire] | None = None,
     ):
         self.respond = respond
+        self.wires = wires if wires is not None else []
         self.delay_s = delay_s
         self.create_delay_s = create_delay_s
         self.expire_after = expire_after
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
-        # Anthropic's Message Batches (see `message_batches`), counted with these: id -> batch and results.
-        self.message_batches: dict[str, dict[str, Any]] = {}
+        # Batches a wire serves on another provider's API (the tests' Anthropic Message Batches), counted with
+        # these: id -> what the wire keeps of it.
+        self.other_batches: dict[str, dict[str, Any]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._cancelled: dict[str, asyncio.Event] = {}  # set by a cancel: wakes a batch still waiting out delay_s
-        self.echo_on_poll: set[str] = set()  # batches of echo_key lines whose first poll echoes the key (`echo_key`)
         self._lock = threading.Lock()
         self.lines_answered = 0
         self.downloads = 0  # file contents served (a batch's input, output or error file)
 
-    def routes(self, app: web.Application) -> None:
-        # OpenAI's paths under /v1, and Azure OpenAI's under /openai (which also need `?api-version=` and an
-        # `api-key` header, as Azure does: a client that leaves them out is refused, not answered).
-        for prefix, guard in (("/v1", _open), ("/openai", _azure)):
-            app.router.add_post(f"{prefix}/files", guard(self.upload))
-            app.router.add_get(f"{prefix}/files/{{file_id}}", guard(self.file_object))
-            app.router.add_get(f"{prefix}/files/{{file_id}}/content", guard(self.file_content))
-            app.router.add_post(f"{prefix}/batches", guard(self.create))
-            app.router.add_get(f"{prefix}/batches", guard(self.list_batches))
-            app.router.add_get(f"{prefix}/batches/{{batch_id}}", guard(self.retrieve))
-            app.router.add_post(f"{prefix}/batches/{{batch_id}}/cancel", guard(self.cancel))
+    def routes(self, app: web.Application, prefix: str = "/v1", guard: Callable[[Handler], Handler] = _open) -> None:
+        """OpenAI's paths under `prefix`, each handler wrapped by `guard` (a provider's checks on every request)."""
+        app.router.add_post(f"{prefix}/files", guard(self.upload))
+        app.router.add_get(f"{prefix}/files/{{file_id}}", guard(self.file_object))
+        app.router.add_get(f"{prefix}/files/{{file_id}}/content", guard(self.file_content))
+        app.router.add_post(f"{prefix}/batches", guard(self.create))
+        app.router.add_get(f"{prefix}/batches", guard(self.list_batches))
+        app.router.add_get(f"{prefix}/batches/{{batch_id}}", guard(self.retrieve))
+        app.router.add_post(f"{prefix}/batches/{{batch_id}}/cancel", guard(self.cancel))
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            batches = len(self.batches) + len(self.message_batches)
+            batches = len(self.batches) + len(self.other_batches)
             return {"batches": batches, "files": len(self.files), "batch_lines": self.lines_answered}
 
     async def stats_handler(self, _request: web.Request) -> web.Response:
@@ -129,8 +116,7 @@ class BatchStore:
         with self._lock:
             self.files.clear()
             self.batches.clear()
-            self.message_batches.clear()
-            self.echo_on_poll.clear()
+            self.other_batches.clear()
             self.lines_answered = 0
             self.downloads = 0
 
@@ -152,13 +138,15 @@ class BatchStore:
 
     async def upload(self, request: web.Request) -> web.Response:
         if not request.content_type.startswith("multipart/"):
-            return _error(400, "upload the file as multipart/form-data with fields purpose and file", "invalid_upload")
+            return error_response(
+                400, "upload the file as multipart/form-data with fields purpose and file", "invalid_upload"
+            )
         form = await request.post()
         upload, purpose = form.get("file"), form.get("purpose")
         if purpose != "batch":
-            return _error(400, f"purpose must be 'batch' here, got {purpose!r}", "invalid_purpose")
+            return error_response(400, f"purpose must be 'batch' here, got {purpose!r}", "invalid_purpose")
         if not isinstance(upload, web.FileField):
-            return _error(400, "missing the 'file' field", "missing_file")
+            return error_response(400, "missing the 'file' field", "missing_file")
         content = upload.file.read()
         for number, line in enumerate(content.decode("utf-8").splitlines(), start=1):
             try:
@@ -166,19 +154,19 @@ class BatchStore:
                 if not isinstance(item.get("custom_id"), str) or not isinstance(item.get("body"), dict):
                     raise ValueError("needs custom_id and body")
             except (ValueError, AttributeError) as exc:
-                return _error(400, f"line {number} of the batch file is not a request: {exc}", "invalid_jsonl")
+                return error_response(400, f"line {number} of the batch file is not a request: {exc}", "invalid_jsonl")
         return web.json_response(self._store_file(content, upload.filename or "batch.jsonl", "batch"))
 
     async def file_object(self, request: web.Request) -> web.Response:
         stored = self.files.get(request.match_info["file_id"])
         if stored is None:
-            return _error(404, f"no file {request.match_info['file_id']!r}", "file_not_found")
+            return error_response(404, f"no file {request.match_info['file_id']!r}", "file_not_found")
         return web.json_response({k: v for k, v in stored.items() if k != "content"})
 
     async def file_content(self, request: web.Request) -> web.Response:
         stored = self.files.get(request.match_info["file_id"])
         if stored is None:
-            return _error(404, f"no file {request.match_info['file_id']!r}", "file_not_found")
+            return error_response(404, f"no file {request.match_info['file_id']!r}", "file_not_found")
         with self._lock:
             self.downloads += 1
         return web.Response(body=stored["content"], content_type="application/jsonl")
@@ -187,14 +175,14 @@ class BatchStore:
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "request body must be a JSON object", "invalid_body")
+            return error_response(400, "request body must be a JSON object", "invalid_body")
         stored = self.files.get(body.get("input_file_id") or "")
         if stored is None:
-            return _error(400, f"no input file {body.get('input_file_id')!r}", "file_not_found")
+            return error_response(400, f"no input file {body.get('input_file_id')!r}", "file_not_found")
         if body.get("endpoint") not in ("/v1/chat/completions", "/chat/completions"):  # OpenAI's, Azure's
-            return _error(400, "the local judge batches /v1/chat/completions only", "unsupported_endpoint")
+            return error_response(400, "the local judge batches /v1/chat/completions only", "unsupported_endpoint")
         if body.get("completion_window") != "24h":
-            return _error(400, "completion_window must be '24h'", "invalid_completion_window")
+            return error_response(400, "completion_window must be '24h'", "invalid_completion_window")
         lines = [json.loads(line) for line in stored["content"].decode("utf-8").splitlines() if line.strip()]
         batch_id = f"batch_{uuid.uuid4().hex[:24]}"
         batch = {
@@ -217,8 +205,7 @@ class BatchStore:
         }
         with self._lock:
             self.batches[batch_id] = batch
-            if echoes_on_first_poll([(line.get("body") or {}).get("model") for line in lines]):
-                self.echo_on_poll.add(batch_id)
+        self.created(batch_id, [(line.get("body") or {}).get("model") for line in lines])
         task = asyncio.create_task(self._run(batch, lines, authorization(request)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -231,13 +218,13 @@ class BatchStore:
         try:
             limit = min(100, max(1, int(request.query.get("limit", "20"))))
         except ValueError:
-            return _error(400, "limit must be an integer", "invalid_limit")
+            return error_response(400, "limit must be an integer", "invalid_limit")
         newest_first = list(reversed(self.batches.values()))
         after = request.query.get("after")
         if after is not None:
             ids = [batch["id"] for batch in newest_first]
             if after not in ids:
-                return _error(400, f"no batch {after!r} to list after", "batch_not_found")
+                return error_response(400, f"no batch {after!r} to list after", "batch_not_found")
             newest_first = newest_first[ids.index(after) + 1 :]
         page = newest_first[:limit]
         return web.json_response(
@@ -250,27 +237,37 @@ class BatchStore:
             }
         )
 
-    def poll_echo(self, batch_id: str, request: web.Request) -> str | None:
-        """The echoed credentials a batch's first poll answers with (a batch of echo_key lines), else None."""
+    def created(self, batch_id: str, models: list[Any]) -> None:
+        """Tell the wires a batch of requests for these models was created."""
+        for wire in self.wires:
+            wire.batch_created(batch_id, models)
+
+    def polled(self, batch_id: str, request: web.Request) -> JudgeRequestError | None:
+        """What a wire answers a poll of the batch with instead of its status, else None."""
+        for wire in self.wires:
+            refusal = wire.batch_polled(batch_id, authorization(request))
+            if refusal is not None:
+                return refusal
+        return None
+
+    def count_line(self) -> None:
+        """One more batch line answered (`/v1/stats/batches`)."""
         with self._lock:
-            if batch_id not in self.echo_on_poll:
-                return None
-            self.echo_on_poll.discard(batch_id)
-        return poll_echo_message(authorization(request))
+            self.lines_answered += 1
 
     async def retrieve(self, request: web.Request) -> web.Response:
         batch = self.batches.get(request.match_info["batch_id"])
         if batch is None:
-            return _error(404, f"no batch {request.match_info['batch_id']!r}", "batch_not_found")
-        echo = self.poll_echo(batch["id"], request)
-        if echo is not None:
-            return _error(POLL_ECHO_STATUS, echo, "gateway_timeout")
+            return error_response(404, f"no batch {request.match_info['batch_id']!r}", "batch_not_found")
+        refusal = self.polled(batch["id"], request)
+        if refusal is not None:
+            return error_response(refusal.status, refusal.message, refusal.code)
         return web.json_response(batch)
 
     async def cancel(self, request: web.Request) -> web.Response:
         batch = self.batches.get(request.match_info["batch_id"])
         if batch is None:
-            return _error(404, f"no batch {request.match_info['batch_id']!r}", "batch_not_found")
+            return error_response(404, f"no batch {request.match_info['batch_id']!r}", "batch_not_found")
         if batch["status"] == "in_progress":
             batch["status"] = "cancelling"
             self._cancelled[batch["id"]].set()

@@ -8,9 +8,8 @@ same vector. A text with no word is the zero vector (its cosine with anything is
 overlap, not meaning: a stand-in for a provider's model, never a quality signal.
 
 `usage.prompt_tokens` counts the tokens as the chat path does (`answers.approx_tokens`), so spend can be tested.
-The models `fault/<kind>` fail as the chat path's do, and the echo models (`echo_key`) echo the caller's key as
-the chat path's do: `fault/echo_key` and `fault/echo_key_long` in an error, `fault/echo_key_reply` in the model
-name its (valid) vectors report.
+A wire plugged into the server (`server.Wire.embedding`) may fail a model's request, or name the model its
+vectors report.
 """
 
 from __future__ import annotations

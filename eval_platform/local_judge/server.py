@@ -4,16 +4,16 @@ The requested model name picks the behaviour:
 - `mock` or `mock/<anything>`: a deterministic placeholder verdict that satisfies the prompt's reply schema;
 - `replay/gpt-3.5-turbo`, `replay/pandalm-7b`: the verdict recorded for this item in the PandaLM study, found
   by the prompt's fenced `item_id` (or metadata object), else by the fenced texts (see `pandalm_replay`);
-- `fault/<kind>`: a provider failure (see `faults.FAULT_KINDS`), or one that echoes the caller's key (see
-  `echo_key`);
-- `fixed/<reply>`, `echo/<block>`, `longest`: replies a test scripts (see `scripted`);
-- `app/<name>`: the chat model of an instrumented demo application (tool calls, streaming, `n`, errors; see
-  `app_model`).
+  `replay/llmbar/<judge>/<method>`: the completions recorded by the LLMBar authors (see `llmbar_replay`);
+- `fixed/<reply>`: always answers `<reply>` verbatim (the demo's scripted benchmark model, `fixed/The answer is 18.`).
 
-The same answers come back through OpenAI's Files and Batch APIs, one per line of a batch (see `batches`),
-at Azure OpenAI's paths (`/openai/deployments/<deployment>/chat/completions`, `/openai/files`,
-`/openai/batches`, with `?api-version=` and an `api-key` header), and through Anthropic's Messages API and
-Message Batches (`/v1/messages`, `/v1/messages/batches`, see `message_batches`).
+The same answers come back through OpenAI's Files and Batch APIs, one per line of a batch (see `batches`), and
+`/v1/embeddings` answers deterministic vectors (see `embeddings`).
+
+Whoever starts the server can plug in more behaviour (`Wire`, `LocalJudgeServer(wires=[...])`): models of their
+own, endpoints of other providers, what a batch's poll answers. The project's tests plug in provider faults, a
+provider echoing the caller's key, scripted judges, an application's chat model, Azure OpenAI's and Anthropic's
+wires (`tools/local_judge_wires`, not shipped).
 
 Every chat-completions request is counted in `/v1/stats`, so tests can prove that no judge call was made.
 """
@@ -21,12 +21,12 @@ Every chat-completions request is counted in `/v1/stats`, so tests can prove tha
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +34,9 @@ from aiohttp import web
 
 from eval_platform.judging.fencing import unfence_all
 from eval_platform.local_judge.answers import Answer, JudgeRequestError, approx_tokens, message_text
-from eval_platform.local_judge.app_model import app_model_response, is_app_model
-from eval_platform.local_judge.batches import (
-    BatchStore,
-    authorization,
-    azure_refusal,
-    json_body,
-)
-from eval_platform.local_judge.echo_key import ECHO_KEY_MODELS, echo_key_answer
+from eval_platform.local_judge.batches import BatchStore, authorization, json_body
 from eval_platform.local_judge.embeddings import embedding_inputs, embeddings_response
-from eval_platform.local_judge.faults import FirstSeen, fault_answer
 from eval_platform.local_judge.llmbar_replay import LLMBarRecordings
-from eval_platform.local_judge.message_batches import MessageBatches
 from eval_platform.local_judge.mock_verdict import mock_verdict
 from eval_platform.local_judge.pandalm_replay import (
     RECORDED_JUDGES,
@@ -53,15 +44,54 @@ from eval_platform.local_judge.pandalm_replay import (
     ReplayMismatch,
     item_id_from_metadata,
 )
-from eval_platform.local_judge.scripted import SCRIPTED_PREFIXES, scripted_answer
 from eval_platform.schemas import PLACEHOLDER_MODEL
 from eval_platform.settings import data_root as default_data_root
 
 REPLAY_MISS_MESSAGE = "replay: no recorded verdict for this prompt (item not found)"
 MOCK_REPLY_MODEL = PLACEHOLDER_MODEL  # the model its placeholder verdicts report (rows are marked by it)
 
-# In-flight requests (a `slow` fault, say) get this long to finish when the server stops.
+# In-flight requests (a slow reply, say) get this long to finish when the server stops.
 _SHUTDOWN_TIMEOUT_S = 1.0
+FIXED_PREFIX = "fixed/"
+
+
+class Wire:
+    """Behaviour plugged into one local judge by whoever starts it: `LocalJudgeServer(wires=[...])`.
+
+    Every hook is optional; one that returns None leaves the request to the next wire, then to the server.
+    `attach` is called once, by the server's constructor, before any other hook."""
+
+    # spelt in the error listing the valid models when a model is unknown
+    models: tuple[str, ...] = ()
+
+    def attach(self, server: LocalJudgeServer) -> None:
+        self.server = server
+
+    def routes(self, app: web.Application) -> None:
+        """Add endpoints (another provider's wire) to the application."""
+
+    async def chat(self, request: web.Request, body: Any) -> web.StreamResponse | None:
+        """Answer a whole `/v1/chat/completions` request itself (streaming, tool calls), before the judge does."""
+        return None
+
+    async def answer(self, model: str, prompt: str, credentials: str) -> Answer | None:
+        """The reply to a chat request for `model` (or raise JudgeRequestError), None when `model` is not its own."""
+        return None
+
+    async def embedding(self, model: str, texts: list[str], credentials: str) -> str | None:
+        """For an embeddings request: the model name its vectors report (or raise JudgeRequestError), None when
+        `model` is not its own."""
+        return None
+
+    def batch_created(self, batch_id: str, models: list[Any]) -> None:
+        """A batch of requests for these models was created (OpenAI's, or another wire's)."""
+
+    def batch_polled(self, batch_id: str, credentials: str) -> JudgeRequestError | None:
+        """What a poll of the batch answers instead of its status, None for its status."""
+        return None
+
+    def reset(self) -> None:
+        """Forget what was counted or remembered (`POST /v1/stats/reset`)."""
 
 
 class LocalJudgeServer:
@@ -76,8 +106,6 @@ class LocalJudgeServer:
         latency_ms: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
-        retry_after_s: float = 1.0,
-        slow_s: float = 5.0,
         aliases: dict[str, str] | None = None,
         rate_limit_rps: float | None = None,
         rate_limit_burst: int = 10,
@@ -85,13 +113,19 @@ class LocalJudgeServer:
         batch_delay_s: float = 0.0,
         batch_expire_after: int | None = None,
         batch_create_delay_s: float = 0.0,
+        wires: Sequence[Wire] = (),
     ):
+        # What the caller plugs in (see `Wire`), asked in this order before the server's own models.
+        self.wires = list(wires)
         # OpenAI's Files and Batch APIs (see `batches`): a batch is answered after `batch_delay_s`; with
         # `batch_expire_after=N` only its first N lines are, and it expires with the rest unanswered.
         self.batches = BatchStore(
-            self.respond, delay_s=batch_delay_s, expire_after=batch_expire_after, create_delay_s=batch_create_delay_s
+            self.respond,
+            delay_s=batch_delay_s,
+            expire_after=batch_expire_after,
+            create_delay_s=batch_create_delay_s,
+            wires=self.wires,
         )
-        self.message_batches = MessageBatches(self)
         # Like OpenAI's automatic prompt caching: a system message seen before is reported as cached input
         # tokens (usage.prompt_tokens_details.cached_tokens), so spend accounting can be tested.
         self.prompt_cache = prompt_cache
@@ -110,8 +144,6 @@ class LocalJudgeServer:
         self.latency_ms = latency_ms
         self.host = host
         self.port = port
-        self.retry_after_s = retry_after_s
-        self.slow_s = slow_s
         self.base_url: str | None = None
 
         self._requests = 0
@@ -120,7 +152,6 @@ class LocalJudgeServer:
         # mid-call is billed all the same); tests compare spend ledgers with it (`/v1/stats/billed`).
         self._billed: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
-        self._first_seen = FirstSeen()
         self._recordings: PandaLMRecordings | None = None
         self._recordings_lock = threading.Lock()
         self._llmbar_recordings: LLMBarRecordings | None = None
@@ -128,6 +159,8 @@ class LocalJudgeServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
+        for wire in self.wires:
+            wire.attach(self)
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -151,7 +184,7 @@ class LocalJudgeServer:
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self._runner.cleanup())
-            # Handlers still running past the shutdown timeout (a `slow` fault) are cancelled, not abandoned.
+            # Handlers still running past the shutdown timeout (a slow reply) are cancelled, not abandoned.
             leftovers = asyncio.all_tasks(loop)
             for task in leftovers:
                 task.cancel()
@@ -198,16 +231,14 @@ class LocalJudgeServer:
         app.router.add_post("/chat/completions", self._chat_completions)
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_post("/embeddings", self._embeddings)
-        # Azure OpenAI's spelling: the deployment in the path, `?api-version=` and an `api-key` header.
-        app.router.add_post("/openai/deployments/{deployment:.+}/chat/completions", self._azure_chat_completions)
-        # Anthropic's Messages API and Message Batches (see `message_batches`).
-        self.message_batches.routes(app)
         app.router.add_get("/v1/stats", self._stats)
         app.router.add_get("/v1/stats/billed", self._billed_stats)
         app.router.add_post("/v1/stats/reset", self._reset_stats)
         # Batches created, files stored and batch lines answered (reset with the other counts).
         app.router.add_get("/v1/stats/batches", self.batches.stats_handler)
         self.batches.routes(app)
+        for wire in self.wires:
+            wire.routes(app)
         return app
 
     # --- handlers --------------------------------------------------------------------------------------
@@ -229,13 +260,16 @@ class LocalJudgeServer:
             self._requests_by_model.clear()
             self._billed.clear()
         self.batches.reset()
+        for wire in self.wires:
+            wire.reset()
         return web.json_response({"requests": 0, "by_model": {}})
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         body = await json_body(request)
-        if is_app_model(body):  # the application's own model (see `app_model`), counted like any call
-            self._count(body["model"])
-            return await app_model_response(request, body)
+        for wire in self.wires:
+            response = await wire.chat(request, body)
+            if response is not None:
+                return response
         status, payload, headers = await self.interactive(body, authorization(request))
         return web.json_response(payload, status=status, headers=headers)
 
@@ -243,19 +277,15 @@ class LocalJudgeServer:
         """OpenAI's embeddings endpoint (see `embeddings`): counted and rate limited like a chat call."""
         body = await json_body(request)
         model = body.get("model") if isinstance(body, dict) else None
-        self._count(model if isinstance(model, str) else "")
+        self.count(model if isinstance(model, str) else "")
         try:
             self._take_token()
             model, texts = embedding_inputs(body)
             reported = None
-            if model in ECHO_KEY_MODELS:  # errors quoting the caller's key, or vectors with it in the model name
-                reported = echo_key_answer(model, authorization(request), "\n".join(texts)).model
-            elif model.startswith("fault/"):
-                prompt = "\n".join(texts)
-                digest = hashlib.sha256(prompt.encode()).hexdigest()
-                kind = model.removeprefix("fault/")
-                await fault_answer(kind, prompt, digest, self._first_seen, self.retry_after_s, self.slow_s)
-                raise JudgeRequestError(500, f"fault/{kind}: no embedding", error_type="server_error")
+            for wire in self.wires:
+                reported = await wire.embedding(model, texts, authorization(request))
+                if reported is not None:
+                    break
         except JudgeRequestError as error:
             return web.json_response(error.body(), status=error.status, headers=error.headers)
         payload = embeddings_response(model, texts, reported)
@@ -263,20 +293,10 @@ class LocalJudgeServer:
             self._billed.update(replies=1, prompt_tokens=payload["usage"]["prompt_tokens"], completion_tokens=0)
         return web.json_response(payload)
 
-    async def _azure_chat_completions(self, request: web.Request) -> web.Response:
-        refused = azure_refusal(request)
-        if refused is not None:
-            return refused
-        body = await json_body(request)
-        if isinstance(body, dict):  # Azure answers for the deployment in the path, whatever the body says
-            body = {**body, "model": request.match_info["deployment"]}
-        status, payload, headers = await self.interactive(body, authorization(request))
-        return web.json_response(payload, status=status, headers=headers)
-
     async def interactive(self, body: Any, credentials: str) -> tuple[int, dict[str, Any], dict[str, str]]:
         """One interactive call: counted in `/v1/stats`, delayed by `latency_ms`, rate limited, answered."""
         model = body.get("model") if isinstance(body, dict) else None
-        self._count(model if isinstance(model, str) else "")
+        self.count(model if isinstance(model, str) else "")
 
         if self.latency_ms > 0:
             await asyncio.sleep(self.latency_ms / 1000)
@@ -301,10 +321,7 @@ class LocalJudgeServer:
             messages = self._validated_messages(body)
             model = body["model"]
             prompt = "\n".join(message_text(message) for message in messages)
-            if model in ECHO_KEY_MODELS:
-                answer = echo_key_answer(model, authorization, prompt)
-            else:
-                answer = await self._answer(model, prompt)
+            answer = await self._answer(model, prompt, authorization)
         except JudgeRequestError as error:
             return error.status, error.body(), error.headers
         completion = self._completion(answer, messages)
@@ -336,7 +353,8 @@ class LocalJudgeServer:
             headers={"Retry-After": str(wait)},
         )
 
-    def _count(self, model: str) -> None:
+    def count(self, model: str) -> None:
+        """Count one request for `model` in `/v1/stats` (a wire answering a request itself calls it)."""
         with self._stats_lock:
             self._requests += 1
             self._requests_by_model[model] += 1
@@ -354,7 +372,7 @@ class LocalJudgeServer:
             raise JudgeRequestError(400, "'messages' must be a non-empty list of objects", code="invalid_messages")
         return messages
 
-    async def _answer(self, model: str, prompt: str) -> Answer:
+    async def _answer(self, model: str, prompt: str, credentials: str) -> Answer:
         model = self.aliases.get(model, model)
         if model == "mock" or model.startswith("mock/"):
             return Answer(json.dumps(mock_verdict(prompt)), MOCK_REPLY_MODEL)
@@ -362,17 +380,17 @@ class LocalJudgeServer:
             return self._replay_llmbar(model.removeprefix("replay/llmbar/"), prompt)
         if model.startswith("replay/"):
             return self._replay(model.removeprefix("replay/"), prompt)
-        if model.startswith(SCRIPTED_PREFIXES):
-            return scripted_answer(model, prompt)
-        if model.startswith("fault/"):
-            digest = hashlib.sha256(prompt.encode()).hexdigest()
-            kind = model.removeprefix("fault/")
-            return await fault_answer(kind, prompt, digest, self._first_seen, self.retry_after_s, self.slow_s)
-        # Fault kinds are not spelled out: litellm files any error whose text mentions a rate limit as a
-        # retryable RateLimitError, which would hide this permanent configuration error.
+        if model.startswith(FIXED_PREFIX):
+            return Answer(model.removeprefix(FIXED_PREFIX), f"local/{model}")
+        for wire in self.wires:
+            answer = await wire.answer(model, prompt, credentials)
+            if answer is not None:
+                return answer
+        # A wire's own kinds are not spelled out (`<prefix>/<kind>`): litellm files any error whose text mentions a
+        # rate limit as a retryable RateLimitError, which would hide this permanent configuration error.
         valid = ["mock", "mock/<any>", *(f"replay/{name}" for name in RECORDED_JUDGES)]
-        valid += ["replay/llmbar/<judge>/<method>", "fault/<kind>"]
-        valid += ["fixed/<reply>", "echo/<block>", "longest", "app/<name>"]
+        valid += ["replay/llmbar/<judge>/<method>", f"{FIXED_PREFIX}<reply>"]
+        valid += [name for wire in self.wires for name in wire.models]
         raise JudgeRequestError(
             404, f"the local judge has no model {model!r}; valid: {', '.join(valid)}", code="model_not_found"
         )

@@ -13,10 +13,10 @@ import dagster as dg
 import httpx
 
 from eval_platform.definitions import build_definitions
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform.settings import state_dir
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.defs.test_pipeline import key, materialize, query, write_day
+from tools.local_judge_wires import WiredJudgeServer
 
 DAY = "2026-11-09"
 
@@ -25,7 +25,7 @@ def test_judge_scores_in_batch_mode_resumes_its_batch_across_runs(data_root, tmp
     write_day(data_root, DAY, bad=False)
     (tmp_path / "home").mkdir()
     with (
-        LocalJudgeServer(batch_delay_s=2.0) as server,
+        WiredJudgeServer(batch_delay_s=2.0) as server,
         dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance,
     ):
         common = dict(

@@ -1,8 +1,8 @@
 """No provider key, nor any 8-character piece of one, is kept anywhere, whatever the provider echoes.
 
 The local judge plays a provider that echoes the caller's credentials on every path (see
-`local_judge.echo_key`): in error bodies long enough that a key straddles any cut a client makes, in replies
-that parse (reasoning and reported model), and in a 503 answering the first poll of a batch. A fresh process
+`tools/local_judge_wires/echo_key.py`): in error bodies long enough that a key straddles any cut a client makes, in
+replies that parse (reasoning and reported model), and in a 503 answering the first poll of a batch. A fresh process
 materializes, on a real Dagster instance in a temporary DAGSTER_HOME, judge_scores through the lean
 OpenAI-compatible path, the litellm path (Azure and Anthropic) and batch mode (OpenAI, Azure, Anthropic), and a
 benchmark suite whose models under test echo the key; then the dry run plans the same. Every file under the data
@@ -30,8 +30,8 @@ import polars as pl
 import pytest
 import yaml
 
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
+from tools.local_judge_wires import WiredJudgeServer
 
 # 50 characters that are no word, no common prefix and no piece of anything the platform writes itself.
 KEY = "qZ4xV8mK2wT9rB7nJ3pL6sY1hF5cG0dA8eU2oI7kM4wN9vX3tQ"
@@ -71,7 +71,7 @@ for model in models:
 """
 
 
-def write_project(root: Path, server: LocalJudgeServer) -> None:
+def write_project(root: Path, server: WiredJudgeServer) -> None:
     v1, provider_root = server.base_url, server.base_url.removesuffix("/v1")
     traces = root / "traces" / DAY
     traces.mkdir(parents=True)
@@ -228,7 +228,7 @@ def instance_home(request, tmp_path) -> tuple[Path, object]:
 
 def test_no_piece_of_an_echoed_key_is_stored_logged_or_printed(data_root, tmp_path, instance_home):
     home, database = instance_home
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         write_project(data_root, server)
         env = {
             **os.environ,

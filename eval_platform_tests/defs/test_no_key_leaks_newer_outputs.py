@@ -19,9 +19,9 @@ from pathlib import Path
 import duckdb
 import yaml
 
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.defs.test_no_key_leaks import KEY, KEY_ENV, decoded_texts, leak, run_and_capture
+from tools.local_judge_wires import WiredJudgeServer
 
 DAY = "2026-11-09"
 MODEL = "leaky"
@@ -57,7 +57,7 @@ run(dg.AssetSelection.groups("benchmark_leaky_embeddings"), model)
 """
 
 
-def write_project(root: Path, server: LocalJudgeServer) -> None:
+def write_project(root: Path, server: WiredJudgeServer) -> None:
     v1 = server.base_url
     traces = root / "traces" / DAY
     traces.mkdir(parents=True)
@@ -147,7 +147,7 @@ def test_no_piece_of_an_echoed_key_in_drift_finetune_exports_or_embeddings(data_
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         write_project(data_root, server)
         env = {
             **os.environ,

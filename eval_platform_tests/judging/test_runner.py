@@ -267,8 +267,8 @@ def test_one_runtime_serves_several_days(local_judge, runtime):
 
 def test_local_judge_cache_survives_a_new_port(local_judge, tmp_path):
     """The demo starts the local judge on a free port each run; its replies stay cached across runs."""
-    from eval_platform.local_judge import LocalJudgeServer
     from eval_platform_tests.conftest import REPO_DATA
+    from tools.local_judge_wires import WiredJudgeServer
 
     config = evaluator(local_judge, api_base=None, api_key_env="EVAL_PLATFORM_TEST_NO_KEY")
 
@@ -285,7 +285,7 @@ def test_local_judge_cache_survives_a_new_port(local_judge, tmp_path):
 
     first = run(local_judge.base_url)
     assert first["model"].to_list() == ["local/mock"] * 3 and not first["cache_hit"].any()
-    with LocalJudgeServer(data_root=REPO_DATA) as other:
+    with WiredJudgeServer(data_root=REPO_DATA) as other:
         assert other.base_url != local_judge.base_url
         second = run(other.base_url)
         assert second["cache_hit"].all() and judge_requests(other) == 0

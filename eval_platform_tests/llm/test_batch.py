@@ -33,12 +33,12 @@ from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
 from eval_platform.llm.pricing import model_cost, worst_case_prompt_tokens
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.llm.statedb import postgres_state
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_modes import judge
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 from eval_platform_tests.llm.test_lean_path import CASES, VARYING
 from eval_platform_tests.shared_state_backends import cache_at, ledger_at
+from tools.local_judge_wires import WiredJudgeServer
 
 FAST = {"poll_interval_s": 0.02}
 PRICES = {"input_cost_per_million": 2.0, "output_cost_per_million": 8.0}
@@ -68,7 +68,7 @@ TWO_MODELS = dict(
 @pytest.fixture
 def server():
     """A local judge of its own per test: batch counts start at zero, delays and expiry are the test's."""
-    with LocalJudgeServer() as judge_server:
+    with WiredJudgeServer() as judge_server:
         yield judge_server
 
 
@@ -217,7 +217,7 @@ def test_a_budget_that_cannot_cover_the_batch_is_refused_before_submitting(serve
 
 
 def test_an_expired_batch_leaves_its_unanswered_traces_failed(tmp_path):
-    with LocalJudgeServer(batch_expire_after=2) as server:
+    with WiredJudgeServer(batch_expire_after=2) as server:
         config = config_for(server, "score", batch=FAST)
         state = tmp_path / "state"
         result = judge_day(config, DAY, make_traces(5), make_runtime(state))
@@ -241,7 +241,7 @@ def test_an_expired_batch_leaves_its_unanswered_traces_failed(tmp_path):
 
 
 def test_a_poll_timeout_keeps_the_batch_and_the_next_run_resumes_it(tmp_path):
-    with LocalJudgeServer(batch_delay_s=2.0) as server:
+    with WiredJudgeServer(batch_delay_s=2.0) as server:
         state = tmp_path / "state"
         impatient = config_for(server, "score", batch={**FAST, "timeout_s": 0.1})
         first = judge_day(impatient, DAY, make_traces(3), make_runtime(state))
@@ -276,7 +276,7 @@ print("finished")
 
 
 def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path, data_root, state_backend):
-    with LocalJudgeServer(batch_delay_s=3.0) as server:
+    with WiredJudgeServer(batch_delay_s=3.0) as server:
         path = write_evaluator(
             data_root,
             "crashy",
@@ -348,7 +348,7 @@ def test_batch_mode_refuses_providers_whose_batch_api_it_does_not_speak(data_roo
 
 
 def test_a_cancelled_batch_leaves_its_traces_failed_batch_failed(tmp_path):
-    with LocalJudgeServer(batch_delay_s=30) as server:
+    with WiredJudgeServer(batch_delay_s=30) as server:
         state = tmp_path / "state"
         config = config_for(server, "score", batch=FAST)
         saved = state / "judge_batches" / config.name / f"{DAY}.json"
@@ -377,7 +377,7 @@ def test_identical_traces_of_a_day_are_sent_once_in_a_batch_as_interactive_calls
 
 
 def test_a_batch_no_longer_needed_is_settled_and_closed_once_it_ends(tmp_path):
-    with LocalJudgeServer(batch_delay_s=0.5) as server:
+    with WiredJudgeServer(batch_delay_s=0.5) as server:
         state = tmp_path / "state"
         budget = {**PRICES, "max_daily_cost_usd": 5.0}
         first = judge_day(
@@ -411,7 +411,7 @@ def test_a_batch_no_longer_needed_is_settled_and_closed_once_it_ends(tmp_path):
 def test_a_batch_whose_creation_went_unheard_is_found_not_created_twice(tmp_path):
     # The server creates the batch but answers after the client's timeout: the client looks it up by the
     # submission id in its metadata instead of creating another.
-    with LocalJudgeServer(batch_create_delay_s=2.0) as server:
+    with WiredJudgeServer(batch_create_delay_s=2.0) as server:
         config = config_for(server, "score", timeout_s=0.5, max_retries=2, batch=FAST)
         result = judge_day(config, DAY, make_traces(3), make_runtime(tmp_path))
         assert result.rows["status"].to_list() == ["COMPLETED"] * 3
@@ -419,7 +419,7 @@ def test_a_batch_whose_creation_went_unheard_is_found_not_created_twice(tmp_path
 
 
 def test_a_run_killed_while_creating_its_batch_is_resumed_by_the_submission_id(tmp_path, data_root):
-    with LocalJudgeServer(batch_create_delay_s=5.0) as server:
+    with WiredJudgeServer(batch_create_delay_s=5.0) as server:
         path = write_evaluator(
             data_root,
             "creating",

@@ -27,7 +27,6 @@ from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.pricing import model_cost
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 from eval_platform_tests.llm.test_batch import (
@@ -42,6 +41,7 @@ from eval_platform_tests.llm.test_batch import (
     submitted_batches,
 )
 from eval_platform_tests.llm.test_lean_path import CASES, VARYING
+from tools.local_judge_wires import WiredJudgeServer
 
 PROVIDERS = ["azure", "anthropic"]
 # A model litellm's price map knows, served by the local judge's mock (as a gateway on localhost would).
@@ -65,7 +65,7 @@ PROMPTS = {
 
 @pytest.fixture
 def server():
-    with LocalJudgeServer(aliases=ALIASES) as judge_server:
+    with WiredJudgeServer(aliases=ALIASES) as judge_server:
         yield judge_server
 
 
@@ -224,7 +224,7 @@ def test_a_budget_that_cannot_cover_the_batch_is_refused_before_submitting(serve
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_an_expired_batch_leaves_its_unanswered_traces_failed(tmp_path, provider):
-    with LocalJudgeServer(batch_expire_after=2) as server:
+    with WiredJudgeServer(batch_expire_after=2) as server:
         config = provider_config(server, provider, "score", batch=FAST)
         state = tmp_path / "state"
         result = judge_day(config, DAY, make_traces(5), make_runtime(state))
@@ -246,7 +246,7 @@ def test_an_expired_batch_leaves_its_unanswered_traces_failed(tmp_path, provider
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_poll_timeout_keeps_the_batch_and_the_next_run_resumes_it(tmp_path, provider):
-    with LocalJudgeServer(batch_delay_s=2.0) as server:
+    with WiredJudgeServer(batch_delay_s=2.0) as server:
         state = tmp_path / "state"
         first = judge_day(
             provider_config(server, provider, "score", batch={**FAST, "timeout_s": 0.1}),
@@ -269,7 +269,7 @@ def test_a_poll_timeout_keeps_the_batch_and_the_next_run_resumes_it(tmp_path, pr
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path, data_root, provider):
-    with LocalJudgeServer(batch_delay_s=3.0, aliases=ALIASES) as server:
+    with WiredJudgeServer(batch_delay_s=3.0, aliases=ALIASES) as server:
         path = evaluator_file(data_root, server, provider)
         state = tmp_path / "state"
         saved = state / "judge_batches" / "crashy" / f"{DAY}.json"
@@ -288,7 +288,7 @@ def test_a_run_killed_after_submitting_is_resumed_without_paying_twice(tmp_path,
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_run_killed_while_creating_its_batch_is_resumed_by_the_submission_id(tmp_path, data_root, provider):
     # Azure keeps the submission id in the batch's metadata; Anthropic keeps none, so it rides in the custom_ids.
-    with LocalJudgeServer(batch_create_delay_s=5.0) as server:
+    with WiredJudgeServer(batch_create_delay_s=5.0) as server:
         path = evaluator_file(data_root, server, provider, timeout_s=30)
         state = tmp_path / "state"
         saved = state / "judge_batches" / "crashy" / f"{DAY}.json"
@@ -306,7 +306,7 @@ def test_a_run_killed_while_creating_its_batch_is_resumed_by_the_submission_id(t
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_batch_whose_creation_went_unheard_is_found_not_created_twice(tmp_path, provider):
-    with LocalJudgeServer(batch_create_delay_s=2.0) as server:
+    with WiredJudgeServer(batch_create_delay_s=2.0) as server:
         config = provider_config(server, provider, "score", timeout_s=0.5, max_retries=2, batch=FAST)
         result = judge_day(config, DAY, make_traces(3), make_runtime(tmp_path))
         assert result.rows["status"].to_list() == ["COMPLETED"] * 3
@@ -316,7 +316,7 @@ def test_a_batch_whose_creation_went_unheard_is_found_not_created_twice(tmp_path
 def test_an_unheard_anthropic_batch_still_running_is_not_created_again_until_it_can_be_recognised(tmp_path):
     # Anthropic batches carry no metadata: a batch still running cannot be told apart from another of the same
     # size, so nothing is created again; once it has ended, its custom_ids show it is ours, and it is resumed.
-    with LocalJudgeServer(batch_create_delay_s=2.0, batch_delay_s=3.0) as server:
+    with WiredJudgeServer(batch_create_delay_s=2.0, batch_delay_s=3.0) as server:
         config = provider_config(server, "anthropic", "score", timeout_s=0.5, max_retries=2, batch=FAST)
         state = tmp_path / "state"
         first = judge_day(config, DAY, make_traces(3), make_runtime(state))
@@ -344,7 +344,7 @@ def test_an_unheard_anthropic_batch_still_running_is_not_created_again_until_it_
 
 
 def test_a_cancelled_anthropic_batch_leaves_its_traces_failed_batch_failed(tmp_path):
-    with LocalJudgeServer(batch_delay_s=30) as server:
+    with WiredJudgeServer(batch_delay_s=30) as server:
         state = tmp_path / "state"
         config = provider_config(server, "anthropic", "score", batch=FAST)
         saved = state / "judge_batches" / config.name / f"{DAY}.json"

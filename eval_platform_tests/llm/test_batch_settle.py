@@ -18,7 +18,6 @@ import pytest
 from eval_platform.judging.loading import load_evaluator
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_runner import DAY, make_traces
 from eval_platform_tests.llm.test_batch import (
@@ -28,6 +27,7 @@ from eval_platform_tests.llm.test_batch import (
     make_runtime,
     one_request_worst_usd,
 )
+from tools.local_judge_wires import WiredJudgeServer
 
 # The run dies at the moment it would settle its batch: the batch has ended and its replies are in the cache
 # (flushed at the end of the answering pass), but the reservation is not settled and the batch not marked
@@ -65,7 +65,7 @@ def cached_costs(state: Path) -> list[float]:
 
 
 def test_an_open_batch_is_settled_on_rerun_when_the_cache_answers_everything(tmp_path, data_root):
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         fields = dict(
             name="settled",
             mode="score",

@@ -30,7 +30,6 @@ from eval_platform.llm.batch.state import REQUESTS_FILE, REQUESTS_TABLE, BatchSt
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.migrate_state import migrate
 from eval_platform.llm.statedb import postgres_state
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.conftest import write_evaluator
@@ -48,6 +47,7 @@ from eval_platform_tests.llm.test_batch import (
     sorted_rows,
 )
 from eval_platform_tests.llm.test_lean_path import VARYING
+from tools.local_judge_wires import WiredJudgeServer
 
 TRACES = 120
 LIMIT = 50  # requests per batch in these tests (OpenAI's is 50,000): 120 traces are 3 batches
@@ -64,7 +64,7 @@ def server_batches(server) -> list[dict]:
 
 @pytest.mark.parametrize("limit", ["requests", "bytes"])
 def test_a_day_over_the_batch_limit_is_several_batches_all_answered(tmp_path, limit):
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         traces = make_traces(TRACES)
         interactive = sorted_rows(
             judge_day(config_for(server, "score"), DAY, traces, make_runtime(tmp_path / "i")).rows
@@ -96,7 +96,7 @@ def test_a_day_over_the_batch_limit_is_several_batches_all_answered(tmp_path, li
 
 def server_line_bytes(server, tmp_path: Path) -> int:
     """The size of the largest batch line of this day (one batch of it, submitted to a throwaway server)."""
-    with LocalJudgeServer() as probe:
+    with WiredJudgeServer() as probe:
         config = config_for(probe, "score", batch=FAST)
         judge_day(config, DAY, make_traces(TRACES), make_runtime(tmp_path / "probe"))
         (content,) = [f["content"] for f in probe.batches.files.values() if f["purpose"] == "batch"]
@@ -161,7 +161,7 @@ def limited_evaluator(data_root: Path, server, **extra) -> Path:
 
 
 def test_a_run_killed_between_two_batch_creates_is_resumed_without_submitting_twice(tmp_path, data_root, state_backend):
-    with LocalJudgeServer(batch_delay_s=1.0) as server:
+    with WiredJudgeServer(batch_delay_s=1.0) as server:
         path = limited_evaluator(data_root, server, max_daily_cost_usd=5.0, **PRICES)
         state, url = tmp_path / "state", state_backend.postgres_url
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -188,7 +188,7 @@ def test_a_run_killed_between_two_batch_creates_is_resumed_without_submitting_tw
 
 
 def test_a_budget_is_never_exceeded_across_the_batches_of_a_day(tmp_path, data_root):
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         probe = load_evaluator(limited_evaluator(data_root, server, **PRICES))
         worst = one_request_worst_usd(probe, make_traces(TRACES))
         # Room for the worst case of about 75 requests: the first batch whole, a prefix of the second, none after.
@@ -220,7 +220,7 @@ def test_the_batched_step_streams_the_day_and_gives_the_in_memory_rows(data_root
     write_partition(data_root, "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
     cases = pl.DataFrame({"case_id": [f"c{i}" for i in range(5)], "expected_output": [f"gold {i}" for i in range(5)]})
     write_partition(data_root, "test_cases", {"dataset": "gold", "version": "1"}, cases)
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         for name in STREAMED:
             config = evaluators(server.base_url)[name]
             expected = in_memory(data_root, config, fresh_runtime(tmp_path / f"{name}-memory"))
@@ -241,7 +241,7 @@ def test_the_answering_pass_hands_rows_on_before_the_day_is_read_to_its_end(tmp_
     answering pass's rows reach the sink as they come, not once the day is done."""
     from eval_platform.judging import runner
 
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         config = config_for(server, "score", batch={**FAST, "max_requests": 64})
         traces = make_traces(400)
         written: list[int] = []
@@ -285,7 +285,7 @@ def killed_after_submitting(server, path: Path, state: Path, url: str | None = N
 
 
 def test_an_open_batch_moves_to_postgres_with_its_lines_and_is_resumed_there(tmp_path, data_root, postgres_db):
-    with LocalJudgeServer(batch_delay_s=3.0) as server:
+    with WiredJudgeServer(batch_delay_s=3.0) as server:
         path = limited_evaluator(data_root, server)
         root = tmp_path / "data"
         state = state_dir(root)
@@ -306,7 +306,7 @@ def test_an_open_batch_moves_to_postgres_with_its_lines_and_is_resumed_there(tmp
 
 
 def test_a_state_written_by_the_previous_version_with_its_lines_inline_is_resumed(tmp_path, data_root):
-    with LocalJudgeServer(batch_delay_s=3.0) as server:
+    with WiredJudgeServer(batch_delay_s=3.0) as server:
         path = limited_evaluator(data_root, server)
         state = tmp_path / "state"
         submitted = killed_after_submitting(server, path, state)
@@ -324,7 +324,7 @@ def test_a_state_written_by_the_previous_version_with_its_lines_inline_is_resume
 
 
 def test_a_request_larger_than_a_batch_may_be_is_failed_not_sent(tmp_path):
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         config = config_for(server, "score", batch={**FAST, "max_bytes": 200})
         rows = judge_day(config, DAY, make_traces(3), make_runtime(tmp_path)).rows
         assert rows["status"].to_list() == ["FAILED"] * 3 and rows["reason"].to_list() == ["batch_failed"] * 3

@@ -98,9 +98,9 @@ def test_cost_is_tokens_times_price_per_million(local_judge, tmp_path):
 @pytest.fixture(scope="module")
 def proxy():
     """A gateway on localhost answering as gpt-4o-mini (the local judge's mock behind a paid model's name)."""
-    from eval_platform.local_judge import LocalJudgeServer
+    from tools.local_judge_wires import WiredJudgeServer
 
-    server = LocalJudgeServer(data_root=REPO_DATA, aliases={"gpt-4o-mini": "mock"})
+    server = WiredJudgeServer(data_root=REPO_DATA, aliases={"gpt-4o-mini": "mock"})
     server.start()
     yield server
     server.stop()
@@ -185,9 +185,9 @@ def test_budget_on_a_local_model_without_a_price_is_a_load_error():
 
 
 def test_cached_prompt_tokens_are_stored_and_priced_at_the_cached_rate(tmp_path):
-    from eval_platform.local_judge import LocalJudgeServer
+    from tools.local_judge_wires import WiredJudgeServer
 
-    server = LocalJudgeServer(data_root=REPO_DATA, prompt_cache=True)
+    server = WiredJudgeServer(data_root=REPO_DATA, prompt_cache=True)
     server.start()
     try:
         config = EvaluatorConfig.model_validate(

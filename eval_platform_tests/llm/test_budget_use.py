@@ -36,9 +36,9 @@ TODAY = lambda: datetime.now(UTC).strftime("%Y-%m-%d")  # noqa: E731  (budgets c
 @pytest.fixture(scope="module")
 def slow_judge():
     """The local judge answering after 40 ms, so that calls of concurrent runs overlap."""
-    from eval_platform.local_judge import LocalJudgeServer
+    from tools.local_judge_wires import WiredJudgeServer
 
-    server = LocalJudgeServer(data_root=REPO_DATA, latency_ms=40)
+    server = WiredJudgeServer(data_root=REPO_DATA, latency_ms=40)
     server.start()
     yield server
     server.stop()
@@ -196,13 +196,13 @@ def billed_usd(server) -> float:
 def test_calls_in_flight_when_a_run_is_killed_stay_in_the_ledger_and_the_budget_holds_as_billed(
     tmp_path, state_backend
 ):
-    from eval_platform.local_judge import LocalJudgeServer
+    from tools.local_judge_wires import WiredJudgeServer
 
     def counts(server) -> tuple[int, int]:
         sent = httpx.get(f"{server.base_url}/stats", trust_env=False).json()["requests"]
         return sent, httpx.get(f"{server.base_url}/stats/billed", trust_env=False).json()["replies"]
 
-    with LocalJudgeServer(data_root=REPO_DATA, latency_ms=1000) as server:
+    with WiredJudgeServer(data_root=REPO_DATA, latency_ms=1000) as server:
         traces = make_traces(60)
         budget = 12 * worst_case(budgeted(server.base_url), traces)
         state = tmp_path / "state"

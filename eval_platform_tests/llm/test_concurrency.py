@@ -64,11 +64,11 @@ def test_a_rate_limited_day_finishes_with_every_row_completed(tmp_path):
     from eval_platform.llm.cache import ModelCache
     from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
     from eval_platform.llm.runtime import ModelRuntime
-    from eval_platform.local_judge import LocalJudgeServer
     from eval_platform_tests.conftest import REPO_DATA
     from eval_platform_tests.judging.test_runner import evaluator, make_traces
+    from tools.local_judge_wires import WiredJudgeServer
 
-    server = LocalJudgeServer(data_root=REPO_DATA, rate_limit_rps=40, rate_limit_burst=5)
+    server = WiredJudgeServer(data_root=REPO_DATA, rate_limit_rps=40, rate_limit_burst=5)
     server.start()
     try:
         client = LiteLLMModelClient(max_concurrency=16, retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.5))

@@ -125,9 +125,9 @@ def test_which_calls_take_the_lean_path():
 
 
 def test_lean_path_reports_cached_prompt_tokens(tmp_path):
-    from eval_platform.local_judge import LocalJudgeServer
+    from tools.local_judge_wires import WiredJudgeServer
 
-    with LocalJudgeServer(prompt_cache=True) as server:
+    with WiredJudgeServer(prompt_cache=True) as server:
         config = judge(server, "score", score_scale={"min": 1, "max": 5})
         runtime = ModelRuntime(
             LiteLLMModelClient(max_concurrency=1),

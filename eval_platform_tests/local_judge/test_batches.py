@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform_tests.local_judge.test_server import SCORE_SCHEMA, judge_prompt
+from tools.local_judge_wires import WiredJudgeServer
 
 HTTP = httpx.Client(trust_env=False)
 
@@ -48,7 +48,7 @@ def jsonl(base_url: str, file_id: str | None) -> list[dict]:
 
 
 def test_each_line_is_answered_as_a_chat_completion_would_be():
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         base = server.base_url
         lines = [
             line("a", "mock", "four"),
@@ -77,7 +77,7 @@ def test_each_line_is_answered_as_a_chat_completion_would_be():
 
 
 def test_an_expiring_batch_answers_the_first_lines_and_lists_the_rest_as_expired():
-    with LocalJudgeServer(batch_expire_after=1) as server:
+    with WiredJudgeServer(batch_expire_after=1) as server:
         base = server.base_url
         file_id = upload(base, [line(f"r{i}", "mock", f"answer {i}") for i in range(3)]).json()["id"]
         batch = finished(base, create(base, file_id).json()["id"])
@@ -90,7 +90,7 @@ def test_an_expiring_batch_answers_the_first_lines_and_lists_the_rest_as_expired
 
 
 def test_a_batch_can_be_cancelled_while_it_waits():
-    with LocalJudgeServer(batch_delay_s=30) as server:
+    with WiredJudgeServer(batch_delay_s=30) as server:
         base = server.base_url
         file_id = upload(base, [line("r0", "mock", "x")]).json()["id"]
         batch_id = create(base, file_id).json()["id"]
@@ -122,7 +122,7 @@ def test_bad_batch_requests_get_openai_shaped_errors(local_judge, send, code):
 
 
 def test_batches_are_listed_newest_first_page_by_page():
-    with LocalJudgeServer() as server:
+    with WiredJudgeServer() as server:
         base = server.base_url
         file_id = upload(base, [line("a", "mock", "x")]).json()["id"]
         ids = [create(base, file_id, metadata={"n": str(i)}).json()["id"] for i in range(3)]

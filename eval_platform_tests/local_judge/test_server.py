@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 
 from eval_platform.judging.fencing import REPLY_SCHEMA_MARKER, fence
-from eval_platform.local_judge import LocalJudgeServer
 from eval_platform.local_judge.mock_verdict import MOCK_REASONING
+from tools.local_judge_wires import WiredJudgeServer
 
 DATA_ROOT = Path(__file__).parents[2] / "data"
 PANDALM_DIR = DATA_ROOT / "sources" / "pandalm"
@@ -72,7 +72,7 @@ def stats(base_url: str) -> dict:
 
 @pytest.fixture(scope="module")
 def base_url():
-    with LocalJudgeServer(data_root=DATA_ROOT, retry_after_s=RETRY_AFTER_S, slow_s=SLOW_S) as server:
+    with WiredJudgeServer(data_root=DATA_ROOT, retry_after_s=RETRY_AFTER_S, slow_s=SLOW_S) as server:
         yield server.base_url
 
 
@@ -337,7 +337,7 @@ def test_stats_count_every_chat_completion_and_reset(base_url):
 
 
 def test_latency_delays_every_completion():
-    with LocalJudgeServer(latency_ms=300) as server:
+    with WiredJudgeServer(latency_ms=300) as server:
         for model in ("mock", "fault/empty"):
             started = time.monotonic()
             assert chat(server.base_url, model, unique_prompt()).status_code == 200
@@ -345,7 +345,7 @@ def test_latency_delays_every_completion():
 
 
 def test_start_returns_the_base_url_and_stop_releases_the_port():
-    server = LocalJudgeServer()
+    server = WiredJudgeServer()
     base_url = server.start()
     assert base_url == server.base_url and base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
     server.stop()

@@ -86,11 +86,11 @@ def record(
     `python`: the interpreter that runs the app (default: this one); the local judge and the receiver stay in this
     process. A scratch venv holding older releases of a library records what those releases wrote
     (`LEGACY_CONVENTIONS`, eval_platform_tests/fixtures/otel/README.md)."""
-    from eval_platform.local_judge import LocalJudgeServer
+    from tools.local_judge_wires import WiredJudgeServer
 
     names = instrumentations or list(CONVENTIONS)
     results: dict[str, Recording] = {}
-    with LocalJudgeServer() as judge:
+    with WiredJudgeServer() as judge:
         for name in names:
             folder = Path(out_dir) / name
             folder.mkdir(parents=True, exist_ok=True)

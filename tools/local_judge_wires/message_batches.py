@@ -23,15 +23,12 @@ import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from eval_platform.local_judge.batches import authorization, json_body
-from eval_platform.local_judge.echo_key import POLL_ECHO_STATUS, echoes_on_first_poll
-
-if TYPE_CHECKING:
-    from eval_platform.local_judge.server import LocalJudgeServer
+from eval_platform.local_judge.server import Wire
 
 # Anthropic's error types by HTTP status (https://docs.anthropic.com/en/api/errors).
 ERROR_TYPES = {
@@ -102,11 +99,10 @@ def to_message(status: int, completion: dict[str, Any]) -> tuple[int, dict[str, 
     return 200, message
 
 
-class MessageBatches:
+class MessageBatches(Wire):
     """Anthropic's endpoints on one local judge (its batch settings and counts are the OpenAI batches')."""
 
-    def __init__(self, server: LocalJudgeServer):
-        self.server = server
+    def __init__(self) -> None:
         self._cancelled: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task] = set()
 
@@ -160,10 +156,8 @@ class MessageBatches:
             "cancel_initiated_at": None,
             "results_url": None,
         }
-        with self.store._lock:
-            self.store.message_batches[batch["id"]] = {"batch": batch, "results": None, "created": now}
-            if echoes_on_first_poll([item["params"].get("model") for item in requests]):
-                self.store.echo_on_poll.add(batch["id"])
+        self.store.other_batches[batch["id"]] = {"batch": batch, "results": None, "created": now}
+        self.store.created(batch["id"], [item["params"].get("model") for item in requests])
         task = asyncio.create_task(self._run(batch, requests, authorization(request)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -180,7 +174,7 @@ class MessageBatches:
             limit = min(1000, max(1, int(request.query.get("limit", "20"))))
         except ValueError:
             return web.json_response(anthropic_error(400, "limit must be an integer"), status=400)
-        newest_first = [entry["batch"] for entry in reversed(self.store.message_batches.values())]
+        newest_first = [entry["batch"] for entry in reversed(self.store.other_batches.values())]
         after = request.query.get("after_id")
         if after is not None:
             ids = [batch["id"] for batch in newest_first]
@@ -201,7 +195,7 @@ class MessageBatches:
         refused = _refusal(request)
         if refused is not None:
             return refused
-        entry = self.store.message_batches.get(request.match_info["batch_id"])
+        entry = self.store.other_batches.get(request.match_info["batch_id"])
         if entry is None:
             return web.json_response(anthropic_error(404, f"no batch {request.match_info['batch_id']!r}"), status=404)
         return entry
@@ -210,9 +204,9 @@ class MessageBatches:
         entry = self._entry(request)
         if isinstance(entry, web.Response):
             return entry
-        echo = self.store.poll_echo(entry["batch"]["id"], request)
-        if echo is not None:
-            return web.json_response(anthropic_error(POLL_ECHO_STATUS, echo), status=POLL_ECHO_STATUS)
+        refusal = self.store.polled(entry["batch"]["id"], request)
+        if refusal is not None:
+            return web.json_response(anthropic_error(refusal.status, refusal.message), status=refusal.status)
         return web.json_response(entry["batch"])
 
     async def results(self, request: web.Request) -> web.Response:
@@ -258,12 +252,11 @@ class MessageBatches:
                     if status == 200
                     else {"type": "errored", "error": message}
                 )
-                with self.store._lock:
-                    self.store.lines_answered += 1
+                self.store.count_line()
             counts["processing"] -= 1
             counts[result["type"]] += 1
             lines.append({"custom_id": item["custom_id"], "result": result})
-        self.store.message_batches[batch["id"]]["results"] = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        self.store.other_batches[batch["id"]]["results"] = "".join(json.dumps(line) + "\n" for line in lines).encode()
         base = self.server.base_url.removesuffix("/v1") if self.server.base_url else ""
         batch.update(
             processing_status="ended",

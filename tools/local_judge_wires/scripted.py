@@ -1,7 +1,6 @@
 """Judges whose replies a test chooses, to exercise parsing, position bias and consensus over real HTTP.
 
-- `fixed/<reply>`: always answers `<reply>` verbatim (e.g. `fixed/[[A]]`, a judge that always prefers the
-  candidate shown first, or `fixed/{"passed": true, "reasoning": "ok"}`).
+(`fixed/<reply>`, a reply given verbatim, is the server's own: the demo's benchmark uses it.)
 - `echo/<block>`: answers with the text of the prompt's first fenced block named `<block>`
   (e.g. `echo/output`: the trace's own output is the reply, so each trace scripts its verdict).
 - `longest`: a verbosity-biased but position-consistent judge: prefers the longest candidate.
@@ -16,13 +15,19 @@ import json
 from eval_platform.judging.fencing import unfence_all
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
 from eval_platform.local_judge.mock_verdict import find_reply_schema
+from eval_platform.local_judge.server import Wire
 
-SCRIPTED_PREFIXES = ("fixed/", "echo/", "longest")
+SCRIPTED_PREFIXES = ("echo/", "longest")
+
+
+class Scripted(Wire):
+    models = ("echo/<block>", "longest")
+
+    async def answer(self, model: str, prompt: str, credentials: str) -> Answer | None:
+        return scripted_answer(model, prompt) if model.startswith(SCRIPTED_PREFIXES) else None
 
 
 def scripted_answer(model: str, prompt: str) -> Answer:
-    if model.startswith("fixed/"):
-        return Answer(model.removeprefix("fixed/"), f"local/{model}")
     blocks = unfence_all(prompt)
     if model.startswith("echo/"):
         name = model.removeprefix("echo/")

@@ -1,17 +1,23 @@
-"""Misbehaving judge replies, served over real HTTP so retry, timeout and parsing paths can be tested.
+"""`fault/<kind>`: misbehaving judge replies, served over real HTTP so retry, timeout and parsing paths can be tested.
 
 Each kind imitates one way a provider fails: throttling, server errors (permanent or once per prompt),
-slowness, and replies that arrive with status 200 but are not the JSON object that was asked for.
+slowness, and replies that arrive with status 200 but are not the JSON object that was asked for. An embeddings
+request for a `fault/<kind>` model fails as the chat request would, or with a 500 where the chat reply would be a
+(bad) 200.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 
 from eval_platform.local_judge.answers import Answer, JudgeRequestError
 from eval_platform.local_judge.mock_verdict import mock_verdict
+from eval_platform.local_judge.server import Wire
+
+FAULT_PREFIX = "fault/"
 
 FAULT_KINDS = (
     "rate_limit",
@@ -89,3 +95,26 @@ async def fault_answer(
         return Answer(f"Sure! Here is my verdict:\n```json\n{mock_json}\n```\nLet me know if you need more.", model)
     # slow, and the "_once" kinds after their first request, answer like mock.
     return Answer(mock_json, model)
+
+
+class Faults(Wire):
+    """The `fault/<kind>` models: a 429 asks to retry after `retry_after_s`, a `slow` reply takes `slow_s`."""
+
+    models = (f"{FAULT_PREFIX}<kind>",)
+
+    def __init__(self, retry_after_s: float = 1.0, slow_s: float = 5.0) -> None:
+        self.retry_after_s = retry_after_s
+        self.slow_s = slow_s
+        self._first_seen = FirstSeen()
+
+    async def answer(self, model: str, prompt: str, credentials: str) -> Answer | None:
+        if not model.startswith(FAULT_PREFIX):
+            return None
+        digest = hashlib.sha256(prompt.encode()).hexdigest()
+        kind = model.removeprefix(FAULT_PREFIX)
+        return await fault_answer(kind, prompt, digest, self._first_seen, self.retry_after_s, self.slow_s)
+
+    async def embedding(self, model: str, texts: list[str], credentials: str) -> str | None:
+        if await self.answer(model, "\n".join(texts), credentials) is None:
+            return None
+        raise JudgeRequestError(500, f"{model}: no embedding", error_type="server_error")

@@ -29,6 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from eval_platform.local_judge.answers import JudgeRequestError, approx_tokens, message_text
+from eval_platform.local_judge.server import Wire
 
 APP_MODEL_PREFIX = "app/"
 APP_ERROR_MODEL = "app/error"
@@ -278,3 +279,15 @@ async def app_model_response(request: web.Request, body: dict[str, Any]) -> web.
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
+
+
+class AppModel(Wire):
+    """The `app/<name>` models on `/v1/chat/completions`, counted in `/v1/stats` like any call."""
+
+    models = (f"{APP_MODEL_PREFIX}<name>",)
+
+    async def chat(self, request: web.Request, body: Any) -> web.StreamResponse | None:
+        if not is_app_model(body):
+            return None
+        self.server.count(body["model"])
+        return await app_model_response(request, body)
