@@ -1,0 +1,98 @@
+"""Turning the verdict export on and off, and a broken verdict_export.yaml: what the user sees in Dagster."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_platform.definitions import build_definitions
+from eval_platform.export.config import ExportConfig
+from eval_platform.export.run import export_partition
+from eval_platform_tests.conftest import write_evaluator
+from eval_platform_tests.export.test_otlp_events import DAY, key
+
+
+@pytest.fixture
+def root(data_root):
+    write_evaluator(data_root, "quality", mode="score", model="openai/mock", prompt="{{input}} {{output}}")
+    return data_root
+
+
+def verdict_exports(root) -> tuple[dg.Definitions, dg.AssetsDefinition]:
+    defs = build_definitions(root)
+    return defs, defs.resolve_assets_def("verdict_exports")
+
+
+def test_off_without_the_file_never_requested_and_a_manual_run_says_how_to_turn_it_on(root):
+    defs, asset = verdict_exports(root)
+    assert asset.automation_conditions_by_key.get(dg.AssetKey("verdict_exports")) is None
+    assert "Off." in asset.descriptions_by_key[dg.AssetKey("verdict_exports")]
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            assets=list(defs.assets),
+            selection=["verdict_exports"],
+            partition_key=key("quality"),
+            instance=instance,
+            resources=defs.resources,
+            raise_on_error=False,
+        )
+    assert not result.success
+    failure = "\n".join(str(e.event_specific_data) for e in result.all_events if e.is_failure)
+    assert "the verdict export is off" in failure and "verdict_export.yaml" in failure
+
+
+def test_on_with_a_destination_requested_after_judging(root):
+    destination = {"name": "c", "type": "otlp", "endpoint": "http://127.0.0.1:4318"}
+    (root / "verdict_export.yaml").write_text(yaml.safe_dump({"destinations": [destination]}))
+    _, asset = verdict_exports(root)
+    assert asset.automation_conditions_by_key.get(dg.AssetKey("verdict_exports")) is not None
+    assert "On: c." in asset.descriptions_by_key[dg.AssetKey("verdict_exports")]
+
+
+def test_a_broken_file_names_the_file_and_field_and_the_rest_loads(root):
+    broken = {"destinations": [{"name": "c", "type": "otlp", "endpoint": "http://x:1", "colour": "red"}]}
+    (root / "verdict_export.yaml").write_text(yaml.safe_dump(broken))
+    defs, asset = verdict_exports(root)
+    description = asset.descriptions_by_key[dg.AssetKey("verdict_exports")]
+    assert "BROKEN verdict_export.yaml" in description and "colour" in description
+    assert asset.automation_conditions_by_key.get(dg.AssetKey("verdict_exports")) is None
+    assert defs.resolve_assets_def("judge_scores") is not None
+
+
+def test_an_unset_secret_variable_is_a_failed_send_naming_the_variable_not_a_silent_skip(root, monkeypatch):
+    from eval_platform.storage.warehouse import write_partition
+
+    monkeypatch.delenv("EXPORT_HEADERS_NOT_SET", raising=False)
+    write_partition(root, "judge_scores", {"evaluator": "quality", "date": DAY}, _one_verdict())
+    write_partition(root, "spans", {"date": DAY}, _one_span())
+    config = ExportConfig.model_validate(
+        {
+            "destinations": [
+                {"name": "c", "type": "otlp", "endpoint": "http://127.0.0.1:9", "headers_env": "EXPORT_HEADERS_NOT_SET"}
+            ]
+        }
+    )
+    report = export_partition(root, "quality", DAY, config, {})
+    (destination,) = report.destinations
+    assert destination.sent == 0 and destination.not_sent == 1
+    assert "$EXPORT_HEADERS_NOT_SET" in destination.error
+
+
+def _one_verdict():
+    import polars as pl
+
+    from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
+
+    row = {"evaluator": "quality", "date": DAY, "trace_id": "t1", "model": "openai/mock", "sample": 0}
+    row |= {"role": "verdict", "is_final": True, "status": "COMPLETED", "score": 0.5, "config_hash": "h"}
+    return conform(pl.DataFrame([row]), JUDGE_SCORE_SCHEMA)
+
+
+def _one_span():
+    import polars as pl
+
+    from eval_platform.schemas import SPAN_SCHEMA, conform
+
+    row = {"trace_id": "t1", "otel_trace_id": "ab" * 16, "span_id": "cd" * 8, "date": DAY, "name": "root"}
+    return conform(pl.DataFrame([row]), SPAN_SCHEMA)
