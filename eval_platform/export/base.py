@@ -28,7 +28,14 @@ VERDICT_COLUMNS = (
 
 
 class ExportError(Exception):
-    """A send that did not reach its destination; the message names the destination and is redacted."""
+    """A send that did not reach its destination; the message names the destination and is redacted.
+
+    `refused_spans`: when the receiver refused only the verdicts on these spans (Phoenix: spans it does not have),
+    their ids; the rest of the batch can be sent without them."""
+
+    def __init__(self, message: str, refused_spans: frozenset[str] = frozenset()):
+        super().__init__(message)
+        self.refused_spans = refused_spans
 
 
 class Destination(BaseModel):

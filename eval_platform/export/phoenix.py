@@ -7,12 +7,13 @@ key, judge model, config hash, the platform's trace id). Each carries the verdic
 Phoenix updates the annotation with the same (name, span, identifier) instead of adding one, so a batch sent again
 after a crash between Phoenix's answer and the ledger's write does not duplicate annotations. `sync=true` makes
 Phoenix answer once the annotations are stored, so a 200 means they are there. The span must already be in Phoenix
-(the app sends its traces there): Phoenix refuses annotations on spans it does not have, and the batch is recorded
-as failed, to be tried again.
+(the app sends its traces there): Phoenix refuses a batch holding a span it does not have, naming the span; those
+verdicts are recorded as failed (tried again by the next run) and the rest of the batch is sent without them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -61,13 +62,13 @@ class PhoenixDestination(Destination):
                 clip(f"destination '{self.name}': {url}: {type(exc).__name__}: {exc}", 500, self.secrets(env))
             ) from None
         if answer.status_code >= 300:
-            raise ExportError(
-                clip(
-                    f"destination '{self.name}': {url} answered {answer.status_code}: {answer.text}",
-                    500,
-                    self.secrets(env),
-                )
+            message = clip(
+                f"destination '{self.name}': {url} answered {answer.status_code}: {answer.text}", 500, self.secrets(env)
             )
+            # 404 names the spans Phoenix does not have ("Spans with IDs ... do not exist"): only their verdicts
+            # are refused, the rest of the batch can go without them
+            named = set(re.findall(r"\b[0-9a-f]{16}\b", answer.text)) if answer.status_code == 404 else set()
+            raise ExportError(message, frozenset(named & set(batch["otel_span_id"].to_list())))
 
 
 def annotation(row: Mapping[str, Any]) -> dict[str, Any]:

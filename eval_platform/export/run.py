@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from eval_platform.export import ledger
-from eval_platform.export.base import ExportError
+from eval_platform.export.base import Destination, ExportError
 from eval_platform.export.config import ExportConfig
 from eval_platform.export.verdicts import exportable
 from eval_platform.llm.redaction import clip, remember
@@ -89,14 +89,12 @@ def export_partition(
             batch = missing.slice(offset, destination.batch_size)
             now = datetime.now(UTC)
             try:
-                destination.send(batch, env)
+                _send(destination, batch, env, secrets, attempts, result, now)
             except ExportError as exc:
                 result.error = clip(str(exc), 500, secrets)
-                result.not_sent = missing.height - offset
-                attempts.append(ledger.attempt_rows(batch, destination.name, now, result.error))
+                result.not_sent += missing.height - offset - _recorded(attempts, batch)
+                attempts.append(ledger.attempt_rows(_unrecorded(attempts, batch), destination.name, now, result.error))
                 break
-            attempts.append(ledger.attempt_rows(batch, destination.name, now, None))
-            result.sent += batch.height
             unrecorded += batch.height
             if unrecorded >= CHECKPOINT_ROWS:
                 done, attempts, unrecorded = ledger.merge(done, attempts), [], 0
@@ -104,3 +102,44 @@ def export_partition(
         if attempts:
             ledger.write_ledger(root, destination.name, evaluator, day, ledger.merge(done, attempts))
     return report
+
+
+def _send(
+    destination: Destination,
+    batch: pl.DataFrame,
+    env: Mapping[str, str],
+    secrets: list[str],
+    attempts: list[pl.DataFrame],
+    result: DestinationReport,
+    now: datetime,
+) -> None:
+    """Send one batch and record it. A receiver that refused only the verdicts on some spans (`refused_spans`) gets
+    the rest once more without them; the refused ones are recorded as failed, and the run ends failed."""
+    try:
+        destination.send(batch, env)
+    except ExportError as exc:
+        refused = batch.filter(pl.col("otel_span_id").is_in(list(exc.refused_spans)))
+        if refused.height == 0 or refused.height == batch.height:
+            raise
+        error = clip(str(exc), 500, secrets)
+        attempts.append(ledger.attempt_rows(refused, destination.name, now, error))
+        result.error, result.not_sent = error, result.not_sent + refused.height
+        batch = batch.filter(~pl.col("otel_span_id").is_in(list(exc.refused_spans)))
+        destination.send(batch, env)  # a second refusal is the caller's: the rest is recorded failed
+    attempts.append(ledger.attempt_rows(batch, destination.name, now, None))
+    result.sent += batch.height
+
+
+def _recorded(attempts: list[pl.DataFrame], batch: pl.DataFrame) -> int:
+    """How many of the batch's verdicts already have an attempt in `attempts` (the refused part of it)."""
+    return _in_attempts(attempts, batch).height
+
+
+def _in_attempts(attempts: list[pl.DataFrame], batch: pl.DataFrame) -> pl.DataFrame:
+    if not attempts:
+        return batch.clear()
+    return batch.filter(pl.col("verdict_key").is_in(attempts[-1]["verdict_key"].implode()))
+
+
+def _unrecorded(attempts: list[pl.DataFrame], batch: pl.DataFrame) -> pl.DataFrame:
+    return batch.filter(~pl.col("verdict_key").is_in(_in_attempts(attempts, batch)["verdict_key"].implode()))

@@ -45,7 +45,13 @@ def _nanos(day: str, second: int) -> int:
     return int(datetime.fromisoformat(f"{day}T10:00:{second:02d}+00:00").timestamp() * 1e9)
 
 
-def run_app(root: Path, day: str, questions: list[tuple[str, str]], phoenix_url: str | None = None) -> list[dict]:
+def run_app(
+    root: Path,
+    day: str,
+    questions: list[tuple[str, str]],
+    phoenix_url: str | None = None,
+    file_name: str = "app.otlp.jsonl",
+) -> list[dict]:
     """Trace one agent run per (question, answer), write the day's OTLP/JSON file, and send the spans to Phoenix
     when `phoenix_url` is given. Returns per run its trace id, root span id and chat span id (hex)."""
     kept = _Keep()
@@ -97,5 +103,5 @@ def run_app(root: Path, day: str, questions: list[tuple[str, str]], phoenix_url:
     provider.shutdown()
     folder = root / "traces" / day
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "app.otlp.jsonl").write_text(json.dumps(to_otlp_json(encode_spans(kept.spans))) + "\n")
+    (folder / file_name).write_text(json.dumps(to_otlp_json(encode_spans(kept.spans))) + "\n")
     return runs

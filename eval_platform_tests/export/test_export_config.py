@@ -10,7 +10,7 @@ from eval_platform.definitions import build_definitions
 from eval_platform.export.config import ExportConfig
 from eval_platform.export.run import export_partition
 from eval_platform_tests.conftest import write_evaluator
-from eval_platform_tests.export.test_otlp_events import DAY, key
+from eval_platform_tests.export.test_otlp_events import DAY, failure_text, key
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_off_without_the_file_never_requested_and_a_manual_run_says_how_to_turn_
             raise_on_error=False,
         )
     assert not result.success
-    failure = "\n".join(str(e.event_specific_data) for e in result.all_events if e.is_failure)
+    failure = failure_text(result)
     assert "the verdict export is off" in failure and "verdict_export.yaml" in failure
 
 

@@ -104,6 +104,17 @@ def materialize(root: Path, instance, asset: str, partition, ok: bool = True) ->
     return result
 
 
+def failure_text(result: dg.ExecuteInProcessResult) -> str:
+    """The messages of the failed step's error and of every error that caused it."""
+    data = result.failure_data_for_node("verdict_exports")
+    assert data is not None and data.error is not None
+    messages, error = [], data.error
+    while error is not None:
+        messages.append(error.message)
+        error = error.cause
+    return "\n".join(messages)
+
+
 def key(evaluator: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"date": DAY, "evaluator": evaluator})
 
@@ -185,7 +196,7 @@ def test_a_receiver_down_fails_the_run_changes_no_verdict_and_the_next_run_sends
     configure(root, f"http://127.0.0.1:{free_port()}", timeout_s=1)  # nothing listens there
 
     failed = materialize(root, instance, "verdict_exports", key("helpfulness"), ok=False)
-    failure = "\n".join(str(event.event_specific_data) for event in failed.all_events if event.is_failure)
+    failure = failure_text(failed)
     assert "destination 'collector'" in failure and "Nothing was lost" in failure
     ledger = read_partition(
         root, "verdict_exports", {"destination": "collector", "evaluator": "helpfulness", "date": DAY}

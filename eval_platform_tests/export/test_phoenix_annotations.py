@@ -17,7 +17,7 @@ import yaml
 
 from eval_platform.storage.warehouse import partition_path, read_partition
 from eval_platform_tests.defs.test_no_key_leaks import KEY, KEY_ENV, leak
-from eval_platform_tests.export.app import PROJECT
+from eval_platform_tests.export.app import PROJECT, run_app
 from eval_platform_tests.export.test_otlp_events import (
     DAY,
     QUESTIONS,
@@ -126,3 +126,28 @@ def test_each_verdict_is_one_annotation_on_the_apps_span_once_even_after_a_failu
 
 def scores_digest_of(root) -> dict[str, str]:
     return scores_digest(root, JUDGED)
+
+
+def test_verdicts_on_spans_phoenix_lacks_are_refused_alone_and_the_rest_is_sent(
+    data_root, local_judge, phoenix_server, monkeypatch
+):
+    import dagster as dg
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    runs = write_project(data_root, local_judge.base_url, phoenix_url=phoenix_server.url)
+    # one more run of the app whose trace never reached Phoenix (its exporter pointed elsewhere)
+    (unsent,) = run_app(data_root, DAY, [("Is it raining?", "No.")], file_name="unsent.otlp.jsonl")
+    configure(data_root, phoenix_server.url)
+    with dg.instance_for_test() as instance:
+        wait_for_spans(phoenix_server, {run["trace_id"] for run in runs})
+        materialize(data_root, instance, "traces", DAY)
+        materialize(data_root, instance, "judge_scores", key("helpfulness"))
+        materialize(data_root, instance, "verdict_exports", key("helpfulness"), ok=False)
+    rows = ledger(data_root, "helpfulness")
+    refused = rows.filter(pl.col("status") == "failed")
+    assert refused["otel_span_id"].to_list() == [unsent["root_span_id"]]
+    assert "do not exist" in refused["last_error"][0]
+    sent = rows.filter(pl.col("status") == "sent")
+    assert sorted(sent["otel_span_id"]) == sorted(run["root_span_id"] for run in runs)
+    annotations = phoenix_server.annotations(PROJECT, [run["root_span_id"] for run in runs])
+    assert sorted(a["identifier"] for a in annotations) == sorted(sent["verdict_key"])
