@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 import pytest
 import yaml
@@ -96,3 +98,37 @@ def _one_span():
 
     row = {"trace_id": "t1", "otel_trace_id": "ab" * 16, "span_id": "cd" * 8, "date": DAY, "name": "root"}
     return conform(pl.DataFrame([row]), SPAN_SCHEMA)
+
+
+def test_on_the_automation_sensor_requests_the_export_of_a_partition_once_it_is_judged(data_root, local_judge):
+    write_evaluator(
+        data_root,
+        "quality",
+        mode="score",
+        model="openai/mock",
+        api_base=local_judge.base_url,
+        prompt="{{input}} {{output}}",
+    )
+    row = {"trace_id": "t1", "timestamp": f"{DAY}T10:00:00Z", "input": "Hi?", "output": "Hello."}
+    (data_root / "traces" / DAY).mkdir(parents=True)
+    (data_root / "traces" / DAY / "t.jsonl").write_text(json.dumps(row) + "\n")
+    destination = {"name": "c", "type": "otlp", "endpoint": "http://127.0.0.1:4318"}
+    (data_root / "verdict_export.yaml").write_text(yaml.safe_dump({"destinations": [destination]}))
+    defs = build_definitions(data_root)
+    with dg.instance_for_test() as instance:
+
+        def run(asset, partition):
+            assert dg.materialize(
+                assets=list(defs.assets),
+                selection=[asset],
+                partition_key=partition,
+                instance=instance,
+                resources=defs.resources,
+            ).success
+
+        run("traces", DAY)
+        before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        assert not before.get_requested_partitions(dg.AssetKey("verdict_exports"))
+        run("judge_scores", key("quality"))
+        after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=before.cursor)
+        assert after.get_requested_partitions(dg.AssetKey("verdict_exports")) == {key("quality")}
