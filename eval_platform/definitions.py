@@ -25,6 +25,7 @@ from eval_platform.defs.datasets import (
 )
 from eval_platform.defs.drift import build_judge_drift
 from eval_platform.defs.experiments import build_alerts, build_experiment_results
+from eval_platform.defs.export import build_verdict_exports
 from eval_platform.defs.finetune import build_finetune_exports
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.report import build_report_asset
@@ -84,6 +85,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     annotation_task_assets, annotation_tasks_job = build_annotation_task_assets(
         annotation_tasks, broken_annotation_tasks
     )
+    verdict_exports = build_verdict_exports(root, judge_scores)  # off unless verdict_export.yaml names a destination
     report = build_report_asset([judge_scores, agreement, experiment_results, leaderboard, *drift.assets])
     return dg.Definitions(
         assets=[
@@ -105,6 +107,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             alerts,
             *drift.assets,
             finetune_exports,
+            verdict_exports,
             *annotation_task_assets,
             *benchmark_assets,
             report,

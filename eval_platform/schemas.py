@@ -913,6 +913,28 @@ LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+# ---- verdict export (`eval_platform.export`) ----
+
+# The export ledger: one row per (destination, verdict) the export tried to send, partitioned by destination,
+# evaluator and day. A verdict whose row says `sent` is never sent to that destination again; `failed` rows (and
+# verdicts with no row) are sent by the next run. Only the export writes it; judge_scores is never touched.
+VERDICT_EXPORT_SCHEMA: dict[str, pl.DataType] = {
+    "destination": pl.String(),  # the destination's name in verdict_export.yaml
+    "evaluator": pl.String(),
+    "date": pl.String(),
+    "verdict_key": pl.String(),  # the verdict's identity (export.verdicts.verdict_keys)
+    "trace_id": pl.String(),  # judge_scores.trace_id
+    "otel_trace_id": pl.String(),  # the app's trace the verdict was attached to
+    "otel_span_id": pl.String(),  # the app's span the verdict was attached to
+    "status": pl.String(),  # sent | failed
+    "attempts": pl.Int64(),
+    "first_attempt_at": UTC_TS,
+    "last_attempt_at": UTC_TS,
+    "sent_at": UTC_TS,  # null until sent
+    "last_error": pl.String(),  # the last failed attempt's error (redacted); null once sent
+}
+
+
 # ---- the catalog ----
 
 
@@ -955,6 +977,7 @@ TABLES: dict[str, Table] = {
     "benchmark_cases": Table(BENCHMARK_CASE_SCHEMA, "one model output for one benchmark case and its scores"),
     "benchmark_results": Table(BENCHMARK_RESULT_SCHEMA, "one metric of a task, group or suite for one model"),
     "leaderboard": Table(LEADERBOARD_SCHEMA, "one model's rank in one suite"),
+    "verdict_exports": Table(VERDICT_EXPORT_SCHEMA, "one verdict sent (or tried) to one export destination"),
 }
 
 

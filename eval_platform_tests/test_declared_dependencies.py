@@ -4,9 +4,9 @@ A package that arrives only through another one (httpx through the test extra, n
 aiohttp) works on the developer's machine and breaks, or changes under the user, when that other package drops it.
 Every import of every module is read (a lazy import inside a function too), its top-level name mapped to the
 distributions that provide it (importlib.metadata.packages_distributions) and one of them must be declared in
-`[project] dependencies`. The local models (local_models) may use their extra (local-models) instead. The
-development scripts (benchmarks, the sample-data generator and its instrumented demo app) are in tools/, outside the
-package: they use the test extra.
+`[project] dependencies`. The local models (local_models) may use their extra (local-models) instead, the OTLP
+verdict export (export/otlp.py) its extra (otel-export). The development scripts (benchmarks, the sample-data
+generator and its instrumented demo app) are in tools/, outside the package: they use the test extra.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ PACKAGE = Path(eval_platform.__file__).resolve().parent
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
 EXTRA_SCOPES = {
     "local_models/": "local-models",
+    "export/otlp.py": "otel-export",  # the OTLP verdict export, imported only when an otlp destination sends
 }
 NOT_INSTALLED_HERE: set[str] = set()
 

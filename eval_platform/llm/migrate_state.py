@@ -384,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from eval_platform.startup import start_process
+    # a process start (`eval-platform migrate-state` goes through cli.py's start_process): what
+    # `startup.start_process` does, from this floor (startup.py stands above the call layer)
+    from eval_platform.llm.redaction import install_log_redaction
 
-    start_process()
+    install_log_redaction()
     sys.exit(main())
