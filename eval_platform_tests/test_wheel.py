@@ -108,6 +108,7 @@ def test_the_installed_command_inits_and_checks_a_data_root(installed, tmp_path)
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},  # as _run: the venv's own paths
     )
     assert str(installed) in found.stdout, found.stdout + found.stderr
     for verb in ("init", "demo", "ui", "dry-run", "check", "migrate-state", "local-judge"):

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from eval_platform.strict import Strict
 
 # The columns of the frame a destination's `send` receives (`verdicts.exportable`), one row per verdict.
 VERDICT_COLUMNS = (
@@ -38,10 +40,8 @@ class ExportError(Exception):
         self.refused_spans = refused_spans
 
 
-class Destination(BaseModel):
+class Destination(Strict):
     """The fields every destination of verdict_export.yaml has; each kind adds its own and its `send`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",

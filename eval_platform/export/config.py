@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from eval_platform.config_files import read_mapping, validate
 from eval_platform.export.registry import AnyDestination
+from eval_platform.strict import Strict
 
 EXPORT_FILE = "verdict_export.yaml"
 
@@ -32,9 +33,7 @@ class ExportConfigError(ValueError):
     """A broken verdict_export.yaml: the message names the file and the field."""
 
 
-class ExportConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ExportConfig(Strict):
     destinations: list[AnyDestination] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -36,15 +36,11 @@ from eval_platform.storage.warehouse import (
 DAY_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}")
 PAGE_ROWS = 50
 # The day page's sortable columns (name in the URL -> SQL); every other value is refused.
-SORTS = {
-    "score": "score",
-    "status": "status",
-    "reason": "reason",
-    "model": "model",
+# (the columns sorted under their own name, then those whose URL name is shorter)
+SORTS = {column: column for column in ("score", "status", "reason", "model", "judged_at")} | {
     "trace": "trace_id",
     "cost": "cost_usd",
     "latency": "latency_ms",
-    "judged_at": "judged_at",
 }
 # The day page's columns: enough to decide which verdict to open (the trace page shows the rest).
 DAY_COLUMNS = (

@@ -131,6 +131,16 @@ def session_traces(root: Path, day: str, lookback_days: int, day_traces: pl.Data
     return pl.concat([*frames, conform(day_traces, TRACE_SCHEMA)]), missing
 
 
+def write_gold(root: Path) -> None:
+    """The reference evaluator's dataset `gold` v1: its file (what the step reads) and its materialized
+    `test_cases` partition (which a reference evaluator requires, and the in-memory day joins)."""
+    cases = [{"case_id": f"c{i}", "input": f"q{i}", "expected_output": f"gold {i}"} for i in range(5)]
+    folder = root / "datasets" / "gold"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "v1.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
+    write_partition(root, "test_cases", {"dataset": "gold", "version": "1"}, pl.DataFrame(cases))
+
+
 def in_memory(root: Path, config: EvaluatorConfig, runtime: ModelRuntime) -> pl.DataFrame:
     """What the step did before it streamed: the whole day in memory, then judged at once."""
     traces = read_partition(root, "traces", {"date": DAY})
@@ -152,8 +162,7 @@ VARYING = ["judged_at", "latency_ms"]
 def test_the_streamed_step_gives_exactly_the_rows_of_the_in_memory_day(data_root, local_judge, tmp_path):
     write_partition(data_root, "traces", {"date": DAY}, day_traces())
     write_partition(data_root, "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
-    cases = pl.DataFrame({"case_id": [f"c{i}" for i in range(5)], "expected_output": [f"gold {i}" for i in range(5)]})
-    write_partition(data_root, "test_cases", {"dataset": "gold", "version": "1"}, cases)
+    write_gold(data_root)
     for name, config in evaluators(local_judge.base_url).items():
         expected = in_memory(data_root, config, fresh_runtime(tmp_path / f"{name}-memory"))
         judged = judge_partition(

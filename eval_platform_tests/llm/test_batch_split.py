@@ -34,7 +34,14 @@ from eval_platform.settings import state_dir
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_runner import DAY, make_traces
-from eval_platform_tests.judging.test_streaming import EARLIER, day_traces, evaluators, fresh_runtime, in_memory
+from eval_platform_tests.judging.test_streaming import (
+    EARLIER,
+    day_traces,
+    evaluators,
+    fresh_runtime,
+    in_memory,
+    write_gold,
+)
 from eval_platform_tests.llm.test_batch import (
     CRASHING_RUN,
     FAST,
@@ -218,8 +225,7 @@ def test_the_batched_step_streams_the_day_and_gives_the_in_memory_rows(data_root
     writes exactly the rows the whole day judged in memory gives, for every kind of unit."""
     write_partition(data_root, "traces", {"date": DAY}, day_traces())
     write_partition(data_root, "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
-    cases = pl.DataFrame({"case_id": [f"c{i}" for i in range(5)], "expected_output": [f"gold {i}" for i in range(5)]})
-    write_partition(data_root, "test_cases", {"dataset": "gold", "version": "1"}, cases)
+    write_gold(data_root)
     with WiredJudgeServer() as server:
         for name in STREAMED:
             config = evaluators(server.base_url)[name]
