@@ -42,10 +42,22 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
+# A venv where the product was installed some other way, used instead of the built wheel: `.ci/public-install` sets
+# it to the venv the README's set-up command made from the public package index, and runs the newcomer trial on it.
+INSTALLED_VENV_ENV = "EVAL_PLATFORM_INSTALLED_VENV"
+
+
 @pytest.fixture(scope="module")
-def installed(wheel, tmp_path_factory) -> Path:
+def installed(request, tmp_path_factory) -> Path:
     """A fresh venv holding the wheel; its dependencies are read from this venv's site-packages (a path entry,
-    not an install: the wheel's own files are the only eval_platform it can import)."""
+    not an install: the wheel's own files are the only eval_platform it can import). With EVAL_PLATFORM_INSTALLED_VENV
+    set: that venv (its `bin/eval-platform`), as it is."""
+    given = os.environ.get(INSTALLED_VENV_ENV)
+    if given:
+        command = Path(given) / "bin" / "eval-platform"
+        assert command.exists(), f"{INSTALLED_VENV_ENV}={given} has no bin/eval-platform"
+        return Path(given)
+    wheel = request.getfixturevalue("wheel")
     env_dir = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
