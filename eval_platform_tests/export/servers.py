@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from eval_platform_tests.dagster_daemon import stop_group
 from eval_platform_tests.postgres_server import free_port
 
 PHOENIX_VENV_ENV = "EVAL_PLATFORM_PHOENIX_VENV"
@@ -81,12 +81,7 @@ class _Process:
     def stop(self, remove: bool = True) -> None:
         try:
             if self._process is not None and self._process.poll() is None:
-                os.killpg(self._process.pid, signal.SIGTERM)
-                try:
-                    self._process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self._process.pid, signal.SIGKILL)
-                    self._process.wait(timeout=30)
+                stop_group(self._process)
         finally:
             if remove:
                 shutil.rmtree(self.folder, ignore_errors=True)
