@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
 REDACTED = "[REDACTED]"
@@ -43,6 +43,7 @@ class _Secrets:
         self.values: frozenset[str] = frozenset()
         self.blocks: tuple[tuple[str, str, int], ...] = ()  # (block, secret, offset of the block in the secret)
         self._lock = threading.Lock()
+        self._on_first: Callable[[], None] | None = None
 
     def add(self, values: Iterable[str | None]) -> None:
         new = {v for v in values if isinstance(v, str) and len(v) >= MIN_PIECE} - self.values
@@ -55,6 +56,17 @@ class _Secrets:
                 for secret in sorted(self.values)
                 for offset in range(0, len(secret) - _BLOCK + 1, _BLOCK)
             )
+            hook, self._on_first = self._on_first, None
+        if hook is not None:
+            hook()
+
+    def when_first(self, hook: Callable[[], None]) -> None:
+        """Call `hook` once there is a secret: now, or when the first one is remembered."""
+        with self._lock:
+            if not self.blocks:
+                self._on_first = hook
+                return
+        hook()
 
 
 _SECRETS = _Secrets()
@@ -156,13 +168,7 @@ def _redact_record(record: logging.LogRecord) -> None:
 _installed = False
 
 
-def install_log_redaction() -> None:
-    """Redact every log record as it is created, and every warning as it is formatted (once per process)."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    remember_env()
+def _install_record_factory() -> None:
     make_record = logging.getLogRecordFactory()
 
     def redacted_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
@@ -171,6 +177,18 @@ def install_log_redaction() -> None:
         return record
 
     logging.setLogRecordFactory(redacted_record)
+
+
+def install_log_redaction() -> None:
+    """Redact every log record as it is created, and every warning as it is formatted (once per process). The
+    record factory is put in place with the first secret remembered (a record made before there is any secret has
+    nothing to redact), so a process without a key makes its log records without a detour."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    _SECRETS.when_first(_install_record_factory)
+    remember_env()
     format_warning = warnings.formatwarning
 
     def redacted_warning(message, category, filename, lineno, line=None) -> str:

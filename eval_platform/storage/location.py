@@ -131,9 +131,35 @@ class Store(Protocol):
         """Let this DuckDB connection read `location(...)`."""
         ...
 
+    def locations(self, files: list[tuple[str, ...]]) -> list[str]:
+        """`location(*parts)` of each of `files`, in their order."""
+        ...
+
+    def schemas(self, files: list[tuple[str, ...]]) -> list[dict[str, pl.DataType] | None]:
+        """`schema(parts)` of each of `files`, in their order."""
+        ...
+
+    def write_all(self, frames: dict[tuple[str, ...], pl.DataFrame]) -> None:
+        """`write(parts, frame)` of each item (each file whole or not at all, one after the other)."""
+        ...
+
+
+class _Several:
+    """A store's questions about several files at once: the catalog asks them for every table in one call."""
+
+    def locations(self: Store, files: list[tuple[str, ...]]) -> list[str]:
+        return [self.location(*parts) for parts in files]
+
+    def schemas(self: Store, files: list[tuple[str, ...]]) -> list[dict[str, pl.DataType] | None]:
+        return [self.schema(parts) for parts in files]
+
+    def write_all(self: Store, frames: dict[tuple[str, ...], pl.DataFrame]) -> None:
+        for parts, frame in frames.items():
+            self.write(parts, frame)
+
 
 @dataclass(frozen=True)
-class LocalStore:
+class LocalStore(_Several):
     folder: Path
 
     @property
@@ -203,7 +229,7 @@ class LocalStore:
 
 
 @dataclass(frozen=True)
-class S3Store:
+class S3Store(_Several):
     """`s3://bucket/prefix` on an S3-compatible store. Unset settings fall to the AWS SDK's defaults (its
     credential chain, its region); `endpoint_url` is needed for anything but AWS itself."""
 

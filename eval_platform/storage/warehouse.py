@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 
 from eval_platform.schemas import QUARANTINE_SCHEMA, conform
 from eval_platform.settings import data_root, duckdb_path, warehouse_dir
-from eval_platform.storage.location import BATCH_ROWS, TEMP_PREFIX, TEMP_SUFFIX, LocalStore, store_for
+from eval_platform.storage.location import BATCH_ROWS, TEMP_PREFIX, TEMP_SUFFIX, LocalStore, Store, store_for
 
 PARTITION_FILE = "part.parquet"
 SCHEMA_DIR = "_schema"  # the 0-row file giving a table's columns before it has partitions
@@ -261,8 +261,8 @@ def write_quarantine(root: Path, source: str, partition: str, frame: pl.DataFram
     write_partition(root, "quarantine", quarantine_keys(source, partition), conform(frame, QUARANTINE_SCHEMA))
 
 
-def _view_sql(root: Path, table: str) -> str:
-    return f"SELECT * FROM read_parquet('{table_glob(root, table)}', union_by_name = true, hive_partitioning = false)"
+def _view_sql(glob: str) -> str:
+    return f"SELECT * FROM read_parquet('{glob}', union_by_name = true, hive_partitioning = false)"
 
 
 def _state_path(root: Path) -> Path:
@@ -281,12 +281,13 @@ def _catalog_lock(root: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _schema_file(root: Path, table: str, schema: dict[str, pl.DataType]) -> None:
-    """Write the table's 0-row schema file when it is missing or its columns changed."""
-    store, parts = store_for(root), (table, SCHEMA_DIR, PARTITION_FILE)
-    if store.schema(parts) == dict(pl.Schema(schema)):
-        return
-    store.write(parts, pl.DataFrame(schema=schema))
+def _schema_files(store: Store, tables: dict[str, dict[str, pl.DataType]]) -> None:
+    """Write each table's 0-row schema file that is missing or whose columns changed."""
+    files = {(table, SCHEMA_DIR, PARTITION_FILE): dict(pl.Schema(schema)) for table, schema in tables.items()}
+    found = store.schemas(list(files))
+    stale = {parts: schema for (parts, schema), now in zip(files.items(), found, strict=True) if now != schema}
+    if stale:
+        store.write_all({parts: pl.DataFrame(schema=schema) for parts, schema in stale.items()})
 
 
 def refresh_catalog(
@@ -301,11 +302,12 @@ def refresh_catalog(
     Raises `CatalogLocked` (naming the file) when the views must change but the file stays held by another
     process for `wait_s` seconds: the run fails loudly rather than leaving the views behind.
     """
-    for table, schema in tables.items():
-        _schema_file(root, table, schema)
-    if isinstance(store_for(root), LocalStore):
+    store = store_for(root)
+    _schema_files(store, tables)
+    if isinstance(store, LocalStore):
         remove_stale_temp_files(warehouse_dir(root))
-    wanted = {table: _view_sql(root, table) for table in tables} | (views or {})
+    globs = store.locations([(table, "**", PARTITION_FILE) for table in tables])
+    wanted = {table: _view_sql(glob) for table, glob in zip(tables, globs, strict=True)} | (views or {})
     path, state = duckdb_path(root), _state_path(root)
 
     def current() -> bool:
