@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from eval_platform.ingest.common import RowError
-from eval_platform.ingest.otel.conventions import read_span
+from eval_platform.ingest.otel.conventions import read_spans
 from eval_platform.ingest.otel.envelope import LogEvent, Span
 
 SKEW_NS = 1_000_000
@@ -265,8 +265,7 @@ def assemble_trace(
             trace.events.append(event)  # type: ignore[union-attr]
     if trace is None:
         return out
-    for s in trace.spans:
-        read_span(s)
+    read_spans(trace.spans)
     if all(s.fields.convention == "none" for s in trace.spans):
         message = f"trace {trace.trace_id} has {len(trace.spans)} span(s), none in a GenAI convention"
         items: list[Span | LogEvent] = [*trace.spans, *trace.events]

@@ -8,6 +8,7 @@ convention in `conventions.CONVENTIONS` that knows a field wins and the others f
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,18 @@ class SpanFields:
         if getattr(self, name) is None and value is not None and value not in ("", [], HIDDEN_CONTENT):
             setattr(self, name, value)
 
+    def put_all(self, values: Mapping[str, Any]) -> None:
+        """`put` each of `values` (field name -> value), in their order."""
+        for name, value in values.items():
+            self.put(name, value)
+
+    def fill(self, attrs: Mapping[str, Any], spec: Iterable[Reading]) -> None:
+        """Read several fields from a span's attributes at once: for each (field, convert, keys) of `spec`, `put`
+        `convert(attrs[key])` of each key in order (the first non-empty one wins)."""
+        for name, convert, keys in spec:
+            for key in keys:
+                self.put(name, convert(attrs.get(key)))
+
 
 def integer(value: Any) -> int | None:
     if isinstance(value, bool):
@@ -77,3 +90,8 @@ def label(value: Any) -> str | None:
         return None
     text = str(value)
     return text or None
+
+
+# One field read from a span's attributes (`SpanFields.fill`): its name, how a value becomes it, the keys tried
+# in order.
+Reading = tuple[str, Callable[[Any], Any], tuple[str, ...]]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from eval_platform.ingest.messages import maybe_json
 from eval_platform.ingest.otel.envelope import Span
-from eval_platform.ingest.otel.fields import SpanFields, integer, label, number
+from eval_platform.ingest.otel.fields import Reading, SpanFields, integer, label, number
 from eval_platform.ingest.otel.openllmetry import call_text
 from eval_platform.ingest.otel.transcript import as_text, indexed, indexed_messages
 
@@ -45,34 +45,56 @@ def matches(span: Span) -> bool:
     )
 
 
+_MODELS = ("llm.model_name", "llm.response.model_name", "llm.request.model_name", "embedding.model_name")
+# Values read from more than one attribute, added to the attributes `SpanFields.fill` reads under keys no span has.
+_PARAMETERS_MODEL = "\x00model of llm.invocation_parameters"
+_TOOL_CALL_ID = "\x00tool_call.id or tool.id"
+_READINGS: tuple[Reading, ...] = (
+    ("model", label, (*_MODELS, _PARAMETERS_MODEL)),
+    ("prompt_tokens", integer, ("llm.token_count.prompt",)),
+    ("completion_tokens", integer, ("llm.token_count.completion",)),
+    ("cost_usd", number, ("llm.cost.total",)),
+    ("session_id", label, ("session.id",)),
+    ("user_id", label, ("user.id",)),
+)
+_TOOL_READINGS: tuple[Reading, ...] = (
+    ("tool_name", label, ("tool.name",)),
+    ("tool_call_id", label, (_TOOL_CALL_ID,)),
+)
+
+
 def read(span: Span, fields: SpanFields) -> None:
     attrs = span.attrs
     kind = attrs.get(KIND)
-    fields.put("operation", _KINDS.get(kind.upper(), "other") if isinstance(kind, str) else None)
-    fields.put("input_messages", indexed_messages(attrs, "llm.input_messages.", "user"))
-    fields.put("output_messages", indexed_messages(attrs, "llm.output_messages.", "assistant"))
+    fields.put_all(
+        {
+            "operation": _KINDS.get(kind.upper(), "other") if isinstance(kind, str) else None,
+            "input_messages": indexed_messages(attrs, "llm.input_messages.", "user"),
+            "output_messages": indexed_messages(attrs, "llm.output_messages.", "assistant"),
+        }
+    )
     if fields.operation is None and fields.input_messages:
-        fields.put("operation", "chat")
-    for key in ("llm.model_name", "llm.response.model_name", "llm.request.model_name", "embedding.model_name"):
-        fields.put("model", label(attrs.get(key)))
+        fields.operation = "chat"
+    tool = fields.operation == "execute_tool"
+    documents = indexed(attrs, "retrieval.documents.")
+    texts = [as_text(doc.get("document.content")) for doc in documents.values()] if documents else None
+    input_value, output_value = attrs.get("input.value"), attrs.get("output.value")
     parameters = attrs.get("llm.invocation_parameters")
     parameters = maybe_json(parameters) if isinstance(parameters, str) else parameters
-    if isinstance(parameters, dict):
-        fields.put("model", label(parameters.get("model")))
-    fields.put("prompt_tokens", integer(attrs.get("llm.token_count.prompt")))
-    fields.put("completion_tokens", integer(attrs.get("llm.token_count.completion")))
-    fields.put("cost_usd", number(attrs.get("llm.cost.total")))
-    if fields.operation == "execute_tool":
-        fields.put("tool_name", label(attrs.get("tool.name")))
-        fields.put("tool_call_id", label(attrs.get("tool_call.id") or attrs.get("tool.id")))
-        fields.put("tool_arguments", call_text(attrs.get("input.value")))
-        fields.put("tool_result", as_text(attrs.get("output.value")))
-    else:
-        fields.put("input_value", as_text(attrs.get("input.value")))
-        fields.put("output_value", as_text(attrs.get("output.value")))
-    documents = indexed(attrs, "retrieval.documents.")
-    if documents:
-        texts = [as_text(doc.get("document.content")) for doc in documents.values()]
-        fields.put("documents", [text for text in texts if text is not None])
-    fields.put("session_id", label(attrs.get("session.id")))
-    fields.put("user_id", label(attrs.get("user.id")))
+    attrs = {**attrs, _PARAMETERS_MODEL: parameters.get("model") if isinstance(parameters, dict) else None}
+    if tool:
+        attrs[_TOOL_CALL_ID] = attrs.get("tool_call.id") or attrs.get("tool.id")
+    fields.fill(attrs, (*_READINGS, *_TOOL_READINGS) if tool else _READINGS)
+    fields.put_all(
+        {
+            "tool_arguments": call_text(input_value),
+            "tool_result": as_text(output_value),
+            "documents": texts and [text for text in texts if text is not None],
+        }
+        if tool
+        else {
+            "input_value": as_text(input_value),
+            "output_value": as_text(output_value),
+            "documents": texts and [text for text in texts if text is not None],
+        }
+    )
