@@ -8,10 +8,9 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import judge_partitions
 from eval_platform.defs.range_runs import (
     CheckOutcome,
-    check_results,
     fail_if_any,
-    materialize,
     partitioned_check,
+    results,
     run_partitions,
 )
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
@@ -170,10 +169,9 @@ def build_judge_scores(
             for model, why in judged.summary.get("unreachable_models", {}).items():
                 context.log.warning(f"{key}: {model} was not called, its rows are SKIPPED: {why}")
         in_run = not context.has_partition_key
-        yield from materialize(context, run, {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()})
-        for check, severity, outcome in CHECKS:
-            outcomes = {key: outcome(judged) for key, judged in run.done.items()}
-            yield from check_results(context, check, severity, outcomes)
+        metadata = {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()}
+        checks = [(check, severity, {key: test(j) for key, j in run.done.items()}) for check, severity, test in CHECKS]
+        yield from results(context, run, metadata, checks)
         fail_if_any(run)
 
     return judge_scores
@@ -316,7 +314,7 @@ def _score_scale_fits_replies(judged: JudgedPartition) -> CheckOutcome:
     )
 
 
-# The checks of judge_scores: each partition's own result (`range_runs.check_results`).
+# The checks of judge_scores: each partition's own result (`range_runs.results`).
 CHECKS = (
     ("every_trace_has_one_status", dg.AssetCheckSeverity.ERROR, _every_trace_has_one_status),
     ("failed_rate_below_threshold", dg.AssetCheckSeverity.WARN, _failed_rate_below_threshold),

@@ -44,6 +44,22 @@ def materialize(
     yield dg.MaterializeResult()
 
 
+Checks = list[tuple[str, dg.AssetCheckSeverity, dict[str, "CheckOutcome"]]]
+
+
+def results(
+    context: dg.AssetExecutionContext, run: PartitionRun, metadata: dict[str, dict], checks: Checks
+) -> list[dg.MaterializeResult | dg.AssetCheckResult | dg.AssetCheckEvaluation | dg.Output]:
+    """What a run yields, in order: its materialization(s) (`materialize`), then each check's results
+    (`check_results`: (check, severity, outcome per partition key) of `checks`); then call `fail_if_any`."""
+    out: list[dg.MaterializeResult | dg.AssetCheckResult | dg.AssetCheckEvaluation | dg.Output] = [
+        *materialize(context, run, metadata)
+    ]
+    for check, severity, outcomes in checks:
+        out += check_results(context, check, severity, outcomes)
+    return out
+
+
 def fail_if_any(run: PartitionRun, what: str = "partitions") -> None:
     """Fail the run naming each partition that failed and its error (the others are materialized)."""
     if run.failed:

@@ -10,10 +10,9 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import not_a_trace_day, trace_days
 from eval_platform.defs.range_runs import (
     CheckOutcome,
-    check_results,
     fail_if_any,
-    materialize,
     partitioned_check,
+    results,
     run_partitions,
 )
 from eval_platform.defs.resources import WarehouseResource
@@ -205,9 +204,9 @@ def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     run = run_partitions(context, lambda key: ingest_day(root, key, context.log))
     if run.done:
         refresh(root)
-    yield from materialize(context, run, {key: day.metadata() for key, day in run.done.items()})
     outcomes = {key: day_check(day) for key, day in run.done.items()}
-    yield from check_results(context, "day_has_traces", dg.AssetCheckSeverity.WARN, outcomes)
+    checks = [("day_has_traces", dg.AssetCheckSeverity.WARN, outcomes)]
+    yield from results(context, run, {key: day.metadata() for key, day in run.done.items()}, checks)
     fail_if_any(run, "days")
 
 

@@ -32,16 +32,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from eval_platform.judging.models import evaluator_endpoint
 from eval_platform.llm.batch.calls import BatchCalls
 from eval_platform.llm.batch.deliver import batch_dir, deliver, scratch_parent, settle
 from eval_platform.llm.batch.job import BatchJob
 from eval_platform.llm.batch.state import BatchState, partition_lock
-from eval_platform.llm.endpoint import Endpoint, resolve_endpoint
 from eval_platform.llm.runtime import ModelRuntime
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
-    from eval_platform.judging.models import ModelSpec
 
 
 class _Summarized(Protocol):
@@ -49,15 +48,6 @@ class _Summarized(Protocol):
 
 
 R = TypeVar("R", bound=_Summarized)
-
-
-def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
-    """Where one of the evaluator's models is called (see `llm.endpoint.resolve_endpoint`), priced at the batch
-    discount in batch mode."""
-    endpoint = resolve_endpoint(spec.address(), runtime)
-    if endpoint is not None and endpoint.prices is not None and config.batch is not None and config.batched:
-        endpoint = replace(endpoint, prices=endpoint.prices.scaled(config.batch.discount))
-    return endpoint
 
 
 def batch_job(config: EvaluatorConfig, day: str, runtime: ModelRuntime) -> BatchJob:

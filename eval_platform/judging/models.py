@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 from pydantic import Field
 
 from eval_platform.llm import pricing
-from eval_platform.llm.endpoint import ModelAddress
+from eval_platform.llm.endpoint import Endpoint, ModelAddress, resolve_endpoint
 from eval_platform.strict import Strict
+
+if TYPE_CHECKING:
+    from eval_platform.judging.config import EvaluatorConfig
+    from eval_platform.llm.runtime import ModelRuntime
 
 
 class ModelSpec(Strict):
@@ -41,3 +48,12 @@ class ModelSpec(Strict):
     def has_price(self) -> bool:
         """Explicit prices, or a price litellm knows: what a budget needs (a local model's 'free' is a guess)."""
         return self.address().has_price()
+
+
+def evaluator_endpoint(config: EvaluatorConfig, spec: ModelSpec, runtime: ModelRuntime) -> Endpoint | None:
+    """Where one of the evaluator's models is called (see `llm.endpoint.resolve_endpoint`), priced at the batch
+    discount in batch mode."""
+    endpoint = resolve_endpoint(spec.address(), runtime)
+    if endpoint is not None and endpoint.prices is not None and config.batch is not None and config.batched:
+        endpoint = replace(endpoint, prices=endpoint.prices.scaled(config.batch.discount))
+    return endpoint

@@ -25,11 +25,12 @@ from typing import Any
 
 import polars as pl
 
-from eval_platform.judging.batch_day import evaluator_endpoint, judge_day_in_batch
+from eval_platform.judging.batch_day import judge_day_in_batch
 from eval_platform.judging.checks import check_day
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.consensus import consensus_row
 from eval_platform.judging.day import DayResult, DayTally, in_projects, selection_skip
+from eval_platform.judging.models import evaluator_endpoint
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import PromptBuilder, candidates_text
 from eval_platform.judging.targets import plan_units, trace_skip, trace_values

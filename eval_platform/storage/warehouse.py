@@ -66,7 +66,7 @@ def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.Data
     its path (local disk) or URL (a bucket)."""
     store = store_for(root)
     if isinstance(store, LocalStore):
-        remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
+        remove_stale_temp_files(store.folder.joinpath(*_parts(table, keys)), recursive=False)
     return store.write((*_parts(table, keys), PARTITION_FILE), frame)
 
 
@@ -124,7 +124,7 @@ def partition_writer(
     kill, leaves the previous partition (or none) whole; no rows at all still write a 0-row file."""
     store = store_for(root)
     if isinstance(store, LocalStore):
-        remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
+        remove_stale_temp_files(store.folder.joinpath(*_parts(table, keys)), recursive=False)
     with store.staged((*_parts(table, keys), PARTITION_FILE)) as tmp:
         writer = PartitionWriter(tmp, schema, row_group_rows)
         try:
@@ -140,7 +140,7 @@ def write_file(root: Path, table: str, keys: dict[str, str], name: str, data: by
     folder, as `write_partition` replaces a Parquet file; returns its path or URL. No view reads it."""
     store = store_for(root)
     if isinstance(store, LocalStore):
-        remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
+        remove_stale_temp_files(store.folder.joinpath(*_parts(table, keys)), recursive=False)
     return store.write_bytes((*_parts(table, keys), name), data)
 
 
@@ -265,13 +265,10 @@ def _view_sql(glob: str) -> str:
     return f"SELECT * FROM read_parquet('{glob}', union_by_name = true, hive_partitioning = false)"
 
 
-def _state_path(root: Path) -> Path:
-    return duckdb_path(root).with_name(duckdb_path(root).name + ".views.json")
-
-
 @contextmanager
-def _catalog_lock(root: Path):
-    lock_path = duckdb_path(root).with_name(duckdb_path(root).name + ".lock")
+def _catalog_lock(path: Path):
+    """Held while the DuckDB file at `path` is (re)written."""
+    lock_path = path.with_name(path.name + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -305,10 +302,11 @@ def refresh_catalog(
     store = store_for(root)
     _schema_files(store, tables)
     if isinstance(store, LocalStore):
-        remove_stale_temp_files(warehouse_dir(root))
+        remove_stale_temp_files(store.folder)
     globs = store.locations([(table, "**", PARTITION_FILE) for table in tables])
     wanted = {table: _view_sql(glob) for table, glob in zip(tables, globs, strict=True)} | (views or {})
-    path, state = duckdb_path(root), _state_path(root)
+    path = duckdb_path(root)
+    state = path.with_name(path.name + ".views.json")
 
     def current() -> bool:
         try:
@@ -318,7 +316,7 @@ def refresh_catalog(
 
     if current():
         return False
-    with _catalog_lock(root):
+    with _catalog_lock(path):
         if current():  # another process wrote the same views while this one waited for the lock
             return False
         deadline = time.monotonic() + wait_s
