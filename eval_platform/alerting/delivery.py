@@ -32,8 +32,7 @@ import polars as pl
 from eval_platform.alerting.destinations import AlertingConfig, DeliveryError, remember_secrets, send
 from eval_platform.llm.redaction import clip
 from eval_platform.llm.shared_state import SharedState
-from eval_platform.llm.sqlite import connect_wal
-from eval_platform.llm.statedb import PostgresState, SqliteFile
+from eval_platform.llm.statedb import PostgresState, SqliteFile, connect_wal
 from eval_platform.settings import state_dir
 
 _SCHEMA = """

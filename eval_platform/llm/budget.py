@@ -45,8 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.llm.client import SendRefused
-from eval_platform.llm.sqlite import connect_wal
-from eval_platform.llm.statedb import PostgresState, SqliteFile
+from eval_platform.llm.statedb import PostgresState, SqliteFile, connect_wal
 from eval_platform.processes import HOST, process_alive
 from eval_platform.settings import BUDGET_WAIT_ENV, budget_wait_s
 

@@ -33,8 +33,7 @@ from typing import Any
 from eval_platform import jsontext
 from eval_platform.llm.client import ModelRequest
 from eval_platform.llm.request_json import SORTED_JSON, escape, scalar
-from eval_platform.llm.sqlite import checkpoint_wal, connect_wal
-from eval_platform.llm.statedb import PostgresState
+from eval_platform.llm.statedb import PostgresState, checkpoint_wal, connect_wal
 
 _SORTED_JSON = SORTED_JSON  # the JSON the key is the hash of (`request_json`: the POST body's messages too)
 # SHA-256 after the part of a key that is the same in every request of an evaluator's day (endpoint, max_tokens and
