@@ -573,6 +573,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle-s", type=float, help="EVAL_PLATFORM_FILE_SETTLE_S (default 30 / speed-up)")
     parser.add_argument("--sample-s", type=float, default=0.25, help="how often the process tree is read")
     parser.add_argument("--idle-s", type=float, default=75.0, help="no run for this long after the last: idle")
+    parser.add_argument(
+        "--stuck-s",
+        type=float,
+        default=180.0,
+        help="every file written and no run for this long, yet some file not scored or alert not delivered: stop",
+    )
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="bounds a hang only")
     parser.add_argument("--no-baseline", action="store_true", help="skip the one-shot day")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs, warehouse, instance)")
@@ -684,6 +690,10 @@ def main(argv: list[str] | None = None) -> int:
             everything = next_file == len(arrivals) and all(a.number in judged.done for a in arrivals)
             if everything and expected_alerts <= set(receiver.arrived):
                 break
+            if next_file == len(arrivals) and idle_for(instance, args.stuck_s, since=replay.written[len(arrivals)]):
+                stuck = [a.number for a in arrivals if a.number not in judged.done]
+                print(f"STUCK: Dagster idle for {args.stuck_s:g} s with files {stuck or 'none'} not scored", flush=True)
+                break
             time.sleep(0.5)
         while not idle_for(instance, args.idle_s):
             check_alive()
@@ -722,7 +732,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{replay_worker_cpu:.1f} s: ratio {replay_worker_cpu / (shot['cpu_s'] * share):.1f}x "
                 "(the issue's target: within 1.5x)"
             )
-        ok = not failed and all(a.number in judged.done for a in arrivals)
+        delivered = expected_alerts <= set(receiver.arrived)
+        ok = not failed and all(a.number in judged.done for a in arrivals) and delivered
     finally:
         if dev is not None:
             dev.stop()
@@ -737,13 +748,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def idle_for(instance, seconds: float) -> bool:
-    """No run in progress, and none created or ended in the last `seconds`."""
+def idle_for(instance, seconds: float, since: float = 0.0) -> bool:
+    """No run in progress, and none created or ended in the last `seconds` (nor was `since`, a POSIX time)."""
     records = instance.get_run_records()
     if any(not r.dagster_run.is_finished for r in records):
         return False
-    last = max([r.create_timestamp.timestamp() for r in records] + [r.end_time or 0.0 for r in records], default=0.0)
-    return time.time() - last >= seconds
+    times = [since] + [r.create_timestamp.timestamp() for r in records] + [r.end_time or 0.0 for r in records]
+    return time.time() - max(times) >= seconds
 
 
 def report_latency(replay: Replay, ingested: PartitionWatch, judged: PartitionWatch, receiver: Receiver) -> None:
