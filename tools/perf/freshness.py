@@ -68,7 +68,7 @@ import yaml
 from eval_platform.alerting.rules import parse_rule
 from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.markdown_table import markdown_table
-from eval_platform.settings import DEFAULT_FILE_SETTLE_S, FILE_SETTLE_ENV
+from eval_platform.settings import DEFAULT_FILE_SETTLE_S, FILE_SETTLE_ENV, WAREHOUSE_URL_ENV
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform.ui import dev_command
 from tools.perf.synthetic_project import write_score_evaluator
@@ -532,6 +532,7 @@ def run_one_shot(base: Path, root: Path, day: str, rollups: list[str], judge_url
     shutil.copytree(root / "evaluators", fresh / "evaluators")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     env[FILE_SETTLE_ENV] = "0"
+    env.pop(WAREHOUSE_URL_ENV, None)
     env.pop("DAGSTER_HOME", None)
     command = [sys.executable, "-m", "tools.perf.freshness", "--one-shot", str(fresh), "--day", day]
     command += ["--rollups", ",".join(rollups)]
@@ -635,6 +636,7 @@ def main(argv: list[str] | None = None) -> int:
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
         }
+        env.pop(WAREHOUSE_URL_ENV, None)  # the partitions are watched on local disk
         started_dev = time.time()
         dev = Dev(base, env)
         tree = ProcessTree(dev.process.pid, args.sample_s)
