@@ -25,7 +25,7 @@ from eval_platform.defs.datasets import (
 )
 from eval_platform.defs.drift import build_judge_drift
 from eval_platform.defs.experiments import build_alerts, build_experiment_results
-from eval_platform.defs.export import build_verdict_exports
+from eval_platform.defs.export import build_verdict_export_retries, build_verdict_exports
 from eval_platform.defs.finetune import build_finetune_exports
 from eval_platform.defs.judging import build_judge_scores
 from eval_platform.defs.report import build_report_asset
@@ -120,6 +120,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
             benchmark_models_sensor,
             *drift.sensors,
             alert_delivery_sensor,
+            build_verdict_export_retries(root, verdict_exports),
             dg.AutomationConditionSensorDefinition(
                 "judge_scores_automation",
                 target=dg.AssetSelection.all(),

@@ -443,6 +443,16 @@ JUDGE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "judged_at": UTC_TS,
 }
 
+# The verdicts a `judge_scores` partition held before it was re-judged under a new evaluator configuration
+# (`judging/history.py`): one partition per evaluator × day holding the rows of its last superseded config hashes
+# (EVAL_PLATFORM_JUDGE_HISTORY_HASHES, default 3), each hash's rows as they last were. Written before the new
+# verdicts replace the partition; judge_scores itself is never changed by it.
+JUDGE_SCORE_HISTORY_SCHEMA: dict[str, pl.DataType] = {
+    **JUDGE_SCORE_SCHEMA,
+    "superseded_by": pl.String(),  # the config hash of the verdicts that replaced these in judge_scores
+    "superseded_at": UTC_TS,  # when they were replaced
+}
+
 # ---- annotations and agreement ----
 
 HUMAN_ANNOTATION_SCHEMA: dict[str, pl.DataType] = {
@@ -956,6 +966,10 @@ TABLES: dict[str, Table] = {
     "quarantine": Table(QUARANTINE_SCHEMA, "one rejected input row (or file) with its reason and raw text"),
     "judge_scores": Table(
         JUDGE_SCORE_SCHEMA, "one verdict per (evaluator, trace, span, session or pair, model, sample)"
+    ),
+    "judge_scores_history": Table(
+        JUDGE_SCORE_HISTORY_SCHEMA,
+        "one superseded verdict: a judge_scores row of an earlier config hash of its evaluator and day",
     ),
     "test_cases": Table(TEST_CASE_SCHEMA, "one case of a dataset version"),
     "judge_cost_daily": Table(JUDGE_COST_DAILY_SCHEMA, "judge spend per UTC day, evaluator, model, project"),

@@ -29,6 +29,10 @@ DEFAULT_BUDGET_WAIT_S = 120.0
 # being written"). Read on every tick and every ingest, so a change needs no reload.
 FILE_SETTLE_ENV = "EVAL_PLATFORM_FILE_SETTLE_S"
 DEFAULT_FILE_SETTLE_S = 30.0
+# How many superseded config hashes of one evaluator and day keep their verdicts in `judge_scores_history` (the
+# newest ones; 0 keeps none). Read at each judging run.
+JUDGE_HISTORY_HASHES_ENV = "EVAL_PLATFORM_JUDGE_HISTORY_HASHES"
+DEFAULT_JUDGE_HISTORY_HASHES = 3
 # How many partitions a backfill run takes at most (read where the code location is built: `definitions.py`).
 JUDGE_PARTITIONS_PER_RUN_ENV = "EVAL_PLATFORM_JUDGE_PARTITIONS_PER_RUN"
 TRACE_DAYS_PER_RUN_ENV = "EVAL_PLATFORM_TRACE_DAYS_PER_RUN"
@@ -103,6 +107,16 @@ def file_settle_s() -> float:
     if not seconds >= 0 or seconds == float("inf"):
         raise ValueError(f"{FILE_SETTLE_ENV}={value!r} is not a number of seconds (0 or more)")
     return seconds
+
+
+def judge_history_hashes() -> int:
+    """`EVAL_PLATFORM_JUDGE_HISTORY_HASHES`: superseded config hashes kept per evaluator and day (default 3)."""
+    value = os.environ.get(JUDGE_HISTORY_HASHES_ENV, "").strip()
+    if not value:
+        return DEFAULT_JUDGE_HISTORY_HASHES
+    if not value.isdigit():
+        raise ValueError(f"{JUDGE_HISTORY_HASHES_ENV}={value!r} is not a number of config hashes (0 or more)")
+    return int(value)
 
 
 def partitions_per_run(name: str) -> int:

@@ -10,7 +10,8 @@ import dagster as dg
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.export.config import EXPORT_FILE, ExportConfigError, load_export_config
+from eval_platform.export.config import EXPORT_FILE, ExportConfig, ExportConfigError, load_export_config
+from eval_platform.export.retry import failed_partitions
 from eval_platform.export.run import export_partition
 from eval_platform.export.verdicts import NoScores
 
@@ -19,9 +20,10 @@ VERDICT_EXPORTS_DOC = (
     "the data root: OpenTelemetry GenAI evaluation events (`gen_ai.evaluation.result`) over OTLP/HTTP, and Arize "
     "Phoenix span annotations, each on the app's own judged span. Once per verdict and destination: the ledger "
     "table `verdict_exports` records what was sent, so a re-run sends only what is missing. A refused send fails "
-    "the run (recorded in the ledger with its error, the verdicts untouched) and the next run sends it. FAILED, "
-    "SKIPPED, pairwise and session verdicts, and verdicts on traces that did not come as OpenTelemetry spans, are "
-    "not sent: the metadata counts them by reason. Off by default: requested after each judge_scores update only "
+    "the run (recorded in the ledger with its error, the verdicts untouched) after the run's own retries, and the "
+    "`verdict_export_retries` sensor's next tick requests a run that sends it. FAILED, "
+    "SKIPPED verdicts, and verdicts on traces that did not come as OpenTelemetry spans, are not sent: the "
+    "metadata counts them by reason. Off by default: requested after each judge_scores update only "
     f"when `{EXPORT_FILE}` declares a destination (docs/export.md)."
 )
 
@@ -86,3 +88,43 @@ def build_verdict_exports(root: Path, judge_scores: dg.AssetsDefinition) -> dg.A
         )
 
     return verdict_exports
+
+
+def build_verdict_export_retries(root: Path, verdict_exports: dg.AssetsDefinition) -> dg.SensorDefinition:
+    """The sensor that sends again what a failed export run left `failed` in the ledger (`export.retry`): running
+    by default when verdict_export.yaml declares a destination, stopped otherwise."""
+    try:
+        config: ExportConfig | None = load_export_config(root)
+    except ExportConfigError:
+        config = None
+    on = config is not None and bool(config.destinations)
+    settings = config or ExportConfig()
+    partitions = verdict_exports.partitions_def
+    assert isinstance(partitions, dg.MultiPartitionsDefinition)
+    live = {dimension.name: dimension.partitions_def for dimension in partitions.partitions_defs}[
+        "evaluator"
+    ].get_partition_keys()
+
+    @dg.sensor(
+        name="verdict_export_retries",
+        target=[verdict_exports],
+        minimum_interval_seconds=settings.retry_interval_s,
+        default_status=dg.DefaultSensorStatus.RUNNING if on else dg.DefaultSensorStatus.STOPPED,
+        description="Requests an export run for each evaluator × day whose verdicts a failed export run left "
+        f"`failed` in the verdict_exports ledger, once per failed attempt, until a verdict was tried "
+        f"{settings.max_automatic_attempts} times; the run sends only what is not yet sent.",
+    )
+    def verdict_export_retries(context: dg.SensorEvaluationContext):
+        found = [p for p in failed_partitions(root, settings.max_automatic_attempts) if p.evaluator in live]
+        if not found:
+            return dg.SkipReason("no verdict recorded failed in verdict_exports")
+        return [
+            dg.RunRequest(
+                run_key=p.run_key,
+                partition_key=dg.MultiPartitionKey({"date": p.day, "evaluator": p.evaluator}),
+                tags={"eval_platform/export_retry": f"{p.failed} verdicts failed, {p.attempts} attempt(s)"},
+            )
+            for p in found
+        ]
+
+    return verdict_export_retries

@@ -26,6 +26,9 @@ VERDICT_COLUMNS = (
     "reasoning",
     "config_hash",
     "judged_at",
+    "session_id",  # a session verdict: the judged session (the verdict is on its last trace so far)
+    "pair_side",  # a pairwise verdict, one row per side: A (judge_scores.trace_id) or B (trace_id_b)
+    "opponent_trace_id",  # a pairwise verdict: the platform's id of the other side's trace
 )
 
 
@@ -33,11 +36,13 @@ class ExportError(Exception):
     """A send that did not reach its destination; the message names the destination and is redacted.
 
     `refused_spans`: when the receiver refused only the verdicts on these spans (Phoenix: spans it does not have),
-    their ids; the rest of the batch can be sent without them."""
+    their ids; the rest of the batch can be sent without them. `transient`: the receiver may take it a moment
+    later (a 5xx or 429 answer, a refused or timed-out connection): the run tries again, with backoff."""
 
-    def __init__(self, message: str, refused_spans: frozenset[str] = frozenset()):
+    def __init__(self, message: str, refused_spans: frozenset[str] = frozenset(), transient: bool = False):
         super().__init__(message)
         self.refused_spans = refused_spans
+        self.transient = transient
 
 
 class Destination(Strict):
@@ -50,6 +55,16 @@ class Destination(Strict):
     evaluators: list[str] | None = Field(None, description="Only these evaluators' verdicts; unset: every one.")
     timeout_s: float = Field(10.0, gt=0, le=300, description="One request's time limit, retries included.")
     batch_size: int = Field(500, ge=1, le=10_000, description="Verdicts per request.")
+    retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Tries again this many times within a run after a transient error (5xx, 429, "
+        "a refused or timed-out connection).",
+    )
+    retry_backoff_s: float = Field(
+        1.0, ge=0, le=60, description="The wait before the first retry, doubled before each next one."
+    )
 
     def wants(self, evaluator: str) -> bool:
         return self.evaluators is None or evaluator in self.evaluators

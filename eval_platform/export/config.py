@@ -35,6 +35,12 @@ class ExportConfigError(ValueError):
 
 class ExportConfig(Strict):
     destinations: list[AnyDestination] = Field(default_factory=list)
+    retry_interval_s: int = Field(
+        300, ge=30, le=86_400, description="How often the retry sensor looks for verdicts recorded failed."
+    )
+    max_automatic_attempts: int = Field(
+        5, ge=1, le=100, description="The sensor retries a verdict's export until it was tried this many times."
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> ExportConfig:

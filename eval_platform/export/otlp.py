@@ -31,6 +31,8 @@ from eval_platform.llm.redaction import clip
 EVENT_NAME = "gen_ai.evaluation.result"
 LOGS_PATH = "/v1/logs"
 INSTALL_HINT = "pip install 'eval_platform[otel-export]' (opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http)"
+# The SDK's exporter's words when it stops retrying an error it treats as transient (429, 5xx, a connection error).
+_SDK_GAVE_UP_RETRYING = ("Transient error", "Failed to export logs batch due to timeout, max retries")
 # The SDK's exporter reports why an export failed only to its logger; its words become the error's.
 _EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http._log_exporter", "opentelemetry.exporter.otlp.common.http")
 
@@ -89,7 +91,10 @@ class OtlpDestination(Destination):
                     f"destination '{self.name}': OTLP/HTTP export to {self.logs_url()} failed: {why}",
                     500,
                     self.secrets(env),
-                )
+                ),
+                # the SDK gave up on an error it retries (429, 5xx, a connection error): the receiver may be back
+                # in a moment; an error it does not retry (400, 401, ...) is not transient
+                transient=any(m.startswith(_SDK_GAVE_UP_RETRYING) for m in messages),
             )
 
 
@@ -109,7 +114,21 @@ def event_attributes(row: Mapping[str, Any]) -> dict[str, Any]:
         "eval_platform.judge.model": row["model"],
         "eval_platform.config_hash": row["config_hash"],
     }
+    if row.get("session_id"):
+        attributes["gen_ai.conversation.id"] = row["session_id"]  # the GenAI conventions' name for a session
+    attributes |= {f"eval_platform.{name}": value for name, value in shared_context(row).items()}
     return {key: value for key, value in attributes.items() if value is not None}
+
+
+def shared_context(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What a verdict about more than the span it is attached to says of the rest (both destinations send it):
+    a session verdict's session, a pairwise verdict's side and the other side's trace."""
+    context = {
+        "session_id": row.get("session_id"),
+        "pair.side": row.get("pair_side"),
+        "pair.opponent_trace_id": row.get("opponent_trace_id"),
+    }
+    return {name: value for name, value in context.items() if value is not None}
 
 
 def score_label(row: Mapping[str, Any]) -> str | None:

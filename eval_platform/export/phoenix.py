@@ -22,7 +22,7 @@ import polars as pl
 from pydantic import Field
 
 from eval_platform.export.base import Destination, ExportError
-from eval_platform.export.otlp import score_label
+from eval_platform.export.otlp import score_label, shared_context
 from eval_platform.llm.redaction import clip
 
 ANNOTATIONS_PATH = "/v1/span_annotations"
@@ -59,7 +59,8 @@ class PhoenixDestination(Destination):
             )
         except httpx.HTTPError as exc:
             raise ExportError(
-                clip(f"destination '{self.name}': {url}: {type(exc).__name__}: {exc}", 500, self.secrets(env))
+                clip(f"destination '{self.name}': {url}: {type(exc).__name__}: {exc}", 500, self.secrets(env)),
+                transient=isinstance(exc, httpx.TransportError),  # refused, reset or timed out: may come back
             ) from None
         if answer.status_code >= 300:
             message = clip(
@@ -68,7 +69,8 @@ class PhoenixDestination(Destination):
             # 404 names the spans Phoenix does not have ("Spans with IDs ... do not exist"): only their verdicts
             # are refused, the rest of the batch can go without them
             named = set(re.findall(r"\b[0-9a-f]{16}\b", answer.text)) if answer.status_code == 404 else set()
-            raise ExportError(message, frozenset(named & set(batch["otel_span_id"].to_list())))
+            transient = answer.status_code >= 500 or answer.status_code == 429
+            raise ExportError(message, frozenset(named & set(batch["otel_span_id"].to_list())), transient)
 
 
 def annotation(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,6 +89,7 @@ def annotation(row: Mapping[str, Any]) -> dict[str, Any]:
             "provider_model": row["provider_model"],
             "config_hash": row["config_hash"],
             "date": row["date"],
+            **shared_context(row),
         },
         "identifier": row["verdict_key"],
     }

@@ -1,14 +1,17 @@
 """Exporting one judge_scores partition (evaluator × day) to every destination of verdict_export.yaml.
 
 Per destination: the verdicts its ledger does not show as sent, in batches of `batch_size`; each batch recorded in
-the ledger once the receiver accepted it. The first refused batch stops that destination for this run (the receiver
-is down or refusing: every further batch would wait for its time limit too) and is recorded as failed; the other
+the ledger once the receiver accepted it. A transient error (5xx, 429, a refused or timed-out connection) is tried
+again within the run, `retries` times with doubling backoff (`send_with_retries`). The first batch still refused
+stops that destination for this run (the receiver is down or refusing: every further batch would wait for its time
+limit too) and is recorded as failed; the other
 destinations still get theirs. judge_scores is only read: an export, failed or not, never changes a verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -116,7 +119,7 @@ def _send(
     """Send one batch and record it. A receiver that refused only the verdicts on some spans (`refused_spans`) gets
     the rest once more without them; the refused ones are recorded as failed, and the run ends failed."""
     try:
-        destination.send(batch, env)
+        send_with_retries(destination, batch, env)
     except ExportError as exc:
         refused = batch.filter(pl.col("otel_span_id").is_in(list(exc.refused_spans)))
         if refused.height == 0 or refused.height == batch.height:
@@ -125,9 +128,28 @@ def _send(
         attempts.append(ledger.attempt_rows(refused, destination.name, now, error))
         result.error, result.not_sent = error, result.not_sent + refused.height
         batch = batch.filter(~pl.col("otel_span_id").is_in(list(exc.refused_spans)))
-        destination.send(batch, env)  # a second refusal is the caller's: the rest is recorded failed
+        send_with_retries(destination, batch, env)  # a second refusal is the caller's: the rest is recorded failed
     attempts.append(ledger.attempt_rows(batch, destination.name, now, None))
     result.sent += batch.height
+
+
+def send_with_retries(
+    destination: Destination, batch: pl.DataFrame, env: Mapping[str, str], sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """`destination.send`, tried again after a transient error (`ExportError.transient`: 5xx, 429, a refused or
+    timed-out connection) up to `destination.retries` times, waiting `retry_backoff_s`, doubled each time. The last
+    error says how many tries were made. A batch is only ever recorded once the receiver accepted it, so a retry
+    never makes a verdict recorded twice."""
+    for attempt in range(destination.retries + 1):
+        try:
+            destination.send(batch, env)
+            return
+        except ExportError as exc:
+            if not exc.transient or attempt == destination.retries:
+                if attempt:
+                    raise ExportError(f"{exc} (after {attempt + 1} tries)", exc.refused_spans, exc.transient) from None
+                raise
+            sleep(destination.retry_backoff_s * 2**attempt)
 
 
 def _recorded(attempts: list[pl.DataFrame], batch: pl.DataFrame) -> int:

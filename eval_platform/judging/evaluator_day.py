@@ -28,6 +28,7 @@ import polars as pl
 from eval_platform.ingest.datasets import read_dataset_version
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import DayResult, DayTally, in_projects, scale_mismatch
+from eval_platform.judging.history import keep_superseded
 from eval_platform.judging.key_batches import key_ordered_batches
 from eval_platform.judging.options import ReferenceOptions
 from eval_platform.judging.references import attach_dataset_references
@@ -148,6 +149,8 @@ def judge_partition(
     def day_batches() -> Iterable[pl.DataFrame]:
         return first.pop() if first else read_day()
 
+    # the verdicts of an earlier configuration are kept (judge_scores_history) before the new ones replace them
+    keep_superseded(root, evaluator.name, day, evaluator.config_hash)
     with partition_writer(root, "judge_scores", keys, JUDGE_SCORE_SCHEMA) as out:
         outcome = judge_stream(evaluator, day, day_batches, runtime, trace_ids, out.write)
     if missing_days is not None:

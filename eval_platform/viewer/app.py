@@ -24,8 +24,10 @@ from starlette.templating import Jinja2Templates
 
 from eval_platform.llm.redaction import redact
 from eval_platform.viewer import links
+from eval_platform.viewer.history import config_hashes
 from eval_platform.viewer.queries import PAGE_ROWS, SORTS, TABLE_PAGES, DayFilters, Side, Warehouse, compare, table_page
 from eval_platform.viewer.trend import sparkline
+from eval_platform.viewer.variants import DEFAULT_PAIR_BY, compare_variants, variant_mode
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DAYS = 7
@@ -222,15 +224,27 @@ def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
         ready = bool(day) and all(warehouse.has_day(side.evaluator, day) for side in sides)
         summary: dict[str, Any] | None = None
         changed: list[dict[str, Any]] = []
+        pairs: list[dict[str, Any]] = []
         total_pages = 1
-        if ready:
-            summary, changed = compare(warehouse, day, sides[0], sides[1], max(1, _int(q.get("page"), 1)))
-            total_pages = max(1, -(-(summary["changed"] or 0) // PAGE_ROWS))
         missing = [
             f"no verdicts of {side.evaluator!r} on {day!r}"
             for side in sides
             if day and side.evaluator and not warehouse.has_day(side.evaluator, day)
         ]
+        # two variants answer the same inputs in different traces: paired by input (viewer/variants.py)
+        by_input = variant_mode(sides[0], sides[1])
+        pair_by = q.get("pair_by", "").strip() or DEFAULT_PAIR_BY
+        if ready and by_input:
+            try:
+                summary, pairs = compare_variants(
+                    warehouse, day, sides[0], sides[1], pair_by, max(1, _int(q.get("page"), 1))
+                )
+            except ValueError as exc:
+                missing.append(str(exc))
+        elif ready:
+            summary, changed = compare(warehouse, day, sides[0], sides[1], max(1, _int(q.get("page"), 1)))
+        if summary is not None:
+            total_pages = max(1, -(-(summary["changed"] or 0) // PAGE_ROWS))
         return page(
             request,
             "compare.html",
@@ -242,6 +256,10 @@ def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
             summary=summary,
             changed=changed,
             missing=missing,
+            pairs=pairs,
+            by_input=by_input,
+            pair_by=pair_by,
+            hashes={n: config_hashes(warehouse, side.evaluator, day) for n, side in zip("ab", sides, strict=True)},
             current_page=max(1, _int(q.get("page"), 1)),
             total_pages=total_pages,
             query=lambda **changes: _query(request, **changes),

@@ -32,6 +32,7 @@ from eval_platform.storage.warehouse import (
     partition_values,
     table_glob,
 )
+from eval_platform.viewer.history import scores_source
 
 DAY_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}")
 PAGE_ROWS = 50
@@ -502,14 +503,14 @@ _SAME = """(a.status = 'COMPLETED' AND b.status = 'COMPLETED' AND CASE
 def _side_sql(warehouse: Warehouse, day: str, side: Side) -> tuple[str, list[Any]]:
     """One side's verdicts per target (trace, span, session), as SQL with its parameters."""
     where, params = side.where()
-    source = _literal(warehouse.scores_location(side.evaluator, day))
+    source = scores_source(warehouse, side.evaluator, day, side.config_hash)  # with a hash: superseded ones too
     return (
         f"""SELECT trace_id, coalesce(span_id, '') AS span, coalesce(session_id, '') AS sess,
                    min(status) AS status, any_value(reason) AS reason, avg(score) AS score,
                    any_value(label) AS label, bool_and(passed) AS passed,
                    any_value(coalesce(reasoning, reason_detail)) AS reasoning,
                    any_value(variant) AS variant, count(*) AS rows
-            FROM read_parquet({source}) WHERE {where} GROUP BY ALL""",
+            FROM {source} WHERE {where} GROUP BY ALL""",
         params,
     )
 

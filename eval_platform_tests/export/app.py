@@ -51,9 +51,11 @@ def run_app(
     questions: list[tuple[str, str]],
     phoenix_url: str | None = None,
     file_name: str = "app.otlp.jsonl",
+    sessions: list[str] | None = None,
 ) -> list[dict]:
     """Trace one agent run per (question, answer), write the day's OTLP/JSON file, and send the spans to Phoenix
-    when `phoenix_url` is given. Returns per run its trace id, root span id and chat span id (hex)."""
+    when `phoenix_url` is given; `sessions`: per run, the session it belongs to (its root span's `session.id`).
+    Returns per run its trace id, root span id and chat span id (hex)."""
     kept = _Keep()
     provider = TracerProvider(
         resource=Resource.create({"service.name": PROJECT, "openinference.project.name": PROJECT})
@@ -71,6 +73,8 @@ def run_app(
             "gen_ai.input.messages": _messages("user", question),
             "gen_ai.output.messages": _messages("assistant", answer),
         }
+        if sessions is not None:
+            root_attributes["session.id"] = sessions[i]
         with tracer.start_as_current_span(
             "invoke_agent helper",
             kind=SpanKind.INTERNAL,
