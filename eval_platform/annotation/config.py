@@ -92,6 +92,7 @@ class TraceSource(Strict):
         """The days, as the `traces` partition keys (YYYY-MM-DD), sorted and distinct."""
         if self.days is not None:
             return sorted({d.isoformat() for d in self.days})
+        assert self.from_ is not None and self.to is not None  # `_one_way_to_name_days`: no 'days', both ends
         span = (self.to - self.from_).days
         return [(self.from_ + timedelta(days=i)).isoformat() for i in range(span + 1)]
 
@@ -187,6 +188,7 @@ class AnnotationTaskConfig(Strict):
         if sampling.method == "stratified" and source is not None:
             columns = TRACE_SCHEMA if source.traces is not None else TEST_CASE_SCHEMA
             named = sampling.field
+            assert named is not None  # `Sampling._fits_the_method`: stratified sampling names its field
             if not (named.startswith(METADATA_PREFIX) and len(named) > len(METADATA_PREFIX)) and named not in columns:
                 kind = "trace" if source.traces is not None else "test case"
                 raise ValueError(

@@ -76,10 +76,11 @@ def _criterion_controls(view: ET.Element, name: str, spec: CriterionSpec, to_nam
         for label in spec.allowed:
             ET.SubElement(choices, "Choice", value=label)
     elif spec.schema_ == "rating" and uses_stars(spec):
+        assert spec.max is not None  # `uses_stars`: stars go up to the rating's maximum
         ET.SubElement(view, "Rating", name=name, toName=to_name, maxRating=_number_text(spec.max), required="true")
     elif spec.schema_ == "rating":
         bounds = {k: _number_text(v) for k, v in (("min", spec.min), ("max", spec.max)) if v is not None}
-        ET.SubElement(view, "Number", name=name, toName=to_name, required="true", **bounds)
+        ET.SubElement(view, "Number", {"name": name, "toName": to_name, "required": "true", **bounds})
     elif spec.schema_ == "ranking" and spec.candidates:
         for position in range(1, len(spec.candidates) + 1):
             ET.SubElement(view, "Header", value=f"{name}: place {position}", size="6")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import cast
 
 import polars as pl
 
@@ -42,10 +43,10 @@ from eval_platform.schemas import (
     empty_frame,
 )
 from eval_platform.stats.annotators import annotator_agreement, clear_majority, majority_labels
-from eval_platform.stats.reliability import krippendorff_alpha_long
+from eval_platform.stats.reliability import Level, krippendorff_alpha_long
 
 RANK_SEPARATOR = " > "
-ALPHA_LEVELS = {"classification": "nominal", "rating": "ordinal", "ranking": "ordinal"}
+ALPHA_LEVELS: dict[str, Level] = {"classification": "nominal", "rating": "ordinal", "ranking": "ordinal"}
 _UNIT_SEPARATOR = "\x1f"  # between an item id and a candidate: a ranking's alpha unit
 
 
@@ -184,7 +185,8 @@ def _time(pairs: pl.DataFrame) -> dict:
     lead = pairs["lead_time_s"].drop_nulls()
     return {
         "time_spent_s": float(lead.sum()) if lead.len() else None,
-        "median_lead_time_s": float(lead.median()) if lead.len() else None,
+        # the median of a non-empty Float64 column without nulls is a float
+        "median_lead_time_s": cast(float, lead.median()) if lead.len() else None,
         "first_annotated_at": pairs["first"].min(),
         "last_annotated_at": pairs["last"].max(),
     }
@@ -215,7 +217,8 @@ def _task_agreement(raw: pl.DataFrame, labelled: pl.DataFrame, schema: str) -> d
     )
     return result | {
         "alpha": alpha.value,
-        "percent_agreement": float(pairs_agreeing["share"].mean()),
+        # the mean of a non-empty Float64 column (each item shared by two annotators or more: no null share)
+        "percent_agreement": cast(float, pairs_agreeing["share"].mean()),
         "note": alpha.note,
     }
 

@@ -86,8 +86,11 @@ def select_items(
     if method == "random":
         chosen = items.sort("key").head(config.size)
     elif method == "stratified":
+        assert config.sampling.field is not None  # `Sampling._fits_the_method`: stratified sampling names its field
         chosen = _stratified(items, config.sampling.field, config.size)
     else:
+        # disagreement: the config requires a traces source naming evaluators, whose rows `_candidates` required
+        assert judge_rows is not None
         chosen = _by_disagreement(config, items, judge_rows, human_rows)
     chosen = chosen.with_columns(
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("position"),
@@ -135,7 +138,10 @@ def _candidates(
             reference=pl.col("expected_output") if "expected_output" in frame.columns else None,
         )
     dataset = source.dataset
+    assert dataset is not None  # `Source._exactly_one`: not traces, so a dataset
     frame = candidates
+    version: int | None
+    sha: str | None
     if "dataset" in frame.columns:
         frame = frame.filter(pl.col("dataset") == dataset.name)
     if dataset_version is not None:
@@ -203,7 +209,8 @@ def allocate(counts: dict[str, int], size: int) -> dict[str, int]:
     for name in by_remainder[:left]:
         given[name] += 1
     if size >= len(counts):
-        for name in sorted((name for name in counts if given[name] == 0 and counts[name] > 0), key=counts.get)[::-1]:
+        unserved = (name for name in counts if given[name] == 0 and counts[name] > 0)
+        for name in sorted(unserved, key=counts.__getitem__)[::-1]:
             donors = [d for d in counts if given[d] >= 2]
             donor = max(donors, key=lambda d: (given[d] * total - numerators[d], given[d], d))
             given[donor] -= 1
@@ -286,6 +293,7 @@ def history_gaps(config: AnnotationTaskConfig, judge_rows: pl.DataFrame, human_r
     """Per (evaluator, score bin) with at least `min_history` labelled traces: `gap`, the mean absolute difference
     between the judge's final score and the human value, over `past` traces."""
     humans = human_values(config, human_rows)
+    assert config.source.traces is not None  # disagreement sampling: the config requires a traces source
     final = judge_rows.filter(
         pl.col("evaluator").is_in(config.source.traces.evaluators)
         & pl.col("is_final")
@@ -307,6 +315,7 @@ def history_gaps(config: AnnotationTaskConfig, judge_rows: pl.DataFrame, human_r
 def _by_disagreement(
     config: AnnotationTaskConfig, items: pl.DataFrame, judge_rows: pl.DataFrame, human_rows: pl.DataFrame | None
 ) -> pl.DataFrame:
+    assert config.source.traces is not None  # disagreement sampling: the config requires a traces source
     evaluators = config.source.traces.evaluators
     days = config.source.traces.day_keys()
     today = judge_rows.filter(pl.col("date").is_in(days)) if "date" in judge_rows.columns else judge_rows

@@ -70,6 +70,7 @@ def _candidates(
         rows = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame({"trace_id": [], "date": []})
         return rows, _judge_rows(root, traces.evaluators), None
     dataset = config.source.dataset
+    assert dataset is not None  # `Source._exactly_one`: not traces, so a dataset
     version, sha = resolve_dataset_version(root, dataset)
     cases = read_partition(root, "test_cases", {"dataset": dataset.name, "version": str(version)})
     if cases is None:

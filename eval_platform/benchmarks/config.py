@@ -199,7 +199,7 @@ def load_models(path: Path, broken: dict[str, str] | None = None) -> dict[str, M
     if not path.exists():
         return {}
     entries = validate(path, _ModelEntries, read_mapping(path, SuiteError, "a mapping with 'models'"), SuiteError)
-    models = {}
+    models: dict[str, ModelUnderTest] = {}
     for key, entry in entries.models.items():
         name = str(key)
         try:
@@ -264,6 +264,7 @@ def load_suite(path: Path, data_root: Path, evaluators: set[str] | None = None) 
             judged = MODES.get(task.as_judge.mode) if task.as_judge is not None else None
             if scorer.judge_task and (judged is None or judged.as_judge != scorer.judge_gold):
                 scored = sorted(name for name, mode in MODES.items() if mode.as_judge == scorer.judge_gold)
+                assert task.as_judge is not None  # a judge's scorer without 'as_judge' was refused above
                 raise SuiteError(
                     f"{where}.scorers.{index}.name': scorer '{spec.name}' scores {' or '.join(scored)} "
                     f"judges, and this task's judge is {task.as_judge.mode}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -49,7 +50,9 @@ def _tasks(suite: Suite, values: CaseValues) -> dict[str, TaskCases]:
 def units(suite: Suite) -> list[tuple[str, list[str], float, str]]:
     """Top-level units: (name, tasks, weight, aggregate) for each group, then each task in no group."""
     grouped = {task for group in suite.groups.values() for task in group.tasks}
-    out = [(name, list(g.tasks), 1.0, g.aggregate) for name, g in suite.groups.items()]
+    out: list[tuple[str, list[str], float, str]] = [
+        (name, list(g.tasks), 1.0, g.aggregate) for name, g in suite.groups.items()
+    ]
     out += [(name, [name], task.weight, "macro") for name, task in suite.tasks.items() if name not in grouped]
     return out
 
@@ -73,7 +76,7 @@ def _score(suite: Suite, values: Mapping[str, TaskCases], kind: str, top: list |
     if kind == "micro":
         pooled = _pooled(values)
         return float(pooled.mean()) if len(pooled) else None
-    means = {t: v.value() for t, v in values.items() if len(v)}
+    means = {t: value for t, v in values.items() if (value := v.value()) is not None}  # None: a task without cases
     if top is None:
         return _macro(suite, list(values), means)
     unit_values, weights = [], []
@@ -90,7 +93,7 @@ def _score(suite: Suite, values: Mapping[str, TaskCases], kind: str, top: list |
 Resampled = Mapping[str, tuple[np.ndarray, int]]
 
 
-def _resampled(suite, sides: list[Mapping[str, TaskCases]], seed: int) -> list[Resampled]:
+def _resampled(suite, sides: list[Mapping[str, TaskCases]], seed: int) -> list[dict[str, tuple[np.ndarray, int]]]:
     """Each side's tasks over the same RESAMPLES draws of cases within each task (vectorized; a corpus task's score
     is recomputed from each draw's summed statistics). Any aggregate is then `_score_draws` of these, so a caller
     resamples once for macro and micro."""
@@ -115,7 +118,8 @@ def _resampled(suite, sides: list[Mapping[str, TaskCases]], seed: int) -> list[R
 def _score_draws(suite, stat: Resampled, kind, top) -> np.ndarray:
     """`_score` over resampled per-task totals (see `TaskCases.resampled_totals`): one value per draw."""
     if kind == "micro":
-        return sum(sums for sums, _ in stat.values()) / sum(n for _, n in stat.values())
+        # a sum of arrays: `stat` is never empty here (`_interval` returns first; a pair has common cases)
+        return cast(np.ndarray, sum(sums for sums, _ in stat.values()) / sum(n for _, n in stat.values()))
     if top is None:
         return _macro_draws(suite, list(stat), stat)
     unit_values, weights = [], []
@@ -222,7 +226,8 @@ def leaderboard(
             score = _score(suite, arrays, kind, use_top)
             low, high, _ = _interval(suite, own[model], kind, use_top, score)
             scored[model] = (score, low, high, arrays)
-        ranked = sorted((m for m in scored if scored[m][0] is not None), key=lambda m: (-scored[m][0], m))
+        scores = {m: score for m, (score, *_) in scored.items() if score is not None}
+        ranked = sorted(scores, key=lambda m: (-scores[m], m))
         leader = ranked[0] if ranked else None
         for model, (score, low, high, arrays) in scored.items():
             gap = None, None, None, 0
@@ -278,7 +283,9 @@ def _gap(suite, pair: tuple | None, kind, top):
         return None, None, None, 0
     a, b, draws_a, draws_b = pair
     use_top = top if kind == "macro" else None
-    observed = _score(suite, a, kind, use_top) - _score(suite, b, kind, use_top)
+    mine, theirs = _score(suite, a, kind, use_top), _score(suite, b, kind, use_top)
+    assert mine is not None and theirs is not None  # `_paired`: both sides have the cases both answered
+    observed = mine - theirs
     differences = _score_draws(suite, draws_a, kind, use_top) - _score_draws(suite, draws_b, kind, use_top)
     low, high = np.quantile(differences, [0.025, 0.975])
     return observed, float(low), float(high), int(sum(len(v) for v in a.values()))

@@ -37,7 +37,7 @@ def task_metadata(
         "calls": int((~frame["cache_hit"] & frame["status"].is_in([COMPLETED, FAILED])).sum())
         if task.calls_model
         else 0,
-        "cost_usd": rounded(frame["cost_usd"].sum(), USD_DIGITS),
+        "cost_usd": rounded(float(frame["cost_usd"].sum()), USD_DIGITS),
         **{
             f"{row['metric']}": rounded(row["value"])
             for row in results.iter_rows(named=True)

@@ -107,7 +107,7 @@ def summarize_corpus(
     low, high = (float(q) for q in np.quantile(draws, [0.025, 0.975]))
     stderr = float(draws.std(ddof=1)) if resamples > 1 else 0.0
     if high - low == 0 and 0 <= value <= 1:
-        low, high = wilson_interval(value * n, n)
+        low, high = (float(bound) for bound in wilson_interval(value * n, n))
         stderr = (high - low) / (2 * Z_95)
     return MetricSummary(value, stderr, low, high, n)
 

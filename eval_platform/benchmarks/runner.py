@@ -83,7 +83,7 @@ def task_config_hash(task: Task) -> str:
 
 def scorer_config_hash(task: Task, evaluators: Mapping[str, EvaluatorConfig]) -> str:
     """What decides the scores from given outputs: the scorers, and any judge evaluator's verdict config."""
-    names = [s.options.get("evaluator") for s in task.scorers if registry.SCORERS[s.name].calls_evaluator]
+    names = [s.options["evaluator"] for s in task.scorers if registry.SCORERS[s.name].calls_evaluator]
     judged = {name: evaluators[name].config_hash for name in names if name in evaluators}
     return _hash([[s.model_dump() for s in task.scorers], judged])
 
@@ -160,7 +160,7 @@ def run_task_chunks(run: TaskRun, cases_per_chunk: int | None = None) -> Iterato
 
 
 def _batched_evaluator(run: TaskRun) -> bool:
-    names = [s.options.get("evaluator") for s in run.task.scorers if registry.SCORERS[s.name].calls_evaluator]
+    names = [s.options["evaluator"] for s in run.task.scorers if registry.SCORERS[s.name].calls_evaluator]
     return any(name in run.evaluators and run.evaluators[name].batched for name in names)
 
 
@@ -260,6 +260,7 @@ def _messages(run: TaskRun, row: dict) -> list[dict[str, str]]:
         messages.append(
             {"role": "system", "content": render(parse_template(task.system, set(values)), values, fenced=False)}
         )
+    assert task.prompt is not None  # `Task.calls_model`: a task that calls its model and is no judge has a prompt
     messages.append({"role": "user", "content": render(parse_template(task.prompt, set(values)), values, fenced=False)})
     return messages
 
@@ -331,11 +332,11 @@ def _take_outputs(run: TaskRun, rows: list[dict]) -> None:
             else:
                 row.update(status=COMPLETED, output=output)
         return
-    upstream = {}
+    upstream: dict[tuple[str, int, str], dict[str, Any]] = {}
     if run.upstream_rows is not None:
         ids = [row["case_id"] for row in rows]
-        for up in run.upstream_rows.filter(pl.col("case_id").is_in(ids)).iter_rows(named=True):
-            upstream[(up["case_id"], up["sample"], up["presentation"])] = up
+        for answered in run.upstream_rows.filter(pl.col("case_id").is_in(ids)).iter_rows(named=True):
+            upstream[(answered["case_id"], answered["sample"], answered["presentation"])] = answered
     for row in rows:
         up = upstream.get((row["case_id"], row["sample"], row["presentation"]))
         if up is None:

@@ -37,14 +37,19 @@ from eval_platform.scoring.embedding_calls import embed_cases
 if TYPE_CHECKING:
     from eval_platform.benchmarks.runner import TaskRun
 
+# An evaluator's judgment of one row: (score, None), or (None, (reason, detail)) when it gave no score.
+EvaluatorOutcome = tuple[float, None] | tuple[None, tuple[str, str]]
+
 
 def judge_config(run: TaskRun) -> EvaluatorConfig:
+    assert run.task.as_judge is not None  # called for an `as_judge` task only
     return run.task.as_judge.config(f"{run.suite_name}.{run.task_name}", run.model.model)
 
 
 def score_rows(run: TaskRun, rows: list[dict]) -> None:
     task = run.task
     judge = judge_config(run) if task.as_judge is not None else None
+    pairwise = task.as_judge is not None and task.as_judge.pairwise
     for row in rows:
         if row["status"] != COMPLETED or judge is None:
             continue
@@ -57,11 +62,13 @@ def score_rows(run: TaskRun, rows: list[dict]) -> None:
                 f"{failure.reason}: {failure.detail}",
             )
             continue
-        if task.as_judge.pairwise:
+        if pairwise:
+            assert verdict.winner is not None  # a parsed pairwise reply names a winner
             row["verdict"] = unswap(verdict.winner) if row["presentation"] == "BA" else verdict.winner
         else:
+            assert judge.judge_mode.gold_text is not None  # `_check_judge`: a benchmarked mode, not pairwise, has one
             row["verdict"] = judge.judge_mode.gold_text(verdict)
-    if judge is not None and task.as_judge.pairwise:
+    if judge is not None and pairwise:
         _link_orders(rows)
     evaluator_values = _evaluator_scores(run, rows)
     options = [registry.SCORERS[spec.name].options(**spec.options) for spec in task.scorers]
@@ -133,6 +140,7 @@ def _embeddings(run: TaskRun, rows: list[dict], options: list) -> dict[int, dict
         scorer = registry.SCORERS[spec.name]
         if not scorer.calls_model:
             continue
+        assert scorer.embeds is not None  # `Scorer.calls_model`: it embeds
         texts: dict[int, tuple[str, ...]] = {}
         for i, row in enumerate(rows):
             if row["status"] != COMPLETED:
@@ -165,11 +173,9 @@ def _row_key(row: dict) -> str:
     return f"{row['case_id']}|{row['sample']}|{row['presentation']}"
 
 
-def _evaluator_scores(
-    run: TaskRun, rows: list[dict]
-) -> dict[str, dict[str, tuple[float | None, tuple[str, str] | None]]]:
+def _evaluator_scores(run: TaskRun, rows: list[dict]) -> dict[str, dict[str, EvaluatorOutcome]]:
     """Evaluator name -> row key -> (score, None) or (None, (reason, detail)), through `judge_day`."""
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, EvaluatorOutcome]] = {}
     completed = [row for row in rows if row["status"] == COMPLETED]
     for spec in run.task.scorers:
         if not registry.SCORERS[spec.name].calls_evaluator or spec.options["evaluator"] in results:
@@ -205,7 +211,7 @@ def _evaluator_scores(
         # production traffic.
         config = config.model_copy(update={"trigger": "all", "enabled": True, "projects": None})
         judged = judge_day(config, day, traces, run.runtime).rows.filter(pl.col("is_final"))
-        values = {}
+        values: dict[str, EvaluatorOutcome] = {}
         for row in judged.iter_rows(named=True):
             if row["status"] == COMPLETED and row["score"] is not None:
                 values[row["trace_id"]] = (float(row["score"]), None)

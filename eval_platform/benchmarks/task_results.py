@@ -122,7 +122,7 @@ def task_results(
     )
     # Unknown when one call's price is: summing the others would count that call as free.
     cost = float(frame["cost_usd"].sum()) if frame.height and not frame["cost_usd"].null_count() else None
-    out = []
+    out: list[dict[str, Any]] = []
     for spec in task.scorers:
         scorer = registry.SCORERS[spec.name]
         values = per_case_values(frame, spec.metric_name)
@@ -170,6 +170,7 @@ def _corpus_summary(frame: pl.DataFrame, scorer: registry.Scorer, spec, seed: in
         value = scorer.aggregate([], outputs, cases, options)
         return MetricSummary(value, None, None, None, done["case_id"].n_unique())
     corpus = corpus_cases(done, scorer, spec)
+    assert corpus.corpus is not None  # `done` has rows: their corpus score comes with them
     # the corpus score from the same statistics (what `aggregate` computes, without tokenizing everything twice)
     return summarize_corpus(corpus.value(), corpus.data, corpus.corpus, seed=seed)
 
@@ -188,13 +189,16 @@ def corpus_cases(frame: pl.DataFrame, scorer: registry.Scorer, spec) -> TaskCase
     if done.is_empty():
         return TaskCases((), np.zeros((0, 0)))
     cases, outputs, options = _scored_rows(done, scorer, spec)
+    statistics, from_statistics = scorer.statistics, scorer.from_statistics
+    # callers pass a scorer that declares its statistics, and a scorer declares both (`Scorer.statistics`)
+    assert statistics is not None and from_statistics is not None
     case_ids, row_case = np.unique(done["case_id"].to_numpy(), return_inverse=True)
-    rows = scorer.statistics(outputs, cases, options)
+    rows = statistics(outputs, cases, options)
     per_case = np.zeros((len(case_ids), rows.shape[1]))
     np.add.at(per_case, row_case, rows)
 
     def score(summed: np.ndarray) -> float:
-        return scorer.from_statistics(summed, options)
+        return from_statistics(summed, options)
 
     return TaskCases(tuple(case_ids.tolist()), per_case, score)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from eval_platform.ingest.annotation_tasks import CriterionSpec
@@ -78,7 +79,7 @@ def _label_text(value: Any, criterion: str) -> str:
 
 def normalized_labels(
     schema: str, spec: CriterionSpec | None, criterion: str, value: Any
-) -> list[tuple[str, float | None]]:
+) -> Sequence[tuple[str, float | None]]:
     """(label, value) pairs of one criterion: one pair, or one per ranked candidate."""
     if schema == "rating":
         number = _number(value)

@@ -98,7 +98,10 @@ CASES_PER_FRAME = 10_000
 def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Valid test cases and quarantined rows of one dataset version."""
     relative = str(path.relative_to(root))
-    cases, rejects, seen, frames = [], [], set(), []
+    cases: list[dict[str, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    frames: list[pl.DataFrame] = []
     now = datetime.now(UTC)
     for line, row, raw in read_rows(path):
         if len(cases) == CASES_PER_FRAME:  # columnar a block at a time: a large dataset is never all Python dicts
@@ -127,6 +130,7 @@ def validate_dataset(root: Path, name: str, version: int, path: Path) -> tuple[p
                 }
             )
             continue
+        assert isinstance(row, dict)  # a row that is not an object was quarantined above
         seen.add(case_id)
         metadata = row.get("metadata") or {}
         cases.append(

@@ -28,7 +28,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from eval_platform.ingest.common import Candidate, RowError, dumps
 from eval_platform.ingest.otel.envelope import is_otlp_document
@@ -61,7 +61,7 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def _open_lines(path: Path) -> IO[bytes]:
+def _open_lines(path: Path) -> io.BufferedIOBase:
     """The file opened for reading its byte lines; a gzip file is first decompressed once to its end (discarding
     the bytes), so a corrupt or truncated one is refused whole, before any of its lines is read."""
     if path.suffix.lower() != ".gz":

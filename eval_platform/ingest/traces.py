@@ -521,6 +521,6 @@ def _normalize(candidate: Candidate, rel: str, kind: str, reject: Any) -> dict[s
     except RowError as error:
         reject(rel, candidate.line, candidate.unit, error, candidate.raw)
     except Exception as exc:  # an ingest bug must not crash the partition nor lose the row
-        error = RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})")
-        reject(rel, candidate.line, candidate.unit, error, candidate.raw)
+        unexpected = RowError("unexpected_error", f"the row could not be normalized ({type(exc).__name__}: {exc})")
+        reject(rel, candidate.line, candidate.unit, unexpected, candidate.raw)
     return None

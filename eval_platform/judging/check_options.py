@@ -22,7 +22,7 @@ from pydantic import (
 
 from eval_platform.judging.modes import binary
 from eval_platform.scoring import registry
-from eval_platform.scoring.base import Scorer, ScorerOptions
+from eval_platform.scoring.base import EmbeddingModelOptions, Scorer, ScorerOptions
 from eval_platform.strict import Strict
 
 # The fields of an evaluator file a check evaluator has; every other field configures a judge call.
@@ -112,7 +112,10 @@ class CheckOptions(Strict):
                 f"check '{self.scorer}': a local model (model_path) makes no paid call, so a budget bounds nothing; "
                 "remove max_daily_cost_usd / max_monthly_cost_usd"
             )
-        spec = embedding_model(self.scorer_options)
+        options = self.scorer_options
+        # budget fields are allowed on a check that embeds only, and a scorer that embeds takes these options
+        assert isinstance(options, EmbeddingModelOptions)
+        spec = embedding_model(options)
         if not spec.has_price():
             raise ValueError(
                 f"check '{self.scorer}': embedding model '{spec.model}' has no known price in litellm's price map, so "

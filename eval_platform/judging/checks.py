@@ -43,7 +43,7 @@ from eval_platform.schemas import (
     SKIPPED,
     conform,
 )
-from eval_platform.scoring.base import EMBEDDINGS, MissingField, NotApplicable, Scorer
+from eval_platform.scoring.base import EMBEDDINGS, EmbeddingModelOptions, MissingField, NotApplicable, Scorer
 from eval_platform.scoring.embedding_calls import embed_cases
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ def check_day(
     """One row per trace of `day`: the check's verdict, or why it has none (`judged_at`: the day's, when its
     traces come in several batches). `runtime` makes the calls of a check that embeds (see the module doc)."""
     judged_at = judged_at or datetime.now(UTC)
+    assert config.check is not None  # a check evaluator's day: it has its check
     records, rows = traces.to_dicts(), []
     for trace in records:
         row = base_row(config, day, trace, judged_at)
@@ -80,6 +81,7 @@ def check_day(
 
 def _skip(config: EvaluatorConfig, trace: dict, manual_trace_ids: set[str]) -> dict | None:
     """Why the check does not read this trace (selection, a partial trace, no final answer), or None."""
+    assert config.check is not None  # a check evaluator's day: it has its check
     scorer = config.check.scorer_def
     skipped = selection_skip(config, trace["trace_id"], manual_trace_ids)
     if skipped is None and trace.get("partial_reason"):
@@ -116,6 +118,7 @@ def check_trace(
     if skipped is not None:
         return skipped
     check = config.check
+    assert check is not None  # a check evaluator's day: it has its check
     scorer, options = check.scorer_def, check.scorer_options
     output = trace.get("output") or ""
     case = scored_case(trace) if embeddings is None else {**scored_case(trace), EMBEDDINGS: embeddings}
@@ -141,7 +144,10 @@ def _embedding_checks(
     """Fill `rows` for a check that embeds: the texts of every trace it reads, embedded concurrently through the one
     call path under the evaluator's budgets, then scored; a call that did not complete is the row's outcome."""
     check = config.check
+    assert check is not None  # a check evaluator's day: it has its check
     scorer, options = check.scorer_def, check.scorer_options
+    # `check_day` came here for a scorer that embeds (`calls_model`), which takes EmbeddingModelOptions
+    assert scorer.embeds is not None and isinstance(options, EmbeddingModelOptions)
     pending: dict[int, tuple[str, ...]] = {}
     for i, (row, trace) in enumerate(zip(rows, records, strict=True)):
         skipped = _skip(config, trace, manual_trace_ids)

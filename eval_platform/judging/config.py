@@ -356,6 +356,7 @@ class EvaluatorConfig(Strict):
                 raise ValueError(f"`{name}` only applies to mode {' / '.join(owners)}, not '{self.mode}'")
         if self.rubric is not None:
             scale = self.score_scale
+            assert scale is not None  # a rubric's modes (score, reference) default their score_scale
             for level in self.rubric.levels:
                 low, high = level.bounds
                 if low < scale.min or high > scale.max:

@@ -114,6 +114,7 @@ def _by_vote(config: EvaluatorConfig, done: list[dict]) -> dict | None:
     carrier = next((m for m in done if _vote(config, m) == top), None)
     if mode.vote_fields is not None:
         return {**mode.vote_fields(top, carrier), "agreement": agreement}
+    assert carrier is not None  # `top` is a vote cast: only a mode with its own vote_fields gives a split vote
     return {
         "agreement": agreement,
         "score": carrier["score"],

@@ -10,7 +10,7 @@ import hashlib
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, SupportsFloat, cast
 
 import polars as pl
 
@@ -39,8 +39,10 @@ def selection_skip(config: EvaluatorConfig, unit_id: str, manual_trace_ids: set[
     """Why a trace (pair, group) is not judged, whoever judges it: disabled, not sampled, not named (manual)."""
     if not config.enabled:
         return DISABLED, "the evaluator has enabled: false"
-    if config.trigger == "sampled" and unit_hash(config.name, unit_id) >= config.sample_rate:
-        return NOT_SAMPLED, f"outside sample_rate {config.sample_rate}"
+    if config.trigger == "sampled":
+        assert config.sample_rate is not None  # `EvaluatorConfig`: trigger 'sampled' needs sample_rate
+        if unit_hash(config.name, unit_id) >= config.sample_rate:
+            return NOT_SAMPLED, f"outside sample_rate {config.sample_rate}"
     if config.trigger == "manual" and unit_id not in manual_trace_ids:
         return NOT_SELECTED, "trigger 'manual' and the trace was not named in the run config"
     return None
@@ -159,7 +161,8 @@ class DayTally:
         replies = rows.filter((pl.col("status") == COMPLETED) & (pl.col("role") != "consensus"))["raw_score"]
         replies = replies.drop_nulls()
         if replies.len():
-            low, high = float(replies.min()), float(replies.max())
+            # numbers: raw scores, nulls dropped, not empty
+            low, high = float(cast(SupportsFloat, replies.min())), float(cast(SupportsFloat, replies.max()))
             self.replies += replies.len()
             self.raw_low = low if self.raw_low is None else min(self.raw_low, low)
             self.raw_high = high if self.raw_high is None else max(self.raw_high, high)

@@ -178,6 +178,7 @@ def judged_batches(
     def prepared(frame: pl.DataFrame) -> pl.DataFrame:
         frame = in_projects(evaluator, frame)  # every trace of its projects gets a row, no other
         if cases is not None:
+            assert evaluator.reference is not None  # `cases` are its reference dataset's
             frame = attach_dataset_references(frame, cases, evaluator.reference.match_on)
         return frame
 
@@ -220,6 +221,7 @@ def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:
     """The test cases of the reference dataset, through the one dataset reader (`read_dataset_version`, as the
     benchmark suites read theirs): the version named, else the newest materialized one. The version must be
     materialized: the gold answers of a verdict are then rows of the `test_cases` view a user can join it with."""
+    assert options.dataset is not None  # `ReferenceOptions`: source 'dataset' names its dataset
     materialized = {int(v) for v in partition_values(root, "test_cases", {"dataset": options.dataset}, "version")}
     version = options.version if options.version is not None else max(materialized, default=None)
     if version not in materialized:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import polars as pl
@@ -68,7 +68,7 @@ def key_ordered_batches(
             held: list[pl.DataFrame] = []
             count = 0
             for batch in result:
-                frame = pl.from_arrow(batch)
+                frame = cast(pl.DataFrame, pl.from_arrow(batch))  # a record batch converts to a frame
                 start = 0
                 while start < frame.height:
                     if count < rows:
@@ -77,8 +77,8 @@ def key_ordered_batches(
                         count, start = count + take, start + take
                         continue
                     # `rows` held: the batch goes on only while the key of its last row goes on (no key: never)
-                    last, keys, cut = held[-1][_KEY][-1], frame[_KEY], start
-                    while last is not None and cut < frame.height and keys[cut] == last:
+                    last, batch_keys, cut = held[-1][_KEY][-1], frame[_KEY], start
+                    while last is not None and cut < frame.height and batch_keys[cut] == last:
                         cut += 1
                     if cut > start:
                         held.append(frame.slice(start, cut - start))

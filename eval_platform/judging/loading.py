@@ -34,6 +34,7 @@ def check_reference_dataset(path: Path, config: EvaluatorConfig, data_root: Path
     options = config.reference
     if options is None or options.source != "dataset":
         return
+    assert options.dataset is not None  # `ReferenceOptions`: source 'dataset' names its dataset
     versions = dataset_versions(data_root, options.dataset)
     if not versions:
         raise EvaluatorConfigError(

@@ -38,7 +38,10 @@ class RubricLevel(Strict):
 
     @property
     def bounds(self) -> tuple[float, float]:
-        return self.range if self.range is not None else (self.score, self.score)
+        if self.range is not None:
+            return self.range
+        assert self.score is not None  # `_one_of`: a level without a range has a score
+        return self.score, self.score
 
 
 class Rubric(Strict):

@@ -47,6 +47,7 @@ def parse_reply(config: EvaluatorConfig, text: str, n_candidates: int | None = N
     if not text or not text.strip():
         raise ParseFailure(EMPTY_REPLY, "the judge returned no content")
     one = None  # the reply when it is one JSON object and nothing else (the usual reply), read once
+    obj: dict[str, Any] | None
     if config.strict:
         obj = strict_json(text)
         from eval_platform.judging.prompts import (
@@ -88,7 +89,7 @@ def _the_verdict_object(config: EvaluatorConfig, text: str, n_candidates: int | 
     keys = config.judge_mode.verdict_keys
     bearing = [obj for obj in objects if any(key in obj for key in keys)]
     if len(bearing) > 1:
-        decisions = []
+        decisions: list[str | tuple[object, ...]] = []
         for obj in bearing:
             try:
                 verdict = config.judge_mode.parse(config, obj, text, n_candidates)

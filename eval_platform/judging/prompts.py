@@ -133,6 +133,7 @@ class PromptBuilder:
         self.rubric = ""
         if config.rubric is not None:
             scale = config.score_scale
+            assert scale is not None  # a rubric's modes (score, reference) default their score_scale
             self.rubric = rubric_text(config.rubric, scale.min, scale.max) + "\n\n"
             if not config.few_shot:
                 self.rubric += "Now judge the following.\n\n"

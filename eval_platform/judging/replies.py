@@ -109,8 +109,8 @@ def find_json_object(text: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _balanced_objects(text: str) -> list[str]:
-    """Top-level {...} substrings, string-literal aware, in order of appearance."""
+def _balanced_objects(text: str) -> list[str | None]:
+    """Top-level {...} substrings, string-literal aware, in order of appearance; a last None when one is left open."""
     if text[:1] == "{" and text[-1:] == "}":
         # The usual reply, one JSON object and nothing else: the scan below would find exactly it (a character
         # loop in Python, ~20 us for a short reply), json's C parser says so in a few.
@@ -119,7 +119,8 @@ def _balanced_objects(text: str) -> list[str]:
                 return [text]
         except (ValueError, RecursionError):
             pass  # not one object: scanned below
-    found, depth, start, in_string, escaped = [], 0, -1, False, False
+    found: list[str | None] = []
+    depth, start, in_string, escaped = 0, -1, False, False
     for i, ch in enumerate(text):
         if in_string:
             if escaped:

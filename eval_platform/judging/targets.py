@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from datetime import date, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -40,6 +40,7 @@ from eval_platform.strict import Strict
 
 if TYPE_CHECKING:
     from eval_platform.judging.config import EvaluatorConfig
+    from eval_platform.judging.prompts import PromptMessages
 
 Target = Literal["trace", "span", "session"]
 # What a span prompt can name about the span it judges (`span_values`; empty for a trace or a session).
@@ -146,7 +147,7 @@ def _documents(context: Any) -> list[str]:
     """A context value (a JSON list of documents, or text) as its documents."""
     parsed = _json(context, None)
     if isinstance(parsed, list):
-        return [as_text(d) for d in parsed if d is not None and as_text(d).strip()]
+        return [text for d in parsed if (text := as_text(d)) is not None and text.strip()]
     return [context] if _has_text(context) else []
 
 
@@ -175,7 +176,7 @@ def current_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _arguments_text(arguments: Any) -> str:
     parsed = _json(arguments, arguments)
-    return as_text(parsed) if parsed is not None else ""
+    return as_text(parsed) or ""  # as_text(None) is None
 
 
 def render_conversation(messages: list[dict[str, Any]], last_n: int, framework_prompt: bool = False) -> str | None:
@@ -233,7 +234,9 @@ def context_text(trace: dict[str, Any], sources: list[ContextSource] | None) -> 
         if isinstance(source, SpanSelector):
             for span in source.select(spans_of(trace)):
                 docs = _documents(span.get("context"))
-                parts += docs or [t for t in (span.get("output"), span.get("tool_result")) if _has_text(t)]
+                parts += docs or [
+                    t for t in (span.get("output"), span.get("tool_result")) if isinstance(t, str) and _has_text(t)
+                ]
         elif source == "retrieval":
             for span in spans_of(trace):
                 if span.get("operation") == "retrieval":
@@ -246,7 +249,7 @@ def context_text(trace: dict[str, Any], sources: list[ContextSource] | None) -> 
                     parts.append(f"{call.get('name')}: {result}")
         else:
             value = field_text(trace, source)
-            if _has_text(value):
+            if value is not None and _has_text(value):
                 parts.append(value)
     return _joined(parts)
 
@@ -428,6 +431,7 @@ def span_units(day: Day) -> list[Unit]:
     """One unit per selected span (sampling and manual selection by its trace); a trace with none: span_not_found."""
     config = day.config
     selector = span_selector(config.span)
+    assert selector is not None  # `judged_target` 'span': the evaluator has its `span`
     units = []
     for trace in day.records:
         spans = selector.select(spans_of(trace))
@@ -439,7 +443,8 @@ def span_units(day: Day) -> list[Unit]:
             slot = {**day.base_row(trace), "span_id": span.get("span_id")}
             unit = Unit(trace["trace_id"], [slot], skip=span_skip(config, trace, span))
             if unit.skip is None:
-                messages = day.messages(span_values(trace, span, **_values_kwargs(config)))
+                # the runner's `Day.messages` is the evaluator's PromptBuilder, whose messages carry a cache scope
+                messages = cast("PromptMessages", day.messages(span_values(trace, span, **_values_kwargs(config))))
                 # Two spans of one trace never share a verdict, even with the same text: the cache key holds the span.
                 messages.cache_scope = f"span:{trace['trace_id']}/{span.get('span_id')}"
                 unit.judge = one_call(day, slot, messages)

@@ -57,6 +57,7 @@ def parse_template(template: str, allowed: set[str]) -> tuple:
             if len(stack) == 1:
                 raise TemplateError("'{{/if}}' without a matching '{{#if ...}}'")
             name, body = stack.pop()
+            assert name is not None  # only the bottom of the stack is nameless, and it is never popped
             stack[-1][1].append(_If(name, tuple(body)))
         else:
             _check(token, allowed)

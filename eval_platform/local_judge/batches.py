@@ -283,7 +283,8 @@ class BatchStore:
             except TimeoutError:
                 pass
         answered = lines if self.expire_after is None else lines[: self.expire_after]
-        outputs, errors = [], []
+        outputs: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
         for line in answered:
             if batch["status"] == "cancelling":
                 break

@@ -90,7 +90,8 @@ def _instance(schema: dict[str, Any], seed: bytes, path: str) -> Any:
             obj.setdefault(name, MOCK_REASONING)
         return obj
     if kind == "array":
-        item_schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        items = schema.get("items")
+        item_schema: dict[str, Any] = items if isinstance(items, dict) else {}
         count = schema.get("minItems", 0)
         if schema.get("uniqueItems") and item_schema.get("enum"):
             # e.g. a ranking: distinct options in a seeded order
@@ -119,10 +120,8 @@ def _bound(schema: dict[str, Any], inclusive_key: str, exclusive_key: str) -> tu
 
 
 def _close_open_bounds(low: float | None, high: float | None) -> tuple[float, float]:
-    if low is None and high is None:
-        return 0, _DEFAULT_SPAN
     if low is None:
-        return high - _DEFAULT_SPAN, high
+        return (0, _DEFAULT_SPAN) if high is None else (high - _DEFAULT_SPAN, high)
     if high is None:
         return low, low + _DEFAULT_SPAN
     return low, high

@@ -183,6 +183,7 @@ class LocalJudgeServer:
                 return
             ready.set()
             loop.run_forever()
+            assert self._runner is not None  # `_open` set it before `ready`; only `stop` clears it, after this thread
             loop.run_until_complete(self._runner.cleanup())
             # Handlers still running past the shutdown timeout (a slow reply) are cancelled, not abandoned.
             leftovers = asyncio.all_tasks(loop)
@@ -199,12 +200,14 @@ class LocalJudgeServer:
             self._thread.join()
             self._thread = self._loop = None
             raise startup_errors[0]
+        assert self.base_url is not None  # `_open` set it before `ready`
         return self.base_url
 
     def stop(self) -> None:
         """Stop serving and wait for the server thread to exit; a no-op if not running."""
         if self._thread is None:
             return
+        assert self._loop is not None  # set with `_thread`
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._thread = self._loop = self._runner = None
@@ -408,9 +411,7 @@ class LocalJudgeServer:
                 400, "replay: the prompt needs fenced input, output_a and output_b blocks", code="replay_miss"
             )
         # `{{metadata.item_id}}` fences the id alone; `{{metadata}}` fences the whole object.
-        item_id = (blocks.get("metadata_item_id") or [None])[0] or item_id_from_metadata(
-            blocks.get("metadata", [None])[0]
-        )
+        item_id = blocks.get("metadata_item_id", [None])[0] or item_id_from_metadata(blocks.get("metadata", [None])[0])
         try:
             verdict = self._pandalm().lookup(
                 judge_name, blocks["input"][0], blocks["output_a"][0], blocks["output_b"][0], item_id=item_id

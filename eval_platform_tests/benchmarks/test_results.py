@@ -105,6 +105,28 @@ def test_a_corpus_score_over_one_case_has_an_honest_interval():
     assert summary.stderr > 0 and summary.ci_low <= value <= summary.ci_high and summary.ci_high - summary.ci_low > 0.1
 
 
+def test_a_corpus_bleu_task_of_one_case_reports_its_row():
+    """Every bootstrap draw of one case is equal: the interval is Wilson's, as plain numbers in the task's row
+    (before, numpy 0-d arrays, which the results table refused: the task's results failed)."""
+    bleu = registry.get("bleu")
+    output, reference = "the cat sat on a mat", "the cat sat on the mat"
+    row = {
+        "case_id": "c0",
+        "sample": 0,
+        "presentation": "",
+        "status": "COMPLETED",
+        "output": output,
+        "expected_output": reference,
+        "expected_output_json": False,
+        "cost_usd": 0.0,
+        "scores": [{"metric": "bleu", "value": bleu.score(output, {"expected_output": reference})}],
+    }
+    task = Task.model_validate({"dataset": "d", "prompt": "{{input}}", "scorers": [{"name": "bleu"}]})
+    (result,) = task_results(pl.DataFrame([row], schema=BENCHMARK_CASE_SCHEMA), "s", "t", task, "m").to_dicts()
+    assert result["n"] == 1 and result["ci_low"] <= result["value"] <= result["ci_high"]
+    assert result["ci_high"] - result["ci_low"] > 0.1 and result["stderr"] > 0
+
+
 def test_repeated_samples_report_pass_at_k_and_pass_hat_k_with_intervals():
     """Four samples per case: a case always right, one right once, one never, one with a FAILED sample (left out
     of the k-sample rows); the rows have metric names of their own, so a query on the metric finds its mean."""

@@ -67,7 +67,7 @@ def _input(attrs: dict[str, Any]) -> tuple[Any, list[dict[str, Any]] | None]:
     )
     system = {"role": "system", "parts": parts}
     raw_list = raw if isinstance(raw, list) else [] if raw is None else [{"role": "user", "content": as_text(raw)}]
-    return [system, *raw_list], normalize_messages([system], "system") + (messages or [])
+    return [system, *raw_list], (normalize_messages([system], "system") or []) + (messages or [])
 
 
 def _response_tool_calls(attrs: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -102,10 +102,10 @@ def _read_events(span: Span, fields: SpanFields) -> None:
             inputs += normalize_messages([message], _INPUT_EVENTS[name]) or []
         elif name == "gen_ai.choice":
             body = _event_body(event) or {}
-            message = body.get("message") if isinstance(body, dict) and isinstance(body.get("message"), dict) else body
-            if isinstance(message, dict):
-                message = {"role": "assistant", **message}
-            outputs += normalize_messages([message], "assistant") or []
+            choice = body.get("message") if isinstance(body, dict) and isinstance(body.get("message"), dict) else body
+            if isinstance(choice, dict):
+                choice = {"role": "assistant", **choice}
+            outputs += normalize_messages([choice], "assistant") or []
         elif name == "gen_ai.content.prompt":
             fields.put("input_messages", prompt_messages(event.attrs.get("gen_ai.prompt"), "user"))
         elif name == "gen_ai.content.completion":

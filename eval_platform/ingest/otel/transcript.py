@@ -56,7 +56,8 @@ def as_text(value: Any) -> str | None:
 def _call(call: Any) -> dict[str, Any] | None:
     if not isinstance(call, dict):
         return None
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    nested = call.get("function")
+    function = nested if isinstance(nested, dict) else call
     return {
         "id": as_text(call.get("id")),
         "name": as_text(function.get("name")),
@@ -92,9 +93,9 @@ def normalize_message(message: Any, default_role: str) -> dict[str, Any]:
             result = part.get("response", part.get("result", part.get("output", part.get("content"))))
             texts.append(as_text(result) or "")
         else:
-            text = part_text(part)
-            if text and text != HIDDEN_CONTENT:  # hidden content is no content
-                texts.append(text)
+            piece = part_text(part)
+            if piece and piece != HIDDEN_CONTENT:  # hidden content is no content
+                texts.append(piece)
     calls += [c for c in map(_call, message.get("tool_calls") or []) if c]
     function_call = message.get("function_call")
     if isinstance(function_call, dict):

@@ -23,7 +23,7 @@ them at run time (trace values, messages) the runner hands it in a `units.Day`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from eval_platform.judging import units
@@ -59,10 +59,11 @@ class JudgeMode:
     accepts: tuple[str, ...] = ()  # other evaluator fields of MODE_FIELDS it allows (rubric, labels, expect)
     output_variables: tuple[str, ...] = ("output",)  # what the prompt shows in place of {{output}}
     required_variables: tuple[tuple[str, str], ...] = ()  # (variable, why) the prompt must use
+    # Every mode has both (keyword-only: they follow fields with defaults).
     # (config, JSON object or None, reply text, n candidates) -> Verdict; raises replies.ParseFailure
-    parse: Callable[..., Any] | None = None
+    parse: Callable[..., Any] = field(kw_only=True)
     # (config, n candidates) -> the verdict fields of the reply's JSON Schema
-    verdict_schema: Callable[..., dict[str, Any]] | None = None
+    verdict_schema: Callable[..., dict[str, Any]] = field(kw_only=True)
     system_note: str | None = None  # a line the system message adds for this mode
     check: Callable[[EvaluatorConfig], None] | None = None  # raises ValueError on a config the mode refuses
     few_shot: bool = True  # few-shot examples (shown with output_variables) apply
