@@ -28,13 +28,14 @@ from eval_platform.defs.experiments import build_alerts, build_experiment_result
 from eval_platform.defs.export import build_verdict_export_retries, build_verdict_exports
 from eval_platform.defs.finetune import build_finetune_exports
 from eval_platform.defs.judging import build_judge_scores
+from eval_platform.defs.partitions import trace_days
 from eval_platform.defs.report import build_report_asset
 from eval_platform.defs.resources import judge_resource, warehouse_resource
 from eval_platform.defs.traces import (
+    build_traces,
     daily_ingest_schedule,
     new_trace_files_sensor,
     quarantine,
-    traces,
     traces_job,
 )
 from eval_platform.experiments.config import load_experiments
@@ -46,6 +47,7 @@ from eval_platform.settings import (
     TRACE_DAYS_PER_RUN_ENV,
     checked_data_root,
     partitions_per_run,
+    start_date,
 )
 from eval_platform.startup import start_process
 
@@ -58,8 +60,14 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     # A broken config file breaks only itself: its error is shown on the assets it would feed.
     broken_evaluators: dict[str, str] = {}
     evaluators = load_evaluators(root / EVALUATORS_FOLDER, broken=broken_evaluators)
+    # The day partitions start on EVAL_PLATFORM_START_DATE as it is now (read here, never on import).
+    days = trace_days(start_date())
+    traces = build_traces(days)
     judge_scores = build_judge_scores(
-        evaluators, broken=broken_evaluators, partitions_per_run=partitions_per_run(JUDGE_PARTITIONS_PER_RUN_ENV)
+        evaluators,
+        broken=broken_evaluators,
+        partitions_per_run=partitions_per_run(JUDGE_PARTITIONS_PER_RUN_ENV),
+        days=days,
     )
     judge_cost_daily = build_judge_cost_daily(evaluators, judge_scores)
     judge_cost_monthly = build_judge_cost_monthly(evaluators, judge_cost_daily)

@@ -45,10 +45,19 @@ def test_importing_the_package_and_its_modules_leaves_the_process_as_it_was(tmp_
 import importlib, json
 # The libraries' own import effects are theirs (polars sets _RJEM_MALLOC_CONF for its allocator): imported first.
 import dagster, duckdb, polars, pyarrow
+# Fork hooks (`os.register_at_fork`) cannot be listed once registered: the registrations are recorded as they come.
+fork_hooks = []
+register_at_fork = os.register_at_fork
+
+def recording(**hooks):
+    fork_hooks.extend(f"{{getattr(f, '__module__', '')}}.{{getattr(f, '__qualname__', f)}}" for f in hooks.values())
+    register_at_fork(**hooks)
+
+os.register_at_fork = recording
 before = state()
 for name in {modules!r}:
     importlib.import_module(name)
-print(json.dumps({{"before": before, "after": state()}}))
+print(json.dumps({{"before": before, "after": state(), "fork_hooks": fork_hooks}}))
 """,
         tmp_path,
     )
@@ -57,6 +66,8 @@ print(json.dumps({{"before": before, "after": state()}}))
     assert after["record_factory"] == before["record_factory"]
     assert after["formatwarning"] == before["formatwarning"]
     assert after["gc"] == before["gc"]
+    # the libraries' own hooks (logging's, asyncio's, ...) are theirs: none of the platform's
+    assert not [hook for hook in result["fork_hooks"] if hook.startswith("eval_platform")], result["fork_hooks"]
 
 
 def test_a_process_start_sets_up_the_key_redaction(tmp_path):

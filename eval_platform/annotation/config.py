@@ -268,6 +268,15 @@ def load_annotation_tasks(
     return dict(sorted(tasks.items()))
 
 
+def task_specs(data_root: Path) -> dict[str, TaskSpec]:
+    """The criteria of each annotation task file (`annotation_tasks/*.yaml`), by task: what `human_annotations`
+    checks the labels pulled back from a labelling tool against (`ingest.annotations.read_annotations`'s
+    `task_files`). For its task such a file is authoritative over tasks.yaml; a task with no such file follows
+    tasks.yaml (or is accepted as inferred when there is none). A broken task file declares nothing: its rows are
+    then checked as any other rows, and the file's error is shown where the task files are loaded."""
+    return {name: config.task_spec() for name, config in load_annotation_tasks(data_root / FOLDER, broken={}).items()}
+
+
 def _check_evaluators(path: Path, config: AnnotationTaskConfig, evaluators: dict[str, EvaluatorConfig]) -> None:
     if config.source.traces is None:
         return

@@ -5,6 +5,7 @@ replaces the table, so a fixed or removed file is reflected at once."""
 import dagster as dg
 import polars as pl
 
+from eval_platform.annotation.config import task_specs
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.annotation_tasks import AnnotationTaskError
@@ -28,7 +29,7 @@ def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseRes
     file, line and reason. Exposed as the `human_annotations` view."""
     root = warehouse.root
     try:
-        result = read_annotations(root)
+        result = read_annotations(root, task_files=task_specs(root))
     except AnnotationTaskError as error:
         raise dg.Failure(description=str(error)) from error
     write_partition(root, "human_annotations", {}, result.annotations)

@@ -14,7 +14,6 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.defs.traces import traces
 from eval_platform.experiments.analysis import experiment_results as analyze
 from eval_platform.experiments.config import ExperimentConfig
 from eval_platform.experiments.inputs import experiment_inputs, read_final_scores
@@ -64,7 +63,7 @@ def build_experiment_results(
     calibrated = {name: (evaluators or {})[name] for name in needed if calibrated_fields((evaluators or {}).get(name))}
 
     @dg.asset(
-        deps=[judge_scores, traces, human_annotations],
+        deps=[judge_scores, "traces", human_annotations],
         automation_condition=REFRESH_AFTER_UPDATES,
         kinds={"duckdb", "parquet"},
         group_name="experiments",

@@ -4,7 +4,6 @@
 import dagster as dg
 
 from eval_platform.defs.judging import broken_files_text
-from eval_platform.defs.partitions import trace_days
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.finetune.config import FinetuneExport
 from eval_platform.finetune.day import run_day
@@ -27,7 +26,7 @@ def build_finetune_exports(
 ) -> dg.AssetsDefinition:
     @dg.asset(
         name="finetune_exports",
-        partitions_def=trace_days,
+        partitions_def=traces.partitions_def,
         deps=[
             traces,
             # the day's verdicts of every evaluator: Dagster maps a day onto the date dimension of evaluator × date

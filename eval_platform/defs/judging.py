@@ -14,7 +14,6 @@ from eval_platform.defs.range_runs import (
     run_partitions,
 )
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
-from eval_platform.defs.traces import traces
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.evaluator_day import (
     JudgedPartition,
@@ -73,11 +72,13 @@ def build_judge_scores(
     evaluators: dict[str, EvaluatorConfig],
     broken: dict[str, str] | None = None,
     partitions_per_run: int = DEFAULT_PARTITIONS_PER_RUN,
+    *,
+    days: dg.DailyPartitionsDefinition,
 ) -> dg.AssetsDefinition:
     # Disabled evaluators are not partitions: neither automated nor offered in the backfill dialog as if live.
     live = sorted(name for name, config in evaluators.items() if config.enabled)
     disabled = sorted(set(evaluators) - set(live))
-    partitions = judge_partitions(live)
+    partitions = judge_partitions(live, days)
     description = (
         "One row per (evaluator, trace or pair, sample): COMPLETED with score/label/reasoning, FAILED with reason "
         "and raw reply (never a score), or SKIPPED with reason. Re-materializing replaces the partition; identical "
@@ -97,7 +98,7 @@ def build_judge_scores(
                 "judge_scores",
                 description=description,
                 metadata={"broken_config_files": dg.MetadataValue.json(broken or {})},
-                deps=[traces],
+                deps=["traces"],
                 kinds={"python", "parquet"},
                 group_name="judging",
                 automation_condition=SCORE_WHEN_TRACES_UPDATE,

@@ -7,28 +7,34 @@ import dagster as dg
 from eval_platform.ingest.traces import is_day_name
 from eval_platform.settings import START_DATE_ENV, start_date
 
-# The first day the platform can score (EVAL_PLATFORM_START_DATE). The bundled sample data starts on 2026-11-09.
-START_DATE = start_date()
 
-# Today is a partition too (`end_offset=1`): files written into today's folder are ingested and judged as they arrive,
-# and a later run of the same day (more files) replaces it whole, as for any day. Tomorrow is not one yet.
-trace_days = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC", end_offset=1)
+def trace_days(start: str) -> dg.DailyPartitionsDefinition:
+    """The day partitions (of `traces`, `judge_scores`, `finetune_exports`) from `start`, the first day the platform
+    can score: EVAL_PLATFORM_START_DATE, read where the definitions are built (`build_definitions`) and passed here,
+    never at import. The bundled sample data starts on 2026-11-09.
+
+    Today is a partition too (`end_offset=1`): files written into today's folder are ingested and judged as they
+    arrive, and a later run of the same day (more files) replaces it whole, as for any day. Tomorrow is not one yet."""
+    return dg.DailyPartitionsDefinition(start_date=start, timezone="UTC", end_offset=1)
 
 
-def not_a_trace_day(day: str, now: datetime | None = None) -> str | None:
-    """Why `day` is not a partition of `trace_days` (it cannot be ingested, judged or priced), naming what bounds
-    it; None when it is one. The same words for the sensor, the dry run and anyone else who asks."""
+def not_a_trace_day(day: str, now: datetime | None = None, start: str | None = None) -> str | None:
+    """Why `day` is not a day partition from `start` (it cannot be ingested, judged or priced), naming what bounds
+    it; None when it is one. The same words for the sensor, the dry run and anyone else who asks. `start`: the
+    first day; EVAL_PLATFORM_START_DATE as it is now when not given (the sensor and the dry run ask as they run)."""
     if not is_day_name(day):
         return f"{day!r} is not a day (YYYY-MM-DD, a UTC day)"
+    start = start or start_date()
+    days = trace_days(start)
     with dg.partition_loading_context(now or datetime.now(UTC)):
-        first, last = trace_days.get_first_partition_key(), trace_days.get_last_partition_key()
+        first, last = days.get_first_partition_key(), days.get_last_partition_key()
     if first is not None and day < first:
         return (
-            f"{day} is before {START_DATE_ENV} ({START_DATE}), the first day partition: set {START_DATE_ENV} "
+            f"{day} is before {START_DATE_ENV} ({start}), the first day partition: set {START_DATE_ENV} "
             "earlier to use it (read when a process starts: reload the code location after changing it)"
         )
     if last is None:
-        return f"{day} is not a day partition: there is none yet ({START_DATE_ENV} is {START_DATE}, not yet reached)"
+        return f"{day} is not a day partition: there is none yet ({START_DATE_ENV} is {start}, not yet reached)"
     if day > last:
         return (
             f"{day} is not a day partition yet (the last is {last}, today in UTC: a day becomes one when the UTC "
@@ -65,8 +71,7 @@ REFRESH_AFTER_UPDATES = (
 ).with_label("refresh after its inputs were updated")
 
 
-def judge_partitions(evaluator_names: list[str]) -> dg.MultiPartitionsDefinition:
-    """evaluator × date; the evaluator values are the YAML files found when the code location loads."""
-    return dg.MultiPartitionsDefinition(
-        {"date": trace_days, "evaluator": dg.StaticPartitionsDefinition(evaluator_names)}
-    )
+def judge_partitions(evaluator_names: list[str], days: dg.DailyPartitionsDefinition) -> dg.MultiPartitionsDefinition:
+    """evaluator × date (`days`: `trace_days`); the evaluator values are the YAML files found when the code location
+    loads."""
+    return dg.MultiPartitionsDefinition({"date": days, "evaluator": dg.StaticPartitionsDefinition(evaluator_names)})

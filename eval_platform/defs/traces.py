@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import dagster as dg
 
 from eval_platform.defs.catalog import refresh
-from eval_platform.defs.partitions import not_a_trace_day, trace_days
+from eval_platform.defs.partitions import not_a_trace_day
 from eval_platform.defs.range_runs import (
     CheckOutcome,
     fail_if_any,
@@ -175,42 +175,47 @@ def day_check(day: IngestedDay) -> CheckOutcome:
 
 
 # One asset; `multi_asset` because its `backfill_policy` is stable API (on `@asset` it is a beta parameter).
-@dg.multi_asset(
-    name="traces",
-    specs=[
-        dg.AssetSpec(
-            "traces",
-            kinds={"python", "parquet"},
-            group_name="ingest",
-            description="Normalized traces of one UTC day, from every export file in `traces/<day>/` "
-            "(JSONL, JSON, CSV, Parquet, OTLP/JSON spans of the GenAI, OpenLLMetry, OpenInference and Langfuse "
-            "conventions, whole traces across lines and files); an OTLP trace's spans are stored in its row "
-            "(`traces.spans`), which the `spans` view shows one row per span. Rejected "
-            "rows go to `quarantine` with file, line and reason.",
-        )
-    ],
-    partitions_def=trace_days,
-    backfill_policy=BACKFILL_POLICY,
-    check_specs=[
-        partitioned_check("day_has_traces", "traces", "WARN: a day with no trace files or no valid trace", trace_days)
-    ],
-)
-def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
-    """Normalized traces of one UTC day (a backfill run: of each day of its range), from every export file in
-    `traces/<day>/`. Rejected rows go to `quarantine` with file, line and reason."""
-    root = warehouse.root
-    # One day (the schedule, the sensor, a manual materialize), or a backfill's range of days (see BACKFILL_POLICY):
-    # each ingested, the catalog refreshed once; a day that fails fails the run by name, the others materialized.
-    run = run_partitions(context, lambda key: ingest_day(root, key, context.log))
-    if run.done:
-        refresh(root)
-    outcomes = {key: day_check(day) for key, day in run.done.items()}
-    checks = [("day_has_traces", dg.AssetCheckSeverity.WARN, outcomes)]
-    yield from results(context, run, {key: day.metadata() for key, day in run.done.items()}, checks)
-    fail_if_any(run, "days")
+def build_traces(days: dg.DailyPartitionsDefinition) -> dg.AssetsDefinition:
+    """The `traces` asset over the day partitions `days` (`partitions.trace_days`, built with the definitions)."""
+
+    @dg.multi_asset(
+        name="traces",
+        specs=[
+            dg.AssetSpec(
+                "traces",
+                kinds={"python", "parquet"},
+                group_name="ingest",
+                description="Normalized traces of one UTC day, from every export file in `traces/<day>/` "
+                "(JSONL, JSON, CSV, Parquet, OTLP/JSON spans of the GenAI, OpenLLMetry, OpenInference and Langfuse "
+                "conventions, whole traces across lines and files); an OTLP trace's spans are stored in its row "
+                "(`traces.spans`), which the `spans` view shows one row per span. Rejected "
+                "rows go to `quarantine` with file, line and reason.",
+            )
+        ],
+        partitions_def=days,
+        backfill_policy=BACKFILL_POLICY,
+        check_specs=[
+            partitioned_check("day_has_traces", "traces", "WARN: a day with no trace files or no valid trace", days)
+        ],
+    )
+    def traces(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+        """Normalized traces of one UTC day (a backfill run: of each day of its range), from every export file in
+        `traces/<day>/`. Rejected rows go to `quarantine` with file, line and reason."""
+        root = warehouse.root
+        # One day (the schedule, the sensor, a manual materialize), or a backfill's range of days (see BACKFILL_POLICY):
+        # each ingested, the catalog refreshed once; a day that fails fails the run by name, the others materialized.
+        run = run_partitions(context, lambda key: ingest_day(root, key, context.log))
+        if run.done:
+            refresh(root)
+        outcomes = {key: day_check(day) for key, day in run.done.items()}
+        checks = [("day_has_traces", dg.AssetCheckSeverity.WARN, outcomes)]
+        yield from results(context, run, {key: day.metadata() for key, day in run.done.items()}, checks)
+        fail_if_any(run, "days")
+
+    return traces
 
 
-@dg.asset(deps=[traces], kinds={"duckdb"}, group_name="ingest")
+@dg.asset(deps=["traces"], kinds={"duckdb"}, group_name="ingest")
 def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Every rejected input row (file, line, reason, raw text) across all sources and partitions.
     Fix the file and re-materialize its partition: the partition's quarantine rows are replaced."""
@@ -228,7 +233,7 @@ def quarantine(context: dg.AssetExecutionContext, warehouse: WarehouseResource) 
     )
 
 
-traces_job = dg.define_asset_job("ingest_traces", selection=[traces])
+traces_job = dg.define_asset_job("ingest_traces", selection=["traces"])
 
 # The run queue dequeues higher `dagster/priority` first; backfill runs carry none (0).
 SCHEDULE_PRIORITY = "1"

@@ -27,7 +27,7 @@ and becomes one output row per criterion (a ranking: one per ranked candidate):
 
 Each annotation task file (`annotation_tasks/*.yaml`, `eval_platform.annotation`) declares its task's criteria
 the same way, over tasks.yaml for that task: the labels pulled back from Label Studio are checked against what
-annotators were asked (`annotation_task_specs`).
+annotators were asked (`annotation.config.task_specs`, which the caller passes as `task_files`).
 
 A ranking is a list best first (`["B", "A", "C"]`, in CSV also `B > A > C` or a JSON list) or an object
 candidate -> rank. Rejected rows go to the quarantine (source `human_annotations`) with file, line and one of:
@@ -41,6 +41,7 @@ task, item, annotator and criterion again: the first in file/line order is kept)
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -106,12 +107,15 @@ class Annotations:
     tasks_file: str | None = None
 
 
-def read_annotations(data_root: Path, *, now: datetime | None = None) -> Annotations:
+def read_annotations(
+    data_root: Path, *, task_files: Mapping[str, TaskSpec], now: datetime | None = None
+) -> Annotations:
     """Every annotation export under `<data_root>/annotations/`; raises AnnotationTaskError for a broken
-    tasks.yaml, never for a bad row or file."""
+    tasks.yaml, never for a bad row or file. `task_files`: the criteria each annotation task file declares, by task
+    (`annotation.config.task_specs`, read by the caller: the annotation package stands above ingest); for its task
+    such a file is authoritative over tasks.yaml."""
     data_root = Path(data_root)
     tasks_path, tasks = load_tasks_yaml(data_root / FOLDER)
-    task_files = annotation_task_specs(data_root)
     rejects = Rejects(SOURCE, now or utc_now())
     files = export_files(data_root, FOLDER, ignore=TASKS_FILE_NAMES)
     rows: list[dict[str, Any]] = []
@@ -156,7 +160,7 @@ def read_annotations(data_root: Path, *, now: datetime | None = None) -> Annotat
 
 
 def normalize_annotation(
-    row: ExportRow, tasks: AnnotationTasks | None, task_files: dict[str, TaskSpec] | None = None
+    row: ExportRow, tasks: AnnotationTasks | None, task_files: Mapping[str, TaskSpec] | None = None
 ) -> list[dict[str, Any]]:
     """The output rows of one export row (one per criterion, or per ranked candidate); RowError if bad.
     `task_files`: the tasks of `annotation_tasks/*.yaml`, which declare their criteria as tasks.yaml does."""
@@ -230,20 +234,6 @@ def _metadata(record: dict[str, Any]) -> str:
     if nested is not None and not isinstance(nested, dict):
         raise RowError("invalid_type:metadata", f"field 'metadata' value {preview(nested)} is not an object")
     return dumps({**(nested or {}), **extras})
-
-
-def annotation_task_specs(data_root: Path) -> dict[str, TaskSpec]:
-    """The criteria of each annotation task file (`annotation_tasks/*.yaml`, `eval_platform.annotation`): the labels
-    pulled back from a labelling tool are checked against what its annotators were asked. For its task such a file
-    is authoritative over tasks.yaml; a task with no such file follows tasks.yaml (or is accepted as inferred when
-    there is none). A broken task file declares nothing: its rows are then checked as any other rows, and the file's
-    error is shown where the task files are loaded."""
-    from eval_platform.annotation.config import FOLDER as TASKS_FOLDER
-    from eval_platform.annotation.config import load_annotation_tasks  # the annotation package imports this module
-
-    return {
-        name: config.task_spec() for name, config in load_annotation_tasks(data_root / TASKS_FOLDER, broken={}).items()
-    }
 
 
 def _task_spec(tasks: AnnotationTasks | None, task: str):

@@ -47,7 +47,7 @@ from eval_platform.judging.templates import (
     parse_template,
     template_names,
 )
-from eval_platform.llm.openai_compat import is_openai_compatible
+from eval_platform.llm.batch.providers import batch_accepts, batch_supports
 from eval_platform.strict import Strict
 
 log = logging.getLogger(__name__)
@@ -292,19 +292,17 @@ class EvaluatorConfig(Strict):
         if not self.batched:
             return
         for spec in self.judge_models():
+            # Which models a batch API takes is each provider module's word (`llm/batch/providers/`).
+            if batch_accepts(spec.model, spec.api_base):
+                continue
             provider = spec.model.split("/", 1)[0] if "/" in spec.model else "openai"
-            if is_openai_compatible(spec.model, spec.api_base) or provider == "anthropic":
-                continue
-            if provider == "azure" and is_openai_compatible(f"openai/{spec.model.removeprefix('azure/')}", None):
-                continue
             if "/" not in spec.model:
                 why = "which provider serves it is not said; spell it openai/<model> or give an api_base"
             else:
                 why = BATCH_REFUSED.get(provider, f"batch mode does not speak the batch API of provider '{provider}'")
             raise ValueError(
-                f"batch: model '{spec.model}': {why}. Batch mode supports openai/<model> (or the api_base of an "
-                "OpenAI-compatible server with /v1/files + /v1/batches), azure/<deployment> (Azure OpenAI) and "
-                "anthropic/<model> (Message Batches); use one of those, or remove `batch`"
+                f"batch: model '{spec.model}': {why}. Batch mode supports {batch_supports()}; use one of those, "
+                "or remove `batch`"
             )
 
     @property

@@ -30,11 +30,14 @@ REPLY_SCHEMA_MARKER = "Reply with only a JSON object matching this JSON Schema:"
 # Secrets are cut from random bytes drawn SECRET_POOL_BYTES at a time from the operating system (`os.urandom`, what
 # `secrets.token_hex` reads): one system call per 512 requests instead of one per request (~2% of the CPU of a
 # call at concurrency 128). The bytes are as unpredictable either way; none is ever handed out twice, and a forked
-# child starts with a pool of its own (`os.register_at_fork`), so two processes never share secrets.
+# child starts with a pool of its own (`os.register_at_fork`), so two processes never share secrets. The fork hook
+# is registered when the first pool is drawn, not on import: importing the package changes nothing process-wide
+# (a process that never fences a prompt has no pool to drop).
 SECRET_BYTES = 8  # 64 bits
 SECRET_POOL_BYTES = 4096
 _pool = bytearray()
 _pool_lock = threading.Lock()
+_drops_at_fork = False  # whether `_drop_pool` is registered (a forked child inherits the registration)
 
 
 def _drop_pool() -> None:
@@ -43,13 +46,14 @@ def _drop_pool() -> None:
     _pool.clear()
 
 
-os.register_at_fork(after_in_child=_drop_pool)
-
-
 def new_secret() -> str:
     """A fresh fence secret for one request (64 random bits, as 16 hex digits)."""
+    global _drops_at_fork
     with _pool_lock:
         if len(_pool) < SECRET_BYTES:
+            if not _drops_at_fork:
+                os.register_at_fork(after_in_child=_drop_pool)
+                _drops_at_fork = True
             _pool[:] = os.urandom(SECRET_POOL_BYTES)
         secret = _pool[-SECRET_BYTES:].hex()
         del _pool[-SECRET_BYTES:]

@@ -12,12 +12,8 @@ per slot combines them (see `consensus`); `role <> 'member'` selects the one fin
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
-import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -34,11 +30,12 @@ from eval_platform.judging.models import evaluator_endpoint
 from eval_platform.judging.parsing import ParseFailure, Verdict, parse_reply
 from eval_platform.judging.prompts import PromptBuilder, candidates_text
 from eval_platform.judging.targets import plan_units, trace_skip, trace_values
-from eval_platform.judging.units import Day, Unit
+from eval_platform.judging.units import Day, Skip, Unit
 from eval_platform.llm.budget import Budget, reservation_ttl_s
 from eval_platform.llm.call import CallResult, ModelCaller, ReplyRejected
 from eval_platform.llm.endpoint import Endpoint, unreachable
 from eval_platform.llm.runtime import ModelRuntime, run_calls
+from eval_platform.llm.scheduler import InOrder
 from eval_platform.schemas import (
     JUDGE_SCORE_SCHEMA,
     PROMPT_TOO_LARGE,
@@ -143,12 +140,10 @@ def judge_stream(
     (`evaluator_day.judge_partition`). `batches` may be a function giving them: batch mode reads the day twice,
     calling it once per pass (an iterator that can be read once is held in memory instead)."""
     manual = manual_trace_ids or set()
-    if not config.batched or runtime.batch is not None:
-        batches = batches() if callable(batches) else batches
     if config.check is not None:
         # A check evaluator runs a scorer on each trace: no model, call, cache or budget (judging.checks), but for
         # a scorer of embeddings, whose calls take the one call path with `runtime`.
-        return _check_stream(config, day, batches, manual, sink, runtime)
+        return _check_stream(config, day, batches() if callable(batches) else batches, manual, sink, runtime)
 
     def judge_pass(runtime: ModelRuntime, sink: Callable[[pl.DataFrame], None]) -> DayOutcome:
         day_batches = batches() if callable(batches) else batches
@@ -210,7 +205,14 @@ def _own_traces(config: EvaluatorConfig, day: str, records: list[dict[str, Any]]
     return [r for r in records if r.get("date") == day] if config.judged_target == "session" else records
 
 
-def _check_stream(config, day, batches, manual, sink, runtime=None) -> DayOutcome:
+def _check_stream(
+    config: EvaluatorConfig,
+    day: str,
+    batches: Iterable[pl.DataFrame],
+    manual: set[str],
+    sink: Callable[[pl.DataFrame], None],
+    runtime: ModelRuntime | None = None,
+) -> DayOutcome:
     judged_at = datetime.now(UTC)
     tally, in_partition, missing = DayTally(), 0, 0
     for batch in batches:
@@ -227,10 +229,17 @@ def _check_stream(config, day, batches, manual, sink, runtime=None) -> DayOutcom
     return DayOutcome(tally.summary(in_partition), missing, tally)
 
 
-async def _judge_stream_closing(config, day, batches, runtime, manual_trace_ids, sink) -> DayOutcome:
+async def _judge_stream_closing(
+    config: EvaluatorConfig,
+    day: str,
+    batches: Iterable[pl.DataFrame],
+    runtime: ModelRuntime,
+    manual_trace_ids: set[str],
+    sink: Callable[[pl.DataFrame], None],
+) -> DayOutcome:
     try:
         # The day's cache lookups share a read snapshot (`ModelCache.reading`), ended with the day.
-        with _calls_gc(), runtime.cache.reading():
+        with runtime.cache.reading():
             outcome = await _judge_stream(config, day, batches, runtime, manual_trace_ids, sink)
     finally:
         # The day's event loop ends here: its HTTP sessions close with it, and cache writes land.
@@ -247,84 +256,122 @@ async def _judge_stream_closing(config, day, batches, runtime, manual_trace_ids,
 
 # Rows handed to the sink at once (one Parquet row group's worth, a frame built per chunk, not per day).
 ROWS_PER_CHUNK = 10_000
-# Units started and not yet handed on, at most: many times the concurrency, so that while the oldest unit
-# waits (a retry, a slow reply) the others keep every slot busy; small enough to bound what is held.
-IN_FLIGHT_UNITS = 4096
-# Units running at once (calling, or waiting for a slot of the endpoint's limiter): RUNNING_PER_SLOT times the
-# client's concurrency, at least RUNNING_MIN, so a freed slot is taken at once and units sleeping before a retry do
-# not leave slots idle. More costs CPU for nothing: every unit past the slots waits in the limiter (a future, and a
-# wake-up through its coroutines) and stays alive for the garbage collector to walk; 4,096 running instead of 512
-# measured 3.3% more instructions per call at concurrency 128 (README, "Performance: judge throughput").
-RUNNING_PER_SLOT = 4
-RUNNING_MIN = 256
 
 
-async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -> DayOutcome:
-    judged_at = datetime.now(UTC)
-    members, unreachable_models = [], {}
-    budget = _budget(config, runtime)
-    for spec in config.judge_models():
-        endpoint = evaluator_endpoint(config, spec, runtime)
-        judge = _Judge(config, endpoint, runtime, budget) if endpoint else None
-        skip = None if endpoint else unreachable(spec.address(), runtime)
-        if skip is not None:
-            unreachable_models[spec.model] = skip[1]
-            log.warning(f"evaluator {config.name} [{day}]: {spec.model} is not called: {skip[1]}")
-        label = endpoint.label if endpoint else spec.model
-        members.extend(_Member(label, judge, s, skip) for s in range(config.samples))
-    several = len(members) > 1
-    final_label = f"consensus:{config.consensus}" if several else members[0].label
-    final_role = "consensus" if several else "verdict"
+class _UnitJudge:
+    """A unit's rows: one per slot and member (model x sample), each member's call parsed as a verdict, with a
+    consensus row per slot when there are several members; or the unit's SKIPPED rows (not selected, nothing to
+    judge, no model reachable)."""
 
-    no_judge = all(member.judge is None for member in members)
+    def __init__(
+        self,
+        config: EvaluatorConfig,
+        day: str,
+        runtime: ModelRuntime,
+        budget: Budget | None,
+        manual_trace_ids: set[str],
+    ) -> None:
+        self.config, self.manual_trace_ids = config, manual_trace_ids
+        self.members: list[_Member] = []
+        # the model (configured) -> why it was not called, naming the variable to set
+        self.unreachable_models: dict[str, str] = {}
+        for spec in config.judge_models():
+            endpoint = evaluator_endpoint(config, spec, runtime)
+            judge = _Judge(config, endpoint, runtime, budget) if endpoint else None
+            skip = None if endpoint else unreachable(spec.address(), runtime)
+            if skip is not None:
+                self.unreachable_models[spec.model] = skip[1]
+                log.warning(f"evaluator {config.name} [{day}]: {spec.model} is not called: {skip[1]}")
+            label = endpoint.label if endpoint else spec.model
+            self.members.extend(_Member(label, judge, s, skip) for s in range(config.samples))
+        self.several = len(self.members) > 1
+        self.final_label = f"consensus:{config.consensus}" if self.several else self.members[0].label
+        self.final_role = "consensus" if self.several else "verdict"
+        self.no_judge = all(member.judge is None for member in self.members)
 
-    def skip_reason(unit: Unit) -> tuple[str, str | None] | None:
+    def skip_reason(self, unit: Unit) -> Skip | None:
         # A trace the evaluator does not select (not sampled, not named) says so first, whatever its text: the
         # target's own skips (empty text, no final answer, ...) are for the selected ones.
-        selection = selection_skip(config, unit.unit_id, manual_trace_ids)
+        selection = selection_skip(self.config, unit.unit_id, self.manual_trace_ids)
         if selection:
             return selection
         if unit.skip:
             return unit.skip
-        if no_judge:  # every model unreachable: the first's reason, every model's detail
-            return members[0].skip[0], "; ".join(unreachable_models.values())
+        first = self.members[0].skip
+        if self.no_judge and first is not None:  # every model unreachable: the first's reason, every model's detail
+            return first[0], "; ".join(self.unreachable_models.values())
         return None
 
-    async def member_rows(unit: Unit, member: _Member) -> list[dict]:
+    async def member_rows(self, unit: Unit, member: _Member) -> list[dict]:
         if member.judge is None:
+            assert member.skip is not None  # a member without a judge says why
             code, detail = member.skip
             rows = [{**slot, "status": SKIPPED, "reason": code, "reason_detail": detail} for slot in unit.slots]
         else:
+            assert unit.judge is not None  # a unit with nothing to judge has its skip (`skip_reason`)
             rows = await unit.judge(member.judge, member.sample)
         for row in rows:
-            row.update(model=member.label, sample=member.sample, role="member" if several else "verdict")
+            row.update(model=member.label, sample=member.sample, role="member" if self.several else "verdict")
         return rows
 
-    async def run(unit: Unit) -> list[dict]:
-        skipped = skip_reason(unit)
+    async def rows(self, unit: Unit) -> list[dict]:
+        skipped = self.skip_reason(unit)
         if skipped:
             code, detail = skipped
-            return [
-                {
-                    **slot,
-                    "model": final_label,
-                    "role": final_role,
-                    "status": SKIPPED,
-                    "reason": code,
-                    "reason_detail": detail,
-                }
-                for slot in unit.slots
-            ]
-        if not several:  # one member: awaited in this task (a task per call is event-loop work for nothing)
-            return await member_rows(unit, members[0])
-        per_member = await asyncio.gather(*(member_rows(unit, m) for m in members))
+            skip_row = {"model": self.final_label, "role": self.final_role, "status": SKIPPED}
+            return [{**slot, **skip_row, "reason": code, "reason_detail": detail} for slot in unit.slots]
+        if not self.several:  # one member: awaited in this task (a task per call is event-loop work for nothing)
+            return await self.member_rows(unit, self.members[0])
+        per_member = await asyncio.gather(*(self.member_rows(unit, m) for m in self.members))
         rows = [row for group in per_member for row in group]
         for i, slot in enumerate(unit.slots):
             votes = [group[i] for group in per_member]
-            final = {**slot, "model": final_label, "role": "consensus", "sample": None}
-            rows.append(consensus_row(config, final, votes))
+            final: dict[str, Any] = {**slot, "model": self.final_label, "role": "consensus", "sample": None}
+            rows.append(consensus_row(self.config, final, votes))
         return rows
 
+
+class _Handing:
+    """The day's rows handed to the sink in order, in chunks of ROWS_PER_CHUNK, tallied as they go; and how many
+    of each batch's own traces got no row, counted once the batch's units are all handed on."""
+
+    def __init__(self, sink: Callable[[pl.DataFrame], None]) -> None:
+        self.sink = sink
+        self.ready: list[dict] = []
+        self.tally = DayTally()
+        self.missing = 0
+
+    def take(self, coverage: _Coverage, rows: list[dict]) -> None:
+        for row in rows:
+            row["is_final"] = row["role"] != "member"
+            coverage.add(row)
+        self.ready.extend(rows)
+        if len(self.ready) >= ROWS_PER_CHUNK:
+            self.hand_on()
+
+    def batch_end(self, coverage: _Coverage) -> None:
+        self.missing += coverage.without_a_row()
+
+    def hand_on(self) -> None:
+        if self.ready:
+            frame = _rows_frame(self.ready)
+            self.ready.clear()
+            self.tally.add(frame)
+            self.sink(frame)
+
+
+async def _judge_stream(
+    config: EvaluatorConfig,
+    day: str,
+    batches: Iterable[pl.DataFrame],
+    runtime: ModelRuntime,
+    manual_trace_ids: set[str],
+    sink: Callable[[pl.DataFrame], None],
+) -> DayOutcome:
+    """Plan each batch's units, judge them at once (`llm.scheduler.InOrder`: bounded, in order), hand the rows on."""
+    judged_at = datetime.now(UTC)
+    budget = _budget(config, runtime)
+    judge = _UnitJudge(config, day, runtime, budget, manual_trace_ids)
     values = partial(
         trace_values,
         span=config.span,
@@ -333,58 +380,8 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
         framework_prompt=config.framework_prompt,
     )
     messages, skip = PromptBuilder(config), partial(trace_skip, config)
-    tally, in_partition, missing = DayTally(), 0, 0
-    ready: list[dict] = []
-    # In order: (a unit's task, its batch's coverage), and (None, coverage) once a batch's units are all queued.
-    pending: deque[tuple[asyncio.Task | None, _Coverage]] = deque()
-    slots = getattr(runtime.client, "max_concurrency", 0)
-    window = max(IN_FLIGHT_UNITS, 8 * slots)
-    running_limit = min(window, max(RUNNING_MIN, RUNNING_PER_SLOT * slots))
-
-    def hand_on() -> None:
-        frame = _rows_frame(ready)
-        ready.clear()
-        tally.add(frame)
-        sink(frame)
-
-    def take(task: asyncio.Task | None, coverage: _Coverage) -> None:
-        """The oldest pending unit's rows (or its batch's end), handed on in order."""
-        nonlocal missing
-        if task is None:
-            missing += coverage.without_a_row()
-            return
-        rows = task.result()
-        for row in rows:
-            row["is_final"] = row["role"] != "member"
-            coverage.add(row)
-        ready.extend(rows)
-        if len(ready) >= ROWS_PER_CHUNK:
-            hand_on()
-
-    def take_done() -> None:
-        while pending and (pending[0][0] is None or pending[0][0].done()):
-            take(*pending.popleft())
-
-    async def settle(limit: int) -> None:
-        """Hand on the oldest units' rows, in order, until at most `limit` remain pending."""
-        while len(pending) > limit:
-            task, _ = pending[0]
-            if task is not None:
-                await asyncio.wait([task])
-            take(*pending.popleft())
-
-    # The loop wakes once per `refill` finished units (not once per unit: a wake-up per call was a tenth of our
-    # CPU per call), then hands on every finished unit at the head of the line and starts as many.
-    running, refill, room = 0, max(1, running_limit // 4), asyncio.Event()
-    loop = asyncio.get_running_loop()  # once: `asyncio.create_task` looks it up per task (a getpid() in Python 3.11)
-
-    def finished(_task: asyncio.Task) -> None:
-        nonlocal running
-        running -= 1
-        if running <= running_limit - refill:
-            room.set()
-
-    try:
+    handing, in_partition = _Handing(sink), 0
+    async with InOrder[list[dict]](getattr(runtime.client, "max_concurrency", 0)) as line:
         for batch in batches:
             records = in_projects(config, batch).to_dicts()
             own = _own_traces(config, day, records)
@@ -393,73 +390,16 @@ async def _judge_stream(config, day, batches, runtime, manual_trace_ids, sink) -
             plan = Day(
                 config, day, records, judged_at, values=values, messages=messages, candidates=candidates_text, skip=skip
             )
+            take = partial(handing.take, coverage)
             for unit in plan_units(plan):
-                if running >= running_limit:
-                    room.clear()
-                    await room.wait()
-                    take_done()
-                if len(pending) >= 4 * window:  # the oldest unit holds the line (a slow retry): wait for it
-                    await settle(3 * window)
-                task = loop.create_task(run(unit))
-                task.add_done_callback(finished)
-                running += 1
-                pending.append((task, coverage))
-            pending.append((None, coverage))
+                await line.start(judge.rows(unit), take)
+            line.then(partial(handing.batch_end, coverage))
             del records, own, plan
-        await settle(0)
-    finally:
-        for task, _ in pending:  # a failure above: the units still running are not left behind
-            if task is not None:
-                task.cancel()
-    if ready:
-        hand_on()
-    outcome = DayOutcome(tally.summary(in_partition), missing, tally)
-    if unreachable_models:  # the model (configured) -> why it was not called, naming the variable to set
-        outcome.summary["unreachable_models"] = unreachable_models
+    handing.hand_on()
+    outcome = DayOutcome(handing.tally.summary(in_partition), handing.missing, handing.tally)
+    if judge.unreachable_models:
+        outcome.summary["unreachable_models"] = judge.unreachable_models
     waited = budget.host_wait.report() if budget is not None else None
     if waited is not None:  # its calls waited for other hosts' budget reservations (the metadata says so)
         outcome.summary["budget_wait"] = waited
     return outcome
-
-
-# A day allocates objects quickly (traces, prompts, requests, replies, rows, futures: hundreds of calls a second),
-# and each full collection of the cyclic garbage collector walks every object of the process (the loaded modules,
-# the day's traces and prompts): measured, ~0.1 ms of CPU per call at concurrency 128, a fifth of the judge path.
-# Measured again (issue 33: `tools.perf.judge_throughput --traces 2000 --before` a copy without it, on a loaded
-# machine): 0.56 ms of CPU per call with it, 0.85 ms without.
-# While a day is judged, what existed before it is frozen (`gc.freeze`: kept out of collections, not collected
-# until it is unfrozen) and the youngest generation collects every CALLS_GC_THRESHOLD allocations instead of 700;
-# both are restored when the last running day ends. Cyclic garbage is still collected, later. Scoped: the process's
-# collector is left as found: its thresholds are restored; a process that froze objects itself keeps its freeze
-# (nothing is frozen or unfrozen then), and a collector turned off (or threshold 0) is not touched.
-CALLS_GC_THRESHOLD = 10_000
-_gc_lock = threading.Lock()
-_gc_users = 0
-_gc_previous: tuple[tuple[int, int, int], bool] | None = None  # (thresholds, whether this froze the heap)
-
-
-@contextmanager
-def _calls_gc() -> Iterator[None]:
-    global _gc_users, _gc_previous
-    with _gc_lock:
-        if _gc_users == 0:
-            threshold = gc.get_threshold()
-            tune = gc.isenabled() and threshold[0] > 0  # a collector turned off stays off
-            freeze = tune and gc.get_freeze_count() == 0
-            _gc_previous = (threshold, freeze)
-            if freeze:
-                gc.freeze()
-            if tune:
-                gc.set_threshold(max(CALLS_GC_THRESHOLD, threshold[0]), *threshold[1:])
-        _gc_users += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_users -= 1
-            if _gc_users == 0 and _gc_previous is not None:
-                threshold, froze = _gc_previous
-                _gc_previous = None
-                gc.set_threshold(*threshold)
-                if froze:
-                    gc.unfreeze()

@@ -13,11 +13,11 @@ import sys
 
 import uvloop
 
-from eval_platform.judging import prompts, runner
+from eval_platform.judging import prompts
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
 from eval_platform.llm import client as client_module
-from eval_platform.llm import request_json
+from eval_platform.llm import request_json, scheduler
 from eval_platform.llm.client import LiteLLMModelClient, ModelRequest
 from eval_platform.llm.openai_compat import chat_body, chat_body_json
 from eval_platform_tests.judging.test_runner import DAY, evaluator, make_traces
@@ -142,7 +142,7 @@ class InFlightRecordingClient(LiteLLMModelClient):
 def test_a_day_runs_a_few_units_per_slot_not_its_whole_window(local_judge, runtime, monkeypatch):
     """Units past the endpoint's slots only wait in its limiter (CPU per call for nothing): at most RUNNING_PER_SLOT
     per slot run at once, while the day's rows still come out whole and in order."""
-    monkeypatch.setattr(runner, "RUNNING_MIN", 16, raising=False)
+    monkeypatch.setattr(scheduler, "RUNNING_MIN", 16)
     runtime.client = client = InFlightRecordingClient(max_concurrency=4)
     traces = make_traces(300)
     rows = judge_day(evaluator(local_judge), DAY, traces, runtime).rows

@@ -181,6 +181,7 @@ def test_rows_are_written_before_the_day_is_read_to_its_end(local_judge, runtime
     """The bound: a batch's rows are handed on while later batches are still unread, so what is held is a few
     batches and the calls in flight, whatever the day's size (the in-memory day handed everything on at its end)."""
     from eval_platform.judging import runner
+    from eval_platform.llm import scheduler
 
     config = evaluators(local_judge.base_url)["score"]
     traces = day_traces(n=400)
@@ -192,12 +193,12 @@ def test_rows_are_written_before_the_day_is_read_to_its_end(local_judge, runtime
             seen_when_read.append(sum(written))
             yield traces.slice(start, 10)
 
-    chunk, window = runner.ROWS_PER_CHUNK, runner.IN_FLIGHT_UNITS
-    runner.ROWS_PER_CHUNK, runner.IN_FLIGHT_UNITS = 10, 16
+    chunk, window = runner.ROWS_PER_CHUNK, scheduler.IN_FLIGHT_UNITS
+    runner.ROWS_PER_CHUNK, scheduler.IN_FLIGHT_UNITS = 10, 16
     try:
         outcome = judge_stream(config, DAY, batches(), runtime, set(), lambda frame: written.append(frame.height))
     finally:
-        runner.ROWS_PER_CHUNK, runner.IN_FLIGHT_UNITS = chunk, window
+        runner.ROWS_PER_CHUNK, scheduler.IN_FLIGHT_UNITS = chunk, window
     assert sum(written) == outcome.summary["rows"] == traces.filter(pl.col("project_id") == "shop").height
     assert max(written) <= 10
     # when the last batch was read, every row but those of the units in flight (the window: 8 x the client's

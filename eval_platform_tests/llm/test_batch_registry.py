@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import types
 
 import pytest
 
@@ -39,3 +40,26 @@ def test_every_provider_module_is_registered_under_its_prefix():
 )
 def test_a_model_gets_the_batch_api_of_its_prefix(model, api):
     assert type(batch_api_for(endpoint(model), None, 5.0)).__name__ == api  # type: ignore[arg-type]  # no call made
+
+
+def test_a_provider_module_added_to_the_registry_is_all_the_configuration_needs(monkeypatch):
+    """Which models batch mode takes is each provider module's word (`accepts`, `SUPPORTS`): one more module in
+    `MODULES` lets its models into batch mode, and a refusal names what it supports, with nothing else changed."""
+    from eval_platform.judging.config import EvaluatorConfig
+
+    def config(model: str) -> dict:
+        return {"name": "b", "mode": "binary", "prompt": "{{output}}", "model": model, "batch": {}}
+
+    with pytest.raises(ValueError, match="provider 'mistral'") as refused:
+        EvaluatorConfig.model_validate(config("mistral/mistral-large-latest"))
+    assert "mistral/<model>" not in str(refused.value)
+    mistral = types.SimpleNamespace(
+        PREFIX="mistral",
+        SUPPORTS="mistral/<model> (Mistral's batch API)",
+        accepts=lambda model, api_base: model.startswith("mistral/"),
+        batch_api=providers.openai.batch_api,
+    )
+    monkeypatch.setattr(providers, "MODULES", (*providers.MODULES, mistral))
+    assert EvaluatorConfig.model_validate(config("mistral/mistral-large-latest")).batched
+    with pytest.raises(ValueError, match=r"and mistral/<model> \(Mistral's batch API\); use one of those"):
+        EvaluatorConfig.model_validate(config("cohere/command-r"))

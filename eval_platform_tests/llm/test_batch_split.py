@@ -246,6 +246,7 @@ def test_the_answering_pass_hands_rows_on_before_the_day_is_read_to_its_end(tmp_
     """Batch mode reads the day anew for each pass (a function giving the day), never holding it, and the
     answering pass's rows reach the sink as they come, not once the day is done."""
     from eval_platform.judging import runner
+    from eval_platform.llm import scheduler
 
     with WiredJudgeServer() as server:
         config = config_for(server, "score", batch={**FAST, "max_requests": 64})
@@ -259,13 +260,13 @@ def test_the_answering_pass_hands_rows_on_before_the_day_is_read_to_its_end(tmp_
                 passes[-1].append(sum(written))
                 yield traces.slice(start, 10)
 
-        chunk, window = runner.ROWS_PER_CHUNK, runner.IN_FLIGHT_UNITS
-        runner.ROWS_PER_CHUNK, runner.IN_FLIGHT_UNITS = 10, 16
+        chunk, window = runner.ROWS_PER_CHUNK, scheduler.IN_FLIGHT_UNITS
+        runner.ROWS_PER_CHUNK, scheduler.IN_FLIGHT_UNITS = 10, 16
         try:
             runtime = make_runtime(tmp_path)
             outcome = judge_stream(config, DAY, read_day, runtime, set(), lambda frame: written.append(frame.height))
         finally:
-            runner.ROWS_PER_CHUNK, runner.IN_FLIGHT_UNITS = chunk, window
+            runner.ROWS_PER_CHUNK, scheduler.IN_FLIGHT_UNITS = chunk, window
         assert len(passes) == 2 and len(passes[0]) == len(passes[1]) == 40  # the day read twice, a batch at a time
         assert passes[0][-1] == 0  # the recording pass hands nothing on
         assert sum(written) == outcome.summary["rows"] == outcome.summary["completed"] == 400

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import aiohttp
 
 PREFIX = "anthropic"
+SUPPORTS = "anthropic/<model> (Message Batches)"
 ANTHROPIC_API_BASE = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 ANTHROPIC_LIMITS = BatchLimits(requests=100_000, bytes=256_000_000)
@@ -58,6 +59,10 @@ ANTHROPIC_ERROR_STATUS = {
     "api_error": 500,
     "overloaded_error": 529,
 }
+
+
+def accepts(model: str, api_base: str | None) -> bool:
+    return model.startswith(f"{PREFIX}/")
 
 
 def batch_api(endpoint: Endpoint, session: aiohttp.ClientSession, timeout_s: float) -> AnthropicBatchAPI:

@@ -24,7 +24,7 @@ from eval_platform.llm.batch.api import (
 )
 from eval_platform.llm.client import CallOutcome, ModelRequest
 from eval_platform.llm.endpoint import Endpoint
-from eval_platform.llm.openai_compat import chat_body
+from eval_platform.llm.openai_compat import chat_body, is_openai_compatible
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -32,6 +32,14 @@ if TYPE_CHECKING:
     import aiohttp
 
 PREFIX = "azure"
+SUPPORTS = "azure/<deployment> (Azure OpenAI)"
+
+
+def accepts(model: str, api_base: str | None) -> bool:
+    """An Azure deployment of a model litellm sends unchanged (not a reasoning model)."""
+    return model.startswith(f"{PREFIX}/") and is_openai_compatible(f"openai/{model.removeprefix(f'{PREFIX}/')}", None)
+
+
 AZURE_CHAT_ENDPOINT = "/chat/completions"  # Azure's spelling of the batch endpoint and of each line's url
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from eval_platform.llm.batch.api import OpenAIBatchAPI
-from eval_platform.llm.openai_compat import resolve_base_and_headers
+from eval_platform.llm.openai_compat import is_openai_compatible, resolve_base_and_headers
 
 if TYPE_CHECKING:
     import aiohttp
@@ -14,6 +14,13 @@ if TYPE_CHECKING:
     from eval_platform.llm.endpoint import Endpoint
 
 PREFIX = "openai"
+SUPPORTS = "openai/<model> (or the api_base of an OpenAI-compatible server with /v1/files + /v1/batches)"
+
+
+def accepts(model: str, api_base: str | None) -> bool:
+    """OpenAI's models, or any model at an OpenAI-compatible api_base, sent as litellm would send them (a reasoning
+    model, whose parameters litellm rewrites, is not: a batch line would not rewrite them)."""
+    return is_openai_compatible(model, api_base)
 
 
 def batch_api(endpoint: Endpoint, session: aiohttp.ClientSession, timeout_s: float) -> OpenAIBatchAPI:
