@@ -28,9 +28,11 @@ from typing import Any
 
 import duckdb
 
+from eval_platform.judging.day_numbers import GROUPS, SUMS, scores_glob, scores_version
+from eval_platform.judging.day_numbers import TABLE as DAY_NUMBERS
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED, spans_view_sql
-from eval_platform.storage.location import LocalStore, store_for
+from eval_platform.storage.location import store_for
 from eval_platform.storage.warehouse import (
     PARTITION_FILE,
     connect,
@@ -269,7 +271,7 @@ class Warehouse:
         return store_for(self.root).location(*self._partition(table, keys), "**", PARTITION_FILE)
 
     def scores_location(self, evaluator: str, day: str) -> str:
-        return self._glob("judge_scores", {"evaluator": evaluator, "date": day})
+        return scores_glob(self.root, evaluator, day)
 
     def day_location(self, table: str, day: str) -> str | None:
         """The files of a table partitioned by day alone (traces), or None when that day has none."""
@@ -282,19 +284,6 @@ class Warehouse:
         return [self.scores_location(e, day) for e in self.judged_evaluators() if day in self.days(e)]
 
     # --- page 1: the evaluators ---------------------------------------------------------------------------------
-    def _version(self, evaluator: str, day: str) -> tuple[Any, ...] | None:
-        """The version of a judge_scores partition: each of its files' path, modification time and size (local
-        disk), or None on a bucket (no cheap version to key a cache on: read each time)."""
-        store = store_for(self.root)
-        if not isinstance(store, LocalStore):
-            return None
-        files = store.files(self._partition("judge_scores", {"evaluator": evaluator, "date": day}), PARTITION_FILE)
-        version = []
-        for parts in files:
-            stat = store.folder.joinpath(*parts).stat()
-            version.append(("/".join(parts), stat.st_mtime_ns, stat.st_size))
-        return tuple(version)
-
     def partition_summary(self, evaluator: str, day: str) -> dict[str, Any]:
         """One evaluator's day in numbers: rows, mean score and pass rate of the final verdicts, FAILED and SKIPPED
         by reason, calls, cache hits, cost, and the values its filters offer."""
@@ -304,9 +293,9 @@ class Warehouse:
         """`partition_summary` of several partitions: the ones not in memory in one grouped scan of their files
         (a few rows per status, reason, model and variant each), kept per version of the files."""
         found: dict[tuple[str, str], dict[str, Any]] = {}
-        missing: dict[tuple[str, str], tuple[Any, ...] | None] = {}
+        missing: dict[tuple[str, str], str | None] = {}
         for evaluator, day in partitions:
-            version = self._version(evaluator, day)
+            version = scores_version(self.root, evaluator, day)
             key = ("summary", evaluator, day, version)
             with self._lock:
                 cached = self._cache.get(key) if version is not None else None
@@ -315,7 +304,8 @@ class Warehouse:
             else:
                 missing[(evaluator, day)] = version
         if missing:
-            groups = self._groups(list(missing))
+            groups = self._stored_groups(missing)
+            groups |= self._groups([p for p in missing if p not in groups])
             for (evaluator, day), version in missing.items():
                 summary = _summary(groups.get((evaluator, day), []), day)
                 found[(evaluator, day)] = summary
@@ -324,22 +314,42 @@ class Warehouse:
                         self._cache[("summary", evaluator, day, version)] = summary
         return found
 
+    def _stored_groups(
+        self, partitions: dict[tuple[str, str], str | None]
+    ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """The numbers written with the partitions (`judge_day_numbers`) that still describe their files."""
+        store = store_for(self.root)
+        stored = {
+            (parts[1].removeprefix("evaluator="), parts[2].removeprefix("date=")): parts
+            for parts in store.files((DAY_NUMBERS,), PARTITION_FILE)
+            if len(parts) == 4
+        }
+        wanted = [stored[p] for p, version in partitions.items() if version is not None and p in stored]
+        if not wanted:
+            return {}
+        sources = "[" + ", ".join(_literal(store.location(*parts)) for parts in wanted) + "]"
+        with self.sql() as conn:
+            rows = _records(conn.execute(f"SELECT * FROM read_parquet({sources}, union_by_name = true)"))
+        grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        versions: dict[tuple[str, str], set[str | None]] = {}
+        for row in rows:
+            partition = (row.pop("evaluator"), row.pop("date"))
+            versions.setdefault(partition, set()).add(row.pop("source_version"))
+            grouped.setdefault(partition, []).append(row)
+        return {p: g for p, g in grouped.items() if versions[p] == {partitions.get(p)}}
+
     def _groups(self, partitions: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        """Per partition, its rows grouped by what the summary tells apart, with their sums."""
+        """Per partition, its rows grouped as `judge_day_numbers` groups them, summed from its verdicts (all the
+        partitions in one query)."""
+        if not partitions:
+            return {}
         by_glob = {self.scores_location(e, d): (e, d) for e, d in partitions}
         sources = "[" + ", ".join(_literal(g) for g in by_glob) + "]"
         with self.sql() as conn:
             rows = _records(
                 conn.execute(
-                    f"""
-                    SELECT filename, is_final, status, reason, model, variant, config_hash,
-                           count(*) AS rows, sum(score) AS score_sum, count(score) AS scores,
-                           sum(passed::INT) AS passes, count(passed) AS passed_known,
-                           coalesce(sum(calls), 0) AS calls, count(*) FILTER (cache_hit) AS cache_hits,
-                           coalesce(sum(cost_usd), 0) AS cost_usd
-                    FROM read_parquet({sources}, filename = true, union_by_name = true)
-                    GROUP BY ALL
-                    """
+                    f"SELECT filename, {GROUPS}, {SUMS} "
+                    f"FROM read_parquet({sources}, filename = true, union_by_name = true) GROUP BY ALL"
                 )
             )
         grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -409,11 +419,13 @@ class Warehouse:
         extra = ", ".join(k for k in keys if k not in {c.strip() for c in DAY_COLUMNS.split(",")})
         with self.sql() as conn:
             total = conn.execute(f"SELECT count(*) FROM {source} WHERE {where}", params).fetchone()
+            cap, cap_params = self._cap(conn, source, where, params, filters, values, backwards)
             rows = _records(
                 conn.execute(
-                    f"SELECT {DAY_COLUMNS}{', ' + extra if extra else ''} FROM {source} WHERE {where} AND {seek} "
-                    f"ORDER BY {filters.order(reverse=backwards)} LIMIT {PAGE_ROWS + 1}",
-                    params + seek_params,
+                    f"SELECT {DAY_COLUMNS}{', ' + extra if extra else ''} FROM {source} "
+                    f"WHERE {where} AND {seek} AND {cap} ORDER BY {filters.order(reverse=backwards)} "
+                    f"LIMIT {PAGE_ROWS + 1}",
+                    params + seek_params + cap_params,
                 )
             )
         more = len(rows) > PAGE_ROWS
@@ -432,6 +444,35 @@ class Warehouse:
             has_previous=more if backwards else values is not None,
             has_next=values is not None if backwards else more,
         )
+
+    @staticmethod
+    def _cap(
+        conn: duckdb.DuckDBPyConnection,
+        source: str,
+        where: str,
+        params: list[Any],
+        filters: DayFilters,
+        values: list[Any] | None,
+        backwards: bool,
+    ) -> tuple[str, list[Any]]:
+        """A bound on the sort column that the page's rows are within, found reading that column alone: the
+        value of the page's last row among the rows strictly after the cursor's value. The page's query then
+        sorts the few rows within it on every key, instead of every row of the day."""
+        column, ascending, nulls_first = filters.keys()[0]
+        if backwards:
+            ascending, nulls_first = not ascending, not nulls_first
+        value = values[0] if values is not None else None
+        if (values is None and nulls_first) or (values is not None and value is None):
+            return "TRUE", []  # the cursor is among the rows without a value: they are ordered by the tiebreak
+        strict, strict_params = ("TRUE", []) if values is None else (f"{column} {'>' if ascending else '<'} ?", [value])
+        bound = conn.execute(
+            f"SELECT {column} FROM {source} WHERE {where} AND {strict} AND {column} IS NOT NULL "
+            f"ORDER BY {column} {'ASC' if ascending else 'DESC'} LIMIT 1 OFFSET {PAGE_ROWS}",
+            params + strict_params,
+        ).fetchone()
+        if bound is None:
+            return "TRUE", []  # fewer rows than a page after the cursor's value
+        return f"{column} {'<=' if ascending else '>='} ?", [bound[0]]
 
     # --- page 3: a trace and a session ------------------------------------------------------------------------
     def trace(self, day: str, trace_id: str) -> dict[str, Any] | None:

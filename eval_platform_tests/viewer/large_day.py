@@ -5,7 +5,9 @@
   reasoning text drawn from a few, a model of two, a variant of three, sessions of five turns;
 - `quality_v2`: the same traces judged again (scores moved, other failures), written as a partition made of two
   parts (`date=<day>/src=a/part.parquet` and `src=b/...`), as an incremental ingest leaves one;
-- traces with JSON metadata (`tier`, `region`, `item_id`).
+- traces with JSON metadata (`tier`, `region`, `item_id`);
+- `judge_day_numbers` of `quality` as the judge_scores asset writes them (none for `quality_v2`: the viewer sums
+  its verdicts).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from eval_platform.judging.day_numbers import write_day_numbers
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
 from eval_platform.storage.warehouse import write_partition
 
@@ -79,6 +82,7 @@ def write_large_day(root: Path, day: str, rows: int) -> None:
     write_partition(
         root, "judge_scores", {"evaluator": "quality", "date": day}, verdicts("quality", day, rows, 1, "c0ffee01")
     )
+    write_day_numbers(root, "quality", day)  # as the judge_scores asset does (quality_v2's are summed by the viewer)
     second = verdicts("quality_v2", day, rows, 2, "c0ffee02")
     half = rows // 2
     for source, part in (("a", second.head(half)), ("b", second.tail(rows - half))):
