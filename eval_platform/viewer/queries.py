@@ -329,7 +329,9 @@ class Warehouse:
             return {}
         sources = "[" + ", ".join(_literal(store.location(*parts)) for parts in wanted) + "]"
         with self.sql() as conn:
-            rows = _records(conn.execute(f"SELECT * FROM read_parquet({sources}, union_by_name = true)"))
+            rows = _records(
+                conn.execute(f"SELECT * FROM read_parquet({sources}, union_by_name = true, hive_partitioning = false)")
+            )
         grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
         versions: dict[tuple[str, str], set[str | None]] = {}
         for row in rows:
