@@ -19,9 +19,10 @@ time, as one user clicks:
 - compare two evaluators on the same traces, the changed verdicts largest first;
 - agreement, experiments and alerts (the tables as the synthetic root has them; empty ones still read).
 
-Printed: a table of p50 / p95 / max in milliseconds per page, the largest day's rows and the viewer process's peak
-resident memory. Timings on a shared machine are noisy: the figure in docs/performance.md says which machine and what
-else ran.
+Printed: a table of p50 / p95 / max in milliseconds per page with the viewer process's CPU time per request
+(user + system, all its threads: what the request costs whatever else runs), the largest day's rows and the viewer
+process's peak resident memory. Timings on a shared machine are noisy: the figure in docs/performance.md says
+which machine and what else ran.
 """
 
 from __future__ import annotations
@@ -187,10 +188,19 @@ def _peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def _time(client: httpx.Client, url: str) -> float:
+def _cpu_s(pid: int) -> float:
+    """A process's CPU time so far (user + system, all threads), in seconds (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _time(client: httpx.Client, url: str, pid: int, cpu: list[float]) -> float:
+    """The request's wall time; its CPU time in the viewer process is appended to `cpu`."""
+    before = _cpu_s(pid)
     started = time.perf_counter()
     reply = client.get(url)
     elapsed = time.perf_counter() - started
+    cpu.append(_cpu_s(pid) - before)
     if reply.status_code != 200:
         raise SystemExit(f"{url}: HTTP {reply.status_code}\n{reply.text[:2000]}")
     return elapsed
@@ -226,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     url = f"http://127.0.0.1:{port}"
     results: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}  # the viewer process's CPU seconds per request (what a shared machine hides)
     try:
         with httpx.Client(base_url=url, timeout=300) as client:
             deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -239,10 +250,11 @@ def main(argv: list[str] | None = None) -> int:
                             f"the viewer did not start: {server.stderr.read() if server.stderr else ''}"
                         ) from None
                     time.sleep(0.3)
-            results["evaluators, first request (cold)"] = [_time(client, "/evaluators?days=7")]
+            first = "evaluators, first request (cold)"
+            results[first] = [_time(client, "/evaluators?days=7", server.pid, cpu.setdefault(first, []))]
             for _ in range(args.repeat):
                 for name, path in pages:
-                    results.setdefault(name, []).append(_time(client, path))
+                    results.setdefault(name, []).append(_time(client, path, server.pid, cpu.setdefault(name, [])))
             peak = _peak_rss_mb(server.pid)
     finally:
         server.terminate()
@@ -251,11 +263,16 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root.parent, ignore_errors=True)
     print(f"\nlargest evaluator day: {rows:,} verdicts; {args.repeat} requests per page, one at a time")
     print(f"the viewer's peak resident memory: {peak:,.0f} MB\n" if peak else "")
-    print("| page | p50 ms | p95 ms | max ms |\n| --- | ---: | ---: | ---: |")
+    print("| page | p50 ms | p95 ms | max ms | CPU ms p50 / p95 |\n| --- | ---: | ---: | ---: | ---: |")
     for name, times in results.items():
         ordered = sorted(times)
         p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-        print(f"| {name} | {1000 * statistics.median(ordered):.0f} | {1000 * p95:.0f} | {1000 * ordered[-1]:.0f} |")
+        used = sorted(cpu[name])
+        used_p95 = used[min(len(used) - 1, round(0.95 * (len(used) - 1)))]
+        print(
+            f"| {name} | {1000 * statistics.median(ordered):.0f} | {1000 * p95:.0f} | {1000 * ordered[-1]:.0f} "
+            f"| {1000 * statistics.median(used):.0f} / {1000 * used_p95:.0f} |"
+        )
     return 0
 
 
