@@ -453,6 +453,30 @@ JUDGE_SCORE_HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "superseded_at": UTC_TS,  # when they were replaced
 }
 
+# A judge_scores partition in numbers, grouped by what the viewer's evaluators page and a day's summary tell apart:
+# one row per (evaluator, day, is_final, status, reason, model, variant, config_hash), written with the partition.
+JUDGE_DAY_NUMBERS_SCHEMA: dict[str, pl.DataType] = {
+    "evaluator": pl.String(),
+    "date": pl.String(),
+    "is_final": pl.Boolean(),
+    "status": pl.String(),
+    "reason": pl.String(),
+    "model": pl.String(),
+    "variant": pl.String(),
+    "config_hash": pl.String(),
+    "rows": pl.Int64(),  # judge_scores rows in the group
+    "score_sum": pl.Float64(),  # sum of their scores (null when none has one)
+    "scores": pl.Int64(),  # rows with a score
+    "passes": pl.Int64(),  # rows that passed
+    "passed_known": pl.Int64(),  # rows with a pass/fail
+    "calls": pl.Int64(),  # HTTP requests made, retries included
+    "cache_hits": pl.Int64(),
+    "cost_usd": pl.Float64(),
+    # the judge_scores files summed (path, size and modification time of each; null on a bucket): a reader uses the
+    # numbers only while the partition's files are still these
+    "source_version": pl.String(),
+}
+
 # ---- annotations and agreement ----
 
 HUMAN_ANNOTATION_SCHEMA: dict[str, pl.DataType] = {
@@ -970,6 +994,9 @@ TABLES: dict[str, Table] = {
     "judge_scores_history": Table(
         JUDGE_SCORE_HISTORY_SCHEMA,
         "one superseded verdict: a judge_scores row of an earlier config hash of its evaluator and day",
+    ),
+    "judge_day_numbers": Table(
+        JUDGE_DAY_NUMBERS_SCHEMA, "a judge_scores partition in numbers, per status, reason, model, variant and config"
     ),
     "test_cases": Table(TEST_CASE_SCHEMA, "one case of a dataset version"),
     "judge_cost_daily": Table(JUDGE_COST_DAILY_SCHEMA, "judge spend per UTC day, evaluator, model, project"),

@@ -15,6 +15,7 @@ from eval_platform.defs.range_runs import (
 )
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.judging.day_numbers import write_day_numbers
 from eval_platform.judging.evaluator_day import (
     JudgedPartition,
     PartitionNotReady,
@@ -151,11 +152,13 @@ def build_judge_scores(
         def judge_one(key: str) -> JudgedPartition:
             keys = partitions.get_partition_key_from_str(key).keys_by_dimension
             try:
-                return judge_partition(
+                judged = judge_partition(
                     root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids)
                 )
             except PartitionNotReady as exc:
                 raise dg.Failure(str(exc)) from exc
+            write_day_numbers(root, keys["evaluator"], keys["date"])  # what the viewer's pages count
+            return judged
 
         # One partition (the automation, the daily path, a manual materialize), or a backfill's range of them (see
         # BACKFILL_POLICY): each judged, the catalog refreshed once. When some fail, the partitions judged are

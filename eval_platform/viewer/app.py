@@ -157,18 +157,24 @@ def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
             final_only=q.get("members") != "1",
             sort=q.get("sort", "trace") if q.get("sort") in SORTS else "trace",
             descending=q.get("dir") == "desc",
-            page=max(1, _int(q.get("page"), 1)),
+            after=q.get("after", ""),
+            before=q.get("before", ""),
         )
-        rows, total = warehouse.day_verdicts(name, day, filters)
-        pages = max(1, -(-total // PAGE_ROWS))
+        shown = warehouse.day_verdicts(name, day, filters)
+        pages = max(1, -(-shown.total // PAGE_ROWS))
+        # the page's number travels in its links (`n`), so it costs nothing; a cursor that is not understood
+        # (another order, a broken link) shows the first page
+        number = max(1, min(_int(q.get("n"), 1), pages)) if filters.cursor()[0] is not None else 1
         return page(
             request,
             "evaluator_day.html",
             name=name,
             day=day,
-            rows=rows,
-            total=total,
+            rows=shown.rows,
+            total=shown.total,
             pages=pages,
+            number=number,
+            shown=shown,
             filters=filters,
             choices=warehouse.day_choices(name, day),
             summary=warehouse.partition_summary(name, day),

@@ -29,12 +29,12 @@ def history_location(warehouse: Any, evaluator: str, day: str) -> str | None:
 def scores_source(warehouse: Any, evaluator: str, day: str, config_hash: str = "") -> str:
     """A SQL source of an evaluator's verdicts of a day: the current partition, and with `config_hash` the
     superseded configurations' verdicts too (judge_scores' columns only)."""
-    current = f"read_parquet({_literal(warehouse.scores_location(evaluator, day))})"
+    current = f"read_parquet({_literal(warehouse.scores_location(evaluator, day))}, union_by_name = true)"
     history = history_location(warehouse, evaluator, day) if config_hash else None
     if history is None:
         return current
     return f"""(SELECT * FROM {current} UNION ALL BY NAME
-        SELECT * EXCLUDE (superseded_by, superseded_at) FROM read_parquet({_literal(history)})
+        SELECT * EXCLUDE (superseded_by, superseded_at) FROM read_parquet({_literal(history)}, union_by_name = true)
         WHERE config_hash NOT IN (SELECT DISTINCT config_hash FROM {current} WHERE config_hash IS NOT NULL)) AS s"""
 
 
@@ -43,7 +43,7 @@ def config_hashes(warehouse: Any, evaluator: str, day: str) -> list[dict[str, An
     the most recently superseded first; each with its count of final verdicts."""
     if not warehouse.has_day(evaluator, day):
         return []
-    current = f"read_parquet({_literal(warehouse.scores_location(evaluator, day))})"
+    current = f"read_parquet({_literal(warehouse.scores_location(evaluator, day))}, union_by_name = true)"
     history = history_location(warehouse, evaluator, day)
     with warehouse.sql() as conn:
         rows = conn.execute(
@@ -53,7 +53,7 @@ def config_hashes(warehouse: Any, evaluator: str, day: str) -> list[dict[str, An
         if history is not None:
             rows += conn.execute(
                 f"""SELECT config_hash, count(*) FILTER (is_final), max(superseded_at), any_value(superseded_by)
-                FROM read_parquet({_literal(history)}) WHERE config_hash IS NOT NULL
+                FROM read_parquet({_literal(history)}, union_by_name = true) WHERE config_hash IS NOT NULL
                   AND config_hash NOT IN (SELECT DISTINCT config_hash FROM {current} WHERE config_hash IS NOT NULL)
                 GROUP BY ALL ORDER BY 3 DESC, 1"""
             ).fetchall()

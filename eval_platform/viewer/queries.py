@@ -3,8 +3,12 @@
 The viewer never opens the DuckDB catalog file: a session holding it (even read-only) would make a run that must
 change the views wait (`CatalogLocked`). It reads the partition files the catalog's views read, through the storage
 layer (`storage/warehouse.py`: local disk or a bucket) in an in-memory DuckDB. A page reads only what it shows: an
-evaluator's day is its one partition file, sorted, filtered and cut to a page by DuckDB (LIMIT/OFFSET), never
-loaded into Python whole; a trace reads the partitions of its day only.
+evaluator's day is its own partition's files (`<partition folder>/**/part.parquet`: one file, or a folder of
+parts), filtered, sorted and cut to a page by DuckDB, never loaded into Python whole. Pages are keyset pages: a
+page's link names the sort key of its last (or first) row, and the next page is the rows after it (`after=`) or
+before it (`before=`), so page 200 reads no more than page 1 (no OFFSET). A trace reads the partitions of its day
+only. The evaluators page and a day's summary and filter choices come from one grouped scan per partition, kept in
+memory per version of its files (a partition is replaced, never edited: a new version is a new key).
 
 Every value from a request reaches SQL as a parameter; the names placed in SQL text (a file location, a sort
 column) are checked against what the warehouse has or a fixed list first.
@@ -12,6 +16,8 @@ column) are checked against what the warehouse has or a fixed list first.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import threading
 from collections.abc import Iterator
@@ -22,13 +28,15 @@ from typing import Any
 
 import duckdb
 
+from eval_platform.judging.day_numbers import GROUPS, SUMS, scores_glob, scores_version
+from eval_platform.judging.day_numbers import TABLE as DAY_NUMBERS
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED, spans_view_sql
-from eval_platform.storage.location import LocalStore, store_for
+from eval_platform.storage.location import store_for
 from eval_platform.storage.warehouse import (
+    PARTITION_FILE,
     connect,
     has_files,
-    partition_path,
     partition_values,
     table_glob,
 )
@@ -48,6 +56,9 @@ DAY_COLUMNS = (
     "trace_id, span_id, session_id, model, sample, role, status, reason, reason_detail, score, label, passed, "
     "reasoning, cost_usd, latency_ms, cache_hit, variant, config_hash"
 )
+# After the sort column, the columns that make a verdict's place in the order unique (one verdict per trace, pair,
+# span, session, role, model and sample): a keyset page starts right after (or ends right before) one such key.
+TIEBREAK = ("trace_id", "trace_id_b", "span_id", "session_id", "role", "model", "sample")
 # A trace page's verdicts: everything but the raw reply's neighbours that are identical for every row.
 VERDICT_COLUMNS = (
     "evaluator, date, trace_id, trace_id_b, span_id, session_id, model, provider_model, sample, role, is_final, "
@@ -60,6 +71,33 @@ VERDICT_COLUMNS = (
 def _literal(location: str | Path) -> str:
     """A file location as a SQL string literal (locations come from the store, never from a request)."""
     return "'" + str(location).replace("'", "''") + "'"
+
+
+# A metadata value that JSON writes as it is (no escaping): a row whose metadata text lacks it cannot match.
+_VERBATIM_IN_JSON = re.compile(r"[A-Za-z0-9 _.:/@+-]+")
+
+
+def encode_cursor(sort: str, descending: bool, values: list[Any]) -> str:
+    """A row's keys in the page order as a URL-safe token (sort and direction included, so a token of another
+    order is not misread)."""
+    data = [sort, descending, *(v.isoformat() if hasattr(v, "isoformat") else v for v in values)]
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(token: str, sort: str, descending: bool) -> list[Any] | None:
+    """The key values of a token from `encode_cursor`, or None when it is absent, broken or of another order."""
+    if not token:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except ValueError:
+        return None
+    if not isinstance(data, list) or len(data) < 2 or data[:2] != [sort, descending]:
+        return None
+    values = data[2:]
+    if not all(v is None or isinstance(v, str | int | float) for v in values):
+        return None
+    return values
 
 
 def _records(relation: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -83,7 +121,8 @@ class DayFilters:
     final_only: bool = True  # consensus members (role member) hidden unless asked for
     sort: str = "trace"
     descending: bool = False
-    page: int = 1
+    after: str = ""  # a keyset cursor (`encode_cursor`): the page of rows after that row
+    before: str = ""  # ... or the page of rows before it (a previous page)
 
     def where(self, traces_location: str | None) -> tuple[str, list[Any]]:
         """The SQL condition and its parameters."""
@@ -114,6 +153,9 @@ class DayFilters:
             key, sep, value = self.metadata.partition("=")
             if sep and key.strip():
                 match, match_params = "json_extract_string(metadata, ?) = ?", [f"$.{key.strip()}", value.strip()]
+                if _VERBATIM_IN_JSON.fullmatch(value.strip()):
+                    # a value JSON writes as it is: only the rows whose text holds it are parsed
+                    match, match_params = f"contains(metadata, ?) AND {match}", [value.strip(), *match_params]
             else:
                 match, match_params = "metadata ILIKE ?", [f"%{self.metadata}%"]
             clauses.append(
@@ -122,11 +164,58 @@ class DayFilters:
             params += match_params
         return " AND ".join(clauses), params
 
-    def order(self) -> str:
+    def keys(self) -> list[tuple[str, bool, bool]]:
+        """The page order: (column, ascending, nulls first) per key, the sort column then the tiebreak, so that
+        every verdict has one place and pages never overlap."""
         column = SORTS.get(self.sort, "trace_id")
-        direction = "DESC" if self.descending else "ASC"
-        # ties keep one stable order so that pages never overlap
-        return f"{column} {direction} NULLS LAST, trace_id, span_id NULLS FIRST, session_id NULLS FIRST, model, sample"
+        keys = [(column, not self.descending, False)]  # a verdict without that value (a FAILED score) last
+        return keys + [(c, True, True) for c in TIEBREAK if c != column]
+
+    def order(self, reverse: bool = False) -> str:
+        return ", ".join(
+            f"{column} {'ASC' if ascending != reverse else 'DESC'} NULLS {'FIRST' if first != reverse else 'LAST'}"
+            for column, ascending, first in self.keys()
+        )
+
+    def cursor(self) -> tuple[list[Any] | None, bool]:
+        """The cursor's key values (None: the first page) and whether the page is the one before it."""
+        token, backwards = (self.before, True) if self.before else (self.after, False)
+        values = decode_cursor(token, self.sort, self.descending)
+        return (values if values is not None and len(values) == len(self.keys()) else None), backwards
+
+    def seek(self, values: list[Any], backwards: bool) -> tuple[str, list[Any]]:
+        """The condition of the rows after (or before) the row whose keys are `values`, in the page order: the
+        first key that differs decides, as in a lexicographic comparison (SQL's NULLs placed as the order does)."""
+        disjuncts: list[str] = []
+        params: list[Any] = []
+        equal: list[str] = []
+        equal_params: list[Any] = []
+        for (column, ascending, first), value in zip(self.keys(), values, strict=True):
+            if backwards:
+                ascending, first = not ascending, not first
+            if value is None:
+                later, later_params = (f"{column} IS NOT NULL", []) if first else ("", [])
+            else:
+                later = f"{column} {'>' if ascending else '<'} ?" + ("" if first else f" OR {column} IS NULL")
+                later_params = [value]
+            if later:
+                disjuncts.append("(" + " AND ".join([*equal, f"({later})"]) + ")")
+                params += equal_params + later_params
+            equal.append(f"{column} IS NOT DISTINCT FROM ?")
+            equal_params.append(value)
+        return "(" + (" OR ".join(disjuncts) or "FALSE") + ")", params
+
+
+@dataclass
+class DayPage:
+    """One keyset page of a day's verdicts."""
+
+    rows: list[dict[str, Any]]
+    total: int  # verdicts matching the filters
+    first: str  # cursor of the first row shown (the previous page ends before it)
+    last: str  # cursor of the last row shown (the next page starts after it)
+    has_previous: bool
+    has_next: bool
 
 
 @dataclass
@@ -134,7 +223,7 @@ class Warehouse:
     """The viewer's read-only access to one data root's warehouse."""
 
     root: Path
-    _cache: dict[tuple[str, str, int, int], Any] = field(default_factory=dict)
+    _cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _database: duckdb.DuckDBPyConnection | None = None
     _closing: ExitStack = field(default_factory=ExitStack)
@@ -175,92 +264,115 @@ class Warehouse:
     def has_day(self, evaluator: str, day: str) -> bool:
         return _is_day(day) and evaluator in self.judged_evaluators() and day in self.days(evaluator)
 
+    def _partition(self, table: str, keys: dict[str, str]) -> tuple[str, ...]:
+        return (table, *(f"{name}={value}" for name, value in keys.items()))
+
+    def _glob(self, table: str, keys: dict[str, str]) -> str:
+        """Every file of one partition: its `part.parquet`, or the parts in its folder (never a temp file)."""
+        return store_for(self.root).location(*self._partition(table, keys), "**", PARTITION_FILE)
+
     def scores_location(self, evaluator: str, day: str) -> str:
-        return str(partition_path(self.root, "judge_scores", {"evaluator": evaluator, "date": day}))
+        return scores_glob(self.root, evaluator, day)
 
     def day_location(self, table: str, day: str) -> str | None:
-        """The file of a table partitioned by day alone (traces), or None when that day has none."""
+        """The files of a table partitioned by day alone (traces), or None when that day has none."""
         if not _is_day(day) or day not in partition_values(self.root, table, {}, "date"):
             return None
-        return str(partition_path(self.root, table, {"date": day}))
+        return self._glob(table, {"date": day})
 
     def _day_scores(self, day: str) -> list[str]:
-        """Every evaluator's judge_scores file for one day."""
+        """Every evaluator's judge_scores files for one day."""
         return [self.scores_location(e, day) for e in self.judged_evaluators() if day in self.days(e)]
 
     # --- page 1: the evaluators ---------------------------------------------------------------------------------
-    def _version(self, location: str) -> tuple[int, int] | None:
-        store = store_for(self.root)
-        if not isinstance(store, LocalStore):
-            return None  # a bucket's object is read each time (no cheap version to key a cache on)
-        stat = Path(location).stat()
-        return stat.st_mtime_ns, stat.st_size
-
     def partition_summary(self, evaluator: str, day: str) -> dict[str, Any]:
         """One evaluator's day in numbers: rows, mean score and pass rate of the final verdicts, FAILED and SKIPPED
-        by reason, calls, cache hits, cost. Kept in memory per file version: a partition is replaced whole, so a
-        new file is a new key and an unchanged day is never read twice."""
-        return self._per_version("summary", self.scores_location(evaluator, day), day, self._summary)
+        by reason, calls, cache hits, cost, and the values its filters offer."""
+        return self.summaries([(evaluator, day)])[(evaluator, day)]
 
-    def _per_version(self, kind: str, location: str, day: str, compute) -> Any:
-        """`compute(location, day)`, kept in memory per file version (local disk; a bucket's is computed again)."""
-        version = self._version(location)
-        key = (kind, location, *version) if version else None
-        if key is not None:
+    def summaries(self, partitions: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """`partition_summary` of several partitions: the ones not in memory in one grouped scan of their files
+        (a few rows per status, reason, model and variant each), kept per version of the files."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        missing: dict[tuple[str, str], str | None] = {}
+        for evaluator, day in partitions:
+            version = scores_version(self.root, evaluator, day)
+            key = ("summary", evaluator, day, version)
             with self._lock:
-                if key in self._cache:
-                    return self._cache[key]
-        value = compute(location, day)
-        if key is not None:
-            with self._lock:
-                self._cache[key] = value
-        return value
+                cached = self._cache.get(key) if version is not None else None
+            if cached is not None:
+                found[(evaluator, day)] = cached
+            else:
+                missing[(evaluator, day)] = version
+        if missing:
+            groups = self._stored_groups(missing)
+            groups |= self._groups([p for p in missing if p not in groups])
+            for (evaluator, day), version in missing.items():
+                summary = _summary(groups.get((evaluator, day), []), day)
+                found[(evaluator, day)] = summary
+                if version is not None:
+                    with self._lock:
+                        self._cache[("summary", evaluator, day, version)] = summary
+        return found
 
-    def _summary(self, location: str, day: str) -> dict[str, Any]:
-        source = f"read_parquet({_literal(location)})"
+    def _stored_groups(
+        self, partitions: dict[tuple[str, str], str | None]
+    ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """The numbers written with the partitions (`judge_day_numbers`) that still describe their files."""
+        store = store_for(self.root)
+        stored = {
+            (parts[1].removeprefix("evaluator="), parts[2].removeprefix("date=")): parts
+            for parts in store.files((DAY_NUMBERS,), PARTITION_FILE)
+            if len(parts) == 4
+        }
+        wanted = [stored[p] for p, version in partitions.items() if version is not None and p in stored]
+        if not wanted:
+            return {}
+        sources = "[" + ", ".join(_literal(store.location(*parts)) for parts in wanted) + "]"
         with self.sql() as conn:
-            numbers = _records(
+            rows = _records(
+                conn.execute(f"SELECT * FROM read_parquet({sources}, union_by_name = true, hive_partitioning = false)")
+            )
+        grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        versions: dict[tuple[str, str], set[str | None]] = {}
+        for row in rows:
+            partition = (row.pop("evaluator"), row.pop("date"))
+            versions.setdefault(partition, set()).add(row.pop("source_version"))
+            grouped.setdefault(partition, []).append(row)
+        return {p: g for p, g in grouped.items() if versions[p] == {partitions.get(p)}}
+
+    def _groups(self, partitions: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Per partition, its rows grouped as `judge_day_numbers` groups them, summed from its verdicts (all the
+        partitions in one query)."""
+        if not partitions:
+            return {}
+        by_glob = {self.scores_location(e, d): (e, d) for e, d in partitions}
+        sources = "[" + ", ".join(_literal(g) for g in by_glob) + "]"
+        with self.sql() as conn:
+            rows = _records(
                 conn.execute(
-                    f"""
-                    SELECT count(*) AS rows,
-                           count(*) FILTER (is_final AND (status <> '{SKIPPED}' OR reason <> '{NOT_SAMPLED}'))
-                               AS selected,
-                           count(*) FILTER (is_final AND status = '{COMPLETED}') AS completed,
-                           count(*) FILTER (is_final AND status = '{FAILED}') AS failed,
-                           count(*) FILTER (is_final AND status = '{SKIPPED}') AS skipped,
-                           avg(score) FILTER (is_final AND status = '{COMPLETED}') AS mean_score,
-                           avg(passed::INT) FILTER (is_final AND status = '{COMPLETED}' AND passed IS NOT NULL)
-                               AS pass_rate,
-                           coalesce(sum(calls), 0) AS calls,
-                           count(*) FILTER (cache_hit) AS cache_hits,
-                           coalesce(sum(cost_usd), 0) AS cost_usd,
-                           string_agg(DISTINCT model, ', ' ORDER BY model) AS models,
-                           string_agg(DISTINCT config_hash, ', ' ORDER BY config_hash) AS config_hashes
-                    FROM {source}
-                    """
+                    f"SELECT filename, {GROUPS}, {SUMS} "
+                    f"FROM read_parquet({sources}, filename = true, union_by_name = true) GROUP BY ALL"
                 )
-            )[0]
-            reasons = conn.execute(
-                f"""
-                SELECT status, reason, count(*) FROM {source}
-                WHERE is_final AND status <> '{COMPLETED}' GROUP BY ALL ORDER BY 3 DESC, 1, 2
-                """
-            ).fetchall()
-        numbers["failed_by_reason"] = [(r or "(none)", n) for s, r, n in reasons if s == FAILED]
-        numbers["skipped_by_reason"] = [(r or "(none)", n) for s, r, n in reasons if s == SKIPPED]
-        numbers["day"] = day
-        return numbers
+            )
+        grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in rows:
+            partition = _partition_of(row.pop("filename"))
+            if partition in by_glob.values():
+                grouped.setdefault(partition, []).append(row)
+        return grouped
 
     def evaluators(self, last_days: int) -> list[dict[str, Any]]:
         """Every evaluator (configured or with verdicts in the warehouse) with its config and its last N judged
         days' numbers, most recent day last."""
         configs = self.evaluator_configs()
         judged = set(self.judged_evaluators())
+        numbers = self.summaries([(name, day) for name in sorted(judged) for day in self.days(name)[-last_days:]])
         shown = []
         for name in sorted(set(configs) | judged):
             config = configs.get(name)
             days = self.days(name)[-last_days:] if name in judged else []
-            per_day = [self.partition_summary(name, day) for day in days]
+            per_day = [numbers[(name, day)] for day in days]
             totals = {
                 key: sum(d[key] for d in per_day)
                 for key in ("rows", "selected", "completed", "failed", "skipped", "calls", "cache_hits", "cost_usd")
@@ -296,40 +408,74 @@ class Warehouse:
 
     # --- page 2: an evaluator's day -----------------------------------------------------------------------------
     def day_choices(self, evaluator: str, day: str) -> dict[str, list[str]]:
-        """The values the day's select filters offer (statuses, reasons, models, variants present that day), read
-        once per file version."""
-        return self._per_version("choices", self.scores_location(evaluator, day), day, self._choices)
+        """The values the day's select filters offer (statuses, reasons, models, variants present that day)."""
+        return self.partition_summary(evaluator, day)["choices"]
 
-    def _choices(self, location: str, day: str) -> dict[str, list[str]]:
-        source = f"read_parquet({_literal(location)})"
-        with self.sql() as conn:
-            row = conn.execute(
-                f"""
-                SELECT list(DISTINCT status ORDER BY status) FILTER (status IS NOT NULL),
-                       list(DISTINCT reason ORDER BY reason) FILTER (reason IS NOT NULL),
-                       list(DISTINCT model ORDER BY model) FILTER (model IS NOT NULL),
-                       list(DISTINCT variant ORDER BY variant) FILTER (variant IS NOT NULL)
-                FROM {source}
-                """
-            ).fetchone()
-        names = ("status", "reason", "model", "variant")
-        return {name: list(values or []) for name, values in zip(names, row or (None,) * 4, strict=True)}
-
-    def day_verdicts(self, evaluator: str, day: str, filters: DayFilters) -> tuple[list[dict[str, Any]], int]:
-        """One page of the day's verdicts under the filters, and how many match in all."""
-        source = f"read_parquet({_literal(self.scores_location(evaluator, day))})"
+    def day_verdicts(self, evaluator: str, day: str, filters: DayFilters) -> DayPage:
+        """One keyset page of the day's verdicts under the filters (after or before the filters' cursor), and how
+        many match in all."""
+        source = f"read_parquet({_literal(self.scores_location(evaluator, day))}, union_by_name = true)"
         where, params = filters.where(self.day_location("traces", day))
-        offset = (max(filters.page, 1) - 1) * PAGE_ROWS
+        values, backwards = filters.cursor()
+        seek, seek_params = ("TRUE", []) if values is None else filters.seek(values, backwards)
+        keys = [column for column, _, _ in filters.keys()]
+        extra = ", ".join(k for k in keys if k not in {c.strip() for c in DAY_COLUMNS.split(",")})
         with self.sql() as conn:
             total = conn.execute(f"SELECT count(*) FROM {source} WHERE {where}", params).fetchone()
+            cap, cap_params = self._cap(conn, source, where, params, filters, values, backwards)
             rows = _records(
                 conn.execute(
-                    f"SELECT {DAY_COLUMNS} FROM {source} WHERE {where} ORDER BY {filters.order()} "
-                    f"LIMIT {PAGE_ROWS} OFFSET {offset}",
-                    params,
+                    f"SELECT {DAY_COLUMNS}{', ' + extra if extra else ''} FROM {source} "
+                    f"WHERE {where} AND {seek} AND {cap} ORDER BY {filters.order(reverse=backwards)} "
+                    f"LIMIT {PAGE_ROWS + 1}",
+                    params + seek_params + cap_params,
                 )
             )
-        return rows, int(total[0]) if total else 0
+        more = len(rows) > PAGE_ROWS
+        rows = rows[:PAGE_ROWS]
+        if backwards:
+            rows.reverse()
+
+        def token(row: dict[str, Any]) -> str:
+            return encode_cursor(filters.sort, filters.descending, [row[k] for k in keys])
+
+        return DayPage(
+            rows=rows,
+            total=int(total[0]) if total else 0,
+            first=token(rows[0]) if rows else "",
+            last=token(rows[-1]) if rows else "",
+            has_previous=more if backwards else values is not None,
+            has_next=values is not None if backwards else more,
+        )
+
+    @staticmethod
+    def _cap(
+        conn: duckdb.DuckDBPyConnection,
+        source: str,
+        where: str,
+        params: list[Any],
+        filters: DayFilters,
+        values: list[Any] | None,
+        backwards: bool,
+    ) -> tuple[str, list[Any]]:
+        """A bound on the sort column that the page's rows are within, found reading that column alone: the
+        value of the page's last row among the rows strictly after the cursor's value. The page's query then
+        sorts the few rows within it on every key, instead of every row of the day."""
+        column, ascending, nulls_first = filters.keys()[0]
+        if backwards:
+            ascending, nulls_first = not ascending, not nulls_first
+        value = values[0] if values is not None else None
+        if (values is None and nulls_first) or (values is not None and value is None):
+            return "TRUE", []  # the cursor is among the rows without a value: they are ordered by the tiebreak
+        strict, strict_params = ("TRUE", []) if values is None else (f"{column} {'>' if ascending else '<'} ?", [value])
+        bound = conn.execute(
+            f"SELECT {column} FROM {source} WHERE {where} AND {strict} AND {column} IS NOT NULL "
+            f"ORDER BY {column} {'ASC' if ascending else 'DESC'} LIMIT 1 OFFSET {PAGE_ROWS}",
+            params + strict_params,
+        ).fetchone()
+        if bound is None:
+            return "TRUE", []  # fewer rows than a page after the cursor's value
+        return f"{column} {'<=' if ascending else '>='} ?", [bound[0]]
 
     # --- page 3: a trace and a session ------------------------------------------------------------------------
     def trace(self, day: str, trace_id: str) -> dict[str, Any] | None:
@@ -461,6 +607,53 @@ def _is_day(value: str) -> bool:
     return bool(DAY_PATTERN.fullmatch(value))
 
 
+_PARTITION_KEY = re.compile(r"[/\\]evaluator=([^/\\]+)[/\\]date=([^/\\]+)[/\\]")
+
+
+def _partition_of(filename: str) -> tuple[str, str]:
+    """The (evaluator, day) of a judge_scores file, from its path."""
+    found = _PARTITION_KEY.search(filename)
+    return (found.group(1), found.group(2)) if found else ("", "")
+
+
+def _summary(groups: list[dict[str, Any]], day: str) -> dict[str, Any]:
+    """A partition's numbers from its grouped rows (`Warehouse._groups`): final verdicts for the means and the
+    reasons, every row for calls, cache hits and cost, as the judge_scores materialization counts them."""
+    final = [g for g in groups if g["is_final"]]
+    completed = [g for g in final if g["status"] == COMPLETED]
+    scores = sum(g["scores"] for g in completed)
+    passed_known = sum(g["passed_known"] for g in completed)
+
+    def by_reason(status: str) -> list[tuple[str, int]]:
+        counts: dict[str, int] = {}
+        for g in final:
+            if g["status"] == status:
+                counts[g["reason"] or "(none)"] = counts.get(g["reason"] or "(none)", 0) + g["rows"]
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def distinct(column: str, rows: list[dict[str, Any]] = groups) -> list[str]:
+        return sorted({g[column] for g in rows if g[column] is not None})
+
+    return {
+        "day": day,
+        "rows": sum(g["rows"] for g in groups),
+        "selected": sum(g["rows"] for g in final if not (g["status"] == SKIPPED and g["reason"] == NOT_SAMPLED)),
+        "completed": sum(g["rows"] for g in completed),
+        "failed": sum(g["rows"] for g in final if g["status"] == FAILED),
+        "skipped": sum(g["rows"] for g in final if g["status"] == SKIPPED),
+        "mean_score": sum(g["score_sum"] or 0 for g in completed) / scores if scores else None,
+        "pass_rate": sum(g["passes"] or 0 for g in completed) / passed_known if passed_known else None,
+        "calls": sum(g["calls"] for g in groups),
+        "cache_hits": sum(g["cache_hits"] for g in groups),
+        "cost_usd": sum(g["cost_usd"] for g in groups),
+        "models": ", ".join(distinct("model")) or None,
+        "config_hashes": ", ".join(distinct("config_hash")) or None,
+        "failed_by_reason": by_reason(FAILED),
+        "skipped_by_reason": by_reason(SKIPPED),
+        "choices": {name: distinct(name) for name in ("status", "reason", "model", "variant")},
+    }
+
+
 @dataclass
 class Side:
     """One side of a comparison: an evaluator's verdicts on a day, narrowed to one config hash, one judge model
@@ -501,16 +694,28 @@ _SAME = """(a.status = 'COMPLETED' AND b.status = 'COMPLETED' AND CASE
 
 
 def _side_sql(warehouse: Warehouse, day: str, side: Side) -> tuple[str, list[Any]]:
-    """One side's verdicts per target (trace, span, session), as SQL with its parameters."""
+    """One side's verdicts per target (trace, span, session), as SQL with its parameters: only the columns the
+    numbers and the join need (the texts of the changed verdicts shown are read for that page only)."""
     where, params = side.where()
     source = scores_source(warehouse, side.evaluator, day, side.config_hash)  # with a hash: superseded ones too
     return (
         f"""SELECT trace_id, coalesce(span_id, '') AS span, coalesce(session_id, '') AS sess,
                    min(status) AS status, any_value(reason) AS reason, avg(score) AS score,
-                   any_value(label) AS label, bool_and(passed) AS passed,
-                   any_value(coalesce(reasoning, reason_detail)) AS reasoning,
-                   any_value(variant) AS variant, count(*) AS rows
+                   any_value(label) AS label, bool_and(passed) AS passed, count(*) AS rows
             FROM {source} WHERE {where} GROUP BY ALL""",
+        params,
+    )
+
+
+def _side_texts(warehouse: Warehouse, day: str, side: Side, name: str) -> tuple[str, list[Any]]:
+    """The reasoning (or failure detail) of one side's verdicts on the page's targets (`page`)."""
+    where, params = side.where()
+    source = scores_source(warehouse, side.evaluator, day, side.config_hash)
+    return (
+        f"""SELECT trace_id, coalesce(span_id, '') AS span, coalesce(session_id, '') AS sess,
+                   any_value(coalesce(reasoning, reason_detail)) AS reasoning_{name}
+            FROM {source}
+            WHERE {where} AND trace_id IN (SELECT trace_id FROM page) GROUP BY ALL""",
         params,
     )
 
@@ -549,23 +754,36 @@ def compare(
                 """
             )
         )[0]
+        conn.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE page AS
+            SELECT a.trace_id, a.span, a.sess,
+                   a.status AS status_a, a.reason AS reason_a, a.score AS score_a, a.label AS label_a,
+                   a.passed AS passed_a,
+                   b.status AS status_b, b.reason AS reason_b, b.score AS score_b, b.label AS label_b,
+                   b.passed AS passed_b,
+                   b.score - a.score AS difference
+            FROM a JOIN b USING (trace_id, span, sess)
+            WHERE NOT {_SAME}
+            ORDER BY abs(b.score - a.score) DESC NULLS FIRST, a.trace_id, a.span, a.sess
+            LIMIT {PAGE_ROWS} OFFSET {offset}
+            """
+        )
+        texts_a, params_a = _side_texts(warehouse, day, a, "a")
+        texts_b, params_b = _side_texts(warehouse, day, b, "b")
         changed = _records(
             conn.execute(
                 f"""
-                SELECT a.trace_id, nullif(a.span, '') AS span_id, nullif(a.sess, '') AS session_id,
-                       a.status AS status_a, a.reason AS reason_a, a.score AS score_a, a.label AS label_a,
-                       a.passed AS passed_a, a.reasoning AS reasoning_a,
-                       b.status AS status_b, b.reason AS reason_b, b.score AS score_b, b.label AS label_b,
-                       b.passed AS passed_b, b.reasoning AS reasoning_b,
-                       b.score - a.score AS difference
-                FROM a JOIN b USING (trace_id, span, sess)
-                WHERE NOT {_SAME}
-                ORDER BY abs(b.score - a.score) DESC NULLS FIRST, a.trace_id, a.span, a.sess
-                LIMIT {PAGE_ROWS} OFFSET {offset}
-                """
+                SELECT page.* EXCLUDE (span, sess), nullif(page.span, '') AS span_id,
+                       nullif(page.sess, '') AS session_id, ta.reasoning_a, tb.reasoning_b
+                FROM page LEFT JOIN ({texts_a}) ta USING (trace_id, span, sess)
+                LEFT JOIN ({texts_b}) tb USING (trace_id, span, sess)
+                ORDER BY abs(page.difference) DESC NULLS FIRST, page.trace_id, page.span, page.sess
+                """,
+                params_a + params_b,
             )
         )
-        conn.execute("DROP TABLE a; DROP TABLE b")
+        conn.execute("DROP TABLE a; DROP TABLE b; DROP TABLE page")
     shared = summary["shared"] or 0
     summary["agreement"] = summary["agree"] / shared if shared else None
     return summary, changed

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from eval_platform.judging.day_numbers import write_day_numbers
 from eval_platform.judging.modes import MODES
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.schemas import (
@@ -591,6 +592,7 @@ def generate(root: Path, rows: int, annotations: int, seed: int) -> dict:
             for name in EVALUATORS:
                 scores = _judge_scores(world, name, d, day)
                 write_partition(root, "judge_scores", {"evaluator": name, "date": day}, scores)
+                write_day_numbers(root, name, day)  # as the judge_scores asset writes them
                 ledger.executemany(
                     "INSERT INTO judge_spend_daily (evaluator, day, month, spend_usd, calls) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = spend_usd + excluded.spend_usd, "
