@@ -292,3 +292,26 @@ def test_a_completion_config_error_names_the_file_and_the_field(data_root, compl
     assert list(loaded) == ["ok"] and loaded["ok"].completion.quiet_period_s == 60
     (message,) = broken.values()
     assert "slow.yaml" in message and field in message and words in message
+
+
+def test_eval_platform_judge_says_how_many_traces_wait(data_root, local_judge, tmp_path, monkeypatch, capsys):
+    from eval_platform.judge_day import main
+
+    write_evaluator(
+        data_root,
+        EVALUATOR,
+        mode="score",
+        model="openai/mock",
+        api_base=local_judge.base_url,
+        prompt="{{output}}",
+        completion={"quiet_period_s": QUIET_S},
+    )
+    now = datetime.now(UTC)
+    day = now.date().isoformat()
+    _write_spans(data_root, day, "agent.jsonl", _agent_run(now - timedelta(seconds=5)))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))  # restored after the command sets its own
+    before = judge_requests(local_judge)
+    assert main(["--day", day]) == 0
+    out = capsys.readouterr().out
+    assert judge_requests(local_judge) == before
+    assert "1 trace(s) wait to be finished (quiet period): no row yet; the first completes at" in out
