@@ -42,6 +42,7 @@ from typing import Any
 import polars as pl
 
 from eval_platform.judging.config import EvaluatorConfig
+from eval_platform.schemas import UTC_TS
 
 # A day's traces are all complete this long after the day's end.
 LONG_PAST = timedelta(days=1)
@@ -94,36 +95,53 @@ class Completion:
                 self._arrivals[file] = None
         return self._arrivals[file]
 
-    def times(self, frame: pl.DataFrame) -> tuple[list[datetime], list[datetime | None]]:
-        """Per trace of `frame`: its last activity, and when it is complete (None: complete when read)."""
-        ends = frame.select(
-            (pl.col("timestamp") + pl.duration(milliseconds=pl.col("latency_ms").fill_null(0).clip(0))).alias("end")
-        )["end"].to_list()
-        assembled = frame["span_count"].is_not_null().to_list()
-        spans = (
-            frame.select(pl.col("spans").str.json_decode(_SPAN_TIMES))["spans"].to_list()
-            if any(assembled)
-            else [None] * frame.height
-        )
-        lasts: list[datetime] = []
-        dues: list[datetime | None] = []
-        for end, whole_row, file, trace_spans in zip(
-            ends, [not a for a in assembled], frame["source_file"].to_list(), spans, strict=True
-        ):
-            if whole_row:
-                arrived = self.arrival(file)
-                lasts.append(min(end, arrived) if arrived is not None else end)
-                dues.append(None)
-                continue
-            trace_spans = trace_spans or []
-            ids = {span["span_id"] for span in trace_spans}
-            ended = all(span["end_time"] for span in trace_spans if span["parent_span_id"] not in ids)
-            arrivals = [a for a in map(self.arrival, {span["source_file"] for span in trace_spans}) if a is not None]
-            last = min(end, max(arrivals)) if arrivals else end
-            last = min(last, self.long_past)
-            lasts.append(last)
-            dues.append(min(last + self.quiet, self.long_past) if ended else self.long_past)
-        return lasts, dues
+    def _arrivals_of(self, files: pl.Series) -> pl.Series:
+        """Each file's arrival (null: no file, or gone), each distinct file looked up once per partition."""
+        mapping = {file: self.arrival(file) for file in files.drop_nulls().unique().to_list()}
+        return files.replace_strict(mapping, default=None, return_dtype=UTC_TS)
+
+    def times(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Per trace of `frame`, in order: `last` (its last activity) and `due` (when it is complete; null:
+        complete when read). Vectorized: a day's traces are never walked one by one here."""
+        long_past = pl.lit(self.long_past, dtype=UTC_TS)
+        latency = pl.duration(milliseconds=pl.col("latency_ms").fill_null(0).clip(0))
+        rows = frame.select(
+            pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"),
+            (pl.col("timestamp") + latency).alias("end"),
+            pl.col("span_count").is_not_null().alias("assembled"),
+        ).with_columns(self._arrivals_of(frame["source_file"]).alias("arrival"))
+        if rows["assembled"].any():
+            spans = (
+                frame.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"), "span_count", "spans")
+                .filter(pl.col("span_count").is_not_null())
+                .select("row", pl.col("spans").str.json_decode(_SPAN_TIMES))
+                .explode("spans")
+                .filter(pl.col("spans").is_not_null())
+                .unnest("spans")
+            )
+            spans = spans.with_columns(self._arrivals_of(spans["source_file"]).alias("arrival"))
+            parents = spans.select("row", pl.col("span_id").alias("parent_span_id"))
+            # the root, and the top of any subtree whose parent never arrived: each must have ended
+            tops = spans.join(parents, on=["row", "parent_span_id"], how="anti")
+            ended = tops.group_by("row").agg(pl.col("end_time").is_not_null().all().alias("ended"))
+            arrived = spans.group_by("row").agg(pl.col("arrival").max().alias("span_arrival"))
+            rows = (
+                rows.join(ended, on="row", how="left", maintain_order="left")
+                .join(arrived, on="row", how="left", maintain_order="left")
+                .with_columns(
+                    pl.when(pl.col("assembled"))
+                    .then(pl.col("span_arrival"))
+                    .otherwise(pl.col("arrival"))
+                    .alias("arrival"),
+                    pl.col("ended").fill_null(True),
+                )
+            )
+        else:
+            rows = rows.with_columns(pl.lit(True).alias("ended"))
+        last = pl.min_horizontal("end", "arrival", long_past)
+        quiet_ended = pl.min_horizontal(pl.col("last") + pl.lit(self.quiet), long_past)
+        due = pl.when(~pl.col("assembled")).then(None).when(pl.col("ended")).then(quiet_ended).otherwise(long_past)
+        return rows.with_columns(last.alias("last")).select("last", due.cast(UTC_TS).alias("due"))
 
     def hold_back(
         self,
@@ -134,28 +152,36 @@ class Completion:
         """The traces of `batches` complete at `now`, a batch at a time; those not yet counted in `waiting` (the
         day's own). With `key` (a pair, group or session: `evaluator_day.group_key`, whose batches never split a
         unit) a unit waits whole while one of its traces does, and a session until its quiet period has passed."""
+        long_past = pl.lit(self.long_past, dtype=UTC_TS)
         for batch in batches:
             if batch.height == 0:
                 yield batch
                 continue
-            lasts, dues = self.times(batch)
-            own = (batch["date"] == self.day).to_list() if "date" in batch.columns else [True] * batch.height
-            units: list[Any] = [key(trace) for trace in batch.to_dicts()] if key is not None else [None] * batch.height
-            unit_due: dict[Any, datetime] = {}
-            for unit, last, due in zip(units, lasts, dues, strict=True):
-                if unit is None:
-                    continue
-                due_at = max(due or last, last + self.session_quiet) if self.session_quiet is not None else due
-                if due_at is not None:
-                    due_at = min(due_at, self.long_past)
-                    unit_due[unit] = max(unit_due.get(unit, due_at), due_at)
-            keep: list[bool] = []
-            for unit, due, is_own in zip(units, dues, own, strict=True):
-                due_at = unit_due.get(unit) if unit is not None else due
-                keep.append(due_at is None or due_at <= self.now)
-                if due_at is not None and due_at > self.now:
-                    waiting.add(int(is_own), due_at)
-            yield batch.filter(pl.Series(keep, dtype=pl.Boolean)) if not all(keep) else batch
+            times = self.times(batch)
+            if self.session_quiet is not None:
+                units = batch.select(pl.when(pl.col("session_id") != "").then(pl.col("session_id")).alias("unit"))
+                times = times.with_columns(units["unit"])
+                unit_due = pl.max_horizontal("due", pl.col("last") + pl.lit(self.session_quiet))
+            elif key is not None:
+                # a pair or group key may be any field or metadata.<key> (`record_fields.field_text`): read per row,
+                # as the mode's planning reads it; a grouped mode's batch holds whole groups in memory anyway
+                times = times.with_columns(pl.Series("unit", [key(trace) for trace in batch.to_dicts()], pl.String))
+                unit_due = pl.col("due")
+            else:
+                times = times.with_columns(pl.lit(None, dtype=pl.String).alias("unit"))
+                unit_due = pl.col("due")
+            unit_due = pl.min_horizontal(unit_due, long_past).max().over("unit")
+            due_at = pl.when(pl.col("unit").is_null()).then(pl.col("due")).otherwise(unit_due)
+            own = pl.col("date") == self.day if "date" in batch.columns else pl.lit(True)
+            marked = times.with_columns(due_at.alias("due_at"), batch.select(own.alias("own"))["own"])
+            held = marked.filter(pl.col("due_at") > pl.lit(self.now, dtype=UTC_TS))
+            if held.height == 0:
+                yield batch
+                continue
+            held_own = held.filter(pl.col("own"))
+            if held_own.height:
+                waiting.add(held_own.height, held_own["due_at"].min())  # type: ignore[arg-type]
+            yield batch.filter(marked["due_at"].is_null() | (marked["due_at"] <= self.now))
 
 
 @dataclass
