@@ -62,3 +62,26 @@ def test_a_row_read_whole_is_complete_when_read(tmp_path):
     row = {"trace_id": "t1", "timestamp": now.isoformat(), "input": "q", "output": "a"}
     (tmp_path / "traces" / day / "rows.jsonl").write_text(json.dumps(row) + "\n")
     assert _held(tmp_path, day, now) == (["t1"], Waiting())
+
+
+def test_a_pair_waits_whole_while_one_of_its_candidates_is_not_finished(tmp_path):
+    from eval_platform.record_fields import field_text
+
+    now = datetime.now(UTC)
+    day = now.date().isoformat()
+    spans = []
+    hour_ago = now - timedelta(hours=1)
+    for trace_id, item, ended in (("a" * 32, "x", hour_ago), ("b" * 32, "x", now), ("c" * 32, "y", hour_ago)):
+        for span in _agent_run(ended):
+            span["traceId"] = trace_id
+            if not span["parentSpanId"]:  # the root names the item the pair is made on
+                span["attributes"].append({"key": "eval.metadata.item", "value": {"stringValue": item}})
+            spans.append(span)
+    _write_spans(tmp_path, day, "a.jsonl", spans, arrived=now)
+    traces = read_trace_day(tmp_path, day).traces
+    assert traces.height == 3
+    waiting = Waiting()
+    completion = Completion(tmp_path, EVALUATOR, day, now)
+    kept = pl.concat(list(completion.hold_back([traces], lambda t: field_text(t, "metadata.item"), waiting)))
+    assert kept["trace_id"].to_list() == ["c" * 32]  # not "a" alone, to be skipped no_pair
+    assert waiting.traces == 2
