@@ -42,6 +42,24 @@ def materialize(defs: dg.Definitions, asset_key: str, partition_key, instance: d
     return result.success
 
 
+def waiting_text(instance: dg.DagsterInstance, evaluator: str, day: str) -> str | None:
+    """What the partition just judged left waiting to be finished (`judging.completion`), or None."""
+    partition = str(dg.MultiPartitionKey({"date": day, "evaluator": evaluator}))
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("judge_scores"), asset_partitions=[partition]), limit=1
+    ).records
+    materialization = found[0].asset_materialization if found else None
+    metadata = materialization.metadata if materialization is not None else {}
+    count, first = metadata.get("traces_waiting_for_completion"), metadata.get("complete_at")
+    if count is None or not count.value:
+        return None
+    when = first.value if first is not None else "?"
+    return (
+        f"  {count.value} trace(s) wait to be finished (quiet period): no row yet; the first completes at {when} "
+        "(judge_waiting_traces_sensor judges them then, or run this again after it)"
+    )
+
+
 def day_summary(root, day: str, names: list[str]) -> str:
     """Per evaluator: rows by status, the mean score and the skip and failure reasons of the day."""
     from eval_platform.storage.warehouse import open_catalog
@@ -108,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             ok = materialize(defs, "judge_scores", dg.MultiPartitionKey({"date": day, "evaluator": name}), instance)
             print(f"judge_scores[{name}|{day}] {'judged' if ok else 'FAILED: see the run in the Dagster UI'}")
+            if ok:
+                waiting = waiting_text(instance, name, day)
+                if waiting:
+                    print(waiting)
             if not ok:
                 failed.append(name)
         for asset in ROLLUPS:

@@ -1,4 +1,6 @@
-"""`judge_scores`: LLM-as-judge verdicts, one partition per evaluator × day."""
+"""`judge_scores`: LLM-as-judge verdicts, one partition per evaluator × day; the sensor judging waiting traces."""
+
+from datetime import UTC, datetime
 
 import dagster as dg
 import polars as pl
@@ -14,6 +16,7 @@ from eval_platform.defs.range_runs import (
     run_partitions,
 )
 from eval_platform.defs.resources import JudgeResource, WarehouseResource
+from eval_platform.judging.completion import WaitingCursor
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day_numbers import write_day_numbers
 from eval_platform.judging.evaluator_day import (
@@ -58,6 +61,21 @@ class JudgeScoresConfig(dg.Config):
     trace_ids: list[str] = Field(
         default_factory=list, description="For evaluators with trigger 'manual': the traces to judge."
     )
+    now: str | None = Field(
+        None,
+        description="The time (ISO 8601, UTC when no offset) at which traces are taken as complete or waiting "
+        "(an evaluator's `completion:` quiet periods); default: when the partition is judged. A time past the "
+        "partition's `complete_at` judges the traces waiting now.",
+    )
+
+    def judged_at(self) -> datetime | None:
+        if self.now is None:
+            return None
+        try:
+            at = datetime.fromisoformat(self.now)
+        except ValueError:
+            raise dg.Failure(f"run config `now`: {self.now!r} is not an ISO 8601 time (2026-11-28T10:00:00Z)") from None
+        return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def broken_files_text(kind: str, broken: dict[str, str]) -> str:
@@ -148,12 +166,13 @@ def build_judge_scores(
         root = warehouse.root
         runtime = judge.runtime(root)
         runtime.log = context.log  # a wait for other hosts' budget reservations is told in the run's log
+        now = config.judged_at()
 
         def judge_one(key: str) -> JudgedPartition:
             keys = partitions.get_partition_key_from_str(key).keys_by_dimension
             try:
                 judged = judge_partition(
-                    root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids)
+                    root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids), now=now
                 )
             except PartitionNotReady as exc:
                 raise dg.Failure(str(exc)) from exc
@@ -172,6 +191,11 @@ def build_judge_scores(
             context.log.info(f"{key}: {judged.summary}")
             for model, why in judged.summary.get("unreachable_models", {}).items():
                 context.log.warning(f"{key}: {model} was not called, its rows are SKIPPED: {why}")
+            if judged.summary.get("traces_waiting_for_completion"):
+                context.log.info(
+                    f"{key}: {judged.summary['traces_waiting_for_completion']} trace(s) wait for completion (no row "
+                    f"yet); the first completes at {judged.summary['complete_at']}, when the partition is judged again"
+                )
         in_run = not context.has_partition_key
         metadata = {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()}
         checks = [(check, severity, {key: test(j) for key, j in run.done.items()}) for check, severity, test in CHECKS]
@@ -225,6 +249,9 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         "failed_rate": dg.MetadataValue.float(round(judged.failed_rate, 4)),
         "config_hash": judged.evaluator.config_hash,
         "traces_in_partition": summary["traces_in_partition"],
+        # traces not finished yet (judging.completion): no row, no call; judged again once the first completes
+        "traces_waiting_for_completion": summary.get("traces_waiting_for_completion", 0),
+        **({"complete_at": summary["complete_at"]} if summary.get("complete_at") else {}),
         "rows": summary["rows"],
         "completed": summary["completed"],
         "failed": summary["failed"],
@@ -279,7 +306,11 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
 
 
 def _every_trace_has_one_status(judged: JudgedPartition) -> CheckOutcome:
-    return CheckOutcome(judged.every_trace_has_one_status, {"traces_without_a_row": judged.traces_without_a_row})
+    """ERROR when a trace judged now has no row; the traces waiting for completion have none yet, and it says so."""
+    waiting = judged.summary.get("traces_waiting_for_completion", 0)
+    metadata = {"traces_without_a_row": judged.traces_without_a_row, "traces_waiting_for_completion": waiting}
+    said = f"{waiting} trace(s) wait for completion: no row until {judged.summary['complete_at']}" if waiting else None
+    return CheckOutcome(judged.every_trace_has_one_status, metadata, said)
 
 
 def _failed_rate_below_threshold(judged: JudgedPartition) -> CheckOutcome:
@@ -325,3 +356,47 @@ CHECKS = (
     ("verdicts_exist", dg.AssetCheckSeverity.ERROR, _verdicts_exist),
     ("score_scale_fits_replies", dg.AssetCheckSeverity.WARN, _score_scale_fits_replies),
 )
+
+
+def build_waiting_traces_sensor(judge_scores: dg.AssetsDefinition) -> dg.SensorDefinition:
+    """The sensor that judges a partition again once the first of its waiting traces is complete."""
+    partitions = judge_scores.partitions_def
+    assert partitions is not None
+
+    @dg.sensor(
+        name="judge_waiting_traces_sensor",
+        target=judge_scores,
+        minimum_interval_seconds=30,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Judges a judge_scores partition again once the first of its traces waiting for completion "
+        "(its metadata's traces_waiting_for_completion and complete_at: an evaluator's `completion:` quiet periods) "
+        "is complete. On by default: turn it off here, or with "
+        "`dagster sensor stop judge_waiting_traces_sensor -w workspace.yaml`; waiting traces are then judged when "
+        "their day's traces are next updated.",
+    )
+    def judge_waiting_traces_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        cursor = WaitingCursor.load(context.cursor)
+        key = dg.AssetKey("judge_scores")
+        while True:
+            found = context.instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, after_storage_id=cursor.seen), limit=500, ascending=True
+            )
+            for record in found.records:
+                cursor.seen = record.storage_id
+                materialization = record.asset_materialization
+                if record.partition_key is None or materialization is None:
+                    continue
+                count = materialization.metadata.get("traces_waiting_for_completion")
+                first = materialization.metadata.get("complete_at")
+                waiting = count.value if count is not None and isinstance(count.value, int) else 0
+                cursor.record(record.partition_key, waiting, str(first.value) if first is not None else None)
+            if not found.has_more:
+                break
+        requests = []
+        for partition, complete_at in cursor.due(datetime.now(UTC)):
+            if not partitions.has_partition_key(partition):  # an evaluator disabled or removed since
+                continue
+            requests.append(dg.RunRequest(run_key=f"{partition}-complete-at-{complete_at}", partition_key=partition))
+        return dg.SensorResult(run_requests=requests, cursor=cursor.dump())
+
+    return judge_waiting_traces_sensor

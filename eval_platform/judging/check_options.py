@@ -38,6 +38,7 @@ CHECK_EVALUATOR_FIELDS = frozenset(
         "max_failed_rate",
         "human_agreement",
         "alerts",
+        "completion",  # a check on a half-finished trace is as wrong as a verdict on one
     }
 )
 # What a check that calls a model (a scorer of embeddings) has besides: its spend is bounded as a judge's.

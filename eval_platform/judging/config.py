@@ -24,8 +24,10 @@ from eval_platform.judging.modes.n_wise import NWiseOptions
 from eval_platform.judging.modes.pairwise import PairwiseOptions
 from eval_platform.judging.options import (
     BATCH_REFUSED,
+    DEFAULT_SESSION_QUIET_PERIOD_S,
     AnchorOptions,
     BatchOptions,
+    CompletionOptions,
     FewShotExample,
     HumanAgreementOptions,
     ReferenceOptions,
@@ -125,6 +127,11 @@ class EvaluatorConfig(Strict):
     )
     session_lookback_days: int = Field(
         DEFAULT_SESSION_LOOKBACK_DAYS, ge=0, le=366, description="target session: earlier days of traces read."
+    )
+    completion: CompletionOptions = Field(
+        default_factory=CompletionOptions,
+        description="When a trace is finished enough to judge: its root ended and quiet_period_s (default 60) without "
+        "a span; a session after session_quiet_period_s (default 1800) without a turn (judging.completion).",
     )
     judge_errors: bool = Field(False, description="Judge traces and spans whose model call failed (else app_error).")
     judge_missing_fields: bool = Field(
@@ -281,6 +288,10 @@ class EvaluatorConfig(Strict):
         # Compared with the default, not "was it written": a dumped config (every field written) loads again.
         if target != "session" and self.session_lookback_days != DEFAULT_SESSION_LOOKBACK_DAYS:
             raise ValueError("session_lookback_days only applies to target 'session'")
+        session_quiet = self.completion.session_quiet_period_s
+        if target != "session" and session_quiet != DEFAULT_SESSION_QUIET_PERIOD_S:
+            why = f"only applies to target 'session' (this is '{target}'); a trace waits for quiet_period_s"
+            raise field_errors(type(self), [(("completion", "session_quiet_period_s"), session_quiet, why)])
         named = sorted(set(SPAN_VARIABLES) & template_names(parse_template(self.prompt, template_variables(self.mode))))
         if named and target != "span":
             shown = ", ".join(f"{{{{{name}}}}}" for name in named)
@@ -491,6 +502,7 @@ NON_VERDICT_FIELDS = (
     "batch",  # how requests are delivered (batch API or one by one), not what they ask
     "judge_errors",  # which traces are judged (failed ones too), not their verdict
     "judge_missing_fields",  # which traces are judged (with an empty shown field too), not their verdict
+    "completion",  # when a trace is judged (once finished), not its verdict
     "alerts",  # who is told about the verdicts, not what they are
 )
 

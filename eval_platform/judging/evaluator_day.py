@@ -20,12 +20,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
 import polars as pl
 
 from eval_platform.ingest.datasets import read_dataset_version
+from eval_platform.judging.completion import Completion, Waiting
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import DayResult, DayTally, in_projects, scale_mismatch
 from eval_platform.judging.history import keep_superseded
@@ -130,18 +132,23 @@ def judge_partition(
     runtime: ModelRuntime,
     trace_ids: set[str],
     batch_rows: int = READ_BATCH_ROWS,
+    now: datetime | None = None,
 ) -> JudgedPartition:
-    """Judge `evaluator` over the day's ingested traces and replace its partition; the catalog is not refreshed."""
+    """Judge `evaluator` over the day's ingested traces complete at `now` (default: the present; the others wait,
+    see `judging.completion`) and replace its partition; the catalog is not refreshed."""
     missing_days: list[str] | None = None
+    completion = Completion(root, evaluator, day, now)  # one `now` for the partition (and both batch-mode passes)
+    waiting = Waiting()
 
     def read_day() -> Iterable[pl.DataFrame]:
         """The day's traces, read anew at each call (batch mode reads the day twice, see `runner.judge_stream`)."""
-        nonlocal missing_days
+        nonlocal missing_days, waiting
         batches = iter_partition(root, "traces", {"date": day}, batch_rows)
         if batches is None:
             raise PartitionNotReady(f"traces for {day} are not materialized yet: materialize traces[{day}] first")
         day_batches, missing_days = judged_batches(root, evaluator, day, batches, batch_rows)
-        return day_batches
+        waiting = Waiting()  # counted anew by each read of the day
+        return completion.hold_back(day_batches, group_key(evaluator), waiting)
 
     keys = {"evaluator": evaluator.name, "date": day}
     first = [read_day()]  # a day not ready is refused before the partition's writer opens
@@ -155,6 +162,9 @@ def judge_partition(
         outcome = judge_stream(evaluator, day, day_batches, runtime, trace_ids, out.write)
     if missing_days is not None:
         outcome.summary["session_days_missing"] = missing_days
+    # The traces waiting for completion are the partition's too: no row yet, said so (`partition_metadata`).
+    outcome.summary["traces_in_partition"] += waiting.traces
+    outcome.summary.update(waiting.summary())
     path = partition_path(root, "judge_scores", keys)
     return JudgedPartition(root, evaluator, day, outcome.summary, path, outcome.traces_without_a_row, outcome.tally)
 

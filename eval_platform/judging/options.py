@@ -1,5 +1,6 @@
-"""The option blocks of an evaluator file: score scale, rubric, reference, few-shot examples, human agreement
-and batch delivery. Each is a strict pydantic model; `EvaluatorConfig` (in `judging.config`) holds them.
+"""The option blocks of an evaluator file: score scale, rubric, reference, few-shot examples, human agreement,
+batch delivery and when a trace is complete enough to judge. Each is a strict pydantic model; `EvaluatorConfig`
+(in `judging.config`) holds them.
 """
 
 from __future__ import annotations
@@ -166,4 +167,29 @@ class BatchOptions(Strict):
         gt=0,
         description="Size of a batch's input at most, in bytes (default: the provider's limit, OpenAI and Azure "
         "200 MB, Anthropic 256 MB); a day with more is split into several batches.",
+    )
+
+
+DEFAULT_QUIET_PERIOD_S = 60.0
+DEFAULT_SESSION_QUIET_PERIOD_S = 1800.0
+
+
+class CompletionOptions(Strict):
+    """When a trace (a session) is finished enough to be judged (`judging.completion`): a trace assembled from spans
+    once its root span has ended and no span of it started or ended for `quiet_period_s`; a session once no turn of
+    it did for `session_quiet_period_s`. Until then it waits: no row, no call, counted in the partition's
+    `traces_waiting_for_completion`. A trace read whole from one row (JSONL, CSV, Parquet) is complete when read.
+
+    Which traces are judged when, not what their verdict is: it stays out of `config_hash`."""
+
+    quiet_period_s: float = Field(
+        DEFAULT_QUIET_PERIOD_S,
+        ge=0,
+        description="Seconds without a span of the trace starting or ending before it is judged (0: as soon as its "
+        "root has ended).",
+    )
+    session_quiet_period_s: float = Field(
+        DEFAULT_SESSION_QUIET_PERIOD_S,
+        ge=0,
+        description="target session: seconds without a turn (trace) of the session before it is judged.",
     )
