@@ -22,6 +22,7 @@ from eval_platform.judging.evaluator_day import (
     PartitionNotReady,
     judge_partition,
 )
+from eval_platform.judging.increments import judge_in_parts
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import COMPLETED, JUDGE_SCORE_SCHEMA, PLACEHOLDER_MARK, is_placeholder_model
 from eval_platform.settings import DEFAULT_PARTITIONS_PER_RUN
@@ -150,10 +151,11 @@ def build_judge_scores(
 
         def judge_one(key: str) -> JudgedPartition:
             keys = partitions.get_partition_key_from_str(key).keys_by_dimension
+            evaluator, day, named = evaluators[keys["evaluator"]], keys["date"], set(config.trace_ids)
             try:
-                return judge_partition(
-                    root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids)
-                )
+                # a day of flat files: only its new or changed traces (judging/increments.py); else the whole day
+                in_parts = judge_in_parts(root, evaluator, day, runtime, named)
+                return in_parts or judge_partition(root, evaluator, day, runtime, named)
             except PartitionNotReady as exc:
                 raise dg.Failure(str(exc)) from exc
 
@@ -236,6 +238,9 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         "cost_usd": dg.MetadataValue.float(round(summary["cost_usd"], 6)),
         "calls": summary["calls"],
         "cache_hits": summary["cache_hits"],
+        # judged a part at a time: the rows kept from earlier runs as they were, the parts judged by this one
+        **({"rows_kept": summary["rows_kept"]} if "rows_kept" in summary else {}),
+        **({"parts_judged": summary["parts_judged"]} if "parts_judged" in summary else {}),
         # batch mode: each batch waited for (id, status, resumed or new, requests, spend)
         **({"batches": dg.MetadataValue.json(summary["batches"])} if "batches" in summary else {}),
         # target session: earlier days of its window whose traces are not materialized (their turns not shown)

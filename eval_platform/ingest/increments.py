@@ -4,7 +4,7 @@ The day's `traces` partition is made of parts, one per source file (`storage/par
 partition (the rows each file had rejected). Each traces part records in its footer the file it was read from
 (`source`), its fingerprint (`fingerprint`: modification time in ns and size, as the new-files sensor's digest has
 them), whether it was read settled (`final`; a file read while still being written is read again) and that it
-held no OTLP. A run reads only the files that are new, changed or not final, rewrites their parts and removes
+held no OTLP, and a token of that write (`written`, which the judge parts name: `judging/increments.py`). A run reads only the files that are new, changed or not final, rewrites their parts and removes
 the parts of files that are gone; every other part is kept as it is.
 
 What stays the day's rule: a trace id repeated across files is kept in the first file (file order, then line) and
@@ -25,6 +25,7 @@ flat).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -179,7 +180,8 @@ def _write_parts(
 
     def meta(rel: str) -> dict[str, str]:
         final = "0" if rel in waiting else "1"
-        return {"source": rel, "fingerprint": prints[rel], "final": final, "otlp": "0"}
+        # `written`: this write of the part, whatever its file's fingerprint (the judge parts name the one they judged)
+        return {"source": rel, "fingerprint": prints[rel], "final": final, "otlp": "0", "written": uuid.uuid4().hex}
 
     written = _grouped(root, "traces", tkeys, traces, "source_file", TRACE_SCHEMA, meta)
     for rel in files:

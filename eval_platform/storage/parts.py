@@ -116,6 +116,13 @@ def write_part(
     return out.rows
 
 
+def read_part(
+    root: Path, table: str, keys: dict[str, str], name: str, columns: list[str] | None = None
+) -> pl.DataFrame | None:
+    """One part's rows (only `columns`, when given), or None when it is not there."""
+    return store_for(root).read(_part_path(table, keys, name), columns)
+
+
 def remove_part(root: Path, table: str, keys: dict[str, str], name: str) -> None:
     store_for(root).delete(_part_path(table, keys, name))
 

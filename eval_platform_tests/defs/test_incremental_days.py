@@ -156,8 +156,11 @@ def test_a_changed_evaluator_rejudges_every_trace(project):
         prompt="helpful, strictly: {{output}}",
     )
     before = judge_requests(judge)
-    _judge(root, instance)
+    result = _judge(root, instance)
     assert judge_requests(judge) - before == 3
+    (event,) = result.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert metadata["parts_judged"].value == 2 and metadata["rows_kept"].value == 0  # every part, nothing kept
     assert _scores(root)["config_hash"].n_unique() == 1
 
 
@@ -170,7 +173,7 @@ def test_arrivals_give_the_rows_of_one_run_over_the_same_files(project, tmp_path
     _ingest(root, instance)
     _judge(root, instance)
     _write(root, "c.jsonl", ["c1"])
-    _ingest(root, instance)
+    assert _ingest(root, instance) == [f"traces/{DAY}/c.jsonl"]
     _judge(root, instance)
 
     other = tmp_path / "one_run"
