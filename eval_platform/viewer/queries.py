@@ -192,6 +192,11 @@ class Warehouse:
         store = store_for(self.root)
         if not isinstance(store, LocalStore):
             return None  # a bucket's object is read each time (no cheap version to key a cache on)
+        if "*" in location:  # a partition made of parts (storage/parts.py): the version of all of them
+            found = sorted((p, p.stat()) for p in Path(location.split("**")[0]).rglob("part.parquet"))
+            return max((s.st_mtime_ns for _, s in found), default=0), hash(
+                tuple((str(p), s.st_mtime_ns, s.st_size) for p, s in found)
+            )
         stat = Path(location).stat()
         return stat.st_mtime_ns, stat.st_size
 
