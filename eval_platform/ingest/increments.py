@@ -4,8 +4,9 @@ The day's `traces` partition is made of parts, one per source file (`storage/par
 partition (the rows each file had rejected). Each traces part records in its footer the file it was read from
 (`source`), its fingerprint (`fingerprint`: modification time in ns and size, as the new-files sensor's digest has
 them), whether it was read settled (`final`; a file read while still being written is read again) and that it
-held no OTLP, and a token of that write (`written`, which the judge parts name: `judging/increments.py`). A run reads only the files that are new, changed or not final, rewrites their parts and removes
-the parts of files that are gone; every other part is kept as it is.
+held no OTLP, and a token of that write (`written`, which the judge parts name: `judging/increments.py`). A run
+reads only the files that are new, changed or not final, rewrites their parts and removes the parts of files that
+are gone; every other part is kept as it is.
 
 What stays the day's rule: a trace id repeated across files is kept in the first file (file order, then line) and
 quarantined in the others (`duplicate_trace_id`). A file read alone cannot know that, so the day is read whole
@@ -19,8 +20,8 @@ any instant leaves rows missing, never a row in two parts, and the next run comp
 
 Not for OTLP: spans of one trace cross files, and the previous day's (`ingest/otel`). `ingest_in_parts` returns
 None, and the day is ingested whole as before (one part, `warehouse.partition_writer`), when a file of the day
-holds OTLP requests or the previous day may (a JSON or JSONL file there not known, by a part of that day, to be
-flat).
+holds OTLP requests or the previous day may (a JSON or JSONL file there that no part of that day knows as flat and
+whose first 65,536 characters name an OTLP request's field, or a compressed one).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_platform.ingest.readers import file_kind
+from eval_platform.ingest.readers import file_kind, head_text
 from eval_platform.ingest.traces import SOURCE, list_trace_files, stream_trace_day
 from eval_platform.schemas import QUARANTINE_SCHEMA, TRACE_SCHEMA
 from eval_platform.storage.location import store_for
@@ -82,9 +83,26 @@ def _flat_day(root: Path, day: str) -> bool:
     known = parts(root, "traces", {"date": day}) or {}
     for path in maybe:
         part = known.get(part_name(path.relative_to(root).as_posix()))
-        if part is None or part.metadata.get("fingerprint") != fingerprint(path) or part.metadata.get("otlp") != "0":
+        if part is not None and part.metadata.get("fingerprint") == fingerprint(path):
+            if part.metadata.get("otlp") != "0":
+                return False
+        elif not _looks_flat(path):
             return False
     return True
+
+
+# The top-level fields of an OTLP/JSON request (a Collector's file exporter writes one request a line).
+OTLP_FIELDS = ("resourceSpans", "resourceLogs", "resourceMetrics")
+HEAD_CHARS = 65_536
+
+
+def _looks_flat(path: Path) -> bool:
+    """Whether a file no part knows (a day ingested whole before, or not yet) shows no OTLP in its first
+    HEAD_CHARS characters; a compressed one is not looked into (taken as OTLP)."""
+    if path.suffix.lower() == ".gz":
+        return False
+    head = head_text(path, HEAD_CHARS)
+    return not any(f'"{name}"' in head for name in OTLP_FIELDS)
 
 
 def ingest_in_parts(root: Path, day: str) -> PartsIngest | None:

@@ -31,7 +31,8 @@ EVALUATOR = "arrivals"
 INGEST = (
     "import logging; from eval_platform.defs.traces import ingest_day; "
     "d = ingest_day(ROOT, DAY, logging.getLogger('perf')); "
-    "n = getattr(d, 'read', None); out = f'{d.traces} traces in the day, {len(d.files if n is None else n)} file(s) read'"
+    "n = getattr(d, 'read', None); "
+    "out = f'{d.traces} traces in the day, {len(d.files if n is None else n)} file(s) read'"
 )
 JUDGE = (
     "import importlib.util; from eval_platform.defs.resources import JudgeResource; "
