@@ -83,7 +83,8 @@ def build_judge_scores(
     description = (
         "One row per (evaluator, trace or pair, sample): COMPLETED with score/label/reasoning, FAILED with reason "
         "and raw reply (never a score), or SKIPPED with reason. Re-materializing replaces the partition; identical "
-        "judge requests are served from the cache, so an unchanged partition costs nothing."
+        "judge requests are served from the cache, so an unchanged partition costs nothing. A day of flat trace "
+        "files is judged a file at a time: only its new or changed traces, the others' rows kept as they were."
     ) + broken_files_text("evaluator", broken or {})
     if disabled:
         description += (
