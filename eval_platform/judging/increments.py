@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -89,30 +90,32 @@ def judge_in_parts(
         remove_part(root, TABLE, jkeys, name)
     todo = [name for name, part in sorted(traces_parts.items()) if not _current(judged.get(name), part, config_hash)]
 
-    batches: list[pl.DataFrame] = []
     kept: dict[str, pl.DataFrame | None] = {}
     digests: dict[str, dict[str, str]] = {}
     counts: dict[str, int] = {}
     owner: dict[str, str] = {}
-    for name in todo:
-        traces = read_part(root, "traces", tkeys, name)
-        traces = in_projects(evaluator, traces if traces is not None else pl.DataFrame())
-        digests[name] = trace_digests(traces)
-        counts[name] = traces.height
-        before = judged.get(name)
-        same: set[str] = set()
-        if before is not None and before.metadata.get("config_hash") == config_hash:
-            earlier = json.loads(before.metadata.get("digests", "{}"))
-            same = {trace for trace, digest in digests[name].items() if earlier.get(trace) == digest}
-        rows = read_part(root, TABLE, jkeys, name) if same else None
-        kept[name] = rows.filter(pl.col("trace_id").is_in(list(same))) if rows is not None else None
-        fresh = traces.filter(~pl.col("trace_id").is_in(list(same))) if same else traces
-        owner.update(dict.fromkeys(fresh["trace_id"].to_list(), name))
-        if fresh.height:
-            batches.append(fresh)
+
+    def batches() -> Iterator[pl.DataFrame]:
+        """The traces to judge, a part at a time as `judge_stream` takes them (the day is never held)."""
+        for name in todo:
+            traces = read_part(root, "traces", tkeys, name)
+            traces = in_projects(evaluator, traces if traces is not None else pl.DataFrame())
+            digests[name] = trace_digests(traces)
+            counts[name] = traces.height
+            before = judged.get(name)
+            same: set[str] = set()
+            if before is not None and before.metadata.get("config_hash") == config_hash:
+                earlier = json.loads(before.metadata.get("digests", "{}"))
+                same = {trace for trace, digest in digests[name].items() if earlier.get(trace) == digest}
+            rows = read_part(root, TABLE, jkeys, name) if same else None
+            kept[name] = rows.filter(pl.col("trace_id").is_in(list(same))) if rows is not None else None
+            fresh = traces.filter(~pl.col("trace_id").is_in(list(same))) if same else traces
+            owner.update(dict.fromkeys(fresh["trace_id"].to_list(), name))
+            if fresh.height:
+                yield fresh
 
     frames: list[pl.DataFrame] = []
-    outcome = judge_stream(evaluator, day, batches, runtime, set(), frames.append)
+    outcome = judge_stream(evaluator, day, batches(), runtime, set(), frames.append)
     new_rows = pl.concat(frames) if frames else conform(pl.DataFrame(schema=JUDGE_SCORE_SCHEMA), JUDGE_SCORE_SCHEMA)
     by_part = new_rows.with_columns(pl.col("trace_id").replace_strict(owner, default=None).alias("_part"))
     rows_kept = 0

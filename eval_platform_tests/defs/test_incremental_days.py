@@ -169,11 +169,11 @@ def test_arrivals_give_the_rows_of_one_run_over_the_same_files(project, tmp_path
     _write(root, "a.jsonl", ["a1", "a2", "dup"])
     _ingest(root, instance)
     _judge(root, instance)
-    _write(root, "b.jsonl", ["b1", "dup"])  # a trace id of a.jsonl: quarantined here, as in one run
-    _ingest(root, instance)
-    _judge(root, instance)
     _write(root, "c.jsonl", ["c1"])
     assert _ingest(root, instance) == [f"traces/{DAY}/c.jsonl"]
+    _judge(root, instance)
+    _write(root, "b.jsonl", ["b1", "dup"])  # a trace id of a.jsonl: quarantined here, as in one run
+    assert len(_ingest(root, instance)) == 3  # which file keeps it is the day's rule: the day is read whole
     _judge(root, instance)
 
     other = tmp_path / "one_run"
