@@ -24,6 +24,7 @@ from eval_platform.judging.evaluator_day import (
     PartitionNotReady,
     judge_partition,
 )
+from eval_platform.judging.increments import judge_in_parts
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import COMPLETED, JUDGE_SCORE_SCHEMA, PLACEHOLDER_MARK, is_placeholder_model
 from eval_platform.settings import DEFAULT_PARTITIONS_PER_RUN
@@ -101,7 +102,8 @@ def build_judge_scores(
     description = (
         "One row per (evaluator, trace or pair, sample): COMPLETED with score/label/reasoning, FAILED with reason "
         "and raw reply (never a score), or SKIPPED with reason. Re-materializing replaces the partition; identical "
-        "judge requests are served from the cache, so an unchanged partition costs nothing."
+        "judge requests are served from the cache, so an unchanged partition costs nothing. A day of flat trace "
+        "files is judged a file at a time: only its new or changed traces, the others' rows kept as they were."
     ) + broken_files_text("evaluator", broken or {})
     if disabled:
         description += (
@@ -170,13 +172,15 @@ def build_judge_scores(
 
         def judge_one(key: str) -> JudgedPartition:
             keys = partitions.get_partition_key_from_str(key).keys_by_dimension
+            evaluator, day, named = evaluators[keys["evaluator"]], keys["date"], set(config.trace_ids)
             try:
-                judged = judge_partition(
-                    root, evaluators[keys["evaluator"]], keys["date"], runtime, set(config.trace_ids), now=now
+                # a day of flat files: only its new or changed traces (judging/increments.py); else the whole day
+                judged = judge_in_parts(root, evaluator, day, runtime, named) or judge_partition(
+                    root, evaluator, day, runtime, named, now=now
                 )
             except PartitionNotReady as exc:
                 raise dg.Failure(str(exc)) from exc
-            write_day_numbers(root, keys["evaluator"], keys["date"])  # what the viewer's pages count
+            write_day_numbers(root, evaluator.name, day)  # what the viewer's pages count
             return judged
 
         # One partition (the automation, the daily path, a manual materialize), or a backfill's range of them (see
@@ -265,6 +269,9 @@ def partition_metadata(judged: JudgedPartition, in_run: bool = False) -> dict:
         "cost_usd": dg.MetadataValue.float(round(summary["cost_usd"], 6)),
         "calls": summary["calls"],
         "cache_hits": summary["cache_hits"],
+        # judged a part at a time: the rows kept from earlier runs as they were, the parts judged by this one
+        **({"rows_kept": summary["rows_kept"]} if "rows_kept" in summary else {}),
+        **({"parts_judged": summary["parts_judged"]} if "parts_judged" in summary else {}),
         # batch mode: each batch waited for (id, status, resumed or new, requests, spend)
         **({"batches": dg.MetadataValue.json(summary["batches"])} if "batches" in summary else {}),
         # target session: earlier days of its window whose traces are not materialized (their turns not shown)

@@ -17,6 +17,7 @@ from eval_platform.defs.range_runs import (
 )
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.arrivals import ArrivalCursor, scan_day_folders
+from eval_platform.ingest.increments import PartsIngest, ingest_in_parts
 from eval_platform.ingest.otel.assembly import AWAITING_ROOT
 from eval_platform.ingest.traces import (
     NOT_A_DAY_PARTITION,
@@ -59,6 +60,8 @@ class IngestedDay:
     # the digest of the day's spans still waiting for a root, which the next day's ingest takes when their root is
     # there ("" when none): the new-files sensor re-ingests the next day only when it changed
     next_day_spans: str = ""
+    # the files this run read: a day of flat files reads only its new or changed ones (`ingest/increments.py`)
+    read: list[str] | None = None
 
     @property
     def empty(self) -> bool:
@@ -73,6 +76,7 @@ class IngestedDay:
             "files": dg.MetadataValue.json(self.files),
             "empty_day": self.empty,
             "next_day_spans": self.next_day_spans,
+            "files_read": dg.MetadataValue.json(self.files if self.read is None else self.read),
             "dagster/row_count": self.traces,
         }
 
@@ -81,7 +85,12 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     """Read one day's export files and write its traces and quarantine partitions (replacing earlier ones; an OTLP
     trace's spans are stored in its row, where the `spans` view reads them), in bounded memory: the day is streamed
     (`stream_trace_day`) into streaming partition writers, a frame at a time.
-    Each partition is replaced whole only once all its rows are written (a failure or a kill leaves the previous)."""
+    Each partition is replaced whole only once all its rows are written (a failure or a kill leaves the previous).
+    A day of flat files is ingested a file at a time instead, each file's rows a part of the partition
+    (`ingest/increments.py`): only its new or changed files are read."""
+    in_parts = ingest_in_parts(root, day)
+    if in_parts is not None:
+        return _ingested_in_parts(root, day, in_parts, log)
     previous, following = (str(date.fromisoformat(day) + timedelta(days=step)) for step in (-1, 1))
     taken = _trace_ids(root, following)  # the next day's traces took their spans still waiting for a root here
     handed = hashlib.sha256()
@@ -136,6 +145,25 @@ def ingest_day(root, day: str, log) -> IngestedDay:
         files,
         handed.hexdigest()[:20] if handing else "",
     )
+
+
+def _ingested_in_parts(root, day: str, found: PartsIngest, log) -> IngestedDay:
+    """`ingest_day`'s report of a day ingested in parts: the whole day's counts, the files this run read."""
+    strays = stray_entries(root)
+    write_strays(root, strays)
+    how = "every file (the day read whole)" if found.whole_day else f"{len(found.read)} new or changed file(s)"
+    log.info(f"{day}: read {how} of {len(found.files)}; {len(found.removed)} gone file(s) removed")
+    if found.quarantined:
+        log.warning(f"{found.quarantined} rows of {day} quarantined: {found.reasons}")
+    for file in found.waiting:
+        log.info(
+            f"{file} is still being written: its cut end is not read yet (the day is ingested again once it settles)"
+        )
+    for stray in strays:
+        log.warning(f"{stray.detail} (in quarantine: {NOT_A_DAY_FOLDER})")
+    if found.traces == 0:
+        log.warning(f"traces/{day}/ has {len(found.files)} file(s) and no valid trace: an empty day")
+    return IngestedDay(day, found.traces, 0, found.quarantined, found.reasons, found.files, "", found.read)
 
 
 def _trace_ids(root, day: str):

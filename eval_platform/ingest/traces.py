@@ -275,6 +275,7 @@ class TraceDayRows:
         self._spill, self.files, self.counts, self.day = spill, files, counts, day
         # files still being written (changed within EVAL_PLATFORM_FILE_SETTLE_S) whose cut last row was not read
         self.waiting: list[str] = []
+        self.otlp = False  # whether a file read holds OTLP requests
 
     def traces(self) -> Iterator[pl.DataFrame]:
         return self._spill.traces()
@@ -319,7 +320,12 @@ def _collected(frames: Iterator[pl.DataFrame], schema: dict[str, pl.DataType]) -
 
 @contextmanager
 def stream_trace_day(
-    data_root: Path, day: str, *, now: datetime | None = None, chunk_rows: int = CHUNK_ROWS
+    data_root: Path,
+    day: str,
+    *,
+    now: datetime | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+    only: set[str] | None = None,
 ) -> Iterator[TraceDayRows]:
     """`read_trace_day` in bounded memory: the day is read a row (an OTLP trace) at a time, its rows spilled to a
     temporary folder `chunk_rows` trace rows at a time (`day_spill.py`), and handed out in order, a frame at a
@@ -329,6 +335,10 @@ def stream_trace_day(
             for frame in rows.traces(): ...
 
     The rows, their order, `files` and `counts` are `read_trace_day`'s. Raises as `read_trace_day` does.
+
+    `only` (files relative to the data root): read those of the day's files alone, and no day before (for a day of
+    flat files, whose traces take no span of another day: `ingest/increments.py`); `rows.otlp` says whether one
+    of them held OTLP after all (its rows are then not the day's).
     """
     _check_day(day)
     data_root = Path(data_root)
@@ -370,10 +380,13 @@ def stream_trace_day(
             otel.rejected.clear()
 
         try:
-            _read_previous_day(data_root, before.isoformat(), otel, early=True)  # its trace ids only
-            _read_previous_day(data_root, previous.isoformat(), otel)
+            if only is None:
+                _read_previous_day(data_root, before.isoformat(), otel, early=True)  # its trace ids only
+                _read_previous_day(data_root, previous.isoformat(), otel)
             for path in list_trace_files(data_root, day):
                 rel = path.relative_to(data_root).as_posix()
+                if only is not None and rel not in only:
+                    continue
                 order[rel] = len(files)
                 files.append(rel)
                 tally.touch(rel)
@@ -406,6 +419,7 @@ def stream_trace_day(
                 tally.accept(file, n)
             rows = TraceDayRows(spill, files, tally.total, day)
             rows.waiting = waiting
+            rows.otlp = otel.indexed > 0
             yield rows
         finally:
             otel.close()

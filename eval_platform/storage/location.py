@@ -118,6 +118,14 @@ class Store(Protocol):
         """The files called `name` anywhere under `parts`, as parts relative to the warehouse, sorted."""
         ...
 
+    def footer(self, parts: tuple[str, ...]) -> tuple[int, dict[str, str]] | None:
+        """The Parquet file's row count and key-value metadata, from its footer alone (None: no file)."""
+        ...
+
+    def delete(self, parts: tuple[str, ...]) -> None:
+        """Remove the file at `parts` (nothing when there is none)."""
+        ...
+
     def children(self, parts: tuple[str, ...]) -> list[str]:
         """The names of the folders directly under `parts`, sorted."""
         ...
@@ -219,6 +227,13 @@ class LocalStore(_Several):
     def children(self, parts: tuple[str, ...]) -> list[str]:
         folder = self.folder.joinpath(*parts)
         return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+    def footer(self, parts: tuple[str, ...]) -> tuple[int, dict[str, str]] | None:
+        path = self.folder.joinpath(*parts)
+        return _footer(lambda: pa.OSFile(str(path))) if path.exists() else None
+
+    def delete(self, parts: tuple[str, ...]) -> None:
+        self.folder.joinpath(*parts).unlink(missing_ok=True)
 
     @property
     def storage_options(self) -> dict[str, str] | None:
@@ -338,6 +353,15 @@ class S3Store(_Several):
         infos = self._listing(parts, recursive=False)
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
 
+    def footer(self, parts: tuple[str, ...]) -> tuple[int, dict[str, str]] | None:
+        key = self._key(*parts)
+        return _footer(lambda: self.filesystem.open_input_file(key)) if self._is_file(key) else None
+
+    def delete(self, parts: tuple[str, ...]) -> None:
+        key = self._key(*parts)
+        if self._is_file(key):
+            self.filesystem.delete_file(key)
+
     @property
     def storage_options(self) -> dict[str, str] | None:
         options = {"aws_region": self.region or "us-east-1"}
@@ -410,6 +434,14 @@ def _batches(
         if empty:
             schema = parquet.schema_arrow
             yield _frame(schema.empty_table().select(columns) if columns else schema.empty_table())
+
+
+def _footer(open_file: Callable[[], pa.NativeFile]) -> tuple[int, dict[str, str]]:
+    """A Parquet file's row count and its key-value metadata (text), from the footer."""
+    with open_file() as source:
+        meta = pq.read_metadata(source)
+    pairs = meta.metadata or {}
+    return meta.num_rows, {k.decode(): v.decode() for k, v in pairs.items() if not k.startswith(b"ARROW:")}
 
 
 def _frame(data: pa.RecordBatch | pa.Table) -> pl.DataFrame:

@@ -43,6 +43,10 @@ from eval_platform.settings import data_root, duckdb_path, warehouse_dir
 from eval_platform.storage.location import BATCH_ROWS, TEMP_PREFIX, TEMP_SUFFIX, LocalStore, Store, store_for
 
 PARTITION_FILE = "part.parquet"
+# A partition made of parts (`storage/parts.py`): `<partition>/src=<name>/part.parquet`, one per source, read together
+# as the partition; a partition written whole is its one `<partition>/part.parquet`. Never both at once: each
+# writer removes the other layout's files before its own file appears.
+PART_KEY = "src"
 SCHEMA_DIR = "_schema"  # the 0-row file giving a table's columns before it has partitions
 # A temporary file this old belongs to no write still in progress (a write takes seconds).
 STALE_TEMP_S = 15 * 60
@@ -63,25 +67,58 @@ def partition_dir(root: Path, table: str, keys: dict[str, str]) -> Path:
 
 def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.DataFrame) -> Path | str:
     """Atomically replace one partition's Parquet file with `frame` (an empty frame still writes a file); returns
-    its path (local disk) or URL (a bucket)."""
+    its path (local disk) or URL (a bucket). A partition made of parts loses them (just before the file appears)."""
     store = store_for(root)
     if isinstance(store, LocalStore):
-        remove_stale_temp_files(store.folder.joinpath(*_parts(table, keys)), recursive=False)
-    return store.write((*_parts(table, keys), PARTITION_FILE), frame)
+        remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
+    top = (*_parts(table, keys), PARTITION_FILE)
+    with store.staged(top) as tmp:
+        frame.write_parquet(tmp)
+        remove_parts(store, table, keys)
+    return _file_location(store, top)
+
+
+def _file_location(store: Store, parts: tuple[str, ...]) -> Path | str:
+    return store.folder.joinpath(*parts) if isinstance(store, LocalStore) else store.location(*parts)
+
+
+def part_files(store: Store, table: str, keys: dict[str, str]) -> list[tuple[str, ...]]:
+    """The files of one partition: its whole file, or its parts (`<partition>/src=<name>/part.parquet`) in name
+    order; as parts relative to the warehouse. Files of partitions under it (other keys) are not its."""
+    base = _parts(table, keys)
+    found = store.files(base, PARTITION_FILE)
+    top = (*base, PARTITION_FILE)
+    n = len(base)
+    return [f for f in found if f == top] + [f for f in found if len(f) == n + 2 and f[n].startswith(f"{PART_KEY}=")]
+
+
+def remove_parts(store: Store, table: str, keys: dict[str, str], keep_whole: bool = True) -> None:
+    """Remove a partition's parts (and its whole file too unless `keep_whole`)."""
+    top = (*_parts(table, keys), PARTITION_FILE)
+    for found in part_files(store, table, keys):
+        if found != top or not keep_whole:
+            store.delete(found)
 
 
 class PartitionWriter:
     """Writes one partition's rows a frame at a time (`write`), as row groups of one Parquet file; see
     `partition_writer`. Holds at most `row_group_rows` rows before writing them."""
 
-    def __init__(self, path: Path, schema: dict[str, pl.DataType], row_group_rows: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        schema: dict[str, pl.DataType],
+        row_group_rows: int,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
         self.schema = schema
         self.rows = 0
         self._row_group_rows = row_group_rows
         self._pending: list[pl.DataFrame] = []
         self._pending_rows = 0
         empty = conform(pl.DataFrame(schema=schema), schema).to_arrow()
-        self._writer = pq.ParquetWriter(str(path), empty.schema)
+        arrow_schema = empty.schema.with_metadata(metadata) if metadata else empty.schema
+        self._writer = pq.ParquetWriter(str(path), arrow_schema)
 
     def write(self, frame: pl.DataFrame) -> None:
         """Append `frame`'s rows (conformed to the schema: the file's columns never vary between row groups)."""
@@ -133,6 +170,7 @@ def partition_writer(
             writer._close(complete=False)  # the temporary file is discarded by `staged`
             raise
         writer._close()
+        remove_parts(store, table, keys)  # a partition made of parts: never its rows twice, the file comes next
 
 
 def write_file(root: Path, table: str, keys: dict[str, str], name: str, data: bytes) -> Path | str:
@@ -170,27 +208,52 @@ def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: 
 def read_partition(
     root: Path, table: str, keys: dict[str, str], columns: list[str] | None = None
 ) -> pl.DataFrame | None:
-    """One partition's rows (only `columns`, when given), or None when it has no file."""
-    return store_for(root).read((*_parts(table, keys), PARTITION_FILE), columns)
+    """One partition's rows (only `columns`, when given; every part of a partition made of parts), or None when it
+    has no file."""
+    store = store_for(root)
+    files = part_files(store, table, keys)
+    if len(files) <= 1:
+        return store.read(files[0] if files else (*_parts(table, keys), PARTITION_FILE), columns)
+    frames = [frame for frame in (store.read(f, columns) for f in files) if frame is not None]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
 def partition_schema(root: Path, table: str, keys: dict[str, str]) -> dict[str, pl.DataType] | None:
-    """One partition's columns as its file has them (the file is not read), or None when it has no file."""
-    return store_for(root).schema((*_parts(table, keys), PARTITION_FILE))
+    """One partition's columns as its file (its first part) has them (the file is not read), or None when it has
+    no file."""
+    store = store_for(root)
+    files = part_files(store, table, keys)
+    return store.schema(files[0]) if files else None
 
 
 def iter_partition(
     root: Path, table: str, keys: dict[str, str], batch_rows: int = BATCH_ROWS, columns: list[str] | None = None
 ) -> Iterator[pl.DataFrame] | None:
-    """A partition in frames of at most `batch_rows` rows, read from the store as they are consumed (memory: one
-    row group and one frame, on either store); None when the partition was never written."""
-    return store_for(root).batches((*_parts(table, keys), PARTITION_FILE), batch_rows, columns)
+    """A partition in frames of at most `batch_rows` rows (a part after another), read from the store as they are
+    consumed (memory: one row group and one frame, on either store); None when the partition was never written."""
+    store = store_for(root)
+    files = part_files(store, table, keys)
+    if len(files) <= 1:
+        return store.batches(files[0] if files else (*_parts(table, keys), PARTITION_FILE), batch_rows, columns)
+
+    def every_part() -> Iterator[pl.DataFrame]:
+        for found in files:
+            batches = store.batches(found, batch_rows, columns)
+            if batches is not None:  # a part removed since it was listed (a run replacing it) is not read
+                yield from batches
+
+    return every_part()
 
 
 def partition_path(root: Path, table: str, keys: dict[str, str]) -> Path | str:
-    """Where a partition's file is: its path on local disk, its URL on a bucket (what `write_partition` returns)."""
-    store, parts = store_for(root), (*_parts(table, keys), PARTITION_FILE)
-    return store.folder.joinpath(*parts) if isinstance(store, LocalStore) else store.location(*parts)
+    """Where a partition's rows are: its file's path on local disk, its URL on a bucket (what `write_partition`
+    returns); for a partition made of parts, the pattern of its parts (`<partition>/**/part.parquet`), which
+    polars and DuckDB read as one."""
+    store, base = store_for(root), _parts(table, keys)
+    files = part_files(store, table, keys)
+    if len(files) > 1 or (files and files[0] != (*base, PARTITION_FILE)):
+        return store.location(*base, "**", PARTITION_FILE)
+    return _file_location(store, (*base, PARTITION_FILE))
 
 
 def table_glob(root: Path, table: str) -> str:

@@ -174,18 +174,26 @@ def test_daily_scoring_end_to_end(project, local_judge):
     metadata = event.asset_materialization.metadata
     assert metadata["rows"].value == metadata["completed"].value + metadata["failed"].value + metadata["skipped"].value
 
-    # Re-materializing replaces the partition: same rows, no duplicates, and no LLM call (cache).
+    # Re-materializing a day whose files did not change: the same rows, kept as they were (judged_at too), no
+    # duplicate, and no LLM call.
+    judged = (
+        "SELECT trace_id, judged_at, cache_hit, score FROM judge_scores "
+        f"WHERE evaluator = 'helpfulness' AND date = '{DAYS[0]}' ORDER BY trace_id"
+    )
+    earlier = query(root, judged)
     before = judge_requests(local_judge)
     assert materialize(defs, "judge_scores", key(DAYS[0], "helpfulness"), instance).success
     assert judge_requests(local_judge) == before
     rows = query(
         root,
-        f"SELECT count(*), count(DISTINCT trace_id), bool_and(cache_hit) FROM judge_scores "
+        f"SELECT count(*), count(DISTINCT trace_id) FROM judge_scores "
         f"WHERE evaluator = 'helpfulness' AND date = '{DAYS[0]}'",
     )
-    assert rows == [(6, 6, True)]
-    files = list(partition_dir(root, "judge_scores", {"evaluator": "helpfulness", "date": DAYS[0]}).iterdir())
-    assert [f.name for f in files] == ["part.parquet"]  # no temp file left behind
+    assert rows == [(6, 6)]
+    assert query(root, judged) == earlier
+    folder = partition_dir(root, "judge_scores", {"evaluator": "helpfulness", "date": DAYS[0]})
+    files = [f for f in folder.rglob("*") if f.is_file()]
+    assert files and {f.name for f in files} == {"part.parquet"}  # no temp file left behind
 
 
 def test_judge_scores_needs_its_traces(project):

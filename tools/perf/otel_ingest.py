@@ -115,6 +115,8 @@ def run_measured(
         text=True,
         check=False,
         env=env,
+        # `python -c` puts its working folder first on sys.path: run in the other checkout, or it imports this one
+        cwd=str(Path(checkout).resolve()) if checkout is not None else None,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
     )
     if done.returncode != 0:

@@ -104,6 +104,11 @@ class OtelDay:
         self._files = 0  # the files handed to `source` so far
         self._requests = 0  # the requests indexed so far (a file whose reading failed keeps its numbers)
 
+    @property
+    def indexed(self) -> int:
+        """The OTLP requests indexed so far."""
+        return self._requests
+
     # pass 1
     def source(self, file: str, path: Path, kind: str, *, carried: bool = False, early: bool = False) -> _Source:
         """A file about to be read (`carried`: of the previous day; `early`: of the day before that, its ids only);

@@ -1,0 +1,90 @@
+"""One file arriving into a day that already holds many: what ingesting and judging it again costs (issue 34).
+
+    python -m tools.perf.arrivals [--traces 100000] [--files 100] [--arrival 1000] [--before DIR]
+
+Setup (timed, but not the figure): the local judge in its own process (`backfill_overhead.start_judge`, 0 ms); one
+score evaluator on it; a day of `--traces` JSONL traces over `--files` files (`synthetic_project.synthetic_trace`),
+ingested (`defs.traces.ingest_day`) and judged (what the `judge_scores` asset runs for a partition: the day a part
+at a time where it can, `judging/increments.py`, else `evaluator_day.judge_partition`), with a cold judge cache.
+Then one file of `--arrival` new traces is added to the day and the day is ingested and judged again: those two
+steps are the figures. Each step runs in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the
+process). `--before DIR`: the same on another checkout of the project (`git archive main | tar -x -C DIR`), on its
+own copy of the day, in the same run, so before and after share the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tools.perf.backfill_overhead import start_judge
+from tools.perf.otel_ingest import run_measured
+from tools.perf.synthetic_project import synthetic_trace, write_score_evaluator
+
+DAY = (datetime.now(UTC) - timedelta(days=2)).date().isoformat()
+EVALUATOR = "arrivals"
+INGEST = (
+    "import logging; from eval_platform.defs.traces import ingest_day; "
+    "d = ingest_day(ROOT, DAY, logging.getLogger('perf')); "
+    "n = getattr(d, 'read', None); "
+    "out = f'{d.traces} traces in the day, {len(d.files if n is None else n)} file(s) read'"
+)
+JUDGE = (
+    "import importlib.util; from eval_platform.defs.resources import JudgeResource; "
+    "from eval_platform.judging.loading import load_evaluator; "
+    "from eval_platform.judging.evaluator_day import judge_partition; "
+    "parts = importlib.util.find_spec('eval_platform.judging.increments') is not None; "
+    "inc = __import__('eval_platform.judging.increments', fromlist=['judge_in_parts']) if parts else None; "
+    f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); r = JudgeResource().runtime(ROOT); "
+    "j = (inc.judge_in_parts(ROOT, c, DAY, r, set()) if inc else None) or judge_partition(ROOT, c, DAY, r, set()); "
+    "s = j.summary; out = f\"{s['rows']} rows in the day, {s['calls']} calls, {s['cache_hits']} cache hits\""
+)
+
+
+def write_file(root: Path, name: str, start: int, n: int) -> None:
+    folder = root / "traces" / DAY
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("".join(json.dumps(synthetic_trace(DAY, i, 8)) + "\n" for i in range(start, start + n)))
+    then = time.time() - 3600  # settled
+    os.utime(path, (then, then))
+
+
+def measure(label: str, root: Path, checkout: Path | None, args: argparse.Namespace, judge_url: str) -> None:
+    write_score_evaluator(root, EVALUATOR, judge_url)
+    per_file = args.traces // args.files
+    for k in range(args.files):
+        write_file(root, f"export-{k:05d}.jsonl", k * per_file, per_file)
+    print(f"[{label}] setup ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
+    print(f"[{label}] setup judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+    write_file(root, f"export-{args.files:05d}.jsonl", args.traces, args.arrival)
+    print(f"[{label}] arrival ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
+    print(f"[{label}] arrival judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", type=int, default=100_000)
+    parser.add_argument("--files", type=int, default=100)
+    parser.add_argument("--arrival", type=int, default=1000)
+    parser.add_argument("--before", type=Path, default=None, help="another checkout, measured the same way")
+    args = parser.parse_args()
+    judge, url = start_judge(0.0)
+    try:
+        with tempfile.TemporaryDirectory(prefix="eval_platform-arrivals-") as folder:
+            print(f"{DAY}: {args.traces:,} traces in {args.files} files, then one file of {args.arrival:,}")
+            if args.before is not None:
+                measure("before", Path(folder) / "before", args.before.resolve(), args, url)
+            measure("after", Path(folder) / "after", None, args, url)
+    finally:
+        judge.terminate()
+        judge.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
