@@ -171,6 +171,9 @@ def test_the_streamed_step_gives_exactly_the_rows_of_the_in_memory_day(data_root
         rows = judged.result.rows
         assert rows.height > 10, name
         assert rows.drop(VARYING).equals(expected.rows.drop(VARYING)), name
+        # the partition also says which traces wait for completion (judging/completion.py): none of these do
+        waiting = {key: judged.summary.pop(key) for key in ("traces_waiting_for_completion", "complete_at")}
+        assert waiting == {"traces_waiting_for_completion": 0, "complete_at": None}, name
         assert judged.summary == expected.summary, name
         assert judged.every_trace_has_one_status and judged.traces_without_a_row == 0, name
         # what the materialization shows is picked as the rows go by: the day's pick, whatever the chunks

@@ -4,6 +4,7 @@ from them while they describe the partition's files, and from the verdicts once 
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 
@@ -38,10 +39,13 @@ def test_the_judge_scores_asset_writes_the_partitions_numbers_and_the_viewer_cou
     keys = {"evaluator": "helpfulness", "date": DAY}
     verdicts = read_partition(root, "judge_scores", keys)
     assert verdicts is not None and verdicts.height > 1
-    path = partition_path(root, "judge_scores", keys)
-    stat = os.stat(path)
-    Path(path).write_bytes(b"\0" * stat.st_size)
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    path = str(partition_path(root, "judge_scores", keys))  # a day of flat files: a pattern over its parts
+    files = glob.glob(path, recursive=True) if "*" in path else [path]
+    assert files
+    for file in files:
+        stat = os.stat(file)
+        Path(file).write_bytes(b"\0" * stat.st_size)
+        os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     (shown,) = [e for e in Warehouse(root).evaluators(7) if e["name"] == "helpfulness"]
     assert shown["totals"]["completed"] == dict((s, n) for s, n, _, _ in expected)["COMPLETED"]
     # the partition's file replaced by another writer (half its verdicts, no numbers written): the viewer counts
