@@ -2,7 +2,8 @@
 going. Real instance in a temp DAGSTER_HOME, real files, the local judge over HTTP: on the judge's first request, a
 wire writes a second file into the day and materializes `traces` for it in the same instance, as the new-files
 sensor's run would. The automation takes the judge run's later materialization as current and asks for nothing;
-`judge_traces_updated_while_judging_sensor` asks for that partition, once, and its run judges the new file."""
+`judge_traces_updated_while_judging_sensor` asks for that partition, once, not while its run goes, and that run
+judges the new file."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def _write(root: Path, name: str, ids: list[str]) -> None:
 
 
 class IngestDuringJudging(Wire):
-    """On the first judge request: a second file arrives and the day's traces are materialized, then it answers."""
+    """On the first judge request once armed: `ingest` runs (a second file arrives and the day's traces are
+    materialized; later, the sensor is evaluated while the run goes), then the server's judge answers."""
 
     def __init__(self) -> None:
         self.ingest = None
@@ -103,7 +105,14 @@ def test_a_file_ingested_while_its_day_is_judged_is_judged_once_after_that_run(d
         again = sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
         assert list(again.run_requests or []) == []  # asked once, while its run has not happened
 
-        _materialize(defs, instance, "judge_scores", partition)
+        # Its run; while it goes, the sensor (even one that forgot its request) does not ask for the partition.
+        while_running: list[list[dg.RunRequest]] = []
+        wire.fired = False
+        wire.ingest = lambda: while_running.append(
+            list(sensor(dg.build_sensor_context(instance=instance)).run_requests or [])
+        )
+        _materialize(defs, instance, "judge_scores", requests[0].partition_key)
+        assert wire.fired and while_running == [[]]
         assert _judged(data_root) == ["first-1", "first-2", "second-1", "second-2"]
         after = sensor(dg.build_sensor_context(instance=instance, cursor=again.cursor))
         assert list(after.run_requests or []) == []
