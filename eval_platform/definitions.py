@@ -27,7 +27,7 @@ from eval_platform.defs.drift import build_judge_drift
 from eval_platform.defs.experiments import build_alerts, build_experiment_results
 from eval_platform.defs.export import build_verdict_export_retries, build_verdict_exports
 from eval_platform.defs.finetune import build_finetune_exports
-from eval_platform.defs.judging import build_judge_scores, build_waiting_traces_sensor
+from eval_platform.defs.judging import build_judge_scores, build_traces_updated_sensor, build_waiting_traces_sensor
 from eval_platform.defs.partitions import trace_days
 from eval_platform.defs.report import build_report_asset
 from eval_platform.defs.resources import judge_resource, warehouse_resource
@@ -125,6 +125,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
         sensors=[
             new_trace_files_sensor,
             build_waiting_traces_sensor(judge_scores),
+            build_traces_updated_sensor(judge_scores),
             new_dataset_files_sensor,
             benchmark_models_sensor,
             *drift.sensors,

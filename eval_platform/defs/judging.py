@@ -25,6 +25,13 @@ from eval_platform.judging.evaluator_day import (
     judge_partition,
 )
 from eval_platform.judging.increments import judge_in_parts
+from eval_platform.judging.traces_judged import (
+    RECENT,
+    TRACES_JUDGED,
+    TRACES_JUDGED_RUN,
+    UpdatedCursor,
+    updated_while_judged,
+)
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import COMPLETED, JUDGE_SCORE_SCHEMA, PLACEHOLDER_MARK, is_placeholder_model
 from eval_platform.settings import DEFAULT_PARTITIONS_PER_RUN
@@ -37,6 +44,8 @@ from eval_platform.viewer.links import viewer_day_url
 # `any_deps_match(newly_updated())` but not for `any_deps_updated()` (whose reset wins every tie). Forgetting
 # the update on the tick after a request (second `since`) means a judging run that failed is not retried by the
 # sensor, which would pay the provider again and again: a failure waits for a person or the next traces update.
+# Comparing times, it takes a judge run as current also when the day's traces were updated while it ran (after it
+# read them): `judge_traces_updated_while_judging_sensor` asks for those (`judging/traces_judged.py`).
 _TRACES_UPDATED = dg.AutomationCondition.any_deps_match(dg.AutomationCondition.newly_updated()).with_label(
     "traces updated"
 )
@@ -169,10 +178,12 @@ def build_judge_scores(
         runtime = judge.runtime(root)
         runtime.log = context.log  # a wait for other hosts' budget reservations is told in the run's log
         now = config.judged_at()
+        traces_read: dict[str, dict] = {}  # per partition: the traces materialization it judged (traces_judged.py)
 
         def judge_one(key: str) -> JudgedPartition:
             keys = partitions.get_partition_key_from_str(key).keys_by_dimension
             evaluator, day, named = evaluators[keys["evaluator"]], keys["date"], set(config.trace_ids)
+            traces_read[key] = latest_traces(context.instance, day)  # before reading them
             try:
                 # a day of flat files: only its new or changed traces (judging/increments.py); else the whole day
                 judged = judge_in_parts(root, evaluator, day, runtime, named) or judge_partition(
@@ -201,12 +212,23 @@ def build_judge_scores(
                     f"yet); the first completes at {judged.summary['complete_at']}, when the partition is judged again"
                 )
         in_run = not context.has_partition_key
-        metadata = {key: partition_metadata(j, in_run=in_run) for key, j in run.done.items()}
+        metadata = {key: partition_metadata(j, in_run=in_run) | traces_read[key] for key, j in run.done.items()}
         checks = [(check, severity, {key: test(j) for key, j in run.done.items()}) for check, severity, test in CHECKS]
         yield from results(context, run, metadata, checks)
         fail_if_any(run)
 
     return judge_scores
+
+
+def latest_traces(instance: dg.DagsterInstance, day: str) -> dict:
+    """The metadata naming the latest `traces` materialization of `day` (its storage id and run), none when never
+    materialized."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("traces"), asset_partitions=[day]), limit=1
+    ).records
+    if not records:
+        return {}
+    return {TRACES_JUDGED: records[0].storage_id, TRACES_JUDGED_RUN: records[0].run_id}
 
 
 JUDGE_SCORES_TABLE_SCHEMA = dg.TableSchema(
@@ -407,3 +429,67 @@ def build_waiting_traces_sensor(judge_scores: dg.AssetsDefinition) -> dg.SensorD
         return dg.SensorResult(run_requests=requests, cursor=cursor.dump())
 
     return judge_waiting_traces_sensor
+
+
+def build_traces_updated_sensor(judge_scores: dg.AssetsDefinition) -> dg.SensorDefinition:
+    """The sensor that judges a partition again when its day's traces were updated during the run that judged it
+    (`judging/traces_judged.py`): the update the automation takes as judged."""
+    partitions = judge_scores.partitions_def
+    assert isinstance(partitions, dg.MultiPartitionsDefinition)
+    traces_key, judge_key = dg.AssetKey("traces"), dg.AssetKey("judge_scores")
+
+    @dg.sensor(
+        name="judge_traces_updated_while_judging_sensor",
+        target=judge_scores,
+        minimum_interval_seconds=30,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Judges a judge_scores partition again when its day's traces were ingested while the run that "
+        f"judged it was going (its metadata's {TRACES_JUDGED} is older than the day's latest traces "
+        "materialization, itself older than the judge run's): the automation takes that run as current. Looks at "
+        f"the days whose traces materialized in the last {int(RECENT.total_seconds() // 3600)} hours; never while a "
+        "run of the partition is in progress. On by default: turn it off here, or with "
+        "`dagster sensor stop judge_traces_updated_while_judging_sensor -w workspace.yaml`; such a file is then "
+        "judged when its day's traces are next updated.",
+    )
+    def judge_traces_updated_while_judging_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        cursor = UpdatedCursor.load(context.cursor)
+        instance = context.instance
+        since = (datetime.now(UTC) - RECENT).timestamp()
+        latest: dict[str, int] = {}  # day -> its latest traces materialization (storage id)
+        page = None
+        while True:
+            found = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=traces_key, after_timestamp=since), limit=500, cursor=page
+            )
+            for record in found.records:  # newest first
+                if record.partition_key is not None:
+                    latest.setdefault(record.partition_key, record.storage_id)
+            if not found.has_more:
+                break
+            page = found.cursor
+        evaluators = partitions.get_partitions_def_for_dimension("evaluator").get_partition_keys()
+        missed: dict[str, int] = {}
+        for day, traces_id in sorted(latest.items()):
+            for evaluator in evaluators:
+                partition = str(dg.MultiPartitionKey({"date": day, "evaluator": evaluator}))
+                if not partitions.has_partition_key(partition):
+                    continue
+                records = instance.fetch_materializations(
+                    dg.AssetRecordsFilter(asset_key=judge_key, asset_partitions=[partition]), limit=1
+                ).records
+                materialization = records[0].asset_materialization if records else None
+                if materialization is None:
+                    continue
+                judged = materialization.metadata.get(TRACES_JUDGED)
+                judged_id = judged.value if judged is not None and isinstance(judged.value, int) else None
+                if updated_while_judged(judged_id, traces_id, records[0].storage_id):
+                    missed[partition] = traces_id
+        status = (instance.get_status_by_partition(judge_key, sorted(missed), partitions) or {}) if missed else {}
+        busy = {p for p, state in status.items() if state == dg.AssetPartitionStatus.IN_PROGRESS}
+        requests = [
+            dg.RunRequest(run_key=f"{partition}-traces-{traces_id}", partition_key=partition)
+            for partition, traces_id in cursor.due(missed, busy)
+        ]
+        return dg.SensorResult(run_requests=requests, cursor=cursor.dump())
+
+    return judge_traces_updated_while_judging_sensor
