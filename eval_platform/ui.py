@@ -17,12 +17,26 @@ from eval_platform.settings import DATA_DIR_ENV, data_root
 
 
 def dagster_home(root: Path) -> Path:
-    """`$DAGSTER_HOME`, or `<data root>/dagster_home` holding the shipped instance settings."""
+    """`$DAGSTER_HOME`, or `<data root>/dagster_home` holding the shipped instance settings, its storage created."""
     home = Path(os.environ.get("DAGSTER_HOME") or root / "dagster_home")
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
         (home / "dagster.yaml").write_text(shipped_instance_yaml(), encoding="utf-8")
+    create_instance_storage(home)
     return home
+
+
+def create_instance_storage(home: Path) -> None:
+    """Open the instance once, so its storage (SQLite files, or the PostgreSQL schema) exists before `dagster dev`.
+
+    `dagster dev` starts the webserver, the daemon and the code server at once; on a new home each creates the
+    storage itself and two of them can stamp the schema together ("Version table 'alembic_version' has more than
+    one head present"), which leaves the code location unloaded. Created first, they only open it.
+    """
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)):
+        pass
 
 
 def dev_command(host: str, port: int) -> list[str]:

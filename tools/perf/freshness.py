@@ -70,7 +70,7 @@ from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.markdown_table import markdown_table
 from eval_platform.settings import DEFAULT_FILE_SETTLE_S, FILE_SETTLE_ENV, WAREHOUSE_URL_ENV
 from eval_platform.storage.warehouse import partition_dir
-from eval_platform.ui import dev_command
+from eval_platform.ui import create_instance_storage, dev_command
 from tools.perf.synthetic_project import write_score_evaluator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -581,6 +581,9 @@ def main(argv: list[str] | None = None) -> int:
         help="every file written and no run for this long, yet some file not scored or alert not delivered: stop",
     )
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="bounds a hang only")
+    parser.add_argument(
+        "--ready-timeout-s", type=float, default=600.0, help="fail when the new-files sensor has not ticked by then"
+    )
     parser.add_argument("--no-baseline", action="store_true", help="skip the one-shot day")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs, warehouse, instance)")
     parser.add_argument("--serve-judge", action="store_true", help=argparse.SUPPRESS)
@@ -637,12 +640,14 @@ def main(argv: list[str] | None = None) -> int:
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
         }
         env.pop(WAREHOUSE_URL_ENV, None)  # the partitions are watched on local disk
+        create_instance_storage(home)  # as `eval-platform ui` does, before the processes that share it start
+        instance = open_instance(home)
         started_dev = time.time()
         dev = Dev(base, env)
         tree = ProcessTree(dev.process.pid, args.sample_s)
         tree.start()
-        instance = open_instance(home)
         deadline = time.monotonic() + args.timeout_s
+        ready_by = time.monotonic() + args.ready_timeout_s
 
         def check_alive() -> None:
             if not dev.alive():
@@ -650,13 +655,18 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"timed out after {args.timeout_s:g} s:\n{dev.tail()}")
 
+        def check_started() -> None:
+            check_alive()
+            if time.monotonic() > ready_by:
+                raise RuntimeError(f"the new-files sensor never ticked in {args.ready_timeout_s:g} s:\n{dev.tail()}")
+
         per_file = {a.number: a.traces for a in arrivals} | {0: args.preseed}
         judged = PartitionWatch(partition_dir(root, "judge_scores", {"evaluator": EVALUATOR, "date": day}), per_file)
         ingested = PartitionWatch(partition_dir(root, "traces", {"date": day}), per_file)
 
         # Ready: the new-files sensor ticked (and, with a preseed, the day is judged and Dagster idle).
         while not sensor_ticked(instance, "new_trace_files_sensor"):
-            check_alive()
+            check_started()
             time.sleep(1)
         if args.preseed:
             while True:
