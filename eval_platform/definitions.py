@@ -32,9 +32,9 @@ from eval_platform.defs.partitions import trace_days
 from eval_platform.defs.report import build_report_asset
 from eval_platform.defs.resources import judge_resource, warehouse_resource
 from eval_platform.defs.traces import (
+    build_new_trace_files_sensor,
     build_traces,
     daily_ingest_schedule,
-    new_trace_files_sensor,
     quarantine,
     traces_job,
 )
@@ -60,7 +60,8 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     # A broken config file breaks only itself: its error is shown on the assets it would feed.
     broken_evaluators: dict[str, str] = {}
     evaluators = load_evaluators(root / EVALUATORS_FOLDER, broken=broken_evaluators)
-    # The day partitions start on EVAL_PLATFORM_START_DATE as it is now (read here, never on import).
+    # The day partitions start on EVAL_PLATFORM_START_DATE as it is now (read here, never on import), and so does what
+    # the new-files sensor takes for a day (it never reads the variable as it ticks).
     days = trace_days(start_date())
     traces = build_traces(days)
     judge_scores = build_judge_scores(
@@ -123,7 +124,7 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
         jobs=[traces_job, dataset_job, annotation_tasks_job, *drift.jobs],
         schedules=[daily_ingest_schedule, *drift.schedules],
         sensors=[
-            new_trace_files_sensor,
+            build_new_trace_files_sensor(days),
             build_waiting_traces_sensor(judge_scores),
             build_traces_updated_sensor(judge_scores),
             new_dataset_files_sensor,

@@ -54,7 +54,7 @@ from eval_platform.llm.embeddings import EmbeddingRequest
 from eval_platform.llm.endpoint import model_endpoint
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import SKIPPED
-from eval_platform.settings import EVALUATORS_FOLDER, DataRootError, checked_data_root, state_dir
+from eval_platform.settings import EVALUATORS_FOLDER, DataRootError, checked_data_root, start_date, state_dir
 from eval_platform.storage.warehouse import iter_partition
 
 
@@ -311,10 +311,11 @@ def _evaluators(root: Path) -> tuple[dict[str, EvaluatorConfig], dict[str, str]]
     return evaluators, broken
 
 
-def _bounded_days(parser: argparse.ArgumentParser, start: str, end: str) -> list[str]:
-    """The days from `start` to `end`, refused (exit 2) unless every one is a day partition: a day outside them
-    can be neither ingested nor judged, so its price would be a bill never sent. The message names the setting."""
-    from eval_platform.defs.partitions import not_a_trace_day  # Dagster's partitions: imported only when asked
+def _bounded_days(parser: argparse.ArgumentParser, start: str, end: str, first_day: str) -> list[str]:
+    """The days from `start` to `end`, refused (exit 2) unless every one is a day partition from `first_day` (the
+    start date the caller read once): a day outside them can be neither ingested nor judged, so its price would be
+    a bill never sent. The message names the setting."""
+    from eval_platform.defs.partitions import not_a_trace_day, trace_days  # Dagster's: imported only when asked
 
     try:
         days = _days(start, end)
@@ -322,7 +323,8 @@ def _bounded_days(parser: argparse.ArgumentParser, start: str, end: str) -> list
         parser.error(f"--start and --end are days, YYYY-MM-DD ({exc})")
     if not days:
         parser.error(f"--end ({end}) is before --start ({start})")
-    outside = [why for why in (not_a_trace_day(day) for day in (days[0], days[-1])) if why is not None]
+    partitions = trace_days(first_day)
+    outside = [why for why in (not_a_trace_day(day, partitions) for day in (days[0], days[-1])) if why is not None]
     if outside:
         parser.error("no partition to price: " + "; ".join(outside))
     return days
@@ -401,6 +403,8 @@ def _suite_main(parser: argparse.ArgumentParser, args: argparse.Namespace, root:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # EVAL_PLATFORM_START_DATE, read once as the command starts (as `build_definitions` reads it), then passed on
+    first_day = start_date()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--start", help="first day, YYYY-MM-DD")
     parser.add_argument("--end", help="last day, YYYY-MM-DD (inclusive)")
@@ -421,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         return _suite_main(parser, args, root)
     if not (args.start and args.end):
         parser.error("give --start and --end (a judge backfill), or --suite (a benchmark suite)")
-    days = _bounded_days(parser, args.start, args.end)
+    days = _bounded_days(parser, args.start, args.end, first_day)
     evaluators, broken = _evaluators(root)
     names = args.evaluator or [name for name, config in evaluators.items() if config.enabled]
     unknown = sorted(set(names) - set(evaluators))

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from eval_platform.ingest.traces import is_day_name
-from eval_platform.settings import START_DATE_ENV, start_date
+from eval_platform.settings import START_DATE_ENV
 
 
 def trace_days(start: str) -> dg.DailyPartitionsDefinition:
@@ -18,14 +18,13 @@ def trace_days(start: str) -> dg.DailyPartitionsDefinition:
     return dg.DailyPartitionsDefinition(start_date=start, timezone="UTC", end_offset=1)
 
 
-def not_a_trace_day(day: str, now: datetime | None = None, start: str | None = None) -> str | None:
-    """Why `day` is not a day partition from `start` (it cannot be ingested, judged or priced), naming what bounds
-    it; None when it is one. The same words for the sensor, the dry run and anyone else who asks. `start`: the
-    first day; EVAL_PLATFORM_START_DATE as it is now when not given (the sensor and the dry run ask as they run)."""
+def not_a_trace_day(day: str, days: dg.DailyPartitionsDefinition, now: datetime | None = None) -> str | None:
+    """Why `day` is not one of the day partitions `days` (it cannot be ingested, judged or priced), naming what
+    bounds it; None when it is one. The same words for the sensor, the dry run and anyone else who asks. `days`:
+    `trace_days` of the start date its caller read once (the definitions', or the dry run's at its start)."""
     if not is_day_name(day):
         return f"{day!r} is not a day (YYYY-MM-DD, a UTC day)"
-    start = start or start_date()
-    days = trace_days(start)
+    start = days.start.strftime("%Y-%m-%d")
     with dg.partition_loading_context(now or datetime.now(UTC)):
         first, last = days.get_first_partition_key(), days.get_last_partition_key()
     if first is not None and day < first:

@@ -294,65 +294,72 @@ def _next_day(day: str) -> str:
     return (datetime.strptime(day, "%Y-%m-%d") + timedelta(days=1)).strftime("%Y-%m-%d")
 
 
-@dg.sensor(
-    job=traces_job,
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Ingests a day (today's included) when a file under traces/<day>/ (subfolders too) is added, changed "
-    "or removed, once its size and time have stayed the same for EVAL_PLATFORM_FILE_SETTLE_S seconds (default 30; "
-    "`.tmp`, `.partial` and `.part` files are not read until renamed). The next day is ingested again only when "
-    "the spans this day leaves waiting for a root changed. On by default: turn it off here, or with "
-    "`dagster sensor stop new_trace_files_sensor -w workspace.yaml`.",
-)
-def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
-    """Notices new or changed export files under `traces/<day>/` and ingests those days (the automation sensor
-    then judges them); on its first tick, folders before yesterday are taken as they are (see docs/traces.md)."""
-    now = datetime.now(UTC)
-    settle = file_settle_s()
-    cursor = ArrivalCursor.load(context.cursor)
-    folders = scan_day_folders(warehouse.root, now.timestamp(), settle)
-    today, yesterday = now.date().isoformat(), (now - timedelta(days=1)).date().isoformat()
-    requests: dict[str, dg.RunRequest] = {}
-    waiting: list[str] = []
-    kept_as_they_are: list[str] = []
-    for name, folder in folders.items():
-        waiting += folder.waiting
-        if folder.digest is None or folder.digest == cursor.days.get(name):
-            continue
-        why = not_a_trace_day(name, now)
-        if why is not None and is_day_name(name) and name > today:  # a partition once the UTC clock reaches it
-            if cursor.early.get(name) != folder.digest:
-                context.log.warning(f"traces/{name}/ is not ingested yet: {why}; it will be then")
-            cursor.early[name] = folder.digest
-            continue
-        cursor.early.pop(name, None)
-        cursor.days[name] = folder.digest
-        if why is not None:
-            named = "" if is_day_name(name) else f"; the next ingest names it in quarantine ({NOT_A_DAY_FOLDER})"
-            context.log.warning(f"traces/{name}/ is not ingested: {why}{named}")
-        elif cursor.fresh and name < yesterday:
-            kept_as_they_are.append(name)
-        else:
-            requests[name] = dg.RunRequest(run_key=f"{name}-{folder.digest}", partition_key=name)
-    for gone in set(cursor.days) - set(folders):
-        del cursor.days[gone]
-    if waiting:
-        shown = ", ".join(waiting[:5]) + (f" and {len(waiting) - 5} more" if len(waiting) > 5 else "")
-        context.log.info(f"{len(waiting)} file(s) changed in the last {settle:g} s, read once settled: {shown}")
-    if kept_as_they_are:
-        context.log.info(
-            f"first tick: {len(kept_as_they_are)} day folder(s) before {yesterday} taken as they are, not ingested "
-            f"({kept_as_they_are[0]} .. {kept_as_they_are[-1]}); judge them with a backfill or `eval-platform judge "
-            "--day`; a file added or changed in them from now on is ingested as usual"
-        )
-    for day, request in _next_days_to_ingest(context.instance, cursor, now).items():
-        requests.setdefault(day, request)
-    cursor.fresh = False
-    return dg.SensorResult(run_requests=list(requests.values()), cursor=cursor.dump())
+def build_new_trace_files_sensor(days: dg.DailyPartitionsDefinition) -> dg.SensorDefinition:
+    """`new_trace_files_sensor` over the day partitions `days` (`partitions.trace_days`, built with the definitions):
+    which folders are days it may request is decided by the start date the definitions were built with, never by
+    EVAL_PLATFORM_START_DATE as it is when the sensor ticks."""
+
+    @dg.sensor(
+        job=traces_job,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Ingests a day (today's included) when a file under traces/<day>/ (subfolders too) is added, "
+        "changed or removed, once its size and time have stayed the same for EVAL_PLATFORM_FILE_SETTLE_S seconds "
+        "(default 30; `.tmp`, `.partial` and `.part` files are not read until renamed). The next day is ingested "
+        "again only when the spans this day leaves waiting for a root changed. On by default: turn it off here, or "
+        "with `dagster sensor stop new_trace_files_sensor -w workspace.yaml`.",
+    )
+    def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
+        """Notices new or changed export files under `traces/<day>/` and ingests those days (the automation sensor
+        then judges them); on its first tick, folders before yesterday are taken as they are (see docs/traces.md)."""
+        now = datetime.now(UTC)
+        settle = file_settle_s()
+        cursor = ArrivalCursor.load(context.cursor)
+        folders = scan_day_folders(warehouse.root, now.timestamp(), settle)
+        today, yesterday = now.date().isoformat(), (now - timedelta(days=1)).date().isoformat()
+        requests: dict[str, dg.RunRequest] = {}
+        waiting: list[str] = []
+        kept_as_they_are: list[str] = []
+        for name, folder in folders.items():
+            waiting += folder.waiting
+            if folder.digest is None or folder.digest == cursor.days.get(name):
+                continue
+            why = not_a_trace_day(name, days, now)
+            if why is not None and is_day_name(name) and name > today:  # a partition once the UTC clock reaches it
+                if cursor.early.get(name) != folder.digest:
+                    context.log.warning(f"traces/{name}/ is not ingested yet: {why}; it will be then")
+                cursor.early[name] = folder.digest
+                continue
+            cursor.early.pop(name, None)
+            cursor.days[name] = folder.digest
+            if why is not None:
+                named = "" if is_day_name(name) else f"; the next ingest names it in quarantine ({NOT_A_DAY_FOLDER})"
+                context.log.warning(f"traces/{name}/ is not ingested: {why}{named}")
+            elif cursor.fresh and name < yesterday:
+                kept_as_they_are.append(name)
+            else:
+                requests[name] = dg.RunRequest(run_key=f"{name}-{folder.digest}", partition_key=name)
+        for gone in set(cursor.days) - set(folders):
+            del cursor.days[gone]
+        if waiting:
+            shown = ", ".join(waiting[:5]) + (f" and {len(waiting) - 5} more" if len(waiting) > 5 else "")
+            context.log.info(f"{len(waiting)} file(s) changed in the last {settle:g} s, read once settled: {shown}")
+        if kept_as_they_are:
+            context.log.info(
+                f"first tick: {len(kept_as_they_are)} day folder(s) before {yesterday} taken as they are, not "
+                f"ingested ({kept_as_they_are[0]} .. {kept_as_they_are[-1]}); judge them with a backfill or "
+                "`eval-platform judge --day`; a file added or changed in them from now on is ingested as usual"
+            )
+        for day, request in _next_days_to_ingest(context.instance, cursor, days, now).items():
+            requests.setdefault(day, request)
+        cursor.fresh = False
+        return dg.SensorResult(run_requests=list(requests.values()), cursor=cursor.dump())
+
+    return new_trace_files_sensor
 
 
 def _next_days_to_ingest(
-    instance: dg.DagsterInstance, cursor: ArrivalCursor, now: datetime
+    instance: dg.DagsterInstance, cursor: ArrivalCursor, days: dg.DailyPartitionsDefinition, now: datetime
 ) -> dict[str, dg.RunRequest]:
     """The days to ingest again because the day before handed them other spans: for each `traces` materialization
     since the cursor's, whose `next_day_spans` differ from the day's previous ones, the next day, when it was
@@ -380,7 +387,7 @@ def _next_days_to_ingest(
             if handed:
                 cursor.handed[day] = handed
             following = _next_day(day)
-            if handed == before or not_a_trace_day(following, now) is not None:
+            if handed == before or not_a_trace_day(following, days, now) is not None:
                 continue
             last = instance.fetch_materializations(
                 dg.AssetRecordsFilter(asset_key=key, asset_partitions=[following]), limit=1

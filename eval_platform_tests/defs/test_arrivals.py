@@ -15,7 +15,6 @@ import dagster as dg
 import pytest
 
 from eval_platform.definitions import build_definitions
-from eval_platform.defs.traces import new_trace_files_sensor
 from eval_platform.ingest.traces import span_rows
 from eval_platform.storage.warehouse import quarantine_keys, read_partition
 from eval_platform_tests.ingest.test_missing_root import AGENT, _shift, _split, _take, _write
@@ -51,7 +50,7 @@ class Ticks:
         context = dg.build_sensor_context(
             instance=self.instance, cursor=self.cursor, resources={"warehouse": self.defs.resources["warehouse"]}
         )
-        result = new_trace_files_sensor(context)
+        result = self.defs.resolve_sensor_def("new_trace_files_sensor")(context)
         self.cursor = result.cursor
         self.last = result.run_requests
         return sorted(r.partition_key for r in result.run_requests)

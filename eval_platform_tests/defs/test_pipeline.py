@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from eval_platform.definitions import build_definitions
-from eval_platform.defs.traces import daily_ingest_schedule, new_trace_files_sensor
+from eval_platform.defs.traces import daily_ingest_schedule
 from eval_platform.judging.loading import EvaluatorConfigError, load_evaluators
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform_tests.conftest import docs_text, judge_requests, write_evaluator
@@ -232,7 +232,7 @@ def test_sensor_requests_days_with_new_files(project):
         context = dg.build_sensor_context(
             instance=instance, cursor=cursor, resources={"warehouse": defs.resources["warehouse"]}
         )
-        return new_trace_files_sensor(context)
+        return defs.resolve_sensor_def("new_trace_files_sensor")(context)
 
     # On by default, so its first tick takes past days as they are: nothing is judged (or paid for) unasked
     first = tick(None)

@@ -45,8 +45,12 @@ def test_a_file_without_input_or_output_is_quarantined_not_judged(tmp_path):
 
 
 def test_the_sensor_sees_every_file_ingest_reads(tmp_path):
+    from eval_platform.defs.partitions import trace_days
     from eval_platform.defs.resources import WarehouseResource
-    from eval_platform.defs.traces import new_trace_files_sensor
+    from eval_platform.defs.traces import build_new_trace_files_sensor
+    from eval_platform.settings import DEFAULT_START_DATE
+
+    new_trace_files_sensor = build_new_trace_files_sensor(trace_days(DEFAULT_START_DATE))
 
     day = "2026-11-10"
     warehouse = WarehouseResource(data_dir=str(tmp_path))
@@ -72,8 +76,12 @@ def test_the_sensor_sees_every_file_ingest_reads(tmp_path):
 def test_the_sensor_says_why_a_folder_is_not_ingested(tmp_path, capsys):
     """It used to say "not a valid day partition (YYYY-MM-DD, not in the future)" for a day before the start date
     and for a folder that is not a day alike."""
+    from eval_platform.defs.partitions import trace_days
     from eval_platform.defs.resources import WarehouseResource
-    from eval_platform.defs.traces import new_trace_files_sensor
+    from eval_platform.defs.traces import build_new_trace_files_sensor
+    from eval_platform.settings import DEFAULT_START_DATE
+
+    new_trace_files_sensor = build_new_trace_files_sensor(trace_days(DEFAULT_START_DATE))
 
     for folder in ("2026-10-20", "11-12-2026"):
         write(tmp_path, "export.jsonl", json.dumps({"trace_id": "a", "timestamp": TS, "input": "q"}) + "\n", day=folder)
