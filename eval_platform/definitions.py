@@ -6,7 +6,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_platform.annotation.config import FOLDER as ANNOTATION_TASKS_FOLDER
 from eval_platform.annotation.config import load_annotation_tasks
 from eval_platform.defs.agreement import build_agreement
 from eval_platform.defs.alerting import alert_delivery_sensor, alerting_resource
@@ -88,11 +87,9 @@ def build_definitions(root: Path | None = None) -> dg.Definitions:
     exports = load_exports(root / "finetune_exports", evaluators, broken=broken_exports)
     finetune_exports = build_finetune_exports(exports, traces, judge_scores, broken=broken_exports)
     broken_annotation_tasks: dict[str, str] = {}
-    annotation_tasks = load_annotation_tasks(
-        root / ANNOTATION_TASKS_FOLDER, evaluators, root, broken=broken_annotation_tasks
-    )
+    annotation_tasks = load_annotation_tasks(root, evaluators, check_datasets=True, broken=broken_annotation_tasks)
     annotation_task_assets, annotation_tasks_job = build_annotation_task_assets(
-        annotation_tasks, broken_annotation_tasks
+        annotation_tasks.files, broken_annotation_tasks
     )
     verdict_exports = build_verdict_exports(root, judge_scores)  # off unless verdict_export.yaml names a destination
     report = build_report_asset([judge_scores, agreement, experiment_results, leaderboard, *drift.assets])

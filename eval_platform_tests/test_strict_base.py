@@ -11,11 +11,10 @@ import pytest
 
 import eval_platform
 from eval_platform.alerting.destinations import AlertingConfig
-from eval_platform.annotation.config import TraceSource
+from eval_platform.annotation.config import TasksFile, TraceSource
 from eval_platform.benchmarks.config import Suite
 from eval_platform.experiments.config import ExperimentConfig
 from eval_platform.finetune.config import FinetuneExport
-from eval_platform.ingest.annotation_tasks import AnnotationTasks
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.scoring.base import ScorerOptions
 from eval_platform.strict import Strict
@@ -37,7 +36,7 @@ def test_only_the_strict_base_says_extra_forbid():
         Suite,
         ExperimentConfig,
         FinetuneExport,
-        AnnotationTasks,
+        TasksFile,
         EvaluatorConfig,
         ScorerOptions,
     ],

@@ -1,4 +1,9 @@
-"""An annotation task file (`data/annotation_tasks/<name>.yaml`): what people label, and which items they get.
+"""Annotation tasks, read by one loader (`load_annotation_tasks`) from the data root in either of two forms, each
+validated like the other config files (pydantic, `extra="forbid"`, an `AnnotationTaskError` naming the file and the
+field). Both declare criteria with one model (`ingest.annotation_criteria.CriterionSpec`).
+
+The folder form (preferred), `annotation_tasks/<name>.yaml`, one task a file: what people label, and which items
+they get (exported to Label Studio, pulled back into `human_annotations`):
 
     name: helpfulness_review            # optional: the file's stem when absent
     description: Are the answers helpful?
@@ -9,7 +14,7 @@
       # dataset: {name: gsm8k, version: latest}   # version: N (v<N>), latest, or a sha256 prefix of the file
     instructions: |
       Read the question and the answer. Is the answer helpful?
-    criteria:                           # as in annotations/tasks.yaml (`ingest.annotation_tasks.CriterionSpec`)
+    criteria:
       helpful: {schema: classification, labels: {"yes": 1, "no": 0}}
       clarity: {schema: rating, min: 1, max: 5}
       comment: {schema: text}           # free text: collected, never compared nor made ground truth
@@ -21,10 +26,32 @@
     size: 40                            # items to annotate
     consensus_threshold: 0.66           # 0.5 < t <= 1: share of an item's annotators who must agree
 
-Validated like the other config files (pydantic, `extra="forbid"`, errors naming the file and the field). With
-the loaded evaluators, the evaluators a traces source names must exist and judge one whole trace per row (their
-verdicts say nothing about an item otherwise); with the data root, a dataset source's dataset must be declared.
-`disagreement` needs a traces source (the judges' verdicts are on traces) and at least one evaluator.
+The single-file form, `annotations/tasks.yaml` (or `.yml`) beside the exports of a labelling tool: the criteria
+only of any number of tasks whose labels arrive as those exports (nothing is sampled or sent to Label Studio):
+
+    tasks:
+      pandalm_pairwise:
+        description: Which of two responses to an instruction is better.
+        criteria:
+          preference:
+            schema: classification              # classification | rating | ranking | text
+            labels: {"0": 0, "1": 1, "2": 2}    # allowed labels; a mapping also gives each label's value
+            description: 0 tie, 1 response1 better, 2 response2 better
+      summary_quality:
+        criteria:
+          relevance: {schema: rating, min: 1, max: 5}
+          best_summary: {schema: ranking, candidates: [A, B, C]}
+          comment: {schema: text}               # free text: kept, never compared nor made ground truth
+
+`human_annotations` checks imported labels against both (`AnnotationTasks.declared()`): a task file's criteria for
+its task, over the single file's. The single file is optional: without it a task no task file declares is accepted
+and each label's schema inferred; with it, rows of an undeclared task or criterion are quarantined. A broken single
+file fails that import rather than guess.
+
+With the loaded evaluators, the evaluators a traces source names must exist and judge one whole trace per row (their
+verdicts say nothing about an item otherwise); with `check_datasets`, a dataset source's dataset must be declared
+under the data root. `disagreement` needs a traces source (the judges' verdicts are on traces) and at least one
+evaluator.
 
 `config_hash` changes exactly when the items chosen or what annotators are asked changes (source, sampling, size,
 instructions, criteria); description, `annotations_per_item` and `consensus_threshold` leave it unchanged, so
@@ -36,6 +63,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Literal
@@ -43,7 +71,14 @@ from typing import Literal
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from eval_platform.config_files import load_folder, read_mapping, validate
-from eval_platform.ingest.annotation_tasks import COMPARABLE_SCHEMAS, AnnotationTaskError, CriterionSpec, TaskSpec
+from eval_platform.ingest.annotation_criteria import (
+    COMPARABLE_SCHEMAS,
+    TASKS_FILE_NAMES,
+    CriterionSpec,
+    DeclaredTasks,
+    TaskSpec,
+)
+from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
 from eval_platform.ingest.datasets import dataset_versions, version_sha256
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.loading import whole_trace_evaluator
@@ -51,12 +86,17 @@ from eval_platform.record_fields import METADATA_PREFIX
 from eval_platform.schemas import TEST_CASE_SCHEMA, TRACE_SCHEMA
 from eval_platform.strict import Strict
 
-FOLDER = "annotation_tasks"
+FOLDER = "annotation_tasks"  # the folder form; the single file is `annotations/tasks.yaml`
 LATEST = "latest"
 # A sha256 prefix naming a dataset version by its content: at least 8 hex digits (benchmarks print 12).
 _HASH_RE = re.compile(r"^[0-9a-f]{8,64}$")
 # How many days a `from`/`to` range may span: a typo in a year should not list decades of days.
 MAX_RANGE_DAYS = 366
+
+
+class AnnotationTaskError(ValueError):
+    """A broken annotation task file (`annotation_tasks/<name>.yaml` or `annotations/tasks.yaml`): the message
+    names the file and the field."""
 
 
 class TraceSource(Strict):
@@ -239,8 +279,66 @@ class AnnotationTaskConfig(Strict):
 # ---- loading ---------------------------------------------------------------------------------------------
 
 
-def load_annotation_task(
-    path: Path, evaluators: dict[str, EvaluatorConfig] | None = None, data_root: Path | None = None
+class TasksFile(Strict):
+    """The single-file form (`annotations/tasks.yaml`): task name -> its criteria."""
+
+    tasks: dict[str, TaskSpec]
+
+
+@dataclass(frozen=True)
+class AnnotationTasks:
+    """The annotation tasks of a data root, in both forms (`load_annotation_tasks`)."""
+
+    root: Path
+    # the folder form (`annotation_tasks/<name>.yaml`), by task name, sorted
+    files: dict[str, AnnotationTaskConfig]
+    # the single-file form (`annotations/tasks.yaml`) when there is one, and its tasks (None when it did not load)
+    tasks_file_path: Path | None = None
+    tasks_file: dict[str, TaskSpec] | None = None
+    # the single file's error (naming the file and the field), when it did not load and `broken` was given
+    tasks_file_error: str | None = None
+
+    def declared(self) -> DeclaredTasks:
+        """What both forms declare about the labels `human_annotations` imports. `AnnotationTaskError` when the
+        single file is broken: labels are never checked against a guess."""
+        if self.tasks_file_error is not None:
+            raise AnnotationTaskError(self.tasks_file_error)
+        path = self.tasks_file_path
+        return DeclaredTasks(
+            tasks_file=self.tasks_file,
+            tasks_file_path=None if path is None else path.relative_to(self.root).as_posix(),
+            task_files={name: config.task_spec() for name, config in self.files.items()},
+        )
+
+
+def load_annotation_tasks(
+    data_root: Path,
+    evaluators: dict[str, EvaluatorConfig] | None = None,
+    *,
+    check_datasets: bool = False,
+    broken: dict[str, str] | None = None,
+) -> AnnotationTasks:
+    """Every annotation task under `data_root`, in both forms (the module doc). A missing folder or file has none.
+    A broken file raises `AnnotationTaskError` naming the file and the field, unless `broken` is given: then a
+    task file's error is recorded there (by file name, and in the code location's log) and the other files load,
+    and the single file's is kept for `declared()` to raise. Two task files naming the same task are both an error,
+    since one could silently replace the other. With `evaluators` (the loaded ones), the evaluators a task file
+    names are checked against them; with `check_datasets`, its dataset against the data root's datasets."""
+    root = Path(data_root)
+    dataset_root = root if check_datasets else None
+    files = load_folder(
+        root / FOLDER,
+        lambda path: _task_file(path, evaluators, dataset_root),
+        AnnotationTaskError,
+        "task",
+        broken,
+    )
+    path, tasks_file, error = _tasks_file(root / ANNOTATIONS_FOLDER, raises=broken is None)
+    return AnnotationTasks(root, dict(sorted(files.items())), path, tasks_file, error)
+
+
+def _task_file(
+    path: Path, evaluators: dict[str, EvaluatorConfig] | None, data_root: Path | None
 ) -> AnnotationTaskConfig:
     """One task file; with `evaluators` (the loaded ones) and `data_root`, what it names is checked too."""
     raw = read_mapping(path, AnnotationTaskError, "a mapping of annotation task fields")
@@ -253,28 +351,19 @@ def load_annotation_task(
     return config
 
 
-def load_annotation_tasks(
-    folder: Path,
-    evaluators: dict[str, EvaluatorConfig] | None = None,
-    data_root: Path | None = None,
-    broken: dict[str, str] | None = None,
-) -> dict[str, AnnotationTaskConfig]:
-    """Every task file in a folder (`data/annotation_tasks/*.yaml`), by task name, sorted. A missing folder has
-    none. A broken file raises unless `broken` collects its error (by file name, and in the code location's log);
-    two files naming the same task are both an error, since one could silently replace the other."""
-    tasks = load_folder(
-        folder, lambda path: load_annotation_task(path, evaluators, data_root), AnnotationTaskError, "task", broken
-    )
-    return dict(sorted(tasks.items()))
-
-
-def task_specs(data_root: Path) -> dict[str, TaskSpec]:
-    """The criteria of each annotation task file (`annotation_tasks/*.yaml`), by task: what `human_annotations`
-    checks the labels pulled back from a labelling tool against (`ingest.annotations.read_annotations`'s
-    `task_files`). For its task such a file is authoritative over tasks.yaml; a task with no such file follows
-    tasks.yaml (or is accepted as inferred when there is none). A broken task file declares nothing: its rows are
-    then checked as any other rows, and the file's error is shown where the task files are loaded."""
-    return {name: config.task_spec() for name, config in load_annotation_tasks(data_root / FOLDER, broken={}).items()}
+def _tasks_file(folder: Path, *, raises: bool) -> tuple[Path | None, dict[str, TaskSpec] | None, str | None]:
+    """(the single file, its tasks, its error): the first of `tasks.yaml`, `tasks.yml` in the annotations folder."""
+    for name in sorted(TASKS_FILE_NAMES):
+        path = folder / name
+        if path.is_file():
+            try:
+                raw = read_mapping(path, AnnotationTaskError, "a mapping with a 'tasks' key")
+                return path, validate(path, TasksFile, raw, AnnotationTaskError).tasks, None
+            except AnnotationTaskError as error:
+                if raises:
+                    raise
+                return path, None, str(error)
+    return None, None, None
 
 
 def _check_evaluators(path: Path, config: AnnotationTaskConfig, evaluators: dict[str, EvaluatorConfig]) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from eval_platform.annotation.config import AnnotationTaskConfig
-from eval_platform.ingest.annotation_tasks import CriterionSpec
+from eval_platform.ingest.annotation_criteria import CriterionSpec
 from eval_platform.llm.redaction import clip, redact, remember
 
 URL_ENV = "LABEL_STUDIO_URL"

@@ -12,15 +12,11 @@ from eval_platform.agreement.assembly import unchecked_because
 from eval_platform.agreement.judge_rows import ScoreSource
 from eval_platform.agreement.judge_vs_human import latest_kappas
 from eval_platform.agreement.out_of_core import OutOfCoreScores, open_scores
+from eval_platform.annotation.config import AnnotationTaskError, load_annotation_tasks
 from eval_platform.defs.annotations import human_annotations, imported_judgments
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.partitions import REFRESH_AFTER_UPDATES
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.annotation_tasks import (
-    AnnotationTaskError,
-    load_tasks_yaml,
-)
-from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.out_of_core import reads_out_of_core
 from eval_platform.placeholder_rows import mark_agreement, placeholder_days
@@ -177,14 +173,14 @@ def declared_categories(root) -> dict[tuple[str, str], list[str]]:
     (Randolph's kappa counts every category the annotators could choose). A broken file already failed
     `human_annotations`; here it only means no declared categories."""
     try:
-        _, tasks = load_tasks_yaml(root / ANNOTATIONS_FOLDER)
+        tasks_file = load_annotation_tasks(root, broken={}).declared().tasks_file
     except AnnotationTaskError:
         return {}
-    if tasks is None:
+    if tasks_file is None:
         return {}
     return {
         (task, criterion): spec.allowed
-        for task, task_spec in tasks.tasks.items()
+        for task, task_spec in tasks_file.items()
         for criterion, spec in task_spec.criteria.items()
         if spec.schema_ == "classification" and spec.allowed is not None
     }

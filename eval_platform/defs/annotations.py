@@ -5,10 +5,9 @@ replaces the table, so a fixed or removed file is reflected at once."""
 import dagster as dg
 import polars as pl
 
-from eval_platform.annotation.config import task_specs
+from eval_platform.annotation.config import AnnotationTaskError, load_annotation_tasks
 from eval_platform.defs.catalog import refresh
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.ingest.annotation_tasks import AnnotationTaskError
 from eval_platform.ingest.annotations import annotation_overview, read_annotations
 from eval_platform.ingest.export_files import ALL_PARTITION
 from eval_platform.ingest.judgments import read_judgments
@@ -24,14 +23,18 @@ def _reasons(quarantine: pl.DataFrame) -> dict[str, int]:
 @dg.asset(kinds={"python", "parquet"}, group_name="ingest", deps=["annotation_task_pulls"])
 def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Human labels from `annotations/*` (JSONL, JSON, CSV, Parquet), one row per (task, item, annotator,
-    criterion): the label as text and its value (rating, mapped class, or rank). `annotations/tasks.yaml`, when
-    present, declares each task's criteria and allowed labels, and rows that break it are quarantined with
-    file, line and reason. Exposed as the `human_annotations` view."""
+    criterion): the label as text and its value (rating, mapped class, or rank). The annotation tasks
+    (`annotation_tasks/*.yaml`, and `annotations/tasks.yaml` when present) declare each task's criteria and allowed
+    labels, and rows that break them are quarantined with file, line and reason. Exposed as the
+    `human_annotations` view."""
     root = warehouse.root
     try:
-        result = read_annotations(root, task_files=task_specs(root))
+        # A broken task file declares nothing (its error shows where the code location loads); a broken
+        # tasks.yaml fails the asset, naming the file and the field.
+        declared = load_annotation_tasks(root, broken={}).declared()
     except AnnotationTaskError as error:
         raise dg.Failure(description=str(error)) from error
+    result = read_annotations(root, tasks=declared)
     write_partition(root, "human_annotations", {}, result.annotations)
     write_quarantine(root, "human_annotations", ALL_PARTITION, result.quarantine)
     refresh(root)

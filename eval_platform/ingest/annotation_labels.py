@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from eval_platform.ingest.annotation_tasks import CriterionSpec
+from eval_platform.ingest.annotation_criteria import CriterionSpec
 from eval_platform.ingest.common import RowError, preview
 from eval_platform.ingest.export_files import number_text
 

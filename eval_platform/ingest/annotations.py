@@ -1,8 +1,9 @@
 """Human annotations exported from a labelling tool -> the long table `human_annotations`.
 
-`read_annotations(data_root)` reads every file under `<data_root>/annotations/` (JSONL, JSON array, CSV,
-Parquet, optionally gzip; see `export_files.py`) except `tasks.yaml`, which describes the tasks (see
-`annotation_tasks.py`). One input row is one annotator's labels for one item:
+`read_annotations(data_root, tasks=...)` reads every file under `<data_root>/annotations/` (JSONL, JSON array,
+CSV, Parquet, optionally gzip; see `export_files.py`) except `tasks.yaml`, which declares tasks (read, with the
+task files, by `eval_platform.annotation.config.load_annotation_tasks`, whose `declared()` is `tasks`). One input
+row is one annotator's labels for one item:
 
     {"task": "summary_quality", "item_id": "doc-17", "annotator": "ann2", "labels": {"relevance": 4, "fluency": 5}}
     {"task": "pandalm_pairwise", "item_id": "pandalm-0000", "annotator": "annotator1", "criterion": "preference",
@@ -27,7 +28,7 @@ and becomes one output row per criterion (a ranking: one per ranked candidate):
 
 Each annotation task file (`annotation_tasks/*.yaml`, `eval_platform.annotation`) declares its task's criteria
 the same way, over tasks.yaml for that task: the labels pulled back from Label Studio are checked against what
-annotators were asked (`annotation.config.task_specs`, which the caller passes as `task_files`).
+annotators were asked (`DeclaredTasks.task_files`).
 
 A ranking is a list best first (`["B", "A", "C"]`, in CSV also `B > A > C` or a JSON list) or an object
 candidate -> rank. Rejected rows go to the quarantine (source `human_annotations`) with file, line and one of:
@@ -49,15 +50,14 @@ from typing import Any, get_args
 
 import polars as pl
 
-from eval_platform.ingest.annotation_labels import label_schema, normalized_labels
-from eval_platform.ingest.annotation_tasks import (
+from eval_platform.ingest.annotation_criteria import (
     TASKS_FILE_NAMES,
-    AnnotationTasks,
     CriterionSpec,
+    DeclaredTasks,
     Schema,
     TaskSpec,
-    load_tasks_yaml,
 )
+from eval_platform.ingest.annotation_labels import label_schema, normalized_labels
 from eval_platform.ingest.common import RowError, dumps, preview
 from eval_platform.ingest.export_files import (
     ExportRow,
@@ -107,22 +107,18 @@ class Annotations:
     tasks_file: str | None = None
 
 
-def read_annotations(
-    data_root: Path, *, task_files: Mapping[str, TaskSpec], now: datetime | None = None
-) -> Annotations:
-    """Every annotation export under `<data_root>/annotations/`; raises AnnotationTaskError for a broken
-    tasks.yaml, never for a bad row or file. `task_files`: the criteria each annotation task file declares, by task
-    (`annotation.config.task_specs`, read by the caller: the annotation package stands above ingest); for its task
-    such a file is authoritative over tasks.yaml."""
+def read_annotations(data_root: Path, *, tasks: DeclaredTasks, now: datetime | None = None) -> Annotations:
+    """Every annotation export under `<data_root>/annotations/`, checked against what the annotation tasks declare
+    (`tasks`: `annotation.config.load_annotation_tasks(...).declared()`, read by the caller: the annotation package
+    stands above ingest); never raises for a bad row or file."""
     data_root = Path(data_root)
-    tasks_path, tasks = load_tasks_yaml(data_root / FOLDER)
     rejects = Rejects(SOURCE, now or utc_now())
     files = export_files(data_root, FOLDER, ignore=TASKS_FILE_NAMES)
     rows: list[dict[str, Any]] = []
     first_seen: dict[tuple[str, str, str, str], str] = {}
     for row in export_rows(data_root, files, rejects, "annotation exports"):
         try:
-            normalized = normalize_annotation(row, tasks, task_files)
+            normalized = normalize_annotation(row, tasks)
         except RowError as error:
             rejects.reject(row, error)
             continue
@@ -152,23 +148,21 @@ def read_annotations(
         annotations=frame,
         quarantine=rejects.frame(),
         files=[path.relative_to(data_root).as_posix() for path in files],
-        tasks_file=tasks_path.relative_to(data_root).as_posix() if tasks_path else None,
+        tasks_file=tasks.tasks_file_path,
     )
 
 
 # --- one row ------------------------------------------------------------------------------------------
 
 
-def normalize_annotation(
-    row: ExportRow, tasks: AnnotationTasks | None, task_files: Mapping[str, TaskSpec] | None = None
-) -> list[dict[str, Any]]:
-    """The output rows of one export row (one per criterion, or per ranked candidate); RowError if bad.
-    `task_files`: the tasks of `annotation_tasks/*.yaml`, which declare their criteria as tasks.yaml does."""
+def normalize_annotation(row: ExportRow, tasks: DeclaredTasks) -> list[dict[str, Any]]:
+    """The output rows of one export row (one per criterion, or per ranked candidate); RowError if bad. A task
+    file's criteria (`tasks.task_files`) are authoritative for its task, over tasks.yaml's."""
     record = _cleaned(row.record, row.from_text)
     annotator = _required_text(record, "annotator")
     item_id = _required_text(record, "item_id")
     task = text_field(first_present(record, ALIASES["task"]), "task") or file_stem(row.file)
-    spec = task_files[task] if task_files and task in task_files else _task_spec(tasks, task)
+    spec = tasks.task_files[task] if task in tasks.task_files else _task_spec(tasks.tasks_file, task)
     labels = _labels(record, spec)
     annotated_at = first_present(record, ALIASES["annotated_at"])
     base = {
@@ -236,12 +230,12 @@ def _metadata(record: dict[str, Any]) -> str:
     return dumps({**(nested or {}), **extras})
 
 
-def _task_spec(tasks: AnnotationTasks | None, task: str):
-    if tasks is None:
+def _task_spec(tasks_file: Mapping[str, TaskSpec] | None, task: str) -> TaskSpec | None:
+    if tasks_file is None:
         return None
-    spec = tasks.tasks.get(task)
+    spec = tasks_file.get(task)
     if spec is None:
-        declared = ", ".join(sorted(tasks.tasks)) or "none"
+        declared = ", ".join(sorted(tasks_file)) or "none"
         raise RowError("unknown_task", f"task {task!r} is not declared in tasks.yaml (declared: {declared})")
     return spec
 

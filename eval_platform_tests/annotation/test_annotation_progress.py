@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from eval_platform.agreement import compute
-from eval_platform.annotation.config import AnnotationTaskConfig, task_specs
+from eval_platform.annotation.config import AnnotationTaskConfig, load_annotation_tasks
 from eval_platform.annotation.progress import ground_truth, open_items, progress
 from eval_platform.ingest.annotations import read_annotations
 from eval_platform.schemas import (
@@ -271,7 +271,7 @@ def test_a_text_criterion_imports_and_is_never_compared_by_the_agreement_table(t
         for a in ("x", "y")
     ]
     (folder / "export.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    read = read_annotations(tmp_path, task_files=task_specs(tmp_path))
+    read = read_annotations(tmp_path, tasks=load_annotation_tasks(tmp_path).declared())
     assert read.quarantine.is_empty()
     assert set(read.annotations.filter(pl.col("criterion") == "comment")["schema"]) == {"text"}
     agreement, truth = compute(

@@ -298,7 +298,7 @@ def test_the_example_task_picks_a_stratified_sample_of_what_the_demo_judged(loca
     from eval_platform_tests.conftest import REPO_DATA
 
     evaluators = load_evaluators(REPO_DATA / "evaluators", data_root=REPO_DATA)
-    config = load_annotation_tasks(REPO_DATA / "annotation_tasks", evaluators, REPO_DATA)["helpfulness_review"]
+    config = load_annotation_tasks(REPO_DATA, evaluators, check_datasets=True).files["helpfulness_review"]
     day = config.source.traces.day_keys()[0]
     runtime = ModelRuntime(
         client=LiteLLMModelClient(max_concurrency=8),

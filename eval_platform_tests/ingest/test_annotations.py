@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_platform.ingest.annotation_tasks import AnnotationTaskError
+from eval_platform.annotation.config import AnnotationTaskError, load_annotation_tasks
 from eval_platform.ingest.annotations import annotation_overview, read_annotations
 from eval_platform.schemas import HUMAN_ANNOTATION_SCHEMA
 from eval_platform_tests.conftest import REPO_DATA
@@ -45,7 +45,7 @@ def by_reason(result) -> dict[str, list[tuple[str, int | None]]]:
 
 def test_the_pandalm_export_becomes_one_row_per_item_and_annotator(tmp_path):
     shutil.copytree(REPO_DATA / "annotations", tmp_path / "annotations")
-    result = read_annotations(tmp_path, task_files={})
+    result = read_annotations(tmp_path, tasks=load_annotation_tasks(tmp_path).declared())
 
     frame = result.annotations
     assert result.quarantine.height == 0
@@ -125,7 +125,7 @@ def test_several_criteria_in_one_row_become_one_row_each_in_every_format(tmp_pat
         }
     ).write_parquet(tmp_path / "annotations" / "d.parquet")
 
-    result = read_annotations(tmp_path, task_files={})
+    result = read_annotations(tmp_path, tasks=load_annotation_tasks(tmp_path).declared())
     assert result.quarantine.height == 0, result.quarantine.to_dicts()
     rows = {(r["annotator"], r["criterion"], r["label"]): r for r in result.annotations.iter_rows(named=True)}
     assert {k: rows[k]["value"] for k in rows} == {
@@ -163,7 +163,7 @@ def test_without_tasks_yaml_any_task_is_accepted_and_the_schema_inferred(tmp_pat
             {"item_id": "y", "annotator": "a", "label": "2", "schema": "classification"},
         ),
     )
-    result = read_annotations(tmp_path, task_files={})
+    result = read_annotations(tmp_path, tasks=load_annotation_tasks(tmp_path).declared())
     assert result.tasks_file is None and result.quarantine.height == 0
     got = [
         (r["task"], r["criterion"], r["schema"], r["label"], r["value"])
@@ -219,7 +219,7 @@ def test_bad_rows_are_quarantined_with_file_line_and_reason(tmp_path):
         ),
     )
     write(tmp_path, "notes.txt", "remember to export again\n")
-    result = read_annotations(tmp_path, task_files={})
+    result = read_annotations(tmp_path, tasks=load_annotation_tasks(tmp_path).declared())
 
     kept = result.annotations
     assert kept.select("item_id", "annotator", "criterion", "label").rows() == [("doc-1", "ann1", "relevance", "3")]
@@ -255,7 +255,7 @@ def test_a_broken_tasks_file_names_the_file_and_the_field(tmp_path):
     path = write(tmp_path, "tasks.yaml", "tasks:\n  t:\n    criteria:\n      c: {schema: rating, labels: [a, b]}\n")
     write(tmp_path, "a.jsonl", jsonl({"item_id": "x", "annotator": "a", "label": 1}))
     with pytest.raises(AnnotationTaskError) as error:
-        read_annotations(tmp_path, task_files={})
+        load_annotation_tasks(tmp_path)
     assert (
         str(error.value)
         == f"{path}: field 'tasks.t.criteria.c': Value error, 'labels' does not apply to schema 'rating'"
@@ -263,10 +263,10 @@ def test_a_broken_tasks_file_names_the_file_and_the_field(tmp_path):
 
     path.write_text("tasks:\n  t:\n    criteria:\n      c: {kind: rating}\n")
     with pytest.raises(AnnotationTaskError, match=r"tasks.yaml: field 'tasks.t.criteria.c.kind': Extra inputs"):
-        read_annotations(tmp_path, task_files={})
+        load_annotation_tasks(tmp_path)
 
 
 def test_an_empty_or_missing_folder_is_an_empty_typed_table(tmp_path):
-    result = read_annotations(tmp_path, task_files={})
+    result = read_annotations(tmp_path, tasks=load_annotation_tasks(tmp_path).declared())
     assert result.annotations.height == 0 and result.quarantine.height == 0
     assert result.annotations.schema == pl.Schema(HUMAN_ANNOTATION_SCHEMA)

@@ -1,46 +1,26 @@
-"""Annotation tasks (`annotations/tasks.yaml`): which criteria a task labels, their schema and allowed labels.
-
-    tasks:
-      pandalm_pairwise:
-        description: Which of two responses to an instruction is better.
-        criteria:
-          preference:
-            schema: classification              # classification | rating | ranking | text
-            labels: {"0": 0, "1": 1, "2": 2}    # allowed labels; a mapping also gives each label's value
-            description: 0 tie, 1 response1 better, 2 response2 better
-      summary_quality:
-        criteria:
-          relevance: {schema: rating, min: 1, max: 5}
-          fluency:   {schema: rating, min: 1, max: 5}
-          best_summary: {schema: ranking, candidates: [A, B, C]}
-          comment: {schema: text}               # free text: kept, never compared nor made ground truth
-
-The file is optional. Without it every task is accepted and each label's schema is inferred (see
-`annotations.py`). With it, rows of an undeclared task or criterion are quarantined, and labels are checked
-against the declared set or range. A broken file is an error naming the file and the field, like a broken
-evaluator file: the asset fails rather than guess.
+"""What an annotation task declares about its labels: each criterion's schema and allowed labels or range
+(`CriterionSpec`, a task's `TaskSpec`), and what `human_annotations` checks imported labels against
+(`DeclaredTasks`). Both forms of annotation task declare their criteria with these models; they are read by the
+one loader, `eval_platform.annotation.config.load_annotation_tasks`, which stands above ingest and hands
+`DeclaredTasks` to `read_annotations`.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from eval_platform.config_files import read_mapping, validate
 from eval_platform.strict import Strict
 
+# The single-file form of annotation tasks, in the annotations folder beside the exports (never read as one).
 TASKS_FILE_NAMES = frozenset({"tasks.yaml", "tasks.yml"})
 Schema = Literal["classification", "rating", "ranking", "text"]
 # Schemas whose labels can be compared between annotators (agreement, consensus); `text` is free text.
 COMPARABLE_SCHEMAS = ("classification", "rating", "ranking")
-
-
-class AnnotationTaskError(ValueError):
-    """A broken annotation task file (`annotations/tasks.yaml` or `annotation_tasks/<name>.yaml`): the message
-    names the file and the field."""
 
 
 class CriterionSpec(Strict):
@@ -105,8 +85,19 @@ class TaskSpec(Strict):
         return value
 
 
-class AnnotationTasks(Strict):
-    tasks: dict[str, TaskSpec]
+@dataclass(frozen=True)
+class DeclaredTasks:
+    """What the annotation tasks declare about the labels `human_annotations` imports, as
+    `annotation.config.load_annotation_tasks` read them (`AnnotationTasks.declared()`). The default declares
+    nothing: every task is accepted and its schemas inferred."""
+
+    # The tasks of the single file (`annotations/tasks.yaml`). None when there is none: a task no task file declares
+    # is then accepted and its schemas inferred; with the file, such a task is `unknown_task`.
+    tasks_file: Mapping[str, TaskSpec] | None = None
+    # that file, relative to the data root (the asset's metadata)
+    tasks_file_path: str | None = None
+    # The criteria of each task file (`annotation_tasks/<name>.yaml`), by task: for its task, over the single file.
+    task_files: Mapping[str, TaskSpec] = field(default_factory=dict)
 
 
 def _label_text(value) -> str:
@@ -116,15 +107,3 @@ def _label_text(value) -> str:
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def load_tasks_yaml(annotations_dir: Path) -> tuple[Path | None, AnnotationTasks | None]:
-    """The tasks file directly in the annotations folder and its validated content, or (None, None); a broken file
-    is an `AnnotationTaskError` naming the file and the field. (The annotation task files of
-    `annotation_tasks/*.yaml` load with `eval_platform.annotation.config.load_annotation_tasks`.)"""
-    for name in sorted(TASKS_FILE_NAMES):
-        path = annotations_dir / name
-        if path.is_file():
-            raw = read_mapping(path, AnnotationTaskError, "a mapping with a 'tasks' key")
-            return path, validate(path, AnnotationTasks, raw, AnnotationTaskError)
-    return None, None
