@@ -6,8 +6,10 @@ layer (`storage/warehouse.py`: local disk or a bucket) in an in-memory DuckDB. A
 evaluator's day is its own partition's files (`<partition folder>/**/part.parquet`: one file, or a folder of
 parts), filtered, sorted and cut to a page by DuckDB, never loaded into Python whole. Pages are keyset pages: a
 page's link names the sort key of its last (or first) row, and the next page is the rows after it (`after=`) or
-before it (`before=`), so page 200 reads no more than page 1 (no OFFSET). A trace reads the partitions of its day
-only. The evaluators page and a day's summary and filter choices come from one grouped scan per partition, kept in
+before it (`before=`), so page 200 reads no more than page 1 (no OFFSET); a jump to page N finds the keys of the
+row before it one key column at a time (`Warehouse._key_at`) and shows the keyset page after it. A trace reads the
+partitions of its day only (its verdicts: the current ones and the superseded ones of `judge_scores_history`).
+The evaluators page and a day's summary and filter choices come from one grouped scan per partition, kept in
 memory per version of its files (a partition is replaced, never edited: a new version is a new key).
 
 Every value from a request reaches SQL as a parameter; the names placed in SQL text (a file location, a sort
@@ -30,6 +32,7 @@ import duckdb
 
 from eval_platform.judging.day_numbers import GROUPS, SUMS, scores_glob, scores_version
 from eval_platform.judging.day_numbers import TABLE as DAY_NUMBERS
+from eval_platform.judging.history import HISTORY_TABLE
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED, spans_view_sql
 from eval_platform.storage.location import store_for
@@ -590,7 +593,8 @@ class Warehouse:
         files = [self.scores_location(e, day) for e in evaluators]
         if not files:
             return []
-        history = [h for h in (history_location(self, e, day) for e in evaluators) if h is not None]
+        kept = {v.removeprefix("evaluator=") for v in store_for(self.root).children((HISTORY_TABLE,))}
+        history = [h for h in (history_location(self, e, day) for e in evaluators if e in kept) if h is not None]
         current = "[" + ", ".join(_literal(f) for f in files) + "]"
         sources = [(f"read_parquet({current}, union_by_name = true)", "NULL::VARCHAR", "NULL::TIMESTAMPTZ")]
         if history:
