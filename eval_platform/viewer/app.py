@@ -24,8 +24,9 @@ from starlette.templating import Jinja2Templates
 
 from eval_platform.llm.redaction import redact
 from eval_platform.viewer import links
+from eval_platform.viewer.comparison import ChangedPage, Side, compare
 from eval_platform.viewer.history import config_hashes
-from eval_platform.viewer.queries import PAGE_ROWS, SORTS, TABLE_PAGES, DayFilters, Side, Warehouse, compare, table_page
+from eval_platform.viewer.queries import PAGE_ROWS, SORTS, TABLE_PAGES, DayFilters, Warehouse, table_page
 from eval_platform.viewer.trend import sparkline
 from eval_platform.viewer.variants import DEFAULT_PAIR_BY, compare_variants, variant_mode
 
@@ -159,12 +160,13 @@ def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
             descending=q.get("dir") == "desc",
             after=q.get("after", ""),
             before=q.get("before", ""),
+            page=_int(q.get("page"), 0),
         )
         shown = warehouse.day_verdicts(name, day, filters)
         pages = max(1, -(-shown.total // PAGE_ROWS))
         # the page's number travels in its links (`n`), so it costs nothing; a cursor that is not understood
         # (another order, a broken link) shows the first page
-        number = max(1, min(_int(q.get("n"), 1), pages)) if filters.cursor()[0] is not None else 1
+        number = max(1, min(_int(q.get("n"), 1), pages)) if filters.cursor()[0] is not None else shown.number or 1
         return page(
             request,
             "evaluator_day.html",
@@ -217,7 +219,8 @@ def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
         q = request.query_params
         judged = warehouse.judged_evaluators()
         day = q.get("day", "")
-        all_days = sorted({d for e in judged for d in warehouse.days(e)})
+        days = {e: warehouse.days(e) for e in judged}
+        all_days = sorted({d for e in judged for d in days[e]})
         sides = [
             Side(
                 evaluator=q.get(f"{s}", ""),
@@ -227,30 +230,32 @@ def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
             )
             for s in ("a", "b")
         ]
-        ready = bool(day) and all(warehouse.has_day(side.evaluator, day) for side in sides)
+        # what each section needs of a side is asked once per request (the listings, the config hashes)
+        judged_day = {e: day in days.get(e, ()) for e in {side.evaluator for side in sides}}
+        ready = bool(day) and all(judged_day[side.evaluator] for side in sides)
         summary: dict[str, Any] | None = None
-        changed: list[dict[str, Any]] = []
-        pairs: list[dict[str, Any]] = []
-        total_pages = 1
+        shown: ChangedPage | None = None
         missing = [
             f"no verdicts of {side.evaluator!r} on {day!r}"
             for side in sides
-            if day and side.evaluator and not warehouse.has_day(side.evaluator, day)
+            if day and side.evaluator and not judged_day[side.evaluator]
         ]
         # two variants answer the same inputs in different traces: paired by input (viewer/variants.py)
         by_input = variant_mode(sides[0], sides[1])
         pair_by = q.get("pair_by", "").strip() or DEFAULT_PAIR_BY
+        after, before = q.get("after", ""), q.get("before", "")
         if ready and by_input:
             try:
-                summary, pairs = compare_variants(
-                    warehouse, day, sides[0], sides[1], pair_by, max(1, _int(q.get("page"), 1))
-                )
+                summary, shown = compare_variants(warehouse, day, sides[0], sides[1], pair_by, after, before)
             except ValueError as exc:
                 missing.append(str(exc))
         elif ready:
-            summary, changed = compare(warehouse, day, sides[0], sides[1], max(1, _int(q.get("page"), 1)))
-        if summary is not None:
-            total_pages = max(1, -(-(summary["changed"] or 0) // PAGE_ROWS))
+            summary, shown = compare(warehouse, day, sides[0], sides[1], after, before)
+        total_pages = max(1, -(-((summary or {}).get("changed") or 0) // PAGE_ROWS))
+        # the page's number travels in its links (`n`), as on an evaluator's day; the first page has no cursor
+        number = max(1, min(_int(q.get("n"), 1), total_pages)) if shown is not None and shown.has_previous else 1
+        # each evaluator's config hashes once, however many sides name it
+        hashes = {e: config_hashes(warehouse, e, day) if ok else [] for e, ok in judged_day.items()}
         return page(
             request,
             "compare.html",
@@ -260,13 +265,14 @@ def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
             a=sides[0],
             b=sides[1],
             summary=summary,
-            changed=changed,
+            changed=shown.rows if shown is not None and not by_input else [],
+            pairs=shown.rows if shown is not None and by_input else [],
+            changed_page=shown,
             missing=missing,
-            pairs=pairs,
             by_input=by_input,
             pair_by=pair_by,
-            hashes={n: config_hashes(warehouse, side.evaluator, day) for n, side in zip("ab", sides, strict=True)},
-            current_page=max(1, _int(q.get("page"), 1)),
+            hashes={n: hashes[side.evaluator] for n, side in zip("ab", sides, strict=True)},
+            current_page=number,
             total_pages=total_pages,
             query=lambda **changes: _query(request, **changes),
         )

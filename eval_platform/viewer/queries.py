@@ -6,8 +6,10 @@ layer (`storage/warehouse.py`: local disk or a bucket) in an in-memory DuckDB. A
 evaluator's day is its own partition's files (`<partition folder>/**/part.parquet`: one file, or a folder of
 parts), filtered, sorted and cut to a page by DuckDB, never loaded into Python whole. Pages are keyset pages: a
 page's link names the sort key of its last (or first) row, and the next page is the rows after it (`after=`) or
-before it (`before=`), so page 200 reads no more than page 1 (no OFFSET). A trace reads the partitions of its day
-only. The evaluators page and a day's summary and filter choices come from one grouped scan per partition, kept in
+before it (`before=`), so page 200 reads no more than page 1 (no OFFSET); a jump to page N finds the keys of the
+row before it one key column at a time (`Warehouse._key_at`) and shows the keyset page after it. A trace reads the
+partitions of its day only (its verdicts: the current ones and the superseded ones of `judge_scores_history`).
+The evaluators page and a day's summary and filter choices come from one grouped scan per partition, kept in
 memory per version of its files (a partition is replaced, never edited: a new version is a new key).
 
 Every value from a request reaches SQL as a parameter; the names placed in SQL text (a file location, a sort
@@ -30,6 +32,7 @@ import duckdb
 
 from eval_platform.judging.day_numbers import GROUPS, SUMS, scores_glob, scores_version
 from eval_platform.judging.day_numbers import TABLE as DAY_NUMBERS
+from eval_platform.judging.history import HISTORY_TABLE
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED, spans_view_sql
 from eval_platform.storage.location import store_for
@@ -40,10 +43,11 @@ from eval_platform.storage.warehouse import (
     partition_values,
     table_glob,
 )
-from eval_platform.viewer.history import scores_source
+from eval_platform.viewer.history import history_location
 
 DAY_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}")
 PAGE_ROWS = 50
+_FEW = 2000  # tied rows few enough to sort on every key when finding the row at a place (`Warehouse._key_at`)
 # The day page's sortable columns (name in the URL -> SQL); every other value is refused.
 # (the columns sorted under their own name, then those whose URL name is shorter)
 SORTS = {column: column for column in ("score", "status", "reason", "model", "judged_at")} | {
@@ -105,6 +109,41 @@ def _records(relation: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
 
 
+# A keyset order: (column, ascending, nulls first) per key, the last keys making each row's place unique.
+Keys = list[tuple[str, bool, bool]]
+
+
+def order_sql(keys: Keys, reverse: bool = False) -> str:
+    """The ORDER BY of `keys` (reversed: the order read backwards, for the page before a row)."""
+    return ", ".join(
+        f"{column} {'ASC' if ascending != reverse else 'DESC'} NULLS {'FIRST' if first != reverse else 'LAST'}"
+        for column, ascending, first in keys
+    )
+
+
+def seek_sql(keys: Keys, values: list[Any], backwards: bool) -> tuple[str, list[Any]]:
+    """The condition of the rows after (or before) the row whose keys are `values`, in the order of `keys`: the
+    first key that differs decides, as in a lexicographic comparison (SQL's NULLs placed as the order does)."""
+    disjuncts: list[str] = []
+    params: list[Any] = []
+    equal: list[str] = []
+    equal_params: list[Any] = []
+    for (column, ascending, first), value in zip(keys, values, strict=True):
+        if backwards:
+            ascending, first = not ascending, not first
+        if value is None:
+            later, later_params = (f"{column} IS NOT NULL", []) if first else ("", [])
+        else:
+            later = f"{column} {'>' if ascending else '<'} ?" + ("" if first else f" OR {column} IS NULL")
+            later_params = [value]
+        if later:
+            disjuncts.append("(" + " AND ".join([*equal, f"({later})"]) + ")")
+            params += equal_params + later_params
+        equal.append(f"{column} IS NOT DISTINCT FROM ?")
+        equal_params.append(value)
+    return "(" + (" OR ".join(disjuncts) or "FALSE") + ")", params
+
+
 @dataclass
 class DayFilters:
     """The day page's filters, as given in the URL (all optional)."""
@@ -123,6 +162,7 @@ class DayFilters:
     descending: bool = False
     after: str = ""  # a keyset cursor (`encode_cursor`): the page of rows after that row
     before: str = ""  # ... or the page of rows before it (a previous page)
+    page: int = 0  # with no cursor: jump to this page (its first row's place found by `Warehouse._key_at`)
 
     def where(self, traces_location: str | None) -> tuple[str, list[Any]]:
         """The SQL condition and its parameters."""
@@ -164,7 +204,7 @@ class DayFilters:
             params += match_params
         return " AND ".join(clauses), params
 
-    def keys(self) -> list[tuple[str, bool, bool]]:
+    def keys(self) -> Keys:
         """The page order: (column, ascending, nulls first) per key, the sort column then the tiebreak, so that
         every verdict has one place and pages never overlap."""
         column = SORTS.get(self.sort, "trace_id")
@@ -172,10 +212,7 @@ class DayFilters:
         return keys + [(c, True, True) for c in TIEBREAK if c != column]
 
     def order(self, reverse: bool = False) -> str:
-        return ", ".join(
-            f"{column} {'ASC' if ascending != reverse else 'DESC'} NULLS {'FIRST' if first != reverse else 'LAST'}"
-            for column, ascending, first in self.keys()
-        )
+        return order_sql(self.keys(), reverse)
 
     def cursor(self) -> tuple[list[Any] | None, bool]:
         """The cursor's key values (None: the first page) and whether the page is the one before it."""
@@ -184,26 +221,7 @@ class DayFilters:
         return (values if values is not None and len(values) == len(self.keys()) else None), backwards
 
     def seek(self, values: list[Any], backwards: bool) -> tuple[str, list[Any]]:
-        """The condition of the rows after (or before) the row whose keys are `values`, in the page order: the
-        first key that differs decides, as in a lexicographic comparison (SQL's NULLs placed as the order does)."""
-        disjuncts: list[str] = []
-        params: list[Any] = []
-        equal: list[str] = []
-        equal_params: list[Any] = []
-        for (column, ascending, first), value in zip(self.keys(), values, strict=True):
-            if backwards:
-                ascending, first = not ascending, not first
-            if value is None:
-                later, later_params = (f"{column} IS NOT NULL", []) if first else ("", [])
-            else:
-                later = f"{column} {'>' if ascending else '<'} ?" + ("" if first else f" OR {column} IS NULL")
-                later_params = [value]
-            if later:
-                disjuncts.append("(" + " AND ".join([*equal, f"({later})"]) + ")")
-                params += equal_params + later_params
-            equal.append(f"{column} IS NOT DISTINCT FROM ?")
-            equal_params.append(value)
-        return "(" + (" OR ".join(disjuncts) or "FALSE") + ")", params
+        return seek_sql(self.keys(), values, backwards)
 
 
 @dataclass
@@ -216,6 +234,7 @@ class DayPage:
     last: str  # cursor of the last row shown (the next page starts after it)
     has_previous: bool
     has_next: bool
+    number: int | None = None  # the page's number when it was reached by a jump (`DayFilters.page`)
 
 
 @dataclass
@@ -420,8 +439,16 @@ class Warehouse:
         seek, seek_params = ("TRUE", []) if values is None else filters.seek(values, backwards)
         keys = [column for column, _, _ in filters.keys()]
         extra = ", ".join(k for k in keys if k not in {c.strip() for c in DAY_COLUMNS.split(",")})
+        number = None
         with self.sql() as conn:
             total = conn.execute(f"SELECT count(*) FROM {source} WHERE {where}", params).fetchone()
+            if values is None and filters.page > 1 and total and total[0]:
+                # jump to page N: the keyset page after the last row of page N - 1
+                number = min(filters.page, -(-int(total[0]) // PAGE_ROWS))
+                if number > 1:
+                    values = self._key_at(conn, source, where, params, filters.keys(), (number - 1) * PAGE_ROWS - 1)
+                    backwards = False
+                    seek, seek_params = filters.seek(values, backwards)
             cap, cap_params = self._cap(conn, source, where, params, filters, values, backwards)
             rows = _records(
                 conn.execute(
@@ -446,7 +473,55 @@ class Warehouse:
             last=token(rows[-1]) if rows else "",
             has_previous=more if backwards else values is not None,
             has_next=values is not None if backwards else more,
+            number=number,
         )
+
+    @staticmethod
+    def _key_at(
+        conn: duckdb.DuckDBPyConnection, source: str, where: str, params: list[Any], keys: Keys, position: int
+    ) -> list[Any]:
+        """The keys of the row at `position` (0: the first) among the rows matching `where`, in the order of
+        `keys`, found one key column at a time and never sorting the rows whole: the sort column's value at that
+        position (read alone: the rows before it counted), then among the rows tied on that value the next
+        key's, and so on; once few rows are left (`_FEW`), they are sorted on the remaining keys."""
+        found: list[Any] = []
+        cond, cond_params, rest = where, list(params), position
+        for index, (column, ascending, nulls_first) in enumerate(keys):
+            nulls, rows = conn.execute(
+                f"SELECT count(*) FILTER ({column} IS NULL), count(*) FROM {source} WHERE {cond}", cond_params
+            ).fetchone() or (0, 0)
+            if rows <= _FEW or index == len(keys) - 1:
+                remaining = keys[index:]
+                row = conn.execute(
+                    f"SELECT {', '.join(c for c, _, _ in remaining)} FROM {source} WHERE {cond} "
+                    f"ORDER BY {order_sql(remaining)} LIMIT 1 OFFSET {rest}",
+                    cond_params,
+                ).fetchone()
+                return found + list(row or [None] * len(remaining))
+            valued = rows - nulls
+            if (nulls_first and rest < nulls) or (not nulls_first and rest >= valued):
+                rest -= 0 if nulls_first else valued
+                cond += f" AND {column} IS NULL"
+                found.append(None)
+                continue
+            rest -= nulls if nulls_first else 0
+            # the value at that place among the valued rows, read from whichever end is nearer
+            forward = rest <= valued // 2
+            direction = "ASC" if ascending == forward else "DESC"
+            (value,) = conn.execute(
+                f"SELECT {column} FROM {source} WHERE {cond} AND {column} IS NOT NULL "
+                f"ORDER BY {column} {direction} LIMIT 1 OFFSET {rest if forward else valued - 1 - rest}",
+                cond_params,
+            ).fetchone() or (None,)
+            (before,) = conn.execute(
+                f"SELECT count(*) FROM {source} WHERE {cond} AND {column} {'<' if ascending else '>'} ?",
+                [*cond_params, value],
+            ).fetchone() or (0,)
+            rest -= before
+            cond += f" AND {column} = ?"
+            cond_params.append(value)
+            found.append(value)
+        return found
 
     @staticmethod
     def _cap(
@@ -511,25 +586,35 @@ class Warehouse:
 
     def trace_verdicts(self, day: str, trace_id: str) -> list[dict[str, Any]]:
         """Every verdict of every evaluator on the trace (as the judged trace, the B side of a pair, or the
-        trace a session's verdict stands on)."""
-        files = self._day_scores(day)
+        trace a session's verdict stands on): the current configurations' verdicts, then those of superseded
+        configurations kept in `judge_scores_history` (with `superseded_by` and `superseded_at`; None on a current
+        verdict), the most recently superseded first."""
+        evaluators = [e for e in self.judged_evaluators() if day in self.days(e)]
+        files = [self.scores_location(e, day) for e in evaluators]
         if not files:
             return []
-        sources = "[" + ", ".join(_literal(f) for f in files) + "]"
+        kept = {v.removeprefix("evaluator=") for v in store_for(self.root).children((HISTORY_TABLE,))}
+        history = [h for h in (history_location(self, e, day) for e in evaluators if e in kept) if h is not None]
+        current = "[" + ", ".join(_literal(f) for f in files) + "]"
+        sources = [(f"read_parquet({current}, union_by_name = true)", "NULL::VARCHAR", "NULL::TIMESTAMPTZ")]
+        if history:
+            superseded = "[" + ", ".join(_literal(h) for h in history) + "]"
+            sources.append((f"read_parquet({superseded}, union_by_name = true)", "superseded_by", "superseded_at"))
+        # two equality filters rather than one OR: each is pushed into the Parquet scan (row-group stats)
+        selects = [
+            f"""SELECT {VERDICT_COLUMNS}, {by} AS superseded_by, {at} AS superseded_at FROM {source}
+                WHERE trace_id = ? UNION ALL
+                SELECT {VERDICT_COLUMNS}, {by} AS superseded_by, {at} AS superseded_at FROM {source}
+                WHERE trace_id_b = ? AND trace_id IS DISTINCT FROM ?"""
+            for source, by, at in sources
+        ]
         with self.sql() as conn:
             return _records(
-                # two equality filters rather than one OR: each is pushed into the Parquet scan (row-group stats)
                 conn.execute(
-                    f"""
-                    SELECT * FROM (
-                        SELECT {VERDICT_COLUMNS} FROM read_parquet({sources}, union_by_name = true)
-                        WHERE trace_id = ?
-                        UNION ALL
-                        SELECT {VERDICT_COLUMNS} FROM read_parquet({sources}, union_by_name = true)
-                        WHERE trace_id_b = ? AND trace_id IS DISTINCT FROM ?)
-                    ORDER BY evaluator, role DESC, span_id NULLS FIRST, model, sample
-                    """,
-                    [trace_id, trace_id, trace_id],
+                    f"""SELECT * FROM ({" UNION ALL ".join(selects)})
+                    ORDER BY evaluator, superseded_at DESC NULLS FIRST, role DESC, span_id NULLS FIRST, model,
+                        sample""",
+                    [trace_id, trace_id, trace_id] * len(sources),
                 )
             )
 
@@ -652,141 +737,6 @@ def _summary(groups: list[dict[str, Any]], day: str) -> dict[str, Any]:
         "skipped_by_reason": by_reason(SKIPPED),
         "choices": {name: distinct(name) for name in ("status", "reason", "model", "variant")},
     }
-
-
-@dataclass
-class Side:
-    """One side of a comparison: an evaluator's verdicts on a day, narrowed to one config hash, one judge model
-    (a consensus member's own verdicts) or one variant when given."""
-
-    evaluator: str
-    config_hash: str = ""
-    model: str = ""
-    variant: str = ""
-
-    def where(self) -> tuple[str, list[Any]]:
-        clauses = ["NOT (status = 'SKIPPED' AND reason = 'not_sampled')"]
-        params: list[Any] = []
-        if self.model:
-            clauses.append("model = ?")
-            params.append(self.model)
-        else:
-            clauses.append("role <> 'member'")
-        for column, value in (("config_hash", self.config_hash), ("variant", self.variant)):
-            if value:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        return " AND ".join(clauses), params
-
-    def label(self) -> str:
-        narrowed = [
-            f"{k} {v}" for k, v in (("model", self.model), ("config", self.config_hash), ("variant", self.variant)) if v
-        ]
-        return self.evaluator + (f" ({', '.join(narrowed)})" if narrowed else "")
-
-
-# Two verdicts agree when both are COMPLETED and give the same pass/fail, else the same label, else the same score;
-# any other pair (a status that changed, a different verdict) is a change, sized by the score difference.
-_SAME = """(a.status = 'COMPLETED' AND b.status = 'COMPLETED' AND CASE
-    WHEN a.passed IS NOT NULL AND b.passed IS NOT NULL THEN a.passed = b.passed
-    WHEN a.label IS NOT NULL AND b.label IS NOT NULL THEN a.label = b.label
-    ELSE abs(a.score - b.score) < 1e-9 END)"""
-
-
-def _side_sql(warehouse: Warehouse, day: str, side: Side) -> tuple[str, list[Any]]:
-    """One side's verdicts per target (trace, span, session), as SQL with its parameters: only the columns the
-    numbers and the join need (the texts of the changed verdicts shown are read for that page only)."""
-    where, params = side.where()
-    source = scores_source(warehouse, side.evaluator, day, side.config_hash)  # with a hash: superseded ones too
-    return (
-        f"""SELECT trace_id, coalesce(span_id, '') AS span, coalesce(session_id, '') AS sess,
-                   min(status) AS status, any_value(reason) AS reason, avg(score) AS score,
-                   any_value(label) AS label, bool_and(passed) AS passed, count(*) AS rows
-            FROM {source} WHERE {where} GROUP BY ALL""",
-        params,
-    )
-
-
-def _side_texts(warehouse: Warehouse, day: str, side: Side, name: str) -> tuple[str, list[Any]]:
-    """The reasoning (or failure detail) of one side's verdicts on the page's targets (`page`)."""
-    where, params = side.where()
-    source = scores_source(warehouse, side.evaluator, day, side.config_hash)
-    return (
-        f"""SELECT trace_id, coalesce(span_id, '') AS span, coalesce(session_id, '') AS sess,
-                   any_value(coalesce(reasoning, reason_detail)) AS reasoning_{name}
-            FROM {source}
-            WHERE {where} AND trace_id IN (SELECT trace_id FROM page) GROUP BY ALL""",
-        params,
-    )
-
-
-def compare(
-    warehouse: Warehouse, day: str, a: Side, b: Side, page: int = 1
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The two sides' numbers, their agreement on the targets both judged, and one page of the verdicts that
-    changed, the largest score change first (a status change, with no score on one side, counts as the largest)."""
-    offset = (max(page, 1) - 1) * PAGE_ROWS
-    with warehouse.sql() as conn:
-        # each side is read and grouped once per request, into the cursor's own temporary tables (gone with it)
-        for name, side in (("a", a), ("b", b)):
-            sql, params = _side_sql(warehouse, day, side)
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", params)
-        summary = _records(
-            conn.execute(
-                f"""WITH sides AS (
-                    SELECT (SELECT count(*) FROM a) AS n_a, (SELECT count(*) FROM b) AS n_b,
-                           (SELECT avg(score) FROM a WHERE status = 'COMPLETED') AS mean_a,
-                           (SELECT avg(score) FROM b WHERE status = 'COMPLETED') AS mean_b,
-                           (SELECT avg(passed::INT) FROM a WHERE status = 'COMPLETED') AS pass_a,
-                           (SELECT avg(passed::INT) FROM b WHERE status = 'COMPLETED') AS pass_b)
-                SELECT sides.*, count(j.trace_id) AS shared,
-                       count(*) FILTER (j.both_completed) AS both_completed,
-                       count(*) FILTER (j.same) AS agree,
-                       count(*) FILTER (j.trace_id IS NOT NULL AND NOT j.same) AS changed,
-                       avg(abs(j.score_b - j.score_a)) FILTER (j.both_completed) AS mean_abs_difference,
-                       avg(j.score_b - j.score_a) FILTER (j.both_completed) AS mean_difference,
-                       corr(j.score_a, j.score_b) FILTER (j.both_completed) AS correlation
-                FROM sides LEFT JOIN (
-                    SELECT a.trace_id, a.score AS score_a, b.score AS score_b, {_SAME} AS same,
-                           a.status = 'COMPLETED' AND b.status = 'COMPLETED' AS both_completed
-                    FROM a JOIN b USING (trace_id, span, sess)) j ON TRUE
-                GROUP BY ALL
-                """
-            )
-        )[0]
-        conn.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE page AS
-            SELECT a.trace_id, a.span, a.sess,
-                   a.status AS status_a, a.reason AS reason_a, a.score AS score_a, a.label AS label_a,
-                   a.passed AS passed_a,
-                   b.status AS status_b, b.reason AS reason_b, b.score AS score_b, b.label AS label_b,
-                   b.passed AS passed_b,
-                   b.score - a.score AS difference
-            FROM a JOIN b USING (trace_id, span, sess)
-            WHERE NOT {_SAME}
-            ORDER BY abs(b.score - a.score) DESC NULLS FIRST, a.trace_id, a.span, a.sess
-            LIMIT {PAGE_ROWS} OFFSET {offset}
-            """
-        )
-        texts_a, params_a = _side_texts(warehouse, day, a, "a")
-        texts_b, params_b = _side_texts(warehouse, day, b, "b")
-        changed = _records(
-            conn.execute(
-                f"""
-                SELECT page.* EXCLUDE (span, sess), nullif(page.span, '') AS span_id,
-                       nullif(page.sess, '') AS session_id, ta.reasoning_a, tb.reasoning_b
-                FROM page LEFT JOIN ({texts_a}) ta USING (trace_id, span, sess)
-                LEFT JOIN ({texts_b}) tb USING (trace_id, span, sess)
-                ORDER BY abs(page.difference) DESC NULLS FIRST, page.trace_id, page.span, page.sess
-                """,
-                params_a + params_b,
-            )
-        )
-        conn.execute("DROP TABLE a; DROP TABLE b; DROP TABLE page")
-    shared = summary["shared"] or 0
-    summary["agreement"] = summary["agree"] / shared if shared else None
-    return summary, changed
 
 
 # The decision tables as their pages show them: the columns a reader decides with, intervals included.

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,14 +108,29 @@ def demo_root(local_judge, viewer_port, tmp_path_factory) -> Path:
 @pytest.fixture(scope="package")
 def viewer(demo_root, viewer_port, tmp_path_factory) -> Viewer:
     """`eval-platform view` as a user starts it, in a process of its own (no key in its environment)."""
-    port = viewer_port
     log = tmp_path_factory.mktemp("viewer_log") / "viewer.log"
-    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    env.update(
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-    )
-    command = [sys.executable, "-m", "eval_platform.cli", "--data-dir", str(demo_root), "view", "--port", str(port)]
+    env = {k: v for k, v in viewer_env().items() if k != KEY_ENV}
+    with serve(demo_root, log, env, port=viewer_port, ready="/evaluators") as viewer:
+        yield viewer
+
+
+def viewer_env() -> dict[str, str]:
+    """This process's environment, with this checkout importable, as the viewer's process gets it."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+
+
+@contextmanager
+def serve(
+    root: Path, log: Path, env: dict[str, str], port: int | None = None, ready: str = "/static/viewer.css"
+) -> Iterator[Viewer]:
+    """`eval-platform view` on the data root `root` in a process of its own (environment `env`; on `port`, else a
+    free one), once `ready` answers 200; stopped after."""
+    port = port or free_port()
+    command = [sys.executable, "-m", "eval_platform.cli", "--data-dir", str(root), "view", "--port", str(port)]
     process = start(command, env, log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -122,14 +139,14 @@ def viewer(demo_root, viewer_port, tmp_path_factory) -> Viewer:
             if process.poll() is not None:
                 pytest.fail(f"eval-platform view exited with {process.returncode}:\n{log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{url}/evaluators", timeout=30).status_code == 200:
+                if httpx.get(f"{url}{ready}", timeout=30).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
                 pytest.fail(f"eval-platform view did not answer within {STARTUP_TIMEOUT_S} s:\n{log.read_text()}")
             time.sleep(0.5)
-        yield Viewer(url=url, root=demo_root, log=log)
+        yield Viewer(url=url, root=root, log=log)
     finally:
         stop(process)
 

@@ -5,19 +5,14 @@ DuckDB, as an analyst would."""
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-import time
 from urllib.parse import quote
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
-from eval_platform_tests.ui.conftest import free_port, start, stop
 from eval_platform_tests.ui.test_browser import CHROMIUM
-from eval_platform_tests.viewer.conftest import REPO, STARTUP_TIMEOUT_S, Viewer
+from eval_platform_tests.viewer.conftest import serve, viewer_env
 from eval_platform_tests.viewer.large_day import write_large_day
 
 pytestmark = pytest.mark.skipif(
@@ -33,32 +28,8 @@ def viewer(tmp_path_factory):
     """`eval-platform view` on a data root holding only the generated large day (the `page` fixture's viewer)."""
     root = tmp_path_factory.mktemp("large_day") / "data"
     write_large_day(root, DAY, ROWS)
-    log = root.parent / "viewer.log"
-    port = free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    }
-    command = [sys.executable, "-m", "eval_platform.cli", "--data-dir", str(root), "view", "--port", str(port)]
-    process = start(command, env, log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    try:
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"eval-platform view exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/static/viewer.css", timeout=30).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"eval-platform view did not answer within {STARTUP_TIMEOUT_S} s:\n{log.read_text()}")
-            time.sleep(0.5)
-        yield Viewer(url=url, root=root, log=log)
-    finally:
-        stop(process)
+    with serve(root, root.parent / "viewer.log", viewer_env()) as viewer:
+        yield viewer
 
 
 def scores(viewer, evaluator: str) -> str:

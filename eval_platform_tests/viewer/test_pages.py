@@ -201,6 +201,17 @@ def test_the_trace_page_shows_the_conversation_spans_and_every_verdict(viewer, p
         [trace_id],
     )
     assert len({v[0] for v in verdicts}) >= 2
+    # and the verdicts of superseded configurations (another test of this package may have re-judged one)
+    history = viewer.root / "warehouse" / "judge_scores_history"
+    superseded = (
+        viewer.query(
+            f"""SELECT count(*) FROM read_parquet('{history}/*/date={DAY}/**/*.parquet', hive_partitioning=true)
+                WHERE trace_id = ?""",
+            [trace_id],
+        )[0][0]
+        if list(history.glob(f"*/date={DAY}/**/*.parquet"))
+        else 0
+    )
     page.goto(f"{viewer.url}/traces/{DAY}/{trace_id}")
     expect(page.locator("h1")).to_have_text(f"Trace {trace_id}")
     conversation = page.locator("ol.conversation")
@@ -213,9 +224,10 @@ def test_the_trace_page_shows_the_conversation_spans_and_every_verdict(viewer, p
     (spans,) = viewer.query(f"SELECT count(*) FROM ({spans_view_sql(day_traces)}) WHERE trace_id = ?", [trace_id])[0]
     expect(page.locator("#spans tr.span")).to_have_count(spans)
     cards = page.locator("#verdicts article.verdict-card")
-    expect(cards).to_have_count(len(verdicts))
+    expect(cards).to_have_count(len(verdicts) + superseded)
+    expect(page.locator("#verdicts article.verdict-card.superseded")).to_have_count(superseded)
     for evaluator, config_hash, reasoning in verdicts:
-        card = page.locator(f'article.verdict-card[data-evaluator="{evaluator}"]').first
+        card = page.locator(f'article.verdict-card[data-evaluator="{evaluator}"]:not(.superseded)').first
         expect(card.locator(".config-hash")).to_have_text(config_hash)
         if reasoning:
             expect(card.locator(".reasoning pre")).to_contain_text(reasoning.strip()[:40])

@@ -14,9 +14,11 @@ time, as one user clicks:
   then (warm: the same files, unchanged, are not read again);
 - an evaluator's day: as opened, lowest first, each filter (status and reason, model, variant, session, score range,
   trace metadata `item_id=...` and as text, reasoning text, consensus members shown), and page 200 of lowest first
-  reached by its keyset link (`after=` the 9,950th row's sort key: no OFFSET);
-- a trace (every evaluator's verdicts of its day, its spans);
-- compare two evaluators on the same traces, the changed verdicts largest first;
+  reached by its keyset link (`after=` the 9,950th row's sort key: no OFFSET), the same page reached by a jump
+  (`page=200`) and a jump to the last page;
+- a trace (every evaluator's verdicts of its day, superseded ones included, its spans);
+- compare two evaluators on the same traces, the changed verdicts largest first, and its second page (reached by
+  the first page's next link, a keyset cursor);
 - agreement, experiments and alerts (the tables as the synthetic root has them; empty ones still read).
 
 Printed: a table of p50 / p95 / max in milliseconds per page with the viewer process's CPU time per request
@@ -28,7 +30,9 @@ which machine and what else ran.
 from __future__ import annotations
 
 import argparse
+import html
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -128,6 +132,17 @@ def _page_200(scores: str) -> str:
     return encode_cursor("score", False, list(row or ()))
 
 
+NEXT_OF = "next of "  # a page reached by the next link of another (resolved once the viewer runs)
+
+
+def _next_link(client: httpx.Client, path: str) -> str:
+    """The next link of the page at `path` (a keyset cursor the page itself names), as a path."""
+    found = re.search(r'id="next" href="([^"]+)"', client.get(path).text)
+    if found is None:
+        raise SystemExit(f"{path}: no next link")
+    return path.split("?", 1)[0] + html.unescape(found.group(1))
+
+
 def _pages(root: Path) -> tuple[list[tuple[str, str]], int]:
     evaluator, day, rows = _largest_day(root)
     scores = _files(root, "judge_scores", {"evaluator": evaluator, "date": day})
@@ -153,6 +168,8 @@ def _pages(root: Path) -> tuple[list[tuple[str, str]], int]:
         ("day as opened", base),
         ("day lowest first", f"{base}?sort=score&dir=asc"),
         ("day page 200 (keyset)", f"{base}?sort=score&dir=asc&n=200&after={_page_200(scores)}"),
+        ("day jump to page 200", f"{base}?sort=score&dir=asc&page=200"),
+        ("day jump to the last page", f"{base}?page={-(-rows // PAGE_ROWS)}"),  # past the last: shows the last
         ("day status + reason", f"{base}?status=FAILED&reason=timeout"),
         ("day score range", f"{base}?min=0.2&max=0.3"),
         ("day reasoning text", f"{base}?q=contradicts"),
@@ -170,6 +187,7 @@ def _pages(root: Path) -> tuple[list[tuple[str, str]], int]:
     pages += [
         ("trace", f"/traces/{day}/{quote(trace_id, safe='')}"),
         ("compare", f"/compare?day={day}&a={evaluator}&b={other}"),
+        ("compare page 2 (its keyset link)", f"{NEXT_OF}/compare?day={day}&a={evaluator}&b={other}"),
         ("agreement", "/agreement"),
         ("experiments", "/experiments"),
         ("alerts", "/alerts"),
@@ -252,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.3)
             first = "evaluators, first request (cold)"
             results[first] = [_time(client, "/evaluators?days=7", server.pid, cpu.setdefault(first, []))]
+            pages = [(n, _next_link(client, p.removeprefix(NEXT_OF)) if p.startswith(NEXT_OF) else p) for n, p in pages]
             for _ in range(args.repeat):
                 for name, path in pages:
                     results.setdefault(name, []).append(_time(client, path, server.pid, cpu.setdefault(name, [])))
