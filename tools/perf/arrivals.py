@@ -6,8 +6,9 @@ Setup (timed, but not the figure): the local judge in its own process (`backfill
 score evaluator on it; a day of `--traces` JSONL traces over `--files` files (`synthetic_project.synthetic_trace`),
 ingested (`defs.traces.ingest_day`) and judged (what the `judge_scores` asset runs for a partition: the day a part
 at a time where it can, `judging/increments.py`, else `evaluator_day.judge_partition`), with a cold judge cache.
-Then one file of `--arrival` new traces is added to the day and the day is ingested and judged again: those two
-steps are the figures. Each step runs in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the
+Then the steps downstream of `judge_scores` that each arrival triggers run once (the partition's `judge_day_numbers`,
+`judge_cost_daily`, the `alerts` computation, the `report`), so each starts from what the last arrival left. Then one
+file of `--arrival` new traces is added to the day and every step runs again: those are the figures. Each step runs in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the
 process). `--before DIR`: the same on another checkout of the project (`git archive main | tar -x -C DIR`), on its
 own copy of the day, in the same run, so before and after share the machine's load.
 """
@@ -44,6 +45,38 @@ JUDGE = (
     "j = (inc.judge_in_parts(ROOT, c, DAY, r, set()) if inc else None) or judge_partition(ROOT, c, DAY, r, set()); "
     "s = j.summary; out = f\"{s['rows']} rows in the day, {s['calls']} calls, {s['cache_hits']} cache hits\""
 )
+# The rollups an arrival triggers after judge_scores, each as its asset computes it (defs/judging.py, defs/costs.py,
+# defs/experiments.py `alerts`, defs/report.py), without Dagster around it.
+DAY_NUMBERS = (
+    "from eval_platform.judging.day_numbers import write_day_numbers; "
+    f"write_day_numbers(ROOT, '{EVALUATOR}', DAY); out = 'judge_day_numbers of the partition written'"
+)
+COST = (
+    "from eval_platform.costs import cost_rollup, judge_ledger; "
+    "from eval_platform.judging.loading import load_evaluator; "
+    "from eval_platform.storage.warehouse import write_partition; "
+    f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); "
+    "f = cost_rollup(ROOT, {c.name: c}, judge_ledger(ROOT)); write_partition(ROOT, 'judge_cost_daily', {}, f); "
+    "out = f\"{f.height} row(s), {f['rows'].sum():,} judge rows, {f['calls'].sum():,} calls\""
+)
+ALERTS = (
+    "from eval_platform.costs import judge_ledger; "
+    "from eval_platform.experiments.inputs import read_final_scores; "
+    "from eval_platform.experiments.regressions import regressions; "
+    "from eval_platform.threshold_alerts import threshold_alerts_for; "
+    "from eval_platform.judging.loading import load_evaluator; "
+    f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); "
+    "s = read_final_scores(ROOT, [c.name]); r = regressions(s, evaluators=[c.name]); "
+    "t = threshold_alerts_for(ROOT, {c.name: c}, judge_ledger(ROOT)); "
+    "out = f'{s.height:,} final scores read, {r.height} regression(s), {t.height} threshold alert(s)'"
+)
+REPORT = (
+    "from eval_platform.defs.catalog import refresh; from eval_platform.report import build_report; "
+    "refresh(ROOT); r = build_report(ROOT); out = f'{r.plots} plot(s)'"
+)
+# What a fresh process costs before it does anything: the figure each step's CPU is read against.
+BASELINE = "import polars; import eval_platform.storage.warehouse; out = 'nothing done'"
+ROLLUPS = {"judge_day_numbers": DAY_NUMBERS, "judge_cost_daily": COST, "alerts": ALERTS, "report": REPORT}
 
 
 def write_file(root: Path, name: str, start: int, n: int) -> None:
@@ -62,9 +95,14 @@ def measure(label: str, root: Path, checkout: Path | None, args: argparse.Namesp
         write_file(root, f"export-{k:05d}.jsonl", k * per_file, per_file)
     print(f"[{label}] setup ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
     print(f"[{label}] setup judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+    for step, statement in ROLLUPS.items():
+        print(f"[{label}] setup {step}: {run_measured(statement, root, day=DAY, checkout=checkout)}", flush=True)
     write_file(root, f"export-{args.files:05d}.jsonl", args.traces, args.arrival)
     print(f"[{label}] arrival ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
     print(f"[{label}] arrival judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+    for step, statement in ROLLUPS.items():
+        print(f"[{label}] arrival {step}: {run_measured(statement, root, day=DAY, checkout=checkout)}", flush=True)
+    print(f"[{label}] baseline (a process that only imports polars): {run_measured(BASELINE, root, day=DAY)}")
 
 
 def main() -> None:
