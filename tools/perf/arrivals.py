@@ -8,9 +8,10 @@ ingested (`defs.traces.ingest_day`) and judged (what the `judge_scores` asset ru
 at a time where it can, `judging/increments.py`, else `evaluator_day.judge_partition`), with a cold judge cache.
 Then the steps downstream of `judge_scores` that each arrival triggers run once (the partition's `judge_day_numbers`,
 `judge_cost_daily`, the `alerts` computation, the `report`), so each starts from what the last arrival left. Then one
-file of `--arrival` new traces is added to the day and every step runs again: those are the figures. Each step runs in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the
-process). `--before DIR`: the same on another checkout of the project (`git archive main | tar -x -C DIR`), on its
-own copy of the day, in the same run, so before and after share the machine's load.
+file of `--arrival` new traces is added to the day and every step runs again: those are the figures. Each step runs
+in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the process); a process that only imports
+is the baseline to read them against. `--before DIR`: the same on another checkout of the project (`git archive main
+| tar -x -C DIR`), on its own copy of the day, in the same run, so before and after share the machine's load.
 """
 
 from __future__ import annotations
