@@ -100,6 +100,7 @@ _SUMMED = f"""
 """
 _KEYS = ["day", "evaluator", "model", "project_id"]
 COST_PARTS = "judge_cost_parts"
+_FILES_PER_QUERY = 2000  # files summed by one query: the first run over a long history lists every file
 
 
 def _judged_rows(root) -> tuple[pl.DataFrame, dict[str, int]]:
@@ -192,9 +193,13 @@ def _sum_files(root, files: list[str], versions: dict[str, str]) -> pl.DataFrame
         return empty
     store = store_for(root)
     location = {store.location("judge_scores", *file.split("/")): file for file in files}
-    sql = _SUMMED.format(files="filename,", source=repr(list(location)), filename=", filename = true")
+    paths = list(location)
     with connect(root) as conn:
-        frame = conn.sql(sql).pl()
+        frames = [
+            conn.sql(_SUMMED.format(files="filename,", source=repr(chunk), filename=", filename = true")).pl()
+            for chunk in (paths[i : i + _FILES_PER_QUERY] for i in range(0, len(paths), _FILES_PER_QUERY))
+        ]
+    frame = pl.concat(frames, how="vertical_relaxed")
     frame = frame.with_columns(pl.col("filename").replace_strict(location, return_dtype=pl.String).alias("file"))
     frame = frame.with_columns(pl.col("file").replace_strict(versions, return_dtype=pl.String).alias("file_version"))
     empty_files = sorted(set(files) - set(frame["file"].to_list()))

@@ -122,10 +122,11 @@ def _same_rows(daily: pl.DataFrame, root) -> None:
     assert_frame_equal(got, expected, check_dtypes=False, check_exact=False, rel_tol=1e-12)
 
 
-def test_the_daily_rollup_sums_only_the_files_written_since_and_gives_the_rows_of_a_rescan(data_root):
+def test_the_daily_rollup_sums_only_the_files_written_since_and_gives_the_rows_of_a_rescan(data_root, monkeypatch):
     """A judge_scores partition made of parts (a day judged a file at a time) and one written whole, verdicts judged
     on two UTC days (a day's spend is its own, whatever trace day it judged): after each change the rollup reads
     only the files that changed and its rows are those of one query over every row."""
+    monkeypatch.setattr(costs, "_FILES_PER_QUERY", 2)  # the first run's files in two queries
     ledger = BudgetLedger(data_root / "state" / "budget.sqlite")
     yesterday, today = datetime(2026, 11, 26, 23, 59, tzinfo=UTC), datetime(2026, 11, 27, 0, 1, tzinfo=UTC)
     keys = {"evaluator": "e", "date": "2026-11-26"}
