@@ -1,17 +1,19 @@
 """One file arriving into a day that already holds many: what ingesting and judging it again costs (issue 34).
 
-    python -m tools.perf.arrivals [--traces 100000] [--files 100] [--arrival 1000] [--before DIR]
+    python -m tools.perf.arrivals [--traces 100000] [--files 100] [--arrival 1000] [--history-days 0] [--before DIR]
 
 Setup (timed, but not the figure): the local judge in its own process (`backfill_overhead.start_judge`, 0 ms); one
 score evaluator on it; a day of `--traces` JSONL traces over `--files` files (`synthetic_project.synthetic_trace`),
 ingested (`defs.traces.ingest_day`) and judged (what the `judge_scores` asset runs for a partition: the day a part
 at a time where it can, `judging/increments.py`, else `evaluator_day.judge_partition`), with a cold judge cache.
 Then the steps downstream of `judge_scores` that each arrival triggers run once (the partition's `judge_day_numbers`,
-`judge_cost_daily`, the `alerts` computation, the `report`), so each starts from what the last arrival left. Then one
-file of `--arrival` new traces is added to the day and every step runs again: those are the figures. Each step runs
-in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the process); a process that only imports
-is the baseline to read them against. `--before DIR`: the same on another checkout of the project (`git archive main
-| tar -x -C DIR`), on its own copy of the day, in the same run, so before and after share the machine's load.
+`judge_cost_daily`, the `alerts` computation, the `report`), so each starts from what the last arrival left
+(`--history-days N`: before them, N earlier days of verdicts, copies of the day's, which the rollups over every day
+read). Then one file of `--arrival` new traces is added to the day and every step runs again: those are the figures.
+Each step runs in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the process); a process that
+only imports is the baseline to read them against. `--before DIR`: the same on another checkout of the project
+(`git archive main | tar -x -C DIR`), on its own copy of the day, in the same run, so before and after share the
+machine's load.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -89,6 +92,15 @@ def write_file(root: Path, name: str, start: int, n: int) -> None:
     os.utime(path, (then, then))
 
 
+def copy_history(root: Path, days: int) -> None:
+    """`days` earlier days of judged verdicts: copies of the day's judge_scores partition (a warehouse with a history,
+    which the rollups over every day read; the arrival is into the latest day)."""
+    judged = root / "warehouse" / "judge_scores" / f"evaluator={EVALUATOR}"
+    for k in range(1, days + 1):
+        earlier = (datetime.fromisoformat(DAY) - timedelta(days=k)).date().isoformat()
+        shutil.copytree(judged / f"date={DAY}", judged / f"date={earlier}")
+
+
 def measure(label: str, root: Path, checkout: Path | None, args: argparse.Namespace, judge_url: str) -> None:
     write_score_evaluator(root, EVALUATOR, judge_url)
     per_file = args.traces // args.files
@@ -96,6 +108,7 @@ def measure(label: str, root: Path, checkout: Path | None, args: argparse.Namesp
         write_file(root, f"export-{k:05d}.jsonl", k * per_file, per_file)
     print(f"[{label}] setup ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
     print(f"[{label}] setup judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+    copy_history(root, args.history_days)
     for step, statement in ROLLUPS.items():
         print(f"[{label}] setup {step}: {run_measured(statement, root, day=DAY, checkout=checkout)}", flush=True)
     write_file(root, f"export-{args.files:05d}.jsonl", args.traces, args.arrival)
@@ -111,12 +124,16 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--arrival", type=int, default=1000)
+    parser.add_argument("--history-days", type=int, default=0, help="earlier days of verdicts (copies of the day)")
     parser.add_argument("--before", type=Path, default=None, help="another checkout, measured the same way")
     args = parser.parse_args()
     judge, url = start_judge(0.0)
     try:
         with tempfile.TemporaryDirectory(prefix="eval_platform-arrivals-") as folder:
-            print(f"{DAY}: {args.traces:,} traces in {args.files} files, then one file of {args.arrival:,}")
+            print(
+                f"{DAY}: {args.traces:,} traces in {args.files} files, then one file of {args.arrival:,}; "
+                f"{args.history_days} earlier day(s) of verdicts"
+            )
             if args.before is not None:
                 measure("before", Path(folder) / "before", args.before.resolve(), args, url)
             measure("after", Path(folder) / "after", None, args, url)
