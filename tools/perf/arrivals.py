@@ -56,12 +56,15 @@ DAY_NUMBERS = (
     f"write_day_numbers(ROOT, '{EVALUATOR}', DAY); out = 'judge_day_numbers of the partition written'"
 )
 COST = (
-    "from eval_platform.costs import cost_rollup, judge_ledger; "
+    "from eval_platform import costs; "
     "from eval_platform.judging.loading import load_evaluator; "
     "from eval_platform.storage.warehouse import write_partition; "
-    f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); "
-    "f = cost_rollup(ROOT, {c.name: c}, judge_ledger(ROOT)); write_partition(ROOT, 'judge_cost_daily', {}, f); "
-    "out = f\"{f.height} row(s), {f['rows'].sum():,} judge rows, {f['calls'].sum():,} calls\""
+    f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); ledger = costs.judge_ledger(ROOT); "
+    "counted = getattr(costs, 'counted_cost_rollup', None); "
+    "f, n = counted(ROOT, {c.name: c}, ledger) if counted else (costs.cost_rollup(ROOT, {c.name: c}, ledger), {}); "
+    "write_partition(ROOT, 'judge_cost_daily', {}, f); "
+    "read = f\"{n['files_summed']} judge file(s) summed, {n['files_kept']} kept\" if n else 'every row read'; "
+    "out = f\"{f.height} row(s), {f['rows'].sum():,} judge rows, {f['calls'].sum():,} calls; {read}\""
 )
 ALERTS = (
     "from eval_platform.costs import judge_ledger; "
