@@ -215,7 +215,7 @@ def _total(rows: pl.DataFrame) -> pl.DataFrame:
     measures = [
         pl.when(pl.col(name).is_not_null().any()).then(pl.col(name).sum()).alias(name) for name in JUDGE_COST_MEASURES
     ]
-    total = rows.filter(pl.col("day").is_not_null()).group_by(_KEYS).agg(measures)
+    total = rows.filter(pl.col("rows") > 0).group_by(_KEYS).agg(measures)  # not the rows of files with none
     return total.sort(_KEYS, nulls_last=True)
 
 

@@ -849,7 +849,7 @@ JUDGE_COST_PARTS_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String(),  # the judge_scores file, under the table's folder (evaluator=../date=../[src=../]part.parquet)
     # its size and modification time when summed: a row whose file is no longer this version is not used
     "file_version": pl.String(),
-    "day": pl.String(),  # UTC day of judging (null on the one row of a file with no rows)
+    "day": pl.String(),  # UTC day of judging (a file with no rows has one row, with 0 rows and nulls)
     **_JUDGE_COST_KEYS,
     **JUDGE_COST_MEASURES,
 }

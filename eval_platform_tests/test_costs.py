@@ -92,7 +92,9 @@ def test_killed_runs_and_dead_hosts_are_in_the_daily_rollup_at_once(data_root):
     assert monthly["ledger_spend_usd"].sum() == pytest.approx(0.8)
 
 
-def _verdicts(evaluator: str, trace_ids: list[str], judged_at: list[datetime], model: str = "openai/x") -> pl.DataFrame:
+def _verdicts(
+    evaluator: str, trace_ids: list[str], judged_at: list[datetime | None], model: str = "openai/x"
+) -> pl.DataFrame:
     n = len(trace_ids)
     return conform(
         pl.DataFrame(
@@ -141,7 +143,8 @@ def test_the_daily_rollup_sums_only_the_files_written_since_and_gives_the_rows_o
     _same_rows(daily, data_root)
 
     # an arrival: one new part; then a re-run with nothing new
-    write_part(data_root, "judge_scores", keys, "c", _verdicts("e", ["c9"], [today]), SCHEMA, {})
+    # (a verdict without a judged_at counts on no day, as in one query)
+    write_part(data_root, "judge_scores", keys, "c", _verdicts("e", ["c9", "c10"], [today, None]), SCHEMA, {})
     daily, counts = counted_cost_rollup(data_root, {}, ledger)
     assert counts == {"files_summed": 1, "files_kept": 3}
     _same_rows(daily, data_root)
