@@ -843,6 +843,17 @@ JUDGE_COST_MONTHLY_SCHEMA: dict[str, pl.DataType] = {
     "computed_at": UTC_TS,
 }
 
+# What `judge_cost_daily` sums: each judge_scores file's rows grouped as the rollup groups them, kept beside the file's
+# version so that a rollup after an arrival reads only the files written since (`costs.judged_rows`).
+JUDGE_COST_PARTS_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String(),  # the judge_scores file, under the table's folder (evaluator=../date=../[src=../]part.parquet)
+    # its size and modification time when summed: a row whose file is no longer this version is not used
+    "file_version": pl.String(),
+    "day": pl.String(),  # UTC day of judging (a file with no rows has one row, with 0 rows and nulls)
+    **_JUDGE_COST_KEYS,
+    **JUDGE_COST_MEASURES,
+}
+
 APP_COST_DAILY_SCHEMA: dict[str, pl.DataType] = {
     "day": pl.String(),
     "project_id": pl.String(),
@@ -1000,6 +1011,9 @@ TABLES: dict[str, Table] = {
     ),
     "test_cases": Table(TEST_CASE_SCHEMA, "one case of a dataset version"),
     "judge_cost_daily": Table(JUDGE_COST_DAILY_SCHEMA, "judge spend per UTC day, evaluator, model, project"),
+    "judge_cost_parts": Table(
+        JUDGE_COST_PARTS_SCHEMA, "one judge_scores file's spend per UTC day of judging, model, project (daily's input)"
+    ),
     "judge_cost_monthly": Table(JUDGE_COST_MONTHLY_SCHEMA, "judge spend per UTC month, evaluator, model, project"),
     "app_cost_daily": Table(APP_COST_DAILY_SCHEMA, "the traced application's own spend per day, project, model"),
     "human_annotations": Table(HUMAN_ANNOTATION_SCHEMA, "one annotator's label for one item and criterion"),

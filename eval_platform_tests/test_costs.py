@@ -3,6 +3,7 @@ of dead hosts counted as the ledger counts it."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 from contextlib import closing
@@ -10,12 +11,18 @@ from datetime import UTC, datetime
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
-from eval_platform.costs import cost_rollup, ledger_spend, monthly_rollup
+from eval_platform import costs
+from eval_platform.costs import cost_rollup, counted_cost_rollup, ledger_spend, monthly_rollup, rescan_judged_rows
+from eval_platform.defs.catalog import refresh
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.llm.budget import BudgetLedger
-from eval_platform.schemas import COMPLETED, JUDGE_COST_DAILY_SCHEMA, JUDGE_SCORE_SCHEMA, conform
-from eval_platform.storage.warehouse import write_partition
+from eval_platform.schemas import COMPLETED, FAILED, JUDGE_COST_DAILY_SCHEMA, JUDGE_SCORE_SCHEMA, conform
+from eval_platform.storage.parts import remove_part, write_part
+from eval_platform.storage.warehouse import open_catalog, write_partition
+
+SCHEMA = JUDGE_SCORE_SCHEMA
 
 
 def test_monthly_budget_use_comes_from_the_ledger(tmp_path):
@@ -83,3 +90,112 @@ def test_killed_runs_and_dead_hosts_are_in_the_daily_rollup_at_once(data_root):
         assert rows[evaluator]["day"] == today.strftime("%Y-%m-%d")
     monthly = monthly_rollup(daily, ledger, {})
     assert monthly["ledger_spend_usd"].sum() == pytest.approx(0.8)
+
+
+def _verdicts(
+    evaluator: str, trace_ids: list[str], judged_at: list[datetime | None], model: str = "openai/x"
+) -> pl.DataFrame:
+    n = len(trace_ids)
+    return conform(
+        pl.DataFrame(
+            {
+                "evaluator": [evaluator] * n,
+                "trace_id": trace_ids,
+                "model": [model] * n,
+                "project_id": ["p1" if i % 2 else "p2" for i in range(n)],
+                "status": [COMPLETED if i % 3 else FAILED for i in range(n)],
+                "calls": [1] * n,
+                "cache_hit": [i % 4 == 0 for i in range(n)],
+                "prompt_tokens": [10 + i for i in range(n)],
+                "completion_tokens": [None] * n,  # a sum over no known value stays null, as in one query
+                "cost_usd": [0.001 * (i + 1) for i in range(n)],
+                "judged_at": judged_at,
+            }
+        ),
+        JUDGE_SCORE_SCHEMA,
+    )
+
+
+def _same_rows(daily: pl.DataFrame, root) -> None:
+    """The rollup's judged rows are those of one query over every judge_scores row (floats to rounding: the files'
+    sums are added up in another order)."""
+    expected = rescan_judged_rows(root)
+    got = daily.select(expected.columns).filter(pl.col("rows") > 0)
+    assert_frame_equal(got, expected, check_dtypes=False, check_exact=False, rel_tol=1e-12)
+
+
+def test_the_daily_rollup_sums_only_the_files_written_since_and_gives_the_rows_of_a_rescan(data_root, monkeypatch):
+    """A judge_scores partition made of parts (a day judged a file at a time) and one written whole, verdicts judged
+    on two UTC days (a day's spend is its own, whatever trace day it judged): after each change the rollup reads
+    only the files that changed and its rows are those of one query over every row."""
+    monkeypatch.setattr(costs, "_FILES_PER_QUERY", 2)  # the first run's files in two queries
+    ledger = BudgetLedger(data_root / "state" / "budget.sqlite")
+    yesterday, today = datetime(2026, 11, 26, 23, 59, tzinfo=UTC), datetime(2026, 11, 27, 0, 1, tzinfo=UTC)
+    keys = {"evaluator": "e", "date": "2026-11-26"}
+    write_part(data_root, "judge_scores", keys, "a", _verdicts("e", ["a1", "a2", "a3"], [yesterday] * 3), SCHEMA, {})
+    write_part(data_root, "judge_scores", keys, "b", _verdicts("e", ["b1", "b2"], [today] * 2), SCHEMA, {})
+    whole = _verdicts("f", ["c1", "c2"], [yesterday, today], model="openai/y")
+    write_partition(data_root, "judge_scores", {"evaluator": "f", "date": "2026-11-25"}, whole)
+
+    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    assert counts == {"files_summed": 3, "files_kept": 0}
+    assert sorted(set(daily["day"].to_list())) == ["2026-11-26", "2026-11-27"]
+    _same_rows(daily, data_root)
+
+    # an arrival: one new part; then a re-run with nothing new
+    # (a verdict without a judged_at counts on no day, as in one query)
+    write_part(data_root, "judge_scores", keys, "c", _verdicts("e", ["c9", "c10"], [today, None]), SCHEMA, {})
+    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    assert counts == {"files_summed": 1, "files_kept": 3}
+    _same_rows(daily, data_root)
+    assert counted_cost_rollup(data_root, {}, ledger)[1] == {"files_summed": 0, "files_kept": 4}
+
+    # a part rewritten (a changed file re-judged), a part with no rows, a part removed, a partition gone
+    write_part(data_root, "judge_scores", keys, "a", _verdicts("e", ["a1", "a4"], [today] * 2), SCHEMA, {})
+    write_part(data_root, "judge_scores", keys, "d", _verdicts("e", [], []), SCHEMA, {})
+    remove_part(data_root, "judge_scores", keys, "b")
+    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    assert counts == {"files_summed": 2, "files_kept": 2}
+    _same_rows(daily, data_root)
+    assert counted_cost_rollup(data_root, {}, ledger)[1] == {"files_summed": 0, "files_kept": 4}
+    shutil.rmtree(data_root / "warehouse" / "judge_scores" / "evaluator=f")
+    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    assert counts == {"files_summed": 0, "files_kept": 3}
+    assert set(daily["evaluator"].to_list()) == {"e"}
+    _same_rows(daily, data_root)
+
+
+def test_a_rollup_killed_between_two_partitions_leaves_views_queryable_and_the_next_run_is_right(
+    data_root, monkeypatch
+):
+    ledger = BudgetLedger(data_root / "state" / "budget.sqlite")
+    now = datetime.now(UTC)
+    for evaluator in ("e", "f"):
+        keys = {"evaluator": evaluator, "date": "2026-11-26"}
+        write_partition(data_root, "judge_scores", keys, _verdicts(evaluator, ["t"], [now]))
+    counted_cost_rollup(data_root, {}, ledger)
+    refresh(data_root)
+    for evaluator in ("e", "f"):
+        rows = _verdicts(evaluator, ["t", "u"], [now] * 2)
+        write_partition(data_root, "judge_scores", {"evaluator": evaluator, "date": "2026-11-26"}, rows)
+
+    original, writes = costs.write_partition, []
+
+    def killed(root, table, keys, frame):
+        writes.append(keys)
+        if len(writes) == 2:
+            raise OSError("killed while writing the second partition")
+        return original(root, table, keys, frame)
+
+    monkeypatch.setattr(costs, "write_partition", killed)
+    with pytest.raises(OSError):
+        counted_cost_rollup(data_root, {}, ledger)
+    monkeypatch.setattr(costs, "write_partition", original)
+    with open_catalog(data_root) as conn:
+        # e's new sums, f's sums of its file before it was rewritten (not used: a version since replaced)
+        assert conn.execute("SELECT sum(rows) FROM judge_cost_parts").fetchall() == [(3,)]
+
+    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    assert counts == {"files_summed": 1, "files_kept": 1}  # f's file, summed before the kill at an older version
+    assert daily["rows"].sum() == 4
+    _same_rows(daily, data_root)

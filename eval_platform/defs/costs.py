@@ -5,7 +5,7 @@ import dagster as dg
 
 from eval_platform.costs import (
     app_cost_rollup,
-    cost_rollup,
+    counted_cost_rollup,
     judge_ledger,
     monthly_rollup,
 )
@@ -22,9 +22,10 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
     )
     def judge_cost_daily(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         """Judge spend and tokens per UTC day, evaluator, model and project: calls, cache hits, failures,
-        and the day's budget use from the spend ledger (`ledger_spend_usd`, all runs of the day)."""
+        and the day's budget use from the spend ledger (`ledger_spend_usd`, all runs of the day). Summed from
+        `judge_cost_parts`, each judge_scores file's sums, of which only the files written since are read."""
         root = warehouse.root
-        frame = cost_rollup(root, evaluators, judge_ledger(root, context.instance))
+        frame, counts = counted_cost_rollup(root, evaluators, judge_ledger(root, context.instance))
         write_partition(root, "judge_cost_daily", {}, frame)
         refresh(root)
         return dg.MaterializeResult(
@@ -32,6 +33,8 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
                 "rows": frame.height,
                 "spend_usd": dg.MetadataValue.float(float(frame["spend_usd"].sum() or 0.0)),
                 "calls": int(frame["calls"].sum() or 0),
+                # judge_scores files summed by this run (new or rewritten since the last) and whose sums were kept
+                **counts,
             }
         )
 

@@ -1,15 +1,19 @@
 """One file arriving into a day that already holds many: what ingesting and judging it again costs (issue 34).
 
-    python -m tools.perf.arrivals [--traces 100000] [--files 100] [--arrival 1000] [--before DIR]
+    python -m tools.perf.arrivals [--traces 100000] [--files 100] [--arrival 1000] [--history-days 0] [--before DIR]
 
 Setup (timed, but not the figure): the local judge in its own process (`backfill_overhead.start_judge`, 0 ms); one
 score evaluator on it; a day of `--traces` JSONL traces over `--files` files (`synthetic_project.synthetic_trace`),
 ingested (`defs.traces.ingest_day`) and judged (what the `judge_scores` asset runs for a partition: the day a part
 at a time where it can, `judging/increments.py`, else `evaluator_day.judge_partition`), with a cold judge cache.
-Then one file of `--arrival` new traces is added to the day and the day is ingested and judged again: those two
-steps are the figures. Each step runs in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the
-process). `--before DIR`: the same on another checkout of the project (`git archive main | tar -x -C DIR`), on its
-own copy of the day, in the same run, so before and after share the machine's load.
+Then the steps downstream of `judge_scores` that each arrival triggers run once (the partition's `judge_day_numbers`,
+`judge_cost_daily`, the `alerts` computation, the `report`), so each starts from what the last arrival left
+(`--history-days N`: before them, N earlier days of verdicts, copies of the day's, which the rollups over every day
+read). Then one file of `--arrival` new traces is added to the day and every step runs again: those are the figures.
+Each step runs in a fresh process (`otel_ingest.run_measured`: wall, CPU and peak RSS of the process); a process that
+only imports is the baseline to read them against. `--before DIR`: the same on another checkout of the project
+(`git archive main | tar -x -C DIR`), on its own copy of the day, in the same run, so before and after share the
+machine's load.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -44,6 +49,41 @@ JUDGE = (
     "j = (inc.judge_in_parts(ROOT, c, DAY, r, set()) if inc else None) or judge_partition(ROOT, c, DAY, r, set()); "
     "s = j.summary; out = f\"{s['rows']} rows in the day, {s['calls']} calls, {s['cache_hits']} cache hits\""
 )
+# The rollups an arrival triggers after judge_scores, each as its asset computes it (defs/judging.py, defs/costs.py,
+# defs/experiments.py `alerts`, defs/report.py), without Dagster around it.
+DAY_NUMBERS = (
+    "from eval_platform.judging.day_numbers import write_day_numbers; "
+    f"write_day_numbers(ROOT, '{EVALUATOR}', DAY); out = 'judge_day_numbers of the partition written'"
+)
+COST = (
+    "from eval_platform import costs; "
+    "from eval_platform.judging.loading import load_evaluator; "
+    "from eval_platform.storage.warehouse import write_partition; "
+    f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); ledger = costs.judge_ledger(ROOT); "
+    "counted = getattr(costs, 'counted_cost_rollup', None); "
+    "f, n = counted(ROOT, {c.name: c}, ledger) if counted else (costs.cost_rollup(ROOT, {c.name: c}, ledger), {}); "
+    "write_partition(ROOT, 'judge_cost_daily', {}, f); "
+    "read = f\"{n['files_summed']} judge file(s) summed, {n['files_kept']} kept\" if n else 'every row read'; "
+    "out = f\"{f.height} row(s), {f['rows'].sum():,} judge rows, {f['calls'].sum():,} calls; {read}\""
+)
+ALERTS = (
+    "from eval_platform.costs import judge_ledger; "
+    "from eval_platform.experiments.inputs import read_final_scores; "
+    "from eval_platform.experiments.regressions import regressions; "
+    "from eval_platform.threshold_alerts import threshold_alerts_for; "
+    "from eval_platform.judging.loading import load_evaluator; "
+    f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); "
+    "s = read_final_scores(ROOT, [c.name]); r = regressions(s, evaluators=[c.name]); "
+    "t = threshold_alerts_for(ROOT, {c.name: c}, judge_ledger(ROOT)); "
+    "out = f'{s.height:,} final scores read, {r.height} regression(s), {t.height} threshold alert(s)'"
+)
+REPORT = (
+    "from eval_platform.defs.catalog import refresh; from eval_platform.report import build_report; "
+    "refresh(ROOT); r = build_report(ROOT); out = f'{r.plots} plot(s)'"
+)
+# What a fresh process costs before it does anything: the figure each step's CPU is read against.
+BASELINE = "import polars; import eval_platform.storage.warehouse; out = 'nothing done'"
+ROLLUPS = {"judge_day_numbers": DAY_NUMBERS, "judge_cost_daily": COST, "alerts": ALERTS, "report": REPORT}
 
 
 def write_file(root: Path, name: str, start: int, n: int) -> None:
@@ -55,6 +95,15 @@ def write_file(root: Path, name: str, start: int, n: int) -> None:
     os.utime(path, (then, then))
 
 
+def copy_history(root: Path, days: int) -> None:
+    """`days` earlier days of judged verdicts: copies of the day's judge_scores partition (a warehouse with a history,
+    which the rollups over every day read; the arrival is into the latest day)."""
+    judged = root / "warehouse" / "judge_scores" / f"evaluator={EVALUATOR}"
+    for k in range(1, days + 1):
+        earlier = (datetime.fromisoformat(DAY) - timedelta(days=k)).date().isoformat()
+        shutil.copytree(judged / f"date={DAY}", judged / f"date={earlier}")
+
+
 def measure(label: str, root: Path, checkout: Path | None, args: argparse.Namespace, judge_url: str) -> None:
     write_score_evaluator(root, EVALUATOR, judge_url)
     per_file = args.traces // args.files
@@ -62,9 +111,15 @@ def measure(label: str, root: Path, checkout: Path | None, args: argparse.Namesp
         write_file(root, f"export-{k:05d}.jsonl", k * per_file, per_file)
     print(f"[{label}] setup ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
     print(f"[{label}] setup judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+    copy_history(root, args.history_days)
+    for step, statement in ROLLUPS.items():
+        print(f"[{label}] setup {step}: {run_measured(statement, root, day=DAY, checkout=checkout)}", flush=True)
     write_file(root, f"export-{args.files:05d}.jsonl", args.traces, args.arrival)
     print(f"[{label}] arrival ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
     print(f"[{label}] arrival judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+    for step, statement in ROLLUPS.items():
+        print(f"[{label}] arrival {step}: {run_measured(statement, root, day=DAY, checkout=checkout)}", flush=True)
+    print(f"[{label}] baseline (a process that only imports polars): {run_measured(BASELINE, root, day=DAY)}")
 
 
 def main() -> None:
@@ -72,12 +127,16 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--arrival", type=int, default=1000)
+    parser.add_argument("--history-days", type=int, default=0, help="earlier days of verdicts (copies of the day)")
     parser.add_argument("--before", type=Path, default=None, help="another checkout, measured the same way")
     args = parser.parse_args()
     judge, url = start_judge(0.0)
     try:
         with tempfile.TemporaryDirectory(prefix="eval_platform-arrivals-") as folder:
-            print(f"{DAY}: {args.traces:,} traces in {args.files} files, then one file of {args.arrival:,}")
+            print(
+                f"{DAY}: {args.traces:,} traces in {args.files} files, then one file of {args.arrival:,}; "
+                f"{args.history_days} earlier day(s) of verdicts"
+            )
             if args.before is not None:
                 measure("before", Path(folder) / "before", args.before.resolve(), args, url)
             measure("after", Path(folder) / "after", None, args, url)
