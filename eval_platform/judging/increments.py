@@ -169,8 +169,8 @@ def judge_in_parts(
     everything = read_partition(root, TABLE, jkeys, columns=TALLY_COLUMNS)
     if everything is not None and everything.height:
         tally.add(everything)
-    now = parts(root, TABLE, jkeys) or {}
-    in_partition = sum(int(part.metadata.get("traces", "0")) for part in now.values())
+    judge_parts = parts(root, TABLE, jkeys) or {}
+    in_partition = sum(int(part.metadata.get("traces", "0")) for part in judge_parts.values())
     summary = tally.summary(in_partition + waiting.traces)
     summary.update(waiting.summary())
     run = outcome.summary
