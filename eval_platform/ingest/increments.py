@@ -140,6 +140,8 @@ def ingest_in_parts(root: Path, day: str) -> PartsIngest | None:
         else:
             return _totals(root, day, result)
         result.whole_day = True
+    if existing is None and not _flat_day(root, day):
+        return None  # a file's head names an OTLP field: the day is not read whole to find out what its head says
     # the whole day: its old parts (or whole file) go first, then every file's part is written as it is read
     with stream_trace_day(root, day, only=set(files)) as rows:
         if rows.otlp:
