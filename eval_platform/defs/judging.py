@@ -185,8 +185,8 @@ def build_judge_scores(
             evaluator, day, named = evaluators[keys["evaluator"]], keys["date"], set(config.trace_ids)
             traces_read[key] = latest_traces(context.instance, day)  # before reading them
             try:
-                # a day of flat files: only its new or changed traces (judging/increments.py); else the whole day
-                judged = judge_in_parts(root, evaluator, day, runtime, named) or judge_partition(
+                # a day in parts: only its new or changed traces (judging/increments.py); else the whole day
+                judged = judge_in_parts(root, evaluator, day, runtime, named, now=now) or judge_partition(
                     root, evaluator, day, runtime, named, now=now
                 )
             except PartitionNotReady as exc:

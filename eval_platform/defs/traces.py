@@ -1,8 +1,7 @@
 """Trace ingest: the daily `traces` asset, the `quarantine` rollup, the new-files sensor and the daily schedule."""
 
-import hashlib
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
@@ -18,23 +17,20 @@ from eval_platform.defs.range_runs import (
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.ingest.arrivals import ArrivalCursor, scan_day_folders
 from eval_platform.ingest.increments import PartsIngest, ingest_in_parts
-from eval_platform.ingest.otel.assembly import AWAITING_ROOT
+from eval_platform.ingest.otlp_increments import day_next_day_spans, day_spans, ingest_otlp_in_parts
 from eval_platform.ingest.traces import (
     NOT_A_DAY_PARTITION,
     SOURCE,
     StrayEntry,
     is_day_name,
-    settled,
     stray_entries,
     stray_quarantine,
-    stream_trace_day,
 )
 from eval_platform.markdown_table import markdown_table
-from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, TRACE_SCHEMA
+from eval_platform.schemas import NOT_A_DAY_FOLDER
 from eval_platform.settings import DEFAULT_PARTITIONS_PER_RUN, file_settle_s
 from eval_platform.storage.warehouse import (
     has_files,
-    partition_writer,
     quarantine_keys,
     read_parquet,
     read_partition,
@@ -82,72 +78,18 @@ class IngestedDay:
 
 
 def ingest_day(root, day: str, log) -> IngestedDay:
-    """Read one day's export files and write its traces and quarantine partitions (replacing earlier ones; an OTLP
-    trace's spans are stored in its row, where the `spans` view reads them), in bounded memory: the day is streamed
-    (`stream_trace_day`) into streaming partition writers, a frame at a time.
-    Each partition is replaced whole only once all its rows are written (a failure or a kill leaves the previous).
-    A day of flat files is ingested a file at a time instead, each file's rows a part of the partition
-    (`ingest/increments.py`): only its new or changed files are read."""
+    """Read one day's export files and write its traces and quarantine partitions (an OTLP trace's spans are stored
+    in its row, where the `spans` view reads them), a file at a time: each file's rows are a part of the partition.
+    A day of flat files reads only its new or changed files (`ingest/increments.py`); a day with OTLP files
+    re-assembles only the traces its new or changed files touch (`ingest/otlp_increments.py`)."""
     in_parts = ingest_in_parts(root, day)
     if in_parts is not None:
         return _ingested_in_parts(root, day, in_parts, log)
-    previous, following = (str(date.fromisoformat(day) + timedelta(days=step)) for step in (-1, 1))
-    taken = _trace_ids(root, following)  # the next day's traces took their spans still waiting for a root here
-    handed = hashlib.sha256()
-    handing = False
-    with stream_trace_day(root, day) as rows:
-        written, spans = {}, 0
-        for table, frames, keys, schema in (
-            ("traces", rows.traces(), {"date": day}, TRACE_SCHEMA),
-            ("quarantine", rows.quarantine(), quarantine_keys(SOURCE, day), QUARANTINE_SCHEMA),
-        ):
-            reasons: dict[str, int] = {}
-            with partition_writer(root, table, keys, schema) as out:
-                for frame in frames:
-                    if table == "quarantine":
-                        awaiting = frame.filter(frame["reason"] == AWAITING_ROOT).select("file", "line", "detail")
-                        for row in awaiting.rows():
-                            handed.update(("\t".join(map(str, row)) + "\n").encode())
-                            handing = True
-                        frame = settled(frame, taken)
-                    else:
-                        spans += int(frame["span_count"].sum() or 0)
-                    out.write(frame)
-                    if table == "quarantine":
-                        for reason, n in frame.group_by("reason").len().rows():
-                            reasons[reason] = reasons.get(reason, 0) + n
-            written[table] = out.rows
-        files = list(rows.files)
-        waiting = list(rows.waiting)
-    resolved = settle_previous_day(root, previous, _trace_ids(root, day))
-    if resolved:
-        log.info(f"{resolved} awaiting_root rows of {previous} left the quarantine: {day}'s traces took them")
-    strays = stray_entries(root)
-    write_strays(root, strays)
-    reasons = dict(sorted(reasons.items()))
-    if written["quarantine"]:
-        log.warning(f"{written['quarantine']} rows of {day} quarantined: {reasons}")
-    for file in waiting:
-        log.info(
-            f"{file} is still being written: its cut end is not read yet (the day is ingested again once it settles)"
-        )
-    for stray in strays:
-        log.warning(f"{stray.detail} (in quarantine: {NOT_A_DAY_FOLDER})")
-    if written["traces"] == 0:
-        misnamed = "".join(f"; not read: {s.file}, which reads as this day" for s in strays if s.day == day)
-        log.warning(f"traces/{day}/ has {len(files)} file(s) and no valid trace: an empty day{misnamed}")
-    return IngestedDay(
-        day,
-        written["traces"],
-        spans,
-        written["quarantine"],
-        reasons,
-        files,
-        handed.hexdigest()[:20] if handing else "",
-    )
+    found = ingest_otlp_in_parts(root, day)
+    return _ingested_in_parts(root, day, found, log, day_spans(root, day), day_next_day_spans(root, day))
 
 
-def _ingested_in_parts(root, day: str, found: PartsIngest, log) -> IngestedDay:
+def _ingested_in_parts(root, day: str, found: PartsIngest, log, spans: int = 0, next_day: str = "") -> IngestedDay:
     """`ingest_day`'s report of a day ingested in parts: the whole day's counts, the files this run read."""
     strays = stray_entries(root)
     write_strays(root, strays)
@@ -162,27 +104,9 @@ def _ingested_in_parts(root, day: str, found: PartsIngest, log) -> IngestedDay:
     for stray in strays:
         log.warning(f"{stray.detail} (in quarantine: {NOT_A_DAY_FOLDER})")
     if found.traces == 0:
-        log.warning(f"traces/{day}/ has {len(found.files)} file(s) and no valid trace: an empty day")
-    return IngestedDay(day, found.traces, 0, found.quarantined, found.reasons, found.files, "", found.read)
-
-
-def _trace_ids(root, day: str):
-    found = read_partition(root, "traces", {"date": day}, columns=["trace_id"])
-    return None if found is None else found["trace_id"]
-
-
-def settle_previous_day(root, previous: str, taken) -> int:
-    """Take out of the previous day's quarantine its `awaiting_root` rows whose trace the day's ingest took (whole,
-    or partial with `missing_root`): the rows that `settled` leaves out when the previous day is ingested again.
-    Returns how many left."""
-    keys = quarantine_keys(SOURCE, previous)
-    before = read_partition(root, "quarantine", keys) if taken is not None else None
-    if before is None:
-        return 0
-    after = settled(before, taken)
-    if after.height != before.height:
-        write_partition(root, "quarantine", keys, after)
-    return before.height - after.height
+        misnamed = "".join(f"; not read: {s.file}, which reads as this day" for s in strays if s.day == day)
+        log.warning(f"traces/{day}/ has {len(found.files)} file(s) and no valid trace: an empty day{misnamed}")
+    return IngestedDay(day, found.traces, spans, found.quarantined, found.reasons, found.files, next_day, found.read)
 
 
 def write_strays(root, strays: list[StrayEntry]) -> None:

@@ -19,9 +19,10 @@ file) before the new ones are written; and a file read alone writes only trace i
 any instant leaves rows missing, never a row in two parts, and the next run completes the day.
 
 Not for OTLP: spans of one trace cross files, and the previous day's (`ingest/otel`). `ingest_in_parts` returns
-None, and the day is ingested whole as before (one part, `warehouse.partition_writer`), when a file of the day
-holds OTLP requests or the previous day may (a JSON or JSONL file there that no part of that day knows as flat and
-whose first 65,536 characters name an OTLP request's field, or a compressed one).
+None, and the day is ingested by `otlp_increments.py` (a trace at a time), when a file of the day holds OTLP
+requests, the previous day may (a JSON or JSONL file there that no part of that day knows as flat and whose first
+65,536 characters name an OTLP request's field, or a compressed one), or the day's parts are already that
+module's.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def ingest_in_parts(root: Path, day: str) -> PartsIngest | None:
     files = {path.relative_to(root).as_posix(): path for path in paths}
     prints = {rel: fingerprint(path) for rel, path in files.items()}
     existing = parts(root, "traces", tkeys)
+    if existing and any(part.metadata.get("layout") == "otlp" for part in existing.values()):
+        return None  # a day of OTLP parts (`otlp_increments.py`), which says when it is read whole
     whole = existing is None or _has_duplicates(root, qkeys)
     by_source: dict[str, Part] = {p.metadata.get("source", ""): p for p in (existing or {}).values()}
     gone = sorted(set(by_source) - set(files))
@@ -137,6 +140,8 @@ def ingest_in_parts(root: Path, day: str) -> PartsIngest | None:
         else:
             return _totals(root, day, result)
         result.whole_day = True
+    if existing is None and not _flat_day(root, day):
+        return None  # a file's head names an OTLP field: the day is not read whole to find out what its head says
     # the whole day: its old parts (or whole file) go first, then every file's part is written as it is read
     with stream_trace_day(root, day, only=set(files)) as rows:
         if rows.otlp:

@@ -276,6 +276,8 @@ class TraceDayRows:
         # files still being written (changed within EVAL_PLATFORM_FILE_SETTLE_S) whose cut last row was not read
         self.waiting: list[str] = []
         self.otlp = False  # whether a file read holds OTLP requests
+        self.flat: set[str] = set()  # the files read with trace rows that are not OTLP (flat records)
+        self.ids: dict[str, list[str]] = {}  # with `traces`: the trace ids each file read names
 
     def traces(self) -> Iterator[pl.DataFrame]:
         return self._spill.traces()
@@ -326,6 +328,9 @@ def stream_trace_day(
     now: datetime | None = None,
     chunk_rows: int = CHUNK_ROWS,
     only: set[str] | None = None,
+    traces: set[str] | None = None,
+    before: set[str] | None = None,
+    file_ids: bool = False,
 ) -> Iterator[TraceDayRows]:
     """`read_trace_day` in bounded memory: the day is read a row (an OTLP trace) at a time, its rows spilled to a
     temporary folder `chunk_rows` trace rows at a time (`day_spill.py`), and handed out in order, a frame at a
@@ -339,6 +344,12 @@ def stream_trace_day(
     `only` (files relative to the data root): read those of the day's files alone, and no day before (for a day of
     flat files, whose traces take no span of another day: `ingest/increments.py`); `rows.otlp` says whether one
     of them held OTLP after all (its rows are then not the day's).
+
+    `traces` (with `only` and `before`, the files of the two days before to index): the OTLP rows of those traces
+    alone (`ingest/otlp_increments.py`), assembled as the whole day would, from the files given, which must hold
+    every span and log record of theirs; other rows of those files come out too, the caller's to leave out.
+    `rows.ids` then (or with `file_ids`) names the trace ids each file read holds; `rows.flat` the files with flat
+    trace rows.
     """
     _check_day(day)
     data_root = Path(data_root)
@@ -347,10 +358,11 @@ def stream_trace_day(
     files: list[str] = []
     waiting: list[str] = []  # files still being written whose cut end was not read
     order: dict[str, int] = {}  # each file of the day: its place in reading order
-    before, previous, following = (date.fromisoformat(day) + timedelta(days=step) for step in (-2, -1, 1))
+    two_back, previous, following = (date.fromisoformat(day) + timedelta(days=step) for step in (-2, -1, 1))
     with tempfile.TemporaryDirectory(prefix="eval_platform-ingest-") as folder:
         spill = DaySpill(Path(folder), day, chunk_rows)
-        otel = OtelDay(day, following.isoformat(), Path(folder) / "otlp")
+        otel = OtelDay(day, following.isoformat(), Path(folder) / "otlp", traces)
+        flat: set[str] = set()  # the files read with trace rows that are not OTLP (flat records)
 
         def reject(
             file: str,
@@ -380,9 +392,9 @@ def stream_trace_day(
             otel.rejected.clear()
 
         try:
-            if only is None:
-                _read_previous_day(data_root, before.isoformat(), otel, early=True)  # its trace ids only
-                _read_previous_day(data_root, previous.isoformat(), otel)
+            if only is None or before is not None:
+                _read_previous_day(data_root, two_back.isoformat(), otel, early=True, only=before)  # ids only
+                _read_previous_day(data_root, previous.isoformat(), otel, only=before)
             for path in list_trace_files(data_root, day):
                 rel = path.relative_to(data_root).as_posix()
                 if only is not None and rel not in only:
@@ -390,7 +402,7 @@ def stream_trace_day(
                 order[rel] = len(files)
                 files.append(rel)
                 tally.touch(rel)
-                _read_file(data_root, path, rel, order[rel], otel, spill, reject, tally, waiting)
+                _read_file(data_root, path, rel, order[rel], otel, spill, reject, tally, waiting, flat)
                 drain()
             for trace in otel.finish():  # a trace at a time, as soon as its last request is read
                 try:
@@ -420,15 +432,23 @@ def stream_trace_day(
             rows = TraceDayRows(spill, files, tally.total, day)
             rows.waiting = waiting
             rows.otlp = otel.indexed > 0
+            rows.flat = flat
+            if traces is not None or file_ids:
+                rows.ids = otel.ids_by_file()
             yield rows
         finally:
             otel.close()
             spill.close()
 
 
-def _read_previous_day(data_root: Path, previous: str, otel: OtelDay, *, early: bool = False) -> None:
-    """Index the OTLP files of a day before (`early`: two days before, whose spans are never taken)."""
+def _read_previous_day(
+    data_root: Path, previous: str, otel: OtelDay, *, early: bool = False, only: set[str] | None = None
+) -> None:
+    """Index the OTLP files of a day before (`early`: two days before, whose spans are never taken); `only`: those
+    of its files alone (relative to the data root)."""
     for path in list_trace_files(data_root, previous):
+        if only is not None and path.relative_to(data_root).as_posix() not in only:
+            continue
         kind = file_kind(path)
         if kind in ("json", "jsonl"):  # only the spans of the day's traces are taken (and counted) from it
             source = otel.source(path.relative_to(data_root).as_posix(), path, kind, carried=True, early=early)
@@ -451,6 +471,7 @@ def _read_file(
     reject: Any,
     tally: _Tally,
     waiting: list[str],
+    flat: set[str],
 ) -> None:
     """One file of the day, a row at a time: its records to `spill`, its OTLP requests indexed into `otel`. A file
     changed within `EVAL_PLATFORM_FILE_SETTLE_S` seconds whose end is not whole is named in `waiting`."""
@@ -486,6 +507,7 @@ def _read_file(
         row = _normalize(candidate, rel, kind, reject)
         if row is None:
             continue
+        flat.add(rel)
         rows += 1
         with_text = with_text or _has_text(row)
         source_of = (rel, candidate.line, candidate.unit)

@@ -1,6 +1,7 @@
 """Judge a day whose traces are made of parts a part at a time: only new or changed traces are planned and called.
 
-A day of flat files is ingested in parts, one per file (`ingest/increments.py`); its `judge_scores` partition then
+A day is ingested in parts, one per file (flat files: `ingest/increments.py`; OTLP files, whose rewritten parts are
+those holding the traces an arrival touched: `ingest/otlp_increments.py`); its `judge_scores` partition then
 mirrors them, one judge part per traces part (same `src=<name>`, `storage/parts.py`). Each judge part records in its
 footer the evaluator's `config_hash`, the traces part's write it judged (`traces_written`), how many of that part's
 traces are the evaluator's (`traces`) and each trace's content digest (`digests`). A run:
@@ -9,7 +10,10 @@ traces are the evaluator's (`traces`) and each trace's content digest (`digests`
 - keeps as they are the judge parts whose traces part and config_hash are the ones they judged (nothing read);
 - for a traces part that is new or rewritten, keeps byte for byte the rows of its traces whose content digest is
   unchanged (their `judged_at` too) and judges the others, all changed parts' traces in one `judge_stream`;
-- a changed config_hash re-judges every part (none is kept), as judging the day whole would.
+- a changed config_hash re-judges every part (none is kept), as judging the day whole would;
+- a new or changed trace not complete at `now` (`judging/completion.py`: a span-made trace within its quiet
+  period) waits: no row, no digest, its part's `waiting` counts it, and the part is read again by the next run
+  (the one `judge_waiting_traces_sensor` requests once it is due), as judging the day whole would.
 
 The day's metadata still describes the whole day: its tally (counts, FAILED rate, verdicts, preview) is counted
 over every part's rows, without their raw replies; `calls`, `cache_hits` and `cost_usd` are this run's (what it
@@ -18,7 +22,8 @@ asked and paid), `rows_kept` the rows kept from earlier runs.
 Modes that need the whole day stay on the whole-day path (`evaluator_day.judge_partition`), and `judge_in_parts`
 returns None for them: a grouped mode (pairwise, n_wise: a group spans files), the session target, batch mode (two
 passes over the day), trigger `manual` (the traces named change with each run), a reference dataset (its version
-changes the prompts), check evaluators (no call to spare), and a day whose traces are not in parts (OTLP).
+changes the prompts), check evaluators (no call to spare), and a day whose traces are not in parts (ingested
+before parts).
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
+from eval_platform.judging.completion import Completion, Waiting
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.day import DayTally, in_projects
 from eval_platform.judging.evaluator_day import JudgedPartition, group_key
@@ -71,11 +78,17 @@ def _current(judged: Part | None, traces: Part, config_hash: str) -> bool:
         judged is not None
         and judged.metadata.get("config_hash") == config_hash
         and judged.metadata.get("traces_written") == traces.metadata.get("written")
+        and judged.metadata.get("waiting", "0") == "0"
     )
 
 
 def judge_in_parts(
-    root: Path, evaluator: EvaluatorConfig, day: str, runtime: ModelRuntime, trace_ids: set[str]
+    root: Path,
+    evaluator: EvaluatorConfig,
+    day: str,
+    runtime: ModelRuntime,
+    trace_ids: set[str],
+    now: datetime | None = None,
 ) -> JudgedPartition | None:
     """Judge the new or changed traces of `day` (module docstring); None, with nothing written, when the evaluator
     or the day is for the whole-day path."""
@@ -96,7 +109,10 @@ def judge_in_parts(
     kept: dict[str, pl.DataFrame | None] = {}
     digests: dict[str, dict[str, str]] = {}
     counts: dict[str, int] = {}
+    held: dict[str, int] = {}  # each part's traces waiting for completion (no row, no digest: judged once due)
     owner: dict[str, str] = {}
+    completion = Completion(root, evaluator, day, now)
+    waiting = Waiting()
 
     def batches() -> Iterator[pl.DataFrame]:
         """The traces to judge, a part at a time as `judge_stream` takes them (the day is never held)."""
@@ -113,6 +129,16 @@ def judge_in_parts(
             rows = read_part(root, TABLE, jkeys, name) if same else None
             kept[name] = rows.filter(pl.col("trace_id").is_in(list(same))) if rows is not None else None
             fresh = traces.filter(~pl.col("trace_id").is_in(list(same))) if same else traces
+            mine = Waiting()
+            due = [batch for batch in completion.hold_back([fresh], None, mine) if batch.height]
+            fresh = pl.concat(due) if due else fresh.clear()
+            held[name] = traces.height - len(same) - fresh.height
+            if mine.traces and mine.complete_at is not None:
+                waiting.add(mine.traces, mine.complete_at)
+            if held[name]:
+                judged_now = same | set(fresh["trace_id"].to_list())
+                digests[name] = {trace: d for trace, d in digests[name].items() if trace in judged_now}
+                counts[name] = len(judged_now)
             owner.update(dict.fromkeys(fresh["trace_id"].to_list(), name))
             if fresh.height:
                 yield fresh
@@ -133,6 +159,7 @@ def judge_in_parts(
             "traces_written": traces_parts[name].metadata.get("written", ""),
             "traces": str(counts[name]),
             "digests": json.dumps(digests[name], sort_keys=True),
+            "waiting": str(held.get(name, 0)),
         }
         write_part(root, TABLE, jkeys, name, mine, JUDGE_SCORE_SCHEMA, metadata)
     rows_kept += sum(part.rows for name, part in judged.items() if name in traces_parts and name not in todo)
@@ -142,9 +169,10 @@ def judge_in_parts(
     everything = read_partition(root, TABLE, jkeys, columns=TALLY_COLUMNS)
     if everything is not None and everything.height:
         tally.add(everything)
-    now = parts(root, TABLE, jkeys) or {}
-    in_partition = sum(int(part.metadata.get("traces", "0")) for part in now.values())
-    summary = tally.summary(in_partition)
+    judge_parts = parts(root, TABLE, jkeys) or {}
+    in_partition = sum(int(part.metadata.get("traces", "0")) for part in judge_parts.values())
+    summary = tally.summary(in_partition + waiting.traces)
+    summary.update(waiting.summary())
     run = outcome.summary
     summary.update(calls=run["calls"], cache_hits=run["cache_hits"], cost_usd=run["cost_usd"])
     summary["rows_kept"] = rows_kept

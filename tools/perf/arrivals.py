@@ -1,6 +1,7 @@
 """One file arriving into a day that already holds many: what ingesting and judging it again costs (issue 34).
 
     python -m tools.perf.arrivals [--traces 100000] [--files 100] [--arrival 1000] [--history-days 0] [--before DIR]
+    python -m tools.perf.arrivals --otlp [--spans 200000] [--files 100] [--arrival 1000] [--before DIR]
 
 Setup (timed, but not the figure): the local judge in its own process (`backfill_overhead.start_judge`, 0 ms); one
 score evaluator on it; a day of `--traces` JSONL traces over `--files` files (`synthetic_project.synthetic_trace`),
@@ -14,6 +15,11 @@ Each step runs in a fresh process (`otel_ingest.run_measured`: wall, CPU and pea
 only imports is the baseline to read them against. `--before DIR`: the same on another checkout of the project
 (`git archive main | tar -x -C DIR`), on its own copy of the day, in the same run, so before and after share the
 machine's load.
+
+`--otlp`: ingest and judge only, the day `--spans` OTLP spans instead (the recordings of `otel_ingest.build_day`,
+replicated with new ids, each replica's export lines in one file) and the arrival a file of about `--arrival` spans:
+new replicas, and the later GenAI lines of the day's last replica (the later spans and roots of traces whose first
+spans are in a file of the day: the arrival re-assembles them).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tools.perf.backfill_overhead import start_judge
-from tools.perf.otel_ingest import run_measured
+from tools.perf.otel_ingest import _templates, run_measured
 from tools.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 DAY = (datetime.now(UTC) - timedelta(days=2)).date().isoformat()
@@ -104,8 +110,47 @@ def copy_history(root: Path, days: int) -> None:
         shutil.copytree(judged / f"date={DAY}", judged / f"date={earlier}")
 
 
+def write_otlp_day(root: Path, spans: int, files: int, arrival: int) -> str:
+    """A day of about `spans` OTLP spans over `files` files, and the arrival file's text (about `arrival` spans);
+    returns what was written."""
+    folder = root / "traces" / DAY
+    folder.mkdir(parents=True, exist_ok=True)
+    templates = _templates()
+    per_replica = sum(count for _, count in templates)
+    replicas = max(1, spans // per_replica)
+    lines: list[list[str]] = [[] for _ in range(files)]
+    for replica in range(replicas):
+        lines[replica % files] += [t.format(r=f"{replica:08x}") for t, _ in templates]
+    # the last replica's GenAI lines 5-8 arrive with the new file: the later spans and the roots of traces whose
+    # first spans are in a file of the day (the recording's first 8 lines are GenAI's, a trace over several lines)
+    last = lines[(replicas - 1) % files]
+    at = len(last) - len(templates)
+    late = last[at + 4 : at + 8]
+    del last[at + 4 : at + 8]
+    for k, text in enumerate(lines):
+        _settled(folder / f"export-{k:05d}.jsonl", "".join(line + "\n" for line in text))
+    new = late + [
+        t.format(r=f"{replica:08x}")
+        for replica in range(replicas, replicas + max(1, arrival // per_replica))
+        for t, _ in templates
+    ]
+    (root / "arrival.jsonl").write_text("".join(line + "\n" for line in new))
+    added = sum(line.count('"spanId"') for line in new)
+    return f"{replicas * per_replica:,} spans in {files} files, then one file of {added:,} spans"
+
+
+def _settled(path: Path, text: str) -> None:
+    path.write_text(text)
+    then = time.time() - 3600
+    os.utime(path, (then, then))
+
+
 def measure(label: str, root: Path, checkout: Path | None, args: argparse.Namespace, judge_url: str) -> None:
     write_score_evaluator(root, EVALUATOR, judge_url)
+    if args.otlp:
+        print(f"[{label}] {write_otlp_day(root, args.spans, args.files, args.arrival)}", flush=True)
+        measure_arrival(label, root, checkout)
+        return
     per_file = args.traces // args.files
     for k in range(args.files):
         write_file(root, f"export-{k:05d}.jsonl", k * per_file, per_file)
@@ -122,21 +167,33 @@ def measure(label: str, root: Path, checkout: Path | None, args: argparse.Namesp
     print(f"[{label}] baseline (a process that only imports polars): {run_measured(BASELINE, root, day=DAY)}")
 
 
+def measure_arrival(label: str, root: Path, checkout: Path | None) -> None:
+    """The OTLP day ingested and judged, then its arrival file added and the day ingested and judged again."""
+    print(f"[{label}] setup ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
+    print(f"[{label}] setup judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+    _settled(root / "traces" / DAY / f"export-{99999:05d}.jsonl", (root / "arrival.jsonl").read_text())
+    print(f"[{label}] arrival ingest: {run_measured(INGEST, root, day=DAY, checkout=checkout)}", flush=True)
+    print(f"[{label}] arrival judge:  {run_measured(JUDGE, root, day=DAY, checkout=checkout)}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--arrival", type=int, default=1000)
     parser.add_argument("--history-days", type=int, default=0, help="earlier days of verdicts (copies of the day)")
+    parser.add_argument("--otlp", action="store_true", help="a day of OTLP spans (`--spans`), not JSONL traces")
+    parser.add_argument("--spans", type=int, default=200_000)
     parser.add_argument("--before", type=Path, default=None, help="another checkout, measured the same way")
     args = parser.parse_args()
     judge, url = start_judge(0.0)
     try:
         with tempfile.TemporaryDirectory(prefix="eval_platform-arrivals-") as folder:
-            print(
-                f"{DAY}: {args.traces:,} traces in {args.files} files, then one file of {args.arrival:,}; "
-                f"{args.history_days} earlier day(s) of verdicts"
-            )
+            if not args.otlp:
+                print(
+                    f"{DAY}: {args.traces:,} traces in {args.files} files, then one file of {args.arrival:,}; "
+                    f"{args.history_days} earlier day(s) of verdicts"
+                )
             if args.before is not None:
                 measure("before", Path(folder) / "before", args.before.resolve(), args, url)
             measure("after", Path(folder) / "after", None, args, url)

@@ -95,8 +95,11 @@ class OtelDay:
     """One day's OTLP requests, read in two passes (module docstring); pass 1's index is kept in `folder`
     (`day_index.py`), a folder of the caller's that `close` leaves to it to remove."""
 
-    def __init__(self, day: str, next_day: str, folder: Path) -> None:
+    def __init__(self, day: str, next_day: str, folder: Path, traces: set[str] | None = None) -> None:
         self.day, self.next_day = day, next_day
+        # only these traces (`ingest/otlp_increments.py`): the other trace ids read are left out of the index, so
+        # no span of another trace is held nor assembled (their files' other rows are the caller's to leave out)
+        self.wanted = traces
         self.rejected: list[Rejected] = []
         self._index = DayIndex(folder)
         self._sources: list[_Source] = []  # the files holding OTLP requests, in reading order
@@ -122,6 +125,11 @@ class OtelDay:
         line = otel_line(candidate)
         spans, events, errors = walk(candidate.otel, source.file, line, ids_only=True)
         number = self._requests
+        check = None
+        if self.wanted is not None:
+            check = hash((tuple(s.trace_id for s in spans), tuple(e.trace_id for e in events)))
+            spans = [s for s in spans if s.trace_id in self.wanted]
+            events = [e for e in events if e.trace_id in self.wanted]
         self._index.add(
             number,
             source.number,
@@ -130,6 +138,7 @@ class OtelDay:
             [e.trace_id for e in events],
             [is_parentless(s.raw) for s in spans],
             source.early,
+            check,
         )
         if errors and not source.carried:
             source.errors.append((number, "line" if line is not None else "span", errors))
@@ -238,6 +247,11 @@ class OtelDay:
             )
             self.rejected += [reject(item, error, (MODEL, index, k)) for k, item in enumerate(trace_items(trace))]
             return None
+
+    def ids_by_file(self) -> dict[str, list[str]]:
+        """The trace ids each file read names in a span or log record (pass 1's index; after `finish`)."""
+        files = {source.number: source.file for source in self._sources}
+        return {files[number]: ids for number, ids in self._index.ids_by_source().items() if number in files}
 
     def file_of(self, number: int) -> str:
         """The file of request `number`."""

@@ -84,12 +84,14 @@ class DayIndex:
         event_ids: list[str | None],
         roots: list[bool] | None = None,
         early: bool = False,
+        check: int | None = None,
     ) -> None:
         """Request `number` (the next one: requests are added in order) of file `source`: its spans' and log
-        records' trace ids (a log record without one names no trace), and which spans have no parent (`roots`)."""
+        records' trace ids (a log record without one names no trace), and which spans have no parent (`roots`).
+        `check`: the request's hash when the ids given are only some of its own (`OtelDay`'s `traces`)."""
         assert number == self._requests and self._checks is not None, "requests are added once each, in order"
         self._requests += 1
-        self._pending.append(hash((tuple(span_ids), tuple(event_ids))))
+        self._pending.append(hash((tuple(span_ids), tuple(event_ids))) if check is None else check)
         if len(self._pending) >= STREAM_ROWS:
             self._pending.tofile(self._checks)
             self._pending = array("q")
@@ -181,6 +183,16 @@ class DayIndex:
             f"(SELECT trace_id {self._of_the_day(alive)})"
         )
         return {source for (source,) in found.fetchall()}
+
+    def ids_by_source(self) -> dict[int, list[str]]:
+        """The trace ids each file (its `source` number) names in a span or log record, sorted."""
+        if not self.observations:
+            return {}
+        found = self._connect().execute(
+            "SELECT source, list(DISTINCT trace_id ORDER BY trace_id) "
+            f"FROM read_parquet('{self._path}') GROUP BY source"
+        )
+        return {source: ids for source, ids in found.fetchall()}
 
     def checks(self, first: int, end: int) -> Iterator[int]:
         """The hashes of requests `first` ... `end - 1`, in order."""
