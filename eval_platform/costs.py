@@ -26,6 +26,7 @@ from eval_platform.schemas import (
     SKIPPED,
     conform,
 )
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import connect, has_files, table_glob
 
 
@@ -35,13 +36,15 @@ def judge_ledger(root: Path, instance: Any = None) -> BudgetLedger:
     return SharedState.of(root, instance).judge_ledger()
 
 
-def cost_rollup(root, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedger | None = None) -> pl.DataFrame:
+def cost_rollup(
+    root: DataRoot, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedger | None = None
+) -> pl.DataFrame:
     """Judge spend per UTC day of judging. Judge spend only: the traced application's own cost_usd is
     in `traces` and is never added here. `ledger`: default, the data root's.
 
     An evaluator and day the ledger has spend for but no judged row (every run of it that day was killed before
     it wrote its partition) still gets a row: no model or project, no rows, the ledger's spend."""
-    spend = ledger_spend(ledger or judge_ledger(root))
+    spend = ledger_spend(ledger or judge_ledger(root.path))
     frame = _judged_rows(root) if has_files(root, "judge_scores") else _EMPTY_ROLLUP
     only_in_ledger = spend.select("evaluator", "day").join(
         frame.select("evaluator", "day"), on=["evaluator", "day"], how="anti"
@@ -62,7 +65,7 @@ _EMPTY_ROLLUP = pl.DataFrame(
 )
 
 
-def _judged_rows(root) -> pl.DataFrame:
+def _judged_rows(root: DataRoot) -> pl.DataFrame:
     """`judge_scores` grouped per UTC day of judging, evaluator, model and project."""
     # Rows are grouped by the UTC day number and only the groups' days are formatted: a strftime and a time
     # zone conversion on every row took most of the query's time at 10M rows.
@@ -131,7 +134,7 @@ def monthly_rollup(daily: pl.DataFrame, ledger: BudgetLedger, evaluators: dict[s
     return conform(frame.sort("month", "evaluator", "model", "project_id", nulls_last=True), JUDGE_COST_MONTHLY_SCHEMA)
 
 
-def app_cost_rollup(root) -> pl.DataFrame:
+def app_cost_rollup(root: DataRoot) -> pl.DataFrame:
     """The traced application's own spend and tokens per trace day, project and model."""
     if not has_files(root, "traces"):
         return conform(pl.DataFrame(), APP_COST_DAILY_SCHEMA)

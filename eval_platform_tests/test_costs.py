@@ -15,6 +15,7 @@ from eval_platform.costs import cost_rollup, ledger_spend, monthly_rollup
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.schemas import COMPLETED, JUDGE_COST_DAILY_SCHEMA, JUDGE_SCORE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 
 
@@ -63,7 +64,9 @@ def test_killed_runs_and_dead_hosts_are_in_the_daily_rollup_at_once(data_root):
         ),
         JUDGE_SCORE_SCHEMA,
     )
-    write_partition(data_root, "judge_scores", {"evaluator": "alive", "date": today.strftime("%Y-%m-%d")}, judged)
+    write_partition(
+        DataRoot.from_env(data_root), "judge_scores", {"evaluator": "alive", "date": today.strftime("%Y-%m-%d")}, judged
+    )
     ledger.settle(ledger.reserve("alive", 0.5, 10.0, None), 0.1)
     killed = ledger.reserve("killed", 0.4, 10.0, None)  # its run killed with the call in flight, no partition
     remote = ledger.reserve("remote", 0.3, 10.0, None)  # a call in flight on another host, which then died
@@ -73,7 +76,7 @@ def test_killed_runs_and_dead_hosts_are_in_the_daily_rollup_at_once(data_root):
         conn.execute("UPDATE judge_spend SET pid = ? WHERE id = ?", (gone.pid, killed.id))
         conn.execute("UPDATE judge_spend SET host = 'lost-host' WHERE id = ?", (remote.id,))
 
-    daily = cost_rollup(data_root, {}, ledger)
+    daily = cost_rollup(DataRoot.from_env(data_root), {}, ledger)
     rows = {row["evaluator"]: row for row in daily.iter_rows(named=True)}
     assert set(rows) == {"alive", "killed", "remote"}
     assert rows["alive"]["rows"] == 1 and rows["alive"]["ledger_spend_usd"] == pytest.approx(0.1)

@@ -29,7 +29,7 @@ def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseRes
     file, line and reason. Exposed as the `human_annotations` view."""
     root = warehouse.root
     try:
-        result = read_annotations(root, task_files=task_specs(root))
+        result = read_annotations(root.path, task_files=task_specs(root.path))
     except AnnotationTaskError as error:
         raise dg.Failure(description=str(error)) from error
     write_partition(root, "human_annotations", {}, result.annotations)
@@ -61,7 +61,7 @@ def imported_judgments(context: dg.AssetExecutionContext, warehouse: WarehouseRe
     traces it refers to. Bad rows are quarantined with file, line and reason. Exposed as the
     `imported_judgments` view."""
     root = warehouse.root
-    result = read_judgments(root)
+    result = read_judgments(root.path)
     write_partition(root, "imported_judgments", {}, result.judgments)
     write_quarantine(root, "imported_judgments", ALL_PARTITION, result.quarantine)
     refresh(root)

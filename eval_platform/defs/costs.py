@@ -24,7 +24,7 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
         """Judge spend and tokens per UTC day, evaluator, model and project: calls, cache hits, failures,
         and the day's budget use from the spend ledger (`ledger_spend_usd`, all runs of the day)."""
         root = warehouse.root
-        frame = cost_rollup(root, evaluators, judge_ledger(root, context.instance))
+        frame = cost_rollup(root, evaluators, judge_ledger(root.path, context.instance))
         write_partition(root, "judge_cost_daily", {}, frame)
         refresh(root)
         return dg.MaterializeResult(
@@ -52,7 +52,7 @@ def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_
         daily = read_partition(root, "judge_cost_daily", {})
         if daily is None:
             raise dg.Failure("judge_cost_daily is not materialized yet: materialize it first")
-        frame = monthly_rollup(daily, judge_ledger(root, context.instance), evaluators)
+        frame = monthly_rollup(daily, judge_ledger(root.path, context.instance), evaluators)
         write_partition(root, "judge_cost_monthly", {}, frame)
         refresh(root)
         return dg.MaterializeResult(

@@ -32,6 +32,7 @@ from eval_platform.ingest.traces import (
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import NOT_A_DAY_FOLDER, QUARANTINE_SCHEMA, TRACE_SCHEMA
 from eval_platform.settings import DEFAULT_PARTITIONS_PER_RUN, file_settle_s
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import (
     has_files,
     partition_writer,
@@ -81,7 +82,7 @@ class IngestedDay:
         }
 
 
-def ingest_day(root, day: str, log) -> IngestedDay:
+def ingest_day(root: DataRoot, day: str, log) -> IngestedDay:
     """Read one day's export files and write its traces and quarantine partitions (replacing earlier ones; an OTLP
     trace's spans are stored in its row, where the `spans` view reads them), in bounded memory: the day is streamed
     (`stream_trace_day`) into streaming partition writers, a frame at a time.
@@ -95,7 +96,7 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     taken = _trace_ids(root, following)  # the next day's traces took their spans still waiting for a root here
     handed = hashlib.sha256()
     handing = False
-    with stream_trace_day(root, day) as rows:
+    with stream_trace_day(root.path, day) as rows:
         written, spans = {}, 0
         for table, frames, keys, schema in (
             ("traces", rows.traces(), {"date": day}, TRACE_SCHEMA),
@@ -122,7 +123,7 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     resolved = settle_previous_day(root, previous, _trace_ids(root, day))
     if resolved:
         log.info(f"{resolved} awaiting_root rows of {previous} left the quarantine: {day}'s traces took them")
-    strays = stray_entries(root)
+    strays = stray_entries(root.path)
     write_strays(root, strays)
     reasons = dict(sorted(reasons.items()))
     if written["quarantine"]:
@@ -147,9 +148,9 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     )
 
 
-def _ingested_in_parts(root, day: str, found: PartsIngest, log) -> IngestedDay:
+def _ingested_in_parts(root: DataRoot, day: str, found: PartsIngest, log) -> IngestedDay:
     """`ingest_day`'s report of a day ingested in parts: the whole day's counts, the files this run read."""
-    strays = stray_entries(root)
+    strays = stray_entries(root.path)
     write_strays(root, strays)
     how = "every file (the day read whole)" if found.whole_day else f"{len(found.read)} new or changed file(s)"
     log.info(f"{day}: read {how} of {len(found.files)}; {len(found.removed)} gone file(s) removed")
@@ -166,12 +167,12 @@ def _ingested_in_parts(root, day: str, found: PartsIngest, log) -> IngestedDay:
     return IngestedDay(day, found.traces, 0, found.quarantined, found.reasons, found.files, "", found.read)
 
 
-def _trace_ids(root, day: str):
+def _trace_ids(root: DataRoot, day: str):
     found = read_partition(root, "traces", {"date": day}, columns=["trace_id"])
     return None if found is None else found["trace_id"]
 
 
-def settle_previous_day(root, previous: str, taken) -> int:
+def settle_previous_day(root: DataRoot, previous: str, taken) -> int:
     """Take out of the previous day's quarantine its `awaiting_root` rows whose trace the day's ingest took (whole,
     or partial with `missing_root`): the rows that `settled` leaves out when the previous day is ingested again.
     Returns how many left."""
@@ -185,7 +186,7 @@ def settle_previous_day(root, previous: str, taken) -> int:
     return before.height - after.height
 
 
-def write_strays(root, strays: list[StrayEntry]) -> None:
+def write_strays(root: DataRoot, strays: list[StrayEntry]) -> None:
     """What under traces/ no day reads, in its own quarantine partition, replaced whole by every day's ingest: one
     row per entry however many days are ingested (or re-ingested), gone once the entry is fixed."""
     keys = quarantine_keys(SOURCE, NOT_A_DAY_PARTITION)
@@ -310,7 +311,7 @@ def new_trace_files_sensor(context: dg.SensorEvaluationContext, warehouse: Wareh
     now = datetime.now(UTC)
     settle = file_settle_s()
     cursor = ArrivalCursor.load(context.cursor)
-    folders = scan_day_folders(warehouse.root, now.timestamp(), settle)
+    folders = scan_day_folders(warehouse.root.path, now.timestamp(), settle)
     today, yesterday = now.date().isoformat(), (now - timedelta(days=1)).date().isoformat()
     requests: dict[str, dg.RunRequest] = {}
     waiting: list[str] = []

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import polars as pl
 
@@ -37,6 +36,7 @@ from eval_platform.judging.history import keep_superseded
 from eval_platform.judging.runner import judge_stream
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.parts import Part, parts, read_part, remove_part, write_part
 from eval_platform.storage.warehouse import partition_path, read_partition
 
@@ -75,7 +75,7 @@ def _current(judged: Part | None, traces: Part, config_hash: str) -> bool:
 
 
 def judge_in_parts(
-    root: Path, evaluator: EvaluatorConfig, day: str, runtime: ModelRuntime, trace_ids: set[str]
+    root: DataRoot, evaluator: EvaluatorConfig, day: str, runtime: ModelRuntime, trace_ids: set[str]
 ) -> JudgedPartition | None:
     """Judge the new or changed traces of `day` (module docstring); None, with nothing written, when the evaluator
     or the day is for the whole-day path."""

@@ -32,7 +32,7 @@ from eval_platform.judging.day_numbers import GROUPS, SUMS, scores_glob, scores_
 from eval_platform.judging.day_numbers import TABLE as DAY_NUMBERS
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED, spans_view_sql
-from eval_platform.storage.location import store_for
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import (
     PARTITION_FILE,
     connect,
@@ -222,7 +222,7 @@ class DayPage:
 class Warehouse:
     """The viewer's read-only access to one data root's warehouse."""
 
-    root: Path
+    root: DataRoot
     _cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _database: duckdb.DuckDBPyConnection | None = None
@@ -249,12 +249,12 @@ class Warehouse:
     # --- what exists -------------------------------------------------------------------------------------------
     def evaluator_configs(self) -> dict[str, Any]:
         broken: dict[str, str] = {}
-        return load_evaluators(self.root / "evaluators", broken=broken, data_root=self.root)
+        return load_evaluators(self.root.path / "evaluators", broken=broken, data_root=self.root.path)
 
     def judged_evaluators(self) -> list[str]:
         return [
             value.removeprefix("evaluator=")
-            for value in store_for(self.root).children(("judge_scores",))
+            for value in self.root.store.children(("judge_scores",))
             if value.startswith("evaluator=")
         ]
 
@@ -269,7 +269,7 @@ class Warehouse:
 
     def _glob(self, table: str, keys: dict[str, str]) -> str:
         """Every file of one partition: its `part.parquet`, or the parts in its folder (never a temp file)."""
-        return store_for(self.root).location(*self._partition(table, keys), "**", PARTITION_FILE)
+        return self.root.store.location(*self._partition(table, keys), "**", PARTITION_FILE)
 
     def scores_location(self, evaluator: str, day: str) -> str:
         return scores_glob(self.root, evaluator, day)
@@ -319,7 +319,7 @@ class Warehouse:
         self, partitions: dict[tuple[str, str], str | None]
     ) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The numbers written with the partitions (`judge_day_numbers`) that still describe their files."""
-        store = store_for(self.root)
+        store = self.root.store
         stored = {
             (parts[1].removeprefix("evaluator="), parts[2].removeprefix("date=")): parts
             for parts in store.files((DAY_NUMBERS,), PARTITION_FILE)
