@@ -44,13 +44,10 @@ def _agreement(root: Path, scores, annotations) -> tuple[pl.DataFrame, pl.DataFr
 
 
 def test_agreement_out_of_core_equals_in_memory(warehouse, tmp_path):
-    rows, truth = _agreement(
-        warehouse, scan_scores(DataRoot.from_env(warehouse)), read_annotations(DataRoot.from_env(warehouse))
-    )
-    with open_scores(DataRoot.from_env(warehouse), memory_limit=TINY, temp_directory=tmp_path) as scores:
-        spilled_rows, spilled_truth = _agreement(
-            warehouse, scores, read_annotations(DataRoot.from_env(warehouse), lazy=True)
-        )
+    where = DataRoot.from_env(warehouse)
+    rows, truth = _agreement(warehouse, scan_scores(where), read_annotations(where))
+    with open_scores(where, memory_limit=TINY, temp_directory=tmp_path) as scores:
+        spilled_rows, spilled_truth = _agreement(warehouse, scores, read_annotations(where, lazy=True))
     sections = set(rows["section"])
     assert {"inter_annotator", "judge_vs_human", "judge_vs_judge", "position_consistency", "calibrated"} <= sections
     assert rows.filter(pl.col("section") == "judge_vs_judge")["n"].min() > 0  # pairs were really joined

@@ -46,31 +46,28 @@ def history(root) -> pl.DataFrame | None:
 
 
 def test_a_new_config_hash_keeps_the_old_verdicts_and_the_current_ones_are_the_new(day, local_judge, runtime):
+    where = DataRoot.from_env(day)
     v1, v2 = judge(local_judge, "Rate it."), judge(local_judge, "Rate it strictly.")
     assert v1.config_hash != v2.config_hash
-    first = (
-        judge_partition(DataRoot.from_env(day), v1, DAY, runtime, set()).result.rows.select(VERDICT).sort("trace_id")
-    )
+    first = judge_partition(where, v1, DAY, runtime, set()).result.rows.select(VERDICT).sort("trace_id")
     assert history(day) is None  # nothing was superseded yet
-    second = (
-        judge_partition(DataRoot.from_env(day), v2, DAY, runtime, set()).result.rows.select(VERDICT).sort("trace_id")
-    )
+    second = judge_partition(where, v2, DAY, runtime, set()).result.rows.select(VERDICT).sort("trace_id")
     kept = history(day)
     assert kept is not None
     # the old configuration's verdicts, exactly as they were, marked with what replaced them
     assert kept.select(VERDICT).sort("trace_id").equals(first)
     assert set(kept["superseded_by"]) == {v2.config_hash} and kept["superseded_at"].null_count() == 0
     # the current partition holds the new configuration's verdicts only
-    current = read_partition(DataRoot.from_env(day), "judge_scores", KEYS)
+    current = read_partition(where, "judge_scores", KEYS)
     assert current is not None and set(current["config_hash"]) == {v2.config_hash}
     assert current.select(VERDICT).sort("trace_id").equals(second)
     # re-judging under the same configuration supersedes nothing: the history stays as it was
-    judge_partition(DataRoot.from_env(day), v2, DAY, runtime, set())
+    judge_partition(where, v2, DAY, runtime, set())
     again = history(day)
     assert again is not None and again.sort("trace_id").equals(kept.sort("trace_id"))
     # the catalog has a view of it
-    refresh(DataRoot.from_env(day))
-    with open_catalog(DataRoot.from_env(day)) as conn:
+    refresh(where)
+    with open_catalog(where) as conn:
         rows = conn.execute(
             "SELECT DISTINCT config_hash FROM judge_scores_history WHERE evaluator = 'quality'"
         ).fetchall()

@@ -161,14 +161,13 @@ VARYING = ["judged_at", "latency_ms"]
 
 
 def test_the_streamed_step_gives_exactly_the_rows_of_the_in_memory_day(data_root, local_judge, tmp_path):
-    write_partition(DataRoot.from_env(data_root), "traces", {"date": DAY}, day_traces())
-    write_partition(DataRoot.from_env(data_root), "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
+    where = DataRoot.from_env(data_root)
+    write_partition(where, "traces", {"date": DAY}, day_traces())
+    write_partition(where, "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
     write_gold(data_root)
     for name, config in evaluators(local_judge.base_url).items():
         expected = in_memory(data_root, config, fresh_runtime(tmp_path / f"{name}-memory"))
-        judged = judge_partition(
-            DataRoot.from_env(data_root), config, DAY, fresh_runtime(tmp_path / f"{name}-stream"), set(), batch_rows=7
-        )
+        judged = judge_partition(where, config, DAY, fresh_runtime(tmp_path / f"{name}-stream"), set(), batch_rows=7)
         rows = judged.result.rows
         assert rows.height > 10, name
         assert rows.drop(VARYING).equals(expected.rows.drop(VARYING)), name
@@ -238,11 +237,10 @@ def _judge_and_die(root: str, base_url: str) -> None:
 
 
 def test_a_kill_9_mid_write_leaves_the_previous_partition(data_root, local_judge, tmp_path):
-    write_partition(DataRoot.from_env(data_root), "traces", {"date": DAY}, day_traces())
+    where = DataRoot.from_env(data_root)
+    write_partition(where, "traces", {"date": DAY}, day_traces())
     config = evaluators(local_judge.base_url)["score"]
-    previous = judge_partition(
-        DataRoot.from_env(data_root), config, DAY, fresh_runtime(tmp_path / "first"), set()
-    ).result.rows
+    previous = judge_partition(where, config, DAY, fresh_runtime(tmp_path / "first"), set()).result.rows
     path = data_root / "warehouse" / "judge_scores" / "evaluator=score" / f"date={DAY}"
     assert (path / "part.parquet").exists()
 
@@ -254,38 +252,28 @@ def test_a_kill_9_mid_write_leaves_the_previous_partition(data_root, local_judge
     assert worker.exitcode == -signal.SIGKILL
     left = [p.name for p in path.iterdir()]
     assert len(left) == 2 and any(name.startswith(".part-") for name in left)  # the half-written file, apart
-    assert read_partition(DataRoot.from_env(data_root), "judge_scores", {"evaluator": "score", "date": DAY}).equals(
-        previous
-    )
-    assert pl.read_parquet(table_glob(DataRoot.from_env(data_root), "judge_scores")).equals(
-        previous
-    )  # no reader sees the half file
+    assert read_partition(where, "judge_scores", {"evaluator": "score", "date": DAY}).equals(previous)
+    assert pl.read_parquet(table_glob(where, "judge_scores")).equals(previous)  # no reader sees the half file
 
     # The next run replaces it as usual (and the half file is cleaned up once it is old).
-    again = judge_partition(
-        DataRoot.from_env(data_root), config, DAY, fresh_runtime(tmp_path / "again"), set(), batch_rows=7
-    )
+    again = judge_partition(where, config, DAY, fresh_runtime(tmp_path / "again"), set(), batch_rows=7)
     assert again.result.rows.drop(VARYING).equals(previous.drop(VARYING))
 
 
 def test_a_partition_writer_that_fails_replaces_nothing(data_root):
+    where = DataRoot.from_env(data_root)
     keys = {"date": DAY}
-    write_partition(DataRoot.from_env(data_root), "traces", keys, day_traces(n=3))
+    write_partition(where, "traces", keys, day_traces(n=3))
     with pytest.raises(RuntimeError, match="judge died"):
-        with partition_writer(DataRoot.from_env(data_root), "traces", keys, TRACE_SCHEMA) as out:
+        with partition_writer(where, "traces", keys, TRACE_SCHEMA) as out:
             out.write(day_traces(n=40))
             raise RuntimeError("judge died")
-    assert read_partition(DataRoot.from_env(data_root), "traces", keys).equals(day_traces(n=3))
+    assert read_partition(where, "traces", keys).equals(day_traces(n=3))
     assert [p.name for p in (data_root / "warehouse" / "traces" / f"date={DAY}").iterdir()] == ["part.parquet"]
-    with partition_writer(DataRoot.from_env(data_root), "traces", keys, TRACE_SCHEMA) as out:
+    with partition_writer(where, "traces", keys, TRACE_SCHEMA) as out:
         pass
-    assert (
-        read_partition(DataRoot.from_env(data_root), "traces", keys).height == 0
-    )  # no chunk: a 0-row file with the columns
-    assert (
-        read_partition(DataRoot.from_env(data_root), "traces", keys).schema
-        == conform(day_traces(n=1), TRACE_SCHEMA).schema
-    )
+    assert read_partition(where, "traces", keys).height == 0  # no chunk: a 0-row file with the columns
+    assert read_partition(where, "traces", keys).schema == conform(day_traces(n=1), TRACE_SCHEMA).schema
 
 
 def test_the_cache_does_not_hold_written_replies_for_the_rest_of_the_day(tmp_path):

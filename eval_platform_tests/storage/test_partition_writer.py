@@ -41,7 +41,8 @@ def _write_then_hang(root: str, started) -> None:
 
 
 def test_kill_9_mid_write_leaves_the_previous_partition(tmp_path):
-    write_partition(DataRoot.from_env(tmp_path), "traces", {"date": DAY}, traces(0, 3))
+    where = DataRoot.from_env(tmp_path)
+    write_partition(where, "traces", {"date": DAY}, traces(0, 3))
     ctx = multiprocessing.get_context("spawn")
     started = ctx.Event()
     child = ctx.Process(target=_write_then_hang, args=(str(tmp_path), started))
@@ -49,51 +50,43 @@ def test_kill_9_mid_write_leaves_the_previous_partition(tmp_path):
     assert started.wait(60)
     os.kill(child.pid, signal.SIGKILL)
     child.join(10)
-    assert read_partition(DataRoot.from_env(tmp_path), "traces", {"date": DAY})["trace_id"].to_list() == [
+    assert read_partition(where, "traces", {"date": DAY})["trace_id"].to_list() == [
         "t-0",
         "t-1",
         "t-2",
     ]
-    leftovers = [
-        p.name
-        for p in partition_dir(DataRoot.from_env(tmp_path), "traces", {"date": DAY}).iterdir()
-        if p.name != "part.parquet"
-    ]
+    leftovers = [p.name for p in partition_dir(where, "traces", {"date": DAY}).iterdir() if p.name != "part.parquet"]
     assert len(leftovers) == 1 and leftovers[0].startswith(".part-")  # never read as data, cleaned when stale
 
 
 def test_a_failure_mid_write_leaves_the_previous_partition_and_a_full_write_replaces_it(tmp_path):
-    write_partition(DataRoot.from_env(tmp_path), "traces", {"date": DAY}, traces(0, 3))
+    where = DataRoot.from_env(tmp_path)
+    write_partition(where, "traces", {"date": DAY}, traces(0, 3))
     with pytest.raises(RuntimeError, match="reader broke"):
-        with partition_writer(
-            DataRoot.from_env(tmp_path), "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10
-        ) as out:
+        with partition_writer(where, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
             out.write(traces(100, 25))
             raise RuntimeError("reader broke")
-    assert read_partition(DataRoot.from_env(tmp_path), "traces", {"date": DAY}).height == 3
-    assert sorted(p.name for p in partition_dir(DataRoot.from_env(tmp_path), "traces", {"date": DAY}).iterdir()) == [
-        "part.parquet"
-    ]
-    with partition_writer(DataRoot.from_env(tmp_path), "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
+    assert read_partition(where, "traces", {"date": DAY}).height == 3
+    assert sorted(p.name for p in partition_dir(where, "traces", {"date": DAY}).iterdir()) == ["part.parquet"]
+    with partition_writer(where, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
         for start in range(100, 125, 5):
             out.write(traces(start, 5))
     assert out.rows == 25
-    assert read_partition(DataRoot.from_env(tmp_path), "traces", {"date": DAY}).equals(
-        traces(100, 25)
-    )  # same rows, same types
+    assert read_partition(where, "traces", {"date": DAY}).equals(traces(100, 25))  # same rows, same types
 
 
 def test_a_streamed_partition_on_a_bucket_is_put_whole(bucket_root):  # noqa: F811
     root, _ = bucket_root
-    write_partition(DataRoot.from_env(root), "traces", {"date": DAY}, traces(0, 3))
+    where = DataRoot.from_env(root)
+    write_partition(where, "traces", {"date": DAY}, traces(0, 3))
     with pytest.raises(RuntimeError):
-        with partition_writer(DataRoot.from_env(root), "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
+        with partition_writer(where, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
             out.write(traces(100, 25))
             raise RuntimeError("reader broke")
-    assert read_partition(DataRoot.from_env(root), "traces", {"date": DAY}).height == 3
-    with partition_writer(DataRoot.from_env(root), "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
+    assert read_partition(where, "traces", {"date": DAY}).height == 3
+    with partition_writer(where, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
         out.write(traces(100, 25))
-    assert read_partition(DataRoot.from_env(root), "traces", {"date": DAY}).equals(traces(100, 25))
+    assert read_partition(where, "traces", {"date": DAY}).equals(traces(100, 25))
 
 
 def _day(root: Path, n: int) -> None:

@@ -62,46 +62,34 @@ def bucket_root(tmp_path, s3_server, monkeypatch):
 
 def test_partitions_round_trip_through_the_bucket_and_the_catalog(bucket_root, s3_server):
     root, bucket = bucket_root
-    store = location.DataRoot.from_env(root).store
+    where = DataRoot.from_env(root)
+    store = where.store
     assert isinstance(store, location.S3Store) and store.url == f"s3://{bucket}/eval"
     assert SECRET_ACCESS_KEY not in repr(store)
 
-    assert read_partition(DataRoot.from_env(root), "traces", {"date": DAY}) is None and not has_files(
-        DataRoot.from_env(root), "traces"
-    )
-    written = write_partition(DataRoot.from_env(root), "traces", {"date": DAY}, frame(DAY, 5))
+    assert read_partition(where, "traces", {"date": DAY}) is None and not has_files(where, "traces")
+    written = write_partition(where, "traces", {"date": DAY}, frame(DAY, 5))
     assert written == f"s3://{bucket}/eval/traces/date={DAY}/part.parquet"
-    write_partition(DataRoot.from_env(root), "traces", {"date": DAY}, frame(DAY, 3))  # replaces the partition whole
-    write_partition(DataRoot.from_env(root), "traces", {"date": "2026-11-11"}, frame("2026-11-11", 4))
-    write_partition(
-        DataRoot.from_env(root), "test_cases", {"dataset": "qa", "version": "2"}, pl.DataFrame({"case_id": ["c"]})
-    )
-    write_partition(
-        DataRoot.from_env(root), "test_cases", {"dataset": "qa", "version": "10"}, pl.DataFrame({"case_id": ["c"]})
-    )
+    write_partition(where, "traces", {"date": DAY}, frame(DAY, 3))  # replaces the partition whole
+    write_partition(where, "traces", {"date": "2026-11-11"}, frame("2026-11-11", 4))
+    write_partition(where, "test_cases", {"dataset": "qa", "version": "2"}, pl.DataFrame({"case_id": ["c"]}))
+    write_partition(where, "test_cases", {"dataset": "qa", "version": "10"}, pl.DataFrame({"case_id": ["c"]}))
 
-    assert read_partition(DataRoot.from_env(root), "traces", {"date": DAY}).equals(frame(DAY, 3))
-    assert has_files(DataRoot.from_env(root), "traces") and not has_files(DataRoot.from_env(root), "judge_scores")
-    assert sorted(partition_values(DataRoot.from_env(root), "test_cases", {"dataset": "qa"}, "version"), key=int) == [
+    assert read_partition(where, "traces", {"date": DAY}).equals(frame(DAY, 3))
+    assert has_files(where, "traces") and not has_files(where, "judge_scores")
+    assert sorted(partition_values(where, "test_cases", {"dataset": "qa"}, "version"), key=int) == [
         "2",
         "10",
     ]
-    files = partition_files(DataRoot.from_env(root), "traces", "date")
+    files = partition_files(where, "traces", "date")
     assert list(files) == [DAY, "2026-11-11"]
-    scanned = scan_parquet(DataRoot.from_env(root), list(files.values()), hive_partitioning=False).collect()
+    scanned = scan_parquet(where, list(files.values()), hive_partitioning=False).collect()
     assert scanned.height == 7
-    assert (
-        scan_parquet(DataRoot.from_env(root), table_glob(DataRoot.from_env(root), "traces"), hive_partitioning=False)
-        .collect()
-        .height
-        == 7
-    )
+    assert scan_parquet(where, table_glob(where, "traces"), hive_partitioning=False).collect().height == 7
 
-    assert refresh_catalog(DataRoot.from_env(root), table_schemas(), derived_views())
-    assert not refresh_catalog(
-        DataRoot.from_env(root), table_schemas(), derived_views()
-    )  # the schema objects are read back
-    with open_catalog(DataRoot.from_env(root)) as conn:  # the analyst's session: views over s3:// read through pyarrow
+    assert refresh_catalog(where, table_schemas(), derived_views())
+    assert not refresh_catalog(where, table_schemas(), derived_views())  # the schema objects are read back
+    with open_catalog(where) as conn:  # the analyst's session: views over s3:// read through pyarrow
         assert conn.execute("SELECT count(*), count(DISTINCT date) FROM traces").fetchone() == (7, 2)
         for table in TABLES:
             conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()  # every view valid before its first rows
@@ -214,6 +202,7 @@ def _write_after(root: str, day: str, barrier) -> None:
 
 def test_concurrent_writers_of_different_partitions_both_land(bucket_root, s3_server):
     root, bucket = bucket_root
+    where = DataRoot.from_env(root)
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     days = ["2026-11-12", "2026-11-13"]
@@ -224,9 +213,9 @@ def test_concurrent_writers_of_different_partitions_both_land(bucket_root, s3_se
         writer.join(300)
     assert [w.exitcode for w in writers] == [0, 0]
     for day in days:
-        assert read_partition(DataRoot.from_env(root), "traces", {"date": day}).equals(frame(day, 5_000, 1_000))
-    refresh_catalog(DataRoot.from_env(root), {"traces": TRACE_SCHEMA})
-    with open_catalog(DataRoot.from_env(root)) as conn:
+        assert read_partition(where, "traces", {"date": day}).equals(frame(day, 5_000, 1_000))
+    refresh_catalog(where, {"traces": TRACE_SCHEMA})
+    with open_catalog(where) as conn:
         assert conn.execute("SELECT date, count(*) FROM traces GROUP BY 1 ORDER BY 1").fetchall() == [
             (days[0], 5_000),
             (days[1], 5_000),
@@ -266,17 +255,16 @@ def test_every_table_reads_back_from_the_bucket_with_its_types(bucket_root):
     """Reading through pyarrow's batches gives the frame polars wrote, dtype for dtype, for every table (an
     empty partition included: its schema)."""
     root, _ = bucket_root
+    where = DataRoot.from_env(root)
     for table, schema in table_schemas().items():
         empty = conform(pl.DataFrame(), schema)
-        write_partition(DataRoot.from_env(root), table, {"date": DAY}, empty)
-        back = read_partition(DataRoot.from_env(root), table, {"date": DAY})
+        write_partition(where, table, {"date": DAY}, empty)
+        back = read_partition(where, table, {"date": DAY})
         assert back.schema == empty.schema and back.height == 0, table
-        assert pl.concat(list(iter_partition(DataRoot.from_env(root), table, {"date": DAY}))).schema == empty.schema, (
-            table
-        )
+        assert pl.concat(list(iter_partition(where, table, {"date": DAY}))).schema == empty.schema, table
     traces = conform(frame(DAY, 3), TRACE_SCHEMA)
-    write_partition(DataRoot.from_env(root), "traces", {"date": DAY}, traces)
-    assert read_partition(DataRoot.from_env(root), "traces", {"date": DAY}).equals(traces)
+    write_partition(where, "traces", {"date": DAY}, traces)
+    assert read_partition(where, "traces", {"date": DAY}).equals(traces)
 
 
 @pytest.mark.parametrize("named_root", [True, False])

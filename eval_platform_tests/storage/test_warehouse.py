@@ -38,8 +38,9 @@ def count(root: Path, sql: str) -> int:
 
 def test_leftover_temp_files_are_never_read_and_are_cleaned(tmp_path):
     root = tmp_path
-    path = write_partition(DataRoot.from_env(root), "traces", {"date": "2026-11-10"}, frame("2026-11-10", 5))
-    refresh(DataRoot.from_env(root))
+    where = DataRoot.from_env(root)
+    path = write_partition(where, "traces", {"date": "2026-11-10"}, frame("2026-11-10", 5))
+    refresh(where)
     folder = path.parent
     (folder / ".part-deadbeef.tmp").write_bytes(b"")  # killed before writing anything
     shutil.copy(path, folder / ".part-cafebabe.tmp")  # killed after writing, before the rename
@@ -50,9 +51,7 @@ def test_leftover_temp_files_are_never_read_and_are_cleaned(tmp_path):
     old = time.time() - STALE_TEMP_S - 60
     for leftover in folder.glob(".*"):
         os.utime(leftover, (old, old))
-    write_partition(
-        DataRoot.from_env(root), "traces", {"date": "2026-11-10"}, frame("2026-11-10", 7)
-    )  # the partition re-runs
+    write_partition(where, "traces", {"date": "2026-11-10"}, frame("2026-11-10", 7))  # the partition re-runs
     assert sorted(p.name for p in folder.iterdir()) == ["part.parquet"]
     assert count(root, "SELECT count(*) FROM traces") == 7
 
@@ -66,8 +65,9 @@ def _write_forever(root: str, started) -> None:
 
 
 def test_kill_9_in_the_middle_of_writes_leaves_every_view_queryable(tmp_path):
-    write_partition(DataRoot.from_env(tmp_path), "traces", {"date": "2026-11-10"}, frame("2026-11-10", 3))
-    refresh(DataRoot.from_env(tmp_path))
+    where = DataRoot.from_env(tmp_path)
+    write_partition(where, "traces", {"date": "2026-11-10"}, frame("2026-11-10", 3))
+    refresh(where)
     ctx = multiprocessing.get_context("spawn")
     for attempt in range(3):
         started = ctx.Event()
@@ -80,7 +80,7 @@ def test_kill_9_in_the_middle_of_writes_leaves_every_view_queryable(tmp_path):
         for table in TABLES:
             count(tmp_path, f'SELECT count(*) FROM "{table}"')  # raises if any view is broken
         assert count(tmp_path, "SELECT count(*) FROM traces") == 300_003  # never a half or a double
-    folder = partition_dir(DataRoot.from_env(tmp_path), "traces", {"date": "2026-11-11"})
+    folder = partition_dir(where, "traces", {"date": "2026-11-11"})
     assert {p.name for p in folder.iterdir()} <= {"part.parquet"} | {p.name for p in folder.glob(".part-*.tmp")}
 
 
@@ -113,16 +113,13 @@ def test_concurrent_runs_and_an_open_analyst_session_leave_every_view_correct(tm
 
 
 def test_a_view_change_blocked_by_an_open_session_fails_loudly(tmp_path):
-    refresh_catalog(DataRoot.from_env(tmp_path), {"traces": TRACE_SCHEMA})
+    where = DataRoot.from_env(tmp_path)
+    refresh_catalog(where, {"traces": TRACE_SCHEMA})
     analyst = duckdb.connect(str(duckdb_path(tmp_path)), read_only=True)
     try:
         with pytest.raises(CatalogLocked, match="eval_platform.duckdb"):
-            refresh_catalog(
-                DataRoot.from_env(tmp_path), {"traces": TRACE_SCHEMA, "quarantine": QUARANTINE_SCHEMA}, wait_s=0.5
-            )
+            refresh_catalog(where, {"traces": TRACE_SCHEMA, "quarantine": QUARANTINE_SCHEMA}, wait_s=0.5)
     finally:
         analyst.close()
-    assert (
-        refresh_catalog(DataRoot.from_env(tmp_path), {"traces": TRACE_SCHEMA, "quarantine": QUARANTINE_SCHEMA}) is True
-    )
+    assert refresh_catalog(where, {"traces": TRACE_SCHEMA, "quarantine": QUARANTINE_SCHEMA}) is True
     assert count(tmp_path, "SELECT count(*) FROM quarantine") == 0  # typed and empty before any partition
