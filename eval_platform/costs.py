@@ -27,7 +27,7 @@ from eval_platform.schemas import (
     SKIPPED,
     conform,
 )
-from eval_platform.storage.location import LocalStore, store_for
+from eval_platform.storage.location import DataRoot, LocalStore
 from eval_platform.storage.warehouse import (
     PARTITION_FILE,
     SCHEMA_DIR,
@@ -46,7 +46,9 @@ def judge_ledger(root: Path, instance: Any = None) -> BudgetLedger:
     return SharedState.of(root, instance).judge_ledger()
 
 
-def cost_rollup(root, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedger | None = None) -> pl.DataFrame:
+def cost_rollup(
+    root: DataRoot, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedger | None = None
+) -> pl.DataFrame:
     """Judge spend per UTC day of judging. Judge spend only: the traced application's own cost_usd is
     in `traces` and is never added here. `ledger`: default, the data root's.
 
@@ -56,11 +58,11 @@ def cost_rollup(root, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedg
 
 
 def counted_cost_rollup(
-    root, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedger | None = None
+    root: DataRoot, evaluators: dict[str, EvaluatorConfig], ledger: BudgetLedger | None = None
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """`cost_rollup`, and how many judge_scores files it summed now (`files_summed`: new or rewritten since the last
     rollup) and kept the sums of (`files_kept`); both -1 when every row was read (a bucket)."""
-    spend = ledger_spend(ledger or judge_ledger(root))
+    spend = ledger_spend(ledger or judge_ledger(root.path))
     frame, counts = _judged_rows(root)
     only_in_ledger = spend.select("evaluator", "day").join(
         frame.select("evaluator", "day"), on=["evaluator", "day"], how="anti"
@@ -103,7 +105,7 @@ COST_PARTS = "judge_cost_parts"
 _FILES_PER_QUERY = 2000  # files summed by one query: the first run over a long history lists every file
 
 
-def _judged_rows(root) -> tuple[pl.DataFrame, dict[str, int]]:
+def _judged_rows(root: DataRoot) -> tuple[pl.DataFrame, dict[str, int]]:
     """`judge_scores` grouped per UTC day of judging, evaluator, model and project: from `judge_cost_parts`, the
     sums of each judge_scores file kept beside its version, updated for the files written since (`judged_rows`);
     on a bucket, where a file has no cheap version, from every row (`rescan_judged_rows`)."""
@@ -114,17 +116,17 @@ def _judged_rows(root) -> tuple[pl.DataFrame, dict[str, int]]:
     return judged_rows(root, versions)
 
 
-def rescan_judged_rows(root) -> pl.DataFrame:
+def rescan_judged_rows(root: DataRoot) -> pl.DataFrame:
     """`_judged_rows` from every `judge_scores` row (what the sums of `judge_cost_parts` add up to)."""
     sql = _SUMMED.format(files="", source=f"'{table_glob(root, 'judge_scores')}'", filename="")
     with connect(root) as conn:
         return conn.sql(f"{sql} ORDER BY day, evaluator, model, project_id").pl()
 
 
-def _file_versions(root) -> dict[str, str] | None:
+def _file_versions(root: DataRoot) -> dict[str, str] | None:
     """Each judge_scores file (its path under the table's folder) and its version (size, modification time); None
     on a bucket (no cheap version) or for a file outside an evaluator × day partition."""
-    store = store_for(root)
+    store = root.store
     if not isinstance(store, LocalStore):
         return None
     versions = {}
@@ -146,7 +148,7 @@ def _partition_keys(file: str) -> dict[str, str]:
     return {"evaluator": evaluator.removeprefix("evaluator="), "date": date.removeprefix("date=")}
 
 
-def judged_rows(root, versions: dict[str, str]) -> tuple[pl.DataFrame, dict[str, int]]:
+def judged_rows(root: DataRoot, versions: dict[str, str]) -> tuple[pl.DataFrame, dict[str, int]]:
     """`_judged_rows` from `judge_cost_parts`: its rows of files still at their version are kept, the files new or
     rewritten since (`versions`, from `_file_versions`) are summed, alone, and the partitions of `judge_cost_parts`
     they change are rewritten whole; a partition whose judge_scores files are all gone is removed. Each partition is
@@ -165,7 +167,7 @@ def judged_rows(root, versions: dict[str, str]) -> tuple[pl.DataFrame, dict[str,
     # the partitions of judge_cost_parts that change: those with a file summed now, or a row of a gone version
     changed = {tuple(_partition_keys(f).values()) for f in todo}
     changed |= {tuple(_partition_keys(f).values()) for f in kept.filter(~pl.col("file").is_in(list(summed)))["file"]}
-    store = store_for(root)
+    store = root.store
     for evaluator, date in sorted(changed):
         keys = {"evaluator": evaluator, "date": date}
         prefix = f"evaluator={evaluator}/date={date}/"
@@ -177,7 +179,7 @@ def judged_rows(root, versions: dict[str, str]) -> tuple[pl.DataFrame, dict[str,
     return _total(rows), {"files_summed": len(todo), "files_kept": len(summed & set(versions))}
 
 
-def _cost_parts(root) -> pl.DataFrame:
+def _cost_parts(root: DataRoot) -> pl.DataFrame:
     """Every row of `judge_cost_parts` (none when it has no partition)."""
     empty = conform(pl.DataFrame(), JUDGE_COST_PARTS_SCHEMA)
     if not has_files(root, COST_PARTS):
@@ -185,13 +187,13 @@ def _cost_parts(root) -> pl.DataFrame:
     return conform(read_parquet(root, table_glob(root, COST_PARTS)), JUDGE_COST_PARTS_SCHEMA)
 
 
-def _sum_files(root, files: list[str], versions: dict[str, str]) -> pl.DataFrame:
+def _sum_files(root: DataRoot, files: list[str], versions: dict[str, str]) -> pl.DataFrame:
     """`judge_cost_parts` rows of these judge_scores files: their rows summed per file, and one row of no rows for a
     file that has none (so that its version is known)."""
     empty = conform(pl.DataFrame(), JUDGE_COST_PARTS_SCHEMA)
     if not files:
         return empty
-    store = store_for(root)
+    store = root.store
     location = {store.location("judge_scores", *file.split("/")): file for file in files}
     paths = list(location)
     with connect(root) as conn:
@@ -264,7 +266,7 @@ def monthly_rollup(daily: pl.DataFrame, ledger: BudgetLedger, evaluators: dict[s
     return conform(frame.sort("month", "evaluator", "model", "project_id", nulls_last=True), JUDGE_COST_MONTHLY_SCHEMA)
 
 
-def app_cost_rollup(root) -> pl.DataFrame:
+def app_cost_rollup(root: DataRoot) -> pl.DataFrame:
     """The traced application's own spend and tokens per trace day, project and model."""
     if not has_files(root, "traces"):
         return conform(pl.DataFrame(), APP_COST_DAILY_SCHEMA)

@@ -37,6 +37,7 @@ from eval_platform.settings import (
     LOCAL_JUDGE_URL_ENV,
     data_root,
 )
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import open_catalog
 
 
@@ -196,7 +197,7 @@ DEMO_BENCHMARKS = {
 }
 
 
-def _batch_mode_check(root: Path, evaluators: dict, keyless: list[str], day: str) -> str:
+def _batch_mode_check(root: DataRoot, evaluators: dict, keyless: list[str], day: str) -> str:
     """One day of a keyless score evaluator judged again through the local judge's batch API (scratch cache
     and state, so every request really goes in the batch), its verdicts compared with the interactive ones."""
     import tempfile
@@ -377,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             _materialize(defs, "alerts", None, instance)
             _run_benchmarks(defs, instance)
             _materialize(defs, "report", None, instance)
-            batch_line = _batch_mode_check(root, evaluators, keyless, days[-1])
+            batch_line = _batch_mode_check(DataRoot.from_env(root), evaluators, keyless, days[-1])
     finally:
         if server is not None:
             server.stop()

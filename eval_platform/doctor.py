@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_platform.settings import DATA_DIR_ENV, data_root
+from eval_platform.storage.location import DataRoot
 
 
 def _trace_days(root: Path) -> list[str]:
@@ -106,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         from eval_platform.dry_run import estimate
 
         enabled = {name: config for name, config in evaluators.items() if config.enabled}
+        where = DataRoot.from_env(root)  # this command's warehouse: the environment's store
         total = 0.0
         for name, config in enabled.items():
-            bill = estimate(config, [days[-1]], root)
+            bill = estimate(config, [days[-1]], where)
             total += bill.worst_case_usd
             print(f"  {name:<24}{bill.traces} traces, {bill.calls} calls, worst case {bill.worst_case_usd:.4f} USD")
         print(f"  judging {days[-1]} would cost at most {total:.4f} USD (`eval-platform dry-run` for any range)")

@@ -55,6 +55,7 @@ from eval_platform.llm.endpoint import model_endpoint
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import SKIPPED
 from eval_platform.settings import EVALUATORS_FOLDER, DataRootError, checked_data_root, start_date, state_dir
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import iter_partition
 
 
@@ -133,15 +134,15 @@ def _prices(configs: Iterable[EvaluatorConfig], request: ModelRequest | Embeddin
     return pricing.lookup(request.model, request.api_base)
 
 
-def _day_batches(stack: ExitStack, root: Path, day: str) -> Iterator[pl.DataFrame] | None:
+def _day_batches(stack: ExitStack, root: DataRoot, day: str) -> Iterator[pl.DataFrame] | None:
     """A day's traces a batch at a time, as ingested, else as its export files would be ingested (read a chunk
     at a time, `stream_trace_day`, open until `stack` closes); None when it has neither."""
     batches = iter_partition(root, "traces", {"date": day}, READ_BATCH_ROWS)
     if batches is not None:
         return batches
-    if not (root / "traces" / day).is_dir():
+    if not (root.path / "traces" / day).is_dir():
         return None
-    return stack.enter_context(stream_trace_day(root, day)).traces()
+    return stack.enter_context(stream_trace_day(root.path, day)).traces()
 
 
 def _counted(batches: Iterable[pl.DataFrame], counts: list[int]) -> Iterator[pl.DataFrame]:
@@ -150,7 +151,7 @@ def _counted(batches: Iterable[pl.DataFrame], counts: list[int]) -> Iterator[pl.
         yield batch
 
 
-def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
+def estimate(config: EvaluatorConfig, days: list[str], root: DataRoot) -> Bill:
     """The calls a run of `config` over `days` would make, and their worst-case cost; nothing is sent. A day is
     read and planned a batch at a time, as a run reads it (`judged_batches`), and each request is priced as it is
     recorded, so the memory a day takes does not grow with it (but for the set of distinct requests' 64-bit
@@ -186,7 +187,7 @@ def estimate(config: EvaluatorConfig, days: list[str], root: Path) -> Bill:
                 batches, _ = judged_batches(
                     root, config, day, _counted(raw, in_day), other_day=partial(_day_batches, stack, root)
                 )
-                cache = CountingCache(state_dir(root) / "judge_cache", missed)
+                cache = CountingCache(state_dir(root.path) / "judge_cache", missed)
                 runtime = ModelRuntime(
                     client=RecordingClient(record=priced),
                     cache=cache,  # read only: what it answers is free
@@ -450,10 +451,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no enabled evaluator in {root / EVALUATORS_FOLDER}: name one with --evaluator to price it\n")
     print(f"dry run over {days[0]}..{days[-1]} ({len(days)} days), data root {root}: nothing is sent\n")
     print(f"{'evaluator':<22}{'days':>5}{'traces':>8}{'calls':>8}{'distinct':>9}{'cached':>8}{'worst case $':>14}")
+    where = DataRoot.from_env(root)  # this command's warehouse: the environment's store
     total = 0.0
     unpriced = 0
     for name in names:
-        bill = estimate(evaluators[name], days, root)
+        bill = estimate(evaluators[name], days, where)
         total += bill.worst_case_usd
         unpriced += bill.unpriced_calls
         print(

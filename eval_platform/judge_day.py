@@ -15,6 +15,7 @@ import dagster as dg
 
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED
 from eval_platform.settings import DATA_DIR_ENV, data_root
+from eval_platform.storage.location import DataRoot
 
 ROLLUPS = ("judge_cost_daily", "judge_cost_monthly", "agreement")
 
@@ -60,7 +61,7 @@ def waiting_text(instance: dg.DagsterInstance, evaluator: str, day: str) -> str 
     )
 
 
-def day_summary(root, day: str, names: list[str]) -> str:
+def day_summary(root: DataRoot, day: str, names: list[str]) -> str:
     """Per evaluator: rows by status, the mean score and the skip and failure reasons of the day."""
     from eval_platform.storage.warehouse import open_catalog
 
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             if not materialize(defs, asset, None, instance):
                 failed.append(asset)
     print()
-    print(day_summary(root, day, names))
+    print(day_summary(DataRoot.from_env(root), day, names))  # this command's warehouse: the environment's store
     if failed:
         print(f"\n{len(failed)} step(s) failed: {', '.join(failed)}; their runs are in the Dagster UI")
     return 1 if failed else 0

@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import connect, has_files, scan_parquet, table_glob
 
 OUT_OF_CORE_ROWS_ENV = "EVAL_PLATFORM_OUT_OF_CORE_ROWS"
@@ -25,7 +26,7 @@ MEMORY_LIMIT = "512MB"  # DuckDB's buffers; the process's other memory (Python, 
 THREADS = 2
 
 
-def reads_out_of_core(root: Path, out_of_core: bool | None = None) -> bool:
+def reads_out_of_core(root: DataRoot, out_of_core: bool | None = None) -> bool:
     """`out_of_core` when given; else whether judge_scores has more rows than `EVAL_PLATFORM_OUT_OF_CORE_ROWS`
     (default `OUT_OF_CORE_ROWS`; 0: always out of core). The count comes from the Parquet footers."""
     if out_of_core is not None:
@@ -39,7 +40,7 @@ def reads_out_of_core(root: Path, out_of_core: bool | None = None) -> bool:
 
 @contextmanager
 def spilling_connection(
-    root: Path, memory_limit: str = MEMORY_LIMIT, temp_directory: Path | None = None
+    root: DataRoot, memory_limit: str = MEMORY_LIMIT, temp_directory: Path | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A warehouse connection (`connect`) whose DuckDB buffers stay under `memory_limit` and spill to a new folder
     in `temp_directory` (default: the system's temporary directory), removed afterwards."""

@@ -7,12 +7,11 @@ so the UI, the views and the report never show such a figure as a judge's.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
 from eval_platform.alerting.rules import BUDGET_METRICS, REGRESSION
 from eval_platform.schemas import FINAL_COMPLETED, JUDGE_SCORE_SCHEMA, PLACEHOLDER_ROW, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_files, scan_parquet
 
 _KEYS = ["evaluator", "date", "experiment_id", "variant"]
@@ -23,7 +22,7 @@ PLACEHOLDER_DAYS_SCHEMA = {name: JUDGE_SCORE_SCHEMA[name] for name in _KEYS}
 JUDGE_SECTIONS = ("judge_vs_human", "calibrated", "position_consistency", "judge_vs_judge")
 
 
-def placeholder_days(root: Path) -> pl.DataFrame:
+def placeholder_days(root: DataRoot) -> pl.DataFrame:
     """Each distinct (evaluator, date, experiment_id, variant) with at least one final COMPLETED verdict from the
     placeholder: a few rows, read with only the columns that say so."""
     files = list(partition_files(root, "judge_scores", "evaluator").values())

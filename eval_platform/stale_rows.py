@@ -8,11 +8,10 @@ current or turning them into nothing.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
 from eval_platform.schemas import EXPERIMENT_RESULT_SCHEMA, TABLES, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_schema, partition_values, read_partition, write_partition
 
 # A suite's tables beside `leaderboard`, each with its partition key under `suite` (then `model`).
@@ -44,7 +43,7 @@ def keep_stale_rows(
     return pl.concat([fresh, conform(kept, schema)])
 
 
-def flag_suite_partitions(root: Path, suite: str, reason: str | None) -> int:
+def flag_suite_partitions(root: DataRoot, suite: str, reason: str | None) -> int:
     """Flag every `benchmark_cases` and `benchmark_results` partition of `suite` `stale` with `reason` (its file no
     longer loads, or is gone), or with `reason` None clear a flag left from a time it did not load (the rows are
     current again: the leaderboard is computed from them). Only a partition whose flag differs is read whole and

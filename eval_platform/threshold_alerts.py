@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 
 import polars as pl
 
@@ -13,12 +12,13 @@ from eval_platform.costs import ledger_spend
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.schemas import COMPLETED, FAILED, JUDGE_SCORE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_files, scan_parquet
 
 _COLUMNS = ["evaluator", "date", "is_final", "status", "score"]
 
 
-def read_judged_rows(root: Path, evaluators: list[str]) -> pl.DataFrame:
+def read_judged_rows(root: DataRoot, evaluators: list[str]) -> pl.DataFrame:
     """evaluator, date, status, score of the final COMPLETED and FAILED `judge_scores` rows of these evaluators,
     read from their own partitions only."""
     schema = {name: JUDGE_SCORE_SCHEMA[name] for name in _COLUMNS}
@@ -39,7 +39,7 @@ def read_judged_rows(root: Path, evaluators: list[str]) -> pl.DataFrame:
 
 
 def threshold_alerts_for(
-    root: Path, evaluators: Mapping[str, EvaluatorConfig], ledger: BudgetLedger, detected_at: datetime | None = None
+    root: DataRoot, evaluators: Mapping[str, EvaluatorConfig], ledger: BudgetLedger, detected_at: datetime | None = None
 ) -> pl.DataFrame:
     """`alerts` rows (kind `threshold`) of every rule of every evaluator, on every day the rule is broken."""
     rules = {name: list(cfg.alerts) for name, cfg in evaluators.items() if cfg.alerts}

@@ -17,6 +17,7 @@ from eval_platform.schemas import (
     JUDGE_SCORE_SCHEMA,
     conform,
 )
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 from tools.perf.analytics_outputs import _compare_table
 
@@ -149,9 +150,12 @@ def test_calibrated_rows_out_of_core_equal_in_memory(tmp_path):
     root = tmp_path / "data"
     for day in DAYS:
         write_partition(
-            root, "judge_scores", {"evaluator": "quality", "date": day}, scores.filter(pl.col("date") == day)
+            DataRoot.from_env(root),
+            "judge_scores",
+            {"evaluator": "quality", "date": day},
+            scores.filter(pl.col("date") == day),
         )
-    with open_scores(root, temp_directory=tmp_path) as spilled:
+    with open_scores(DataRoot.from_env(root), temp_directory=tmp_path) as spilled:
         out_of_core, _ = compute({"quality": config}, spilled, annotations.lazy(), empty)
 
     calibrated = [r.filter(pl.col("section") == "calibrated") for r in (in_memory, out_of_core)]

@@ -18,6 +18,7 @@ from eval_platform.experiments.config import load_experiments
 from eval_platform.experiments.inputs import experiment_inputs
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.out_of_core import OUT_OF_CORE_ROWS_ENV, reads_out_of_core
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition
 from tools.perf.analytics_outputs import _compare_table
 from tools.perf.synthetic_warehouse import generate
@@ -37,15 +38,16 @@ def _agreement(root: Path, scores, annotations) -> tuple[pl.DataFrame, pl.DataFr
         load_evaluators(root / "evaluators"),
         scores,
         annotations,
-        read_partition(root, "imported_judgments", {}),
+        read_partition(DataRoot.from_env(root), "imported_judgments", {}),
         categories=declared_categories(root),
     )
 
 
 def test_agreement_out_of_core_equals_in_memory(warehouse, tmp_path):
-    rows, truth = _agreement(warehouse, scan_scores(warehouse), read_annotations(warehouse))
-    with open_scores(warehouse, memory_limit=TINY, temp_directory=tmp_path) as scores:
-        spilled_rows, spilled_truth = _agreement(warehouse, scores, read_annotations(warehouse, lazy=True))
+    where = DataRoot.from_env(warehouse)
+    rows, truth = _agreement(warehouse, scan_scores(where), read_annotations(where))
+    with open_scores(where, memory_limit=TINY, temp_directory=tmp_path) as scores:
+        spilled_rows, spilled_truth = _agreement(warehouse, scores, read_annotations(where, lazy=True))
     sections = set(rows["section"])
     assert {"inter_annotator", "judge_vs_human", "judge_vs_judge", "position_consistency", "calibrated"} <= sections
     assert rows.filter(pl.col("section") == "judge_vs_judge")["n"].min() > 0  # pairs were really joined
@@ -63,7 +65,10 @@ def test_experiment_results_out_of_core_equal_in_memory(warehouse):
     pairwise = sorted({e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator})
     results = {}
     for out_of_core in (False, True):
-        with experiment_inputs(warehouse, needed, pairwise, out_of_core, memory_limit=TINY) as (scores, traces):
+        with experiment_inputs(DataRoot.from_env(warehouse), needed, pairwise, out_of_core, memory_limit=TINY) as (
+            scores,
+            traces,
+        ):
             assert isinstance(scores, pl.LazyFrame) == out_of_core
             results[out_of_core] = experiment_results(configs.values(), scores, traces)
     assert set(results[False]["kind"]) == {"variant", "comparison", "win_rate", "bradley_terry"}
@@ -72,8 +77,8 @@ def test_experiment_results_out_of_core_equal_in_memory(warehouse):
 
 
 def test_the_assets_go_out_of_core_above_the_configured_number_of_judge_rows(warehouse, monkeypatch):
-    assert not reads_out_of_core(warehouse)  # 200k rows: in memory by default
+    assert not reads_out_of_core(DataRoot.from_env(warehouse))  # 200k rows: in memory by default
     monkeypatch.setenv(OUT_OF_CORE_ROWS_ENV, "100000")
-    assert reads_out_of_core(warehouse)
-    assert not reads_out_of_core(warehouse, out_of_core=False)
-    assert not reads_out_of_core(warehouse.parent / "empty")  # no judge_scores at all
+    assert reads_out_of_core(DataRoot.from_env(warehouse))
+    assert not reads_out_of_core(DataRoot.from_env(warehouse), out_of_core=False)
+    assert not reads_out_of_core(DataRoot.from_env(warehouse.parent / "empty"))  # no judge_scores at all

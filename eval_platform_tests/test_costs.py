@@ -19,6 +19,7 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.llm.budget import BudgetLedger
 from eval_platform.schemas import COMPLETED, FAILED, JUDGE_COST_DAILY_SCHEMA, JUDGE_SCORE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.parts import remove_part, write_part
 from eval_platform.storage.warehouse import open_catalog, write_partition
 
@@ -70,7 +71,9 @@ def test_killed_runs_and_dead_hosts_are_in_the_daily_rollup_at_once(data_root):
         ),
         JUDGE_SCORE_SCHEMA,
     )
-    write_partition(data_root, "judge_scores", {"evaluator": "alive", "date": today.strftime("%Y-%m-%d")}, judged)
+    write_partition(
+        DataRoot.from_env(data_root), "judge_scores", {"evaluator": "alive", "date": today.strftime("%Y-%m-%d")}, judged
+    )
     ledger.settle(ledger.reserve("alive", 0.5, 10.0, None), 0.1)
     killed = ledger.reserve("killed", 0.4, 10.0, None)  # its run killed with the call in flight, no partition
     remote = ledger.reserve("remote", 0.3, 10.0, None)  # a call in flight on another host, which then died
@@ -80,7 +83,7 @@ def test_killed_runs_and_dead_hosts_are_in_the_daily_rollup_at_once(data_root):
         conn.execute("UPDATE judge_spend SET pid = ? WHERE id = ?", (gone.pid, killed.id))
         conn.execute("UPDATE judge_spend SET host = 'lost-host' WHERE id = ?", (remote.id,))
 
-    daily = cost_rollup(data_root, {}, ledger)
+    daily = cost_rollup(DataRoot.from_env(data_root), {}, ledger)
     rows = {row["evaluator"]: row for row in daily.iter_rows(named=True)}
     assert set(rows) == {"alive", "killed", "remote"}
     assert rows["alive"]["rows"] == 1 and rows["alive"]["ledger_spend_usd"] == pytest.approx(0.1)
@@ -116,7 +119,7 @@ def _verdicts(
     )
 
 
-def _same_rows(daily: pl.DataFrame, root) -> None:
+def _same_rows(daily: pl.DataFrame, root: DataRoot) -> None:
     """The rollup's judged rows are those of one query over every judge_scores row (floats to rounding: the files'
     sums are added up in another order)."""
     expected = rescan_judged_rows(root)
@@ -129,55 +132,57 @@ def test_the_daily_rollup_sums_only_the_files_written_since_and_gives_the_rows_o
     on two UTC days (a day's spend is its own, whatever trace day it judged): after each change the rollup reads
     only the files that changed and its rows are those of one query over every row."""
     monkeypatch.setattr(costs, "_FILES_PER_QUERY", 2)  # the first run's files in two queries
+    root = DataRoot.local(data_root)
     ledger = BudgetLedger(data_root / "state" / "budget.sqlite")
     yesterday, today = datetime(2026, 11, 26, 23, 59, tzinfo=UTC), datetime(2026, 11, 27, 0, 1, tzinfo=UTC)
     keys = {"evaluator": "e", "date": "2026-11-26"}
-    write_part(data_root, "judge_scores", keys, "a", _verdicts("e", ["a1", "a2", "a3"], [yesterday] * 3), SCHEMA, {})
-    write_part(data_root, "judge_scores", keys, "b", _verdicts("e", ["b1", "b2"], [today] * 2), SCHEMA, {})
+    write_part(root, "judge_scores", keys, "a", _verdicts("e", ["a1", "a2", "a3"], [yesterday] * 3), SCHEMA, {})
+    write_part(root, "judge_scores", keys, "b", _verdicts("e", ["b1", "b2"], [today] * 2), SCHEMA, {})
     whole = _verdicts("f", ["c1", "c2"], [yesterday, today], model="openai/y")
-    write_partition(data_root, "judge_scores", {"evaluator": "f", "date": "2026-11-25"}, whole)
+    write_partition(root, "judge_scores", {"evaluator": "f", "date": "2026-11-25"}, whole)
 
-    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    daily, counts = counted_cost_rollup(root, {}, ledger)
     assert counts == {"files_summed": 3, "files_kept": 0}
     assert sorted(set(daily["day"].to_list())) == ["2026-11-26", "2026-11-27"]
-    _same_rows(daily, data_root)
+    _same_rows(daily, root)
 
     # an arrival: one new part; then a re-run with nothing new
     # (a verdict without a judged_at counts on no day, as in one query)
-    write_part(data_root, "judge_scores", keys, "c", _verdicts("e", ["c9", "c10"], [today, None]), SCHEMA, {})
-    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    write_part(root, "judge_scores", keys, "c", _verdicts("e", ["c9", "c10"], [today, None]), SCHEMA, {})
+    daily, counts = counted_cost_rollup(root, {}, ledger)
     assert counts == {"files_summed": 1, "files_kept": 3}
-    _same_rows(daily, data_root)
-    assert counted_cost_rollup(data_root, {}, ledger)[1] == {"files_summed": 0, "files_kept": 4}
+    _same_rows(daily, root)
+    assert counted_cost_rollup(root, {}, ledger)[1] == {"files_summed": 0, "files_kept": 4}
 
     # a part rewritten (a changed file re-judged), a part with no rows, a part removed, a partition gone
-    write_part(data_root, "judge_scores", keys, "a", _verdicts("e", ["a1", "a4"], [today] * 2), SCHEMA, {})
-    write_part(data_root, "judge_scores", keys, "d", _verdicts("e", [], []), SCHEMA, {})
-    remove_part(data_root, "judge_scores", keys, "b")
-    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    write_part(root, "judge_scores", keys, "a", _verdicts("e", ["a1", "a4"], [today] * 2), SCHEMA, {})
+    write_part(root, "judge_scores", keys, "d", _verdicts("e", [], []), SCHEMA, {})
+    remove_part(root, "judge_scores", keys, "b")
+    daily, counts = counted_cost_rollup(root, {}, ledger)
     assert counts == {"files_summed": 2, "files_kept": 2}
-    _same_rows(daily, data_root)
-    assert counted_cost_rollup(data_root, {}, ledger)[1] == {"files_summed": 0, "files_kept": 4}
+    _same_rows(daily, root)
+    assert counted_cost_rollup(root, {}, ledger)[1] == {"files_summed": 0, "files_kept": 4}
     shutil.rmtree(data_root / "warehouse" / "judge_scores" / "evaluator=f")
-    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    daily, counts = counted_cost_rollup(root, {}, ledger)
     assert counts == {"files_summed": 0, "files_kept": 3}
     assert set(daily["evaluator"].to_list()) == {"e"}
-    _same_rows(daily, data_root)
+    _same_rows(daily, root)
 
 
 def test_a_rollup_killed_between_two_partitions_leaves_views_queryable_and_the_next_run_is_right(
     data_root, monkeypatch
 ):
+    root = DataRoot.local(data_root)
     ledger = BudgetLedger(data_root / "state" / "budget.sqlite")
     now = datetime.now(UTC)
     for evaluator in ("e", "f"):
         keys = {"evaluator": evaluator, "date": "2026-11-26"}
-        write_partition(data_root, "judge_scores", keys, _verdicts(evaluator, ["t"], [now]))
-    counted_cost_rollup(data_root, {}, ledger)
-    refresh(data_root)
+        write_partition(root, "judge_scores", keys, _verdicts(evaluator, ["t"], [now]))
+    counted_cost_rollup(root, {}, ledger)
+    refresh(root)
     for evaluator in ("e", "f"):
         rows = _verdicts(evaluator, ["t", "u"], [now] * 2)
-        write_partition(data_root, "judge_scores", {"evaluator": evaluator, "date": "2026-11-26"}, rows)
+        write_partition(root, "judge_scores", {"evaluator": evaluator, "date": "2026-11-26"}, rows)
 
     original, writes = costs.write_partition, []
 
@@ -189,13 +194,13 @@ def test_a_rollup_killed_between_two_partitions_leaves_views_queryable_and_the_n
 
     monkeypatch.setattr(costs, "write_partition", killed)
     with pytest.raises(OSError):
-        counted_cost_rollup(data_root, {}, ledger)
+        counted_cost_rollup(root, {}, ledger)
     monkeypatch.setattr(costs, "write_partition", original)
     with open_catalog(data_root) as conn:
         # e's new sums, f's sums of its file before it was rewritten (not used: a version since replaced)
         assert conn.execute("SELECT sum(rows) FROM judge_cost_parts").fetchall() == [(3,)]
 
-    daily, counts = counted_cost_rollup(data_root, {}, ledger)
+    daily, counts = counted_cost_rollup(root, {}, ledger)
     assert counts == {"files_summed": 1, "files_kept": 1}  # f's file, summed before the kill at an older version
     assert daily["rows"].sum() == 4
-    _same_rows(daily, data_root)
+    _same_rows(daily, root)

@@ -18,6 +18,7 @@ from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.client import LiteLLMModelClient
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.settings import state_dir
+from eval_platform.storage.location import DataRoot
 from eval_platform_tests.conftest import (
     copy_sample_days,
     judge_requests,
@@ -49,7 +50,7 @@ def test_dry_run_counts_the_calls_a_run_makes_and_sends_nothing(data_root, local
     config = load_evaluators(data_root / "evaluators")["priced"]
 
     before = judge_requests(local_judge)
-    bill = estimate(config, DAYS, data_root)
+    bill = estimate(config, DAYS, DataRoot.from_env(data_root))
     assert judge_requests(local_judge) == before  # nothing was sent
     assert bill.calls > 0 and bill.cached == 0 and bill.days == 2
     assert bill.worst_case_usd > 0 and bill.unpriced_calls == 0
@@ -69,7 +70,7 @@ def test_dry_run_counts_the_calls_a_run_makes_and_sends_nothing(data_root, local
     assert bill.distinct == made <= bill.calls
     assert spent <= bill.worst_case_usd  # the worst case bounds the bill
 
-    again = estimate(config, DAYS, data_root)
+    again = estimate(config, DAYS, DataRoot.from_env(data_root))
     assert again.calls == 0 and again.worst_case_usd == 0.0  # what the cache answers is free
     assert again.cached == bill.calls  # every request is now answered by the cache
 
@@ -92,7 +93,7 @@ def test_a_call_without_a_known_price_is_counted_as_unknown_not_free(data_root):
         sample_rate=0.05,
     )
     copy_sample_days(data_root, DAYS[:1])
-    bill = estimate(load_evaluators(data_root / "evaluators")["mystery"], DAYS[:1], data_root)
+    bill = estimate(load_evaluators(data_root / "evaluators")["mystery"], DAYS[:1], DataRoot.from_env(data_root))
     assert bill.calls > 0 and bill.unpriced_calls == bill.calls and bill.worst_case_usd == 0.0
 
 
@@ -117,8 +118,8 @@ def test_a_batch_evaluator_dry_run_submits_nothing_and_prices_at_the_discount(da
     before = judge_requests(local_judge)
     batches_before = httpx.get(f"{local_judge.base_url}/stats/batches", trust_env=False).json()["batches"]
     one_by_one, batched = (
-        estimate(evaluators["interactive"], DAYS, data_root),
-        estimate(evaluators["batched"], DAYS, data_root),
+        estimate(evaluators["interactive"], DAYS, DataRoot.from_env(data_root)),
+        estimate(evaluators["batched"], DAYS, DataRoot.from_env(data_root)),
     )
     assert judge_requests(local_judge) == before
     assert httpx.get(f"{local_judge.base_url}/stats/batches", trust_env=False).json()["batches"] == batches_before
@@ -234,7 +235,9 @@ def test_a_session_evaluator_is_priced_on_every_turn_its_prompt_holds(data_root,
     write_evaluator(data_root, "session", target="session", **common, **prices)
     write_evaluator(data_root, "same_day", target="session", session_lookback_days=0, **common, **prices)
     evaluators = load_evaluators(data_root / "evaluators")
-    whole, alone = (estimate(evaluators[name], ["2026-11-10"], data_root) for name in ("session", "same_day"))
+    whole, alone = (
+        estimate(evaluators[name], ["2026-11-10"], DataRoot.from_env(data_root)) for name in ("session", "same_day")
+    )
     assert whole.calls == alone.calls == 1 and whole.traces == alone.traces == 1
     assert whole.worst_case_usd - alone.worst_case_usd >= 40_000 / 1e6  # every byte of the 9th's turn a token
 
@@ -259,7 +262,7 @@ def test_an_evaluator_with_dataset_references_is_priced_on_the_prompts_a_run_sen
     folder.mkdir(parents=True)
     (folder / "export.jsonl").write_text("\n".join(json.dumps(row) for row in traces.to_dicts()) + "\n")
     cases = pl.DataFrame({"case_id": [f"c{i}" for i in range(3)], "expected_output": [gold] * 3})
-    write_partition(data_root, "test_cases", {"dataset": "gold", "version": "1"}, cases)
+    write_partition(DataRoot.from_env(data_root), "test_cases", {"dataset": "gold", "version": "1"}, cases)
     (data_root / "datasets" / "gold").mkdir(parents=True)
     (data_root / "datasets" / "gold" / "v1.jsonl").write_text(
         "\n".join(json.dumps({"case_id": f"c{i}", "input": "q", "expected_output": gold}) for i in range(3)) + "\n"
@@ -276,7 +279,7 @@ def test_an_evaluator_with_dataset_references_is_priced_on_the_prompts_a_run_sen
         output_cost_per_million=1.0,
         max_tokens=10,
     )
-    bill = estimate(load_evaluators(data_root / "evaluators")["correct"], [day], data_root)
+    bill = estimate(load_evaluators(data_root / "evaluators")["correct"], [day], DataRoot.from_env(data_root))
     assert bill.traces == 3 and bill.calls == 3
     assert bill.worst_case_usd >= 3 * 20_000 / 1e6  # every byte of each gold answer a token
 

@@ -107,22 +107,32 @@ print(json.dumps({"before": before, "after": state(), "source": get_model_cost_m
     assert result["after"]["environ"] == result["before"]["environ"]
 
 
-def test_reading_the_warehouse_resource_root_registers_nothing(tmp_path):
-    """Reading `WarehouseResource.root` binds no store to the data root for the whole process: only a resource set
-    up for a run does."""
+def test_the_warehouse_resource_fills_no_module_level_state(tmp_path):
+    """Reading `WarehouseResource.root`, or setting the resource up for a run, leaves every module-level container of
+    the storage modules as it was: which store a data root uses is part of the value the storage functions are
+    given, never remembered by the process."""
     result = _run(
         f"""
-import json
+import json, sys
 import dagster as dg
+import eval_platform.storage.location, eval_platform.storage.parts, eval_platform.storage.warehouse
 from eval_platform.defs.resources import WarehouseResource
-from eval_platform.storage.location import store_for
+
+def containers():
+    return {{
+        f"{{name}}.{{attr}}": repr(value)
+        for name, module in sorted(sys.modules.items()) if name.startswith("eval_platform.storage")
+        for attr, value in vars(module).items() if isinstance(value, (dict, list, set)) and not attr.startswith("__")
+    }}
+
+before = containers()
 resource = WarehouseResource(data_dir={str(tmp_path)!r}, warehouse_url="s3://team-bucket/eval")
-root = resource.root
-after_read = type(store_for(root)).__name__
+resource.root
 with dg.build_resources({{"warehouse": resource}}) as resources:
-    during_run = type(store_for(resources.warehouse.root)).__name__
-print(json.dumps([after_read, during_run]))
+    resources.warehouse.root
+    during = containers()
+print(json.dumps({{"before": before, "during": during}}))
 """,
         tmp_path,
     )
-    assert result == ["LocalStore", "S3Store"]
+    assert result["during"] == result["before"]

@@ -31,6 +31,7 @@ from eval_platform.agreement.judge_rows import score_columns
 from eval_platform.judging.modes import MODES
 from eval_platform.out_of_core import MEMORY_LIMIT, spilling_connection
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform, empty_frame
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_files
 
 
@@ -142,7 +143,7 @@ class OutOfCoreScores:
 
 
 @contextmanager
-def open_scores(root: Path, memory_limit: str = MEMORY_LIMIT, temp_directory: Path | None = None) -> Iterator:
+def open_scores(root: DataRoot, memory_limit: str = MEMORY_LIMIT, temp_directory: Path | None = None) -> Iterator:
     """An `OutOfCoreScores` over the data root's judge_scores, on a `spilling_connection`."""
     with spilling_connection(root, memory_limit, temp_directory) as conn:
         yield OutOfCoreScores(conn, partition_files(root, "judge_scores", "evaluator"))

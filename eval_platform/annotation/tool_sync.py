@@ -37,6 +37,7 @@ from eval_platform.annotation.progress import ground_truth, open_items, progress
 from eval_platform.annotation.sampling import select_items
 from eval_platform.ingest.annotations import FOLDER as ANNOTATIONS_FOLDER
 from eval_platform.schemas import ANNOTATION_TASK_ITEM_SCHEMA, conform, empty_frame
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_files, read_parquet, read_partition, write_partition
 
 ITEMS_TABLE = "annotation_task_items"
@@ -52,7 +53,7 @@ def _key(config: AnnotationTaskConfig) -> dict[str, str]:
 # ---- the items ---------------------------------------------------------------------------------------------
 
 
-def _judge_rows(root: Path, evaluators: list[str]) -> pl.DataFrame | None:
+def _judge_rows(root: DataRoot, evaluators: list[str]) -> pl.DataFrame | None:
     if not evaluators:
         return None
     files = partition_files(root, "judge_scores", "evaluator")
@@ -61,7 +62,7 @@ def _judge_rows(root: Path, evaluators: list[str]) -> pl.DataFrame | None:
 
 
 def _candidates(
-    root: Path, config: AnnotationTaskConfig
+    root: DataRoot, config: AnnotationTaskConfig
 ) -> tuple[pl.DataFrame, pl.DataFrame | None, tuple[int, str] | None]:
     """(candidate rows, judge_scores rows of the named evaluators, dataset version) of the task's source."""
     traces = config.source.traces
@@ -71,7 +72,7 @@ def _candidates(
         return rows, _judge_rows(root, traces.evaluators), None
     dataset = config.source.dataset
     assert dataset is not None  # `Source._exactly_one`: not traces, so a dataset
-    version, sha = resolve_dataset_version(root, dataset)
+    version, sha = resolve_dataset_version(root.path, dataset)
     cases = read_partition(root, "test_cases", {"dataset": dataset.name, "version": str(version)})
     if cases is None:
         raise FileNotFoundError(
@@ -81,7 +82,7 @@ def _candidates(
     return cases, None, (version, sha)
 
 
-def task_items(root: Path, config: AnnotationTaskConfig) -> tuple[pl.DataFrame, int]:
+def task_items(root: DataRoot, config: AnnotationTaskConfig) -> tuple[pl.DataFrame, int]:
     """(the task's items, how many of them were chosen before this call)."""
     kept = read_partition(root, ITEMS_TABLE, _key(config))
     kept = (
@@ -118,7 +119,7 @@ class Export:
     notes: list[str] = field(default_factory=list)
 
 
-def export_task(root: Path, config: AnnotationTaskConfig, client: LabelStudioClient) -> Export:
+def export_task(root: DataRoot, config: AnnotationTaskConfig, client: LabelStudioClient) -> Export:
     items, before = task_items(root, config)
     write_partition(root, ITEMS_TABLE, _key(config), items)
     notes = []
@@ -196,7 +197,7 @@ def _task_rows(annotations: pl.DataFrame, config: AnnotationTaskConfig) -> pl.Da
     return annotations.filter(pl.col("task") == config.name)
 
 
-def task_progress(root: Path, config: AnnotationTaskConfig, annotations: pl.DataFrame) -> pl.DataFrame:
+def task_progress(root: DataRoot, config: AnnotationTaskConfig, annotations: pl.DataFrame) -> pl.DataFrame:
     """Write the task's `annotation_progress` partition from `human_annotations` rows (its items: those chosen
     under its config hash; annotations of other items are left out and counted in the note); returns it."""
     items = read_partition(root, ITEMS_TABLE, _key(config))
@@ -207,7 +208,9 @@ def task_progress(root: Path, config: AnnotationTaskConfig, annotations: pl.Data
     return table
 
 
-def task_ground_truth(root: Path, config: AnnotationTaskConfig, annotations: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def task_ground_truth(
+    root: DataRoot, config: AnnotationTaskConfig, annotations: pl.DataFrame
+) -> tuple[pl.DataFrame, int]:
     """Write the task's `annotation_ground_truth` partition (the labels settled at its consensus threshold) from
     `human_annotations` rows; returns it and the count of (item, criterion) labelled but not settled."""
     rows = _task_rows(annotations, config)

@@ -2,6 +2,7 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -25,7 +26,7 @@ from eval_platform.schemas import (
     IMPORTED_JUDGMENT_SCHEMA,
     empty_frame,
 )
-from eval_platform.storage.location import store_for
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import (
     PARTITION_FILE,
     partition_files,
@@ -54,7 +55,7 @@ SCORE_COLUMNS = [
 ]
 
 
-def scan_scores(root) -> dict[str, pl.LazyFrame]:
+def scan_scores(root: DataRoot) -> dict[str, pl.LazyFrame]:
     """The judge_scores columns agreement needs, unread, one scan per evaluator over its own partitions:
     `compute` reads one evaluator's rows at a time and opens only its files (a filter on one scan of every
     file opens all of them, twice the time), so the whole table is never in memory at once. An evaluator
@@ -68,13 +69,13 @@ def scan_scores(root) -> dict[str, pl.LazyFrame]:
 CATEGORICAL_ANNOTATION_COLUMNS = ["task", "criterion", "schema", "annotator"]
 
 
-def read_annotations(root, lazy: bool = False) -> pl.DataFrame | pl.LazyFrame:
+def read_annotations(root: DataRoot, lazy: bool = False) -> pl.DataFrame | pl.LazyFrame:
     """human_annotations, only the columns `compute` reads (`ANNOTATION_COLUMNS`; where each row came from is a
     third of the table's memory); a partition written before a column existed has it null. `lazy`: unread, so
     that `compute` reads each task's rows when it needs them (out of core: 10M annotations take 1.4 GB)."""
     schema = {c: HUMAN_ANNOTATION_SCHEMA[c] for c in ANNOTATION_COLUMNS}
     parts = ("human_annotations", PARTITION_FILE)
-    store = store_for(root)
+    store = root.store
     if store.schema(parts) is None:
         return empty_frame(schema).lazy() if lazy else empty_frame(schema)
     scan = scan_parquet(root, store.location(*parts), schema=schema, missing_columns="insert", extra_columns="ignore")
@@ -84,7 +85,7 @@ def read_annotations(root, lazy: bool = False) -> pl.DataFrame | pl.LazyFrame:
 
 
 @contextmanager
-def score_source(root, out_of_core: bool | None = None) -> Iterator[ScoreSource | OutOfCoreScores]:
+def score_source(root: DataRoot, out_of_core: bool | None = None) -> Iterator[ScoreSource | OutOfCoreScores]:
     """What `compute` reads judge_scores from: one lazy scan per evaluator (`scan_scores`, in memory), or DuckDB out
     of core (`open_scores`) when `reads_out_of_core` (above 20M rows by default, or as `out_of_core` says)."""
     if reads_out_of_core(root, out_of_core):
@@ -130,7 +131,7 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
                 scores,
                 annotations,
                 judgments if judgments is not None else empty_frame(IMPORTED_JUDGMENT_SCHEMA),
-                categories=declared_categories(root),
+                categories=declared_categories(root.path),
             )
         rows = mark_agreement(rows, placeholder_days(root))  # a judge side of local/mock verdicts says so
         write_partition(root, "agreement", {}, rows)
@@ -168,7 +169,7 @@ def build_agreement(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Ass
     return agreement
 
 
-def declared_categories(root) -> dict[tuple[str, str], list[str]]:
+def declared_categories(root: Path) -> dict[tuple[str, str], list[str]]:
     """(task, criterion) -> the labels tasks.yaml allows for each classification criterion that lists them
     (Randolph's kappa counts every category the annotators could choose). A broken file already failed
     `human_annotations`; here it only means no declared categories."""

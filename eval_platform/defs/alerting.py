@@ -62,13 +62,13 @@ def alert_delivery_sensor(
 ):
     """Delivers the `alerts` of the last `deliver_days` UTC days that a destination has not had yet."""
     root = warehouse.root
-    config = load_alerting(root)
+    config = load_alerting(root.path)
     if config is None or not config.destinations:
         return dg.SkipReason(f"no destinations: {ALERTING_FILE} under the data root declares none")
     alerts = read_partition(root, "alerts", {})
     if alerts is None:
         return dg.SkipReason("no alerts table yet: materialize alerts")
-    log = DeliveryLog.of(SharedState.of(root, context.instance))
+    log = DeliveryLog.of(SharedState.of(root.path, context.instance))
     report = deliver(
         conform(alerts, ALERT_SCHEMA), config, log, alerting.partition_link, datetime.now(UTC).date(), os.environ
     )

@@ -23,6 +23,7 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.judging import broken_files_text
 from eval_platform.defs.resources import WarehouseResource
 from eval_platform.markdown_table import markdown_table
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition
 
 GROUP = "annotation_tasks"
@@ -163,7 +164,7 @@ def build_annotation_task_assets(
         _broken_warning(context, broken)
         root = warehouse.root
         with label_studio.client() as client:
-            done = _each_task(context, _selected(tasks, config), lambda task: pull_task(root, task, client))
+            done = _each_task(context, _selected(tasks, config), lambda task: pull_task(root.path, task, client))
         for name, pull in done.items():
             if pull.project is None:
                 context.log.warning(f"annotation task {name}: no Label Studio project yet (export it first)")
@@ -185,7 +186,7 @@ def build_annotation_task_assets(
             }
         )
 
-    def _annotations(root) -> pl.DataFrame:
+    def _annotations(root: DataRoot) -> pl.DataFrame:
         annotations = read_partition(root, "human_annotations", {})
         if annotations is None:
             raise dg.Failure("human_annotations was never materialized: materialize it first")

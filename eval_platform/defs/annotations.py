@@ -31,10 +31,10 @@ def human_annotations(context: dg.AssetExecutionContext, warehouse: WarehouseRes
     try:
         # A broken task file declares nothing (its error shows where the code location loads); a broken
         # tasks.yaml fails the asset, naming the file and the field.
-        declared = load_annotation_tasks(root, broken={}).declared()
+        declared = load_annotation_tasks(root.path, broken={}).declared()
     except AnnotationTaskError as error:
         raise dg.Failure(description=str(error)) from error
-    result = read_annotations(root, tasks=declared)
+    result = read_annotations(root.path, tasks=declared)
     write_partition(root, "human_annotations", {}, result.annotations)
     write_quarantine(root, "human_annotations", ALL_PARTITION, result.quarantine)
     refresh(root)
@@ -64,7 +64,7 @@ def imported_judgments(context: dg.AssetExecutionContext, warehouse: WarehouseRe
     traces it refers to. Bad rows are quarantined with file, line and reason. Exposed as the
     `imported_judgments` view."""
     root = warehouse.root
-    result = read_judgments(root)
+    result = read_judgments(root.path)
     write_partition(root, "imported_judgments", {}, result.judgments)
     write_quarantine(root, "imported_judgments", ALL_PARTITION, result.quarantine)
     refresh(root)

@@ -170,13 +170,13 @@ def _task_asset(
                 )
                 gate = gate_value(gate_rows, task.gate.metric)
             run = TaskRun(
-                root,
+                root.path,
                 suite_name,
                 suite,
                 task_name,
                 model_name,
-                model_under_test(root, model_name),
-                judge.runtime(root),
+                model_under_test(root.path, model_name),
+                judge.runtime(root.path),
                 evaluators=evaluators,
                 upstream_rows=upstream_rows,
                 gate_value=gate,
@@ -396,7 +396,7 @@ def _leaderboard_asset(suites: dict[str, Suite], broken: dict[str, str]) -> dg.A
 def benchmark_models_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     broken: dict[str, str] = {}
     try:
-        models = load_models(warehouse.root / MODELS_FILE, broken)
+        models = load_models(warehouse.root.path / MODELS_FILE, broken)
     except SuiteError as exc:
         context.log.error(str(exc))
         return dg.SkipReason(str(exc))

@@ -25,7 +25,7 @@ def build_judge_cost_daily(evaluators: dict[str, EvaluatorConfig], judge_scores:
         and the day's budget use from the spend ledger (`ledger_spend_usd`, all runs of the day). Summed from
         `judge_cost_parts`, each judge_scores file's sums, of which only the files written since are read."""
         root = warehouse.root
-        frame, counts = counted_cost_rollup(root, evaluators, judge_ledger(root, context.instance))
+        frame, counts = counted_cost_rollup(root, evaluators, judge_ledger(root.path, context.instance))
         write_partition(root, "judge_cost_daily", {}, frame)
         refresh(root)
         return dg.MaterializeResult(
@@ -55,7 +55,7 @@ def build_judge_cost_monthly(evaluators: dict[str, EvaluatorConfig], judge_cost_
         daily = read_partition(root, "judge_cost_daily", {})
         if daily is None:
             raise dg.Failure("judge_cost_daily is not materialized yet: materialize it first")
-        frame = monthly_rollup(daily, judge_ledger(root, context.instance), evaluators)
+        frame = monthly_rollup(daily, judge_ledger(root.path, context.instance), evaluators)
         write_partition(root, "judge_cost_monthly", {}, frame)
         refresh(root)
         return dg.MaterializeResult(

@@ -19,11 +19,11 @@ def dataset_versions(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     materialized again with other content, it marks the benchmark tasks reading it stale."""
     root = warehouse.root
     key = context.partition_key
-    path = dataset_files(root).get(key)
+    path = dataset_files(root.path).get(key)
     if path is None:
-        raise dg.Failure(f"no file for dataset version {key} under {root / 'datasets'}")
+        raise dg.Failure(f"no file for dataset version {key} under {root.path / 'datasets'}")
     name, version = key.split("@v")
-    cases, rejects = validate_dataset(root, name, int(version), path)
+    cases, rejects = validate_dataset(root.path, name, int(version), path)
     write_partition(root, "test_cases", {"dataset": name, "version": version}, cases)
     write_quarantine(root, "dataset_versions", key, rejects)
     refresh(root)
@@ -35,7 +35,7 @@ def dataset_versions(context: dg.AssetExecutionContext, warehouse: WarehouseReso
             "quarantined": rejects.height,
             "schema_hash": hashlib.sha256(json.dumps(columns).encode()).hexdigest()[:16],
             "columns": dg.MetadataValue.json(columns),
-            "file": str(path.relative_to(root)),
+            "file": str(path.relative_to(root.path)),
         },
     )
 
@@ -51,7 +51,7 @@ dataset_job = dg.define_asset_job("ingest_dataset_versions", selection=[dataset_
 )
 def new_dataset_files_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     """Adds a `dataset_versions` partition for each new `datasets/<name>/v<N>.<ext>` file and ingests it."""
-    files = dataset_files(warehouse.root)
+    files = dataset_files(warehouse.root.path)
     known = set(context.instance.get_dynamic_partitions(DATASET_VERSIONS))
     new = sorted(set(files) - known)
     return dg.SensorResult(

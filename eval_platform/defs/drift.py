@@ -3,7 +3,6 @@ its WARN check, a schedule per anchored evaluator and a sensor that asks for a c
 or its provider-reported model changes."""
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -15,6 +14,7 @@ from eval_platform.defs.resources import JudgeResource, WarehouseResource
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import COMPLETED, JUDGE_DRIFT_SCHEMA, empty_frame
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_files, read_partition, scan_parquet, write_partition
 
 SHOWN = ["evaluator", "trigger", "n_paired", "agreement", "mean_shift", "shift_ci_low", "shift_ci_high", "p_value"]
@@ -27,13 +27,13 @@ class JudgeDriftConfig(dg.Config):
     scheduled: bool = Field(False, description="Set by the schedules: the check's trigger is `schedule`.")
 
 
-def history(root: Path, name: str) -> pl.DataFrame:
+def history(root: DataRoot, name: str) -> pl.DataFrame:
     """An evaluator's `judge_drift` rows (every check so far)."""
     frame = read_partition(root, "judge_drift", {"evaluator": name})
     return empty_frame(JUDGE_DRIFT_SCHEMA) if frame is None else frame
 
 
-def reported_model(root: Path, name: str) -> str | None:
+def reported_model(root: DataRoot, name: str) -> str | None:
     """The model the provider reported on the evaluator's most recent completed verdict in judge_scores."""
     files = partition_files(root, "judge_scores", "evaluator")
     if name not in files:
@@ -87,7 +87,7 @@ def build_judge_drift(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.A
         unknown = sorted(set(config.evaluators) - set(anchored))
         if unknown:
             raise dg.Failure(f"no anchors declared by evaluator(s) {unknown}; anchored: {sorted(anchored)}")
-        runtime = judge.runtime(root)
+        runtime = judge.runtime(root.path)
         rows = []
         for name in config.evaluators or list(anchored):
             past = history(root, name)
@@ -95,7 +95,9 @@ def build_judge_drift(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.A
             if past.height:
                 last = past.sort("checked_at").row(-1, named=True)
                 previous = read_partition(root, "anchor_verdicts", {"evaluator": name, "check_id": last["check_id"]})
-            row, verdicts = check_anchors(root, anchored[name], runtime, past, previous, scheduled=config.scheduled)
+            row, verdicts = check_anchors(
+                root.path, anchored[name], runtime, past, previous, scheduled=config.scheduled
+            )
             write_partition(root, "anchor_verdicts", {"evaluator": name, "check_id": row["check_id"][0]}, verdicts)
             write_partition(root, "judge_drift", {"evaluator": name}, pl.concat([past, row]))
             rows.append(row)

@@ -170,7 +170,7 @@ def build_alerts(evaluators: dict[str, EvaluatorConfig], judge_scores: dg.Assets
             baseline_days_by_evaluator=config.baseline_days_by_evaluator,
             human=human,
         )
-        thresholds = threshold_alerts_for(root, evaluators, judge_ledger(root, context.instance))
+        thresholds = threshold_alerts_for(root, evaluators, judge_ledger(root.path, context.instance))
         frame = mark_alerts(with_regressions(found, thresholds), placeholder_days(root))
         write_partition(root, "alerts", {}, frame)
         refresh(root)

@@ -61,13 +61,12 @@ def build_verdict_exports(root: Path, judge_scores: dg.AssetsDefinition) -> dg.A
         keys = partitions.get_partition_key_from_str(context.partition_key).keys_by_dimension
         evaluator, day = keys["evaluator"], keys["date"]
         try:
-            current = load_export_config(warehouse.root)  # read again: the file may have changed since the load
+            current = load_export_config(warehouse.root.path)  # read again: the file may have changed since the load
         except ExportConfigError as exc:
             raise dg.Failure(str(exc)) from None
         if current is None or not current.destinations:
-            raise dg.Failure(
-                f"the verdict export is off: {warehouse.root / EXPORT_FILE} declares no destination (docs/export.md)"
-            )
+            where = warehouse.root.path / EXPORT_FILE
+            raise dg.Failure(f"the verdict export is off: {where} declares no destination (docs/export.md)")
         try:
             report = export_partition(warehouse.root, evaluator, day, current, os.environ)
         except NoScores as exc:
@@ -114,8 +113,8 @@ def build_verdict_export_retries(root: Path, verdict_exports: dg.AssetsDefinitio
         f"`failed` in the verdict_exports ledger, once per failed attempt, until a verdict was tried "
         f"{settings.max_automatic_attempts} times; the run sends only what is not yet sent.",
     )
-    def verdict_export_retries(context: dg.SensorEvaluationContext):
-        found = [p for p in failed_partitions(root, settings.max_automatic_attempts) if p.evaluator in live]
+    def verdict_export_retries(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
+        found = [p for p in failed_partitions(warehouse.root, settings.max_automatic_attempts) if p.evaluator in live]
         if not found:
             return dg.SkipReason("no verdict recorded failed in verdict_exports")
         return [

@@ -175,7 +175,7 @@ def build_judge_scores(
         judge: JudgeResource,
     ):
         root = warehouse.root
-        runtime = judge.runtime(root)
+        runtime = judge.runtime(root.path)
         runtime.log = context.log  # a wait for other hosts' budget reservations is told in the run's log
         now = config.judged_at()
         traces_read: dict[str, dict] = {}  # per partition: the traces materialization it judged (traces_judged.py)

@@ -21,7 +21,7 @@ def build_report_asset(upstream: list) -> dg.AssetsDefinition:
         automation_condition=REFRESH_AFTER_UPDATES,
     )
     def report(warehouse: WarehouseResource) -> dg.MaterializeResult:
-        summary = build_report(warehouse.root)
+        summary = build_report(warehouse.root.path)
         return dg.MaterializeResult(
             metadata={
                 "path": dg.MetadataValue.path(str(summary.path)),

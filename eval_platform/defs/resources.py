@@ -50,17 +50,11 @@ class WarehouseResource(dg.ConfigurableResource):
         )
 
     @property
-    def root(self) -> Path:
-        """The data root (reading it changes nothing). Once the resource is set up for a run, the storage
-        functions given it (`storage/warehouse.py`) use this resource's store (`setup_for_execution`)."""
-        return Path(self.data_dir).resolve() if self.data_dir else data_root()
-
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Where a run (or a step's process) starts using the warehouse: from now on in this process, the storage
-        functions given this data root use this resource's store. (No teardown: a resource with one is a context
-        manager, which every `build_sensor_context` caller would then have to open.)"""
-        root = self.root
-        location.bind(root, self.store(root))
+    def root(self) -> location.DataRoot:
+        """The data root with this resource's store, what the storage functions (`storage/warehouse.py`) are given.
+        Reading it changes nothing: the store is part of the value, not remembered anywhere."""
+        folder = Path(self.data_dir).resolve() if self.data_dir else data_root()
+        return location.DataRoot(folder, self.store(folder))
 
 
 def warehouse_resource(root: Path | None = None) -> WarehouseResource:

@@ -29,6 +29,7 @@ from eval_platform.ingest.traces import (
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import NOT_A_DAY_FOLDER
 from eval_platform.settings import DEFAULT_PARTITIONS_PER_RUN, file_settle_s
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import (
     has_files,
     quarantine_keys,
@@ -77,7 +78,7 @@ class IngestedDay:
         }
 
 
-def ingest_day(root, day: str, log) -> IngestedDay:
+def ingest_day(root: DataRoot, day: str, log) -> IngestedDay:
     """Read one day's export files and write its traces and quarantine partitions (an OTLP trace's spans are stored
     in its row, where the `spans` view reads them), a file at a time: each file's rows are a part of the partition.
     A day of flat files reads only its new or changed files (`ingest/increments.py`); a day with OTLP files
@@ -89,9 +90,11 @@ def ingest_day(root, day: str, log) -> IngestedDay:
     return _ingested_in_parts(root, day, found, log, day_spans(root, day), day_next_day_spans(root, day))
 
 
-def _ingested_in_parts(root, day: str, found: PartsIngest, log, spans: int = 0, next_day: str = "") -> IngestedDay:
+def _ingested_in_parts(
+    root: DataRoot, day: str, found: PartsIngest, log, spans: int = 0, next_day: str = ""
+) -> IngestedDay:
     """`ingest_day`'s report of a day ingested in parts: the whole day's counts, the files this run read."""
-    strays = stray_entries(root)
+    strays = stray_entries(root.path)
     write_strays(root, strays)
     how = "every file (the day read whole)" if found.whole_day else f"{len(found.read)} new or changed file(s)"
     log.info(f"{day}: read {how} of {len(found.files)}; {len(found.removed)} gone file(s) removed")
@@ -109,7 +112,7 @@ def _ingested_in_parts(root, day: str, found: PartsIngest, log, spans: int = 0, 
     return IngestedDay(day, found.traces, spans, found.quarantined, found.reasons, found.files, next_day, found.read)
 
 
-def write_strays(root, strays: list[StrayEntry]) -> None:
+def write_strays(root: DataRoot, strays: list[StrayEntry]) -> None:
     """What under traces/ no day reads, in its own quarantine partition, replaced whole by every day's ingest: one
     row per entry however many days are ingested (or re-ingested), gone once the entry is fixed."""
     keys = quarantine_keys(SOURCE, NOT_A_DAY_PARTITION)
@@ -239,7 +242,7 @@ def build_new_trace_files_sensor(days: dg.DailyPartitionsDefinition) -> dg.Senso
         now = datetime.now(UTC)
         settle = file_settle_s()
         cursor = ArrivalCursor.load(context.cursor)
-        folders = scan_day_folders(warehouse.root, now.timestamp(), settle)
+        folders = scan_day_folders(warehouse.root.path, now.timestamp(), settle)
         today, yesterday = now.date().isoformat(), (now - timedelta(days=1)).date().isoformat()
         requests: dict[str, dg.RunRequest] = {}
         waiting: list[str] = []

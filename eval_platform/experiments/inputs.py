@@ -17,6 +17,7 @@ from eval_platform.schemas import (
     TRACE_SCHEMA,
     conform,
 )
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_files, scan_parquet
 
 SCORE_COLUMNS = [
@@ -36,14 +37,14 @@ TRACE_COLUMNS = ["trace_id", "experiment_id", "variant"]
 TRACE_SCHEMA_COLUMNS = {name: TRACE_SCHEMA[name] for name in TRACE_COLUMNS}
 
 
-def _scan(root: Path, files: list[str], schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+def _scan(root: DataRoot, files: list[str], schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     # Partitions written by older versions may lack newer columns (null here); a file's other columns are not read.
     return scan_parquet(
         root, files, hive_partitioning=False, schema=schema, missing_columns="insert", extra_columns="ignore"
     )
 
 
-def read_final_scores(root: Path, evaluators: list[str]) -> pl.DataFrame:
+def read_final_scores(root: DataRoot, evaluators: list[str]) -> pl.DataFrame:
     """The final completed `judge_scores` rows of these evaluators (only the columns the analyses use), read by
     polars from those evaluators' partitions only: a third of the time of DuckDB over every file, most of which
     went into handing millions of text values over to polars."""
@@ -56,7 +57,7 @@ def read_final_scores(root: Path, evaluators: list[str]) -> pl.DataFrame:
     return conform(_scan(root, [files[name] for name in wanted], schema).filter(final).collect(), schema)
 
 
-def read_trace_variants(root: Path) -> pl.DataFrame:
+def read_trace_variants(root: DataRoot) -> pl.DataFrame:
     """trace_id → experiment_id, variant, one row per trace id (its first non-null values when it repeats)."""
     schema = {name: TRACE_SCHEMA[name] for name in TRACE_COLUMNS}
     files = list(partition_files(root, "traces", "date").values())
@@ -73,7 +74,7 @@ def read_trace_variants(root: Path) -> pl.DataFrame:
 
 @contextmanager
 def experiment_inputs(
-    root: Path,
+    root: DataRoot,
     evaluators: list[str],
     pairwise: list[str],
     out_of_core: bool | None = None,
@@ -90,7 +91,7 @@ def experiment_inputs(
 
 
 def _out_of_core_inputs(
-    root: Path, evaluators: list[str], pairwise: list[str], folder: Path, memory_limit: str
+    root: DataRoot, evaluators: list[str], pairwise: list[str], folder: Path, memory_limit: str
 ) -> tuple[pl.LazyFrame, pl.DataFrame]:
     """The same analysis inputs without holding every final row and every trace: DuckDB (under `MEMORY_LIMIT`,
     spilling into `folder`) writes the final completed rows to one Parquet file in `folder`, returned as a lazy

@@ -11,11 +11,11 @@ crash leaves the previous ledger or the new one.
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 import polars as pl
 
 from eval_platform.schemas import UTC_TS, VERDICT_EXPORT_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition, write_partition
 
 TABLE = "verdict_exports"
@@ -26,7 +26,7 @@ def keys(destination: str, evaluator: str, day: str) -> dict[str, str]:
     return {"destination": destination, "evaluator": evaluator, "date": day}
 
 
-def read_ledger(root: Path, destination: str, evaluator: str, day: str) -> pl.DataFrame:
+def read_ledger(root: DataRoot, destination: str, evaluator: str, day: str) -> pl.DataFrame:
     """The destination's ledger of a partition (no rows when nothing was tried yet)."""
     frame = read_partition(root, TABLE, keys(destination, evaluator, day))
     return conform(frame if frame is not None else pl.DataFrame(), VERDICT_EXPORT_SCHEMA)
@@ -73,5 +73,5 @@ def merge(ledger: pl.DataFrame, attempts: list[pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-def write_ledger(root: Path, destination: str, evaluator: str, day: str, ledger: pl.DataFrame) -> None:
+def write_ledger(root: DataRoot, destination: str, evaluator: str, day: str, ledger: pl.DataFrame) -> None:
     write_partition(root, TABLE, keys(destination, evaluator, day), conform(ledger, VERDICT_EXPORT_SCHEMA))

@@ -11,11 +11,11 @@ sends only what the ledger does not show as `sent`: a verdict is never sent twic
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
 from eval_platform.export.ledger import FAILED_SEND, TABLE
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import has_files, scan_parquet, table_glob
 
 
@@ -28,7 +28,7 @@ class FailedPartition:
     run_key: str  # one run per failed attempt of this partition
 
 
-def failed_partitions(root: Path, max_attempts: int) -> list[FailedPartition]:
+def failed_partitions(root: DataRoot, max_attempts: int) -> list[FailedPartition]:
     """The evaluator × day partitions with verdicts recorded failed after fewer than `max_attempts` attempts."""
     if not has_files(root, TABLE):
         return []

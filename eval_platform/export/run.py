@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -24,6 +23,7 @@ from eval_platform.export.base import Destination, ExportError
 from eval_platform.export.config import ExportConfig
 from eval_platform.export.verdicts import exportable
 from eval_platform.llm.redaction import clip, remember
+from eval_platform.storage.location import DataRoot
 
 # Sent verdicts recorded in the ledger at least this often, so a run killed late in a large day resends at most
 # this many (at least once, see `ledger`).
@@ -72,7 +72,7 @@ class ExportReport:
 
 
 def export_partition(
-    root: Path, evaluator: str, day: str, config: ExportConfig, env: Mapping[str, str]
+    root: DataRoot, evaluator: str, day: str, config: ExportConfig, env: Mapping[str, str]
 ) -> ExportReport:
     """Send the partition's verdicts each destination has not had yet (see the module's docstring)."""
     todo = exportable(root, evaluator, day)

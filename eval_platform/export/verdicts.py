@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import polars as pl
 
 from eval_platform.export.base import VERDICT_COLUMNS
 from eval_platform.ingest.traces import span_rows
 from eval_platform.schemas import COMPLETED, FAILED, SKIPPED
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition
 
 IDENTITY = ("evaluator", "date", "trace_id", "span_id", "model", "sample", "config_hash")
@@ -115,7 +115,7 @@ def _root_spans(spans: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def exportable(root: Path, evaluator: str, day: str) -> Exportable:
+def exportable(root: DataRoot, evaluator: str, day: str) -> Exportable:
     """The partition's verdicts to export, linked to the app's spans (see the module's docstring)."""
     scores = read_partition(root, "judge_scores", {"evaluator": evaluator, "date": day}, columns=_SCORE_COLUMNS)
     if scores is None:

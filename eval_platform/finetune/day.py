@@ -9,13 +9,13 @@ day replaces both; a day with no passing trace writes an empty JSONL, so an earl
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 
 from eval_platform.finetune.config import FinetuneExport
 from eval_platform.finetune.export import ExportDay, export_day
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform, empty_frame
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition, write_file
 
 TABLE = "finetune_exports"
@@ -26,7 +26,7 @@ def export_keys(name: str, day: str) -> dict[str, str]:
     return {"export": name, "date": day}
 
 
-def _day_scores(root: Path, day: str, evaluators: set[str]) -> tuple[pl.DataFrame, list[str]]:
+def _day_scores(root: DataRoot, day: str, evaluators: set[str]) -> tuple[pl.DataFrame, list[str]]:
     """The day's judge_scores rows of `evaluators`, and the evaluators with no partition for the day."""
     frames, missing = [], []
     for name in sorted(evaluators):
@@ -51,7 +51,7 @@ def manifest(export: FinetuneExport, day: str, result: ExportDay, unscored: list
     }
 
 
-def run_day(root: Path, day: str, exports: dict[str, FinetuneExport]) -> dict[str, dict]:
+def run_day(root: DataRoot, day: str, exports: dict[str, FinetuneExport]) -> dict[str, dict]:
     """Write every export's files for `day`; returns each export's manifest (without its trace ids) and path."""
     traces = read_partition(root, "traces", {"date": day})
     if traces is None:

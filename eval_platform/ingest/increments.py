@@ -38,7 +38,7 @@ import polars as pl
 from eval_platform.ingest.readers import file_kind, head_text
 from eval_platform.ingest.traces import SOURCE, list_trace_files, stream_trace_day
 from eval_platform.schemas import QUARANTINE_SCHEMA, TRACE_SCHEMA
-from eval_platform.storage.location import store_for
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.parts import Part, part_name, part_writer, parts, remove_part
 from eval_platform.storage.warehouse import (
     partition_path,
@@ -75,15 +75,15 @@ def _may_hold_otlp(path: Path) -> bool:
     return file_kind(path) in ("json", "jsonl")
 
 
-def _flat_day(root: Path, day: str) -> bool:
+def _flat_day(root: DataRoot, day: str) -> bool:
     """Whether `day`'s folder holds no OTLP, as far as can be told without reading it: no JSON or JSONL file, or each
     one known flat by the day's part of it (same fingerprint)."""
-    maybe = [path for path in list_trace_files(root, day) if _may_hold_otlp(path)]
+    maybe = [path for path in list_trace_files(root.path, day) if _may_hold_otlp(path)]
     if not maybe:
         return True
     known = parts(root, "traces", {"date": day}) or {}
     for path in maybe:
-        part = known.get(part_name(path.relative_to(root).as_posix()))
+        part = known.get(part_name(path.relative_to(root.path).as_posix()))
         if part is not None and part.metadata.get("fingerprint") == fingerprint(path):
             if part.metadata.get("otlp") != "0":
                 return False
@@ -106,16 +106,15 @@ def _looks_flat(path: Path) -> bool:
     return not any(f'"{name}"' in head for name in OTLP_FIELDS)
 
 
-def ingest_in_parts(root: Path, day: str) -> PartsIngest | None:
+def ingest_in_parts(root: DataRoot, day: str) -> PartsIngest | None:
     """Ingest `day` a file at a time (module docstring); None, with nothing written, when the day is not one of flat
     files (the caller ingests it whole)."""
-    root = Path(root)
-    paths = list_trace_files(root, day)
+    paths = list_trace_files(root.path, day)
     previous = (date.fromisoformat(day) - timedelta(days=1)).isoformat()
     if not paths or not _flat_day(root, previous):
         return None
     tkeys, qkeys = {"date": day}, quarantine_keys(SOURCE, day)
-    files = {path.relative_to(root).as_posix(): path for path in paths}
+    files = {path.relative_to(root.path).as_posix(): path for path in paths}
     prints = {rel: fingerprint(path) for rel, path in files.items()}
     existing = parts(root, "traces", tkeys)
     if existing and any(part.metadata.get("layout") == "otlp" for part in existing.values()):
@@ -143,10 +142,10 @@ def ingest_in_parts(root: Path, day: str) -> PartsIngest | None:
     if existing is None and not _flat_day(root, day):
         return None  # a file's head names an OTLP field: the day is not read whole to find out what its head says
     # the whole day: its old parts (or whole file) go first, then every file's part is written as it is read
-    with stream_trace_day(root, day, only=set(files)) as rows:
+    with stream_trace_day(root.path, day, only=set(files)) as rows:
         if rows.otlp:
             return None
-        store = store_for(root)
+        store = root.store
         remove_parts(store, "traces", tkeys, keep_whole=False)
         remove_parts(store, "quarantine", qkeys, keep_whole=False)
         _write_parts(root, day, rows.traces(), rows.quarantine(), list(files), prints, set(rows.waiting))
@@ -158,7 +157,7 @@ def _changed(part: Part | None, print_: str) -> bool:
     return part is None or part.metadata.get("fingerprint") != print_ or part.metadata.get("final") != "1"
 
 
-def _has_duplicates(root: Path, qkeys: dict[str, str]) -> bool:
+def _has_duplicates(root: DataRoot, qkeys: dict[str, str]) -> bool:
     reasons = read_partition(root, "quarantine", qkeys, columns=["reason"])
     return reasons is not None and bool((reasons["reason"] == DUPLICATE).any())
 
@@ -167,11 +166,11 @@ _COLLIDES: list[str] = ["collides"]  # `_read_alone`: a trace id read is another
 
 
 def _read_alone(
-    root: Path, day: str, changed: list[str], by_source: dict[str, Part], prints: dict[str, str]
+    root: DataRoot, day: str, changed: list[str], by_source: dict[str, Part], prints: dict[str, str]
 ) -> list[str] | None:
     """Read the `changed` files alone and write their parts; returns the files still being written, `_COLLIDES`
     (nothing written) when a trace id read is held by another file's part, None when one holds OTLP."""
-    with stream_trace_day(root, day, only=set(changed)) as rows:
+    with stream_trace_day(root.path, day, only=set(changed)) as rows:
         traces, quarantine = list(rows.traces()), list(rows.quarantine())
         waiting = list(rows.waiting)
         if rows.otlp:
@@ -189,7 +188,7 @@ def _read_alone(
 
 
 def _write_parts(
-    root: Path,
+    root: DataRoot,
     day: str,
     traces: Iterable[pl.DataFrame],
     quarantine: Iterable[pl.DataFrame],
@@ -218,7 +217,7 @@ def _write_parts(
 
 
 def _grouped(
-    root: Path,
+    root: DataRoot,
     table: str,
     keys: dict[str, str],
     frames: Iterable[pl.DataFrame],
@@ -254,7 +253,7 @@ def _grouped(
     return written
 
 
-def _totals(root: Path, day: str, result: PartsIngest) -> PartsIngest:
+def _totals(root: DataRoot, day: str, result: PartsIngest) -> PartsIngest:
     """The whole day's counts, from the parts' footers and the quarantine's reasons (no trace row is read)."""
     found = parts(root, "traces", {"date": day}) or {}
     result.traces = sum(part.rows for part in found.values())

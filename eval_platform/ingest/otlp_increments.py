@@ -56,7 +56,7 @@ from eval_platform.ingest.otel.envelope import walk
 from eval_platform.ingest.readers import file_kind, iter_candidates
 from eval_platform.ingest.traces import SOURCE, list_trace_files, settled, stream_trace_day
 from eval_platform.schemas import QUARANTINE_SCHEMA, TRACE_SCHEMA, conform, empty_frame
-from eval_platform.storage.location import store_for
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.parts import Part, part_name, parts, read_part, remove_part, write_part
 from eval_platform.storage.warehouse import quarantine_keys, read_partition, remove_parts, write_partition
 
@@ -113,15 +113,15 @@ class _Before:
     ids: dict[str, list[str]] | None  # their trace ids, from their days' parts; None when one is not known
 
 
-def _before(root: Path, day: str) -> _Before:
+def _before(root: DataRoot, day: str) -> _Before:
     lines: list[str] = []
     ids: dict[str, list[str]] | None = {}
     for earlier in _days_before(day):
         known = parts(root, "traces", {"date": earlier}) or {}
-        for path in list_trace_files(root, earlier):
+        for path in list_trace_files(root.path, earlier):
             if file_kind(path) not in ("json", "jsonl"):
                 continue
-            rel, print_ = path.relative_to(root).as_posix(), fingerprint(path)
+            rel, print_ = path.relative_to(root.path).as_posix(), fingerprint(path)
             lines.append(f"{rel} {print_}")
             part = known.get(part_name(rel))
             if ids is None:
@@ -154,11 +154,10 @@ def file_trace_ids(path: Path) -> set[str]:
 
 
 # -- a run -------------------------------------------------------------------------------------------------------
-def ingest_otlp_in_parts(root: Path, day: str) -> PartsIngest:
+def ingest_otlp_in_parts(root: DataRoot, day: str) -> PartsIngest:
     """Ingest `day` (module docstring): the touched traces alone when it can, else the whole day, into parts."""
-    root = Path(root)
-    paths = list_trace_files(root, day)
-    files = {path.relative_to(root).as_posix(): path for path in paths}
+    paths = list_trace_files(root.path, day)
+    files = {path.relative_to(root.path).as_posix(): path for path in paths}
     prints = {rel: fingerprint(path) for rel, path in files.items()}
     before = _before(root, day)
     existing = parts(root, "traces", {"date": day})
@@ -175,7 +174,7 @@ def ingest_otlp_in_parts(root: Path, day: str) -> PartsIngest:
 
 
 def _incremental(
-    root: Path,
+    root: DataRoot,
     day: str,
     files: dict[str, Path],
     prints: dict[str, str],
@@ -205,7 +204,7 @@ def _incremental(
         return False
     earlier = {rel for rel, ids in before.ids.items() if touched.intersection(ids)}
     read = set(changed) | holding
-    with stream_trace_day(root, day, only=read, traces=touched, before=earlier) as rows:
+    with stream_trace_day(root.path, day, only=read, traces=touched, before=earlier) as rows:
         if rows.flat.intersection(changed):
             return False  # flat records: a trace id may repeat across files (the day's rule needs the whole day)
         traces = _collect(rows.traces(), TRACE_SCHEMA)
@@ -296,7 +295,7 @@ def _ids(part: Part) -> list[str]:
     return json.loads(part.metadata.get("ids", "[]"))
 
 
-def _has_duplicates(root: Path, day: str) -> bool:
+def _has_duplicates(root: DataRoot, day: str) -> bool:
     reasons = read_partition(root, "quarantine", quarantine_keys(SOURCE, day), columns=["reason"])
     return reasons is not None and bool((reasons["reason"] == DUPLICATE).any())
 
@@ -314,7 +313,7 @@ def _previous(day: str) -> str:
     return (date.fromisoformat(day) - timedelta(days=1)).isoformat()
 
 
-def _trace_ids(root: Path, day: str) -> pl.Series | None:
+def _trace_ids(root: DataRoot, day: str) -> pl.Series | None:
     found = read_partition(root, "traces", {"date": day}, columns=["trace_id"])
     return None if found is None else found["trace_id"]
 
@@ -358,7 +357,7 @@ def _carried_meta(rel: str, before: str, frame: pl.DataFrame) -> dict[str, str]:
     }
 
 
-def settle_previous_parts(root: Path, previous: str, taken: pl.Series | None, sources: set[str] | None) -> int:
+def settle_previous_parts(root: DataRoot, previous: str, taken: pl.Series | None, sources: set[str] | None) -> int:
     """Take out of the previous day's quarantine its `awaiting_root` rows whose trace the day's ingest took (`taken`:
     the day's trace ids), the rows `settled` leaves out when the previous day is ingested again. A quarantine in
     parts: in the parts of `sources` (None: all), each part rewritten only if it changes, its footer kept (its
@@ -390,20 +389,20 @@ def settle_previous_parts(root: Path, previous: str, taken: pl.Series | None, so
 
 
 # -- the whole day -----------------------------------------------------------------------------------------------
-def _whole_day(root: Path, day: str, files: dict[str, Path], prints: dict[str, str], before: _Before) -> None:
+def _whole_day(root: DataRoot, day: str, files: dict[str, Path], prints: dict[str, str], before: _Before) -> None:
     """Every file of the day read (and the days before, as a whole-day ingest does), every part written: its old
     parts (or whole file) go first, then a part per file, its rows in the day's order."""
     tkeys, qkeys = {"date": day}, quarantine_keys(SOURCE, day)
     taken = _trace_ids(root, _next_day(day))
     with tempfile.TemporaryDirectory(prefix="eval_platform-otlp-parts-") as folder:
-        with stream_trace_day(root, day, file_ids=True) as rows:
+        with stream_trace_day(root.path, day, file_ids=True) as rows:
             tpath = _spill(rows.traces(), Path(folder) / "traces.parquet")
             qframes = list(rows.quarantine())
             ids, waiting, flat = rows.ids, set(rows.waiting), set(rows.flat)
         quarantine = _collect(iter(qframes), QUARANTINE_SCHEMA)
         sums = awaiting_sums(quarantine)
         quarantine = settled(quarantine, taken)
-        store = store_for(root)
+        store = root.store
         remove_parts(store, "traces", tkeys, keep_whole=False)
         remove_parts(store, "quarantine", qkeys, keep_whole=False)
         written: set[str] = set()
@@ -467,7 +466,7 @@ def _by_file(path: Path, folder: Path) -> Iterator[tuple[str, pl.DataFrame]]:
         conn.close()
 
 
-def _totals(root: Path, day: str, result: PartsIngest) -> PartsIngest:
+def _totals(root: DataRoot, day: str, result: PartsIngest) -> PartsIngest:
     """The whole day's counts, from the parts' footers and the quarantine's reasons (no trace row is read)."""
     found = parts(root, "traces", {"date": day}) or {}
     result.traces = sum(part.rows for part in found.values())
@@ -478,12 +477,12 @@ def _totals(root: Path, day: str, result: PartsIngest) -> PartsIngest:
     return result
 
 
-def day_spans(root: Path, day: str) -> int:
+def day_spans(root: DataRoot, day: str) -> int:
     """The spans of a day in these parts (their footers)."""
     return sum(int(part.metadata.get("spans", "0")) for part in (parts(root, "traces", {"date": day}) or {}).values())
 
 
-def day_next_day_spans(root: Path, day: str) -> str:
+def day_next_day_spans(root: DataRoot, day: str) -> str:
     """`next_day_spans` of a day in these parts (its quarantine parts' footers)."""
     found = parts(root, "quarantine", quarantine_keys(SOURCE, day)) or {}
     return next_day_digest(json.loads(part.metadata.get("awaiting", "{}")) for part in found.values())

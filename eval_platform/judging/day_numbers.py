@@ -10,12 +10,10 @@ verdicts instead.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
 from eval_platform.schemas import JUDGE_DAY_NUMBERS_SCHEMA, conform
-from eval_platform.storage.location import LocalStore, store_for
+from eval_platform.storage.location import DataRoot, LocalStore
 from eval_platform.storage.warehouse import PARTITION_FILE, connect, write_partition
 
 TABLE = "judge_day_numbers"
@@ -30,15 +28,15 @@ def _parts(evaluator: str, day: str) -> tuple[str, ...]:
     return ("judge_scores", f"evaluator={evaluator}", f"date={day}")
 
 
-def scores_glob(root: Path, evaluator: str, day: str) -> str:
+def scores_glob(root: DataRoot, evaluator: str, day: str) -> str:
     """Every file of one judge_scores partition: its `part.parquet`, or the parts in its folder."""
-    return store_for(root).location(*_parts(evaluator, day), "**", PARTITION_FILE)
+    return root.store.location(*_parts(evaluator, day), "**", PARTITION_FILE)
 
 
-def scores_version(root: Path, evaluator: str, day: str) -> str | None:
+def scores_version(root: DataRoot, evaluator: str, day: str) -> str | None:
     """The version of a judge_scores partition's files (path, size, modification time of each) on local disk;
     None on a bucket (no cheap version) or when it has no file."""
-    store = store_for(root)
+    store = root.store
     if not isinstance(store, LocalStore):
         return None
     version = []
@@ -48,7 +46,7 @@ def scores_version(root: Path, evaluator: str, day: str) -> str | None:
     return ";".join(version) or None
 
 
-def sum_partition(root: Path, evaluator: str, day: str) -> pl.DataFrame:
+def sum_partition(root: DataRoot, evaluator: str, day: str) -> pl.DataFrame:
     """The partition's numbers, summed from its verdicts (JUDGE_DAY_NUMBERS_SCHEMA)."""
     version = scores_version(root, evaluator, day)
     with connect(root) as conn:
@@ -60,9 +58,9 @@ def sum_partition(root: Path, evaluator: str, day: str) -> pl.DataFrame:
     return conform(frame, JUDGE_DAY_NUMBERS_SCHEMA)
 
 
-def write_day_numbers(root: Path, evaluator: str, day: str) -> None:
+def write_day_numbers(root: DataRoot, evaluator: str, day: str) -> None:
     """Write `judge_day_numbers` for a judge_scores partition just written (its own small partition); nothing
     when the partition has no file."""
-    if not store_for(root).files(_parts(evaluator, day), PARTITION_FILE):
+    if not root.store.files(_parts(evaluator, day), PARTITION_FILE):
         return
     write_partition(root, TABLE, {"evaluator": evaluator, "date": day}, sum_partition(root, evaluator, day))

@@ -39,6 +39,7 @@ from eval_platform.judging.targets import session_window
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.record_fields import field_text
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import (
     iter_partition,
     partition_path,
@@ -59,7 +60,7 @@ class PartitionNotReady(Exception):
 class JudgedPartition:
     """One partition judged and written: its summary, where its rows are, and what its checks see."""
 
-    root: Path
+    root: DataRoot
     evaluator: EvaluatorConfig
     day: str
     summary: dict
@@ -126,7 +127,7 @@ def group_key(evaluator: EvaluatorConfig) -> Callable[[dict], str | None] | None
 
 
 def judge_partition(
-    root: Path,
+    root: DataRoot,
     evaluator: EvaluatorConfig,
     day: str,
     runtime: ModelRuntime,
@@ -137,7 +138,7 @@ def judge_partition(
     """Judge `evaluator` over the day's ingested traces complete at `now` (default: the present; the others wait,
     see `judging.completion`) and replace its partition; the catalog is not refreshed."""
     missing_days: list[str] | None = None
-    completion = Completion(root, evaluator, day, now)  # one `now` for the partition (and both batch-mode passes)
+    completion = Completion(root.path, evaluator, day, now)  # one `now` for the partition (and both batch-mode passes)
     waiting = Waiting()
 
     def read_day() -> Iterable[pl.DataFrame]:
@@ -170,7 +171,7 @@ def judge_partition(
 
 
 def judged_batches(
-    root: Path,
+    root: DataRoot,
     evaluator: EvaluatorConfig,
     day: str,
     batches: Iterable[pl.DataFrame],
@@ -201,12 +202,14 @@ def judged_batches(
     key = group_key(evaluator)
     if key is not None:
         # a pair, group or session is planned from one batch: batches cut between keys, out of core
-        day_batches = key_ordered_batches(day_batches, key, batch_rows, folder=root if root.is_dir() else None)
+        day_batches = key_ordered_batches(
+            day_batches, key, batch_rows, folder=root.path if root.path.is_dir() else None
+        )
     return day_batches, missing_days
 
 
 def session_batches(
-    root: Path,
+    root: DataRoot,
     day: str,
     lookback_days: int,
     day_batches: Iterable[pl.DataFrame],
@@ -227,7 +230,7 @@ def session_batches(
     return itertools.chain(*earlier, day_batches), missing
 
 
-def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:
+def reference_cases(root: DataRoot, options: ReferenceOptions) -> pl.DataFrame:
     """The test cases of the reference dataset, through the one dataset reader (`read_dataset_version`, as the
     benchmark suites read theirs): the version named, else the newest materialized one. The version must be
     materialized: the gold answers of a verdict are then rows of the `test_cases` view a user can join it with."""
@@ -239,4 +242,4 @@ def reference_cases(root: Path, options: ReferenceOptions) -> pl.DataFrame:
             f"reference dataset {options.dataset}@v{version or '?'} is not materialized: "
             f"materialize dataset_versions for it first"
         )
-    return read_dataset_version(root, options.dataset, version).cases
+    return read_dataset_version(root.path, options.dataset, version).cases

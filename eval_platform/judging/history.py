@@ -16,12 +16,12 @@ leaves the old verdicts in both tables (judge_scores unchanged), never in neithe
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import polars as pl
 
 from eval_platform.schemas import JUDGE_SCORE_HISTORY_SCHEMA
 from eval_platform.settings import judge_history_hashes
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import iter_partition, partition_writer, read_partition
 
 HISTORY_TABLE = "judge_scores_history"
@@ -31,7 +31,7 @@ def history_keys(evaluator: str, day: str) -> dict[str, str]:
     return {"evaluator": evaluator, "date": day}
 
 
-def keep_superseded(root: Path, evaluator: str, day: str, config_hash: str, keep: int | None = None) -> list[str]:
+def keep_superseded(root: DataRoot, evaluator: str, day: str, config_hash: str, keep: int | None = None) -> list[str]:
     """Before `judge_scores[evaluator, day]` is replaced by verdicts of `config_hash`: copy its rows of other
     config hashes into `judge_scores_history` (keeping the newest `keep` hashes); returns the hashes copied."""
     keep = judge_history_hashes() if keep is None else keep

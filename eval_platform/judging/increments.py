@@ -32,7 +32,6 @@ import hashlib
 import json
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import polars as pl
 
@@ -44,6 +43,7 @@ from eval_platform.judging.history import keep_superseded
 from eval_platform.judging.runner import judge_stream
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.parts import Part, parts, read_part, remove_part, write_part
 from eval_platform.storage.warehouse import partition_path, read_partition
 
@@ -83,7 +83,7 @@ def _current(judged: Part | None, traces: Part, config_hash: str) -> bool:
 
 
 def judge_in_parts(
-    root: Path,
+    root: DataRoot,
     evaluator: EvaluatorConfig,
     day: str,
     runtime: ModelRuntime,
@@ -111,7 +111,7 @@ def judge_in_parts(
     counts: dict[str, int] = {}
     held: dict[str, int] = {}  # each part's traces waiting for completion (no row, no digest: judged once due)
     owner: dict[str, str] = {}
-    completion = Completion(root, evaluator, day, now)
+    completion = Completion(root.path, evaluator, day, now)
     waiting = Waiting()
 
     def batches() -> Iterator[pl.DataFrame]:

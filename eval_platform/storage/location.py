@@ -22,11 +22,12 @@ store's file: on a bucket, ranged GETs of the row group's column chunks), so a r
 holds one row group and one batch at a time, never the whole object; `read` gathers the same batches into one
 frame without first downloading the object whole.
 
-Which store a data root uses is bound by the Dagster resource (`defs/resources.WarehouseResource`) when a run
-asks it for the root (`bind`); outside Dagster (scripts, an analyst's session) it comes from the environment:
-`EVAL_PLATFORM_WAREHOUSE_URL` and the standard AWS variables (`settings.py`). The secret access key is never
-part of a repr, a log line or a file: it is remembered by the redaction rule (`llm/redaction.py`) as soon as a
-store holds it, and handed only to the S3 clients.
+Which store a data root uses is part of the value every storage function is given (`DataRoot`: the root's folder
+and its store), built where a process starts: by the Dagster resource (`defs/resources.WarehouseResource`) from
+its config, and outside Dagster (scripts, an analyst's session) by `DataRoot.from_env`, from
+`EVAL_PLATFORM_WAREHOUSE_URL` and the standard AWS variables (`settings.py`). Nothing here remembers a choice.
+The secret access key is never part of a repr, a log line or a file: it is remembered by the redaction rule
+(`llm/redaction.py`) as soon as a store holds it, and handed only to the S3 clients.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -60,6 +60,7 @@ from eval_platform.settings import (
     S3_REGION_ENV,
     S3_SECRET_ACCESS_KEY_ENV,
     WAREHOUSE_URL_ENV,
+    data_root,
     warehouse_dir,
 )
 
@@ -490,28 +491,32 @@ def parse_url(
     )
 
 
-_BOUND: dict[Path, Store] = {}
-_LOCK = threading.Lock()
+@dataclass(frozen=True)
+class DataRoot:
+    """A data root: its folder (`path`: inputs, state, the DuckDB catalog) and the store its warehouse is in.
 
+    Built once where a process starts (the Dagster resource, a CLI command, a test, a script) and handed to every
+    storage function: which store a root uses is this value, never a lookup elsewhere. Two data roots with two
+    stores can be used side by side in one process."""
 
-def bind(root: Path, store: Store | None) -> Store | None:
-    """From now on in this process, the warehouse of data root `root` is `store` (the warehouse resource's choice,
-    bound while it is set up for a run), or the environment's when None. Returns the store bound before."""
-    with _LOCK:
-        previous = _BOUND.pop(Path(root), None)
-        if store is not None:
-            _BOUND[Path(root)] = store
-        return previous
+    path: Path
+    store: Store
 
+    @classmethod
+    def local(cls, path: Path | str) -> DataRoot:
+        """`path` with its warehouse on local disk (`<path>/warehouse`)."""
+        path = Path(path)
+        return cls(path, LocalStore(warehouse_dir(path)))
 
-def store_for(root: Path) -> Store:
-    """The store of `root`'s warehouse: the one bound by the resource, else the environment's, else local disk."""
-    root = Path(root)
-    bound = _BOUND.get(root)
-    if bound is not None:
-        return bound
-    url = os.environ.get(WAREHOUSE_URL_ENV)
-    if not url:
-        return LocalStore(warehouse_dir(root))
-    names = (S3_ENDPOINT_URL_ENV, S3_REGION_ENV, S3_ACCESS_KEY_ID_ENV, S3_SECRET_ACCESS_KEY_ENV)
-    return parse_url(url, *(os.environ.get(name) for name in names))
+    @classmethod
+    def from_env(cls, path: Path | str | None = None, environ: Mapping[str, str] | None = None) -> DataRoot:
+        """`path` (default: the environment's data root, `EVAL_PLATFORM_DATA_DIR`) with the store the environment
+        names: `EVAL_PLATFORM_WAREHOUSE_URL` and the AWS variables, else local disk. For scripts and an analyst's
+        session; a Dagster run gets its store from the warehouse resource's config."""
+        env = os.environ if environ is None else environ
+        folder = Path(path) if path is not None else data_root()
+        url = env.get(WAREHOUSE_URL_ENV)
+        if not url:
+            return cls.local(folder)
+        names = (S3_ENDPOINT_URL_ENV, S3_REGION_ENV, S3_ACCESS_KEY_ID_ENV, S3_SECRET_ACCESS_KEY_ENV)
+        return cls(folder, parse_url(url, *(env.get(name) for name in names)))

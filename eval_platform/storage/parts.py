@@ -19,11 +19,10 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
-from eval_platform.storage.location import LocalStore, store_for
+from eval_platform.storage.location import DataRoot, LocalStore
 from eval_platform.storage.warehouse import (
     PART_KEY,
     PARTITION_FILE,
@@ -52,10 +51,10 @@ def _part_path(table: str, keys: dict[str, str], name: str) -> tuple[str, ...]:
     return (*_parts(table, keys), f"{PART_KEY}={name}", PARTITION_FILE)
 
 
-def parts(root: Path, table: str, keys: dict[str, str]) -> dict[str, Part] | None:
+def parts(root: DataRoot, table: str, keys: dict[str, str]) -> dict[str, Part] | None:
     """The partition's parts by name, from their footers (no row is read); None when the partition is written whole
     (or not at all)."""
-    store = store_for(root)
+    store = root.store
     files = part_files(store, table, keys)
     if not files or files[0] == (*_parts(table, keys), PARTITION_FILE):
         return None
@@ -69,15 +68,15 @@ def parts(root: Path, table: str, keys: dict[str, str]) -> dict[str, Part] | Non
     return found
 
 
-def is_whole(root: Path, table: str, keys: dict[str, str]) -> bool:
+def is_whole(root: DataRoot, table: str, keys: dict[str, str]) -> bool:
     """Whether the partition is written whole (one `part.parquet`, the layout before parts)."""
-    store = store_for(root)
+    store = root.store
     return (*_parts(table, keys), PARTITION_FILE) in part_files(store, table, keys)
 
 
 @contextmanager
 def part_writer(
-    root: Path,
+    root: DataRoot,
     table: str,
     keys: dict[str, str],
     name: str,
@@ -87,7 +86,7 @@ def part_writer(
 ) -> Iterator[PartitionWriter]:
     """`warehouse.partition_writer` for one part: it replaces the part `name` whole when the block ends without an
     exception, with `metadata` in its footer. The partition's whole file, if any, is removed first."""
-    store = store_for(root)
+    store = root.store
     if isinstance(store, LocalStore):
         remove_stale_temp_files(partition_dir(root, table, keys) / f"{PART_KEY}={name}", recursive=False)
     remove_whole(root, table, keys)
@@ -102,7 +101,7 @@ def part_writer(
 
 
 def write_part(
-    root: Path,
+    root: DataRoot,
     table: str,
     keys: dict[str, str],
     name: str,
@@ -117,16 +116,16 @@ def write_part(
 
 
 def read_part(
-    root: Path, table: str, keys: dict[str, str], name: str, columns: list[str] | None = None
+    root: DataRoot, table: str, keys: dict[str, str], name: str, columns: list[str] | None = None
 ) -> pl.DataFrame | None:
     """One part's rows (only `columns`, when given), or None when it is not there."""
-    return store_for(root).read(_part_path(table, keys, name), columns)
+    return root.store.read(_part_path(table, keys, name), columns)
 
 
-def remove_part(root: Path, table: str, keys: dict[str, str], name: str) -> None:
-    store_for(root).delete(_part_path(table, keys, name))
+def remove_part(root: DataRoot, table: str, keys: dict[str, str], name: str) -> None:
+    root.store.delete(_part_path(table, keys, name))
 
 
-def remove_whole(root: Path, table: str, keys: dict[str, str]) -> None:
+def remove_whole(root: DataRoot, table: str, keys: dict[str, str]) -> None:
     """Remove the partition's whole file (written by `write_partition`), before its first part is written."""
-    store_for(root).delete((*_parts(table, keys), PARTITION_FILE))
+    root.store.delete((*_parts(table, keys), PARTITION_FILE))

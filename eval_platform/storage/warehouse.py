@@ -1,8 +1,8 @@
 """Parquet partitions under `<warehouse>/<table>/<key>=<value>/part.parquet` and the DuckDB catalog.
 
 The warehouse is `<data root>/warehouse` on local disk by default, or `s3://bucket/prefix` on an S3-compatible
-store (`storage/location.py` says how each writes a file whole and which one a data root uses). Every function
-here takes the data root and works on either.
+store (`storage/location.py` says how each writes a file whole). Every function here takes the data root as a
+`DataRoot` (its folder and its store, built where the process starts) and works on either store.
 
 A partition is one file, replaced whole: on local disk written to a temporary name in its folder and renamed over
 the old one, on a bucket put as one object (visible only once complete). A re-materialized partition replaces the
@@ -39,8 +39,8 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from eval_platform.schemas import QUARANTINE_SCHEMA, conform
-from eval_platform.settings import data_root, duckdb_path, warehouse_dir
-from eval_platform.storage.location import BATCH_ROWS, TEMP_PREFIX, TEMP_SUFFIX, LocalStore, Store, store_for
+from eval_platform.settings import duckdb_path, warehouse_dir
+from eval_platform.storage.location import BATCH_ROWS, TEMP_PREFIX, TEMP_SUFFIX, DataRoot, LocalStore, Store
 
 PARTITION_FILE = "part.parquet"
 # A partition made of parts (`storage/parts.py`): `<partition>/src=<name>/part.parquet`, one per source, read together
@@ -60,15 +60,15 @@ def _parts(table: str, keys: dict[str, str]) -> tuple[str, ...]:
     return (table, *(f"{name}={value}" for name, value in keys.items()))
 
 
-def partition_dir(root: Path, table: str, keys: dict[str, str]) -> Path:
+def partition_dir(root: DataRoot, table: str, keys: dict[str, str]) -> Path:
     """The partition's folder in the local warehouse (the default store; a bucket has no folders)."""
-    return warehouse_dir(root).joinpath(*_parts(table, keys))
+    return warehouse_dir(root.path).joinpath(*_parts(table, keys))
 
 
-def write_partition(root: Path, table: str, keys: dict[str, str], frame: pl.DataFrame) -> Path | str:
+def write_partition(root: DataRoot, table: str, keys: dict[str, str], frame: pl.DataFrame) -> Path | str:
     """Atomically replace one partition's Parquet file with `frame` (an empty frame still writes a file); returns
     its path (local disk) or URL (a bucket). A partition made of parts loses them (just before the file appears)."""
-    store = store_for(root)
+    store = root.store
     if isinstance(store, LocalStore):
         remove_stale_temp_files(partition_dir(root, table, keys), recursive=False)
     top = (*_parts(table, keys), PARTITION_FILE)
@@ -147,7 +147,11 @@ ROW_GROUP_ROWS = 20_000
 
 @contextmanager
 def partition_writer(
-    root: Path, table: str, keys: dict[str, str], schema: dict[str, pl.DataType], row_group_rows: int = ROW_GROUP_ROWS
+    root: DataRoot,
+    table: str,
+    keys: dict[str, str],
+    schema: dict[str, pl.DataType],
+    row_group_rows: int = ROW_GROUP_ROWS,
 ) -> Iterator[PartitionWriter]:
     """`write_partition` for rows that arrive a frame at a time, so a partition larger than memory can be written:
 
@@ -159,7 +163,7 @@ def partition_writer(
     which replaces the partition when the block ends without an exception, exactly as `write_partition`'s one
     frame does (the store's `staged`: a rename on local disk, one put on a bucket). An exception in the block, or a
     kill, leaves the previous partition (or none) whole; no rows at all still write a 0-row file."""
-    store = store_for(root)
+    store = root.store
     if isinstance(store, LocalStore):
         remove_stale_temp_files(store.folder.joinpath(*_parts(table, keys)), recursive=False)
     with store.staged((*_parts(table, keys), PARTITION_FILE)) as tmp:
@@ -173,18 +177,18 @@ def partition_writer(
         remove_parts(store, table, keys)  # a partition made of parts: never its rows twice, the file comes next
 
 
-def write_file(root: Path, table: str, keys: dict[str, str], name: str, data: bytes) -> Path | str:
+def write_file(root: DataRoot, table: str, keys: dict[str, str], name: str, data: bytes) -> Path | str:
     """Atomically replace one file of a non-Parquet output (a fine-tuning export's JSONL) under the partition's
     folder, as `write_partition` replaces a Parquet file; returns its path or URL. No view reads it."""
-    store = store_for(root)
+    store = root.store
     if isinstance(store, LocalStore):
         remove_stale_temp_files(store.folder.joinpath(*_parts(table, keys)), recursive=False)
     return store.write_bytes((*_parts(table, keys), name), data)
 
 
-def read_file(root: Path, table: str, keys: dict[str, str], name: str) -> bytes | None:
+def read_file(root: DataRoot, table: str, keys: dict[str, str], name: str) -> bytes | None:
     """The bytes of a file written by `write_file`, or None when it does not exist."""
-    return store_for(root).read_bytes((*_parts(table, keys), name))
+    return root.store.read_bytes((*_parts(table, keys), name))
 
 
 def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: float = STALE_TEMP_S) -> int:
@@ -206,11 +210,11 @@ def remove_stale_temp_files(folder: Path, recursive: bool = True, older_than_s: 
 
 
 def read_partition(
-    root: Path, table: str, keys: dict[str, str], columns: list[str] | None = None
+    root: DataRoot, table: str, keys: dict[str, str], columns: list[str] | None = None
 ) -> pl.DataFrame | None:
     """One partition's rows (only `columns`, when given; every part of a partition made of parts), or None when it
     has no file."""
-    store = store_for(root)
+    store = root.store
     files = part_files(store, table, keys)
     if len(files) <= 1:
         return store.read(files[0] if files else (*_parts(table, keys), PARTITION_FILE), columns)
@@ -218,20 +222,20 @@ def read_partition(
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
-def partition_schema(root: Path, table: str, keys: dict[str, str]) -> dict[str, pl.DataType] | None:
+def partition_schema(root: DataRoot, table: str, keys: dict[str, str]) -> dict[str, pl.DataType] | None:
     """One partition's columns as its file (its first part) has them (the file is not read), or None when it has
     no file."""
-    store = store_for(root)
+    store = root.store
     files = part_files(store, table, keys)
     return store.schema(files[0]) if files else None
 
 
 def iter_partition(
-    root: Path, table: str, keys: dict[str, str], batch_rows: int = BATCH_ROWS, columns: list[str] | None = None
+    root: DataRoot, table: str, keys: dict[str, str], batch_rows: int = BATCH_ROWS, columns: list[str] | None = None
 ) -> Iterator[pl.DataFrame] | None:
     """A partition in frames of at most `batch_rows` rows (a part after another), read from the store as they are
     consumed (memory: one row group and one frame, on either store); None when the partition was never written."""
-    store = store_for(root)
+    store = root.store
     files = part_files(store, table, keys)
     if len(files) <= 1:
         return store.batches(files[0] if files else (*_parts(table, keys), PARTITION_FILE), batch_rows, columns)
@@ -245,72 +249,73 @@ def iter_partition(
     return every_part()
 
 
-def partition_path(root: Path, table: str, keys: dict[str, str]) -> Path | str:
+def partition_path(root: DataRoot, table: str, keys: dict[str, str]) -> Path | str:
     """Where a partition's rows are: its file's path on local disk, its URL on a bucket (what `write_partition`
     returns); for a partition made of parts, the pattern of its parts (`<partition>/**/part.parquet`), which
     polars and DuckDB read as one."""
-    store, base = store_for(root), _parts(table, keys)
+    store, base = root.store, _parts(table, keys)
     files = part_files(store, table, keys)
     if len(files) > 1 or (files and files[0] != (*base, PARTITION_FILE)):
         return store.location(*base, "**", PARTITION_FILE)
     return _file_location(store, (*base, PARTITION_FILE))
 
 
-def table_glob(root: Path, table: str) -> str:
+def table_glob(root: DataRoot, table: str) -> str:
     """Every partition file of a table (and its 0-row schema file once the catalog exists); never a temp file.
     On a bucket it is an `s3://` URL: read it with `scan_parquet` (polars) or a `connect` connection (DuckDB)."""
-    return store_for(root).location(table, "**", PARTITION_FILE)
+    return root.store.location(table, "**", PARTITION_FILE)
 
 
-def has_files(root: Path, table: str) -> bool:
+def has_files(root: DataRoot, table: str) -> bool:
     """Whether the table has at least one partition (its schema file does not count)."""
-    return any(parts[1] != SCHEMA_DIR for parts in store_for(root).files((table,), PARTITION_FILE))
+    return any(parts[1] != SCHEMA_DIR for parts in root.store.files((table,), PARTITION_FILE))
 
 
-def partition_values(root: Path, table: str, keys: dict[str, str], key: str) -> list[str]:
+def partition_values(root: DataRoot, table: str, keys: dict[str, str], key: str) -> list[str]:
     """The values of `key` (`key=<value>` folders) under the partition `keys` of a table, sorted as text."""
     prefix = f"{key}="
-    children = store_for(root).children(_parts(table, keys))
+    children = root.store.children(_parts(table, keys))
     return [name.removeprefix(prefix) for name in children if name.startswith(prefix)]
 
 
-def partition_files(root: Path, table: str, key: str) -> dict[str, str]:
+def partition_files(root: DataRoot, table: str, key: str) -> dict[str, str]:
     """Per value of a table's first partition key (`key=<value>` folders), the glob of that value's partition
     files, for the values with at least one: reading one evaluator's judge_scores opens only its own files."""
-    store = store_for(root)
+    store = root.store
     prefix = f"{key}="
     values = sorted({parts[1] for parts in store.files((table,), PARTITION_FILE) if parts[1].startswith(prefix)})
     return {value.removeprefix(prefix): store.location(table, value, "**", PARTITION_FILE) for value in values}
 
 
-def scan_parquet(root: Path, source: str | list[str], **options) -> pl.LazyFrame:
+def scan_parquet(root: DataRoot, source: str | list[str], **options) -> pl.LazyFrame:
     """`pl.scan_parquet` over locations from `table_glob` / `partition_files`, on whichever store holds them."""
-    return pl.scan_parquet(source, storage_options=store_for(root).storage_options, **options)
+    return pl.scan_parquet(source, storage_options=root.store.storage_options, **options)
 
 
-def read_parquet(root: Path, source: str | list[str], **options) -> pl.DataFrame:
+def read_parquet(root: DataRoot, source: str | list[str], **options) -> pl.DataFrame:
     """`pl.read_parquet` over locations from `table_glob` / `partition_files`, on whichever store holds them."""
-    return pl.read_parquet(source, storage_options=store_for(root).storage_options, **options)
+    return pl.read_parquet(source, storage_options=root.store.storage_options, **options)
 
 
 @contextmanager
-def connect(root: Path, database: str = ":memory:", read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+def connect(root: DataRoot, database: str = ":memory:", read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """A DuckDB connection that reads the warehouse's locations (`table_glob`, the catalog's views) on either
     store: on a bucket, through pyarrow's S3 filesystem, so no DuckDB extension is downloaded."""
     with duckdb.connect(database, read_only=read_only) as conn:
-        store_for(root).register(conn)
+        root.store.register(conn)
         yield conn
 
 
-def open_catalog(root: Path | str | None = None) -> duckdb.DuckDBPyConnection:
+def open_catalog(root: DataRoot | Path | str | None = None) -> duckdb.DuckDBPyConnection:
     """The analyst's session: the DuckDB catalog, read-only, with every view readable on either store.
 
-    `root` defaults to the data root of the environment (`EVAL_PLATFORM_DATA_DIR`); the store is the
-    environment's (`EVAL_PLATFORM_WAREHOUSE_URL` and the AWS variables). Close it when done: while it is open,
-    a run that must change the views waits for it (CatalogLocked after a bounded wait)."""
-    root = Path(root) if root else data_root()
-    conn = duckdb.connect(str(duckdb_path(root)), read_only=True)
-    store_for(root).register(conn)
+    `root` is a `DataRoot`, or a folder (default: the data root of the environment, `EVAL_PLATFORM_DATA_DIR`)
+    whose store is then the environment's (`DataRoot.from_env`: `EVAL_PLATFORM_WAREHOUSE_URL` and the AWS
+    variables). Close it when done: while it is open, a run that must change the views waits for it
+    (CatalogLocked after a bounded wait)."""
+    where = root if isinstance(root, DataRoot) else DataRoot.from_env(root or None)
+    conn = duckdb.connect(str(duckdb_path(where.path)), read_only=True)
+    where.store.register(conn)
     return conn
 
 
@@ -319,7 +324,7 @@ def quarantine_keys(source: str, partition: str) -> dict[str, str]:
     return {"source": source, "partition": partition}
 
 
-def write_quarantine(root: Path, source: str, partition: str, frame: pl.DataFrame) -> None:
+def write_quarantine(root: DataRoot, source: str, partition: str, frame: pl.DataFrame) -> None:
     """The rejected rows of one source partition (replacing that partition's earlier rejects)."""
     write_partition(root, "quarantine", quarantine_keys(source, partition), conform(frame, QUARANTINE_SCHEMA))
 
@@ -351,7 +356,7 @@ def _schema_files(store: Store, tables: dict[str, dict[str, pl.DataType]]) -> No
 
 
 def refresh_catalog(
-    root: Path,
+    root: DataRoot,
     tables: dict[str, dict[str, pl.DataType]],
     views: dict[str, str] | None = None,
     wait_s: float = 30.0,
@@ -362,13 +367,13 @@ def refresh_catalog(
     Raises `CatalogLocked` (naming the file) when the views must change but the file stays held by another
     process for `wait_s` seconds: the run fails loudly rather than leaving the views behind.
     """
-    store = store_for(root)
+    store = root.store
     _schema_files(store, tables)
     if isinstance(store, LocalStore):
         remove_stale_temp_files(store.folder)
     globs = store.locations([(table, "**", PARTITION_FILE) for table in tables])
     wanted = {table: _view_sql(glob) for table, glob in zip(tables, globs, strict=True)} | (views or {})
-    path = duckdb_path(root)
+    path = duckdb_path(root.path)
     state = path.with_name(path.name + ".views.json")
 
     def current() -> bool:

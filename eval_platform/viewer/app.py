@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from eval_platform.llm.redaction import redact
+from eval_platform.storage.location import DataRoot
 from eval_platform.viewer import links
 from eval_platform.viewer.comparison import ChangedPage, Side, compare
 from eval_platform.viewer.history import config_hashes
@@ -118,12 +119,12 @@ def _int(value: str | None, default: int) -> int:
 
 def build_app(root: Path, dagster_url: str | None = None) -> Starlette:
     """The viewer over the data root `root`; `dagster_url`: the Dagster UI the pages link to."""
-    warehouse = Warehouse(Path(root))
+    warehouse = Warehouse(DataRoot.from_env(root))  # the viewer's process: the environment's store
     dagster = (dagster_url or links.dagster_url()).rstrip("/")
     templates = Jinja2Templates(env=_environment())
 
     def page(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
-        context.update(request=request, dagster_url=dagster, data_root=str(warehouse.root))
+        context.update(request=request, dagster_url=dagster, data_root=str(warehouse.root.path))
         return templates.TemplateResponse(request, template, context, status_code=status_code)
 
     def not_found(request: Request, what: str) -> Response:

@@ -35,7 +35,7 @@ from eval_platform.judging.day_numbers import TABLE as DAY_NUMBERS
 from eval_platform.judging.history import HISTORY_TABLE
 from eval_platform.judging.loading import load_evaluators
 from eval_platform.schemas import COMPLETED, FAILED, NOT_SAMPLED, SKIPPED, spans_view_sql
-from eval_platform.storage.location import store_for
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import (
     PARTITION_FILE,
     connect,
@@ -241,7 +241,7 @@ class DayPage:
 class Warehouse:
     """The viewer's read-only access to one data root's warehouse."""
 
-    root: Path
+    root: DataRoot
     _cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _database: duckdb.DuckDBPyConnection | None = None
@@ -268,12 +268,12 @@ class Warehouse:
     # --- what exists -------------------------------------------------------------------------------------------
     def evaluator_configs(self) -> dict[str, Any]:
         broken: dict[str, str] = {}
-        return load_evaluators(self.root / "evaluators", broken=broken, data_root=self.root)
+        return load_evaluators(self.root.path / "evaluators", broken=broken, data_root=self.root.path)
 
     def judged_evaluators(self) -> list[str]:
         return [
             value.removeprefix("evaluator=")
-            for value in store_for(self.root).children(("judge_scores",))
+            for value in self.root.store.children(("judge_scores",))
             if value.startswith("evaluator=")
         ]
 
@@ -288,7 +288,7 @@ class Warehouse:
 
     def _glob(self, table: str, keys: dict[str, str]) -> str:
         """Every file of one partition: its `part.parquet`, or the parts in its folder (never a temp file)."""
-        return store_for(self.root).location(*self._partition(table, keys), "**", PARTITION_FILE)
+        return self.root.store.location(*self._partition(table, keys), "**", PARTITION_FILE)
 
     def scores_location(self, evaluator: str, day: str) -> str:
         return scores_glob(self.root, evaluator, day)
@@ -338,7 +338,7 @@ class Warehouse:
         self, partitions: dict[tuple[str, str], str | None]
     ) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The numbers written with the partitions (`judge_day_numbers`) that still describe their files."""
-        store = store_for(self.root)
+        store = self.root.store
         stored = {
             (parts[1].removeprefix("evaluator="), parts[2].removeprefix("date=")): parts
             for parts in store.files((DAY_NUMBERS,), PARTITION_FILE)
@@ -593,7 +593,7 @@ class Warehouse:
         files = [self.scores_location(e, day) for e in evaluators]
         if not files:
             return []
-        kept = {v.removeprefix("evaluator=") for v in store_for(self.root).children((HISTORY_TABLE,))}
+        kept = {v.removeprefix("evaluator=") for v in self.root.store.children((HISTORY_TABLE,))}
         history = [h for h in (history_location(self, e, day) for e in evaluators if e in kept) if h is not None]
         current = "[" + ", ".join(_literal(f) for f in files) + "]"
         sources = [(f"read_parquet({current}, union_by_name = true)", "NULL::VARCHAR", "NULL::TIMESTAMPTZ")]

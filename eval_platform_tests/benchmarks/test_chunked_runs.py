@@ -21,6 +21,7 @@ from eval_platform.benchmarks.runner import CHUNK_CASES_ENV, CHUNK_ROWS, TaskRun
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.resources import JudgeResource
 from eval_platform.ingest import datasets
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_parquet, table_glob
 from eval_platform_tests.conftest import REPO_DATA
 
@@ -81,7 +82,7 @@ def _tables(root, home) -> dict[str, pl.DataFrame]:
     keys = {"benchmark_cases": ["task", "model", "case_id", "sample", "presentation"]}
     out = {}
     for table in ("benchmark_cases", "benchmark_results", "leaderboard"):
-        frame = read_parquet(root, table_glob(root, table))
+        frame = read_parquet(DataRoot.from_env(root), table_glob(DataRoot.from_env(root), table))
         frame = frame.drop([c for c in TIMES if c in frame.columns])
         out[table] = frame.sort(keys.get(table, [c for c in frame.columns if frame[c].dtype == pl.String]))
     return out

@@ -19,6 +19,7 @@ from eval_platform.alerting.delivery import DeliveryLog
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.alerting import AlertDeliveryFailed, alert_delivery_sensor
 from eval_platform.llm.shared_state import SharedState
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition
 from eval_platform_tests.alerting.receivers import HttpReceiver, SmtpReceiver
 from eval_platform_tests.conftest import write_evaluator
@@ -134,7 +135,7 @@ def test_alerts_reach_webhook_slack_and_email_once_per_day_and_failed_sends_are_
     # Day 1: 3 of 10 answers score below 0.5 (30 % > 10 %), nothing failed.
     scripted_day(data_root, day1, [0.9] * 7 + [0.2] * 3)
     judge_day(defs, instance, day1)
-    table = read_partition(data_root, "alerts", {})
+    table = read_partition(DataRoot.from_env(data_root), "alerts", {})
     [alert] = table.filter(pl.col("kind") == "threshold").to_dicts()
     assert (alert["day"], alert["rule"], alert["value"], alert["n"]) == (day1, "rate(score < 0.5) > 10%", 0.3, 10)
 
@@ -177,7 +178,7 @@ def test_alerts_reach_webhook_slack_and_email_once_per_day_and_failed_sends_are_
     # Day 2 breaks both rules (4 of 8 low, 3 of 11 failed); the webhook is down (HTTP 500).
     scripted_day(data_root, day2, [0.9] * 4 + [0.1] * 4, unparseable=3)
     judge_day(defs, instance, day2)
-    new = read_partition(data_root, "alerts", {}).filter(pl.col("day") == day2).sort("rule")
+    new = read_partition(DataRoot.from_env(data_root), "alerts", {}).filter(pl.col("day") == day2).sort("rule")
     assert new["rule"].to_list() == ["failed_rate > 20%", "rate(score < 0.5) > 10%"]
     http_receiver.status = 500
     with pytest.raises(AlertDeliveryFailed, match=r"2 delivered, 2 failed, 2 postponed.*oncall: HTTP 500"):
@@ -241,7 +242,7 @@ def test_no_destination_secret_reaches_a_row_a_log_or_a_message(
         json.dumps(DeliveryLog.of(SharedState.of(data_root, instance)).rows()),
     ]
     shown += [json.dumps(r.json) for r in http_receiver.requests]  # what was sent does not carry the URL either
-    shown += [str(read_partition(data_root, "alerts", {}).to_dicts())]
+    shown += [str(read_partition(DataRoot.from_env(data_root), "alerts", {}).to_dicts())]
     # every file the platform and the instance wrote (Parquet, DuckDB, SQLite state, event logs)
     stored = b"".join(
         p.read_bytes() for p in [*data_root.rglob("*"), *(tmp_path / "dagster_home").rglob("*")] if p.is_file()

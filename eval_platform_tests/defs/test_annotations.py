@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from eval_platform.definitions import build_definitions
+from eval_platform.storage.location import DataRoot
 from eval_platform_tests.conftest import REPO_DATA
 
 ASSETS = ["human_annotations", "imported_judgments"]
@@ -69,7 +70,7 @@ def test_assets_are_defined_and_views_exist_before_any_run(project):
         assert defs.resolve_assets_def(asset).partitions_def is None
     from eval_platform.defs.catalog import refresh
 
-    refresh(root)  # typed empty views until the first materialization
+    refresh(DataRoot.from_env(root))  # typed empty views until the first materialization
     assert query(root, "SELECT count(*) FROM human_annotations") == [(0,)]
     assert {c[0] for c in query(root, "DESCRIBE imported_judgments")} >= {
         "source",

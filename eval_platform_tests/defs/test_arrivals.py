@@ -16,6 +16,7 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.ingest.traces import span_rows
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import quarantine_keys, read_partition
 from eval_platform_tests.ingest.test_missing_root import AGENT, _shift, _split, _take, _write
 from eval_platform_tests.ingest.test_otel_recorded import recorded_lines, recording_day
@@ -65,12 +66,12 @@ def _ingest(defs, instance, day: str) -> dg.ExecuteInProcessResult:
 
 
 def _trace_ids(root: Path, day: str) -> list[str]:
-    found = read_partition(root, "traces", {"date": day}, columns=["trace_id"])
+    found = read_partition(DataRoot.from_env(root), "traces", {"date": day}, columns=["trace_id"])
     return [] if found is None else sorted(found["trace_id"])
 
 
 def _quarantine(root: Path, day: str) -> list[tuple]:
-    found = read_partition(root, "quarantine", quarantine_keys("traces", day))
+    found = read_partition(DataRoot.from_env(root), "quarantine", quarantine_keys("traces", day))
     return [] if found is None else sorted(zip(found["file"], found["reason"], strict=True))
 
 
@@ -130,7 +131,7 @@ def test_a_file_written_in_two_halves_is_requested_once_whole_and_a_cut_row_is_n
     assert tick() == [day]
     _ingest(defs, instance, day)
     assert _trace_ids(root, day) == ["c0", "c1", "c2", "j1"]
-    outputs = read_partition(root, "traces", {"date": day}, columns=["trace_id", "output"])
+    outputs = read_partition(DataRoot.from_env(root), "traces", {"date": day}, columns=["trace_id", "output"])
     assert dict(outputs.rows())["c2"] == "the whole answer number 2"
     # a writer that stopped for good: its file is final, the cut row is quarantined with its reason, never a trace
     stopped = folder / "stopped.jsonl"
@@ -214,7 +215,7 @@ def test_a_late_file_into_a_day_reingests_the_next_day_only_when_it_holds_spans_
     assert tick() == [after]
     assert tick.last[0].tags["eval_platform/spans_from"] == day
     _ingest(defs, instance, after)
-    traces = read_partition(root, "traces", {"date": after})
+    traces = read_partition(DataRoot.from_env(root), "traces", {"date": after})
     assert traces is not None
     spans = span_rows(traces)  # the `spans` view's rows: spans are stored in their trace's row
     assert (spans["trace_id"] == AGENT).sum() == 1 + sum(

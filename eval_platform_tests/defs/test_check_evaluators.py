@@ -14,6 +14,7 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.schemas import TRACE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 
@@ -68,7 +69,7 @@ def write_agent_day(root: Path) -> None:
     ]
     frame = pl.DataFrame([{**row, "date": AGENT_DAY, "timestamp": f"{AGENT_DAY}T09:00:00Z"} for row in rows])
     frame = frame.with_columns(pl.col("timestamp").str.to_datetime(time_zone="UTC"))
-    write_partition(root, "traces", {"date": AGENT_DAY}, conform(frame, TRACE_SCHEMA))
+    write_partition(DataRoot.from_env(root), "traces", {"date": AGENT_DAY}, conform(frame, TRACE_SCHEMA))
 
 
 @pytest.fixture

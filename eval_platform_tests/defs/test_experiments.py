@@ -19,6 +19,7 @@ from eval_platform.definitions import build_definitions
 from eval_platform.defs.resources import JudgeResource
 from eval_platform.experiments.config import ExperimentConfigError, load_experiments
 from eval_platform.judging.loading import load_evaluators
+from eval_platform.storage.location import DataRoot
 from eval_platform_tests.conftest import REPO_DATA, copy_sample_days, write_evaluator
 
 SAMPLE_DAYS = ["2026-11-09", "2026-11-10"]
@@ -383,7 +384,10 @@ def test_experiment_results_and_alerts_carry_the_human_calibrated_figures(data_r
             }
         )
         write_partition(
-            data_root, "judge_scores", {"evaluator": "correct", "date": day}, conform(rows, JUDGE_SCORE_SCHEMA)
+            DataRoot.from_env(data_root),
+            "judge_scores",
+            {"evaluator": "correct", "date": day},
+            conform(rows, JUDGE_SCORE_SCHEMA),
         )
         labels += [
             {
@@ -397,8 +401,10 @@ def test_experiment_results_and_alerts_carry_the_human_calibrated_figures(data_r
             }
             for t, h in zip(ids[:20], truth[:20], strict=True)
         ]
-    write_partition(data_root, "human_annotations", {}, conform(pl.DataFrame(labels), HUMAN_ANNOTATION_SCHEMA))
-    refresh(data_root)
+    write_partition(
+        DataRoot.from_env(data_root), "human_annotations", {}, conform(pl.DataFrame(labels), HUMAN_ANNOTATION_SCHEMA)
+    )
+    refresh(DataRoot.from_env(data_root))
     defs = build_definitions(data_root)
     assert materialize(defs, defs.resources, "experiment_results", instance).success
     assert materialize(defs, defs.resources, "alerts", instance).success

@@ -17,6 +17,7 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.storage import warehouse
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import quarantine_keys, read_partition
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 
@@ -87,7 +88,7 @@ def _view(root: Path, sql: str) -> list[tuple]:
 
 
 def _scores(root: Path) -> pl.DataFrame:
-    rows = read_partition(root, "judge_scores", {"evaluator": "helpful", "date": DAY})
+    rows = read_partition(DataRoot.from_env(root), "judge_scores", {"evaluator": "helpful", "date": DAY})
     assert rows is not None
     return rows.sort("trace_id")
 
@@ -190,12 +191,12 @@ def test_arrivals_give_the_rows_of_one_run_over_the_same_files(project, tmp_path
         _judge(other, fresh)
 
     def traces(at: Path) -> pl.DataFrame:
-        found = read_partition(at, "traces", {"date": DAY})
+        found = read_partition(DataRoot.from_env(at), "traces", {"date": DAY})
         assert found is not None
         return found.drop("source_file").sort("trace_id")
 
     def quarantined(at: Path) -> list[tuple]:
-        found = read_partition(at, "quarantine", quarantine_keys("traces", DAY))
+        found = read_partition(DataRoot.from_env(at), "quarantine", quarantine_keys("traces", DAY))
         assert found is not None
         return sorted(zip(found["line"], found["reason"], found["detail"].str.replace(str(at), ""), strict=True))
 

@@ -17,6 +17,7 @@ import pytest
 
 from eval_platform.definitions import build_definitions
 from eval_platform.judging.increments import trace_digests
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.parts import parts
 from eval_platform.storage.warehouse import quarantine_keys, read_partition
 from eval_platform_tests.conftest import judge_requests, write_evaluator
@@ -96,20 +97,20 @@ def _judge(root: Path, instance) -> dict:
 
 
 def _traces(root: Path) -> pl.DataFrame:
-    found = read_partition(root, "traces", {"date": DAY})
+    found = read_partition(DataRoot.local(root), "traces", {"date": DAY})
     assert found is not None
     return found.sort("trace_id")
 
 
 def _quarantine(root: Path) -> list[tuple]:
-    found = read_partition(root, "quarantine", quarantine_keys("traces", DAY))
+    found = read_partition(DataRoot.local(root), "quarantine", quarantine_keys("traces", DAY))
     if found is None:
         return []
     return sorted(found.select("file", "line", "reason", "detail", "raw").rows())
 
 
 def _scores(root: Path) -> pl.DataFrame:
-    found = read_partition(root, "judge_scores", {"evaluator": "helpful", "date": DAY})
+    found = read_partition(DataRoot.local(root), "judge_scores", {"evaluator": "helpful", "date": DAY})
     assert found is not None
     return found.sort("trace_id")
 
@@ -171,7 +172,9 @@ def test_an_otlp_arrival_reads_and_judges_only_the_traces_it_touches(project):
     _ingest(root, instance)
     _judge(root, instance)
     before_traces, before_scores = _traces(root), _scores(root)
-    written = {p.name: p.metadata["written"] for p in (parts(root, "traces", {"date": DAY}) or {}).values()}
+    written = {
+        p.name: p.metadata["written"] for p in (parts(DataRoot.local(root), "traces", {"date": DAY}) or {}).values()
+    }
 
     new = _put(root, last, files[last])
     assert _ingest(root, instance) == [new]  # the day's other files are not read again
@@ -181,7 +184,7 @@ def test_an_otlp_arrival_reads_and_judges_only_the_traces_it_touches(project):
     assert 0 < len(changed) < after_traces.height
     rewritten = [
         name
-        for name, p in (parts(root, "traces", {"date": DAY}) or {}).items()
+        for name, p in (parts(DataRoot.local(root), "traces", {"date": DAY}) or {}).items()
         if written.get(name) != p.metadata["written"]
     ]
     assert len(rewritten) < len(written)  # the parts of files holding none of its traces are not rewritten

@@ -17,6 +17,7 @@ import pytest
 from eval_platform.definitions import build_definitions
 from eval_platform.defs.traces import daily_ingest_schedule
 from eval_platform.judging.loading import EvaluatorConfigError, load_evaluators
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform_tests.conftest import docs_text, judge_requests, write_evaluator
 
@@ -111,7 +112,9 @@ def test_daily_scoring_end_to_end(project, local_judge):
     assert query(root, "SELECT count(*) FROM traces") == [(12,)]
     assert query(root, "SELECT count(*) FROM spans") == [(0,)]  # JSONL traces have no OTLP spans; the view is there
     # spans are stored once, in their trace's row: the view reads them there, no spans partition is written
-    assert not any((partition_dir(root, "spans", {"date": day}) / "part.parquet").exists() for day in DAYS)
+    assert not any(
+        (partition_dir(DataRoot.from_env(root), "spans", {"date": day}) / "part.parquet").exists() for day in DAYS
+    )
     assert sorted(query(root, "SELECT reason, count(*) FROM quarantine GROUP BY reason")) == [
         ("invalid_json", 2),
         ("missing_field:trace_id", 2),
@@ -191,7 +194,7 @@ def test_daily_scoring_end_to_end(project, local_judge):
     )
     assert rows == [(6, 6)]
     assert query(root, judged) == earlier
-    folder = partition_dir(root, "judge_scores", {"evaluator": "helpfulness", "date": DAYS[0]})
+    folder = partition_dir(DataRoot.from_env(root), "judge_scores", {"evaluator": "helpfulness", "date": DAYS[0]})
     files = [f for f in folder.rglob("*") if f.is_file()]
     assert files and {f.name for f in files} == {"part.parquet"}  # no temp file left behind
 

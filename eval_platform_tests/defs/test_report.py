@@ -12,6 +12,7 @@ import duckdb
 from eval_platform.definitions import build_definitions
 from eval_platform.report import build_report, judging_figure
 from eval_platform.schemas import PLACEHOLDER_MARK
+from eval_platform.storage.location import DataRoot
 from eval_platform_tests.conftest import copy_sample_days, write_evaluator
 
 DAYS = ["2026-11-09", "2026-11-10"]
@@ -94,8 +95,8 @@ def test_the_date_axis_stays_readable_at_90_days(data_root):
             }
         )
         rows = conform(rows, JUDGE_SCORE_SCHEMA)
-        write_partition(data_root, "judge_scores", {"evaluator": "clarity", "date": day}, rows)
-    refresh(data_root)
+        write_partition(DataRoot.from_env(data_root), "judge_scores", {"evaluator": "clarity", "date": day}, rows)
+    refresh(DataRoot.from_env(data_root))
 
     summary = build_report(data_root)
     assert summary.evaluators == 1 and summary.plots == 1
@@ -147,7 +148,7 @@ def test_daily_table_shows_the_human_calibrated_mean_beside_the_judges(data_root
         ),
         JUDGE_SCORE_SCHEMA,
     )
-    write_partition(data_root, "judge_scores", {"evaluator": "helpful", "date": day}, scores)
+    write_partition(DataRoot.from_env(data_root), "judge_scores", {"evaluator": "helpful", "date": day}, scores)
     annotations = conform(
         pl.DataFrame(
             {
@@ -170,8 +171,8 @@ def test_daily_table_shows_the_human_calibrated_mean_beside_the_judges(data_root
         human_agreement={"task": "review", "criterion": "helpful"},
     )
     rows, _ = compute({"helpful": config}, scores, annotations, conform(pl.DataFrame(), IMPORTED_JUDGMENT_SCHEMA))
-    write_partition(data_root, "agreement", {}, rows)
-    refresh(data_root)
+    write_partition(DataRoot.from_env(data_root), "agreement", {}, rows)
+    refresh(DataRoot.from_env(data_root))
 
     build_report(data_root)
     page = (data_root / "reports" / "report.html").read_text()
@@ -223,8 +224,10 @@ def test_a_sequential_comparison_shows_its_always_valid_figures(data_root):
             "significance_rule": "Holm-adjusted always-valid p < 0.05 (2 tests)",
         },
     ]
-    write_partition(data_root, "experiment_results", {}, conform(pl.DataFrame(rows), EXPERIMENT_RESULT_SCHEMA))
-    refresh(data_root)
+    write_partition(
+        DataRoot.from_env(data_root), "experiment_results", {}, conform(pl.DataFrame(rows), EXPERIMENT_RESULT_SCHEMA)
+    )
+    refresh(DataRoot.from_env(data_root))
 
     summary = build_report(data_root)
     page = (data_root / "reports" / "report.html").read_text()

@@ -12,6 +12,7 @@ import polars as pl
 from eval_platform.defs.catalog import refresh
 from eval_platform.report import build_report, daily_judging, judging_figure
 from eval_platform.schemas import EXPERIMENT_RESULT_SCHEMA, JUDGE_SCORE_SCHEMA, PLACEHOLDER_MARK, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 
 
@@ -29,7 +30,12 @@ def write_day(root, evaluator: str, day: str, model: str, provider_model: str, s
             "cost_usd": 0.001,
         }
     )
-    write_partition(root, "judge_scores", {"evaluator": evaluator, "date": day}, conform(rows, JUDGE_SCORE_SCHEMA))
+    write_partition(
+        DataRoot.from_env(root),
+        "judge_scores",
+        {"evaluator": evaluator, "date": day},
+        conform(rows, JUDGE_SCORE_SCHEMA),
+    )
 
 
 def judging_section(root) -> str:
@@ -43,7 +49,7 @@ def test_placeholder_verdicts_are_marked_beside_their_model(data_root):
     write_day(data_root, "helpful", "2026-11-09", "openai/gpt-4o-mini", "gpt-4o-mini-2024-07-18", [0.2, 0.4])
     write_day(data_root, "helpful", "2026-11-10", "local/mock", "local/mock", [0.9, 0.1, None])
     write_day(data_root, "tone", "2026-11-10", "openai/mock", "local/mock", [0.5])  # the local judge's mock model
-    refresh(data_root)
+    refresh(DataRoot.from_env(data_root))
     build_report(data_root)
     section = judging_section(data_root)
     assert "<th>model</th><th>verdicts</th><th>mean_score</th>" in section
@@ -59,7 +65,7 @@ def test_days_without_data_break_the_line_and_rates_stay_within_0_and_1(data_roo
     write_day(data_root, "helpful", "2026-10-30", "openai/gpt-4o-mini", "gpt-4o-mini", [0.5, None])
     write_day(data_root, "helpful", "2026-10-31", "openai/gpt-4o-mini", "gpt-4o-mini", [0.7, 0.7])
     write_day(data_root, "helpful", "2026-11-09", "openai/gpt-4o-mini", "gpt-4o-mini", [0.9, 0.9])
-    refresh(data_root)
+    refresh(DataRoot.from_env(data_root))
     with duckdb.connect(str(data_root / "eval_platform.duckdb"), read_only=True) as conn:
         figure = judging_figure(*daily_judging(conn))
     mean_ax, rate_ax, cost_ax = figure.get_axes()
@@ -89,8 +95,10 @@ def test_the_experiments_table_says_which_rows_are_stale(data_root):
             "stale_reason": "experiments/broken_file.yaml: field 'variants': Field required",
         },
     ]
-    write_partition(data_root, "experiment_results", {}, conform(pl.DataFrame(rows), EXPERIMENT_RESULT_SCHEMA))
-    refresh(data_root)
+    write_partition(
+        DataRoot.from_env(data_root), "experiment_results", {}, conform(pl.DataFrame(rows), EXPERIMENT_RESULT_SCHEMA)
+    )
+    refresh(DataRoot.from_env(data_root))
     build_report(data_root)
     page = (data_root / "reports" / "report.html").read_text()
     section = page.split("<h2>Experiments")[1].split("<h2>")[0]

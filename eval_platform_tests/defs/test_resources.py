@@ -68,7 +68,7 @@ S3_SETTINGS = {
 
 
 def test_the_warehouse_stays_on_local_disk_unless_a_bucket_is_configured(tmp_path, monkeypatch):
-    from eval_platform.storage.location import LocalStore, S3Store, store_for
+    from eval_platform.storage.location import LocalStore, S3Store
 
     for name in S3_SETTINGS:
         monkeypatch.delenv(name, raising=False)
@@ -76,7 +76,7 @@ def test_the_warehouse_stays_on_local_disk_unless_a_bucket_is_configured(tmp_pat
     assert _declared_config(warehouse).get("warehouse_url") is None
     with dg.build_resources({"warehouse": warehouse}) as resources:
         root = resources.warehouse.root
-        assert store_for(root) == LocalStore(tmp_path.resolve() / "warehouse")
+        assert root.path == tmp_path.resolve() and root.store == LocalStore(tmp_path.resolve() / "warehouse")
 
     for name, value in S3_SETTINGS.items():
         monkeypatch.setenv(name, value)
@@ -86,8 +86,7 @@ def test_the_warehouse_stays_on_local_disk_unless_a_bucket_is_configured(tmp_pat
     assert declared["s3_secret_access_key"] == {"env": "AWS_SECRET_ACCESS_KEY"}
     assert S3_SETTINGS["AWS_SECRET_ACCESS_KEY"] not in repr(declared)
     with dg.build_resources({"warehouse": warehouse}) as resources:
-        root = resources.warehouse.root
-        store = store_for(root)  # while set up for a run, the storage functions use the resource's store
+        store = resources.warehouse.root.store  # what the storage functions are given in a run
     assert isinstance(store, S3Store) and (store.bucket, store.prefix, store.region) == (
         "team-bucket",
         "eval",

@@ -11,6 +11,7 @@ import polars as pl
 
 from eval_platform.definitions import build_definitions
 from eval_platform.schemas import PLACEHOLDER_MARK
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition
 from eval_platform_tests.conftest import write_evaluator
 
@@ -73,7 +74,7 @@ def test_the_preview_shows_failures_and_lowest_scores_first_with_reasoning_and_f
         result = materialize(defs, "judge_scores", key, instance)
         metadata = result.asset_materializations_for_node("judge_scores")[0].metadata
     text = metadata["preview"].value
-    rows = read_partition(data_root, "judge_scores", {"evaluator": "support", "date": DAY})
+    rows = read_partition(DataRoot.from_env(data_root), "judge_scores", {"evaluator": "support", "date": DAY})
     failed = rows.filter(pl.col("status") == "FAILED")["trace_id"].sort().to_list()
     assert len(failed) == 3
     lowest = rows.filter(pl.col("status") == "COMPLETED").sort("score", "trace_id")["trace_id"].to_list()

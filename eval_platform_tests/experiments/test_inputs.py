@@ -9,6 +9,7 @@ from eval_platform.experiments.config import ExperimentConfig
 from eval_platform.experiments.inputs import read_final_scores, read_trace_variants
 from eval_platform.experiments.pairwise import pairwise_verdicts
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 
 
@@ -18,8 +19,9 @@ def _scores(evaluator: str, rows: list[dict]) -> pl.DataFrame:
 
 
 def test_final_completed_rows_of_the_evaluators_asked_for(tmp_path):
+    where = DataRoot.from_env(tmp_path)
     write_partition(
-        tmp_path,
+        where,
         "judge_scores",
         {"evaluator": "helpful", "date": "2026-10-01"},
         _scores(
@@ -37,21 +39,21 @@ def test_final_completed_rows_of_the_evaluators_asked_for(tmp_path):
         .drop("variant", "experiment_id", "trace_id_b")
         .with_columns(pl.lit("x").alias("retired_column"))
     )
-    write_partition(tmp_path, "judge_scores", {"evaluator": "helpful", "date": "2026-10-02"}, older)
+    write_partition(where, "judge_scores", {"evaluator": "helpful", "date": "2026-10-02"}, older)
     write_partition(
-        tmp_path,
+        where,
         "judge_scores",
         {"evaluator": "other", "date": "2026-10-01"},
         _scores("other", [{"trace_id": "t1", "score": 1.0}]),
     )
-    frame = read_final_scores(tmp_path, ["helpful", "missing"]).sort("trace_id")
+    frame = read_final_scores(where, ["helpful", "missing"]).sort("trace_id")
     assert frame.select("evaluator", "trace_id", "score", "variant", "experiment_id").rows() == [
         ("helpful", "t1", 4.0, "v1", "x"),
         ("helpful", "t4", 3.0, None, None),
     ]
     assert frame.schema["score"] == JUDGE_SCORE_SCHEMA["score"]
-    assert read_final_scores(tmp_path, ["missing"]).is_empty()
-    assert read_final_scores(tmp_path / "empty", ["helpful"]).columns == frame.columns
+    assert read_final_scores(where, ["missing"]).is_empty()
+    assert read_final_scores(DataRoot.from_env(tmp_path / "empty"), ["helpful"]).columns == frame.columns
 
 
 def _traces(rows: list[tuple]) -> pl.DataFrame:
@@ -59,12 +61,17 @@ def _traces(rows: list[tuple]) -> pl.DataFrame:
 
 
 def test_one_row_per_trace(tmp_path):
-    write_partition(tmp_path, "traces", {"date": "2026-10-01"}, _traces([("t1", "x", "v1"), ("t2", "x", "v2")]))
-    write_partition(tmp_path, "traces", {"date": "2026-10-02"}, _traces([("t3", "x", "v1")]))
-    assert sorted(read_trace_variants(tmp_path).rows()) == [("t1", "x", "v1"), ("t2", "x", "v2"), ("t3", "x", "v1")]
+    where = DataRoot.from_env(tmp_path)
+    write_partition(where, "traces", {"date": "2026-10-01"}, _traces([("t1", "x", "v1"), ("t2", "x", "v2")]))
+    write_partition(where, "traces", {"date": "2026-10-02"}, _traces([("t3", "x", "v1")]))
+    assert sorted(read_trace_variants(where).rows()) == [
+        ("t1", "x", "v1"),
+        ("t2", "x", "v2"),
+        ("t3", "x", "v1"),
+    ]
     # a trace seen twice (written on two days) keeps its values, the first that are not null
-    write_partition(tmp_path, "traces", {"date": "2026-10-03"}, _traces([("t1", None, None), ("t4", None, "v2")]))
-    assert sorted(read_trace_variants(tmp_path).rows()) == [
+    write_partition(where, "traces", {"date": "2026-10-03"}, _traces([("t1", None, None), ("t4", None, "v2")]))
+    assert sorted(read_trace_variants(where).rows()) == [
         ("t1", "x", "v1"),
         ("t2", "x", "v2"),
         ("t3", "x", "v1"),

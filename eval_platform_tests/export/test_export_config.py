@@ -11,6 +11,7 @@ import yaml
 from eval_platform.definitions import build_definitions
 from eval_platform.export.config import ExportConfig
 from eval_platform.export.run import export_partition
+from eval_platform.storage.location import DataRoot
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.export.test_otlp_events import DAY, failure_text, key
 
@@ -66,8 +67,8 @@ def test_an_unset_secret_variable_is_a_failed_send_naming_the_variable_not_a_sil
     from eval_platform.storage.warehouse import write_partition
 
     monkeypatch.delenv("EXPORT_HEADERS_NOT_SET", raising=False)
-    write_partition(root, "judge_scores", {"evaluator": "quality", "date": DAY}, _one_verdict())
-    write_partition(root, "traces", {"date": DAY}, _one_otlp_trace())
+    write_partition(DataRoot.from_env(root), "judge_scores", {"evaluator": "quality", "date": DAY}, _one_verdict())
+    write_partition(DataRoot.from_env(root), "traces", {"date": DAY}, _one_otlp_trace())
     config = ExportConfig.model_validate(
         {
             "destinations": [
@@ -75,7 +76,7 @@ def test_an_unset_secret_variable_is_a_failed_send_naming_the_variable_not_a_sil
             ]
         }
     )
-    report = export_partition(root, "quality", DAY, config, {})
+    report = export_partition(DataRoot.from_env(root), "quality", DAY, config, {})
     (destination,) = report.destinations
     assert destination.sent == 0 and destination.not_sent == 1
     assert "$EXPORT_HEADERS_NOT_SET" in destination.error

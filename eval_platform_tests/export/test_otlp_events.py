@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from eval_platform.definitions import build_definitions
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_path, read_partition
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.defs.test_no_key_leaks import KEY, KEY_ENV, leak
@@ -131,14 +132,16 @@ def export_metadata(result: dg.ExecuteInProcessResult) -> dict:
 
 
 def completed(root: Path, evaluator: str) -> pl.DataFrame:
-    rows = read_partition(root, "judge_scores", {"evaluator": evaluator, "date": DAY})
+    rows = read_partition(DataRoot.from_env(root), "judge_scores", {"evaluator": evaluator, "date": DAY})
     return rows.filter(pl.col("is_final") & (pl.col("status") == "COMPLETED"))
 
 
 def scores_digest(root: Path, evaluators: tuple[str, ...] = EVALUATORS) -> dict[str, str]:
     return {
         evaluator: hashlib.sha256(
-            Path(partition_path(root, "judge_scores", {"evaluator": evaluator, "date": DAY})).read_bytes()
+            Path(
+                partition_path(DataRoot.from_env(root), "judge_scores", {"evaluator": evaluator, "date": DAY})
+            ).read_bytes()
         ).hexdigest()
         for evaluator in evaluators
     }
@@ -199,7 +202,9 @@ def test_a_receiver_down_fails_the_run_changes_no_verdict_and_the_next_run_sends
     failure = failure_text(failed)
     assert "destination 'collector'" in failure and "Nothing was lost" in failure
     ledger = read_partition(
-        root, "verdict_exports", {"destination": "collector", "evaluator": "helpfulness", "date": DAY}
+        DataRoot.from_env(root),
+        "verdict_exports",
+        {"destination": "collector", "evaluator": "helpfulness", "date": DAY},
     )
     assert ledger["status"].to_list() == ["failed"] * len(QUESTIONS)
     assert all(ledger["last_error"].str.contains("OTLP/HTTP export to"))
@@ -210,7 +215,9 @@ def test_a_receiver_down_fails_the_run_changes_no_verdict_and_the_next_run_sends
     assert meta["destinations"][0]["sent"] == len(QUESTIONS)
     assert len(collector.wait_for(len(QUESTIONS))) == len(QUESTIONS)
     ledger = read_partition(
-        root, "verdict_exports", {"destination": "collector", "evaluator": "helpfulness", "date": DAY}
+        DataRoot.from_env(root),
+        "verdict_exports",
+        {"destination": "collector", "evaluator": "helpfulness", "date": DAY},
     )
     assert ledger["status"].to_list() == ["sent"] * len(QUESTIONS)
     assert ledger["attempts"].to_list() == [2] * len(QUESTIONS)

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from eval_platform.definitions import build_definitions
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.defs.test_no_key_leaks import KEY, KEY_ENV, leak
@@ -90,7 +91,7 @@ def key(evaluator: str) -> dg.MultiPartitionKey:
 
 
 def final(root: Path, evaluator: str) -> pl.DataFrame:
-    rows = read_partition(root, "judge_scores", {"evaluator": evaluator, "date": DAY})
+    rows = read_partition(DataRoot.from_env(root), "judge_scores", {"evaluator": evaluator, "date": DAY})
     return rows.filter(pl.col("is_final") & (pl.col("status") == "COMPLETED"))
 
 
@@ -100,7 +101,9 @@ def value(record, name: str) -> str | None:
 
 
 def ledger(root: Path, evaluator: str = "helpfulness") -> pl.DataFrame:
-    return read_partition(root, "verdict_exports", {"destination": "collector", "evaluator": evaluator, "date": DAY})
+    return read_partition(
+        DataRoot.from_env(root), "verdict_exports", {"destination": "collector", "evaluator": evaluator, "date": DAY}
+    )
 
 
 def test_pairwise_and_session_verdicts_are_events_on_each_traces_root_span(project, collector):
@@ -189,16 +192,18 @@ def test_the_retry_sensor_sends_what_a_failed_run_left_on_its_next_tick_and_noth
     assert ledger(root)["status"].to_list() == ["failed"] * len(QUESTIONS)
 
     configure(root, collector.endpoint)
-    (sensor,) = [s for s in build_definitions(root).sensors or [] if s.name == "verdict_export_retries"]
+    defs = build_definitions(root)
+    (sensor,) = [s for s in defs.sensors or [] if s.name == "verdict_export_retries"]
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING  # the export is on: so is its retry sensor
-    requests = sensor(dg.build_sensor_context(instance=instance))
+    resources = {"warehouse": defs.resources["warehouse"]}
+    requests = sensor(dg.build_sensor_context(instance=instance, resources=resources))
     assert [r.partition_key for r in requests] == [key("helpfulness")]
     # the tick's run sends what was missing
     meta = export_metadata(materialize(root, instance, "verdict_exports", requests[0].partition_key))
     assert meta["destinations"][0]["sent"] == len(QUESTIONS)
     assert ledger(root)["status"].to_list() == ["sent"] * len(QUESTIONS)
     # the next tick has nothing to do, and nothing was sent twice
-    assert isinstance(sensor(dg.build_sensor_context(instance=instance)), dg.SkipReason)
+    assert isinstance(sensor(dg.build_sensor_context(instance=instance, resources=resources)), dg.SkipReason)
     assert len(collector.wait_for(len(QUESTIONS) + 1, timeout_s=3)) == len(QUESTIONS)
 
 

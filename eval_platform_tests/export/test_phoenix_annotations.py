@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 import yaml
 
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_path, read_partition
 from eval_platform_tests.defs.test_no_key_leaks import KEY, KEY_ENV, leak
 from eval_platform_tests.export.app import PROJECT, run_app
@@ -39,7 +40,9 @@ def configure(root, url: str, **fields) -> None:
 
 
 def ledger(root, evaluator: str) -> pl.DataFrame:
-    return read_partition(root, "verdict_exports", {"destination": "phoenix", "evaluator": evaluator, "date": DAY})
+    return read_partition(
+        DataRoot.from_env(root), "verdict_exports", {"destination": "phoenix", "evaluator": evaluator, "date": DAY}
+    )
 
 
 @pytest.fixture
@@ -113,7 +116,9 @@ def test_each_verdict_is_one_annotation_on_the_apps_span_once_even_after_a_failu
     # verdicts again, and Phoenix still holds one annotation per verdict (the verdict key is its identifier).
     again = export_metadata(materialize(root, instance, "verdict_exports", key("helpfulness")))
     assert again["destinations"][0]["sent"] == 0
-    lost = partition_path(root, "verdict_exports", {"destination": "phoenix", "evaluator": "helpfulness", "date": DAY})
+    lost = partition_path(
+        DataRoot.from_env(root), "verdict_exports", {"destination": "phoenix", "evaluator": "helpfulness", "date": DAY}
+    )
     Path(lost).unlink()
     resent = export_metadata(materialize(root, instance, "verdict_exports", key("helpfulness")))
     assert resent["destinations"][0]["sent"] == len(QUESTIONS)

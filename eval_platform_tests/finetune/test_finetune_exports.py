@@ -17,6 +17,7 @@ import yaml
 from eval_platform.definitions import build_definitions
 from eval_platform.finetune.config import FinetuneExportError, load_exports
 from eval_platform.judging.loading import load_evaluators
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform_tests.conftest import REPO_DATA, write_evaluator
 from eval_platform_tests.finetune.openai_format import check_line, line_problems
@@ -109,7 +110,7 @@ def materialize(defs, asset, partition, instance) -> dg.ExecuteInProcessResult:
 
 
 def exported(root: Path, name: str) -> tuple[list[str], dict]:
-    folder = partition_dir(root, "finetune_exports", {"export": name, "date": DAY})
+    folder = partition_dir(DataRoot.from_env(root), "finetune_exports", {"export": name, "date": DAY})
     return (folder / "train.jsonl").read_text().splitlines(), json.loads((folder / "manifest.json").read_text())
 
 
@@ -186,7 +187,7 @@ def test_a_day_rerun_replaces_its_file_and_an_unscored_evaluator_passes_nothing(
     materialize(defs, "finetune_exports", DAY, instance)
     lines, _ = exported(root, "strict_pass")
     assert len(lines) == 2
-    folder = partition_dir(root, "finetune_exports", {"export": "strict_pass", "date": DAY})
+    folder = partition_dir(DataRoot.from_env(root), "finetune_exports", {"export": "strict_pass", "date": DAY})
     assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "train.jsonl"]  # no temporary file left
 
 

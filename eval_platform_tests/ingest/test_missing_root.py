@@ -15,6 +15,7 @@ import polars as pl
 from eval_platform.definitions import build_definitions
 from eval_platform.ingest import read_trace_day
 from eval_platform.ingest.traces import span_rows
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import quarantine_keys, read_partition
 from eval_platform_tests.ingest.test_otel_recorded import recorded_lines, recording_day, scenarios
 
@@ -74,8 +75,8 @@ def _materialize(defs, day: str, instance) -> None:
 def _state(root: Path, days: list[str]) -> dict[str, list[dict]]:
     state = {}
     for day in days:
-        traces = read_partition(root, "traces", {"date": day})
-        quarantine = read_partition(root, "quarantine", quarantine_keys("traces", day))
+        traces = read_partition(DataRoot.from_env(root), "traces", {"date": day})
+        quarantine = read_partition(DataRoot.from_env(root), "quarantine", quarantine_keys("traces", day))
         state[f"traces {day}"] = (
             [] if traces is None else traces.drop("ingested_at", strict=False).sort("trace_id").to_dicts()
         )
@@ -85,7 +86,7 @@ def _state(root: Path, days: list[str]) -> dict[str, list[dict]]:
 
 
 def _waiting(root: Path, day: str, trace_id: str) -> list[str]:
-    quarantine = read_partition(root, "quarantine", quarantine_keys("traces", day))
+    quarantine = read_partition(DataRoot.from_env(root), "quarantine", quarantine_keys("traces", day))
     if quarantine is None:
         return []
     return quarantine.filter(pl.col("detail").str.contains(trace_id))["reason"].to_list()
@@ -109,7 +110,7 @@ def test_a_trace_whose_root_never_arrives_is_taken_partial_by_the_next_days_inge
         found = [(d, t) for d in days for t in first[f"traces {d}"] if t["trace_id"] == AGENT]
         assert [(d, t["partial_reason"]) for d, t in found] == [(after, f"missing_root:{root_id}")]
         assert "missing_root" in json.loads(found[0][1]["flags"])
-        spans = span_rows(read_partition(data_root, "traces", {"date": after}))
+        spans = span_rows(read_partition(DataRoot.from_env(data_root), "traces", {"date": after}))
         assert spans.filter(pl.col("trace_id") == AGENT).height == _spans_of(lines, AGENT)
         assert _waiting(data_root, day, AGENT) == []  # its spans left the quarantine: they wait no more
         others = {t["trace_id"] for t in first[f"traces {day}"]}

@@ -15,6 +15,7 @@ from eval_platform.defs.catalog import refresh
 from eval_platform.defs.traces import ingest_day
 from eval_platform.judging.targets import spans_of
 from eval_platform.schemas import SPAN_SCHEMA
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition, warehouse_dir
 from eval_platform_tests.conftest import REPO_DATA
 
@@ -27,14 +28,14 @@ def test_spans_are_stored_once_in_their_trace_and_the_view_shows_them(tmp_path):
     (root / "traces" / DAY).mkdir(parents=True)
     for path in sorted((REPO_DATA / "traces" / DAY).glob("agent_*")):  # the day's OTLP exports, six conventions
         shutil.copy(path, root / "traces" / DAY / path.name)
-    ingested = ingest_day(root, DAY, logging.getLogger(__name__))
-    refresh(root)
+    ingested = ingest_day(DataRoot.from_env(root), DAY, logging.getLogger(__name__))
+    refresh(DataRoot.from_env(root))
 
     # nothing but the traces (and quarantine) partitions is written: no second copy of the spans
     stored = {p.relative_to(warehouse_dir(root)).parts[0] for p in Path(warehouse_dir(root)).rglob("*.parquet")}
     assert "spans" not in stored and "traces" in stored
 
-    traces = read_partition(root, "traces", {"date": DAY})
+    traces = read_partition(DataRoot.from_env(root), "traces", {"date": DAY})
     judged = {  # what the judge reads of each span (judging.targets)
         (trace["trace_id"], span["span_id"]): span for trace in traces.to_dicts() for span in spans_of(trace)
     }

@@ -13,6 +13,7 @@ from eval_platform.judging.day import unit_hash
 from eval_platform.judging.loading import EvaluatorConfigError, load_evaluators
 from eval_platform.judging.runner import judge_day
 from eval_platform.schemas import TRACE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 
 DAY = "2026-11-12"
@@ -214,7 +215,7 @@ def test_checks_on_traces_recorded_from_the_real_genai_instrumentation(data_root
     (data_root / "traces" / day).mkdir(parents=True)
     for name in export_files("genai"):
         (data_root / "traces" / day / name).write_bytes((FIXTURES / "genai" / name).read_bytes())
-    write_partition(data_root, "traces", {"date": day}, read_trace_day(data_root, day).traces)
+    write_partition(DataRoot.from_env(data_root), "traces", {"date": day}, read_trace_day(data_root, day).traces)
     evaluators = {
         "weather_tool": check(
             "weather_tool", check={"scorer": "tool_call_accuracy", "expected_tools": ["get_weather"]}
@@ -225,7 +226,7 @@ def test_checks_on_traces_recorded_from_the_real_genai_instrumentation(data_root
     before = judge_requests(local_judge)
     rows = {}
     for name, config in evaluators.items():
-        judged = judge_partition(data_root, config, day, runtime, set())
+        judged = judge_partition(DataRoot.from_env(data_root), config, day, runtime, set())
         assert judged.every_trace_has_one_status and judged.result.rows.height == 12
         rows |= {
             (name, r["trace_id"]): (r["status"], r["reason"], r["raw_score"], r["passed"])

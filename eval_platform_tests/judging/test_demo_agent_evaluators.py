@@ -21,6 +21,7 @@ from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.client import LiteLLMModelClient
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import refresh_catalog, write_partition
 from eval_platform_tests.conftest import REPO_DATA, copy_sample_days, judge_requests
 
@@ -34,7 +35,7 @@ def day(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("demo") / "data"
     copy_sample_days(root, [DAY])
     ingested = read_trace_day(root, DAY)
-    write_partition(root, "traces", {"date": DAY}, ingested.traces)
+    write_partition(DataRoot.from_env(root), "traces", {"date": DAY}, ingested.traces)
     manifest = json.loads((REPO_DATA / "agent_recordings.json").read_text())["days"][DAY]
     scenario = {t: name for r in manifest.values() for name, ids in r["scenarios"].items() for t in ids}
     no_content = {t for ids in manifest["genai_no_content"]["scenarios"].values() for t in ids}
@@ -57,7 +58,7 @@ def judged(day, local_judge, tmp_path_factory) -> dict:
     for name in AGENT_EVALUATORS:
         assert evaluators[name].enabled and evaluators[name].projects == [PROJECT]
         before = judge_requests(local_judge)
-        partition = judge_partition(day["root"], evaluators[name], DAY, runtime, set())
+        partition = judge_partition(DataRoot.from_env(day["root"]), evaluators[name], DAY, runtime, set())
         results[name] = (partition, judge_requests(local_judge) - before)
     return results
 
@@ -66,7 +67,9 @@ def judged(day, local_judge, tmp_path_factory) -> dict:
 def distinct(day) -> dict[str, int]:
     """The dry run's distinct requests of each evaluator's day: what a run sends (identical ones once)."""
     evaluators = load_evaluators(REPO_DATA / "evaluators")
-    return {name: estimate(evaluators[name], [DAY], day["root"]).distinct for name in AGENT_EVALUATORS}
+    return {
+        name: estimate(evaluators[name], [DAY], DataRoot.from_env(day["root"])).distinct for name in AGENT_EVALUATORS
+    }
 
 
 def outcomes(rows: pl.DataFrame) -> dict[tuple[str, str | None], int]:
@@ -152,7 +155,7 @@ def test_tool_errors_is_a_check_with_no_call(day, judged):
 
 
 def test_the_demo_summary_says_what_each_row_judges_and_why_rows_were_skipped(day, judged):
-    assert refresh_catalog(day["root"], {"judge_scores": JUDGE_SCORE_SCHEMA})
+    assert refresh_catalog(DataRoot.from_env(day["root"]), {"judge_scores": JUDGE_SCORE_SCHEMA})
     text = _targets_summary(day["root"], load_evaluators(REPO_DATA / "evaluators"))
     lines = {line.split()[0]: line.split(None, 4)[1:] for line in text.splitlines()[2:]}
     assert lines == {

@@ -8,6 +8,7 @@ import polars as pl
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.evaluator_day import judge_partition
 from eval_platform.schemas import TRACE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.conftest import judge_requests
 
@@ -39,7 +40,7 @@ def judge(local_judge, **fields) -> EvaluatorConfig:
 
 
 def test_an_evaluator_judges_only_its_projects(data_root, local_judge, runtime):
-    write_partition(data_root, "traces", {"date": DAY}, day_traces())
+    write_partition(DataRoot.from_env(data_root), "traces", {"date": DAY}, day_traces())
     evaluators = {
         "trace": judge(local_judge, projects=["shop"]),
         "session": judge(local_judge, name="shop_sessions", projects=["shop"], target="session"),
@@ -53,7 +54,7 @@ def test_an_evaluator_judges_only_its_projects(data_root, local_judge, runtime):
     expected_calls = {"trace": 3, "session": 1, "check": 0}
     for kind, config in evaluators.items():
         before = judge_requests(local_judge)
-        judged = judge_partition(data_root, config, DAY, runtime, set())
+        judged = judge_partition(DataRoot.from_env(data_root), config, DAY, runtime, set())
         assert set(judged.result.rows["trace_id"]) == expected_rows[kind], kind
         assert set(judged.result.rows["project_id"]) == {"shop"}, kind
         # the other projects' traces are not this evaluator's: no row, and not missing one
@@ -62,9 +63,9 @@ def test_an_evaluator_judges_only_its_projects(data_root, local_judge, runtime):
 
 
 def test_without_projects_every_trace_is_judged_and_projects_leave_the_config_hash(data_root, local_judge, runtime):
-    write_partition(data_root, "traces", {"date": DAY}, day_traces())
+    write_partition(DataRoot.from_env(data_root), "traces", {"date": DAY}, day_traces())
     everyone = judge(local_judge)
-    judged = judge_partition(data_root, everyone, DAY, runtime, set())
+    judged = judge_partition(DataRoot.from_env(data_root), everyone, DAY, runtime, set())
     assert judged.result.rows.height == 9 and judged.every_trace_has_one_status
     # which traces an evaluator judges, not what verdict it gives: the cache and earlier rows stay comparable
     assert judge(local_judge, projects=["shop", "other"]).config_hash == everyone.config_hash

@@ -14,6 +14,7 @@ import pytest
 from eval_platform.costs import cost_rollup
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.runner import judge_day
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.conftest import judge_requests
 from eval_platform_tests.judging.test_checks import DAY, traces
@@ -140,8 +141,8 @@ def test_the_cost_rollup_counts_embedding_checks_like_judge_calls(local_judge, r
     root = tmp_path / "data"
     config = evaluator(local_judge)
     rows = judge_day(config, DAY, traces(ROWS), runtime).rows
-    write_partition(root, "judge_scores", {"evaluator": "similar", "date": DAY}, rows)
-    rollup = cost_rollup(root, {"similar": config}, runtime.ledger)
+    write_partition(DataRoot.from_env(root), "judge_scores", {"evaluator": "similar", "date": DAY}, rows)
+    rollup = cost_rollup(DataRoot.from_env(root), {"similar": config}, runtime.ledger)
     assert rollup.height == 1
     row = rollup.row(0, named=True)
     assert row["evaluator"] == "similar" and row["model"] == "check:semantic_similarity"

@@ -17,6 +17,7 @@ from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.client import LiteLLMModelClient
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.settings import state_dir
+from eval_platform.storage.location import DataRoot
 from eval_platform_tests.conftest import judge_requests, write_evaluator
 from eval_platform_tests.judging.test_runner import evaluator, make_traces
 
@@ -55,7 +56,7 @@ def test_a_day_with_42_distinct_pairs_in_200_traces_makes_42_calls(data_root, lo
         max_daily_cost_usd=100.0,
     )
     config = load_evaluators(data_root / "evaluators")["helpful"]
-    bill = estimate(config, [DAY], data_root)
+    bill = estimate(config, [DAY], DataRoot.from_env(data_root))
     assert (bill.calls, bill.distinct, bill.cached) == (200, 42, 0)
 
     ledger = BudgetLedger(data_root / "ledger.sqlite")

@@ -27,6 +27,7 @@ from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
 from eval_platform.llm.runtime import ModelRuntime
 from eval_platform.schemas import TRACE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_writer, read_partition, table_glob, write_partition
 
 DAY = "2026-11-10"
@@ -123,7 +124,7 @@ def session_traces(root: Path, day: str, lookback_days: int, day_traces: pl.Data
     """The session window's traces in memory: the earlier days' materialized ones, then the day's."""
     frames, missing = [], []
     for earlier in session_window(day, lookback_days)[:-1]:
-        frame = read_partition(root, "traces", {"date": earlier})
+        frame = read_partition(DataRoot.from_env(root), "traces", {"date": earlier})
         if frame is None:
             missing.append(earlier)
         else:
@@ -138,14 +139,14 @@ def write_gold(root: Path) -> None:
     folder = root / "datasets" / "gold"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "v1.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
-    write_partition(root, "test_cases", {"dataset": "gold", "version": "1"}, pl.DataFrame(cases))
+    write_partition(DataRoot.from_env(root), "test_cases", {"dataset": "gold", "version": "1"}, pl.DataFrame(cases))
 
 
 def in_memory(root: Path, config: EvaluatorConfig, runtime: ModelRuntime) -> pl.DataFrame:
     """What the step did before it streamed: the whole day in memory, then judged at once."""
-    traces = read_partition(root, "traces", {"date": DAY})
+    traces = read_partition(DataRoot.from_env(root), "traces", {"date": DAY})
     if config.reference is not None:
-        cases = read_partition(root, "test_cases", {"dataset": "gold", "version": "1"})
+        cases = read_partition(DataRoot.from_env(root), "test_cases", {"dataset": "gold", "version": "1"})
         traces = attach_dataset_references(traces, cases, config.reference.match_on)
     if config.judged_target == "session":
         traces, missing = session_traces(root, DAY, config.session_lookback_days, traces)
@@ -160,14 +161,13 @@ VARYING = ["judged_at", "latency_ms"]
 
 
 def test_the_streamed_step_gives_exactly_the_rows_of_the_in_memory_day(data_root, local_judge, tmp_path):
-    write_partition(data_root, "traces", {"date": DAY}, day_traces())
-    write_partition(data_root, "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
+    where = DataRoot.from_env(data_root)
+    write_partition(where, "traces", {"date": DAY}, day_traces())
+    write_partition(where, "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
     write_gold(data_root)
     for name, config in evaluators(local_judge.base_url).items():
         expected = in_memory(data_root, config, fresh_runtime(tmp_path / f"{name}-memory"))
-        judged = judge_partition(
-            data_root, config, DAY, fresh_runtime(tmp_path / f"{name}-stream"), set(), batch_rows=7
-        )
+        judged = judge_partition(where, config, DAY, fresh_runtime(tmp_path / f"{name}-stream"), set(), batch_rows=7)
         rows = judged.result.rows
         assert rows.height > 10, name
         assert rows.drop(VARYING).equals(expected.rows.drop(VARYING)), name
@@ -231,13 +231,16 @@ def _judge_and_die(root: str, base_url: str) -> None:
 
     warehouse.PartitionWriter.write = write_then_die
     config = evaluators(base_url)["score"]
-    judge_partition(Path(root), config, DAY, fresh_runtime(Path(root) / "killed"), set(), batch_rows=7)
+    judge_partition(
+        DataRoot.from_env(Path(root)), config, DAY, fresh_runtime(Path(root) / "killed"), set(), batch_rows=7
+    )
 
 
 def test_a_kill_9_mid_write_leaves_the_previous_partition(data_root, local_judge, tmp_path):
-    write_partition(data_root, "traces", {"date": DAY}, day_traces())
+    where = DataRoot.from_env(data_root)
+    write_partition(where, "traces", {"date": DAY}, day_traces())
     config = evaluators(local_judge.base_url)["score"]
-    previous = judge_partition(data_root, config, DAY, fresh_runtime(tmp_path / "first"), set()).result.rows
+    previous = judge_partition(where, config, DAY, fresh_runtime(tmp_path / "first"), set()).result.rows
     path = data_root / "warehouse" / "judge_scores" / "evaluator=score" / f"date={DAY}"
     assert (path / "part.parquet").exists()
 
@@ -249,27 +252,28 @@ def test_a_kill_9_mid_write_leaves_the_previous_partition(data_root, local_judge
     assert worker.exitcode == -signal.SIGKILL
     left = [p.name for p in path.iterdir()]
     assert len(left) == 2 and any(name.startswith(".part-") for name in left)  # the half-written file, apart
-    assert read_partition(data_root, "judge_scores", {"evaluator": "score", "date": DAY}).equals(previous)
-    assert pl.read_parquet(table_glob(data_root, "judge_scores")).equals(previous)  # no reader sees the half file
+    assert read_partition(where, "judge_scores", {"evaluator": "score", "date": DAY}).equals(previous)
+    assert pl.read_parquet(table_glob(where, "judge_scores")).equals(previous)  # no reader sees the half file
 
     # The next run replaces it as usual (and the half file is cleaned up once it is old).
-    again = judge_partition(data_root, config, DAY, fresh_runtime(tmp_path / "again"), set(), batch_rows=7)
+    again = judge_partition(where, config, DAY, fresh_runtime(tmp_path / "again"), set(), batch_rows=7)
     assert again.result.rows.drop(VARYING).equals(previous.drop(VARYING))
 
 
 def test_a_partition_writer_that_fails_replaces_nothing(data_root):
+    where = DataRoot.from_env(data_root)
     keys = {"date": DAY}
-    write_partition(data_root, "traces", keys, day_traces(n=3))
+    write_partition(where, "traces", keys, day_traces(n=3))
     with pytest.raises(RuntimeError, match="judge died"):
-        with partition_writer(data_root, "traces", keys, TRACE_SCHEMA) as out:
+        with partition_writer(where, "traces", keys, TRACE_SCHEMA) as out:
             out.write(day_traces(n=40))
             raise RuntimeError("judge died")
-    assert read_partition(data_root, "traces", keys).equals(day_traces(n=3))
+    assert read_partition(where, "traces", keys).equals(day_traces(n=3))
     assert [p.name for p in (data_root / "warehouse" / "traces" / f"date={DAY}").iterdir()] == ["part.parquet"]
-    with partition_writer(data_root, "traces", keys, TRACE_SCHEMA) as out:
+    with partition_writer(where, "traces", keys, TRACE_SCHEMA) as out:
         pass
-    assert read_partition(data_root, "traces", keys).height == 0  # no chunk: a 0-row file with the columns
-    assert read_partition(data_root, "traces", keys).schema == conform(day_traces(n=1), TRACE_SCHEMA).schema
+    assert read_partition(where, "traces", keys).height == 0  # no chunk: a 0-row file with the columns
+    assert read_partition(where, "traces", keys).schema == conform(day_traces(n=1), TRACE_SCHEMA).schema
 
 
 def test_the_cache_does_not_hold_written_replies_for_the_rest_of_the_day(tmp_path):

@@ -31,6 +31,7 @@ from eval_platform.llm.budget import BudgetLedger
 from eval_platform.llm.migrate_state import migrate
 from eval_platform.llm.statedb import postgres_state
 from eval_platform.settings import state_dir
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.judging.test_runner import DAY, make_traces
@@ -223,8 +224,8 @@ STREAMED = ["score", "consensus", "pairwise", "session", "reference"]
 def test_the_batched_step_streams_the_day_and_gives_the_in_memory_rows(data_root, tmp_path):
     """judge_partition in batch mode (the day read a batch of 7 traces at a time, twice, in batches of 2 requests)
     writes exactly the rows the whole day judged in memory gives, for every kind of unit."""
-    write_partition(data_root, "traces", {"date": DAY}, day_traces())
-    write_partition(data_root, "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
+    write_partition(DataRoot.from_env(data_root), "traces", {"date": DAY}, day_traces())
+    write_partition(DataRoot.from_env(data_root), "traces", {"date": EARLIER}, day_traces(EARLIER, 20))
     write_gold(data_root)
     with WiredJudgeServer() as server:
         for name in STREAMED:
@@ -233,7 +234,9 @@ def test_the_batched_step_streams_the_day_and_gives_the_in_memory_rows(data_root
             # batches of 2: the session evaluator sends 3 requests (its fourth session's last turn has no answer,
             # SKIPPED no_final_answer), still more than one batch
             batched = config.model_copy(update={"batch": BatchOptions(**FAST, max_requests=2)})
-            judged = judge_partition(data_root, batched, DAY, fresh_runtime(tmp_path / f"{name}-batch"), set(), 7)
+            judged = judge_partition(
+                DataRoot.from_env(data_root), batched, DAY, fresh_runtime(tmp_path / f"{name}-batch"), set(), 7
+            )
             rows = judged.result.rows
             assert rows.height > 10, name
             assert rows.drop(VARYING).equals(expected.rows.drop(VARYING)), name

@@ -17,6 +17,7 @@ from eval_platform.llm.cache import ModelCache
 from eval_platform.llm.client import LiteLLMModelClient, RetryPolicy
 from eval_platform.llm.redaction import REDACTED, clip, redact, remember
 from eval_platform.llm.runtime import ModelRuntime
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.judging.test_runner import make_traces
 
@@ -60,7 +61,9 @@ def test_an_echoed_key_is_redacted_everywhere(local_judge, tmp_path, model, lean
     assert all(REDACTED in text for text in echoed)  # the provider did echo it: the test can fail
     text_columns = [c for c, t in rows.schema.items() if t == pl.String]
     assert not any(holds_a_piece(value) for c in text_columns for value in rows[c].to_list())
-    path = write_partition(tmp_path, "judge_scores", {"evaluator": "leaky", "date": "2026-11-10"}, rows)
+    path = write_partition(
+        DataRoot.from_env(tmp_path), "judge_scores", {"evaluator": "leaky", "date": "2026-11-10"}, rows
+    )
     assert not holds_a_piece(path.read_bytes())
     cached = b"".join(p.read_bytes() for p in (tmp_path / "cache").rglob("*") if p.is_file())
     if model == "fault/echo_key_reply":

@@ -17,6 +17,7 @@ import pytest
 
 from eval_platform.defs.traces import ingest_day
 from eval_platform.schemas import TRACE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_dir, partition_writer, read_partition, write_partition
 from eval_platform_tests.storage.test_s3_warehouse import bucket_root  # noqa: F401 (a fixture)
 
@@ -30,7 +31,9 @@ def traces(start: int, n: int) -> pl.DataFrame:
 
 
 def _write_then_hang(root: str, started) -> None:
-    with partition_writer(Path(root), "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
+    with partition_writer(
+        DataRoot.from_env(Path(root)), "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10
+    ) as out:
         for start in range(0, 1_000, 10):
             out.write(traces(start, 10))  # row groups on disk already
         started.set()
@@ -38,7 +41,8 @@ def _write_then_hang(root: str, started) -> None:
 
 
 def test_kill_9_mid_write_leaves_the_previous_partition(tmp_path):
-    write_partition(tmp_path, "traces", {"date": DAY}, traces(0, 3))
+    where = DataRoot.from_env(tmp_path)
+    write_partition(where, "traces", {"date": DAY}, traces(0, 3))
     ctx = multiprocessing.get_context("spawn")
     started = ctx.Event()
     child = ctx.Process(target=_write_then_hang, args=(str(tmp_path), started))
@@ -46,37 +50,43 @@ def test_kill_9_mid_write_leaves_the_previous_partition(tmp_path):
     assert started.wait(60)
     os.kill(child.pid, signal.SIGKILL)
     child.join(10)
-    assert read_partition(tmp_path, "traces", {"date": DAY})["trace_id"].to_list() == ["t-0", "t-1", "t-2"]
-    leftovers = [p.name for p in partition_dir(tmp_path, "traces", {"date": DAY}).iterdir() if p.name != "part.parquet"]
+    assert read_partition(where, "traces", {"date": DAY})["trace_id"].to_list() == [
+        "t-0",
+        "t-1",
+        "t-2",
+    ]
+    leftovers = [p.name for p in partition_dir(where, "traces", {"date": DAY}).iterdir() if p.name != "part.parquet"]
     assert len(leftovers) == 1 and leftovers[0].startswith(".part-")  # never read as data, cleaned when stale
 
 
 def test_a_failure_mid_write_leaves_the_previous_partition_and_a_full_write_replaces_it(tmp_path):
-    write_partition(tmp_path, "traces", {"date": DAY}, traces(0, 3))
+    where = DataRoot.from_env(tmp_path)
+    write_partition(where, "traces", {"date": DAY}, traces(0, 3))
     with pytest.raises(RuntimeError, match="reader broke"):
-        with partition_writer(tmp_path, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
+        with partition_writer(where, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
             out.write(traces(100, 25))
             raise RuntimeError("reader broke")
-    assert read_partition(tmp_path, "traces", {"date": DAY}).height == 3
-    assert sorted(p.name for p in partition_dir(tmp_path, "traces", {"date": DAY}).iterdir()) == ["part.parquet"]
-    with partition_writer(tmp_path, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
+    assert read_partition(where, "traces", {"date": DAY}).height == 3
+    assert sorted(p.name for p in partition_dir(where, "traces", {"date": DAY}).iterdir()) == ["part.parquet"]
+    with partition_writer(where, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
         for start in range(100, 125, 5):
             out.write(traces(start, 5))
     assert out.rows == 25
-    assert read_partition(tmp_path, "traces", {"date": DAY}).equals(traces(100, 25))  # same rows, same types
+    assert read_partition(where, "traces", {"date": DAY}).equals(traces(100, 25))  # same rows, same types
 
 
 def test_a_streamed_partition_on_a_bucket_is_put_whole(bucket_root):  # noqa: F811
     root, _ = bucket_root
-    write_partition(root, "traces", {"date": DAY}, traces(0, 3))
+    where = DataRoot.from_env(root)
+    write_partition(where, "traces", {"date": DAY}, traces(0, 3))
     with pytest.raises(RuntimeError):
-        with partition_writer(root, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
+        with partition_writer(where, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
             out.write(traces(100, 25))
             raise RuntimeError("reader broke")
-    assert read_partition(root, "traces", {"date": DAY}).height == 3
-    with partition_writer(root, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
+    assert read_partition(where, "traces", {"date": DAY}).height == 3
+    with partition_writer(where, "traces", {"date": DAY}, TRACE_SCHEMA, row_group_rows=10) as out:
         out.write(traces(100, 25))
-    assert read_partition(root, "traces", {"date": DAY}).equals(traces(100, 25))
+    assert read_partition(where, "traces", {"date": DAY}).equals(traces(100, 25))
 
 
 def _day(root: Path, n: int) -> None:
@@ -89,15 +99,15 @@ def _day(root: Path, n: int) -> None:
 
 
 def _ingest_forever(root: str, started) -> None:
-    ingest_day(Path(root), DAY, logging.getLogger("test"))
+    ingest_day(DataRoot.from_env(Path(root)), DAY, logging.getLogger("test"))
     started.set()
     while True:
-        ingest_day(Path(root), DAY, logging.getLogger("test"))
+        ingest_day(DataRoot.from_env(Path(root)), DAY, logging.getLogger("test"))
 
 
 def test_the_trace_ingest_killed_mid_day_leaves_whole_partitions(tmp_path):
     _day(tmp_path, 1_000)
-    assert ingest_day(tmp_path, DAY, logging.getLogger("test")).traces == 1_000
+    assert ingest_day(DataRoot.from_env(tmp_path), DAY, logging.getLogger("test")).traces == 1_000
     _day(tmp_path, 60_000)  # the day grows: each re-ingest now takes a while
     ctx = multiprocessing.get_context("spawn")
     for attempt in range(3):
@@ -108,5 +118,5 @@ def test_the_trace_ingest_killed_mid_day_leaves_whole_partitions(tmp_path):
         time.sleep(0.1 + 0.4 * attempt)  # somewhere inside a later ingest of the day
         os.kill(child.pid, signal.SIGKILL)
         child.join(10)
-        day = read_partition(tmp_path, "traces", {"date": DAY})
+        day = read_partition(DataRoot.from_env(tmp_path), "traces", {"date": DAY})
         assert day.height == 60_000 and day["trace_id"].n_unique() == 60_000  # never half, never doubled

@@ -15,6 +15,7 @@ import yaml
 from eval_platform.definitions import build_definitions
 from eval_platform.report import REPORT_FILE
 from eval_platform.settings import warehouse_dir
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import open_catalog
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.defs.test_no_key_leaks import decoded_texts
@@ -71,7 +72,7 @@ def run_everything(root: Path, home: Path) -> dict[str, list]:
             materialize([asset])
         materialize(["experiment_results"])
         materialize(["report"])
-    with open_catalog(root) as conn:
+    with open_catalog(DataRoot.from_env(root)) as conn:
         return {table: conn.execute(f"{sql} ORDER BY ALL").fetchall() for table, sql in QUERIES.items()}
 
 

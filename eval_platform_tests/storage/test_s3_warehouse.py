@@ -16,14 +16,17 @@ import sys
 import uuid
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from eval_platform.defs.resources import WarehouseResource
 from eval_platform.schemas import TABLES, TRACE_SCHEMA, conform, derived_views, table_schemas
 from eval_platform.settings import warehouse_dir
 from eval_platform.storage import location
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import (
     has_files,
     iter_partition,
@@ -59,30 +62,34 @@ def bucket_root(tmp_path, s3_server, monkeypatch):
 
 def test_partitions_round_trip_through_the_bucket_and_the_catalog(bucket_root, s3_server):
     root, bucket = bucket_root
-    store = location.store_for(root)
+    where = DataRoot.from_env(root)
+    store = where.store
     assert isinstance(store, location.S3Store) and store.url == f"s3://{bucket}/eval"
     assert SECRET_ACCESS_KEY not in repr(store)
 
-    assert read_partition(root, "traces", {"date": DAY}) is None and not has_files(root, "traces")
-    written = write_partition(root, "traces", {"date": DAY}, frame(DAY, 5))
+    assert read_partition(where, "traces", {"date": DAY}) is None and not has_files(where, "traces")
+    written = write_partition(where, "traces", {"date": DAY}, frame(DAY, 5))
     assert written == f"s3://{bucket}/eval/traces/date={DAY}/part.parquet"
-    write_partition(root, "traces", {"date": DAY}, frame(DAY, 3))  # replaces the partition whole
-    write_partition(root, "traces", {"date": "2026-11-11"}, frame("2026-11-11", 4))
-    write_partition(root, "test_cases", {"dataset": "qa", "version": "2"}, pl.DataFrame({"case_id": ["c"]}))
-    write_partition(root, "test_cases", {"dataset": "qa", "version": "10"}, pl.DataFrame({"case_id": ["c"]}))
+    write_partition(where, "traces", {"date": DAY}, frame(DAY, 3))  # replaces the partition whole
+    write_partition(where, "traces", {"date": "2026-11-11"}, frame("2026-11-11", 4))
+    write_partition(where, "test_cases", {"dataset": "qa", "version": "2"}, pl.DataFrame({"case_id": ["c"]}))
+    write_partition(where, "test_cases", {"dataset": "qa", "version": "10"}, pl.DataFrame({"case_id": ["c"]}))
 
-    assert read_partition(root, "traces", {"date": DAY}).equals(frame(DAY, 3))
-    assert has_files(root, "traces") and not has_files(root, "judge_scores")
-    assert sorted(partition_values(root, "test_cases", {"dataset": "qa"}, "version"), key=int) == ["2", "10"]
-    files = partition_files(root, "traces", "date")
+    assert read_partition(where, "traces", {"date": DAY}).equals(frame(DAY, 3))
+    assert has_files(where, "traces") and not has_files(where, "judge_scores")
+    assert sorted(partition_values(where, "test_cases", {"dataset": "qa"}, "version"), key=int) == [
+        "2",
+        "10",
+    ]
+    files = partition_files(where, "traces", "date")
     assert list(files) == [DAY, "2026-11-11"]
-    scanned = scan_parquet(root, list(files.values()), hive_partitioning=False).collect()
+    scanned = scan_parquet(where, list(files.values()), hive_partitioning=False).collect()
     assert scanned.height == 7
-    assert scan_parquet(root, table_glob(root, "traces"), hive_partitioning=False).collect().height == 7
+    assert scan_parquet(where, table_glob(where, "traces"), hive_partitioning=False).collect().height == 7
 
-    assert refresh_catalog(root, table_schemas(), derived_views())
-    assert not refresh_catalog(root, table_schemas(), derived_views())  # the schema objects are read back
-    with open_catalog(root) as conn:  # the analyst's session: views over s3:// read through pyarrow
+    assert refresh_catalog(where, table_schemas(), derived_views())
+    assert not refresh_catalog(where, table_schemas(), derived_views())  # the schema objects are read back
+    with open_catalog(where) as conn:  # the analyst's session: views over s3:// read through pyarrow
         assert conn.execute("SELECT count(*), count(DISTINCT date) FROM traces").fetchone() == (7, 2)
         for table in TABLES:
             conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()  # every view valid before its first rows
@@ -96,28 +103,53 @@ def test_partitions_round_trip_through_the_bucket_and_the_catalog(bucket_root, s
     ]
 
 
+def test_two_warehouses_of_one_data_root_in_one_process_each_get_their_own_rows(tmp_path, s3_server, monkeypatch):
+    """Two warehouse resources of one data root set up in one process at once, one on local disk and one on a
+    bucket (as when a warehouse is copied to a bucket): each one's reads and writes go to its own store."""
+    bucket = s3_server.create_bucket(f"two-{uuid.uuid4().hex[:12]}")
+    settings = s3_server.env(f"s3://{bucket}/eval")
+    for name in settings:
+        monkeypatch.delenv(name, raising=False)
+    local = WarehouseResource(data_dir=str(tmp_path))
+    remote = WarehouseResource(
+        data_dir=str(tmp_path),
+        warehouse_url=settings["EVAL_PLATFORM_WAREHOUSE_URL"],
+        s3_endpoint_url=settings["AWS_ENDPOINT_URL"],
+        s3_region=settings["AWS_REGION"],
+        s3_access_key_id=settings["AWS_ACCESS_KEY_ID"],
+        s3_secret_access_key=settings["AWS_SECRET_ACCESS_KEY"],
+    )
+    with dg.build_resources({"local": local, "remote": remote}) as resources:
+        write_partition(resources.local.root, "traces", {"date": DAY}, frame(DAY, 2))
+        write_partition(resources.remote.root, "traces", {"date": DAY}, frame(DAY, 3))
+        assert read_partition(resources.local.root, "traces", {"date": DAY}).equals(frame(DAY, 2))
+        assert read_partition(resources.remote.root, "traces", {"date": DAY}).equals(frame(DAY, 3))
+    assert pl.read_parquet(warehouse_dir(tmp_path) / "traces" / f"date={DAY}" / "part.parquet").equals(frame(DAY, 2))
+    assert list(s3_server.objects(f"{bucket}/eval")) == [f"{bucket}/eval/traces/date={DAY}/part.parquet"]
+
+
 def test_a_bad_warehouse_url_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("EVAL_PLATFORM_WAREHOUSE_URL", "s3:/missing-bucket")
     with pytest.raises(location.WarehouseConfigError, match="expected s3://bucket/prefix"):
-        location.store_for(tmp_path)
+        location.DataRoot.from_env(tmp_path)
     monkeypatch.delenv("EVAL_PLATFORM_WAREHOUSE_URL")
-    assert location.store_for(tmp_path) == location.LocalStore(warehouse_dir(tmp_path))  # the default
+    assert location.DataRoot.from_env(tmp_path).store == location.LocalStore(warehouse_dir(tmp_path))  # the default
 
 
 def _write_big(root: str, rows: int, text: int) -> None:
-    write_partition(Path(root), "traces", {"date": DAY}, frame(DAY, rows, text))
+    write_partition(DataRoot.from_env(Path(root)), "traces", {"date": DAY}, frame(DAY, rows, text))
     print("the upload completed", flush=True)
 
 
 def _write_small(root: str) -> None:
-    write_partition(Path(root), "traces", {"date": DAY}, frame(DAY, 4))
+    write_partition(DataRoot.from_env(Path(root)), "traces", {"date": DAY}, frame(DAY, 4))
 
 
 def test_kill_9_mid_upload_leaves_the_previous_partition_and_no_half_object(
     bucket_root, s3_server, monkeypatch, tmp_path
 ):
     root, bucket = bucket_root
-    write_partition(root, "traces", {"date": DAY}, frame(DAY, 3))
+    write_partition(DataRoot.from_env(root), "traces", {"date": DAY}, frame(DAY, 3))
     before = s3_server.objects(f"{bucket}/eval")
     temp = tmp_path / "tmp"  # the writers' system temporary folder, where an upload's local copy is staged
     temp.mkdir()
@@ -140,9 +172,9 @@ def test_kill_9_mid_upload_leaves_the_previous_partition_and_no_half_object(
 
     assert f"eval/traces/date={DAY}/part.parquet" in s3_server.incomplete_uploads(bucket)  # it was uploading
     assert s3_server.objects(f"{bucket}/eval") == before  # no new object, not even a half one
-    assert read_partition(root, "traces", {"date": DAY}).equals(frame(DAY, 3))
-    refresh_catalog(root, {"traces": TRACE_SCHEMA})
-    with open_catalog(root) as conn:
+    assert read_partition(DataRoot.from_env(root), "traces", {"date": DAY}).equals(frame(DAY, 3))
+    refresh_catalog(DataRoot.from_env(root), {"traces": TRACE_SCHEMA})
+    with open_catalog(DataRoot.from_env(root)) as conn:
         assert conn.execute("SELECT count(*) FROM traces").fetchone() == (3,)
     (left,) = temp.glob("eval_platform-put-*")  # the killed writer's staged copy
     assert (left / "part.parquet").exists()
@@ -159,17 +191,18 @@ def test_kill_9_mid_upload_leaves_the_previous_partition_and_no_half_object(
     next_run.start()
     next_run.join(120)
     assert next_run.exitcode == 0
-    assert read_partition(root, "traces", {"date": DAY}).height == 4
+    assert read_partition(DataRoot.from_env(root), "traces", {"date": DAY}).height == 4
     assert sorted(p.name for p in temp.iterdir()) == ["eval_platform-put-live", "eval_platform-put-other"]
 
 
 def _write_after(root: str, day: str, barrier) -> None:
     barrier.wait(120)
-    write_partition(Path(root), "traces", {"date": day}, frame(day, 5_000, 1_000))
+    write_partition(DataRoot.from_env(Path(root)), "traces", {"date": day}, frame(day, 5_000, 1_000))
 
 
 def test_concurrent_writers_of_different_partitions_both_land(bucket_root, s3_server):
     root, bucket = bucket_root
+    where = DataRoot.from_env(root)
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     days = ["2026-11-12", "2026-11-13"]
@@ -180,9 +213,9 @@ def test_concurrent_writers_of_different_partitions_both_land(bucket_root, s3_se
         writer.join(300)
     assert [w.exitcode for w in writers] == [0, 0]
     for day in days:
-        assert read_partition(root, "traces", {"date": day}).equals(frame(day, 5_000, 1_000))
-    refresh_catalog(root, {"traces": TRACE_SCHEMA})
-    with open_catalog(root) as conn:
+        assert read_partition(where, "traces", {"date": day}).equals(frame(day, 5_000, 1_000))
+    refresh_catalog(where, {"traces": TRACE_SCHEMA})
+    with open_catalog(where) as conn:
         assert conn.execute("SELECT date, count(*) FROM traces GROUP BY 1 ORDER BY 1").fetchall() == [
             (days[0], 5_000),
             (days[1], 5_000),
@@ -203,7 +236,7 @@ def test_a_partition_streams_from_the_bucket_batch_by_batch_never_downloaded_who
     proxy = StallingProxy((s3_server.host, s3_server.port), limit=2**40)  # counts what the reader downloads
     try:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint_url)
-        batches = iter_partition(root, "traces", {"date": DAY}, batch_rows=500)
+        batches = iter_partition(DataRoot.from_env(root), "traces", {"date": DAY}, batch_rows=500)
         first = next(batches)
         assert first.equals(day.head(500))
         assert proxy.received < size / 8  # one row group of twenty, and the footer
@@ -211,9 +244,9 @@ def test_a_partition_streams_from_the_bucket_batch_by_batch_never_downloaded_who
         assert max(b.height for b in rest) <= 500 and pl.concat([first, *rest]).equals(day)
 
         proxy.received = 0
-        ids = read_partition(root, "traces", {"date": DAY}, columns=["trace_id"])
+        ids = read_partition(DataRoot.from_env(root), "traces", {"date": DAY}, columns=["trace_id"])
         assert ids.equals(day.select("trace_id")) and proxy.received < size / 8  # not the input column
-        assert iter_partition(root, "traces", {"date": "2026-11-30"}) is None  # never written
+        assert iter_partition(DataRoot.from_env(root), "traces", {"date": "2026-11-30"}) is None  # never written
     finally:
         proxy.close()
 
@@ -222,15 +255,16 @@ def test_every_table_reads_back_from_the_bucket_with_its_types(bucket_root):
     """Reading through pyarrow's batches gives the frame polars wrote, dtype for dtype, for every table (an
     empty partition included: its schema)."""
     root, _ = bucket_root
+    where = DataRoot.from_env(root)
     for table, schema in table_schemas().items():
         empty = conform(pl.DataFrame(), schema)
-        write_partition(root, table, {"date": DAY}, empty)
-        back = read_partition(root, table, {"date": DAY})
+        write_partition(where, table, {"date": DAY}, empty)
+        back = read_partition(where, table, {"date": DAY})
         assert back.schema == empty.schema and back.height == 0, table
-        assert pl.concat(list(iter_partition(root, table, {"date": DAY}))).schema == empty.schema, table
+        assert pl.concat(list(iter_partition(where, table, {"date": DAY}))).schema == empty.schema, table
     traces = conform(frame(DAY, 3), TRACE_SCHEMA)
-    write_partition(root, "traces", {"date": DAY}, traces)
-    assert read_partition(root, "traces", {"date": DAY}).equals(traces)
+    write_partition(where, "traces", {"date": DAY}, traces)
+    assert read_partition(where, "traces", {"date": DAY}).equals(traces)
 
 
 @pytest.mark.parametrize("named_root", [True, False])
@@ -242,8 +276,13 @@ def test_the_demos_sql_hint_run_as_printed_answers_from_the_bucket(bucket_root, 
 
     root, _ = bucket_root
     rows = pl.DataFrame({"evaluator": ["helpfulness"] * 3, "status": ["COMPLETED", "COMPLETED", "FAILED"]})
-    write_partition(root, "judge_scores", {"evaluator": "helpfulness", "date": DAY}, conform(rows, JUDGE_SCORE_SCHEMA))
-    refresh_catalog(root, table_schemas())
+    write_partition(
+        DataRoot.from_env(root),
+        "judge_scores",
+        {"evaluator": "helpfulness", "date": DAY},
+        conform(rows, JUDGE_SCORE_SCHEMA),
+    )
+    refresh_catalog(DataRoot.from_env(root), table_schemas())
     cwd = tmp_path if not named_root else tmp_path / "elsewhere"
     cwd.mkdir(exist_ok=True)
     monkeypatch.chdir(cwd)

@@ -19,6 +19,7 @@ import polars as pl
 
 from eval_platform.judging.day_numbers import write_day_numbers
 from eval_platform.schemas import JUDGE_SCORE_SCHEMA, TRACE_SCHEMA, conform
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 
 REASONINGS = [
@@ -78,12 +79,19 @@ def traces(day: str, rows: int) -> pl.DataFrame:
 
 def write_large_day(root: Path, day: str, rows: int) -> None:
     """`traces` and the two evaluators' `judge_scores` for `day`, `rows` traces (and verdicts each)."""
-    write_partition(root, "traces", {"date": day}, traces(day, rows))
+    write_partition(DataRoot.from_env(root), "traces", {"date": day}, traces(day, rows))
     write_partition(
-        root, "judge_scores", {"evaluator": "quality", "date": day}, verdicts("quality", day, rows, 1, "c0ffee01")
+        DataRoot.from_env(root),
+        "judge_scores",
+        {"evaluator": "quality", "date": day},
+        verdicts("quality", day, rows, 1, "c0ffee01"),
     )
-    write_day_numbers(root, "quality", day)  # as the judge_scores asset does (quality_v2's are summed by the viewer)
+    write_day_numbers(
+        DataRoot.from_env(root), "quality", day
+    )  # as the judge_scores asset does (quality_v2's are summed by the viewer)
     second = verdicts("quality_v2", day, rows, 2, "c0ffee02")
     half = rows // 2
     for source, part in (("a", second.head(half)), ("b", second.tail(rows - half))):
-        write_partition(root, "judge_scores", {"evaluator": "quality_v2", "date": day, "src": source}, part)
+        write_partition(
+            DataRoot.from_env(root), "judge_scores", {"evaluator": "quality_v2", "date": day, "src": source}, part
+        )

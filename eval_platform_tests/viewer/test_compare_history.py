@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from eval_platform.judging.config import EvaluatorConfig
 from eval_platform.judging.evaluator_day import judge_partition
+from eval_platform.storage.location import DataRoot
 from eval_platform_tests.ui.test_browser import CHROMIUM
 from eval_platform_tests.viewer.conftest import DAY, KEY, KEY_ENV, KEY_PIECES
 
@@ -64,7 +65,7 @@ def prompt_change(viewer, local_judge, tmp_path_factory):
         {**base, "model": "openai/mock", "prompt": "Rate strictly. Q: {{input}} A: {{output}}"}
     )
     for config in (before, after):
-        judge_partition(viewer.root, config, DAY, runtime, set())
+        judge_partition(DataRoot.from_env(viewer.root), config, DAY, runtime, set())
     return before.config_hash, after.config_hash
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_path, read_partition, write_partition
 from eval_platform.viewer.queries import Warehouse
 from eval_platform_tests.defs.test_pipeline import DAYS, key, materialize, query
@@ -37,21 +38,23 @@ def test_the_judge_scores_asset_writes_the_partitions_numbers_and_the_viewer_cou
     # the viewer's first evaluators request reads those numbers, not the verdicts: with the verdicts' file made
     # unreadable (same size and modification time, so the same version) the page still has its numbers
     keys = {"evaluator": "helpfulness", "date": DAY}
-    verdicts = read_partition(root, "judge_scores", keys)
+    verdicts = read_partition(DataRoot.from_env(root), "judge_scores", keys)
     assert verdicts is not None and verdicts.height > 1
-    path = str(partition_path(root, "judge_scores", keys))  # a day of flat files: a pattern over its parts
+    path = str(
+        partition_path(DataRoot.from_env(root), "judge_scores", keys)
+    )  # a day of flat files: a pattern over its parts
     files = glob.glob(path, recursive=True) if "*" in path else [path]
     assert files
     for file in files:
         stat = os.stat(file)
         Path(file).write_bytes(b"\0" * stat.st_size)
         os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    (shown,) = [e for e in Warehouse(root).evaluators(7) if e["name"] == "helpfulness"]
+    (shown,) = [e for e in Warehouse(DataRoot.from_env(root)).evaluators(7) if e["name"] == "helpfulness"]
     assert shown["totals"]["completed"] == dict((s, n) for s, n, _, _ in expected)["COMPLETED"]
     # the partition's file replaced by another writer (half its verdicts, no numbers written): the viewer counts
     # the new file's verdicts, not the numbers of the old one
-    write_partition(root, "judge_scores", keys, verdicts.head(verdicts.height // 2))
-    (shown,) = [e for e in Warehouse(root).evaluators(7) if e["name"] == "helpfulness"]
+    write_partition(DataRoot.from_env(root), "judge_scores", keys, verdicts.head(verdicts.height // 2))
+    (shown,) = [e for e in Warehouse(DataRoot.from_env(root)).evaluators(7) if e["name"] == "helpfulness"]
     half = verdicts.head(verdicts.height // 2)
     assert shown["totals"]["rows"] == half.height
     assert shown["totals"]["completed"] == half.filter(pl.col("is_final") & (pl.col("status") == "COMPLETED")).height

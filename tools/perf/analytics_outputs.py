@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from eval_platform.storage.location import DataRoot
+
 TOLERANCE = 1e-9
 TABLES = ["agreement", "ground_truth", "experiment_results", "judge_cost_daily", "judge_cost_monthly"]
 KEYS = {
@@ -69,18 +71,18 @@ def dump(root: Path, out: Path, out_of_core: bool | None = None) -> None:
     if hasattr(agreement_asset, "score_source"):
         from eval_platform.out_of_core import reads_out_of_core
 
-        out_of_core = reads_out_of_core(root, out_of_core)
-        source = agreement_asset.score_source(root, out_of_core)
-        annotations = agreement_asset.read_annotations(root, lazy=out_of_core)
+        out_of_core = reads_out_of_core(DataRoot.from_env(root), out_of_core)
+        source = agreement_asset.score_source(DataRoot.from_env(root), out_of_core)
+        annotations = agreement_asset.read_annotations(DataRoot.from_env(root), lazy=out_of_core)
     else:
         source = nullcontext((getattr(agreement_asset, "scan_scores", None) or agreement_asset.read_scores)(root))
-        annotations = read_partition(root, "human_annotations", {})
+        annotations = read_partition(DataRoot.from_env(root), "human_annotations", {})
     with source as scores:
         rows, truth = compute(
             evaluators,
             scores,
             annotations,
-            read_partition(root, "imported_judgments", {}),
+            read_partition(DataRoot.from_env(root), "imported_judgments", {}),
             categories=agreement_asset.declared_categories(root),
         )
     rows.write_parquet(out / "agreement.parquet")
@@ -92,12 +94,17 @@ def dump(root: Path, out: Path, out_of_core: bool | None = None) -> None:
     )
     pairwise = sorted({e.pairwise_evaluator for e in configs.values() if e.pairwise_evaluator})
     if hasattr(inputs, "experiment_inputs"):
-        source = inputs.experiment_inputs(root, needed, pairwise, out_of_core)
+        source = inputs.experiment_inputs(DataRoot.from_env(root), needed, pairwise, out_of_core)
     else:
-        source = nullcontext((inputs.read_final_scores(root, needed), inputs.read_trace_variants(root)))
+        source = nullcontext(
+            (
+                inputs.read_final_scores(DataRoot.from_env(root), needed),
+                inputs.read_trace_variants(DataRoot.from_env(root)),
+            )
+        )
     with source as (scores, traces):
         experiment_results(configs.values(), scores, traces).write_parquet(out / "experiment_results.parquet")
-    daily = cost_rollup(root, evaluators)
+    daily = cost_rollup(DataRoot.from_env(root), evaluators)
     daily.write_parquet(out / "judge_cost_daily.parquet")
     monthly_rollup(daily, BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators).write_parquet(
         out / "judge_cost_monthly.parquet"

@@ -37,6 +37,7 @@ from eval_platform.llm.budget import BudgetLedger
 from eval_platform.markdown_table import markdown_table
 from eval_platform.schemas import FINAL_COMPLETED
 from eval_platform.settings import state_dir
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import (
     read_partition,
     scan_parquet,
@@ -65,7 +66,7 @@ def _out_of_core(root: Path) -> bool:
     """In memory or out of core, as `--path` says (`ANALYTICS_PATH`), else as the assets choose by size."""
     from eval_platform.out_of_core import reads_out_of_core
 
-    return reads_out_of_core(root, PATHS[os.environ.get(ANALYTICS_PATH, "auto")])
+    return reads_out_of_core(DataRoot.from_env(root), PATHS[os.environ.get(ANALYTICS_PATH, "auto")])
 
 
 def agreement(root: Path):
@@ -77,16 +78,16 @@ def agreement(root: Path):
     out_of_core = _out_of_core(root)
 
     def run():
-        with score_source(root, out_of_core) as scores:
+        with score_source(DataRoot.from_env(root), out_of_core) as scores:
             rows, truth = compute(
                 evaluators,
                 scores,
-                read_annotations(root, lazy=out_of_core),
-                read_partition(root, "imported_judgments", {}),
+                read_annotations(DataRoot.from_env(root), lazy=out_of_core),
+                read_partition(DataRoot.from_env(root), "imported_judgments", {}),
                 categories=declared_categories(root),
             )
-        write_partition(root, "agreement", {}, rows)
-        write_partition(root, "ground_truth", {}, truth)
+        write_partition(DataRoot.from_env(root), "agreement", {}, rows)
+        write_partition(DataRoot.from_env(root), "ground_truth", {}, truth)
         return {"rows": rows.height, "ground_truth": truth.height}
 
     return run
@@ -107,9 +108,9 @@ def experiments(root: Path):
     out_of_core = _out_of_core(root)
 
     def run():
-        with experiment_inputs(root, needed, pairwise, out_of_core) as (scores, traces):
+        with experiment_inputs(DataRoot.from_env(root), needed, pairwise, out_of_core) as (scores, traces):
             frame = experiment_results(configs.values(), scores, traces)
-        write_partition(root, "experiment_results", {}, frame)
+        write_partition(DataRoot.from_env(root), "experiment_results", {}, frame)
         return {"rows": frame.height}
 
     return run
@@ -122,12 +123,14 @@ def costs(root: Path):
     evaluators = _evaluators(root)
 
     def run():
-        daily = cost_rollup(root, evaluators)
-        write_partition(root, "judge_cost_daily", {}, daily)
+        daily = cost_rollup(DataRoot.from_env(root), evaluators)
+        write_partition(DataRoot.from_env(root), "judge_cost_daily", {}, daily)
         monthly = monthly_rollup(
-            read_partition(root, "judge_cost_daily", {}), BudgetLedger(state_dir(root) / "budget.sqlite"), evaluators
+            read_partition(DataRoot.from_env(root), "judge_cost_daily", {}),
+            BudgetLedger(state_dir(root) / "budget.sqlite"),
+            evaluators,
         )
-        write_partition(root, "judge_cost_monthly", {}, monthly)
+        write_partition(DataRoot.from_env(root), "judge_cost_monthly", {}, monthly)
         return {"daily_rows": daily.height, "monthly_rows": monthly.height}
 
     return run
@@ -137,7 +140,7 @@ def _tasks(root: Path, level: str = "nominal") -> dict[str, tuple[pl.DataFrame, 
     """Each task's annotations and the column its alpha is computed on, as `inter_annotator` does: the rating
     for the rating task, the label for the classifications (which have no interval alpha)."""
     columns = ["task", "item_id", "annotator", "label", "value"]  # only these, so that loading sets no peak
-    annotations = read_partition(root, "human_annotations", {}, columns=columns)  # on either store
+    annotations = read_partition(DataRoot.from_env(root), "human_annotations", {}, columns=columns)  # on either store
     tasks = {task: part for (task,), part in annotations.partition_by("task", as_dict=True).items()}
     return {
         t: (p, "value" if t == "quality" else "label")
@@ -280,7 +283,9 @@ def cohen_peer(root: Path):
 def _groups(root: Path) -> list[tuple[np.ndarray, np.ndarray]]:
     """(control, treatment) final completed scores of three evaluators, for each of the two treatments."""
     scores = (
-        scan_parquet(root, table_glob(root, "judge_scores"), hive_partitioning=False)
+        scan_parquet(
+            DataRoot.from_env(root), table_glob(DataRoot.from_env(root), "judge_scores"), hive_partitioning=False
+        )
         .filter(FINAL_COMPLETED & pl.col("evaluator").is_in(["helpfulness", "relevance", "toxicity"]))
         .select("evaluator", "variant", "score")
         .collect()

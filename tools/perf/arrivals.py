@@ -39,53 +39,58 @@ from tools.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 DAY = (datetime.now(UTC) - timedelta(days=2)).date().isoformat()
 EVALUATOR = "arrivals"
-INGEST = (
+# `W`: the data root as the storage functions take it (`DataRoot`; a bare path in a checkout from before it)
+WAREHOUSE = (
+    "from eval_platform.storage import location as _l; "
+    "W = _l.DataRoot.from_env(ROOT) if hasattr(_l, 'DataRoot') else ROOT; "
+)
+INGEST = WAREHOUSE + (
     "import logging; from eval_platform.defs.traces import ingest_day; "
-    "d = ingest_day(ROOT, DAY, logging.getLogger('perf')); "
+    "d = ingest_day(W, DAY, logging.getLogger('perf')); "
     "n = getattr(d, 'read', None); "
     "out = f'{d.traces} traces in the day, {len(d.files if n is None else n)} file(s) read'"
 )
-JUDGE = (
+JUDGE = WAREHOUSE + (
     "import importlib.util; from eval_platform.defs.resources import JudgeResource; "
     "from eval_platform.judging.loading import load_evaluator; "
     "from eval_platform.judging.evaluator_day import judge_partition; "
     "parts = importlib.util.find_spec('eval_platform.judging.increments') is not None; "
     "inc = __import__('eval_platform.judging.increments', fromlist=['judge_in_parts']) if parts else None; "
     f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); r = JudgeResource().runtime(ROOT); "
-    "j = (inc.judge_in_parts(ROOT, c, DAY, r, set()) if inc else None) or judge_partition(ROOT, c, DAY, r, set()); "
+    "j = (inc.judge_in_parts(W, c, DAY, r, set()) if inc else None) or judge_partition(W, c, DAY, r, set()); "
     "s = j.summary; out = f\"{s['rows']} rows in the day, {s['calls']} calls, {s['cache_hits']} cache hits\""
 )
 # The rollups an arrival triggers after judge_scores, each as its asset computes it (defs/judging.py, defs/costs.py,
 # defs/experiments.py `alerts`, defs/report.py), without Dagster around it.
-DAY_NUMBERS = (
+DAY_NUMBERS = WAREHOUSE + (
     "from eval_platform.judging.day_numbers import write_day_numbers; "
-    f"write_day_numbers(ROOT, '{EVALUATOR}', DAY); out = 'judge_day_numbers of the partition written'"
+    f"write_day_numbers(W, '{EVALUATOR}', DAY); out = 'judge_day_numbers of the partition written'"
 )
-COST = (
+COST = WAREHOUSE + (
     "from eval_platform import costs; "
     "from eval_platform.judging.loading import load_evaluator; "
     "from eval_platform.storage.warehouse import write_partition; "
     f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); ledger = costs.judge_ledger(ROOT); "
     "counted = getattr(costs, 'counted_cost_rollup', None); "
-    "f, n = counted(ROOT, {c.name: c}, ledger) if counted else (costs.cost_rollup(ROOT, {c.name: c}, ledger), {}); "
-    "write_partition(ROOT, 'judge_cost_daily', {}, f); "
+    "f, n = counted(W, {c.name: c}, ledger) if counted else (costs.cost_rollup(W, {c.name: c}, ledger), {}); "
+    "write_partition(W, 'judge_cost_daily', {}, f); "
     "read = f\"{n['files_summed']} judge file(s) summed, {n['files_kept']} kept\" if n else 'every row read'; "
     "out = f\"{f.height} row(s), {f['rows'].sum():,} judge rows, {f['calls'].sum():,} calls; {read}\""
 )
-ALERTS = (
+ALERTS = WAREHOUSE + (
     "from eval_platform.costs import judge_ledger; "
     "from eval_platform.experiments.inputs import read_final_scores; "
     "from eval_platform.experiments.regressions import regressions; "
     "from eval_platform.threshold_alerts import threshold_alerts_for; "
     "from eval_platform.judging.loading import load_evaluator; "
     f"c = load_evaluator(ROOT / 'evaluators' / '{EVALUATOR}.yaml'); "
-    "s = read_final_scores(ROOT, [c.name]); r = regressions(s, evaluators=[c.name]); "
-    "t = threshold_alerts_for(ROOT, {c.name: c}, judge_ledger(ROOT)); "
+    "s = read_final_scores(W, [c.name]); r = regressions(s, evaluators=[c.name]); "
+    "t = threshold_alerts_for(W, {c.name: c}, judge_ledger(ROOT)); "
     "out = f'{s.height:,} final scores read, {r.height} regression(s), {t.height} threshold alert(s)'"
 )
-REPORT = (
+REPORT = WAREHOUSE + (
     "from eval_platform.defs.catalog import refresh; from eval_platform.report import build_report; "
-    "refresh(ROOT); r = build_report(ROOT); out = f'{r.plots} plot(s)'"
+    "refresh(W); r = build_report(ROOT); out = f'{r.plots} plot(s)'"
 )
 # What a fresh process costs before it does anything: the figure each step's CPU is read against.
 BASELINE = "import polars; import eval_platform.storage.warehouse; out = 'nothing done'"

@@ -38,6 +38,7 @@ import httpx
 
 from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.markdown_table import markdown_table
+from eval_platform.storage.location import DataRoot
 from tools.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -90,7 +91,7 @@ def write_project(root: Path, days: list[str], evaluators: list[str], traces_per
         folder.mkdir(parents=True)
         lines = [json.dumps(synthetic_trace(day, i, 5)) for i in range(traces_per_day)]
         (folder / "export.jsonl").write_text("\n".join(lines) + "\n")
-        write_partition(root, "traces", {"date": day}, read_trace_day(root, day).traces)
+        write_partition(DataRoot.from_env(root), "traces", {"date": day}, read_trace_day(root, day).traces)
 
 
 def start_judge(latency_ms: float) -> tuple[subprocess.Popen, str]:
@@ -129,8 +130,8 @@ def judge_directly(root: Path, days: list[str], evaluators: list[str]) -> tuple[
     rows = 0
     for name in evaluators:
         for day in days:
-            rows += judge_partition(root, configs[name], day, runtime, set()).summary["completed"]
-    refresh(root)
+            rows += judge_partition(DataRoot.from_env(root), configs[name], day, runtime, set()).summary["completed"]
+    refresh(DataRoot.from_env(root))
     return time.perf_counter() - started, rows
 
 

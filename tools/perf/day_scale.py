@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 from eval_platform.markdown_table import markdown_table
+from eval_platform.storage.location import DataRoot
 from tools.perf.synthetic_project import synthetic_trace, write_score_evaluator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -80,7 +81,7 @@ def run_step(step: str, root: Path, concurrency: int) -> dict:
     if step == "ingest":
         from eval_platform.defs.traces import ingest_day
 
-        day = ingest_day(root, DAY, _Log())
+        day = ingest_day(DataRoot.from_env(root), DAY, _Log())
         return {"traces": day.traces, "quarantined": day.quarantined}
     if step in ("judge", "judge_batch"):
         from eval_platform.judging.evaluator_day import judge_partition
@@ -99,7 +100,7 @@ def run_step(step: str, root: Path, concurrency: int) -> dict:
             ledger=BudgetLedger(state / "budget.sqlite"),
             env={},
         )
-        judged = judge_partition(root, config, DAY, runtime, set())
+        judged = judge_partition(DataRoot.from_env(root), config, DAY, runtime, set())
         s = judged.summary
         return {
             "rows": s["rows"],
@@ -113,8 +114,8 @@ def run_step(step: str, root: Path, concurrency: int) -> dict:
         from eval_platform.defs.catalog import refresh
         from eval_platform.storage.warehouse import open_catalog
 
-        refresh(root)
-        with open_catalog(root) as conn:
+        refresh(DataRoot.from_env(root))
+        with open_catalog(DataRoot.from_env(root)) as conn:
             traces = conn.execute("SELECT count(*) FROM traces WHERE date = ?", [DAY]).fetchone()[0]
             statuses = conn.execute(
                 "SELECT status, count(*), avg(score) FROM judge_scores WHERE date = ? GROUP BY status ORDER BY 1",

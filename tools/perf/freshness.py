@@ -69,6 +69,7 @@ from eval_platform.alerting.rules import parse_rule
 from eval_platform.instance_config import shipped_instance_yaml
 from eval_platform.markdown_table import markdown_table
 from eval_platform.settings import DEFAULT_FILE_SETTLE_S, FILE_SETTLE_ENV, WAREHOUSE_URL_ENV
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import partition_dir
 from eval_platform.ui import create_instance_storage, dev_command
 from tools.perf.synthetic_project import write_score_evaluator
@@ -661,8 +662,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"the new-files sensor never ticked in {args.ready_timeout_s:g} s:\n{dev.tail()}")
 
         per_file = {a.number: a.traces for a in arrivals} | {0: args.preseed}
-        judged = PartitionWatch(partition_dir(root, "judge_scores", {"evaluator": EVALUATOR, "date": day}), per_file)
-        ingested = PartitionWatch(partition_dir(root, "traces", {"date": day}), per_file)
+        judged = PartitionWatch(
+            partition_dir(DataRoot.from_env(root), "judge_scores", {"evaluator": EVALUATOR, "date": day}), per_file
+        )
+        ingested = PartitionWatch(partition_dir(DataRoot.from_env(root), "traces", {"date": day}), per_file)
 
         # Ready: the new-files sensor ticked (and, with a preseed, the day is judged and Dagster idle).
         while not sensor_ticked(instance, "new_trace_files_sensor"):

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import yaml
 
+from eval_platform.storage.location import DataRoot
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
@@ -105,13 +107,25 @@ class _Bare:
         for task in self.suite.tasks:
             runtime = JudgeResource(local_judge_url=self.url).runtime(self.root)
             frame = run_task(TaskRun(self.root, "synth", self.suite, task, name, self.models[name], runtime))
-            write_partition(self.root, "benchmark_cases", {"suite": "synth", "task": task, "model": name}, frame)
+            write_partition(
+                DataRoot.from_env(self.root), "benchmark_cases", {"suite": "synth", "task": task, "model": name}, frame
+            )
             results = task_results(frame, "synth", task, self.suite.tasks[task], name)
-            write_partition(self.root, "benchmark_results", {"suite": "synth", "name": task, "model": name}, results)
+            write_partition(
+                DataRoot.from_env(self.root),
+                "benchmark_results",
+                {"suite": "synth", "name": task, "model": name},
+                results,
+            )
             values[task] = task_cases(frame, self.suite.tasks[task])
             rows.append(results)
         scores = suite_results("synth", self.suite, name, values, pl.concat(rows))
-        write_partition(self.root, "benchmark_results", {"suite": "synth", "name": "_suite", "model": name}, scores)
+        write_partition(
+            DataRoot.from_env(self.root),
+            "benchmark_results",
+            {"suite": "synth", "name": "_suite", "model": name},
+            scores,
+        )
         self.by_model[name] = values
         return time.perf_counter() - started
 
@@ -121,7 +135,7 @@ class _Bare:
 
         started = time.perf_counter()
         board = leaderboard("synth", self.suite, self.by_model, {name: 0.0 for name in self.by_model})
-        write_partition(self.root, "leaderboard", {"suite": "synth"}, board)
+        write_partition(DataRoot.from_env(self.root), "leaderboard", {"suite": "synth"}, board)
         return time.perf_counter() - started
 
 

@@ -43,6 +43,7 @@ from eval_platform.schemas import (
     conform,
 )
 from eval_platform.settings import state_dir
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 
 DAYS = 30
@@ -588,11 +589,11 @@ def generate(root: Path, rows: int, annotations: int, seed: int) -> dict:
     with closing(sqlite3.connect(state_dir(root) / "budget.sqlite")) as ledger:
         for d in range(DAYS):
             day = (FIRST_DAY + timedelta(days=d)).isoformat()
-            write_partition(root, "traces", {"date": day}, _traces(world, d, day))
+            write_partition(DataRoot.from_env(root), "traces", {"date": day}, _traces(world, d, day))
             for name in EVALUATORS:
                 scores = _judge_scores(world, name, d, day)
-                write_partition(root, "judge_scores", {"evaluator": name, "date": day}, scores)
-                write_day_numbers(root, name, day)  # as the judge_scores asset writes them
+                write_partition(DataRoot.from_env(root), "judge_scores", {"evaluator": name, "date": day}, scores)
+                write_day_numbers(DataRoot.from_env(root), name, day)  # as the judge_scores asset writes them
                 ledger.executemany(
                     "INSERT INTO judge_spend_daily (evaluator, day, month, spend_usd, calls) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (evaluator, day) DO UPDATE SET spend_usd = spend_usd + excluded.spend_usd, "
@@ -602,8 +603,8 @@ def generate(root: Path, rows: int, annotations: int, seed: int) -> dict:
                 total += scores.height
             ledger.commit()
     human, imported = _annotations(world, annotations)
-    write_partition(root, "human_annotations", {}, human)
-    write_partition(root, "imported_judgments", {}, imported)
+    write_partition(DataRoot.from_env(root), "human_annotations", {}, human)
+    write_partition(DataRoot.from_env(root), "imported_judgments", {}, imported)
     return {
         "judge_scores": total,
         "traces": world.quality.size,

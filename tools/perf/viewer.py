@@ -47,6 +47,7 @@ import duckdb
 import httpx
 
 from eval_platform.judging.day_numbers import write_day_numbers
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import PARTITION_FILE, partition_dir, write_partition
 from eval_platform.viewer.queries import PAGE_ROWS, DayFilters, encode_cursor
 from tools.perf.synthetic_warehouse import DAYS, FIRST_DAY, generate
@@ -70,11 +71,11 @@ def _one(sql: str) -> tuple | None:
 
 def _files(root: Path, table: str, keys: dict[str, str]) -> str:
     """A partition's files (one `part.parquet`, or a folder of parts) as a DuckDB glob."""
-    return str(partition_dir(root, table, keys) / "**" / PARTITION_FILE)
+    return str(partition_dir(DataRoot.from_env(root), table, keys) / "**" / PARTITION_FILE)
 
 
 def _has_files(root: Path, table: str, keys: dict[str, str]) -> bool:
-    return any(partition_dir(root, table, keys).glob(f"**/{PARTITION_FILE}"))
+    return any(partition_dir(DataRoot.from_env(root), table, keys).glob(f"**/{PARTITION_FILE}"))
 
 
 def _largest_day(root: Path) -> tuple[str, str, int]:
@@ -114,9 +115,9 @@ def _enlarge_day(root: Path, verdicts: int) -> None:
                     {f"LIMIT {limit}" if limit else ""}"""
             ).to_arrow_table()
         rows_frame = pl.DataFrame(pl.from_arrow(frame))
-        write_partition(root, table, keys, conform(rows_frame.drop("c"), schema))
+        write_partition(DataRoot.from_env(root), table, keys, conform(rows_frame.drop("c"), schema))
         del frame
-    write_day_numbers(root, evaluator, day)  # as the judge_scores asset writes them
+    write_day_numbers(DataRoot.from_env(root), evaluator, day)  # as the judge_scores asset writes them
     print(f"{evaluator} {day}: {verdicts:,} verdicts ({copies} copies of the day)", flush=True)
 
 
