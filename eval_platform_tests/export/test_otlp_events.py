@@ -22,7 +22,7 @@ import yaml
 
 from eval_platform.definitions import build_definitions
 from eval_platform.storage.location import DataRoot
-from eval_platform.storage.warehouse import partition_path, read_partition
+from eval_platform.storage.warehouse import read_partition
 from eval_platform_tests.conftest import write_evaluator
 from eval_platform_tests.defs.test_no_key_leaks import KEY, KEY_ENV, leak
 from eval_platform_tests.export.app import run_app
@@ -137,14 +137,17 @@ def completed(root: Path, evaluator: str) -> pl.DataFrame:
 
 
 def scores_digest(root: Path, evaluators: tuple[str, ...] = EVALUATORS) -> dict[str, str]:
-    return {
-        evaluator: hashlib.sha256(
-            Path(
-                partition_path(DataRoot.from_env(root), "judge_scores", {"evaluator": evaluator, "date": DAY})
-            ).read_bytes()
-        ).hexdigest()
-        for evaluator in evaluators
-    }
+    """Each evaluator's judge_scores partition of the day, every file of it (a day judged in parts has several)."""
+    digests = {}
+    for evaluator in evaluators:
+        digest = hashlib.sha256()
+        folder = root / "warehouse" / "judge_scores" / f"evaluator={evaluator}" / f"date={DAY}"
+        files = sorted(folder.rglob("*.parquet"))
+        assert files, folder
+        for path in files:
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+        digests[evaluator] = digest.hexdigest()
+    return digests
 
 
 def test_each_verdict_is_one_evaluation_event_on_the_judged_span_once_and_keyless(project, collector):
