@@ -47,7 +47,10 @@ class Viewer:
         return self.root.parent / "dagster_home"
 
     def scores(self, evaluator: str, day: str = DAY) -> str:
-        return str(self.root / "warehouse" / "judge_scores" / f"evaluator={evaluator}" / f"date={day}" / "part.parquet")
+        """Every file of the partition (a day judged in parts has one per part)."""
+        return str(
+            self.root / "warehouse" / "judge_scores" / f"evaluator={evaluator}" / f"date={day}" / "**" / "part.parquet"
+        )
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         """What an analyst's DuckDB says about the same Parquet files (the expected values of the tests)."""

@@ -38,7 +38,7 @@ def test_the_evaluators_page_lists_each_evaluator_with_its_numbers_and_trend(vie
     judged = viewer.query(
         f"""SELECT evaluator, count(*) FILTER (is_final AND status = 'COMPLETED'),
                    count(*) FILTER (is_final AND status = 'FAILED'), sum(calls)
-            FROM read_parquet('{viewer.root}/warehouse/judge_scores/*/date={DAY}/part.parquet', hive_partitioning=true)
+            FROM read_parquet('{viewer.root}/warehouse/judge_scores/*/date={DAY}/**/part.parquet')
             GROUP BY ALL"""
     )
     assert len(judged) >= 5
@@ -109,7 +109,7 @@ def test_each_filter_of_an_evaluators_day_narrows_the_verdicts(viewer, page):
     expect(page.locator("#count")).to_contain_text(f"{by_variant} verdict")
     assert by_variant < total and set(column(page, 7)) == {variant}
     # the trace's metadata (key=value), through the traces of the day
-    traces = f"{viewer.root}/warehouse/traces/date={DAY}/part.parquet"
+    traces = f"{viewer.root}/warehouse/traces/date={DAY}/**/part.parquet"
     (value, with_meta) = viewer.query(
         f"""SELECT json_extract_string(t.metadata, '$.motivation_app') AS v, count(*)
             FROM read_parquet('{scores}') s JOIN read_parquet('{traces}') t USING (trace_id)
@@ -188,7 +188,7 @@ def test_lowest_first_is_one_click_and_pages_never_overlap(viewer, page):
 
 
 def test_the_trace_page_shows_the_conversation_spans_and_every_verdict(viewer, page):
-    traces = f"{viewer.root}/warehouse/traces/date={DAY}/part.parquet"
+    traces = f"{viewer.root}/warehouse/traces/date={DAY}/**/part.parquet"
     (trace_id, session) = viewer.query(
         f"SELECT trace_id, session_id FROM read_parquet('{traces}') "
         "WHERE session_id IS NOT NULL AND tool_calls <> '[]' AND conversation LIKE "
@@ -196,7 +196,7 @@ def test_the_trace_page_shows_the_conversation_spans_and_every_verdict(viewer, p
     )[0]
     verdicts = viewer.query(
         f"""SELECT evaluator, config_hash, reasoning FROM read_parquet(
-            '{viewer.root}/warehouse/judge_scores/*/date={DAY}/part.parquet', hive_partitioning=true)
+            '{viewer.root}/warehouse/judge_scores/*/date={DAY}/**/part.parquet')
             WHERE trace_id = ? ORDER BY 1""",
         [trace_id],
     )
@@ -220,7 +220,7 @@ def test_the_trace_page_shows_the_conversation_spans_and_every_verdict(viewer, p
     expect(conversation.locator(".role-tool").first).to_be_visible()
     expect(page.locator("#spans tr.span").first).to_be_visible()
     # the `spans` view's query over the day's traces (spans are stored in their trace's row)
-    day_traces = f"read_parquet('{viewer.root}/warehouse/traces/date={DAY}/part.parquet')"
+    day_traces = f"read_parquet('{viewer.root}/warehouse/traces/date={DAY}/**/part.parquet')"
     (spans,) = viewer.query(f"SELECT count(*) FROM ({spans_view_sql(day_traces)}) WHERE trace_id = ?", [trace_id])[0]
     expect(page.locator("#spans tr.span")).to_have_count(spans)
     cards = page.locator("#verdicts article.verdict-card")

@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from eval_platform.judging.history import keep_superseded
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import write_partition
 from eval_platform_tests.ui.test_browser import CHROMIUM
 from eval_platform_tests.viewer.conftest import serve, viewer_env
@@ -34,8 +35,9 @@ def viewer(tmp_path_factory):
     (the judge_scores write path's `keep_superseded` moving OLD's verdicts to the history), with `quality_v2`."""
     root = tmp_path_factory.mktemp("any_place") / "data"
     keys = {"evaluator": "quality", "date": DAY}
-    write_partition(root, "judge_scores", keys, verdicts("quality", DAY, SUPERSEDED, 3, OLD))
-    assert keep_superseded(root, "quality", DAY, NEW) == [OLD]
+    warehouse = DataRoot.local(root)
+    write_partition(warehouse, "judge_scores", keys, verdicts("quality", DAY, SUPERSEDED, 3, OLD))
+    assert keep_superseded(warehouse, "quality", DAY, NEW) == [OLD]
     write_large_day(root, DAY, ROWS)
     with serve(root, root.parent / "viewer.log", viewer_env()) as viewer:
         yield viewer
