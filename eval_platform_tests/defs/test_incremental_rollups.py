@@ -11,6 +11,7 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 from eval_platform.costs import rescan_judged_rows
+from eval_platform.storage.location import DataRoot
 from eval_platform.storage.warehouse import read_partition
 from eval_platform_tests.defs.test_incremental_days import DAY, _ingest, _judge, _run, _view, _write
 from eval_platform_tests.defs.test_incremental_days import project as project  # the fixture
@@ -21,9 +22,9 @@ def _cost(root, instance) -> dict:
     result = _run(root, instance, "judge_cost_daily", None)
     assert result.success
     (event,) = result.get_asset_materialization_events()
-    daily = read_partition(root, "judge_cost_daily", {})
+    daily = read_partition(DataRoot.local(root), "judge_cost_daily", {})
     assert daily is not None
-    expected = rescan_judged_rows(root)
+    expected = rescan_judged_rows(DataRoot.local(root))
     assert_frame_equal(daily.select(expected.columns), expected, check_dtypes=False, check_exact=False, rel_tol=1e-12)
     assert _view(root, "SELECT sum(rows) FROM judge_cost_daily") == _view(root, "SELECT count(*) FROM judge_scores")
     metadata = event.materialization.metadata
@@ -60,9 +61,9 @@ def test_judge_cost_daily_sums_only_the_files_judged_since_and_equals_a_rescan(p
     assert _cost(root, instance) == {"files_summed": 3, "files_kept": 0}
 
     # a full recompute (the sums kept beside the files removed) gives the same rows
-    before = read_partition(root, "judge_cost_daily", {})
+    before = read_partition(DataRoot.local(root), "judge_cost_daily", {})
     shutil.rmtree(root / "warehouse" / "judge_cost_parts")
     assert _cost(root, instance) == {"files_summed": 3, "files_kept": 0}
-    after = read_partition(root, "judge_cost_daily", {})
+    after = read_partition(DataRoot.local(root), "judge_cost_daily", {})
     assert before is not None and after is not None
     assert before.select(pl.exclude("computed_at")).equals(after.select(pl.exclude("computed_at")))
