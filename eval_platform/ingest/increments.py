@@ -135,9 +135,9 @@ def ingest_in_parts(root: DataRoot, day: str) -> PartsIngest | None:
                 return None
             if read is not _COLLIDES:
                 result.read, result.waiting = changed, read
-                return _totals(root, day, result)
+                return day_totals(root, day, result)
         else:
-            return _totals(root, day, result)
+            return day_totals(root, day, result)
         result.whole_day = True
     if existing is None and not _flat_day(root, day):
         return None  # a file's head names an OTLP field: the day is not read whole to find out what its head says
@@ -150,7 +150,7 @@ def ingest_in_parts(root: DataRoot, day: str) -> PartsIngest | None:
         remove_parts(store, "quarantine", qkeys, keep_whole=False)
         _write_parts(root, day, rows.traces(), rows.quarantine(), list(files), prints, set(rows.waiting))
         result.read, result.waiting = list(files), list(rows.waiting)
-    return _totals(root, day, result)
+    return day_totals(root, day, result)
 
 
 def _changed(part: Part | None, print_: str) -> bool:
@@ -253,7 +253,7 @@ def _grouped(
     return written
 
 
-def _totals(root: DataRoot, day: str, result: PartsIngest) -> PartsIngest:
+def day_totals(root: DataRoot, day: str, result: PartsIngest) -> PartsIngest:
     """The whole day's counts, from the parts' footers and the quarantine's reasons (no trace row is read)."""
     found = parts(root, "traces", {"date": day}) or {}
     result.traces = sum(part.rows for part in found.values())

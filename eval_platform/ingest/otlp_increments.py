@@ -50,7 +50,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from eval_platform.ingest.day_spill import spilling_duckdb
-from eval_platform.ingest.increments import DUPLICATE, PartsIngest, fingerprint
+from eval_platform.ingest.increments import DUPLICATE, PartsIngest, day_totals, fingerprint
 from eval_platform.ingest.otel.assembly import AWAITING_ROOT
 from eval_platform.ingest.otel.envelope import walk
 from eval_platform.ingest.readers import file_kind, iter_candidates
@@ -165,12 +165,12 @@ def ingest_otlp_in_parts(root: DataRoot, day: str) -> PartsIngest:
     if not files:  # an empty day: its partitions written whole and empty, as before parts
         write_partition(root, "traces", {"date": day}, empty_frame(TRACE_SCHEMA))
         write_partition(root, "quarantine", quarantine_keys(SOURCE, day), empty_frame(QUARANTINE_SCHEMA))
-        return _totals(root, day, result)
+        return day_totals(root, day, result)
     if existing is not None and _incremental(root, day, files, prints, before, existing, result):
-        return _totals(root, day, result)
+        return day_totals(root, day, result)
     _whole_day(root, day, files, prints, before)
     result.read, result.whole_day = list(files), True
-    return _totals(root, day, result)
+    return day_totals(root, day, result)
 
 
 def _incremental(
@@ -464,17 +464,6 @@ def _by_file(path: Path, folder: Path) -> Iterator[tuple[str, pl.DataFrame]]:
             yield str(current), pl.concat(held)
     finally:
         conn.close()
-
-
-def _totals(root: DataRoot, day: str, result: PartsIngest) -> PartsIngest:
-    """The whole day's counts, from the parts' footers and the quarantine's reasons (no trace row is read)."""
-    found = parts(root, "traces", {"date": day}) or {}
-    result.traces = sum(part.rows for part in found.values())
-    reasons = read_partition(root, "quarantine", quarantine_keys(SOURCE, day), columns=["reason"])
-    if reasons is not None:
-        result.quarantined = reasons.height
-        result.reasons = dict(sorted(reasons.group_by("reason").len().rows()))
-    return result
 
 
 def day_spans(root: DataRoot, day: str) -> int:
