@@ -38,18 +38,23 @@ def _write(root: Path, name: str, ids: list[str], output: str = "fine") -> Path:
     return path
 
 
-@pytest.fixture
-def project(data_root, tmp_path, local_judge):
+def write_helpful(root: Path, judge) -> None:
+    """The score evaluator these tests (and test_otlp_increments.py) judge with, on the local judge."""
     write_evaluator(
-        data_root,
+        root,
         "helpful",
         mode="score",
         model="openai/mock",
-        api_base=local_judge.base_url,
+        api_base=judge.base_url,
         temperature=0.0,
         score_scale={"min": 0, "max": 1},
         prompt="helpful: {{output}}",
     )
+
+
+@pytest.fixture
+def project(data_root, tmp_path, local_judge):
+    write_helpful(data_root, local_judge)
     (tmp_path / "dagster_home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
         yield data_root, instance, local_judge

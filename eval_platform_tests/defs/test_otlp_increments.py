@@ -7,22 +7,19 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import polars as pl
-import pytest
 
-from eval_platform.definitions import build_definitions
 from eval_platform.judging.increments import trace_digests
 from eval_platform.storage.location import DataRoot
 from eval_platform.storage.parts import parts
 from eval_platform.storage.warehouse import quarantine_keys, read_partition
-from eval_platform_tests.conftest import judge_requests, write_evaluator
+from eval_platform_tests.conftest import judge_requests
+from eval_platform_tests.defs.test_incremental_days import DAY, _ingest, _run, _view, write_helpful
+from eval_platform_tests.defs.test_incremental_days import project as project  # the fixture
 
-DAY = (datetime.now(UTC) - timedelta(days=2)).date().isoformat()  # a partition, whatever the date
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "otel"
 RECORDINGS = [
     ("genai", "traces.jsonl"),
@@ -45,47 +42,6 @@ def _put(root: Path, k: int, lines: list[str]) -> str:
     then = time.time() - 120  # settled: written two minutes ago
     os.utime(path, (then, then))
     return path.relative_to(root).as_posix()
-
-
-def _evaluator(root: Path, judge) -> None:
-    write_evaluator(
-        root,
-        "helpful",
-        mode="score",
-        model="openai/mock",
-        api_base=judge.base_url,
-        temperature=0.0,
-        score_scale={"min": 0, "max": 1},
-        prompt="helpful: {{output}}",
-    )
-
-
-@pytest.fixture
-def project(data_root, tmp_path, local_judge):
-    _evaluator(data_root, local_judge)
-    (tmp_path / "dagster_home").mkdir()
-    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
-        yield data_root, instance, local_judge
-
-
-def _run(root: Path, instance, asset: str, partition) -> dg.ExecuteInProcessResult:
-    defs = build_definitions(root)
-    return dg.materialize(
-        assets=list(defs.assets),
-        selection=[asset],
-        partition_key=partition,
-        instance=instance,
-        resources=defs.resources,
-        raise_on_error=False,
-    )
-
-
-def _ingest(root: Path, instance) -> list[str]:
-    """Ingest the day; the files that run read."""
-    result = _run(root, instance, "traces", DAY)
-    assert result.success
-    (event,) = result.get_asset_materialization_events()
-    return sorted(event.materialization.metadata["files_read"].value)
 
 
 def _judge(root: Path, instance) -> dict:
@@ -115,16 +71,11 @@ def _scores(root: Path) -> pl.DataFrame:
     return found.sort("trace_id")
 
 
-def _view(root: Path, sql: str) -> list[tuple]:
-    with duckdb.connect(str(root / "eval_platform.duckdb"), read_only=True) as conn:
-        return conn.execute(sql).fetchall()
-
-
 def _one_run(root: Path, tmp_path: Path, monkeypatch, judge) -> Path:
     """The same files of the day in a new data root, ingested and judged in one run each."""
     other = tmp_path / "one_run"
     (other / "evaluators").mkdir(parents=True)
-    _evaluator(other, judge)
+    write_helpful(other, judge)
     for path in (root / "traces" / DAY).iterdir():
         target = other / "traces" / DAY / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
