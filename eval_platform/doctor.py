@@ -95,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         problems += 1
 
     print("\nschedules and sensors (turn them on in the UI: Automation):")
-    for kind, name, state in _automation_states(root):
-        print(f"  {kind:<9}{name:<34}{state}")
+    states = _automation_states(root)
+    width = max((len(name) for _, name, _ in states), default=0) + 2  # the longest name fits its column
+    for kind, name, state in states:
+        print(f"  {kind:<9}{name:<{width}}{state}")
 
     days = _trace_days(root)
     today = datetime.now(UTC).strftime("%Y-%m-%d")
